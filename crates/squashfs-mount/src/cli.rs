@@ -1,0 +1,256 @@
+//! Command-line parsing. Pure: no system calls, no environment; fuzzed.
+//!
+//! ```text
+//! squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
+//! squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
+//! ```
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+pub const USAGE: &str = "\
+Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
+       squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
+
+Mounts each SquashFS <image> read-only (nosuid, nodev) on <mountpoint> in a
+private mount namespace, drops all privileges and runs <command> as you.
+Images are opened with your own permissions.
+
+Options:
+  --sqfs=<image>:<mountpoint>[,...]   images to mount (comma-separated list)
+  -h, --help                          print this help and exit
+  -v, --version                       print the version and exit
+
+Environment:
+  SQFSMNT_FWD_<NAME>=<value>  passed to <command> as <NAME>=<value>
+                              (e.g. SQFSMNT_FWD_LD_LIBRARY_PATH)
+  UENV_MOUNT_LIST             set for <command>: <image>:<mountpoint>,... in
+                              mount order, absolute paths
+";
+
+/// One `<image>:<mountpoint>` request, as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountRequest {
+    pub image: OsString,
+    pub mount_point: OsString,
+}
+
+impl MountRequest {
+    /// `image:mountpoint` for messages (lossy for non-UTF-8 bytes).
+    pub fn describe(&self) -> String {
+        format!(
+            "{}:{}",
+            self.image.to_string_lossy(),
+            self.mount_point.to_string_lossy()
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invocation {
+    Help,
+    Version,
+    Run(RunRequest),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRequest {
+    pub mounts: Vec<MountRequest>,
+    /// Program and its arguments; never empty.
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (see squashfs-mount --help)", self.0)
+    }
+}
+
+fn lossy(s: &[u8]) -> String {
+    String::from_utf8_lossy(s).into_owned()
+}
+
+/// Parses one `<image>:<mountpoint>` pair.
+pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
+    let colons = arg.iter().filter(|&&b| b == b':').count();
+    if colons == 0 {
+        return Err(UsageError(format!(
+            "'{}' is not of the form <image>:<mountpoint>",
+            lossy(arg)
+        )));
+    }
+    if colons > 1 {
+        return Err(UsageError(format!(
+            "'{}' has more than one ':'; paths containing ':' are not supported, use a symlink without ':' to the image or mount point",
+            lossy(arg)
+        )));
+    }
+    let at = arg.iter().position(|&b| b == b':').unwrap_or(0);
+    let (image, mount_point) = (&arg[..at], &arg[at + 1..]);
+    if image.is_empty() {
+        return Err(UsageError(format!("'{}': the image path is empty", lossy(arg))));
+    }
+    if mount_point.is_empty() {
+        return Err(UsageError(format!("'{}': the mount point is empty", lossy(arg))));
+    }
+    for part in [image, mount_point] {
+        if part.contains(&b'\n') {
+            return Err(UsageError(format!(
+                "'{}': paths containing a newline are not supported",
+                lossy(arg).escape_debug()
+            )));
+        }
+        if part.contains(&0) {
+            return Err(UsageError("paths cannot contain a NUL byte".into()));
+        }
+    }
+    Ok(MountRequest {
+        image: OsString::from_vec(image.to_vec()),
+        mount_point: OsString::from_vec(mount_point.to_vec()),
+    })
+}
+
+/// Parses the arguments after argv[0].
+pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
+    let mut mounts = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_bytes();
+        i += 1;
+        match arg {
+            b"--" => {
+                let command: Vec<OsString> = args[i..].to_vec();
+                if command.is_empty() {
+                    return Err(UsageError("no command given after '--'".into()));
+                }
+                return Ok(Invocation::Run(RunRequest { mounts, command }));
+            }
+            b"-h" | b"--help" => return Ok(Invocation::Help),
+            b"-v" | b"--version" => return Ok(Invocation::Version),
+            _ if arg.starts_with(b"--sqfs=") => {
+                let list = &arg[b"--sqfs=".len()..];
+                if list.is_empty() {
+                    return Err(UsageError("--sqfs= needs <image>:<mountpoint>[,...]".into()));
+                }
+                for pair in list.split(|&b| b == b',') {
+                    mounts.push(parse_pair(pair)?);
+                }
+            }
+            b"--sqfs" => {
+                let Some(list) = args.get(i) else {
+                    return Err(UsageError("--sqfs needs <image>:<mountpoint>[,...]".into()));
+                };
+                i += 1;
+                for pair in list.as_bytes().split(|&b| b == b',') {
+                    mounts.push(parse_pair(pair)?);
+                }
+            }
+            _ if arg.starts_with(b"-") => {
+                return Err(UsageError(format!("unknown option '{}'", lossy(arg))));
+            }
+            _ => mounts.push(parse_pair(arg)?),
+        }
+    }
+    Err(UsageError(
+        "missing '--' before the command to run".into(),
+    ))
+}
+
+/// `SQFSMNT_FWD_<NAME>=<value>` becomes `<NAME>=<value>`: returns NAME.
+pub fn forwarded_name(name: &OsStr) -> Option<&OsStr> {
+    let rest = name.as_bytes().strip_prefix(b"SQFSMNT_FWD_")?;
+    if rest.is_empty() || rest.contains(&b'=') {
+        return None;
+    }
+    Some(OsStr::from_bytes(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+    fn run(list: &[&str]) -> RunRequest {
+        match parse(&args(list)).unwrap() {
+            Invocation::Run(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn single_pair() {
+        let r = run(&["a.sqfs:/mnt", "--", "true"]);
+        assert_eq!(r.mounts.len(), 1);
+        assert_eq!(r.mounts[0].image, "a.sqfs");
+        assert_eq!(r.mounts[0].mount_point, "/mnt");
+        assert_eq!(r.command, args(&["true"]));
+    }
+
+    #[test]
+    fn several_pairs_and_sqfs_list() {
+        let r = run(&["--sqfs=a:/x,b:/y", "c:/z", "--", "ls", "-l", "--", "x"]);
+        let got: Vec<_> = r.mounts.iter().map(|m| m.describe()).collect();
+        assert_eq!(got, ["a:/x", "b:/y", "c:/z"]);
+        assert_eq!(r.command, args(&["ls", "-l", "--", "x"]));
+        let r = run(&["--sqfs", "a:/x", "--", "true"]);
+        assert_eq!(r.mounts.len(), 1);
+    }
+
+    #[test]
+    fn no_pairs_is_passthrough() {
+        assert!(run(&["--", "env"]).mounts.is_empty());
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert_eq!(parse(&args(&["-h"])).unwrap(), Invocation::Help);
+        assert_eq!(parse(&args(&["--version"])).unwrap(), Invocation::Version);
+        assert_eq!(parse(&args(&["-v"])).unwrap(), Invocation::Version);
+        // After '--' everything belongs to the command.
+        assert!(matches!(parse(&args(&["--", "x", "-h"])).unwrap(), Invocation::Run(_)));
+    }
+
+    #[test]
+    fn invalid() {
+        for bad in [
+            &["invalid_argument", "--", "true"][..],
+            &["a:/m"],
+            &["a:/m", "--"],
+            &[":/m", "--", "true"],
+            &["a:", "--", "true"],
+            &["a:b:c", "--", "true"],
+            &["--bogus", "--", "true"],
+            &["--sqfs=", "--", "true"],
+            &["--sqfs=a:/x,", "--", "true"],
+            &["a\n:/m", "--", "true"],
+            &[],
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn non_utf8_paths_are_kept_exactly() {
+        let a = vec![
+            OsString::from_vec(b"im\xffg:/mn\xfet".to_vec()),
+            "--".into(),
+            "true".into(),
+        ];
+        let Invocation::Run(r) = parse(&a).unwrap() else { panic!() };
+        assert_eq!(r.mounts[0].image.as_bytes(), b"im\xffg");
+        assert_eq!(r.mounts[0].mount_point.as_bytes(), b"/mn\xfet");
+    }
+
+    #[test]
+    fn forwarding_names() {
+        assert_eq!(forwarded_name(OsStr::new("SQFSMNT_FWD_LD_LIBRARY_PATH")).unwrap(), "LD_LIBRARY_PATH");
+        assert_eq!(forwarded_name(OsStr::new("SQFSMNT_FWD_BASH_FUNC_f%%")).unwrap(), "BASH_FUNC_f%%");
+        assert!(forwarded_name(OsStr::new("SQFSMNT_FWD_")).is_none());
+        assert!(forwarded_name(OsStr::new("PATH")).is_none());
+    }
+}

@@ -1,0 +1,76 @@
+//! The command's environment, built only after privileges are gone.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use crate::cli::forwarded_name;
+
+/// The caller's environment, plus `NAME=value` for each
+/// `SQFSMNT_FWD_NAME=value`, plus `UENV_MOUNT_LIST` (when given).
+pub fn for_command(
+    caller_env: impl IntoIterator<Item = (OsString, OsString)>,
+    mount_list: Option<&OsStr>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    let mut forwarded = Vec::new();
+    for (name, value) in caller_env {
+        if let Some(target) = forwarded_name(&name) {
+            forwarded.push((target.to_owned(), value.clone()));
+        }
+        env.push((name, value));
+    }
+    let mut set = |name: OsString, value: OsString| {
+        env.retain(|(n, _)| n != &name);
+        env.push((name, value));
+    };
+    for (name, value) in forwarded {
+        set(name, value);
+    }
+    if let Some(list) = mount_list {
+        set("UENV_MOUNT_LIST".into(), list.to_owned());
+    }
+    env
+}
+
+/// `image:mountpoint,...` with absolute paths, in mount order.
+pub fn mount_list<'a>(pairs: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -> OsString {
+    let mut out: Vec<u8> = Vec::new();
+    for (image, mount_point) in pairs {
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(image.as_bytes());
+        out.push(b':');
+        out.extend_from_slice(mount_point.as_bytes());
+    }
+    OsStr::from_bytes(&out).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter().map(|(a, b)| (a.into(), b.into())).collect()
+    }
+
+    #[test]
+    fn forwarding_overrides_and_keeps_the_rest() {
+        let out = for_command(
+            e(&[("PATH", "/bin"), ("SQFSMNT_FWD_LD_LIBRARY_PATH", "foo"), ("LD_LIBRARY_PATH", "old"), ("SQFSMNT_FWD_BASH_FUNC_f%%", "() { :; }")]),
+            Some(OsStr::new("/a.sqfs:/m")),
+        );
+        let get = |n: &str| out.iter().filter(|(k, _)| k == n).map(|(_, v)| v.clone()).collect::<Vec<_>>();
+        assert_eq!(get("LD_LIBRARY_PATH"), ["foo"]);
+        assert_eq!(get("PATH"), ["/bin"]);
+        assert_eq!(get("BASH_FUNC_f%%"), ["() { :; }"]);
+        assert_eq!(get("UENV_MOUNT_LIST"), ["/a.sqfs:/m"]);
+        assert_eq!(get("SQFSMNT_FWD_LD_LIBRARY_PATH"), ["foo"]);
+    }
+
+    #[test]
+    fn mount_list_format() {
+        let l = mount_list([(OsStr::new("/a"), OsStr::new("/x")), (OsStr::new("/b"), OsStr::new("/y"))]);
+        assert_eq!(l, "/a:/x,/b:/y");
+    }
+}

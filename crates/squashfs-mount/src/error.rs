@@ -1,0 +1,51 @@
+//! The one kind of failure the tool reports: a sentence naming the image or
+//! mount point concerned, what went wrong and what to do. Printed as one line
+//! on stderr; the process then exits 1.
+
+use std::fmt;
+
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+impl Failure {
+    pub fn new(msg: impl Into<String>) -> Self {
+        Failure(msg.into())
+    }
+    /// Prefixes the `image:mountpoint` (or other subject) concerned.
+    pub fn about(subject: &str, msg: impl fmt::Display) -> Self {
+        Failure(format!("{subject}: {msg}"))
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line, whatever the parts contained.
+        write!(f, "{}", self.0.replace('\n', " "))
+    }
+}
+
+impl From<crate::privilege::PrivilegeError> for Failure {
+    fn from(e: crate::privilege::PrivilegeError) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+impl From<crate::cli::UsageError> for Failure {
+    fn from(e: crate::cli::UsageError) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+/// Plain-language reading of an errno for messages about a path.
+pub fn explain_errno(e: rustix::io::Errno) -> String {
+    use rustix::io::Errno;
+    match e {
+        Errno::ACCESS | Errno::PERM => "permission denied (you cannot read it with your own rights)".into(),
+        Errno::NOENT => "no such file or directory".into(),
+        Errno::NOTDIR => "a path component is not a directory".into(),
+        Errno::LOOP => "too many levels of symbolic links".into(),
+        Errno::NAMETOOLONG => "the path is too long".into(),
+        Errno::MFILE | Errno::NFILE => "too many open files (raise the open-file limit, ulimit -n)".into(),
+        other => format!("{other}"),
+    }
+}

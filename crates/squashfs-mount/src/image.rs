@@ -1,0 +1,75 @@
+//! Images, opened once with the caller's rights and used by fd from then on.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::error::{explain_errno, Failure};
+use crate::privilege::Privileges;
+use crate::superblock::{self, Superblock, SUPERBLOCK_SIZE};
+use crate::system::{self, FileId};
+
+/// An image file the caller could open for reading.
+#[derive(Debug)]
+pub struct Image {
+    /// The path as given on the command line (for messages).
+    pub given: OsString,
+    /// Where the opened file really is (the kernel's name for our fd).
+    pub path: OsString,
+    pub fd: OwnedFd,
+    pub id: FileId,
+    pub superblock: Superblock,
+}
+
+impl Image {
+    /// Opens `given` with the caller's credentials (the `&Privileges` borrow
+    /// proves we are not inside an `as_root` section), refuses anything but
+    /// a regular file, and checks the superblock read from that same fd.
+    pub fn open(_as_caller: &Privileges, given: &OsStr, subject: &str) -> Result<Image, Failure> {
+        let fd = system::open_image(given).map_err(|e| {
+            Failure::about(
+                subject,
+                format!("cannot open the image: {}", explain_errno(e)),
+            )
+        })?;
+        let id = system::fstat(fd.as_fd())
+            .map_err(|e| Failure::about(subject, format!("cannot stat the image: {e}")))?;
+        if !id.is_regular() {
+            return Err(Failure::about(
+                subject,
+                format!(
+                    "the image is a {}, not a regular file; give the path of a SquashFS image file",
+                    id.kind()
+                ),
+            ));
+        }
+        let mut head = [0u8; SUPERBLOCK_SIZE];
+        let n = system::read_head(fd.as_fd(), &mut head)
+            .map_err(|e| Failure::about(subject, format!("cannot read the image: {e}")))?;
+        let superblock = superblock::check(&head[..n], id.size)
+            .map_err(|e| Failure::about(subject, e))?;
+        let path = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| given.to_owned());
+        Ok(Image { given: given.to_owned(), path, fd, id, superblock })
+    }
+
+    /// Refuses images whose compressor the running kernel cannot decompress,
+    /// when the kernel configuration says so.
+    pub fn check_kernel_support(&self, kernel_config: Option<&[u8]>, subject: &str) -> Result<(), Failure> {
+        let comp = self.superblock.compressor;
+        if let Some(false) = kernel_config.and_then(|c| superblock::kernel_supports(c, comp)) {
+            return Err(Failure::about(
+                subject,
+                format!(
+                    "the image is compressed with {}, which this kernel's squashfs cannot decompress; rebuild it with another compressor (e.g. sqfs pack --comp zstd, or mksquashfs -comp gzip)",
+                    comp.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The running kernel's configuration, when it is readable as plain text.
+pub fn kernel_config() -> Option<Vec<u8>> {
+    let release = rustix::system::uname().release().to_str().ok()?.to_owned();
+    system::read_small_file(&format!("/boot/config-{release}"), 1 << 20).ok()
+}

@@ -1,0 +1,105 @@
+//! Loop devices bound to an image fd with LOOP_CONFIGURE (read-only,
+//! autoclear), verified to be backed by that very file.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::error::Failure;
+use crate::image::Image;
+use crate::system::{self, Error};
+
+/// Attempts on EBUSY/EAGAIN races with other processes taking the same free
+/// device between LOOP_CTL_GET_FREE and LOOP_CONFIGURE.
+const ATTACH_ATTEMPTS: u32 = 64;
+
+/// Loop device options (measured in BENCHMARKS.md).
+#[derive(Clone, Copy, Debug)]
+pub struct LoopOptions {
+    pub direct_io: bool,
+    /// Logical block size; 0 = kernel default (512).
+    pub block_size: u32,
+}
+
+impl Default for LoopOptions {
+    fn default() -> Self {
+        LoopOptions { direct_io: false, block_size: 0 }
+    }
+}
+
+/// A configured loop device. Because it is autoclear, it detaches by itself
+/// when the last user (this fd, then the mounted superblock) goes away,
+/// also when the process is killed.
+#[derive(Debug)]
+pub struct LoopDevice {
+    pub number: u32,
+    pub fd: OwnedFd,
+    pub rdev: u64,
+}
+
+impl LoopDevice {
+    pub fn path(&self) -> String {
+        format!("/dev/loop{}", self.number)
+    }
+
+    /// Binds `image.fd` to a free loop device. Needs root.
+    pub fn attach(image: &Image, options: LoopOptions, subject: &str) -> Result<LoopDevice, Failure> {
+        let control = system::open_loop_control()
+            .map_err(|e| Failure::about(subject, format!("cannot open /dev/loop-control: {e}; is the loop driver available?")))?;
+        let mut flags = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
+        if options.direct_io {
+            flags |= system::LO_FLAGS_DIRECT_IO;
+        }
+        let name = system::as_bytes(&image.path);
+        let mut last = Error::BUSY;
+        for _ in 0..ATTACH_ATTEMPTS {
+            let number = system::loop_get_free(control.as_fd())
+                .map_err(|e| Failure::about(subject, format!("no free loop device: {e}")))?;
+            let fd = match system::open_loop_device(number) {
+                Ok(fd) => fd,
+                Err(e @ (Error::NOENT | Error::NXIO | Error::BUSY | Error::AGAIN)) => {
+                    last = e;
+                    continue;
+                }
+                Err(e) => return Err(Failure::about(subject, format!("cannot open /dev/loop{number}: {e}"))),
+            };
+            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, options.block_size, name) {
+                Ok(()) => {}
+                Err(e @ (Error::BUSY | Error::AGAIN)) => {
+                    last = e;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Failure::about(subject, format!("cannot configure /dev/loop{number}: {e}")))
+                }
+            }
+            let rdev = system::fstat(fd.as_fd()).map(|s| s.rdev).unwrap_or(0);
+            let dev = LoopDevice { number, fd, rdev };
+            if let Err(e) = dev.verify_backed_by(image) {
+                let _ = system::loop_clear(dev.fd.as_fd());
+                return Err(Failure::about(subject, e));
+            }
+            return Ok(dev);
+        }
+        Err(Failure::about(
+            subject,
+            format!("could not get a loop device after {ATTACH_ATTEMPTS} attempts (last error: {last}); too many parallel launches? try again"),
+        ))
+    }
+
+    /// Checks with LOOP_GET_STATUS64 that the device is backed by the file
+    /// `image.fd` refers to (device and inode), read-only and autoclear.
+    pub fn verify_backed_by(&self, image: &Image) -> Result<(), String> {
+        let info = system::loop_status(self.fd.as_fd())
+            .map_err(|e| format!("cannot read the status of {}: {e}", self.path()))?;
+        if info.lo_device != image.id.dev || info.lo_inode != image.id.ino {
+            return Err(format!(
+                "{} is not backed by the opened image (another process changed it); try again",
+                self.path()
+            ));
+        }
+        let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
+        if info.lo_flags & want != want {
+            return Err(format!("{} is not read-only and autoclear", self.path()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! The setuid-root entry point. See `launch::run` for the privileged steps.
+#![deny(unsafe_code)]
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+use squashfs_mount::cli::{self, Invocation};
+use squashfs_mount::{environment, launch, system, VERSION};
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("squashfs-mount: {msg}");
+    ExitCode::from(1)
+}
+
+fn main() -> ExitCode {
+    // Before anything else: a panic prints one fixed line and aborts
+    // (panic = "abort"); the default hook would read RUST_BACKTRACE from the
+    // environment while we are privileged.
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("squashfs-mount: internal error{at}; please report it");
+    }));
+
+    // argv only; the environment is not read until privileges are gone.
+    let mut argv = std::env::args_os();
+    if argv.next().is_none() {
+        return fail("refusing to run with an empty argument list (argc == 0)");
+    }
+    let args: Vec<OsString> = argv.collect();
+    let request = match cli::parse(&args) {
+        Ok(Invocation::Help) => {
+            print!("{}", cli::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::Version) => {
+            println!("{VERSION}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::Run(r)) => r,
+        Err(e) => return fail(e),
+    };
+
+    let ready = match launch::run(&request) {
+        Ok(ready) => ready,
+        Err(e) => return fail(e),
+    };
+
+    // Unprivileged from here on (verified in launch::run).
+    let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
+    system::reset_signals();
+    let program = &ready.command[0];
+    let err = Command::new(program)
+        .args(&ready.command[1..])
+        .env_clear()
+        .envs(env)
+        .exec();
+    let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+    eprintln!("squashfs-mount: cannot run {}: {err}", program.to_string_lossy());
+    ExitCode::from(code)
+}

@@ -1,0 +1,552 @@
+//! Every system call the privileged path makes, in one place.
+//!
+//! Nothing outside this module calls `rustix`, `libc` or contains `unsafe`
+//! (the crate root has `#![deny(unsafe_code)]`; only this module lifts it).
+//! Each `unsafe` block carries a `// SAFETY:` note. The functions here are
+//! thin: they name the operation in the domain's words and convert errors,
+//! but make no decisions; the order of privileged steps lives in
+//! `launch::run`.
+#![allow(unsafe_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use rustix::fs::{Mode, OFlags, CWD};
+use rustix::io::Errno;
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MountPropagationFlags, MoveMountFlags,
+    OpenTreeFlags,
+};
+pub use rustix::process::{Gid, Uid};
+
+/// An errno from the kernel, with the operation that produced it.
+pub type SysResult<T> = Result<T, Errno>;
+pub use rustix::io::Errno as Error;
+
+/// File metadata the tool relies on (from `fstat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub size: u64,
+    pub nlink: u64,
+    pub uid: u32,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+    pub rdev: u64,
+}
+
+impl FileId {
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+    pub fn is_dir(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFDIR
+    }
+    pub fn kind(&self) -> &'static str {
+        match self.mode & libc::S_IFMT {
+            libc::S_IFREG => "regular file",
+            libc::S_IFDIR => "directory",
+            libc::S_IFIFO => "FIFO",
+            libc::S_IFSOCK => "socket",
+            libc::S_IFBLK => "block device",
+            libc::S_IFCHR => "character device",
+            libc::S_IFLNK => "symbolic link",
+            _ => "special file",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Credentials and process state
+// ---------------------------------------------------------------------------
+
+pub fn real_uid() -> Uid {
+    rustix::process::getuid()
+}
+pub fn real_gid() -> Gid {
+    rustix::process::getgid()
+}
+pub fn effective_uid() -> Uid {
+    rustix::process::geteuid()
+}
+pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
+    rustix::process::getgroups()
+}
+
+/// Returns (real, effective, saved) uids.
+pub fn res_uid() -> SysResult<(u32, u32, u32)> {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: getresuid writes three uid_t through valid, exclusive pointers
+    // to locals; it has no other effect.
+    let rc = unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
+    if rc != 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+    }
+    Ok((r, e, s))
+}
+
+/// Returns (real, effective, saved) gids.
+pub fn res_gid() -> SysResult<(u32, u32, u32)> {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: as for getresuid above: three valid out-pointers to locals.
+    let rc = unsafe { libc::getresgid(&mut r, &mut e, &mut s) };
+    if rc != 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+    }
+    Ok((r, e, s))
+}
+
+// The process is single-threaded whenever these run (checked in
+// `privilege`), so the per-thread credential syscalls of rustix change the
+// credentials of the whole process.
+
+/// Sets only the effective uid (real and saved stay).
+pub fn set_effective_uid(uid: Uid) -> SysResult<()> {
+    rustix::thread::set_thread_res_uid(None, uid, None)
+}
+/// Sets only the effective gid (real and saved stay).
+pub fn set_effective_gid(gid: Gid) -> SysResult<()> {
+    rustix::thread::set_thread_res_gid(None, gid, None)
+}
+/// Sets real, effective and saved uid.
+pub fn set_all_uids(uid: Uid) -> SysResult<()> {
+    rustix::thread::set_thread_res_uid(uid, uid, uid)
+}
+/// Sets real, effective and saved gid.
+pub fn set_all_gids(gid: Gid) -> SysResult<()> {
+    rustix::thread::set_thread_res_gid(gid, gid, gid)
+}
+pub fn set_groups(groups: &[Gid]) -> SysResult<()> {
+    rustix::thread::set_thread_groups(groups)
+}
+
+pub fn set_not_dumpable() -> SysResult<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+}
+pub fn is_dumpable() -> SysResult<bool> {
+    Ok(!matches!(
+        rustix::process::dumpable_behavior()?,
+        rustix::process::DumpableBehavior::NotDumpable
+    ))
+}
+pub fn set_no_new_privs() -> SysResult<()> {
+    rustix::thread::set_no_new_privs(true)
+}
+
+/// True when the effective, permitted and ambient capability sets are empty.
+pub fn has_no_capabilities() -> SysResult<bool> {
+    let sets = rustix::thread::capabilities(None)?;
+    if !sets.effective.is_empty() || !sets.permitted.is_empty() {
+        return Ok(false);
+    }
+    // The ambient set cannot hold what is not permitted, so an empty
+    // permitted set implies an empty ambient set.
+    Ok(true)
+}
+
+/// Number of threads of this process (from /proc/self/stat is not needed:
+/// /proc/self/task has one entry per thread).
+pub fn thread_count() -> SysResult<usize> {
+    let dir = rustix::fs::openat(
+        CWD,
+        "/proc/self/task",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut n = 0;
+    let mut d = rustix::fs::Dir::read_from(&dir)?;
+    while let Some(e) = d.read() {
+        let e = e?;
+        if e.file_name().to_bytes().first() != Some(&b'.') {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+// ---------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------
+
+pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok(FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        nlink: st.st_nlink,
+        uid: st.st_uid,
+        mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+        ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+        rdev: st.st_rdev,
+    })
+}
+
+/// Filesystem magic (statfs f_type) of the filesystem holding `fd`.
+pub fn filesystem_type(fd: BorrowedFd<'_>) -> SysResult<u64> {
+    Ok(rustix::fs::fstatfs(fd)?.f_type as u64)
+}
+
+/// Opens an image for reading: never blocks on a FIFO, never becomes a
+/// controlling terminal, closed on exec.
+pub fn open_image(path: &OsStr) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+}
+
+/// Resolves `path` (following symlinks, as any lookup by the caller would)
+/// to a directory and pins it as an O_PATH fd.
+pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;
+/// returns how many were read.
+pub fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match rustix::io::pread(fd, &mut buf[done..], done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Where `fd` really is, as the kernel names it in this mount namespace
+/// (`/proc/self/fd/N`). This is the kernel's answer about an fd we hold, not
+/// a lookup of a user-supplied string.
+pub fn path_of_fd(fd: BorrowedFd<'_>) -> SysResult<OsString> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let target = rustix::fs::readlinkat(CWD, link.as_str(), Vec::new())?;
+    Ok(OsString::from_vec(target.into_bytes()))
+}
+
+/// The current working directory.
+pub fn current_dir() -> SysResult<OsString> {
+    let cwd = rustix::process::getcwd(Vec::new())?;
+    Ok(OsString::from_vec(cwd.into_bytes()))
+}
+
+pub fn read_small_file(path: &str, limit: usize) -> SysResult<Vec<u8>> {
+    let fd = rustix::fs::openat(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut out = vec![0u8; limit];
+    let mut done = 0;
+    while done < limit {
+        match rustix::io::read(&fd, &mut out[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(done);
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Loop devices
+// ---------------------------------------------------------------------------
+
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+pub const LO_FLAGS_READ_ONLY: u32 = 1;
+pub const LO_FLAGS_AUTOCLEAR: u32 = 4;
+pub const LO_FLAGS_DIRECT_IO: u32 = 16;
+const LO_NAME_SIZE: usize = 64;
+
+/// `struct loop_info64` from <linux/loop.h>.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LoopInfo64 {
+    pub lo_device: u64,
+    pub lo_inode: u64,
+    pub lo_rdevice: u64,
+    pub lo_offset: u64,
+    pub lo_sizelimit: u64,
+    pub lo_number: u32,
+    pub lo_encrypt_type: u32,
+    pub lo_encrypt_key_size: u32,
+    pub lo_flags: u32,
+    pub lo_file_name: [u8; LO_NAME_SIZE],
+    pub lo_crypt_name: [u8; LO_NAME_SIZE],
+    pub lo_encrypt_key: [u8; 32],
+    pub lo_init: [u64; 2],
+}
+
+/// `struct loop_config` from <linux/loop.h>.
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+impl LoopInfo64 {
+    fn zeroed() -> Self {
+        LoopInfo64 {
+            lo_device: 0,
+            lo_inode: 0,
+            lo_rdevice: 0,
+            lo_offset: 0,
+            lo_sizelimit: 0,
+            lo_number: 0,
+            lo_encrypt_type: 0,
+            lo_encrypt_key_size: 0,
+            lo_flags: 0,
+            lo_file_name: [0; LO_NAME_SIZE],
+            lo_crypt_name: [0; LO_NAME_SIZE],
+            lo_encrypt_key: [0; 32],
+            lo_init: [0; 2],
+        }
+    }
+}
+
+fn errno() -> Errno {
+    Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO)
+}
+
+pub fn open_loop_control() -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        "/dev/loop-control",
+        OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// LOOP_CTL_GET_FREE: number of a free loop device (creating one if needed).
+pub fn loop_get_free(control: BorrowedFd<'_>) -> SysResult<u32> {
+    // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns the device
+    // number; `control` is a valid open fd for the duration of the call.
+    let rc = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(rc as u32)
+}
+
+pub fn open_loop_device(number: u32) -> SysResult<OwnedFd> {
+    let path = format!("/dev/loop{number}");
+    rustix::fs::openat(
+        CWD,
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+}
+
+/// LOOP_CONFIGURE: binds `backing` (an fd the caller opened) to `device`.
+pub fn loop_configure(
+    device: BorrowedFd<'_>,
+    backing: BorrowedFd<'_>,
+    flags: u32,
+    block_size: u32,
+    name: &[u8],
+) -> SysResult<()> {
+    let mut info = LoopInfo64::zeroed();
+    info.lo_flags = flags;
+    let n = name.len().min(LO_NAME_SIZE - 1);
+    info.lo_file_name[..n].copy_from_slice(&name[..n]);
+    let config = LoopConfig {
+        fd: backing.as_raw_fd() as u32,
+        block_size,
+        info,
+        reserved: [0; 8],
+    };
+    // SAFETY: LOOP_CONFIGURE reads a `struct loop_config`, which `LoopConfig`
+    // mirrors field for field with #[repr(C)]; the pointer is valid and the
+    // kernel only reads through it. Both fds are open for the whole call.
+    let rc = unsafe {
+        libc::ioctl(
+            device.as_raw_fd(),
+            LOOP_CONFIGURE,
+            &config as *const LoopConfig,
+        )
+    };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// LOOP_GET_STATUS64: what the loop device is backed by.
+pub fn loop_status(device: BorrowedFd<'_>) -> SysResult<LoopInfo64> {
+    let mut info = LoopInfo64::zeroed();
+    // SAFETY: LOOP_GET_STATUS64 writes one `struct loop_info64`, which
+    // `LoopInfo64` mirrors with #[repr(C)]; the pointer is valid, exclusive
+    // and properly aligned for the duration of the call.
+    let rc = unsafe {
+        libc::ioctl(
+            device.as_raw_fd(),
+            LOOP_GET_STATUS64,
+            &mut info as *mut LoopInfo64,
+        )
+    };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(info)
+}
+
+/// LOOP_CLR_FD: detaches a loop device we configured but could not use.
+pub fn loop_clear(device: BorrowedFd<'_>) -> SysResult<()> {
+    // SAFETY: LOOP_CLR_FD takes no argument; `device` is open for the call.
+    let rc = unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Mount namespace and the new mount API
+// ---------------------------------------------------------------------------
+
+/// unshare(CLONE_NEWNS), then make every mount a slave of the host's, so
+/// nothing mounted here propagates out while host mounts still propagate in.
+pub fn enter_private_mount_namespace() -> SysResult<()> {
+    // SAFETY: `unshare_unsafe` is unsafe because unsharing CLONE_FILES or
+    // CLONE_FS under other threads' feet can invalidate their fds; we only
+    // unshare the mount namespace, and the caller (`privilege`) has checked
+    // that this process is single-threaded.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)? };
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
+}
+
+/// A filesystem context from fsopen(2).
+pub struct FsContext {
+    fd: OwnedFd,
+}
+
+/// Mount attributes every mount made by the tool gets.
+pub fn safe_mount_attributes() -> MountAttrFlags {
+    MountAttrFlags::MOUNT_ATTR_RDONLY
+        | MountAttrFlags::MOUNT_ATTR_NOSUID
+        | MountAttrFlags::MOUNT_ATTR_NODEV
+}
+
+impl FsContext {
+    pub fn open(fs_type: &str) -> SysResult<Self> {
+        Ok(FsContext {
+            fd: rustix::mount::fsopen(fs_type, FsOpenFlags::FSOPEN_CLOEXEC)?,
+        })
+    }
+    pub fn set_string(&self, key: &str, value: &OsStr) -> SysResult<()> {
+        rustix::mount::fsconfig_set_string(&self.fd, key, value)
+    }
+    pub fn set_flag(&self, key: &str) -> SysResult<()> {
+        rustix::mount::fsconfig_set_flag(&self.fd, key)
+    }
+    pub fn set_fd(&self, key: &str, fd: BorrowedFd<'_>) -> SysResult<()> {
+        rustix::mount::fsconfig_set_fd(&self.fd, key, fd)
+    }
+    /// Creates the superblock. On failure the kernel's own explanation (the
+    /// fs_context log, e.g. "squashfs: Filesystem uses "xz" compression...")
+    /// is returned alongside the errno.
+    pub fn create(&self) -> Result<(), (Errno, Vec<String>)> {
+        match rustix::mount::fsconfig_create(&self.fd) {
+            Ok(()) => Ok(()),
+            Err(e) => Err((e, self.messages())),
+        }
+    }
+    /// Drains the kernel's message log of this context.
+    pub fn messages(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 512];
+        for _ in 0..16 {
+            match rustix::io::read(&self.fd, &mut buf) {
+                Ok(n) if n > 0 => {
+                    out.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string())
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+    /// fsmount(2): a detached mount of the superblock with `attrs`.
+    pub fn mount(&self, attrs: MountAttrFlags) -> SysResult<OwnedFd> {
+        rustix::mount::fsmount(&self.fd, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
+    }
+}
+
+/// move_mount(2): attaches the detached mount `mount` onto the directory
+/// pinned by `target` (no path lookup).
+pub fn attach_mount(mount: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::mount::move_mount(
+        mount,
+        "",
+        target,
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )
+}
+
+/// open_tree(2) with OPEN_TREE_CLONE: a detached copy of the mount at `fd`.
+pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+    rustix::mount::open_tree(
+        fd,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Signals and exec
+// ---------------------------------------------------------------------------
+
+/// Resets every signal disposition to default and unblocks all signals, so
+/// the command starts as if exec'd from a clean shell (the Rust runtime
+/// ignores SIGPIPE; a caller may have blocked or ignored signals to disturb
+/// us, which must not reach the command either... except that is theirs to
+/// choose: we reset to defaults like a fresh process).
+pub fn reset_signals() {
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL needs no handler code; an invalid or
+        // reserved signal number only makes signal() fail, which we ignore.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    // SAFETY: `set` is a properly initialised sigset_t local; sigprocmask
+    // only reads it. The old-set pointer is null (not requested).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Whether `fd` is open in this process.
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only queries the descriptor table; no memory involved.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
+pub fn as_bytes(s: &OsStr) -> &[u8] {
+    s.as_bytes()
+}
