@@ -4,7 +4,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::error::{explain_errno, Failure};
-use crate::privilege::Privileges;
+use crate::privilege::ActingAsCaller;
 use crate::superblock::{self, Superblock, SUPERBLOCK_SIZE};
 use crate::system::{self, FileId};
 
@@ -21,10 +21,10 @@ pub struct Image {
 }
 
 impl Image {
-    /// Opens `given` with the caller's credentials (the `&Privileges` borrow
+    /// Opens `given` with the caller's credentials (the `ActingAsCaller` borrow
     /// proves we are not inside an `as_root` section), refuses anything but
     /// a regular file, and checks the superblock read from that same fd.
-    pub fn open(_as_caller: &Privileges, given: &OsStr, subject: &str) -> Result<Image, Failure> {
+    pub fn open(_as_caller: &impl ActingAsCaller, given: &OsStr, subject: &str) -> Result<Image, Failure> {
         let fd = system::open_image(given).map_err(|e| {
             Failure::about(
                 subject,

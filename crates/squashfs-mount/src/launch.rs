@@ -7,7 +7,8 @@ use crate::cli::RunRequest;
 use crate::environment;
 use crate::error::Failure;
 use crate::image::{self, Image};
-use crate::loopdev::{LoopDevice, LoopOptions};
+use crate::instance;
+use crate::loopdev::LoopOptions;
 use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::paths;
@@ -117,12 +118,8 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
             ));
         }
         privileges.as_root(|| -> Result<(), Failure> {
-            let device = LoopDevice::attach(img, options, &subject)?;
-            let m = mount::squashfs_on(&device, img, &subject)?;
-            mount::attach(&m, &target, &subject)
-            // `device` closes here; the mounted superblock keeps the loop
-            // device busy until the namespace goes away, then autoclear
-            // detaches it.
+            let tree = instance::fresh(img, options, &subject)?;
+            mount::attach(&tree, &target, &subject)
         })??;
         mounted.push((img.path.clone(), target.real.clone()));
     }

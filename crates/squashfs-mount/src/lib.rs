@@ -13,6 +13,7 @@ pub mod cli;
 pub mod environment;
 pub mod error;
 pub mod image;
+pub mod instance;
 pub mod launch;
 pub mod loopdev;
 pub mod mount;

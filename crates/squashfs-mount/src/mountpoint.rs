@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use crate::error::{explain_errno, Failure};
 use crate::paths;
-use crate::privilege::Privileges;
+use crate::privilege::ActingAsCaller;
 use crate::system::{self, FileId};
 
 #[derive(Debug)]
@@ -21,7 +21,7 @@ impl MountPoint {
     /// Resolves `path` as the caller (symlinks followed exactly as the
     /// caller's own lookup would), pins it, and refuses `/`, anything in
     /// /proc, /sys, /dev or on a kernel API filesystem.
-    pub fn resolve(_as_caller: &Privileges, path: &OsStr, subject: &str) -> Result<MountPoint, Failure> {
+    pub fn resolve(_as_caller: &impl ActingAsCaller, path: &OsStr, subject: &str) -> Result<MountPoint, Failure> {
         let fd = system::open_directory_path(path).map_err(|e| {
             Failure::about(
                 subject,

@@ -50,6 +50,14 @@ fn sys<T>(what: &'static str, r: Result<T, system::Error>) -> Result<T, Privileg
     r.map_err(|e| PrivilegeError::Syscall(what, e))
 }
 
+/// Proof, checked by the compiler, that effective credentials are the
+/// caller's own: functions that open or resolve user-supplied paths take a
+/// `&impl ActingAsCaller`. `Privileges` is one (a `&Privileges` cannot exist
+/// while `as_root` holds `&mut Privileges`); the SPANK plugin has its own.
+pub trait ActingAsCaller {}
+
+impl ActingAsCaller for Privileges {}
+
 /// Holding this means: saved uid is 0, effective ids are the caller's.
 #[derive(Debug)]
 pub struct Privileges {

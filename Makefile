@@ -1,0 +1,57 @@
+# squashfs-mount — see README.md. `make demo` and `make test` work on a fresh
+# Debian machine as root: they install what they need first (scripts/deps).
+PREFIX ?= /usr/local
+DESTDIR ?=
+CARGO ?= cargo
+CARGO_FLAGS ?= --release --locked
+TARGET := target/release
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
+LIBDIR := $(DESTDIR)$(PREFIX)/lib/squashfs-mount
+
+.PHONY: all build install uninstall deps demo test unit-test integration-test bench fuzz-build clean
+
+all: build
+
+build:
+	@scripts/deps build
+	$(CARGO) build $(CARGO_FLAGS) --workspace
+
+install: build
+	install -d $(BINDIR) $(MANDIR) $(LIBDIR)
+	install -o root -g root -m 4755 $(TARGET)/squashfs-mount $(BINDIR)/squashfs-mount
+	install -m 0755 $(TARGET)/sqfs $(BINDIR)/sqfs
+	install -m 0644 doc/squashfs-mount.1 $(MANDIR)/squashfs-mount.1
+	if [ -f doc/sqfs.1 ]; then install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1; fi
+	if [ -f $(TARGET)/libspank_squashfs_mount.so ]; then \
+	  install -m 0755 $(TARGET)/libspank_squashfs_mount.so $(LIBDIR)/spank_squashfs_mount.so; fi
+
+uninstall:
+	rm -f $(BINDIR)/squashfs-mount $(BINDIR)/sqfs $(MANDIR)/squashfs-mount.1 $(MANDIR)/sqfs.1 \
+	  $(LIBDIR)/spank_squashfs_mount.so
+
+deps:
+	scripts/deps all
+
+demo:
+	@scripts/deps demo
+	$(CARGO) build $(CARGO_FLAGS) --workspace
+	scripts/demo
+
+# Unit tests, then the integration suite against an installed setuid binary
+# run as an unprivileged test user (needs root; skips loudly otherwise).
+test:
+	@scripts/deps test
+	$(CARGO) build $(CARGO_FLAGS) --workspace
+	$(CARGO) test $(CARGO_FLAGS) --workspace
+
+bench:
+	@scripts/deps bench
+	$(CARGO) build $(CARGO_FLAGS) --workspace
+	bench/run
+
+fuzz-build:
+	cd fuzz && $(CARGO) fuzz build
+
+clean:
+	$(CARGO) clean
