@@ -11,6 +11,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 pub const USAGE: &str = "\
 Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
        squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
+       squashfs-mount --gc [--all]
+       squashfs-mount --cache-status
 
 Mounts each SquashFS <image> read-only (nosuid, nodev) on <mountpoint> in a
 private mount namespace, drops all privileges and runs <command> as you.
@@ -18,6 +20,13 @@ Images are opened with your own permissions.
 
 Options:
   --sqfs=<image>:<mountpoint>[,...]   images to mount (comma-separated list)
+  --no-cache                          mount private instances; do not use or
+                                      fill the image cache
+  --gc                                evict unused cached instances: those of
+                                      images you can open (root: all unused);
+                                      --all (root only): every instance
+  --cache-status                      list cached instances of images you can
+                                      open
   -h, --help                          print this help and exit
   -v, --version                       print the version and exit
 
@@ -51,6 +60,10 @@ pub enum Invocation {
     Help,
     Version,
     Run(RunRequest),
+    /// `--gc [--all]`: evict cached image instances.
+    Gc { all: bool },
+    /// `--cache-status`: list cached image instances.
+    CacheStatus,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +71,8 @@ pub struct RunRequest {
     pub mounts: Vec<MountRequest>,
     /// Program and its arguments; never empty.
     pub command: Vec<OsString>,
+    /// `--no-cache`: private instances, the image cache is left alone.
+    pub no_cache: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -115,7 +130,11 @@ pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
 
 /// Parses the arguments after argv[0].
 pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
+    if let Some(maintenance) = parse_maintenance(args)? {
+        return Ok(maintenance);
+    }
     let mut mounts = Vec::new();
+    let mut no_cache = false;
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].as_bytes();
@@ -126,10 +145,11 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 if command.is_empty() {
                     return Err(UsageError("no command given after '--'".into()));
                 }
-                return Ok(Invocation::Run(RunRequest { mounts, command }));
+                return Ok(Invocation::Run(RunRequest { mounts, command, no_cache }));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
             b"-v" | b"--version" => return Ok(Invocation::Version),
+            b"--no-cache" => no_cache = true,
             _ if arg.starts_with(b"--sqfs=") => {
                 let list = &arg[b"--sqfs=".len()..];
                 if list.is_empty() {
@@ -157,6 +177,37 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     Err(UsageError(
         "missing '--' before the command to run".into(),
     ))
+}
+
+/// `--gc [--all]` and `--cache-status` stand alone: None when neither is
+/// given before `--`.
+fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError> {
+    let own: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).take_while(|a| *a != b"--").collect();
+    let gc = own.contains(&&b"--gc"[..]);
+    let status = own.contains(&&b"--cache-status"[..]);
+    if !gc && !status {
+        if own.contains(&&b"--all"[..]) {
+            return Err(UsageError("--all goes with --gc".into()));
+        }
+        return Ok(None);
+    }
+    let mut rest: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let all = gc && rest.contains(&&b"--all"[..]);
+    rest.retain(|a| !matches!(*a, b"--gc" | b"--all" | b"--cache-status"));
+    if gc && status {
+        return Err(UsageError("give either --gc or --cache-status".into()));
+    }
+    if let Some(extra) = rest.first() {
+        return Err(UsageError(format!(
+            "'{}' cannot be combined with {}",
+            lossy(extra),
+            if gc { "--gc" } else { "--cache-status" }
+        )));
+    }
+    if status && args.iter().any(|a| a.as_bytes() == b"--all") {
+        return Err(UsageError("--all goes with --gc".into()));
+    }
+    Ok(Some(if gc { Invocation::Gc { all } } else { Invocation::CacheStatus }))
 }
 
 /// `SQFSMNT_FWD_<NAME>=<value>` becomes `<NAME>=<value>`: returns NAME.
@@ -244,6 +295,32 @@ mod tests {
         let Invocation::Run(r) = parse(&a).unwrap() else { panic!() };
         assert_eq!(r.mounts[0].image.as_bytes(), b"im\xffg");
         assert_eq!(r.mounts[0].mount_point.as_bytes(), b"/mn\xfet");
+    }
+
+    #[test]
+    fn cache_options() {
+        assert!(!run(&["a:/m", "--", "true"]).no_cache);
+        assert!(run(&["--no-cache", "a:/m", "--", "true"]).no_cache);
+        assert!(run(&["a:/m", "--no-cache", "--", "true"]).no_cache);
+        // After '--' it belongs to the command.
+        assert!(!run(&["a:/m", "--", "true", "--no-cache"]).no_cache);
+        assert_eq!(parse(&args(&["--gc"])).unwrap(), Invocation::Gc { all: false });
+        assert_eq!(parse(&args(&["--gc", "--all"])).unwrap(), Invocation::Gc { all: true });
+        assert_eq!(parse(&args(&["--all", "--gc"])).unwrap(), Invocation::Gc { all: true });
+        assert_eq!(parse(&args(&["--cache-status"])).unwrap(), Invocation::CacheStatus);
+        // A command may be called --gc.
+        assert!(matches!(parse(&args(&["--", "--gc"])).unwrap(), Invocation::Run(_)));
+        for bad in [
+            &["--gc", "a:/m", "--", "true"][..],
+            &["--gc", "--cache-status"],
+            &["--cache-status", "--all"],
+            &["--all"],
+            &["--all", "a:/m", "--", "true"],
+            &["--gc", "--no-cache"],
+            &["--gc", "--", "true"],
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

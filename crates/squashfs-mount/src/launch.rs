@@ -3,12 +3,13 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 
+use crate::cache::Cache;
 use crate::cli::RunRequest;
+use crate::config;
 use crate::environment;
 use crate::error::Failure;
 use crate::image::{self, Image};
 use crate::instance;
-use crate::loopdev::LoopOptions;
 use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::paths;
@@ -32,12 +33,17 @@ pub struct Ready {
 ///  1. `Privileges::acquire`: non-dumpable; effective ids become the caller's.
 ///  2. As the caller: open every image, check it is a regular file and read
 ///     its superblock (the only untrusted bytes ever interpreted).
+///     Then as root: settings from the root-owned configuration file and,
+///     unless `--no-cache`, the image cache, opened (its namespace created
+///     once) in the namespace we started in; bounded eviction (`cache`).
 ///  3. As root: unshare the mount namespace; make every mount a slave.
 ///  4. For each mount point, in path order:
 ///     a. as the caller: resolve it and pin it as an O_PATH fd; refuse `/`,
 ///        /proc, /sys, /dev and kernel API filesystems;
-///     b. as root: bind the image fd to a loop device (verified), create
-///        the squashfs superblock, fsmount it ro,nosuid,nodev, move_mount it
+///     b. as root: a clone of the cached instance of that very file (same
+///        device, inode, size, mtime, ctime; loop device verified) or else
+///        bind the image fd to a loop device (verified), create the
+///        squashfs superblock, fsmount it ro,nosuid,nodev; move_mount it
 ///        onto the pinned fd.
 ///  5. Drop root for good: groups, gids, uids; no_new_privs; verify.
 ///
@@ -99,6 +105,14 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     }
     let order = paths::mount_order(&keys);
 
+    // 2. (cache)
+    let settings = privileges.as_root(config::load)?;
+    let cache = if request.no_cache || !settings.cache {
+        None
+    } else {
+        privileges.as_root(|| Cache::open_for_launch(&settings))?
+    };
+
     // 3.
     privileges
         .as_root(system::enter_private_mount_namespace)?
@@ -106,7 +120,7 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
 
     // 4.
     let mut mounted: Vec<(OsString, OsString)> = Vec::new();
-    let options = LoopOptions::default();
+    let options = settings.loop_options;
     for i in order {
         let (req, img) = (&request.mounts[i], &images[i]);
         let subject = req.describe();
@@ -118,13 +132,14 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
             ));
         }
         privileges.as_root(|| -> Result<(), Failure> {
-            let tree = instance::fresh(img, options, &subject)?;
+            let tree = instance::obtain(img, cache.as_ref(), options, &subject)?;
             mount::attach(&tree, &target, &subject)
         })??;
         mounted.push((img.path.clone(), target.real.clone()));
     }
 
     // 5.
+    drop(cache);
     let caller = privileges.drop_for_good()?;
     privilege::verify_dropped(&caller)?;
     let list = environment::mount_list(mounted.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));

@@ -9,7 +9,9 @@
 //! - [`cli`], [`superblock`], [`paths`]: pure parsing and checks (fuzzed).
 #![deny(unsafe_code)]
 
+pub mod cache;
 pub mod cli;
+pub mod config;
 pub mod environment;
 pub mod error;
 pub mod image;

@@ -11,17 +11,48 @@ use crate::system::{self, Error};
 /// device between LOOP_CTL_GET_FREE and LOOP_CONFIGURE.
 const ATTACH_ATTEMPTS: u32 = 64;
 
-/// Loop device options (measured in BENCHMARKS.md).
-#[derive(Clone, Copy, Debug)]
+/// How an image instance is made: loop device options and the squashfs
+/// decompressor mode (measured in BENCHMARKS.md, "Loop device options").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoopOptions {
     pub direct_io: bool,
     /// Logical block size; 0 = kernel default (512).
     pub block_size: u32,
+    /// squashfs `threads=` mount option, used where the kernel offers it.
+    pub threads: SquashfsThreads,
 }
 
 impl Default for LoopOptions {
     fn default() -> Self {
-        LoopOptions { direct_io: false, block_size: 0 }
+        LoopOptions { direct_io: false, block_size: 0, threads: SquashfsThreads::Multi }
+    }
+}
+
+/// The squashfs `threads=` mount option (kernels built with
+/// CONFIG_SQUASHFS_CHOICE_DECOMP_BY_MOUNT). Other kernels reject the key
+/// with EINVAL and use their compiled-in decompressor mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SquashfsThreads {
+    /// Do not pass the option.
+    KernelDefault,
+    Single,
+    /// Decompressors allocated on demand (up to 2 per CPU): memory grows
+    /// only with real parallelism, which matters for instances kept mounted.
+    Multi,
+    PerCpu,
+    Count(u16),
+}
+
+impl SquashfsThreads {
+    /// The option's value, or None when it is not to be passed.
+    pub fn value(self) -> Option<String> {
+        match self {
+            SquashfsThreads::KernelDefault => None,
+            SquashfsThreads::Single => Some("single".into()),
+            SquashfsThreads::Multi => Some("multi".into()),
+            SquashfsThreads::PerCpu => Some("percpu".into()),
+            SquashfsThreads::Count(n) => Some(n.to_string()),
+        }
     }
 }
 

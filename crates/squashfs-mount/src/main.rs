@@ -6,7 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
 use squashfs_mount::cli::{self, Invocation};
-use squashfs_mount::{environment, launch, system, VERSION};
+use squashfs_mount::{cache, environment, launch, system, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("squashfs-mount: {msg}");
@@ -38,6 +38,18 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Run(r)) => r,
+        Ok(Invocation::Gc { all }) => {
+            return match cache::gc_command(all) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Ok(Invocation::CacheStatus) => {
+            return match cache::status_command() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
         Err(e) => return fail(e),
     };
 

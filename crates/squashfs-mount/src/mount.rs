@@ -8,15 +8,28 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use crate::error::Failure;
 use crate::image::Image;
-use crate::loopdev::LoopDevice;
+use crate::loopdev::{LoopDevice, SquashfsThreads};
 use crate::mountpoint::MountPoint;
 use crate::system::{self, Error, FsContext};
 
 /// Creates a squashfs superblock on `device` and returns it as a detached
 /// mount (read-only, nosuid, nodev). Needs root.
-pub fn squashfs_on(device: &LoopDevice, image: &Image, subject: &str) -> Result<OwnedFd, Failure> {
+pub fn squashfs_on(device: &LoopDevice, image: &Image, threads: SquashfsThreads, subject: &str) -> Result<OwnedFd, Failure> {
     let ctx = FsContext::open("squashfs")
         .map_err(|e| Failure::about(subject, format!("the kernel offers no squashfs filesystem: {e}")))?;
+    if let Some(value) = threads.value() {
+        // Only kernels built with CONFIG_SQUASHFS_CHOICE_DECOMP_BY_MOUNT
+        // know the key; the others answer EINVAL and keep their built-in
+        // decompressor mode. Either way the context stays usable; its log
+        // line about the unknown key is drained so that it cannot be
+        // mistaken for an explanation of a later failure.
+        match ctx.set_string("threads", OsStr::new(&value)) {
+            Ok(()) | Err(Error::INVAL) => {
+                let _ = ctx.messages();
+            }
+            Err(e) => return Err(Failure::about(subject, format!("fsconfig(threads={value}) failed: {e}"))),
+        }
+    }
     let source = device.path();
     ctx.set_string("source", OsStr::new(&source))
         .map_err(|e| Failure::about(subject, format!("fsconfig(source={source}) failed: {e}")))?;

@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use rustix::fs::{Mode, OFlags, CWD};
@@ -510,6 +510,431 @@ pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
         "",
         OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
     )
+}
+
+// ---------------------------------------------------------------------------
+// Image cache: root-only files, locks, the cache's mount namespace
+// ---------------------------------------------------------------------------
+
+/// statfs f_type of nsfs (a bind-mounted namespace file).
+pub const NSFS_MAGIC: u64 = 0x6e73_6673;
+/// statfs f_type of squashfs.
+pub const SQUASHFS_MAGIC: u64 = 0x7371_7368;
+/// statfs f_type of tmpfs.
+pub const TMPFS_MAGIC: u64 = 0x0102_1994;
+
+/// The current working directory as a directory fd for the `*_at`
+/// functions below (AT_FDCWD).
+pub fn working_dir() -> BorrowedFd<'static> {
+    CWD
+}
+
+/// Creates the directory `path` (absolute, root's own path) with `mode`
+/// unless it exists, then opens it without following a symlink in its last
+/// component. The caller judges owner and mode from `fstat`.
+pub fn open_or_create_dir(path: &str, mode: u32) -> SysResult<OwnedFd> {
+    match rustix::fs::mkdirat(CWD, path, Mode::from_raw_mode(mode)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
+    open_dir_nofollow(CWD, path)
+}
+
+/// Opens an existing directory `path` relative to `dir` as an O_PATH fd,
+/// refusing a symlink in the last component.
+pub fn open_dir_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens `path` relative to `dir` as an O_PATH fd (any file type), refusing
+/// a symlink in the last component.
+pub fn open_path_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
+    rustix::fs::openat(dir, path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Opens `path` relative to `dir` for reading: no symlink in the last
+/// component, never blocks on a FIFO.
+pub fn open_read_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+}
+
+/// Opens (creating with `mode` if missing) the lock file `name` in `dir`.
+pub fn open_lock_file<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::from_raw_mode(mode),
+    )
+}
+
+/// Creates the empty file `name` in `dir` with `mode` unless it exists.
+pub fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<()> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::from_raw_mode(mode),
+    )
+    .map(drop)
+}
+
+/// Shared or exclusive `flock`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    Shared,
+    Exclusive,
+}
+
+/// flock(LOCK_NB): Ok(true) when the lock was taken, Ok(false) when another
+/// process holds a conflicting one.
+pub fn try_lock(fd: BorrowedFd<'_>, kind: LockKind) -> SysResult<bool> {
+    use rustix::fs::FlockOperation as Op;
+    let op = match kind {
+        LockKind::Shared => Op::NonBlockingLockShared,
+        LockKind::Exclusive => Op::NonBlockingLockExclusive,
+    };
+    match rustix::fs::flock(fd, op) {
+        Ok(()) => Ok(true),
+        Err(Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn unlock(fd: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::fs::flock(fd, rustix::fs::FlockOperation::Unlock)
+}
+
+/// Whether `path` relative to `dir` is the root of a mount (statx
+/// STATX_ATTR_MOUNT_ROOT; symlinks not followed).
+pub fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {
+    use rustix::fs::{AtFlags, StatxAttributes, StatxFlags};
+    let st = rustix::fs::statx(dir, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::BASIC_STATS)?;
+    if !st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
+        return Err(Errno::NOSYS);
+    }
+    Ok(st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
+}
+
+/// Bind-mounts the directory `dir` onto itself (open_tree clone +
+/// move_mount), so that it becomes a mount of its own.
+pub fn bind_onto_itself(dir: BorrowedFd<'_>) -> SysResult<()> {
+    let copy = clone_mount(dir)?;
+    attach_mount(copy.as_fd(), dir)
+}
+
+/// Makes the mount at `path` (root's own absolute path) private: nothing
+/// mounted under it propagates to or from other mounts.
+pub fn make_private(path: &str) -> SysResult<()> {
+    rustix::mount::mount_change(path, MountPropagationFlags::PRIVATE)
+}
+
+/// Where to go back to after a visit to another mount namespace: the
+/// namespace, root and working directory held as fds.
+struct NamespaceReturn {
+    ns: OwnedFd,
+    root: OwnedFd,
+    cwd: OwnedFd,
+}
+
+impl NamespaceReturn {
+    fn capture() -> SysResult<Self> {
+        Ok(NamespaceReturn {
+            ns: rustix::fs::openat(CWD, "/proc/thread-self/ns/mnt", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?,
+            root: rustix::fs::openat(CWD, "/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?,
+            cwd: rustix::fs::openat(CWD, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?,
+        })
+    }
+
+    /// setns back, then restore the root (setns resets it to the
+    /// namespace's root, which would escape a chroot) and the working
+    /// directory (relative paths given by the caller resolve against it).
+    /// If any of this fails the process exits at once: it must never go
+    /// on in the wrong namespace or with the wrong root.
+    fn go_back(self) {
+        let r = (|| -> SysResult<()> {
+            rustix::thread::move_into_link_name_space(self.ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Mount))?;
+            rustix::process::fchdir(&self.root)?;
+            rustix::process::chroot(".")?;
+            rustix::process::fchdir(&self.cwd)
+        })();
+        if let Err(e) = r {
+            eprintln!("squashfs-mount: fatal: cannot return to the launch's mount namespace: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Runs `f` inside the mount namespace `ns` (an nsfs file), then returns to
+/// the current namespace, root and working directory. Needs root and a
+/// single-threaded process (checked by `privilege`).
+pub fn in_mount_namespace<T>(ns: BorrowedFd<'_>, f: impl FnOnce() -> T) -> SysResult<T> {
+    let back = NamespaceReturn::capture()?;
+    rustix::thread::move_into_link_name_space(ns, Some(rustix::thread::LinkNameSpaceType::Mount))?;
+    let out = f();
+    back.go_back();
+    Ok(out)
+}
+
+/// Creates a new mount namespace (a copy of the current one), runs `f`
+/// inside it, returns to the current namespace and hands back an nsfs fd
+/// of the new namespace (it lives as long as that fd or a bind mount of it).
+pub fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> SysResult<(OwnedFd, T)> {
+    let back = NamespaceReturn::capture()?;
+    // SAFETY: as in `enter_private_mount_namespace`: only the mount
+    // namespace is unshared, in a process checked to be single-threaded.
+    if let Err(e) = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) } {
+        return Err(e);
+    }
+    let ns = match rustix::fs::openat(CWD, "/proc/thread-self/ns/mnt", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(ns) => ns,
+        Err(e) => {
+            back.go_back();
+            return Err(e);
+        }
+    };
+    let out = f();
+    back.go_back();
+    Ok((ns, out))
+}
+
+/// Inside a fresh mount namespace: makes every mount private, mounts a
+/// small tmpfs (mode 0700, nosuid, nodev, noexec) on `onto` and makes it the
+/// namespace's root with pivot_root, detaching everything else, so that the
+/// namespace holds no reference to any other filesystem.
+pub fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
+    rustix::mount::mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)?;
+    let ctx = FsContext::open("tmpfs")?;
+    ctx.set_string("mode", OsStr::new("0700"))?;
+    ctx.set_string("size", OsStr::new(size))?;
+    ctx.set_string("nr_inodes", OsStr::new("16k"))?;
+    ctx.create().map_err(|(e, _)| e)?;
+    let tmpfs = ctx.mount(
+        MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+    )?;
+    let target = open_dir_nofollow(CWD, onto)?;
+    attach_mount(tmpfs.as_fd(), target.as_fd())?;
+    rustix::process::fchdir(&tmpfs)?;
+    rustix::process::pivot_root(".", ".")?;
+    rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)?;
+    rustix::process::chdir("/")
+}
+
+/// Bind-mounts the namespace `ns` (an nsfs fd) onto the file `target` (an
+/// O_PATH fd). ELOOP means the kernel refused it as a possible reference
+/// loop (see `cache`).
+pub fn bind_namespace(ns: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
+    let copy = clone_mount(ns)?;
+    attach_mount(copy.as_fd(), target)
+}
+
+/// A detached clone of the mount whose root is `path` (relative to the
+/// current root; no symlink followed).
+pub fn clone_mount_at(path: &str) -> SysResult<OwnedFd> {
+    rustix::mount::open_tree(
+        CWD,
+        path,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
+    )
+}
+
+/// umount2(path, MNT_DETACH).
+pub fn detach_mount(path: &str) -> SysResult<()> {
+    rustix::mount::unmount(path, rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW)
+}
+
+/// The per-mount flags of the mount holding `fd`: (read-only, nosuid, nodev).
+pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
+    use rustix::fs::StatVfsMountFlags as F;
+    let f = rustix::fs::fstatvfs(fd)?.f_flag;
+    Ok((f.contains(F::RDONLY), f.contains(F::NOSUID), f.contains(F::NODEV)))
+}
+
+pub fn make_dir<Fd: AsFd>(dir: Fd, path: &str, mode: u32) -> SysResult<()> {
+    rustix::fs::mkdirat(dir, path, Mode::from_raw_mode(mode))
+}
+
+pub fn remove_dir<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+    rustix::fs::unlinkat(dir, path, rustix::fs::AtFlags::REMOVEDIR)
+}
+
+pub fn remove_file<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+    rustix::fs::unlinkat(dir, path, rustix::fs::AtFlags::empty())
+}
+
+pub fn rename<Fd: AsFd>(dir: Fd, from: &str, to: &str) -> SysResult<()> {
+    rustix::fs::renameat(&dir, from, &dir, to)
+}
+
+/// Writes `bytes` to the new file `path` (must not exist) with `mode`.
+pub fn write_new_file<Fd: AsFd>(dir: Fd, path: &str, bytes: &[u8], mode: u32) -> SysResult<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        path,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )?;
+    let mut done = 0;
+    while done < bytes.len() {
+        match rustix::io::write(&fd, &bytes[done..]) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads at most `limit` bytes of `path` relative to `dir` (no symlink in
+/// the last component); the flag tells whether the file was longer.
+pub fn read_file_at<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<u8>, bool)> {
+    let fd = rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    let mut out = vec![0u8; limit.saturating_add(1)];
+    let mut done = 0;
+    while done < out.len() {
+        match rustix::io::read(&fd, &mut out[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let longer = done > limit;
+    out.truncate(done.min(limit));
+    Ok((out, longer))
+}
+
+/// fstatat without following a symlink in the last component.
+pub fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+    let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        nlink: st.st_nlink,
+        uid: st.st_uid,
+        mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+        ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+        rdev: st.st_rdev,
+    })
+}
+
+/// fstatat following symlinks (e.g. the magic links in /proc/<pid>/ns).
+pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+    let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
+    Ok(FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        nlink: st.st_nlink,
+        uid: st.st_uid,
+        mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+        ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+        rdev: st.st_rdev,
+    })
+}
+
+/// Sets the modification time of `path` relative to `dir` to now.
+pub fn touch<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+    use rustix::fs::{Timespec, Timestamps, UTIME_NOW};
+    let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
+    rustix::fs::utimensat(
+        dir,
+        path,
+        &Timestamps { last_access: now, last_modification: now },
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+}
+
+/// Names in the directory `path` relative to `dir` (without `.` and `..`),
+/// at most `limit` of them; the flag tells whether there were more.
+pub fn list_dir<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<OsString>, bool)> {
+    let fd = rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut names = Vec::new();
+    let mut d = rustix::fs::Dir::read_from(&fd)?;
+    while let Some(e) = d.read() {
+        let e = e?;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if names.len() == limit {
+            return Ok((names, true));
+        }
+        names.push(OsString::from_vec(name.to_vec()));
+    }
+    Ok((names, false))
+}
+
+/// Opens `/dev/loop<number>` relative to a directory fd of /dev (so that
+/// it works from inside the cache's namespace, which has no /dev).
+pub fn open_loop_device_at(dev_dir: BorrowedFd<'_>, number: u32) -> SysResult<OwnedFd> {
+    let name = format!("loop{number}");
+    rustix::fs::openat(
+        dev_dir,
+        name.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_time() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Sleeps for `ms` milliseconds.
+pub fn pause_millis(ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
+/// The CPUs this process may run on (its affinity), to be restored with
+/// [`set_cpu_affinity`].
+pub struct CpuAffinity(rustix::thread::CpuSet);
+
+pub fn cpu_affinity() -> SysResult<CpuAffinity> {
+    rustix::thread::sched_getaffinity(None).map(CpuAffinity)
+}
+
+pub fn set_cpu_affinity(a: &CpuAffinity) -> SysResult<()> {
+    rustix::thread::sched_setaffinity(None, &a.0)
+}
+
+/// Restricts this process to run on `cpu` only (fails for a CPU that is
+/// offline, beyond the kernel's limit or outside the process's cpuset).
+pub fn pin_to_cpu(cpu: usize) -> SysResult<()> {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(Errno::INVAL);
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
 }
 
 // ---------------------------------------------------------------------------

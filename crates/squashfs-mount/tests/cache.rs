@@ -1,0 +1,664 @@
+//! Integration tests of the image cache, run as unprivileged users against
+//! the setuid binary installed into a temporary prefix.
+//!
+//! Needs root (to install the setuid binary, create the test users
+//! `sqfsmnt-cache` and `sqfsmnt-cache2`, and run `--gc --all`); without root
+//! every test prints why it is skipped. Tests run one at a time (a mutex):
+//! the cache is one per machine. Each ends with a root `--gc --all` and
+//! checks that no loop device backed by its files is left.
+//!
+//! Loop devices are counted by their backing file (under the test's own
+//! directory) rather than in total, so that other processes on the machine
+//! cannot disturb the count; the totals are printed for reference.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+const USER: &str = "sqfsmnt-cache";
+const USER2: &str = "sqfsmnt-cache2";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn is_root() -> bool {
+    // SAFETY-free: read the effective uid from /proc (no libc in tests).
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {tool}")]).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+}
+
+/// None (after saying why, loudly) when the tests cannot run here.
+fn setup() -> Option<(MutexGuard<'static, ()>, &'static Installed)> {
+    if !is_root() {
+        eprintln!("SKIPPED (cache integration test): needs root to install the setuid binary and create test users; run `make test` as root");
+        return None;
+    }
+    // Lock first: no other test thread may fork while the setuid binary is
+    // being written (a child holding the write fd until its exec would make
+    // the binary "text file busy").
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for tool in ["mksquashfs", "setpriv", "useradd", "unshare", "nsenter", "taskset"] {
+        if !have(tool) {
+            eprintln!("SKIPPED (cache integration test): {tool} is missing (scripts/deps test installs it)");
+            return None;
+        }
+    }
+    Some((guard, installed()))
+}
+
+struct Installed {
+    prefix: PathBuf,
+    bin: PathBuf,
+}
+
+fn ensure_user(name: &str) {
+    if Command::new("id").arg(name).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success() {
+        return;
+    }
+    let st = Command::new("useradd")
+        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+        .status()
+        .expect("useradd");
+    assert!(st.success(), "useradd {name} failed");
+}
+
+fn installed() -> &'static Installed {
+    static INSTALLED: OnceLock<Installed> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        ensure_user(USER);
+        ensure_user(USER2);
+        let prefix = PathBuf::from(format!("/tmp/sqfsmnt-cache-prefix-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&prefix);
+        fs::create_dir_all(prefix.join("bin")).unwrap();
+        fs::set_permissions(&prefix, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(prefix.join("bin"), fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = prefix.join("bin/squashfs-mount");
+        fs::copy(env!("CARGO_BIN_EXE_squashfs-mount"), &bin).unwrap();
+        let st = Command::new("chown").args(["root:root"]).arg(&bin).status().unwrap();
+        assert!(st.success());
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).unwrap();
+        Installed { prefix, bin }
+    })
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.prefix);
+    }
+}
+
+fn id_of(user: &str, flag: &str) -> u32 {
+    let out = Command::new("id").args([flag, user]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// A scratch directory for one test; on drop (also after a failed
+/// assertion) evicts every cached instance as root and removes the files.
+struct Scratch {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str, inst: &Installed) -> Scratch {
+        let dir = PathBuf::from(format!("/tmp/sqfsmnt-cache-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("m")).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(dir.join("m"), fs::Permissions::from_mode(0o755)).unwrap();
+        let s = Scratch { dir, bin: inst.bin.clone() };
+        // Start from an empty cache.
+        s.root_gc_all();
+        s
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn mnt(&self) -> String {
+        self.path("m").display().to_string()
+    }
+
+    /// Builds an image whose file `hello` holds `content`, owned by `owner`
+    /// with `mode`.
+    fn image(&self, name: &str, content: &str, owner: &str, mode: u32) -> PathBuf {
+        let src = self.path(&format!("{name}.src"));
+        let _ = fs::remove_dir_all(&src);
+        fs::create_dir_all(src.join("dir")).unwrap();
+        fs::write(src.join("hello"), content).unwrap();
+        for i in 0..20 {
+            fs::write(src.join(format!("dir/f{i}")), format!("{i}\n")).unwrap();
+        }
+        let img = self.path(name);
+        let tmp = self.path(&format!("{name}.tmp"));
+        let out = Command::new("mksquashfs")
+            .arg(&src)
+            .arg(&tmp)
+            .args(["-noappend", "-quiet", "-no-progress", "-comp", "gzip"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mksquashfs: {}", String::from_utf8_lossy(&out.stderr));
+        fs::rename(&tmp, &img).unwrap();
+        chown(&img, owner);
+        fs::set_permissions(&img, fs::Permissions::from_mode(mode)).unwrap();
+        img
+    }
+
+    /// Loop devices whose backing file is under this test's directory.
+    fn loops(&self) -> Vec<String> {
+        let prefix = self.dir.display().to_string();
+        attached_loops().into_iter().filter(|(_, f)| f.starts_with(&prefix)).map(|(d, _)| d).collect()
+    }
+
+    fn root_gc_all(&self) {
+        let out = Command::new(&self.bin).args(["--gc", "--all"]).output().unwrap();
+        assert!(out.status.success(), "root --gc --all: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Runs the installed tool as `user` with `args`.
+    fn as_user(&self, user: &str, args: &[&str]) -> Output {
+        user_command(user, &self.bin, args).output().unwrap()
+    }
+
+    /// `squashfs-mount <img>:<mnt> -- cat <mnt>/hello` as `user`.
+    fn cat_hello(&self, user: &str, img: &Path, extra: &[&str]) -> Output {
+        let pair = format!("{}:{}", img.display(), self.mnt());
+        let file = format!("{}/hello", self.mnt());
+        let mut args: Vec<&str> = extra.to_vec();
+        args.extend([pair.as_str(), "--", "cat", file.as_str()]);
+        self.as_user(user, &args)
+    }
+
+    /// Evicts everything as root and checks that no loop device of this
+    /// test is left.
+    fn finish(&self) {
+        self.root_gc_all();
+        wait_until(|| self.loops().is_empty(), "the test's loop devices to detach after root --gc --all");
+        eprintln!("attached loop devices in total: {}", attached_loops().len());
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.bin).args(["--gc", "--all"]).output();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn chown(path: &Path, user: &str) {
+    let st = Command::new("chown").arg(format!("{user}:{user}")).arg(path).status().unwrap();
+    assert!(st.success());
+}
+
+fn user_command(user: &str, bin: &Path, args: &[impl AsRef<OsStr>]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={}", id_of(user, "-u")))
+        .arg(format!("--regid={}", id_of(user, "-g")))
+        .arg("--clear-groups")
+        .arg(bin)
+        .args(args)
+        .current_dir("/");
+    c
+}
+
+/// (device, backing file) of every attached loop device.
+fn attached_loops() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/sys/block").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Ok(f) = fs::read_to_string(e.path().join("loop/backing_file")) {
+            out.push((name, f.trim_end().to_string()));
+        }
+    }
+    out
+}
+
+/// Autoclear detaches a loop device asynchronously after its last user is
+/// gone: poll a little.
+fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed ({:?}): stdout {} stderr {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn launches_share_one_loop_device() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("share", inst);
+    let img = s.image("a.sqfs", "one\n", USER, 0o644);
+
+    // Sequential: the second launch reuses the first one's instance.
+    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "one\n");
+    let first = s.loops();
+    assert_eq!(first.len(), 1, "one loop device after the first launch: {first:?}");
+    let out = s.cat_hello(USER, &img, &[]);
+    assert_eq!(ok(&out), "one\n");
+    assert!(stderr(&out).is_empty(), "unexpected warning: {}", stderr(&out));
+    assert_eq!(s.loops(), first, "the second launch must reuse the loop device");
+    // Another user who can open the file reuses it too.
+    assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "one\n");
+    assert_eq!(s.loops(), first);
+
+    // Concurrent, from an empty cache: 40 launches of one image, exactly one
+    // loop device, no failure.
+    s.root_gc_all();
+    wait_until(|| s.loops().is_empty(), "eviction");
+    let pair = format!("{}:{}", img.display(), s.mnt());
+    let file = format!("{}/hello", s.mnt());
+    let children: Vec<Child> = (0..40)
+        .map(|i| {
+            let user = if i % 2 == 0 { USER } else { USER2 };
+            user_command(user, &s.bin, &[pair.as_str(), "--", "cat", file.as_str()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        if !out.status.success() || out.stdout != b"one\n" || !out.stderr.is_empty() {
+            failures.push(format!("{:?} {} {}", out.status, String::from_utf8_lossy(&out.stdout), stderr(&out)));
+        }
+    }
+    assert!(failures.is_empty(), "{} of 40 concurrent launches failed or warned: {failures:?}", failures.len());
+    assert_eq!(s.loops().len(), 1, "40 concurrent launches must share one loop device: {:?}", s.loops());
+    s.finish();
+}
+
+#[test]
+fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("refuse", inst);
+    let img = s.image("private.sqfs", "secret\n", USER, 0o600);
+    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "secret\n");
+    assert_eq!(s.loops().len(), 1);
+
+    let out = s.cat_hello(USER2, &img, &[]);
+    assert!(!out.status.success(), "user2 must be refused");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
+    assert!(stderr(&out).contains("permission denied"), "{}", stderr(&out));
+
+    // Neither listed to nor evictable by user2; listed to its owner and root.
+    let name = img.display().to_string();
+    let status2 = ok(&s.as_user(USER2, &["--cache-status"]));
+    assert!(!status2.contains(&name), "path leaked to user2: {status2}");
+    assert!(!status2.contains("private"), "path leaked to user2: {status2}");
+    ok(&s.as_user(USER2, &["--gc"]));
+    assert_eq!(s.loops().len(), 1, "user2's --gc must not evict user1's instance");
+    assert!(ok(&s.as_user(USER, &["--cache-status"])).contains(&name));
+    let root_status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert!(root_status.contains(&name) && root_status.contains("created by uid"), "{root_status}");
+    // --gc --all is root's.
+    let out = s.as_user(USER, &["--gc", "--all"]);
+    assert!(!out.status.success());
+    assert_eq!(s.loops().len(), 1);
+    s.finish();
+}
+
+#[test]
+fn modified_replaced_and_deleted_images() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("modify", inst);
+    let img = s.image("a.sqfs", "first\n", USER, 0o644);
+    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "first\n");
+    let ino = fs::metadata(&img).unwrap().ino();
+
+    // Modified in place (same inode, new bytes).
+    let other = s.image("b.sqfs", "second, longer\n", USER, 0o644);
+    {
+        let bytes = fs::read(&other).unwrap();
+        let mut f = fs::OpenOptions::new().write(true).truncate(true).open(&img).unwrap();
+        f.write_all(&bytes).unwrap();
+    }
+    assert_eq!(fs::metadata(&img).unwrap().ino(), ino);
+    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "second, longer\n");
+    wait_until(|| s.loops().len() == 1, "the stale instance to be evicted");
+
+    // Replaced (rename over it): new inode, the old one deleted.
+    let third = s.image("c.sqfs", "third\n", USER, 0o644);
+    fs::rename(&third, &img).unwrap();
+    assert_ne!(fs::metadata(&img).unwrap().ino(), ino);
+    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "third\n");
+    wait_until(|| s.loops().len() == 1, "the replaced image's instance to be evicted");
+    // Again: served from the cache now.
+    let before = s.loops();
+    assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "third\n");
+    assert_eq!(s.loops(), before);
+
+    // Deleted: a user's --gc detaches its loop device.
+    fs::remove_file(&img).unwrap();
+    ok(&s.as_user(USER2, &["--gc"]));
+    wait_until(|| s.loops().is_empty(), "the deleted image's loop device to detach after --gc");
+    s.finish();
+}
+
+#[test]
+fn no_cache_leaves_nothing_behind() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("nocache", inst);
+    let img = s.image("a.sqfs", "plain\n", USER, 0o644);
+    // While it runs there is a loop device; afterwards none, and no entry.
+    let pair = format!("{}:{}", img.display(), s.mnt());
+    let out = s.as_user(USER, &["--no-cache", &pair, "--", "sh", "-c", &format!("cat {}/hello; ls /sys/block/ > /dev/null", s.mnt())]);
+    assert_eq!(ok(&out), "plain\n");
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    wait_until(|| s.loops().is_empty(), "the --no-cache loop device to detach");
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert!(!status.contains(&img.display().to_string()), "--no-cache must not fill the cache: {status}");
+    // A cached launch after it still works.
+    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "plain\n");
+    assert_eq!(s.loops().len(), 1);
+    s.finish();
+}
+
+#[test]
+fn instances_in_use_survive_gc_until_released() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("inuse", inst);
+    let img = s.image("a.sqfs", "busy\n", USER, 0o644);
+    let pair = format!("{}:{}", img.display(), s.mnt());
+    let done = s.path("done");
+    // A launch that keeps its clone mounted until `done` exists.
+    let script = format!("cat {}/hello; while [ ! -e {} ]; do sleep 0.05; done", s.mnt(), done.display());
+    let mut child = user_command(USER, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(|| s.loops().len() == 1, "the launch to mount");
+    let status = ok(&s.as_user(USER, &["--cache-status"]));
+    assert!(status.contains("in-use"), "{status}");
+    ok(&s.as_user(USER, &["--gc"]));
+    ok(&Command::new(&s.bin).arg("--gc").output().unwrap());
+    assert!(ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap()).contains(&img.display().to_string()), "in-use instance evicted");
+    fs::write(&done, "").unwrap();
+    assert!(child.wait().unwrap().success());
+    // Released: the user's own --gc evicts it.
+    let out = ok(&s.as_user(USER, &["--gc"]));
+    assert!(out.contains("evicted"), "{out}");
+    wait_until(|| s.loops().is_empty(), "the released instance's loop device to detach");
+    s.finish();
+}
+
+#[test]
+fn cached_instances_are_unreachable_outside_the_tool() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("reach", inst);
+    let img = s.image("private.sqfs", "secret\n", USER, 0o600);
+    let pair = format!("{}:{}", img.display(), s.mnt());
+    let done = s.path("done");
+    // User 1 has it cached and a launch of it running.
+    let script = format!("cat {}/hello >/dev/null; while [ ! -e {} ]; do sleep 0.05; done", s.mnt(), done.display());
+    let mut child = user_command(USER, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()]).spawn().unwrap();
+    wait_until(|| s.loops().len() == 1, "the launch to mount");
+
+    // User 2 tries every path they have.
+    let probe = r#"
+        found=0
+        for p in /run/squashfs-mount /run/squashfs-mount/ns /run/squashfs-mount/lock; do
+            if ls "$p" >/dev/null 2>&1 || cat "$p" >/dev/null 2>&1; then echo "REACHED $p"; found=1; fi
+        done
+        if nsenter --mount=/run/squashfs-mount/ns true 2>/dev/null; then echo "REACHED nsenter"; found=1; fi
+        for d in /proc/[0-9]*; do
+            for r in root cwd; do
+                if [ -e "$d/$r/squashfs-mount-cache" ]; then echo "REACHED $d/$r (cache namespace)"; found=1; fi
+            done
+            [ -r "$d/mountinfo" ] || continue
+            while read -r id parent dev root mp rest; do
+                for base in "$d/root$mp" "$mp"; do
+                    if [ -e "$base/hello" ] && cat "$base/hello" 2>/dev/null | grep -q secret; then echo "REACHED $base"; found=1; fi
+                done
+            done < "$d/mountinfo" 2>/dev/null
+        done
+        for d in /proc/[0-9]*/root/*/mnt; do
+            if [ -e "$d/hello" ]; then echo "REACHED $d"; found=1; fi
+        done
+        echo "probed, found=$found"
+    "#;
+    let out = user_command(USER2, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("probed, found=0"), "user2 reached the cached instance:\n{text}");
+    // Controls, showing the probe finds what is there: the owner reaches
+    // their own running launch's mount through /proc/<pid>/root, and root
+    // reaches the state directory (but no process's root is the cache's).
+    let out = user_command(USER, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("REACHED /proc/") && l.contains("/root/")), "control failed, the probe reaches nothing:\n{text}");
+    assert!(!text.contains("cache namespace") && !text.contains("/run/squashfs-mount"), "{text}");
+    let out = Command::new("sh").args(["-c", probe]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("REACHED /run/squashfs-mount\n"), "control failed:\n{text}");
+    assert!(!text.contains("cache namespace"), "a process sits in the cache namespace:\n{text}");
+    // The mount table user2 sees names no instance and no cache entry.
+    let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mi.lines().any(|l| l.contains(" squashfs ") && l.contains(&s.dir.display().to_string())), "{mi}");
+
+    fs::write(&done, "").unwrap();
+    assert!(child.wait().unwrap().success());
+    s.finish();
+}
+
+/// A small deterministic PRNG (no dependencies); the seed is printed.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn sigkill_at_any_point_leaves_a_working_cache() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("kill", inst);
+    let img = s.image("a.sqfs", "alive\n", USER, 0o644);
+    let pair = format!("{}:{}", img.display(), s.mnt());
+    // Kill delays are drawn below a bound that adapts to how long launches
+    // take on this (possibly busy) machine: it shrinks when a launch
+    // finished before the kill and grows when the kill came first, so the
+    // kills spread over the whole of the setup, creation included.
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("kill delays seed: {seed}");
+    let mut rng = Lcg(seed);
+    let mut bound_us: u64 = 8000;
+    let (mut rounds, mut killed_early) = (0, 0);
+    while killed_early < 30 && rounds < 400 {
+        // Half the rounds start from an empty cache (the kill hits creation).
+        if rounds % 2 == 0 {
+            s.root_gc_all();
+        }
+        rounds += 1;
+        let mut child = user_command(USER, &s.bin, &[pair.as_str(), "--", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.next() % bound_us.max(1)));
+        let _ = child.kill();
+        if child.wait().unwrap().code().is_none() {
+            killed_early += 1;
+            bound_us = bound_us * 11 / 10 + 1;
+        } else {
+            bound_us = bound_us * 9 / 10;
+        }
+    }
+    eprintln!("{killed_early} of {rounds} launches were killed before they finished (final bound {bound_us} us)");
+    assert!(killed_early >= 30, "the kills came too late to test anything ({killed_early} of {rounds} early)");
+    // A normal launch works and sees the content; a second reuses it.
+    let out = s.cat_hello(USER, &img, &[]);
+    assert_eq!(ok(&out), "alive\n");
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let one = s.loops();
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "alive\n");
+    assert_eq!(s.loops(), one);
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert!(!status.contains("broken"), "{status}");
+    s.finish();
+}
+
+#[test]
+fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("fallback", inst);
+    let img = s.image("a.sqfs", "fallback\n", USER, 0o644);
+    let uid = id_of(USER, "-u");
+    let gid = id_of(USER, "-g");
+    let run = format!(
+        "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
+        s.bin.display(),
+        img.display(),
+        s.mnt(),
+        s.mnt()
+    );
+    // A read-only /run in a private mount namespace.
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &format!("mount -t tmpfs -o ro tmpfs /run && {run}")])
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out), "fallback\n");
+    let warn = stderr(&out);
+    assert_eq!(warn.lines().count(), 1, "exactly one warning line: {warn}");
+    assert!(warn.contains("warning") && warn.contains("cache"), "{warn}");
+    wait_until(|| s.loops().is_empty(), "the private instance's loop device to detach");
+}
+
+#[test]
+fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("nested", inst);
+    let img = s.image("a.sqfs", "nested\n", USER, 0o644);
+    let uid = id_of(USER, "-u");
+    let gid = id_of(USER, "-g");
+    let run = format!(
+        "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
+        s.bin.display(),
+        img.display(),
+        s.mnt(),
+        s.mnt()
+    );
+    let count = format!("cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{}/' || true", s.dir.display());
+    // A job-container-like namespace with its own /run: its cache lives in
+    // it and goes away with it. The namespace is made on CPU `a` and the
+    // launches start confined to CPU `b`: since Linux 6.18 namespace ids
+    // come in per-CPU batches, so for one of the orders the kernel refuses
+    // the first bind of the cache namespace (ELOOP) and the tool must retry
+    // on other CPUs.
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(3);
+    for (a, b) in (0..cpus).flat_map(|a| (0..cpus).map(move |b| (a, b))) {
+        let cpu = format!("{a}->{b}");
+        let script = format!(
+            "mount -t tmpfs tmpfs /run && taskset -c {b} {run} && taskset -c {b} {run} && {run} && echo loops=$({count})"
+        );
+        let out = Command::new("taskset")
+            .args(["-c", &a.to_string(), "unshare", "-m", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let text = ok(&out);
+        assert_eq!(text, "nested\nnested\nnested\nloops=1\n", "cpu {cpu}: {}", stderr(&out));
+        assert!(stderr(&out).is_empty(), "cpu {cpu}: unexpected warning: {}", stderr(&out));
+        wait_until(|| s.loops().is_empty(), "the namespace's cache to go away with it");
+    }
+}
+
+/// Runs `work` in a child process (single-threaded after fork, as setns
+/// into a mount namespace needs) inside the cache namespace, as root.
+/// `work` may only make raw system calls on data prepared before the fork.
+fn in_cache_namespace(work: impl Fn() -> bool + Send + Sync + 'static) {
+    use std::os::unix::process::CommandExt;
+    let ns = std::ffi::CString::new("/run/squashfs-mount/ns").unwrap();
+    let mut cmd = Command::new("/bin/true");
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // only async-signal-safe system calls (open, setns, mkdir, mount,
+    // _exit) on CStrings allocated before the fork. It never returns to
+    // exec: it ends the child with _exit (0 = work done), which the parent
+    // sees as a successful spawn and reads back as the exit status.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(ns.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                libc::_exit(2);
+            }
+            libc::_exit(if work() { 0 } else { 3 });
+        });
+    }
+    let st = cmd.status().unwrap();
+    assert_eq!(st.code(), Some(0), "could not plant the entries in the cache namespace");
+}
+
+#[test]
+fn half_made_entries_are_cleaned_up() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("halfmade", inst);
+    let a = s.image("a.sqfs", "a\n", USER, 0o644);
+    let b = s.image("b.sqfs", "b\n", USER, 0o644);
+    // Make sure the cache namespace exists, then empty it.
+    assert_eq!(ok(&s.cat_hello(USER, &a, &[])), "a\n");
+    s.root_gc_all();
+    let key = |p: &Path| {
+        let m = fs::metadata(p).unwrap();
+        format!("{:x}-{:x}", m.dev(), m.ino())
+    };
+    let c = |s: String| std::ffi::CString::new(s).unwrap();
+    // What a launch killed half-way leaves: for image a, a directory with
+    // an empty mnt and no meta; for an unknown file, a tmpfs mounted on mnt
+    // and a meta that does not parse; a stray name that is not an entry.
+    let (ka, kx) = (key(&a), "7-ffffff".to_string());
+    let dirs = [c(format!("/{ka}")), c(format!("/{ka}/mnt")), c(format!("/{kx}")), c(format!("/{kx}/mnt"))];
+    let (tmpfs_on, meta, stray) = (c(format!("/{kx}/mnt")), c(format!("/{kx}/meta")), c("/zz-not-an-entry".into()));
+    let tmpfs = c("tmpfs".into());
+    in_cache_namespace(move || unsafe {
+        // SAFETY: raw system calls on CStrings owned by this closure.
+        dirs.iter().all(|d| libc::mkdir(d.as_ptr(), 0o700) == 0)
+            && libc::mount(tmpfs.as_ptr(), tmpfs_on.as_ptr(), tmpfs.as_ptr(), 0, std::ptr::null()) == 0
+            && {
+                let fd = libc::open(meta.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+                fd >= 0 && libc::write(fd, b"garbage\n".as_ptr().cast(), 8) == 8 && libc::close(fd) == 0
+            }
+            && (libc::mkdir(stray.as_ptr(), 0o700) == 0 || *libc::__errno_location() == libc::EEXIST)
+    });
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert_eq!(status.matches("broken").count(), 2, "the planted entries must show as broken:\n{status}");
+
+    // Image a's launch replaces its half-made entry; image b's launch (a
+    // creation) collects the other broken one.
+    assert_eq!(ok(&s.cat_hello(USER, &a, &[])), "a\n");
+    assert_eq!(ok(&s.cat_hello(USER, &b, &[])), "b\n");
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert!(!status.contains("broken"), "{status}");
+    assert_eq!(status.matches("idle").count(), 2, "{status}");
+    assert_eq!(s.loops().len(), 2);
+    // Reused afterwards.
+    assert_eq!(ok(&s.cat_hello(USER2, &a, &[])), "a\n");
+    assert_eq!(s.loops().len(), 2);
+    s.finish();
+}
