@@ -835,12 +835,24 @@ fn attempt_namespace(target: BorrowedFd<'_>) -> Result<(), String> {
     }
 }
 
-/// Whether the caller can open the image `meta` names, and it is still the
-/// same file (device and inode). Decides what `--cache-status` shows and
-/// what a user's `--gc` may evict.
-pub fn visible_to_caller(_as_caller: &impl ActingAsCaller, meta: &Meta) -> bool {
+/// Whether the caller may see the entry `meta`: they created it, or they
+/// can open the image at the recorded path now and it is still the same
+/// file (device and inode), opened with their own rights. Decides what
+/// `--cache-status` shows and what a user's `--gc` may evict; it shows
+/// nobody a path they could not have found out by themselves.
+pub fn visible_to_caller(_as_caller: &impl ActingAsCaller, caller_uid: u32, meta: &Meta) -> bool {
+    if meta.uid == caller_uid {
+        return true;
+    }
     let Ok(fd) = system::open_image(OsStr::from_bytes(&meta.path)) else { return false };
     matches!(system::fstat(fd.as_fd()), Ok(id) if id.is_regular() && id.dev == meta.dev && id.ino == meta.ino)
+}
+
+fn shown_path(e: &Entry) -> String {
+    match &e.meta {
+        Some(m) => String::from_utf8_lossy(&m.path).escape_debug().to_string(),
+        None => format!("(incomplete entry {})", e.key),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -871,9 +883,10 @@ fn open_existing(privileges: &mut Privileges) -> Result<Option<(Cache, Settings)
 /// the caller can open.
 fn visible(privileges: &Privileges, entries: &[Entry]) -> HashSet<String> {
     let root = privileges.caller().uid.is_root();
+    let uid = privileges.caller().uid.as_raw();
     entries
         .iter()
-        .filter(|e| root || e.meta.as_ref().is_some_and(|m| visible_to_caller(privileges, m)))
+        .filter(|e| root || e.meta.as_ref().is_some_and(|m| visible_to_caller(privileges, uid, m)))
         .map(|e| e.key.clone())
         .collect()
 }
@@ -896,20 +909,24 @@ pub fn gc_command(all: bool) -> Result<(), Failure> {
     let result = privileges.as_root(|| cache.collect(mode, &shown))?.map_err(|e| Failure::new(format!("image cache: {e}")))?;
     drop(cache);
     privileges.drop_for_good()?;
-    let (mut evicted, mut kept) = (0, 0);
+    let (mut evicted, mut kept, mut others) = (0, 0, 0);
     for (e, gone) in &result {
         if !shown.contains(&e.key) {
+            others += usize::from(*gone);
             continue;
         }
-        let path = e.meta.as_ref().map(|m| String::from_utf8_lossy(&m.path).into_owned()).unwrap_or_else(|| format!("(incomplete entry {})", e.key));
         if *gone {
             evicted += 1;
-            println!("evicted {path}");
+            println!("evicted {}", shown_path(e));
         } else {
             kept += 1;
         }
     }
-    println!("{evicted} evicted, {kept} kept (in use{})", if root { "" } else { " or not yours to evict" });
+    print!("{evicted} evicted, {kept} kept (in use)");
+    if others > 0 {
+        print!("; also evicted {others} stale instance(s) of other images");
+    }
+    println!();
     Ok(())
 }
 
@@ -937,7 +954,7 @@ pub fn status_command() -> Result<(), Failure> {
     println!("{:<8} {:<12} {:>10} {:>9}  IMAGE", "STATE", "DEVICE", "SIZE", "LAST USE");
     for e in entries.iter().filter(|e| shown.contains(&e.key)) {
         let Some(m) = &e.meta else {
-            println!("{:<8} {:<12} {:>10} {:>9}  (incomplete entry {})", "broken", "-", "-", "-", e.key);
+            println!("{:<8} {:<12} {:>10} {:>9}  {}", "broken", "-", "-", "-", shown_path(e));
             continue;
         };
         let state = if !e.valid {
@@ -956,7 +973,7 @@ pub fn status_command() -> Result<(), Failure> {
             format!("/dev/loop{}", m.loop_number),
             m.size,
             format!("{} ago", age(now, e.last_used)),
-            String::from_utf8_lossy(&m.path).escape_debug(),
+            shown_path(e),
             owner
         );
     }

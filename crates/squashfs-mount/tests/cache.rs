@@ -355,8 +355,12 @@ fn modified_replaced_and_deleted_images() {
     assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "third\n");
     assert_eq!(s.loops(), before);
 
-    // Deleted: a user's --gc detaches its loop device.
+    // Deleted: still listed to the user who made the instance (not to
+    // others, who can no longer open it), and a user's --gc detaches it.
     fs::remove_file(&img).unwrap();
+    let name = img.display().to_string();
+    assert!(ok(&s.as_user(USER, &["--cache-status"])).contains(&name));
+    assert!(!ok(&s.as_user(USER2, &["--cache-status"])).contains(&name));
     ok(&s.as_user(USER2, &["--gc"]));
     wait_until(|| s.loops().is_empty(), "the deleted image's loop device to detach after --gc");
     s.finish();
