@@ -647,27 +647,76 @@ struct NamespaceReturn {
     cwd: OwnedFd,
 }
 
+/// fchdir(2) to `dir`; if root is refused (a directory on a network
+/// filesystem that squashes root, or a FUSE mount without allow_root),
+/// again with the file system ids of the caller (the real ids), who is the
+/// one that chose it.
+fn change_dir_as_root_or_caller(dir: BorrowedFd<'_>) -> SysResult<()> {
+    match rustix::process::fchdir(dir) {
+        Err(Errno::ACCESS) | Err(Errno::PERM) => {}
+        other => return other,
+    }
+    let (uid, gid) = (real_uid().as_raw(), real_gid().as_raw());
+    // SAFETY: setfsuid/setfsgid only change this thread's file system ids
+    // (the process is single-threaded); they take plain integers and
+    // cannot fail in a way that touches memory. Both are set back to 0
+    // (the effective ids, as euid is 0 here) right after.
+    unsafe {
+        libc::setfsgid(gid);
+        libc::setfsuid(uid);
+    }
+    let r = rustix::process::fchdir(dir);
+    // SAFETY: as above.
+    let restored = unsafe {
+        libc::setfsuid(0);
+        libc::setfsgid(0);
+        // setfsuid returns the previous value: asking again with an invalid
+        // id (-1 is never valid) changes nothing and reports the current one.
+        libc::setfsuid(u32::MAX) == 0 && libc::setfsgid(u32::MAX) == 0
+    };
+    if !restored {
+        eprintln!("squashfs-mount: fatal: cannot restore the file system ids");
+        std::process::exit(1);
+    }
+    r
+}
+
 impl NamespaceReturn {
+    /// Takes the namespace, root and working directory as fds (the working
+    /// directory through /proc/thread-self/cwd, which needs no search
+    /// permission on it), and checks that going back to them will work.
     fn capture() -> SysResult<Self> {
-        Ok(NamespaceReturn {
+        let back = NamespaceReturn {
             ns: rustix::fs::openat(CWD, "/proc/thread-self/ns/mnt", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?,
-            root: rustix::fs::openat(CWD, "/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?,
-            cwd: rustix::fs::openat(CWD, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?,
-        })
+            root: rustix::fs::openat(CWD, "/proc/thread-self/root", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?,
+            cwd: rustix::fs::openat(CWD, "/proc/thread-self/cwd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?,
+        };
+        // Check that going back will work, changing nothing if it will
+        // not: first the working directory alone (entering the directory
+        // we are in changes nothing), then the whole sequence, which only
+        // re-enters where we are. A working directory that refuses both root
+        // and the caller's file system ids (a FUSE mount without allow_root
+        // checks the real and saved uids too) means: do not leave.
+        change_dir_as_root_or_caller(back.cwd.as_fd())?;
+        back.restore_directories()?;
+        Ok(back)
     }
 
-    /// setns back, then restore the root (setns resets it to the
-    /// namespace's root, which would escape a chroot) and the working
-    /// directory (relative paths given by the caller resolve against it).
-    /// If any of this fails the process exits at once: it must never go
-    /// on in the wrong namespace or with the wrong root.
+    /// Root (setns resets it to the namespace's root, which would escape a
+    /// chroot), then the working directory (relative paths given by the
+    /// caller resolve against it, and the command starts in it).
+    fn restore_directories(&self) -> SysResult<()> {
+        change_dir_as_root_or_caller(self.root.as_fd())?;
+        rustix::process::chroot(".")?;
+        change_dir_as_root_or_caller(self.cwd.as_fd())
+    }
+
+    /// setns back, then restore root and working directory. If any of this
+    /// fails the process exits at once: it must never go on in the wrong
+    /// namespace or with the wrong root.
     fn go_back(self) {
-        let r = (|| -> SysResult<()> {
-            rustix::thread::move_into_link_name_space(self.ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Mount))?;
-            rustix::process::fchdir(&self.root)?;
-            rustix::process::chroot(".")?;
-            rustix::process::fchdir(&self.cwd)
-        })();
+        let r = rustix::thread::move_into_link_name_space(self.ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Mount))
+            .and_then(|()| self.restore_directories());
         if let Err(e) = r {
             eprintln!("squashfs-mount: fatal: cannot return to the launch's mount namespace: {e}");
             std::process::exit(1);

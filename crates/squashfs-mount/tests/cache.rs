@@ -666,3 +666,58 @@ fn half_made_entries_are_cleaned_up() {
     assert_eq!(s.loops().len(), 2);
     s.finish();
 }
+
+#[test]
+fn the_working_directory_survives_visits_to_the_cache() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("cwd", inst);
+    let img = s.image("a.sqfs", "cwd\n", USER, 0o644);
+    // A relative image path and mount point, resolved after the launch has
+    // been in the cache namespace (creation, then reuse), and the command
+    // starts in the caller's directory.
+    for round in 0..2 {
+        let out = user_command(USER, &s.bin, &["a.sqfs:m", "--", "sh", "-c", "readlink /proc/self/cwd; cat m/hello"])
+            .current_dir(&s.dir)
+            .output()
+            .unwrap();
+        assert_eq!(ok(&out), format!("{}\ncwd\n", s.dir.display()), "round {round}");
+        assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+        assert_eq!(s.loops().len(), 1);
+    }
+    // A working directory that root cannot enter (a FUSE mount of the
+    // caller's, without allow_root): the launch must not lose it; it mounts
+    // a private instance with one warning.
+    if !have("squashfuse") || !have("fusermount3") {
+        eprintln!("SKIPPED (part of cache test): squashfuse or fusermount3 missing");
+        s.finish();
+        return;
+    }
+    let fuse = s.path("fuse");
+    fs::create_dir(&fuse).unwrap();
+    chown(&fuse, USER);
+    let st = user_command(USER, Path::new("squashfuse"), &[img.as_os_str(), fuse.as_os_str()]).status().unwrap();
+    assert!(st.success(), "squashfuse as the test user");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = user_command(USER, Path::new("fusermount3"), &["-u".as_ref(), self.0.as_os_str()]).status();
+        }
+    }
+    let _unmount = Unmount(fuse.clone());
+    let pair = format!("{}:{}", img.display(), s.mnt());
+    // (cd as the user: root cannot enter the FUSE mount.)
+    let script = format!(
+        "cd {}/dir && exec {} {pair} -- sh -c 'readlink /proc/self/cwd; cat {}/hello; ls'",
+        fuse.display(),
+        s.bin.display(),
+        s.mnt()
+    );
+    let out = user_command(USER, Path::new("/bin/sh"), &["-c", script.as_str()]).output().unwrap();
+    let text = ok(&out);
+    assert!(text.starts_with(&format!("{}/dir\ncwd\nf0\n", fuse.display())), "{text}");
+    let warn = stderr(&out);
+    assert_eq!(warn.lines().count(), 1, "{warn}");
+    assert!(warn.contains("private instance"), "{warn}");
+    drop(_unmount);
+    s.finish();
+}
