@@ -123,7 +123,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || s.len() > 2 * 4096 {
+    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; rust-version is 1.75
+    if s.len() % 2 != 0 || s.len() > 2 * 4096 {
         return None;
     }
     (0..s.len())

@@ -23,8 +23,15 @@ pub struct LoopOptions {
 }
 
 impl Default for LoopOptions {
+    /// Buffered I/O and 4 KiB blocks: in BENCHMARKS.md ("Loop device
+    /// options (cache helper)") buffered was never slower than direct I/O
+    /// and much faster for a new superblock over a cached image file (every
+    /// `--no-cache` launch); direct I/O only saves the page cache of the
+    /// compressed file (about a quarter of the decompressed data there).
+    /// 4096 over 512 gives squashfs 4 KiB device blocks instead of 1 KiB
+    /// (used only when the image size is a multiple of it).
     fn default() -> Self {
-        LoopOptions { direct_io: false, block_size: 0, threads: SquashfsThreads::Multi }
+        LoopOptions { direct_io: false, block_size: 4096, threads: SquashfsThreads::Multi }
     }
 }
 
@@ -56,6 +63,19 @@ impl SquashfsThreads {
     }
 }
 
+/// The logical block size to configure: `wanted` only when the image size is
+/// a multiple of it (a loop device's size is rounded down to its block size,
+/// and the squashfs superblock would then lie beyond the end: mksquashfs pads
+/// to 4 KiB by default, other packers may pad less); else the kernel default.
+#[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; rust-version is 1.75
+pub fn effective_block_size(wanted: u32, image_size: u64) -> u32 {
+    if wanted == 0 || image_size % u64::from(wanted) != 0 {
+        0
+    } else {
+        wanted
+    }
+}
+
 /// A configured loop device. Because it is autoclear, it detaches by itself
 /// when the last user (this fd, then the mounted superblock) goes away,
 /// also when the process is killed.
@@ -80,6 +100,7 @@ impl LoopDevice {
             flags |= system::LO_FLAGS_DIRECT_IO;
         }
         let name = system::as_bytes(&image.path);
+        let block_size = effective_block_size(options.block_size, image.id.size);
         let mut last = Error::BUSY;
         for _ in 0..ATTACH_ATTEMPTS {
             let number = system::loop_get_free(control.as_fd())
@@ -92,7 +113,7 @@ impl LoopDevice {
                 }
                 Err(e) => return Err(Failure::about(subject, format!("cannot open /dev/loop{number}: {e}"))),
             };
-            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, options.block_size, name) {
+            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, name) {
                 Ok(()) => {}
                 Err(e @ (Error::BUSY | Error::AGAIN)) => {
                     last = e;
@@ -132,5 +153,19 @@ impl LoopDevice {
             return Err(format!("{} is not read-only and autoclear", self.path()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_size_only_when_the_image_fills_whole_blocks() {
+        assert_eq!(effective_block_size(4096, 8192), 4096);
+        assert_eq!(effective_block_size(4096, 1024), 0);
+        assert_eq!(effective_block_size(4096, 0), 4096);
+        assert_eq!(effective_block_size(512, 1024), 512);
+        assert_eq!(effective_block_size(0, 4096), 0);
     }
 }

@@ -742,9 +742,7 @@ pub fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> SysResult<(OwnedFd, T
     let back = NamespaceReturn::capture()?;
     // SAFETY: as in `enter_private_mount_namespace`: only the mount
     // namespace is unshared, in a process checked to be single-threaded.
-    if let Err(e) = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) } {
-        return Err(e);
-    }
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)? };
     let ns = match rustix::fs::openat(CWD, "/proc/thread-self/ns/mnt", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
         Ok(ns) => ns,
         Err(e) => {

@@ -25,6 +25,12 @@ const USER2: &str = "sqfsmnt-cache2";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Says why something is skipped where it is seen: written to the stderr
+/// fd directly, not through eprintln!, which the test harness captures.
+fn loud(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {msg} ***\n");
+}
+
 fn is_root() -> bool {
     // SAFETY-free: read the effective uid from /proc (no libc in tests).
     fs::read_to_string("/proc/self/status")
@@ -40,7 +46,7 @@ fn have(tool: &str) -> bool {
 /// None (after saying why, loudly) when the tests cannot run here.
 fn setup() -> Option<(MutexGuard<'static, ()>, &'static Installed)> {
     if !is_root() {
-        eprintln!("SKIPPED (cache integration test): needs root to install the setuid binary and create test users; run `make test` as root");
+        loud("(cache integration test): needs root to install the setuid binary and create test users; run `make test` as root");
         return None;
     }
     // Lock first: no other test thread may fork while the setuid binary is
@@ -49,7 +55,7 @@ fn setup() -> Option<(MutexGuard<'static, ()>, &'static Installed)> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for tool in ["mksquashfs", "setpriv", "useradd", "unshare", "nsenter", "taskset"] {
         if !have(tool) {
-            eprintln!("SKIPPED (cache integration test): {tool} is missing (scripts/deps test installs it)");
+            loud(&format!("(cache integration test): {tool} is missing (scripts/deps test installs it)"));
             return None;
         }
     }
@@ -57,7 +63,6 @@ fn setup() -> Option<(MutexGuard<'static, ()>, &'static Installed)> {
 }
 
 struct Installed {
-    prefix: PathBuf,
     bin: PathBuf,
 }
 
@@ -72,9 +77,23 @@ fn ensure_user(name: &str) {
     assert!(st.success(), "useradd {name} failed");
 }
 
+/// Removes install prefixes left by earlier test processes that are gone
+/// (the prefix of this process lives as long as the process: it is a
+/// static).
+fn remove_stale_prefixes() {
+    for e in fs::read_dir("/tmp").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("sqfsmnt-cache-prefix-") else { continue };
+        if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn installed() -> &'static Installed {
     static INSTALLED: OnceLock<Installed> = OnceLock::new();
     INSTALLED.get_or_init(|| {
+        remove_stale_prefixes();
         ensure_user(USER);
         ensure_user(USER2);
         let prefix = PathBuf::from(format!("/tmp/sqfsmnt-cache-prefix-{}", std::process::id()));
@@ -87,15 +106,10 @@ fn installed() -> &'static Installed {
         let st = Command::new("chown").args(["root:root"]).arg(&bin).status().unwrap();
         assert!(st.success());
         fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).unwrap();
-        Installed { prefix, bin }
+        Installed { bin }
     })
 }
 
-impl Drop for Installed {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.prefix);
-    }
-}
 
 fn id_of(user: &str, flag: &str) -> u32 {
     let out = Command::new("id").args([flag, user]).output().unwrap();
@@ -687,16 +701,17 @@ fn the_working_directory_survives_visits_to_the_cache() {
     // A working directory that root cannot enter (a FUSE mount of the
     // caller's, without allow_root): the launch must not lose it; it mounts
     // a private instance with one warning.
-    if !have("squashfuse") || !have("fusermount3") {
-        eprintln!("SKIPPED (part of cache test): squashfuse or fusermount3 missing");
+    let fuse_usable = user_command(USER, Path::new("/bin/sh"), &["-c", "test -r /dev/fuse -a -w /dev/fuse"]).status().unwrap().success();
+    if !have("squashfuse") || !have("fusermount3") || !fuse_usable {
+        loud(&format!("(FUSE part of the working-directory cache test): squashfuse or fusermount3 missing, or /dev/fuse not usable by {USER}"));
         s.finish();
         return;
     }
     let fuse = s.path("fuse");
     fs::create_dir(&fuse).unwrap();
     chown(&fuse, USER);
-    let st = user_command(USER, Path::new("squashfuse"), &[img.as_os_str(), fuse.as_os_str()]).status().unwrap();
-    assert!(st.success(), "squashfuse as the test user");
+    let out = user_command(USER, Path::new("squashfuse"), &[img.as_os_str(), fuse.as_os_str()]).output().unwrap();
+    assert!(out.status.success(), "squashfuse as the test user: {}", stderr(&out));
     struct Unmount(PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
