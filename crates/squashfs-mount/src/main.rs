@@ -23,8 +23,9 @@ fn main() -> ExitCode {
     }));
 
     // argv only; the environment is not read until privileges are gone.
+    // Since Linux 5.18 an execve with argc == 0 gets a single empty argv[0].
     let mut argv = std::env::args_os();
-    if argv.next().is_none() {
+    if argv.next().is_none_or(|arg0| arg0.is_empty()) {
         return fail("refusing to run with an empty argument list (argc == 0)");
     }
     let args: Vec<OsString> = argv.collect();
