@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::os::fd::AsFd;
 
 use crate::cli::RunRequest;
 use crate::environment;
@@ -11,6 +12,7 @@ use crate::instance;
 use crate::loopdev::LoopOptions;
 use crate::mount;
 use crate::mountpoint::MountPoint;
+use crate::overlay;
 use crate::paths;
 use crate::privilege::{self, Caller, PrivilegeError, Privileges};
 use crate::system;
@@ -36,9 +38,10 @@ pub struct Ready {
 ///  4. For each mount point, in path order:
 ///     a. as the caller: resolve it and pin it as an O_PATH fd; refuse `/`,
 ///        /proc, /sys, /dev and kernel API filesystems;
-///     b. as root: bind the image fd to a loop device (verified), create
-///        the squashfs superblock, fsmount it ro,nosuid,nodev, move_mount it
-///        onto the pinned fd.
+///     b. as root: bind each image fd to a loop device (verified), create
+///        its squashfs superblock and fsmount it ro,nosuid,nodev; for a
+///        union or `--writable`, stack those with overlayfs (upper layer: a
+///        fresh tmpfs); move_mount the result onto the pinned fd.
 ///  5. Drop root for good: groups, gids, uids; no_new_privs; verify.
 ///
 /// Any failure returns before step 5 and the process exits: the namespace,
@@ -71,19 +74,23 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     let cwd = system::current_dir()
         .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
     let kernel_config = image::kernel_config();
-    let mut images = Vec::with_capacity(request.mounts.len());
+    let mut images: Vec<Vec<Image>> = Vec::with_capacity(request.mounts.len());
     let mut seen_images = HashSet::new();
     for req in &request.mounts {
         let subject = req.describe();
-        let img = Image::open(&privileges, &req.image, &subject)?;
-        img.check_kernel_support(kernel_config.as_deref(), &subject)?;
-        if !seen_images.insert((img.id.dev, img.id.ino)) {
-            eprintln!(
-                "squashfs-mount: warning: {subject}: the image {} is mounted more than once",
-                img.path.to_string_lossy()
-            );
+        let mut layers = Vec::with_capacity(req.images.len());
+        for given in &req.images {
+            let img = Image::open(&privileges, given, &subject)?;
+            img.check_kernel_support(kernel_config.as_deref(), &subject)?;
+            if !seen_images.insert((img.id.dev, img.id.ino)) {
+                eprintln!(
+                    "squashfs-mount: warning: {subject}: the image {} is used more than once",
+                    img.path.to_string_lossy()
+                );
+            }
+            layers.push(img);
         }
-        images.push(img);
+        images.push(layers);
     }
 
     // Mount points: duplicates refused; parents before children.
@@ -108,7 +115,7 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     let mut mounted: Vec<(OsString, OsString)> = Vec::new();
     let options = LoopOptions::default();
     for i in order {
-        let (req, img) = (&request.mounts[i], &images[i]);
+        let (req, layers) = (&request.mounts[i], &images[i]);
         let subject = req.describe();
         let target = MountPoint::resolve(&privileges, &req.mount_point, &subject)?;
         if mounted.iter().any(|(_, m)| *m == target.real) {
@@ -118,10 +125,23 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
             ));
         }
         privileges.as_root(|| -> Result<(), Failure> {
-            let tree = instance::fresh(img, options, &subject)?;
+            let mut instances = Vec::with_capacity(layers.len());
+            for img in layers {
+                instances.push(instance::fresh(img, options, &subject)?);
+            }
+            let tree = if instances.len() == 1 && !req.union && request.writable.is_none() {
+                instances.pop().expect("one instance")
+            } else {
+                let top = system::fstat(instances[0].as_fd())
+                    .map_err(|e| Failure::about(&subject, format!("cannot stat the image's root: {e}")))?;
+                let root = overlay::RootAttributes { uid: top.uid, gid: top.gid, mode: top.mode };
+                overlay::stack(&instances, request.writable, root, &subject)?
+            };
             mount::attach(&tree, &target, &subject)
         })??;
-        mounted.push((img.path.clone(), target.real.clone()));
+        for img in layers {
+            mounted.push((img.path.clone(), target.real.clone()));
+        }
     }
 
     // 5.

@@ -33,6 +33,7 @@ pub struct FileId {
     pub size: u64,
     pub nlink: u64,
     pub uid: u32,
+    pub gid: u32,
     pub mtime: (i64, i64),
     pub ctime: (i64, i64),
     pub rdev: u64,
@@ -180,6 +181,7 @@ pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
         size: st.st_size as u64,
         nlink: st.st_nlink,
         uid: st.st_uid,
+        gid: st.st_gid,
         mtime: (st.st_mtime, st.st_mtime_nsec as i64),
         ctime: (st.st_ctime, st.st_ctime_nsec as i64),
         rdev: st.st_rdev,
@@ -489,6 +491,29 @@ impl FsContext {
     pub fn mount(&self, attrs: MountAttrFlags) -> SysResult<OwnedFd> {
         rustix::mount::fsmount(&self.fd, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
     }
+}
+
+/// Makes directory `name` (a fixed name chosen by the tool) inside the
+/// directory `dir`, with `mode`, owned by `uid`:`gid`, and returns it pinned
+/// as an O_PATH fd. Used only inside a fresh tmpfs the tool created.
+pub fn make_directory_in(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> SysResult<OwnedFd> {
+    rustix::fs::mkdirat(dir, name, Mode::from_bits_truncate(mode))?;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
+    // chmod after chown: chown clears set-id bits.
+    rustix::fs::fchmod(&fd, Mode::from_bits_truncate(mode))?;
+    Ok(fd)
 }
 
 /// move_mount(2): attaches the detached mount `mount` onto the directory
