@@ -43,10 +43,11 @@ fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
-fn loop_devices() -> usize {
+/// Backing files of all attached loop devices.
+fn loop_backing_files() -> Vec<String> {
     fs::read_dir("/sys/block")
-        .map(|d| d.flatten().filter(|e| e.path().join("loop/backing_file").exists()).count())
-        .unwrap_or(0)
+        .map(|d| d.flatten().filter_map(|e| fs::read_to_string(e.path().join("loop/backing_file")).ok()).collect())
+        .unwrap_or_default()
 }
 
 /// Builds the plugin with cargo profile `profile` into the target directory
@@ -370,7 +371,7 @@ fn slurm_spank_plugin() {
     let plugin = build_plugin("spank", "unwind");
     let abort_plugin = build_plugin("release", "abort");
     ensure_user();
-    let loops_before = loop_devices();
+    let loops_before = loop_backing_files().len();
     let cluster = start_cluster(&plugin);
     let dir = cluster.dir.clone();
     let img = |n: &str| dir.join("images").join(n).display().to_string();
@@ -385,6 +386,7 @@ fn slurm_spank_plugin() {
     // An image whose symlink leads out of the allowed mount points.
     fs::create_dir_all(src.join("c")).unwrap();
     std::os::unix::fs::symlink("/tmp", src.join("c/escape")).unwrap();
+    fs::create_dir_all(src.join("c/sub")).unwrap();
     mksquashfs(&src.join("c"), Path::new(&img("c.sqfs")));
     // Readable only by root.
     fs::copy(img("a.sqfs"), img("secret.sqfs")).unwrap();
@@ -440,14 +442,14 @@ fn slurm_spank_plugin() {
             "sh",
             "-c",
             "id -u; grep -E '^(NoNewPrivs|CapEff|CapPrm|CapAmb)' /proc/self/status; echo \"UENV=$UENV_MOUNT_LIST\"; \
-             grep ' /user-environment ' /proc/self/mountinfo; pwd; \
+             grep ' /user-environment ' /proc/self/mountinfo; pwd; cat /sys/block/loop*/loop/backing_file 2>/dev/null; \
              if umount /user-environment 2>/dev/null; then echo UMOUNTED; else echo UMOUNT-REFUSED; fi",
         ],
     );
     let out = text(&o).0;
     let mountinfo = out.lines().find(|l| l.contains(" /user-environment ")).unwrap_or("");
     c.check(
-        "task: user's uid, NoNewPrivs=1, no capabilities, UENV_MOUNT_LIST, ro,nosuid,nodev squashfs, cwd kept, umount refused",
+        "task: user's uid, NoNewPrivs=1, no capabilities, UENV_MOUNT_LIST, ro,nosuid,nodev squashfs on a loop device backed by the image, cwd kept, umount refused",
         o.status.success()
             && out.lines().next() == Some(uid.as_str())
             && out.contains("NoNewPrivs:\t1")
@@ -458,7 +460,9 @@ fn slurm_spank_plugin() {
             && mountinfo.contains(" ro,nosuid,nodev")
             && mountinfo.contains(" - squashfs /dev/loop")
             && out.contains(&format!("{}\n", dir.display()))
-            && out.contains("UMOUNT-REFUSED"),
+            && out.contains("UMOUNT-REFUSED")
+            // (also shows that the final leak check recognises our loop devices)
+            && out.lines().any(|l| l == img("a.sqfs")),
         &o,
     );
 
@@ -475,6 +479,17 @@ fn slurm_spank_plugin() {
     let spec = format!("{}:/user-environment,{}:/user-tools", img("a.sqfs"), img("b.sqfs"));
     let o = cluster.user(&[("SLURM_SQUASHFS", &spec)], &["srun", "cat", "/user-environment/file", "/user-tools/file"]);
     c.check("SLURM_SQUASHFS with two images", o.status.success() && text(&o).0 == "hello from A\nhello from B\n", &o);
+
+    // Nested mount points, given child first: mounted parent first.
+    let spec = format!("--squashfs={}:/user-environment/sub,{}:/user-environment", img("a.sqfs"), img("c.sqfs"));
+    let o = cluster.user(&[], &["srun", &spec, "sh", "-c", "cat /user-environment/sub/file; echo $UENV_MOUNT_LIST"]);
+    c.check(
+        "nested mount points are mounted parent first",
+        o.status.success()
+            && text(&o).0
+                == format!("hello from A\n{}:/user-environment,{}:/user-environment/sub\n", img("c.sqfs"), img("a.sqfs")),
+        &o,
+    );
 
     // 6. An image readable through a supplementary group of the user.
     let o = cluster.user(&[], &["srun", &format!("--squashfs={}:/user-tools", img("group.sqfs")), "cat", "/user-tools/file"]);
@@ -513,6 +528,10 @@ srun --squashfs={b}:/user-tools sh -c 'cat /user-tools/file; ls /user-environmen
             && out.contains("step3: hello from B\nstep3: 0\n"),
         &o,
     );
+
+    // salloc --squashfs: the srun steps inside the allocation see it.
+    let o = cluster.user(&[], &["salloc", &a_ue, "srun", "cat", "/user-environment/file"]);
+    c.check("salloc --squashfs: a step in the allocation sees it", o.status.success() && text(&o).0 == "hello from A\n", &o);
 
     // 8. Refused in srun before the job is queued, with squashfs-mount's messages.
     for (name, spec, msg) in [
@@ -601,16 +620,20 @@ srun --squashfs={b}:/user-tools sh -c 'cat /user-tools/file; ls /user-environmen
     );
 
     // 12. Nothing left behind: no loop devices, nothing mounted on the host.
+    //     Other tests may attach loop devices meanwhile, so ours are
+    //     recognised by their backing files (all in this test's directory).
+    let ours = || loop_backing_files().into_iter().filter(|f| f.starts_with(&dir.display().to_string())).collect::<Vec<_>>();
     let t = Instant::now();
-    while loop_devices() != loops_before && t.elapsed() < Duration::from_secs(15) {
+    while !ours().is_empty() && t.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let after = loop_devices();
+    let left = ours();
+    let after = loop_backing_files().len();
     let host_mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let o = sh("true");
     c.check(
-        &format!("no loop devices left ({loops_before} before, {after} after) and no mounts on the host"),
-        after == loops_before && !host_mounts.contains(" /user-environment ") && !host_mounts.contains(" /user-tools "),
+        &format!("no loop devices left {left:?} ({loops_before} attached before, {after} after, all users) and no mounts on the host"),
+        left.is_empty() && !host_mounts.contains(" /user-environment ") && !host_mounts.contains(" /user-tools "),
         &o,
     );
 
