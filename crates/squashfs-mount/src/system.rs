@@ -575,3 +575,55 @@ pub fn fd_is_open(fd: RawFd) -> bool {
 pub fn as_bytes(s: &OsStr) -> &[u8] {
     s.as_bytes()
 }
+
+// ---------------------------------------------------------------------------
+// For the SPANK plugin: one thread of a multi-threaded process (slurmstepd)
+// ---------------------------------------------------------------------------
+// slurmstepd runs several threads when SPANK calls the plugin. The credential
+// functions above are per-thread raw syscalls, so a plugin can switch the
+// effective ids of its own worker thread without touching slurmstepd's
+// other threads. The functions below complete that: a mount namespace made
+// by one thread, and joined later by a single-threaded child (a task).
+
+/// unshare(CLONE_NEWNS) for the calling thread only, then make every mount a
+/// slave of the host's. CLONE_NEWNS implies CLONE_FS: in a multi-threaded
+/// process the kernel gives the calling thread its own copy of the
+/// cwd/root/umask (it does not fail), and only this thread moves into the
+/// new namespace; the other threads keep theirs.
+pub fn enter_private_mount_namespace_of_thread() -> SysResult<()> {
+    // SAFETY: `unshare_unsafe` is unsafe because unsharing CLONE_FILES could
+    // leave other threads unable to use fds this thread creates (or the other
+    // way round). We unshare only the mount namespace and, implied, the
+    // fs_struct (cwd, root, umask): the fd table stays shared, so every fd
+    // remains valid in every thread; no memory is involved.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)? };
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
+}
+
+/// An fd for the calling thread's mount namespace; it keeps the namespace
+/// and its mounts alive after the thread is gone.
+pub fn open_thread_mount_namespace() -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        "/proc/thread-self/ns/mnt",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// setns(ns, CLONE_NEWNS): moves the calling process into the mount
+/// namespace `ns` (its root and cwd become the namespace's root). The kernel
+/// refuses (EINVAL) while the fs_struct is shared with other threads, so
+/// this is for single-threaded processes such as a freshly forked task.
+pub fn join_mount_namespace(ns: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::thread::move_into_link_name_space(ns, Some(rustix::thread::LinkNameSpaceType::Mount))
+}
+
+/// True when the calling thread's effective capability set is empty (as it
+/// is after the effective uid changed from 0 to another uid).
+pub fn effective_capabilities_empty() -> SysResult<bool> {
+    Ok(rustix::thread::capabilities(None)?.effective.is_empty())
+}
