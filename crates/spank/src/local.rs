@@ -18,7 +18,9 @@ pub fn validate(requests: &[MountRequest]) -> Result<(), Failure> {
     for req in requests {
         let subject = req.describe();
         // Opened, checked (regular file, superblock) and closed again.
-        Image::open(&UnprivilegedClient, &req.image, &subject)?;
+        for image in &req.images {
+            Image::open(&UnprivilegedClient, image, &subject)?;
+        }
     }
     Ok(())
 }

@@ -164,7 +164,11 @@ fn on_worker_thread(user: &JobUser, requests: &[MountRequest], config: &Config) 
     let mut images: Vec<Image> = Vec::with_capacity(requests.len());
     for req in requests {
         let subject = req.describe();
-        let img = Image::open(&creds, &req.image, &subject)?;
+        // `request::parse` builds plain pairs only: exactly one image each.
+        let [given] = req.images.as_slice() else {
+            return Err(Failure::about(&subject, "unions are not supported by the Slurm plugin"));
+        };
+        let img = Image::open(&creds, given, &subject)?;
         img.check_kernel_support(kernel_config.as_deref(), &subject)?;
         images.push(img);
     }

@@ -30,11 +30,13 @@ pub fn parse(spec: &[u8], config: &Config) -> Result<Vec<MountRequest>, String> 
     for pair in spec.split(|&b| b == b',') {
         let req = cli::parse_pair(pair).map_err(|e| format!("--{OPTION}: {}", e.0))?;
         let subject = req.describe();
-        if !req.image.as_bytes().starts_with(b"/") {
-            return Err(format!(
-                "{subject}: the image path must be absolute, because the job may start in another directory; give e.g. $PWD/{}",
-                display(&req.image)
-            ));
+        for image in &req.images {
+            if !image.as_bytes().starts_with(b"/") {
+                return Err(format!(
+                    "{subject}: the image path must be absolute, because the job may start in another directory; give e.g. $PWD/{}",
+                    display(image)
+                ));
+            }
         }
         if !req.mount_point.as_bytes().starts_with(b"/") {
             return Err(format!("{subject}: the mount point must be an absolute path such as {}", first_allowed(config)));
