@@ -1,12 +1,14 @@
 //! The order of privileged steps, in one function: [`run`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::os::fd::AsFd;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 
 use crate::cli::RunRequest;
 use crate::environment;
-use crate::error::Failure;
+use crate::error::{self, Failure};
 use crate::image::{self, Image};
 use crate::instance;
 use crate::loopdev::LoopOptions;
@@ -48,7 +50,7 @@ pub struct Ready {
 /// its mounts and the autoclear loop devices go away with it.
 pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() {
-        eprintln!("squashfs-mount: warning: no <image>:<mountpoint> given; running the command without mounting anything");
+        error::warn("no <image>:<mountpoint> given; running the command without mounting anything");
         let caller = match Privileges::acquire() {
             Ok(privileges) => privileges.drop_for_good()?,
             Err(PrivilegeError::NotSetuidRoot) => {
@@ -69,6 +71,16 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
 
     // 1.
     let mut privileges = Privileges::acquire()?;
+    let total_layers: usize = request.mounts.iter().map(|m| m.images.len()).sum();
+    if total_layers > MAX_IMAGES_PER_CALL {
+        return Err(Failure::new(format!(
+            "{total_layers} images given; at most {MAX_IMAGES_PER_CALL} can be mounted in one call"
+        )));
+    }
+    let writable = match request.writable {
+        Some(size) => Some(overlay::WritableLimits::new(size, system::total_memory()).map_err(Failure::new)?),
+        None => None,
+    };
 
     // 2. Images, as the caller.
     let cwd = system::current_dir()
@@ -78,15 +90,19 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     let mut seen_images = HashSet::new();
     for req in &request.mounts {
         let subject = req.describe();
-        let mut layers = Vec::with_capacity(req.images.len());
+        let mut layers: Vec<Image> = Vec::with_capacity(req.images.len());
         for given in &req.images {
             let img = Image::open(&privileges, given, &subject)?;
             img.check_kernel_support(kernel_config.as_deref(), &subject)?;
+            refuse_separators(&img.path, &subject, "image")?;
+            if layers.iter().any(|l| l.id.dev == img.id.dev && l.id.ino == img.id.ino) {
+                return Err(Failure::about(
+                    &subject,
+                    format!("the image {} is named twice in one union; name each image once", img.path.to_string_lossy()),
+                ));
+            }
             if !seen_images.insert((img.id.dev, img.id.ino)) {
-                eprintln!(
-                    "squashfs-mount: warning: {subject}: the image {} is used more than once",
-                    img.path.to_string_lossy()
-                );
+                error::warn(format_args!("{subject}: the image {} is used more than once", img.path.to_string_lossy()));
             }
             layers.push(img);
         }
@@ -110,32 +126,74 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     privileges
         .as_root(system::enter_private_mount_namespace)?
         .map_err(|e| Failure::new(format!("cannot create a private mount namespace: {e}")))?;
+    let mut writable_tmpfs = match writable {
+        Some(limits) => Some(privileges.as_root(|| overlay::WritableTmpfs::create(limits))??),
+        None => None,
+    };
 
     // 4.
     let mut mounted: Vec<(OsString, OsString)> = Vec::new();
+    // Instances made in this call, by image identity: an image used again
+    // gets a clone of its mount, not a second loop device.
+    let mut instances: HashMap<(u64, u64), OwnedFd> = HashMap::new();
     let options = LoopOptions::default();
+    let caller_uid = privileges.caller().uid.as_raw();
+    let caller_gids: Vec<u32> = std::iter::once(privileges.caller().gid.as_raw())
+        .chain(privileges.caller().groups.iter().map(|g| g.as_raw()))
+        .collect();
     for i in order {
         let (req, layers) = (&request.mounts[i], &images[i]);
         let subject = req.describe();
-        let target = MountPoint::resolve(&privileges, &req.mount_point, &subject)?;
+        // The absolute spelling, not the relative one: a mount made earlier
+        // in this call may have covered the current directory.
+        let target = MountPoint::resolve(&privileges, &keys[i], &subject)?;
+        refuse_separators(&target.real, &subject, "mount point")?;
         if mounted.iter().any(|(_, m)| *m == target.real) {
             return Err(Failure::about(
                 &subject,
                 format!("the mount point resolves to {}, which is already a mount point of this call", target.real.to_string_lossy()),
             ));
         }
+        if let Some((_, hidden)) = mounted.iter().find(|(_, m)| paths::is_within(m, &target.real)) {
+            return Err(Failure::about(
+                &subject,
+                format!(
+                    "the mount point resolves to {}, which would hide {} mounted before it (symlinks changed the nesting order); give the mount points as paths without symlinks",
+                    target.real.to_string_lossy(),
+                    hidden.to_string_lossy()
+                ),
+            ));
+        }
         privileges.as_root(|| -> Result<(), Failure> {
-            let mut instances = Vec::with_capacity(layers.len());
+            let mut trees = Vec::with_capacity(layers.len());
             for img in layers {
-                instances.push(instance::fresh(img, options, &subject)?);
+                let key = (img.id.dev, img.id.ino);
+                let tree = match instances.get(&key) {
+                    Some(existing) => system::clone_mount(existing.as_fd())
+                        .map_err(|e| Failure::about(&subject, format!("cannot clone the mount of {}: {e}", img.path.to_string_lossy())))?,
+                    None => {
+                        let fresh = instance::fresh(img, options, &subject)?;
+                        let copy = system::clone_mount(fresh.as_fd())
+                            .map_err(|e| Failure::about(&subject, format!("cannot clone the mount of {}: {e}", img.path.to_string_lossy())))?;
+                        instances.insert(key, fresh);
+                        copy
+                    }
+                };
+                trees.push(tree);
             }
-            let tree = if instances.len() == 1 && !req.union && request.writable.is_none() {
-                instances.pop().expect("one instance")
+            let tree = if trees.len() == 1 && !req.union && writable_tmpfs.is_none() {
+                trees.pop().expect("one instance")
             } else {
-                let top = system::fstat(instances[0].as_fd())
+                let top = system::fstat(trees[0].as_fd())
                     .map_err(|e| Failure::about(&subject, format!("cannot stat the image's root: {e}")))?;
-                let root = overlay::RootAttributes { uid: top.uid, gid: top.gid, mode: top.mode };
-                overlay::stack(&instances, request.writable, root, &subject)?
+                let root = overlay::RootAttributes::sanitized(
+                    top.uid,
+                    top.gid,
+                    top.mode,
+                    caller_uid,
+                    &caller_gids,
+                );
+                overlay::stack(&trees, writable_tmpfs.as_mut(), root, &subject)?
             };
             mount::attach(&tree, &target, &subject)
         })??;
@@ -143,10 +201,31 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
             mounted.push((img.path.clone(), target.real.clone()));
         }
     }
+    drop(instances);
 
     // 5.
     let caller = privileges.drop_for_good()?;
     privilege::verify_dropped(&caller)?;
     let list = environment::mount_list(mounted.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
     Ok(Ready { caller, command: request.command.clone(), mount_list: Some(list) })
+}
+
+/// Most images (counting every union layer) one call may mount: each needs
+/// a loop device, and loop devices the kernel creates on demand stay.
+pub const MAX_IMAGES_PER_CALL: usize = 500;
+
+/// `UENV_MOUNT_LIST` separates entries with ',' and image from mount point
+/// with ':'; a resolved path containing those (or a newline) would make it
+/// ambiguous, so it is refused.
+fn refuse_separators(path: &OsStr, subject: &str, what: &str) -> Result<(), Failure> {
+    if path.as_bytes().iter().any(|b| matches!(b, b':' | b',' | b'\n')) {
+        return Err(Failure::about(
+            subject,
+            format!(
+                "the {what} resolves to {}, whose path contains ':', ',' or a newline, which UENV_MOUNT_LIST cannot carry; move or rename it",
+                path.to_string_lossy()
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -6,10 +6,11 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
 use squashfs_mount::cli::{self, Invocation};
+use squashfs_mount::error::{print_stdout, report};
 use squashfs_mount::{environment, launch, system, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("squashfs-mount: {msg}");
+    report(msg);
     ExitCode::from(1)
 }
 
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
     // environment while we are privileged.
     std::panic::set_hook(Box::new(|info| {
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("squashfs-mount: internal error{at}; please report it");
+        report(format_args!("internal error{at}; please report it"));
     }));
 
     // argv only; the environment is not read until privileges are gone.
@@ -31,11 +32,11 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = argv.collect();
     let request = match cli::parse(&args) {
         Ok(Invocation::Help) => {
-            print!("{}", cli::USAGE);
+            print_stdout(cli::USAGE);
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Version) => {
-            println!("{VERSION}");
+            print_stdout(&format!("{VERSION}\n"));
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Run(r)) => r,
@@ -57,6 +58,6 @@ fn main() -> ExitCode {
         .envs(env)
         .exec();
     let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-    eprintln!("squashfs-mount: cannot run {}: {err}", program.to_string_lossy());
+    report(format_args!("cannot run {}: {err}", program.to_string_lossy()));
     ExitCode::from(code)
 }

@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use rustix::fs::{Mode, OFlags, CWD};
@@ -127,12 +127,6 @@ pub fn set_groups(groups: &[Gid]) -> SysResult<()> {
 pub fn set_not_dumpable() -> SysResult<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
 }
-pub fn is_dumpable() -> SysResult<bool> {
-    Ok(!matches!(
-        rustix::process::dumpable_behavior()?,
-        rustix::process::DumpableBehavior::NotDumpable
-    ))
-}
 pub fn set_no_new_privs() -> SysResult<()> {
     rustix::thread::set_no_new_privs(true)
 }
@@ -146,6 +140,12 @@ pub fn has_no_capabilities() -> SysResult<bool> {
     // The ambient set cannot hold what is not permitted, so an empty
     // permitted set implies an empty ambient set.
     Ok(true)
+}
+
+/// Total RAM in bytes (sysinfo).
+pub fn total_memory() -> u64 {
+    let info = rustix::system::sysinfo();
+    (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
 }
 
 /// Number of threads of this process (from /proc/self/stat is not needed:
@@ -547,7 +547,7 @@ pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
 /// us, which must not reach the command either... except that is theirs to
 /// choose: we reset to defaults like a fresh process).
 pub fn reset_signals() {
-    for sig in 1..libc::SIGRTMAX() {
+    for sig in 1..=libc::SIGRTMAX() {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
@@ -564,12 +564,6 @@ pub fn reset_signals() {
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
     }
-}
-
-/// Whether `fd` is open in this process.
-pub fn fd_is_open(fd: RawFd) -> bool {
-    // SAFETY: F_GETFD only queries the descriptor table; no memory involved.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
 }
 
 pub fn as_bytes(s: &OsStr) -> &[u8] {

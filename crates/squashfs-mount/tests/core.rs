@@ -228,12 +228,29 @@ fn preload_reaches_only_the_unprivileged_command() {
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).unwrap();
         let m = fx.mount_point("preload");
         let p = pair(&image_b(fx), &m);
-        for var in ["LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES"] {
-            let value = if var == "GLIBC_TUNABLES" { "glibc.malloc.check=3".to_string() } else { s(&so) };
+        // A directory with a fake C runtime library that announces itself.
+        let libdir = fx.path("user/fakelib");
+        fs::create_dir_all(&libdir).unwrap();
+        fs::copy(&so, libdir.join("libgcc_s.so.1")).unwrap();
+        fs::set_permissions(&libdir, fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = fx.path("user/plain-for-preload");
+        fs::copy(&fx.bin, &plain).unwrap();
+        fs::set_permissions(&plain, fs::Permissions::from_mode(0o755)).unwrap();
+        for (var, value) in [("LD_PRELOAD", s(&so)), ("LD_LIBRARY_PATH", s(&libdir))] {
+            // Control: the same binary without the setuid bit is influenced,
+            // so the check below can fail.
+            let r = fx.user_sh(&format!("{var}='{value}' {} -- /bin/true", s(&plain)));
+            assert!(r.stderr().contains("PRELOADED") || r.stderr().contains("fakelib"), "control run not influenced by {var}: {}", r.stderr());
             let r = fx.user_sh(&format!("{var}='{value}' \"$SQM\" {p} -- /bin/true"));
             r.ok();
             assert!(!r.stderr().contains("PRELOADED"), "{var} influenced the setuid program: {}", r.stderr());
         }
+        // GLIBC_TUNABLES is the dynamic loader's business (it filters it for
+        // setuid programs); we only check that a hostile value does not
+        // break or change the run.
+        let r = fx.user_sh(&format!("GLIBC_TUNABLES=glibc.malloc.check=3:glibc.malloc.mmap_threshold=1 \"$SQM\" {p} -- cat {}", s(&m.join("b.txt"))));
+        r.ok();
+        assert_eq!(r.stdout(), "bee\n");
         let r = fx.user_sh(&format!("SQFSMNT_FWD_LD_PRELOAD='{}' \"$SQM\" {p} -- /bin/true", s(&so)));
         r.ok();
         assert_eq!(r.stderr().matches("PRELOADED").count(), 1, "{}", r.stderr());
@@ -691,17 +708,49 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
     case(|fx| {
         let (ma, mb) = (fx.mount_point("kill-a"), fx.mount_point("kill-b"));
         let (a, b) = (image_a(fx), image_b(fx));
-        for i in 0..60u64 {
-            let mut child = fx
-                .user_cmd([pair(&a, &ma), pair(&b, &mb), "--".into(), "sleep".into(), "5".into()])
+        let launch = || {
+            fx.user_cmd([pair(&a, &ma), pair(&b, &mb), "--".into(), "sleep".into(), "5".into()])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap();
+                .unwrap()
+        };
+        // At random points of the whole run...
+        for i in 0..40u64 {
+            let mut child = launch();
             std::thread::sleep(Duration::from_micros((i * 397) % 15_000));
             let _ = child.kill();
             let _ = child.wait();
         }
+        // ...and precisely while it holds root: watch the effective uid in
+        // /proc/<pid>/status and kill as soon as it is 0 (after setpriv
+        // exec'd the setuid binary and its first switch back to the caller).
+        let mut hit = 0;
+        for _ in 0..40 {
+            let mut child = launch();
+            let status = format!("/proc/{}/status", child.id());
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut seen_caller = false;
+            while Instant::now() < deadline {
+                let Ok(text) = fs::read_to_string(&status) else { break };
+                let euid = text.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2)).unwrap_or("");
+                let exe_is_tool = fs::read_link(format!("/proc/{}/exe", child.id())).is_ok_and(|e| e == fx.bin);
+                if exe_is_tool && euid == fx.uid.to_string() {
+                    seen_caller = true;
+                }
+                if exe_is_tool && seen_caller && euid == "0" {
+                    let _ = child.kill();
+                    hit += 1;
+                    break;
+                }
+                if text.contains("State:\tS") && !exe_is_tool {
+                    break;
+                }
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert!(hit > 0, "never caught the tool while it held root");
     });
 }
 
@@ -736,5 +785,155 @@ fn not_setuid_is_a_clear_error() {
         let m = fx.mount_point("plain");
         let r = fx.user_sh(&format!("{} {} -- true", s(&plain), pair(&image_b(fx), &m)));
         r.refused(&["4755"]);
+    });
+}
+
+#[test]
+fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
+    case(|fx| {
+        let b = image_b(fx);
+        let dir = fx.path("user/swap-dir");
+        fs::create_dir_all(&dir).unwrap();
+        let link = fx.path("user/swap-mnt");
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, link, dir) = (stop.clone(), link.clone(), dir.clone());
+            std::thread::spawn(move || {
+                let tmp = link.with_extension("tmp");
+                let mut flip = false;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = fs::remove_file(&tmp);
+                    std::os::unix::fs::symlink(if flip { Path::new("/proc/sys") } else { dir.as_path() }, &tmp).unwrap();
+                    fs::rename(&tmp, &link).unwrap();
+                    flip = !flip;
+                }
+            })
+        };
+        let (mut mounted, mut refused) = (0, 0);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && mounted + refused < 200 {
+            let r = fx.run([pair(&b, &link), "--".into(), "sh".into(), "-c".into(),
+                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5".into()]);
+            match r.code() {
+                Some(0) => {
+                    assert_eq!(r.stdout().trim(), s(&dir), "mounted elsewhere");
+                    mounted += 1
+                }
+                _ => {
+                    r.refused(&[]);
+                    refused += 1
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(mounted > 0 && refused > 0, "race not exercised: {mounted} mounted, {refused} refused");
+    });
+}
+
+#[test]
+fn symlinks_inside_a_mounted_image_cannot_reach_kernel_filesystems() {
+    case(|fx| {
+        let img = fx.image("links", &[("dir/.keep", "")], "ln -s /proc toproc && ln -s ../../../../../../../../dev todev && ln -s / toroot");
+        let b = image_b(fx);
+        let m = fx.mount_point("links");
+        for inner in ["toproc", "todev", "toroot/sys", "dir/../toproc/self"] {
+            fx.run([pair(&img, &m), format!("{}:{}/{inner}", s(&b), s(&m)), "--".into(), "true".into()])
+                .refused(&["refusing"]);
+        }
+        // An ordinary directory inside it works.
+        let r = fx.run([pair(&img, &m), format!("{}:{}/dir", s(&b), s(&m)), "--".into(), "cat".into(), format!("{}/dir/b.txt", s(&m))]);
+        r.ok();
+        assert_eq!(r.stdout(), "bee\n");
+    });
+}
+
+#[test]
+fn relative_mount_point_under_a_parent_mounted_over_the_cwd() {
+    case(|fx| {
+        let outer = fx.mount_point("cwd-parent");
+        let r = fx.user_sh(&format!(
+            "cd {o} && \"$SQM\" {a}:{o} {c}:sub -- sh -c 'cat {o}/sub/c.txt; echo $UENV_MOUNT_LIST'",
+            o = s(&outer),
+            a = s(&image_a(fx)),
+            c = s(&image_c(fx))
+        ));
+        r.ok();
+        assert_eq!(r.stdout(), format!("sea\n{}:{o},{}:{o}/sub\n", s(&image_a(fx)), s(&image_c(fx)), o = s(&outer)));
+    });
+}
+
+#[test]
+fn symlinks_that_change_the_nesting_order_are_refused() {
+    case(|fx| {
+        let parent = fx.mount_point("zz-parent");
+        fs::create_dir_all(parent.join("sub")).unwrap();
+        let link = fx.symlink(&parent, "aa-link");
+        // "aa-link/sub" sorts before "zz-parent" but lies inside it.
+        fx.run([pair(&image_a(fx), &parent), format!("{}:{}/sub", s(&image_c(fx)), s(&link)), "--".into(), "true".into()])
+            .refused(&["would hide"]);
+        fs::remove_dir(parent.join("sub")).unwrap();
+    });
+}
+
+#[test]
+fn a_repeated_image_uses_one_loop_device() {
+    case(|fx| {
+        let (m1, m2, m3) = (fx.mount_point("once1"), fx.mount_point("once2"), fx.mount_point("once3"));
+        let b = image_b(fx);
+        let r = fx.run([
+            pair(&b, &m1),
+            pair(&b, &m2),
+            format!("--union={},{}:{}", s(&b), s(&image_c(fx)), s(&m3)),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            format!("cat {}/b.txt {}/b.txt {}/b.txt; grep -lF {} /sys/block/loop*/loop/backing_file | wc -l", s(&m1), s(&m2), s(&m3), s(&b)),
+        ]);
+        r.ok();
+        assert_eq!(r.stdout(), "bee\nbee\nbee\n1\n");
+    });
+}
+
+#[test]
+fn an_image_twice_in_one_union_is_refused() {
+    case(|fx| {
+        let m = fx.mount_point("twice");
+        let b = image_b(fx);
+        let link = fx.symlink(&b, "b-again.sqfs");
+        fx.run([format!("--union={},{}:{}", s(&b), s(&link), s(&m)), "--".into(), "true".into()])
+            .refused(&["named twice"]);
+    });
+}
+
+#[test]
+fn resolved_paths_with_list_separators_are_refused() {
+    case(|fx| {
+        let odd = fx.path("user/x:y,z");
+        fs::create_dir_all(&odd).unwrap();
+        fs::copy(image_b(fx), odd.join("i.sqfs")).unwrap();
+        let link = fx.path("user/odd-link.sqfs");
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(odd.join("i.sqfs"), &link).unwrap();
+        let m = fx.mount_point("odd");
+        fx.run([pair(&link, &m), "--".into(), "true".into()]).refused(&["UENV_MOUNT_LIST"]);
+    });
+}
+
+#[test]
+fn a_broken_stderr_never_aborts() {
+    case(|fx| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let m = fx.mount_point("epipe");
+        for args in [
+            vec![format!("{}:{}", s(&fx.path("user/missing.sqfs")), s(&m)), "--".into(), "true".into()],
+            vec![pair(&image_b(fx), &m), pair(&image_b(fx), &fx.mount_point("epipe2")), "--".into(), "true".into()],
+            vec!["--".into(), "true".into()],
+            vec!["--help".into()],
+        ] {
+            let status = fx.user_cmd(&args).stderr(writer.try_clone().unwrap()).stdout(writer.try_clone().unwrap()).status().unwrap();
+            assert!(status.code().is_some(), "{args:?}: killed by a signal: {status:?}");
+        }
     });
 }

@@ -178,8 +178,21 @@ fn filling_the_layer_gives_enospc_and_the_next_launch_is_clean() {
         ]);
         r.ok();
         assert_eq!(r.stdout(), "No space left on device\n");
-        // Too many files: the inode limit holds as well (checked quickly
-        // with a tiny size, where space runs out first or inodes do).
+        // The inode limit: 16M gives 4096 inodes; 5000 empty files do not fit.
+        let r = fx.run([
+            "--writable=16M".to_string(),
+            format!("{}:{}", s(&img), s(&m)),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            format!("cd {m}/tmp && i=0; while [ $i -lt 5000 ]; do touch f$i 2>/dev/null || break; i=$((i+1)); done; echo $i; touch last 2>&1 | grep -o 'No space left on device'", m = s(&m)),
+        ]);
+        r.ok();
+        let out = r.stdout();
+        let created: u32 = out.lines().next().unwrap().parse().unwrap();
+        assert!(created > 3000 && created < 4096, "{out}");
+        assert!(out.contains("No space left on device"), "{out}");
+        // And the next launch is clean.
         let r = fx.run([
             "--writable".to_string(),
             format!("{}:{}", s(&img), s(&m)),
@@ -303,6 +316,10 @@ fn bad_union_and_size_arguments_are_refused() {
         fx.run([format!("--union=:{}", s(&m)), "--".into(), "true".into()]).refused(&["empty"]);
         fx.run(["--writable=12".to_string(), "--".into(), "true".into()]).refused(&["too small"]);
         fx.run(["--writable=lots".to_string(), "--".into(), "true".into()]).refused(&["invalid --writable size"]);
+        let b = fx.image("ro-b", &[("b.txt", "b\n")], "");
+        for huge in ["--writable=1000T", "--writable=51%"] {
+            fx.run([huge.to_string(), format!("{}:{}", s(&b), s(&m)), "--".into(), "true".into()]).refused(&["50% of RAM"]);
+        }
         let secret = fx.path("private/u.sqfs");
         let pubimg = fx.image("ro-b", &[("b.txt", "b\n")], "");
         fx.run([format!("--union={},{}:{}", s(&pubimg), s(&secret), s(&m)), "--".into(), "true".into()])

@@ -232,38 +232,45 @@ impl Run {
     }
 }
 
-/// Attached loop devices (those with a backing file).
-pub fn attached_loop_devices() -> usize {
+/// Attached loop devices (those with a backing file) whose backing file is
+/// under `prefix` (all of this suite's images are under its fixture root;
+/// other programs on the machine may attach their own meanwhile).
+pub fn attached_loop_devices_under(prefix: &Path) -> usize {
+    let prefix = prefix.to_string_lossy().into_owned();
     fs::read_dir("/sys/block")
         .map(|d| {
             d.flatten()
                 .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
-                .filter(|e| e.path().join("loop/backing_file").exists())
+                .filter_map(|e| fs::read_to_string(e.path().join("loop/backing_file")).ok())
+                .filter(|backing| backing.starts_with(&prefix))
                 .count()
         })
         .unwrap_or(0)
 }
 
-fn tool_mounts() -> usize {
-    fs::read_to_string("/proc/self/mounts")
+/// Mounts in this (the host's) namespace on or below the fixture root.
+fn tool_mounts(root: &Path) -> usize {
+    let root = root.to_string_lossy().into_owned();
+    fs::read_to_string("/proc/self/mountinfo")
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.contains(" squashfs ") || l.contains(" overlay ") || l.contains("sqfsmnt-it"))
+        .filter(|l| l.split(' ').nth(4).is_some_and(|mp| mp.starts_with(&root)))
         .count()
 }
 
 /// Runs one test case: serialised, and afterwards the number of attached
-/// loop devices and of squashfs/overlay mounts in the host namespace must be
-/// what it was before (autoclear may lag the exit of the command a little).
+/// loop devices backed by the suite's images, and of mounts under its root
+/// in the host namespace, must be what it was before (autoclear may lag the
+/// exit of the command a little).
 pub fn case(f: impl FnOnce(&Fixture)) {
     let Some(fx) = fixture() else { return };
     let _serial: MutexGuard<'_, ()> = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (loops, mounts) = (attached_loop_devices(), tool_mounts());
+    let (loops, mounts) = (attached_loop_devices_under(&fx.root), tool_mounts(&fx.root));
     f(fx);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while attached_loop_devices() != loops && Instant::now() < deadline {
+    while attached_loop_devices_under(&fx.root) != loops && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(attached_loop_devices(), loops, "loop devices leaked");
-    assert_eq!(tool_mounts(), mounts, "mounts leaked into the host namespace");
+    assert_eq!(attached_loop_devices_under(&fx.root), loops, "loop devices leaked");
+    assert_eq!(tool_mounts(&fx.root), mounts, "mounts leaked into the host namespace");
 }
