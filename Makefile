@@ -4,7 +4,11 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 CARGO ?= cargo
 CARGO_FLAGS ?= --release --locked
+# The SPANK plugin is built with its own profile (panic = "unwind": a panic
+# must never abort slurmstepd; see Cargo.toml) into target/spank.
+SPANK_FLAGS ?= --profile spank --locked -p spank-squashfs-mount
 TARGET := target/release
+SPANK_SO := target/spank/libspank_squashfs_mount.so
 BINDIR := $(DESTDIR)$(PREFIX)/bin
 MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
 LIBDIR := $(DESTDIR)$(PREFIX)/lib/squashfs-mount
@@ -16,6 +20,7 @@ all: build
 build:
 	@scripts/deps build
 	$(CARGO) build $(CARGO_FLAGS) --workspace
+	$(CARGO) build $(SPANK_FLAGS)
 
 install: build
 	install -d $(BINDIR) $(MANDIR) $(LIBDIR)
@@ -23,8 +28,7 @@ install: build
 	install -m 0755 $(TARGET)/sqfs $(BINDIR)/sqfs
 	install -m 0644 doc/squashfs-mount.1 $(MANDIR)/squashfs-mount.1
 	if [ -f doc/sqfs.1 ]; then install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1; fi
-	if [ -f $(TARGET)/libspank_squashfs_mount.so ]; then \
-	  install -m 0755 $(TARGET)/libspank_squashfs_mount.so $(LIBDIR)/spank_squashfs_mount.so; fi
+	install -m 0755 $(SPANK_SO) $(LIBDIR)/spank_squashfs_mount.so
 
 uninstall:
 	rm -f $(BINDIR)/squashfs-mount $(BINDIR)/sqfs $(MANDIR)/squashfs-mount.1 $(MANDIR)/sqfs.1 \
@@ -43,6 +47,7 @@ demo:
 test:
 	@scripts/deps test
 	$(CARGO) build $(CARGO_FLAGS) --workspace
+	$(CARGO) build $(SPANK_FLAGS)
 	$(CARGO) test $(CARGO_FLAGS) --workspace
 
 bench:

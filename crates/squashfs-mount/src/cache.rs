@@ -31,14 +31,14 @@
 //! private instance instead (a caller who stops their own launch with
 //! SIGSTOP while it holds the lock only slows others down by that long).
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::config::{self, Settings};
-use crate::error::Failure;
+use crate::error::{self, print_stdout, Failure};
 use crate::image::Image;
 use crate::instance;
 use crate::loopdev::LoopOptions;
@@ -310,16 +310,80 @@ pub enum Miss {
 
 /// An open handle on the cache. All methods need root (call them inside
 /// `Privileges::as_root`).
+///
+/// It holds two file descriptors (the lock file and the namespace) for as
+/// long as it lives; others are opened only while needed, so that a launch
+/// with a small open-file limit is not made to fail by the cache.
 pub struct Cache {
-    dir: OwnedFd,
     lock: OwnedFd,
     ns: OwnedFd,
     ns_ino: u64,
-    dev_dir: OwnedFd,
     settings: Settings,
-    /// Set after the first problem in this launch: further images are
-    /// mounted privately without another warning.
-    disabled: Cell<bool>,
+}
+
+/// The cache as one launch uses it: possibly absent (`--no-cache`, turned
+/// off, or it could not be opened), with at most one pending warning, which
+/// [`LaunchCache::finish`] prints once the launch has succeeded (a launch
+/// that fails says only why it failed).
+pub struct LaunchCache {
+    cache: Option<Cache>,
+    warning: RefCell<Option<String>>,
+}
+
+impl LaunchCache {
+    /// No cache for this launch.
+    pub fn none() -> LaunchCache {
+        LaunchCache { cache: None, warning: RefCell::new(None) }
+    }
+
+    /// Opens the cache, creating its namespace if needed, and runs a bounded
+    /// collection. Needs root.
+    pub fn open(settings: &Settings) -> LaunchCache {
+        match Cache::open(settings, true) {
+            Ok(Some(cache)) => {
+                cache.collect_at_launch();
+                LaunchCache { cache: Some(cache), warning: RefCell::new(None) }
+            }
+            Ok(None) => LaunchCache::none(),
+            Err(why) => LaunchCache {
+                cache: None,
+                warning: RefCell::new(Some(format!("image cache unavailable ({why}); mounting private instances"))),
+            },
+        }
+    }
+
+    /// A clone of the cached instance of `image`, or None when there is no
+    /// usable cache (the first problem is kept as the warning and the cache
+    /// is not tried again in this launch; the caller then mounts a private
+    /// instance). An image that cannot be mounted at all is an error, as
+    /// without the cache. Needs root.
+    pub fn obtain(&self, image: &Image, options: LoopOptions, subject: &str) -> Result<Option<OwnedFd>, Failure> {
+        if self.warning.borrow().is_some() {
+            return Ok(None);
+        }
+        let Some(cache) = &self.cache else { return Ok(None) };
+        match cache.instance(image, options, subject) {
+            Ok(tree) => Ok(Some(tree)),
+            Err(Miss::Image(f)) => Err(f),
+            Err(Miss::Unavailable(why)) => {
+                *self.warning.borrow_mut() = Some(format!("{subject}: image cache unavailable ({why}); mounting a private instance"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Another clone of a clone this cache handed out, made inside the
+    /// cache's namespace (see `instance::duplicate`). Needs root.
+    pub fn duplicate(&self, tree: &OwnedFd) -> Option<Result<OwnedFd, String>> {
+        self.cache.as_ref().map(|c| c.duplicate(tree))
+    }
+
+    /// Prints the pending warning, if any, and closes the cache's files.
+    pub fn finish(self) {
+        if let Some(w) = self.warning.into_inner() {
+            error::warn(w);
+        }
+    }
 }
 
 /// One cached entry, as listed.
@@ -364,22 +428,6 @@ fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
 }
 
 impl Cache {
-    /// Opens the cache for a launch, creating its namespace if needed, and
-    /// runs a bounded collection. Any problem: one warning line, None.
-    pub fn open_for_launch(settings: &Settings) -> Option<Cache> {
-        match Cache::open(settings, true) {
-            Ok(Some(cache)) => {
-                cache.collect_at_launch();
-                Some(cache)
-            }
-            Ok(None) => None,
-            Err(why) => {
-                eprintln!("squashfs-mount: warning: image cache unavailable ({why}); mounting private instances");
-                None
-            }
-        }
-    }
-
     /// Opens the cache. With `create`, makes the state directory and the
     /// cache namespace when they do not exist; without, answers None then.
     pub fn open(settings: &Settings, create: bool) -> Result<Option<Cache>, String> {
@@ -396,7 +444,6 @@ impl Cache {
         root_only(dir.as_fd(), CACHE_DIR)?;
         let lock = system::open_lock_file(dir.as_fd(), LOCK_FILE, 0o600)
             .map_err(|e| format!("cannot open {CACHE_DIR}/{LOCK_FILE}: {e}"))?;
-        let dev_dir = system::open_dir_nofollow(system::working_dir(), "/dev").map_err(|e| format!("cannot open /dev: {e}"))?;
         let mut cache = Cache {
             ns: match Self::open_namespace(dir.as_fd()) {
                 Some(ns) => ns,
@@ -416,16 +463,15 @@ impl Cache {
                     }
                 }
             },
-            dir,
             lock,
             ns_ino: 0,
-            dev_dir,
             settings: settings.clone(),
-            disabled: Cell::new(false),
         };
-        // Reopen: creation may have put a private mount over the directory.
-        cache.dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR).map_err(|e| format!("cannot open {CACHE_DIR}: {e}"))?;
-        root_only(cache.dir.as_fd(), CACHE_DIR)?;
+        drop(dir);
+        // Again: creation may have put a private mount over the directory.
+        let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR).map_err(|e| format!("cannot open {CACHE_DIR}: {e}"))?;
+        root_only(dir.as_fd(), CACHE_DIR)?;
+        drop(dir);
         cache.ns_ino = system::fstat(cache.ns.as_fd()).map_err(|e| format!("cannot stat the cache namespace: {e}"))?.ino;
         Ok(Some(cache))
     }
@@ -452,40 +498,25 @@ impl Cache {
         .map_err(|e| format!("cannot enter the cache namespace: {e}"))?
     }
 
-    /// For a launch: a clone of the cached instance of `image`, or None when
-    /// the cache cannot be used (warned about once per launch; the caller
-    /// then mounts a private instance). An image that cannot be mounted at
-    /// all is an error, as without the cache.
-    pub fn obtain(&self, image: &Image, options: LoopOptions, subject: &str) -> Result<Option<OwnedFd>, Failure> {
-        if self.disabled.get() {
-            return Ok(None);
-        }
-        match self.instance(image, options, subject) {
-            Ok(tree) => Ok(Some(tree)),
-            Err(Miss::Image(f)) => Err(f),
-            Err(Miss::Unavailable(why)) => {
-                self.disabled.set(true);
-                eprintln!("squashfs-mount: warning: {subject}: image cache unavailable ({why}); mounting a private instance");
-                Ok(None)
-            }
-        }
-    }
-
     /// A clone of the cached instance of `image` (made now if there is none
     /// or the cached one is stale), as a detached mount.
     pub fn instance(&self, image: &Image, options: LoopOptions, subject: &str) -> Result<OwnedFd, Miss> {
         // Identity of the opened file, now (not a path: the fd).
         let id = system::fstat(image.fd.as_fd()).map_err(|e| Miss::Unavailable(format!("cannot stat the image: {e}")))?;
         let key = key_for(id.dev, id.ino);
+        // /dev, for the loop device check inside the cache namespace.
+        let dev_dir = system::open_dir_nofollow(system::working_dir(), "/dev")
+            .map_err(|e| Miss::Unavailable(format!("cannot open /dev: {e}")))?;
+        let dev_dir = dev_dir.as_fd();
         {
             let _g = self.lock(LockKind::Shared).map_err(Miss::Unavailable)?;
-            if let Some(clone) = self.visit(|| self.reuse(&key, &id)).map_err(Miss::Unavailable)? {
+            if let Some(clone) = self.visit(|| self.reuse(&key, &id, dev_dir)).map_err(Miss::Unavailable)? {
                 return Ok(clone);
             }
         }
         let _g = self.lock(LockKind::Exclusive).map_err(Miss::Unavailable)?;
         // Another launch may have made it while we waited.
-        if let Some(clone) = self.visit(|| self.reuse(&key, &id)).map_err(Miss::Unavailable)? {
+        if let Some(clone) = self.visit(|| self.reuse(&key, &id, dev_dir)).map_err(Miss::Unavailable)? {
             return Ok(clone);
         }
         // A stale (modified, or half-made) entry of this file goes first.
@@ -524,13 +555,13 @@ impl Cache {
     /// Inside the cache namespace, lock held: a clone of entry `key` if it
     /// is valid, of the same unchanged file `id`, and its loop device is
     /// still backed by that very file.
-    fn reuse(&self, key: &str, id: &FileId) -> Result<Option<OwnedFd>, String> {
+    fn reuse(&self, key: &str, id: &FileId, dev_dir: BorrowedFd<'_>) -> Result<Option<OwnedFd>, String> {
         let Some(entry) = read_entry(key)? else { return Ok(None) };
         let Some(meta) = entry.meta.filter(|_| entry.valid) else { return Ok(None) };
         if !meta.same_file(id) {
             return Ok(None);
         }
-        let Ok(dev) = system::open_loop_device_at(self.dev_dir.as_fd(), meta.loop_number) else { return Ok(None) };
+        let Ok(dev) = system::open_loop_device_at(dev_dir, meta.loop_number) else { return Ok(None) };
         if system::fstat(dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.loop_rdev) {
             return Ok(None);
         }
@@ -545,6 +576,12 @@ impl Cache {
         Ok(Some(clone))
     }
 
+    /// Another clone of a clone this cache handed out (see
+    /// `instance::duplicate`).
+    pub fn duplicate(&self, tree: &OwnedFd) -> Result<OwnedFd, String> {
+        self.visit(|| system::clone_mount(tree.as_fd()).map_err(|e| format!("in the cache namespace: {e}")))
+    }
+
     /// Lists the entries (shared lock).
     pub fn entries(&self) -> Result<Vec<Entry>, String> {
         let _g = self.lock(LockKind::Shared)?;
@@ -555,7 +592,8 @@ impl Cache {
     /// only if nobody holds the lock: a bounded collection.
     fn collect_at_launch(&self) {
         let now = system::unix_time();
-        if let Ok(st) = system::stat_at(self.dir.as_fd(), GC_STAMP) {
+        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else { return };
+        if let Ok(st) = system::stat_at(dir.as_fd(), GC_STAMP) {
             let last = st.mtime.0;
             if last <= now && now - last < GC_INTERVAL {
                 return;
@@ -565,8 +603,9 @@ impl Cache {
             return;
         }
         let _g = LockGuard(self.lock.as_fd());
-        let _ = system::create_file_if_missing(self.dir.as_fd(), GC_STAMP, 0o600);
-        let _ = system::touch(self.dir.as_fd(), GC_STAMP);
+        let _ = system::create_file_if_missing(dir.as_fd(), GC_STAMP, 0o600);
+        let _ = system::touch(dir.as_fd(), GC_STAMP);
+        drop(dir);
         let _ = self.collect_locked(Mode::Launch, &HashSet::new());
     }
 
@@ -901,7 +940,7 @@ pub fn gc_command(all: bool) -> Result<(), Failure> {
     }
     let Some((cache, _)) = open_existing(&mut privileges)? else {
         privileges.drop_for_good()?;
-        println!("no image cache");
+        print_stdout("no image cache\n");
         return Ok(());
     };
     let entries = privileges.as_root(|| cache.entries())?.map_err(|e| Failure::new(format!("image cache: {e}")))?;
@@ -910,6 +949,7 @@ pub fn gc_command(all: bool) -> Result<(), Failure> {
     let result = privileges.as_root(|| cache.collect(mode, &shown))?.map_err(|e| Failure::new(format!("image cache: {e}")))?;
     drop(cache);
     privileges.drop_for_good()?;
+    let mut out = String::new();
     let (mut evicted, mut kept, mut others) = (0, 0, 0);
     for (e, gone) in &result {
         if !shown.contains(&e.key) {
@@ -918,16 +958,17 @@ pub fn gc_command(all: bool) -> Result<(), Failure> {
         }
         if *gone {
             evicted += 1;
-            println!("evicted {}", shown_path(e));
+            out += &format!("evicted {}\n", shown_path(e));
         } else {
             kept += 1;
         }
     }
-    print!("{evicted} evicted, {kept} kept (in use)");
+    out += &format!("{evicted} evicted, {kept} kept (in use)");
     if others > 0 {
-        print!("; also evicted {others} stale instance(s) of other images");
+        out += &format!("; also evicted {others} stale instance(s) of other images");
     }
-    println!();
+    out.push('\n');
+    print_stdout(&out);
     Ok(())
 }
 
@@ -938,7 +979,7 @@ pub fn status_command() -> Result<(), Failure> {
     let root = privileges.caller().uid.is_root();
     let Some((cache, _)) = open_existing(&mut privileges)? else {
         privileges.drop_for_good()?;
-        println!("no image cache");
+        print_stdout("no image cache\n");
         return Ok(());
     };
     let entries = privileges.as_root(|| cache.entries())?.map_err(|e| Failure::new(format!("image cache: {e}")))?;
@@ -952,10 +993,10 @@ pub fn status_command() -> Result<(), Failure> {
     drop(cache);
     privileges.drop_for_good()?;
     let now = system::unix_time();
-    println!("{:<8} {:<12} {:>10} {:>9}  IMAGE", "STATE", "DEVICE", "SIZE", "LAST USE");
+    let mut out = format!("{:<8} {:<12} {:>10} {:>9}  IMAGE\n", "STATE", "DEVICE", "SIZE", "LAST USE");
     for e in entries.iter().filter(|e| shown.contains(&e.key)) {
         let Some(m) = &e.meta else {
-            println!("{:<8} {:<12} {:>10} {:>9}  {}", "broken", "-", "-", "-", shown_path(e));
+            out += &format!("{:<8} {:<12} {:>10} {:>9}  {}\n", "broken", "-", "-", "-", shown_path(e));
             continue;
         };
         let state = if !e.valid {
@@ -968,8 +1009,8 @@ pub fn status_command() -> Result<(), Failure> {
             }
         };
         let owner = if root { format!("  (created by uid {})", m.uid) } else { String::new() };
-        println!(
-            "{:<8} {:<12} {:>10} {:>9}  {}{}",
+        out += &format!(
+            "{:<8} {:<12} {:>10} {:>9}  {}{}\n",
             state,
             format!("/dev/loop{}", m.loop_number),
             m.size,
@@ -978,6 +1019,7 @@ pub fn status_command() -> Result<(), Failure> {
             owner
         );
     }
+    print_stdout(&out);
     Ok(())
 }
 
@@ -1030,6 +1072,7 @@ mod tests {
             size: m.size,
             nlink: 1,
             uid: 0,
+            gid: 0,
             mtime: m.mtime,
             ctime: m.ctime,
             rdev: 0,

@@ -20,6 +20,14 @@ Images are opened with your own permissions.
 
 Options:
   --sqfs=<image>:<mountpoint>[,...]   images to mount (comma-separated list)
+  --union=<image>,<image>[,...]:<mountpoint>
+                                      stack several images at one mount point
+                                      (overlayfs, read-only; the first image
+                                      named is on top); repeatable
+  --writable[=SIZE]                   give every mount a private writable layer
+                                      on a fresh tmpfs (SIZE: bytes with
+                                      optional K/M/G/T suffix, or N% of RAM;
+                                      default 50%); changes vanish at exit
   --no-cache                          mount private instances; do not use or
                                       fill the image cache
   --gc                                evict unused cached instances: those of
@@ -37,21 +45,78 @@ Environment:
                               mount order, absolute paths
 ";
 
-/// One `<image>:<mountpoint>` request, as given.
+/// One `<image>:<mountpoint>` or `--union=<image>,...:<mountpoint>`
+/// request, as given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountRequest {
-    pub image: OsString,
+    /// One image, or the layers of a union, top first.
+    pub images: Vec<OsString>,
     pub mount_point: OsString,
+    pub union: bool,
 }
 
 impl MountRequest {
-    /// `image:mountpoint` for messages (lossy for non-UTF-8 bytes).
+    /// `image:mountpoint` (or `a,b:mountpoint`) for messages (lossy for
+    /// non-UTF-8 bytes).
     pub fn describe(&self) -> String {
-        format!(
-            "{}:{}",
-            self.image.to_string_lossy(),
-            self.mount_point.to_string_lossy()
-        )
+        let images: Vec<_> = self.images.iter().map(|i| i.to_string_lossy()).collect();
+        format!("{}:{}", images.join(","), self.mount_point.to_string_lossy())
+    }
+}
+
+/// Size limit of the tmpfs under a writable layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerSize {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl LayerSize {
+    pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
+
+    /// `123`, `64k`, `512M`, `2G`, `1T` (powers of 1024), or `N%` of RAM.
+    pub fn parse(text: &[u8]) -> Result<LayerSize, UsageError> {
+        let bad = || {
+            UsageError(format!(
+                "invalid --writable size '{}': use a number with an optional K, M, G or T suffix, or a percentage of RAM such as 25%",
+                lossy(text)
+            ))
+        };
+        let (digits, suffix) = text.split_at(text.iter().position(|b| !b.is_ascii_digit()).unwrap_or(text.len()));
+        if digits.is_empty() || digits.len() > 15 {
+            return Err(bad());
+        }
+        let n: u64 = std::str::from_utf8(digits).map_err(|_| bad())?.parse().map_err(|_| bad())?;
+        let shift = match suffix {
+            b"%" => {
+                return match n {
+                    1..=100 => Ok(LayerSize::PercentOfRam(n as u8)),
+                    _ => Err(bad()),
+                }
+            }
+            b"" => 0,
+            b"k" | b"K" => 10,
+            b"m" | b"M" => 20,
+            b"g" | b"G" => 30,
+            b"t" | b"T" => 40,
+            _ => return Err(bad()),
+        };
+        let bytes = n.checked_mul(1 << shift).ok_or_else(bad)?;
+        if bytes < 1 << 20 {
+            return Err(UsageError(format!(
+                "--writable size '{}' is too small: give at least 1M",
+                lossy(text)
+            )));
+        }
+        Ok(LayerSize::Bytes(bytes))
+    }
+
+    /// The value for tmpfs' `size` parameter (generated, never user text).
+    pub fn tmpfs_value(self) -> String {
+        match self {
+            LayerSize::Bytes(b) => b.to_string(),
+            LayerSize::PercentOfRam(p) => format!("{p}%"),
+        }
     }
 }
 
@@ -69,6 +134,8 @@ pub enum Invocation {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunRequest {
     pub mounts: Vec<MountRequest>,
+    /// `--writable[=SIZE]`: every mount gets a private writable layer.
+    pub writable: Option<LayerSize>,
     /// Program and its arguments; never empty.
     pub command: Vec<OsString>,
     /// `--no-cache`: private instances, the image cache is left alone.
@@ -90,6 +157,34 @@ fn lossy(s: &[u8]) -> String {
 
 /// Parses one `<image>:<mountpoint>` pair.
 pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
+    let (images, mount_point) = split_pair(arg)?;
+    Ok(MountRequest { images: vec![images], mount_point, union: false })
+}
+
+/// Most layers one union may have (overlayfs allows 500 lower layers).
+pub const MAX_UNION_LAYERS: usize = 500;
+
+/// Parses `<image>,<image>[,...]:<mountpoint>` of `--union=`.
+pub fn parse_union(arg: &[u8]) -> Result<MountRequest, UsageError> {
+    let (list, mount_point) = split_pair(arg)?;
+    let images: Vec<OsString> = list
+        .as_bytes()
+        .split(|&b| b == b',')
+        .map(|i| OsString::from_vec(i.to_vec()))
+        .collect();
+    if images.iter().any(|i| i.is_empty()) {
+        return Err(UsageError(format!("--union='{}': an image path is empty", lossy(arg))));
+    }
+    if images.len() > MAX_UNION_LAYERS {
+        return Err(UsageError(format!(
+            "--union: {} images given, at most {MAX_UNION_LAYERS} can be stacked",
+            images.len()
+        )));
+    }
+    Ok(MountRequest { images, mount_point, union: true })
+}
+
+fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
     let colons = arg.iter().filter(|&&b| b == b':').count();
     if colons == 0 {
         return Err(UsageError(format!(
@@ -122,10 +217,10 @@ pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
             return Err(UsageError("paths cannot contain a NUL byte".into()));
         }
     }
-    Ok(MountRequest {
-        image: OsString::from_vec(image.to_vec()),
-        mount_point: OsString::from_vec(mount_point.to_vec()),
-    })
+    Ok((
+        OsString::from_vec(image.to_vec()),
+        OsString::from_vec(mount_point.to_vec()),
+    ))
 }
 
 /// Parses the arguments after argv[0].
@@ -134,6 +229,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         return Ok(maintenance);
     }
     let mut mounts = Vec::new();
+    let mut writable = None;
     let mut no_cache = false;
     let mut i = 0;
     while i < args.len() {
@@ -145,7 +241,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 if command.is_empty() {
                     return Err(UsageError("no command given after '--'".into()));
                 }
-                return Ok(Invocation::Run(RunRequest { mounts, command, no_cache }));
+                return Ok(Invocation::Run(RunRequest { mounts, writable, command, no_cache }));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
             b"-v" | b"--version" => return Ok(Invocation::Version),
@@ -167,6 +263,20 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 for pair in list.as_bytes().split(|&b| b == b',') {
                     mounts.push(parse_pair(pair)?);
                 }
+            }
+            b"--writable" => writable = Some(LayerSize::DEFAULT),
+            _ if arg.starts_with(b"--writable=") => {
+                writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
+            }
+            _ if arg.starts_with(b"--union=") => {
+                mounts.push(parse_union(&arg[b"--union=".len()..])?);
+            }
+            b"--union" => {
+                let Some(spec) = args.get(i) else {
+                    return Err(UsageError("--union needs <image>,<image>[,...]:<mountpoint>".into()));
+                };
+                i += 1;
+                mounts.push(parse_union(spec.as_bytes())?);
             }
             _ if arg.starts_with(b"-") => {
                 return Err(UsageError(format!("unknown option '{}'", lossy(arg))));
@@ -237,7 +347,7 @@ mod tests {
     fn single_pair() {
         let r = run(&["a.sqfs:/mnt", "--", "true"]);
         assert_eq!(r.mounts.len(), 1);
-        assert_eq!(r.mounts[0].image, "a.sqfs");
+        assert_eq!(r.mounts[0].images, ["a.sqfs"]);
         assert_eq!(r.mounts[0].mount_point, "/mnt");
         assert_eq!(r.command, args(&["true"]));
     }
@@ -293,7 +403,7 @@ mod tests {
             "true".into(),
         ];
         let Invocation::Run(r) = parse(&a).unwrap() else { panic!() };
-        assert_eq!(r.mounts[0].image.as_bytes(), b"im\xffg");
+        assert_eq!(r.mounts[0].images[0].as_bytes(), b"im\xffg");
         assert_eq!(r.mounts[0].mount_point.as_bytes(), b"/mn\xfet");
     }
 
@@ -321,6 +431,27 @@ mod tests {
         ] {
             assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn unions_and_writable() {
+        let r = run(&["--union=a,b,c:/u", "x:/y", "--union", "d,e:/v", "--writable", "--", "true"]);
+        assert_eq!(r.mounts.len(), 3);
+        assert!(r.mounts[0].union && !r.mounts[1].union && r.mounts[2].union);
+        assert_eq!(r.mounts[0].images, ["a", "b", "c"]);
+        assert_eq!(r.mounts[0].describe(), "a,b,c:/u");
+        assert_eq!(r.writable, Some(LayerSize::DEFAULT));
+        assert_eq!(run(&["--writable=2G", "--", "true"]).writable, Some(LayerSize::Bytes(2 << 30)));
+        assert_eq!(run(&["--writable=25%", "--", "true"]).writable, Some(LayerSize::PercentOfRam(25)));
+        assert_eq!(run(&["a:/m", "--", "true"]).writable, None);
+        let many: String = (0..64).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
+        assert_eq!(run(&[&format!("--union={many}:/d"), "--", "true"]).mounts[0].images.len(), 64);
+        for bad in ["--writable=", "--writable=0", "--writable=12", "--writable=101%", "--writable=1X",
+                    "--writable=-5", "--writable=99999999999999999G", "--union=a,,b:/m", "--union=a:b:/m", "--union=:/m"] {
+            assert!(parse(&args(&[bad, "--", "true"])).is_err(), "{bad} accepted");
+        }
+        assert_eq!(LayerSize::Bytes(1 << 20).tmpfs_value(), "1048576");
+        assert_eq!(LayerSize::PercentOfRam(50).tmpfs_value(), "50%");
     }
 
     #[test]

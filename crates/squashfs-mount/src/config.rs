@@ -19,6 +19,7 @@
 
 use std::os::fd::AsFd;
 
+use crate::error;
 use crate::loopdev::{LoopOptions, SquashfsThreads};
 use crate::system;
 
@@ -155,7 +156,7 @@ pub fn parse(text: &[u8]) -> (Settings, Vec<String>) {
 /// file when it exists and is trustworthy. Problems are printed as warnings
 /// (one line each). Needs root only if the file is not world-readable.
 pub fn load() -> Settings {
-    let warn = |msg: String| eprintln!("squashfs-mount: warning: {CONFIG_PATH}: {msg}");
+    let warn = |msg: String| error::warn(format_args!("{CONFIG_PATH}: {msg}"));
     let fd = match system::open_read_nofollow(system::working_dir(), CONFIG_PATH) {
         Ok(fd) => fd,
         Err(system::Error::NOENT) => return Settings::default(),

@@ -36,6 +36,26 @@ impl From<crate::cli::UsageError> for Failure {
     }
 }
 
+/// Writes one line to stderr, ignoring errors: a closed or broken stderr
+/// must never abort the tool (`eprintln!` panics on EPIPE).
+pub fn report(line: impl fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "squashfs-mount: {line}");
+}
+
+/// `report` for warnings.
+pub fn warn(line: impl fmt::Display) {
+    report(format_args!("warning: {line}"));
+}
+
+/// Writes to stdout, ignoring errors (help and version output).
+pub fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
 /// Plain-language reading of an errno for messages about a path.
 pub fn explain_errno(e: rustix::io::Errno) -> String {
     use rustix::io::Errno;

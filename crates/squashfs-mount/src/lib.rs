@@ -20,6 +20,7 @@ pub mod launch;
 pub mod loopdev;
 pub mod mount;
 pub mod mountpoint;
+pub mod overlay;
 pub mod paths;
 pub mod privilege;
 pub mod superblock;

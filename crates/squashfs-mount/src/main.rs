@@ -6,10 +6,11 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
 use squashfs_mount::cli::{self, Invocation};
+use squashfs_mount::error::{print_stdout, report};
 use squashfs_mount::{cache, environment, launch, system, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("squashfs-mount: {msg}");
+    report(msg);
     ExitCode::from(1)
 }
 
@@ -19,22 +20,23 @@ fn main() -> ExitCode {
     // environment while we are privileged.
     std::panic::set_hook(Box::new(|info| {
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("squashfs-mount: internal error{at}; please report it");
+        report(format_args!("internal error{at}; please report it"));
     }));
 
     // argv only; the environment is not read until privileges are gone.
+    // Since Linux 5.18 an execve with argc == 0 gets a single empty argv[0].
     let mut argv = std::env::args_os();
-    if argv.next().is_none() {
+    if argv.next().is_none_or(|arg0| arg0.is_empty()) {
         return fail("refusing to run with an empty argument list (argc == 0)");
     }
     let args: Vec<OsString> = argv.collect();
     let request = match cli::parse(&args) {
         Ok(Invocation::Help) => {
-            print!("{}", cli::USAGE);
+            print_stdout(cli::USAGE);
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Version) => {
-            println!("{VERSION}");
+            print_stdout(&format!("{VERSION}\n"));
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Run(r)) => r,
@@ -68,6 +70,6 @@ fn main() -> ExitCode {
         .envs(env)
         .exec();
     let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-    eprintln!("squashfs-mount: cannot run {}: {err}", program.to_string_lossy());
+    report(format_args!("cannot run {}: {err}", program.to_string_lossy()));
     ExitCode::from(code)
 }

@@ -108,13 +108,16 @@ impl Privileges {
     pub fn as_root<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, PrivilegeError> {
         Self::single_threaded()?;
         sys("setresuid(-1, 0, -1)", system::set_effective_uid(Uid::ROOT))?;
-        sys("setresgid(-1, 0, -1)", system::set_effective_gid(Gid::ROOT))?;
-        let out = f();
+        let out = match system::set_effective_gid(Gid::ROOT) {
+            Ok(()) => Ok(f()),
+            Err(e) => Err(PrivilegeError::Syscall("setresgid(-1, 0, -1)", e)),
+        };
+        // Whatever happened, go back to the caller's credentials.
         if let Err(e) = self.become_caller() {
-            eprintln!("squashfs-mount: fatal: cannot return to the caller's credentials: {e}");
+            crate::error::report(format_args!("fatal: cannot return to the caller's credentials: {e}"));
             std::process::exit(1);
         }
-        Ok(out)
+        out
     }
 
     /// Gives up root for good: real, effective and saved ids and the groups
@@ -150,9 +153,19 @@ pub fn verify_dropped(caller: &Caller) -> Result<(), PrivilegeError> {
     if sys("getresgid", system::res_gid())? != (g, g, g) {
         return Err(PrivilegeError::StillPrivileged("gid"));
     }
+    let mut groups = sys("getgroups", system::supplementary_groups())?;
+    let mut want = caller.groups.clone();
+    groups.sort_by_key(|g| g.as_raw());
+    want.sort_by_key(|g| g.as_raw());
+    if groups != want {
+        return Err(PrivilegeError::StillPrivileged("supplementary groups"));
+    }
     if !caller.uid.is_root() {
         if system::set_effective_uid(Uid::ROOT).is_ok() {
             return Err(PrivilegeError::StillPrivileged("root could be regained"));
+        }
+        if caller.gid.as_raw() != 0 && system::set_effective_gid(Gid::ROOT).is_ok() {
+            return Err(PrivilegeError::StillPrivileged("gid 0 could be regained"));
         }
         if !sys("capget", system::has_no_capabilities())? {
             return Err(PrivilegeError::StillPrivileged("capabilities remain"));

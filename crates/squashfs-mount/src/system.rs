@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use rustix::fs::{Mode, OFlags, CWD};
@@ -33,6 +33,7 @@ pub struct FileId {
     pub size: u64,
     pub nlink: u64,
     pub uid: u32,
+    pub gid: u32,
     pub mtime: (i64, i64),
     pub ctime: (i64, i64),
     pub rdev: u64,
@@ -126,12 +127,6 @@ pub fn set_groups(groups: &[Gid]) -> SysResult<()> {
 pub fn set_not_dumpable() -> SysResult<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
 }
-pub fn is_dumpable() -> SysResult<bool> {
-    Ok(!matches!(
-        rustix::process::dumpable_behavior()?,
-        rustix::process::DumpableBehavior::NotDumpable
-    ))
-}
 pub fn set_no_new_privs() -> SysResult<()> {
     rustix::thread::set_no_new_privs(true)
 }
@@ -145,6 +140,12 @@ pub fn has_no_capabilities() -> SysResult<bool> {
     // The ambient set cannot hold what is not permitted, so an empty
     // permitted set implies an empty ambient set.
     Ok(true)
+}
+
+/// Total RAM in bytes (sysinfo).
+pub fn total_memory() -> u64 {
+    let info = rustix::system::sysinfo();
+    (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
 }
 
 /// Number of threads of this process (from /proc/self/stat is not needed:
@@ -180,6 +181,7 @@ pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
         size: st.st_size as u64,
         nlink: st.st_nlink,
         uid: st.st_uid,
+        gid: st.st_gid,
         mtime: (st.st_mtime, st.st_mtime_nsec as i64),
         ctime: (st.st_ctime, st.st_ctime_nsec as i64),
         rdev: st.st_rdev,
@@ -491,6 +493,29 @@ impl FsContext {
     }
 }
 
+/// Makes directory `name` (a fixed name chosen by the tool) inside the
+/// directory `dir`, with `mode`, owned by `uid`:`gid`, and returns it pinned
+/// as an O_PATH fd. Used only inside a fresh tmpfs the tool created.
+pub fn make_directory_in(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> SysResult<OwnedFd> {
+    rustix::fs::mkdirat(dir, name, Mode::from_bits_truncate(mode))?;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
+    // chmod after chown: chown clears set-id bits.
+    rustix::fs::fchmod(&fd, Mode::from_bits_truncate(mode))?;
+    Ok(fd)
+}
+
 /// move_mount(2): attaches the detached mount `mount` onto the directory
 /// pinned by `target` (no path lookup).
 pub fn attach_mount(mount: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
@@ -675,7 +700,7 @@ fn change_dir_as_root_or_caller(dir: BorrowedFd<'_>) -> SysResult<()> {
         libc::setfsuid(u32::MAX) == 0 && libc::setfsgid(u32::MAX) == 0
     };
     if !restored {
-        eprintln!("squashfs-mount: fatal: cannot restore the file system ids");
+        crate::error::report("fatal: cannot restore the file system ids");
         std::process::exit(1);
     }
     r
@@ -718,7 +743,7 @@ impl NamespaceReturn {
         let r = rustix::thread::move_into_link_name_space(self.ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Mount))
             .and_then(|()| self.restore_directories());
         if let Err(e) = r {
-            eprintln!("squashfs-mount: fatal: cannot return to the launch's mount namespace: {e}");
+            crate::error::report(format_args!("fatal: cannot return to the launch's mount namespace: {e}"));
             std::process::exit(1);
         }
     }
@@ -867,36 +892,31 @@ pub fn read_file_at<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(V
     Ok((out, longer))
 }
 
-/// fstatat without following a symlink in the last component.
-pub fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
-    let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(FileId {
+fn file_id(st: &rustix::fs::Stat) -> FileId {
+    FileId {
         dev: st.st_dev,
         ino: st.st_ino,
         mode: st.st_mode,
         size: st.st_size as u64,
         nlink: st.st_nlink,
         uid: st.st_uid,
+        gid: st.st_gid,
         mtime: (st.st_mtime, st.st_mtime_nsec as i64),
         ctime: (st.st_ctime, st.st_ctime_nsec as i64),
         rdev: st.st_rdev,
-    })
+    }
+}
+
+/// fstatat without following a symlink in the last component.
+pub fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+    let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(file_id(&st))
 }
 
 /// fstatat following symlinks (e.g. the magic links in /proc/<pid>/ns).
 pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
-    Ok(FileId {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        mode: st.st_mode,
-        size: st.st_size as u64,
-        nlink: st.st_nlink,
-        uid: st.st_uid,
-        mtime: (st.st_mtime, st.st_mtime_nsec as i64),
-        ctime: (st.st_ctime, st.st_ctime_nsec as i64),
-        rdev: st.st_rdev,
-    })
+    Ok(file_id(&st))
 }
 
 /// Sets the modification time of `path` relative to `dir` to now.
@@ -994,7 +1014,7 @@ pub fn pin_to_cpu(cpu: usize) -> SysResult<()> {
 /// us, which must not reach the command either... except that is theirs to
 /// choose: we reset to defaults like a fresh process).
 pub fn reset_signals() {
-    for sig in 1..libc::SIGRTMAX() {
+    for sig in 1..=libc::SIGRTMAX() {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
@@ -1013,12 +1033,58 @@ pub fn reset_signals() {
     }
 }
 
-/// Whether `fd` is open in this process.
-pub fn fd_is_open(fd: RawFd) -> bool {
-    // SAFETY: F_GETFD only queries the descriptor table; no memory involved.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
-}
-
 pub fn as_bytes(s: &OsStr) -> &[u8] {
     s.as_bytes()
+}
+
+// ---------------------------------------------------------------------------
+// For the SPANK plugin: one thread of a multi-threaded process (slurmstepd)
+// ---------------------------------------------------------------------------
+// slurmstepd runs several threads when SPANK calls the plugin. The credential
+// functions above are per-thread raw syscalls, so a plugin can switch the
+// effective ids of its own worker thread without touching slurmstepd's
+// other threads. The functions below complete that: a mount namespace made
+// by one thread, and joined later by a single-threaded child (a task).
+
+/// unshare(CLONE_NEWNS) for the calling thread only, then make every mount a
+/// slave of the host's. CLONE_NEWNS implies CLONE_FS: in a multi-threaded
+/// process the kernel gives the calling thread its own copy of the
+/// cwd/root/umask (it does not fail), and only this thread moves into the
+/// new namespace; the other threads keep theirs.
+pub fn enter_private_mount_namespace_of_thread() -> SysResult<()> {
+    // SAFETY: `unshare_unsafe` is unsafe because unsharing CLONE_FILES could
+    // leave other threads unable to use fds this thread creates (or the other
+    // way round). We unshare only the mount namespace and, implied, the
+    // fs_struct (cwd, root, umask): the fd table stays shared, so every fd
+    // remains valid in every thread; no memory is involved.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)? };
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
+}
+
+/// An fd for the calling thread's mount namespace; it keeps the namespace
+/// and its mounts alive after the thread is gone.
+pub fn open_thread_mount_namespace() -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        "/proc/thread-self/ns/mnt",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// setns(ns, CLONE_NEWNS): moves the calling process into the mount
+/// namespace `ns` (its root and cwd become the namespace's root). The kernel
+/// refuses (EINVAL) while the fs_struct is shared with other threads, so
+/// this is for single-threaded processes such as a freshly forked task.
+pub fn join_mount_namespace(ns: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::thread::move_into_link_name_space(ns, Some(rustix::thread::LinkNameSpaceType::Mount))
+}
+
+/// True when the calling thread's effective capability set is empty (as it
+/// is after the effective uid changed from 0 to another uid).
+pub fn effective_capabilities_empty() -> SysResult<bool> {
+    Ok(rustix::thread::capabilities(None)?.effective.is_empty())
 }

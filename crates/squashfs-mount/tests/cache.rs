@@ -736,3 +736,27 @@ fn the_working_directory_survives_visits_to_the_cache() {
     drop(_unmount);
     s.finish();
 }
+
+#[test]
+fn unions_and_repeated_images_use_the_cached_instances() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("union", inst);
+    let a = s.image("a.sqfs", "a\n", USER, 0o644);
+    let b = s.image("b.sqfs", "b\n", USER, 0o644);
+    let m2 = s.path("m2");
+    fs::create_dir(&m2).unwrap();
+    fs::set_permissions(&m2, fs::Permissions::from_mode(0o755)).unwrap();
+    // The same image twice in one call (the second is a clone of the cached
+    // clone, made in the cache namespace), and a union of two images on top.
+    let plain = format!("{}:{}", a.display(), m2.display());
+    let union = format!("--union={},{}:{}", b.display(), a.display(), s.mnt());
+    let script = format!("cat {}/hello {}/hello {}/dir/f1", m2.display(), s.mnt(), s.mnt());
+    for round in 0..2 {
+        let out = s.as_user(USER, &[plain.as_str(), union.as_str(), "--", "sh", "-c", script.as_str()]);
+        assert_eq!(ok(&out), "a\nb\n1\n", "round {round}");
+        let warn = stderr(&out);
+        assert!(!warn.contains("image cache"), "round {round}: {warn}");
+        assert_eq!(s.loops().len(), 2, "round {round}: one loop device per image, kept: {:?}", s.loops());
+    }
+    s.finish();
+}

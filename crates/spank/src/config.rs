@@ -1,0 +1,167 @@
+//! The plugin's arguments from plugstack.conf. Pure: no system calls.
+//!
+//! ```text
+//! required /usr/local/lib/squashfs-mount/spank_squashfs_mount.so [mountpoints=/a,/b] [cache=yes|no]
+//! ```
+//! - `mountpoints=`: the only directories (and directories below them) that
+//!   images may be mounted on, as absolute paths separated by ','; replaces
+//!   the default `/user-environment,/user-tools`. Root's slurmstepd code runs
+//!   in the tasks' namespace until it becomes the user, so anything that root
+//!   reads (/etc, /lib, /usr, ...) must never be a mount point.
+//! - `cache=yes|no`: accepted for the image cache of squashfs-mount; it has
+//!   no effect yet (there is no cache).
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use squashfs_mount::paths;
+
+pub const DEFAULT_MOUNT_POINTS: [&str; 2] = ["/user-environment", "/user-tools"];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Allowed mount points: absolute, tidy (no `.`, `..`, `//`, trailing `/`).
+    pub mount_points: Vec<OsString>,
+    /// `cache=`: parsed, no effect until squashfs-mount has an image cache.
+    pub cache: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { mount_points: DEFAULT_MOUNT_POINTS.iter().map(OsString::from).collect(), cache: false }
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Parses the plugstack.conf arguments (everything after the .so path).
+pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, String> {
+    let mut config = Config::default();
+    for arg in args {
+        let arg = arg.as_ref();
+        if let Some(list) = arg.strip_prefix(b"mountpoints=") {
+            config.mount_points = parse_mount_points(list)?;
+        } else if let Some(v) = arg.strip_prefix(b"cache=") {
+            config.cache = match v {
+                b"yes" => true,
+                b"no" => false,
+                _ => return Err(format!("plugstack.conf: '{}': cache= takes yes or no", lossy(arg))),
+            };
+        } else {
+            return Err(format!(
+                "plugstack.conf: unknown argument '{}' (known: mountpoints=<dir>[,<dir>...], cache=yes|no)",
+                lossy(arg)
+            ));
+        }
+    }
+    Ok(config)
+}
+
+fn parse_mount_points(list: &[u8]) -> Result<Vec<OsString>, String> {
+    let mut out: Vec<OsString> = Vec::new();
+    for item in list.split(|&b| b == b',') {
+        let bad = |why: &str| Err(format!("plugstack.conf: mountpoints=: '{}' {why}", lossy(item)));
+        if !item.starts_with(b"/") {
+            return bad("is not an absolute path");
+        }
+        let comps = paths::components(item);
+        if comps.iter().any(|c| *c == b"..") {
+            return bad("contains '..'; give the directory itself");
+        }
+        let tidy = paths::absolute(OsStr::new("/"), OsStr::from_bytes(item));
+        if let Some(why) = paths::forbidden_reason(&tidy) {
+            return bad(&format!("cannot be allowed: {why}"));
+        }
+        if !out.contains(&tidy) {
+            out.push(tidy);
+        }
+    }
+    if out.is_empty() {
+        return Err("plugstack.conf: mountpoints= is empty".into());
+    }
+    Ok(out)
+}
+
+impl Config {
+    /// Whether `path` (absolute; the kernel's name of a resolved directory,
+    /// or a tidy requested path) is an allowed mount point or lies below
+    /// one. Compared by whole path components, never by string prefix.
+    pub fn allows(&self, path: &OsStr) -> bool {
+        self.mount_points.iter().any(|m| paths::is_within(path, m))
+    }
+
+    /// "/user-environment, /user-tools" for messages.
+    pub fn allowed_list(&self) -> String {
+        let v: Vec<String> = self.mount_points.iter().map(|m| m.to_string_lossy().into_owned()).collect();
+        v.join(", ")
+    }
+}
+
+/// For messages: the bytes of a path (paths need not be UTF-8).
+pub fn display(p: &OsStr) -> String {
+    lossy(p.as_bytes())
+}
+
+/// Owned path from bytes.
+pub fn path(b: &[u8]) -> OsString {
+    OsString::from_vec(b.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(c: &Config, p: &str) -> bool {
+        c.allows(OsStr::new(p))
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse::<&[u8]>(&[]).unwrap();
+        assert_eq!(c, Config::default());
+        assert!(!c.cache);
+        assert!(allowed(&c, "/user-environment"));
+        assert!(allowed(&c, "/user-environment/sub/dir"));
+        assert!(allowed(&c, "/user-tools"));
+        // Whole components, never string prefixes.
+        assert!(!allowed(&c, "/user-environment2"));
+        assert!(!allowed(&c, "/user-tools-x"));
+        assert!(!allowed(&c, "/user"));
+        assert!(!allowed(&c, "/etc"));
+        assert!(!allowed(&c, "/"));
+        assert!(!allowed(&c, "/tmp/user-environment"));
+    }
+
+    #[test]
+    fn mount_points_replace_the_default() {
+        let c = parse(&["mountpoints=/scratch/uenv,//opt//stack/", "cache=yes"]).unwrap();
+        assert_eq!(c.mount_points, [OsString::from("/scratch/uenv"), OsString::from("/opt/stack")]);
+        assert!(c.cache);
+        assert!(allowed(&c, "/opt/stack/x"));
+        assert!(!allowed(&c, "/opt/stack2"));
+        assert!(!allowed(&c, "/user-environment"));
+        assert!(!parse(&["cache=no"]).unwrap().cache);
+    }
+
+    #[test]
+    fn bad_arguments() {
+        for bad in [
+            "mountpoints=",
+            "mountpoints=relative",
+            "mountpoints=/",
+            "mountpoints=/a,",
+            "mountpoints=/proc/x",
+            "mountpoints=/dev",
+            "mountpoints=/sys/fs",
+            "mountpoints=/a/../etc",
+            "cache=maybe",
+            "cache",
+            "allowed=/x",
+            "",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad:?} accepted");
+        }
+    }
+}

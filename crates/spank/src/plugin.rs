@@ -1,0 +1,206 @@
+//! What each SPANK callback does, in Rust terms (ffi.rs converts).
+//!
+//! | callback             | srun (local) / sbatch, salloc (allocator)  | slurmstepd (remote)                          |
+//! |----------------------|--------------------------------------------|----------------------------------------------|
+//! | init                 | read plugstack args; register --squashfs   | same                                         |
+//! | (option callback)    | remember the value                         | remember the value (passed on by Slurm)      |
+//! | init_post_opt        | check syntax, allow-list, open the images  | mount on a worker thread (remote.rs); export |
+//! |                      | as the user; refuse the job on error       | UENV_MOUNT_LIST; keep an error for the tasks |
+//! | task_init_privileged | -                                          | join the namespace, no_new_privs; or report  |
+//! |                      |                                            | the step's error and fail the task           |
+//! | exit                 | -                                          | close the namespace fd                       |
+//!
+//! Why errors wait for the tasks: a failing `init_post_opt` in slurmstepd
+//! reaches the user only as "launch failed: Plugin initialization failed",
+//! without the plugin's message; in `task_init_privileged` the message
+//! reaches the user's terminal (or the batch job's error file) and the task
+//! exits with 1 (measured with Slurm 22.05).
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Mutex, Once, OnceLock};
+
+use crate::abi::SLURM_EXTERN_CONT;
+use crate::config::{self, Config};
+use crate::ffi::{self, Context, Spank};
+use crate::local;
+use crate::remote::{self, JobUser, Prepared};
+use crate::request;
+
+const PREFIX: &str = "squashfs-mount";
+
+/// plugstack.conf arguments (init).
+static CONFIG: OnceLock<Config> = OnceLock::new();
+/// The last --squashfs value Slurm handed to the option callback.
+static OPTION_VALUE: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+/// The step's outcome in slurmstepd (remote init_post_opt), read by the
+/// forked tasks. Only plugin callbacks on slurmstepd's main thread touch it,
+/// never concurrently with a fork, so the lock is free in every child.
+static STEP: Mutex<Step> = Mutex::new(Step::Nothing);
+
+enum Step {
+    /// No --squashfs for this step.
+    Nothing,
+    Ready(Prepared),
+    /// Reported to the user by every task of the step.
+    Failed(String),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic was caught while it was held; the
+    // data (plain values) is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn report(msg: impl std::fmt::Display) {
+    ffi::error(&format!("{PREFIX}: {msg}"));
+}
+
+/// A panic prints nothing by itself (the default hook would read
+/// RUST_BACKTRACE from slurmstepd's environment and write to its stderr);
+/// it goes to Slurm's log, and the callback returns -1 (ffi::boundary).
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            ffi::error(&format!("{PREFIX}: internal error{at}"));
+        }))
+    });
+}
+
+pub fn init(spank: &Spank, args: &[Vec<u8>]) -> Result<(), ()> {
+    if cfg!(not(panic = "unwind")) {
+        // A panic would abort srun or slurmstepd: refuse to run at all.
+        report("this build of spank_squashfs_mount.so aborts on a panic, which would kill slurmstepd; rebuild it with 'make build' (cargo build --profile spank) and reinstall it");
+        return Err(());
+    }
+    install_panic_hook();
+    let ctx = ffi::context();
+    let config = config::parse(args).map_err(report)?;
+    if config.cache {
+        ffi::verbose(&format!("{PREFIX}: cache=yes has no effect yet (squashfs-mount has no image cache)"));
+    }
+    let _ = CONFIG.set(config);
+    if matches!(ctx, Context::Local | Context::Allocator | Context::Remote) {
+        spank.register_option().map_err(|rc| report(format!("cannot register --{} (spank error {rc})", request::OPTION)))?;
+    }
+    Ok(())
+}
+
+pub fn option_given(value: Vec<u8>, _remote: bool) -> Result<(), ()> {
+    *lock(&OPTION_VALUE) = Some(value);
+    Ok(())
+}
+
+fn config() -> Config {
+    CONFIG.get().cloned().unwrap_or_default()
+}
+
+pub fn init_post_opt(spank: &Spank) -> Result<(), ()> {
+    match ffi::context() {
+        Context::Local | Context::Allocator => local_check(),
+        Context::Remote => {
+            let outcome = remote_prepare(spank);
+            *lock(&STEP) = outcome;
+            Ok(())
+        }
+        Context::Other => Ok(()),
+    }
+}
+
+/// srun/sbatch/salloc: the option or $SLURM_SQUASHFS, checked before the job
+/// is queued. These are the user's own processes: reading their
+/// environment is reading the user's input, nothing privileged.
+fn local_check() -> Result<(), ()> {
+    let spec = match lock(&OPTION_VALUE).clone() {
+        Some(v) => v,
+        None => match std::env::var_os(request::ENV_FALLBACK) {
+            Some(v) if !v.is_empty() => v.as_bytes().to_vec(),
+            _ => return Ok(()),
+        },
+    };
+    let config = config();
+    let requests = request::parse(&spec, &config).map_err(report)?;
+    local::validate(&requests).map_err(report)
+}
+
+/// slurmstepd: mount for this step, or remember why not.
+fn remote_prepare(spank: &Spank) -> Step {
+    let spec = match lock(&OPTION_VALUE).clone() {
+        Some(v) => v,
+        None => match spank.getenv(request::ENV_FALLBACK) {
+            Ok(Some(v)) if !v.is_empty() => v,
+            Ok(_) => return Step::Nothing,
+            Err(rc) => return Step::Failed(format!("cannot read ${} from the job's environment (spank error {rc})", request::ENV_FALLBACK)),
+        },
+    };
+    // The extern step (PrologFlags=contain) runs no tasks.
+    if spank.step_id() == Some(SLURM_EXTERN_CONT) {
+        return Step::Nothing;
+    }
+    let config = config();
+    let requests = match request::parse(&spec, &config) {
+        Ok(r) => r,
+        Err(e) => return Step::Failed(e),
+    };
+    let user = match job_user(spank) {
+        Ok(u) => u,
+        Err(e) => return Step::Failed(e),
+    };
+    match remote::prepare(user, requests, config) {
+        Ok(prepared) => {
+            if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {
+                return Step::Failed(format!("cannot set UENV_MOUNT_LIST in the job's environment (spank error {rc})"));
+            }
+            ffi::verbose(&format!("{PREFIX}: mounted {}", OsStr::new(&prepared.mount_list).to_string_lossy()));
+            Step::Ready(prepared)
+        }
+        Err(e) => {
+            // For the admin's log now; for the user from the tasks.
+            ffi::info(&format!("{PREFIX}: {e}"));
+            Step::Failed(e.to_string())
+        }
+    }
+}
+
+fn job_user(spank: &Spank) -> Result<JobUser, String> {
+    let (Some(uid), Some(gid), Some(groups)) = (spank.uid(), spank.gid(), spank.supplementary_groups()) else {
+        return Err("Slurm did not tell the job's uid, gid and groups; refusing to open images".into());
+    };
+    // -1 means "leave unchanged" to the set*id calls: never a user.
+    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
+        return Err("invalid uid or gid for the job's user; refusing to open images".into());
+    }
+    Ok(JobUser { uid, gid, groups })
+}
+
+/// In each forked task (root, single-threaded), before Slurm drops to the
+/// user and execs the task.
+pub fn task_init_privileged(spank: &Spank) -> Result<(), ()> {
+    if ffi::context() != Context::Remote {
+        return Ok(());
+    }
+    let step = lock(&STEP);
+    match &*step {
+        Step::Nothing => Ok(()),
+        Step::Failed(msg) => {
+            // Once per node is enough to read it; every task still fails.
+            if spank.task_id().unwrap_or(0) == 0 {
+                report(msg);
+            }
+            Err(())
+        }
+        Step::Ready(prepared) => remote::enter_namespace(prepared.namespace.as_fd()).map_err(report),
+    }
+}
+
+pub fn exit(_spank: &Spank) -> Result<(), ()> {
+    if ffi::context() == Context::Remote {
+        // Closing the namespace fd lets the namespace, its mounts and the
+        // autoclear loop devices go as soon as the last task has exited.
+        *lock(&STEP) = Step::Nothing;
+    }
+    Ok(())
+}

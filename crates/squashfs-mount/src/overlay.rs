@@ -1,0 +1,207 @@
+//! Unions and writable layers with overlayfs, built from detached mounts.
+//!
+//! Layers are passed to overlayfs as file descriptors (fsconfig
+//! FSCONFIG_SET_FD "lowerdir+", "upperdir", "workdir"): no path strings, no
+//! option string assembled from user input. The upper layer is always a
+//! fresh tmpfs made here (nosuid, nodev, size- and inode-limited), never a
+//! directory a user chose, because overlayfs copies up with the mounter's
+//! (root's) credentials. Overlay features that interpret trusted.overlay.*
+//! xattrs found in layers are turned off, so crafted xattrs inside an image
+//! cannot redirect lookups or pull data from elsewhere.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::cli::LayerSize;
+use crate::error::Failure;
+use crate::system::{self, FsContext};
+use rustix::mount::MountAttrFlags;
+
+/// The writable layers of one call share one tmpfs, so that the call's
+/// total is bounded: at most this share of RAM (a root-fixed ceiling; users
+/// cannot raise it). tmpfs pages are charged to the writer's memory cgroup.
+pub const WRITABLE_MAX_PERCENT_OF_RAM: u64 = 50;
+/// One inode per this many bytes of the size limit (tmpfs' own default
+/// ratio is one per page of half of RAM).
+pub const WRITABLE_BYTES_PER_INODE: u64 = 4096;
+pub const WRITABLE_MIN_INODES: u64 = 1024;
+
+/// Size and inode limits of a call's writable tmpfs, checked against RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WritableLimits {
+    pub bytes: u64,
+    pub inodes: u64,
+}
+
+impl WritableLimits {
+    /// Refuses sizes above the ceiling rather than silently clamping.
+    pub fn new(size: LayerSize, total_memory: u64) -> Result<WritableLimits, String> {
+        let percent = |p: u64| (u128::from(total_memory) * u128::from(p) / 100) as u64;
+        let ceiling = percent(WRITABLE_MAX_PERCENT_OF_RAM);
+        let bytes = match size {
+            LayerSize::Bytes(b) => b,
+            LayerSize::PercentOfRam(p) => percent(u64::from(p)),
+        };
+        if bytes > ceiling {
+            return Err(format!(
+                "--writable: {} MiB asked for, but the writable layers of one call may use at most {WRITABLE_MAX_PERCENT_OF_RAM}% of RAM ({} MiB); give a smaller size",
+                bytes >> 20,
+                ceiling >> 20
+            ));
+        }
+        let inodes = (bytes / WRITABLE_BYTES_PER_INODE).max(WRITABLE_MIN_INODES);
+        Ok(WritableLimits { bytes, inodes })
+    }
+}
+
+/// Owner and mode of the union's root directory: the top image's root, so a
+/// writable layer does not change who may create files at the top level.
+#[derive(Clone, Copy, Debug)]
+pub struct RootAttributes {
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
+impl RootAttributes {
+    /// The top image root's attributes, made harmless for a directory root
+    /// creates: no set-id bits, and an owner or group other than root's or
+    /// the caller's own is replaced by root's (so root never hands a
+    /// directory to an arbitrary id chosen by an image's author).
+    pub fn sanitized(uid: u32, gid: u32, mode: u32, caller_uid: u32, caller_gids: &[u32]) -> Self {
+        RootAttributes {
+            uid: if uid == caller_uid { uid } else { 0 },
+            gid: if caller_gids.contains(&gid) { gid } else { 0 },
+            mode: mode & 0o1777,
+        }
+    }
+}
+
+/// Overlay parameters, each set on its own through fsconfig.
+const SAFE_OVERLAY_PARAMETERS: [(&str, &str); 5] = [
+    // Neither create nor follow trusted.overlay.redirect.
+    ("redirect_dir", "nofollow"),
+    // Do not follow trusted.overlay.metacopy (data from another layer).
+    ("metacopy", "off"),
+    // No trusted.overlay.origin/index bookkeeping.
+    ("index", "off"),
+    ("nfs_export", "off"),
+    ("xino", "off"),
+];
+
+/// The call's writable tmpfs (detached mount); each mount made writable
+/// gets its own `upper-N` and `work-N` directories in it.
+pub struct WritableTmpfs {
+    tmpfs: OwnedFd,
+    next: usize,
+}
+
+fn sys_err(subject: &str, what: &str, e: system::Error) -> Failure {
+    Failure::about(subject, format!("{what} failed: {e}"))
+}
+
+impl WritableTmpfs {
+    /// A fresh tmpfs, nosuid, nodev, size- and inode-limited. Needs root.
+    pub fn create(limits: WritableLimits) -> Result<WritableTmpfs, Failure> {
+        let subject = "--writable";
+        let ctx = FsContext::open("tmpfs").map_err(|e| sys_err(subject, "fsopen(tmpfs)", e))?;
+        for (key, value) in [
+            ("size", limits.bytes.to_string()),
+            ("nr_inodes", limits.inodes.to_string()),
+            ("mode", "0755".to_string()),
+        ] {
+            ctx.set_string(key, OsStr::new(&value))
+                .map_err(|e| sys_err(subject, &format!("tmpfs {key}={value}"), e))?;
+        }
+        if let Err((e, log)) = ctx.create() {
+            return Err(Failure::about(subject, format!("cannot create the writable layer's tmpfs: {e} {}", log.join("; "))));
+        }
+        let tmpfs = ctx
+            .mount(MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV)
+            .map_err(|e| sys_err(subject, "fsmount(tmpfs)", e))?;
+        Ok(WritableTmpfs { tmpfs, next: 0 })
+    }
+
+    /// New `upper-N` (with the union root's attributes) and `work-N`.
+    fn layer(&mut self, root: RootAttributes, subject: &str) -> Result<(OwnedFd, OwnedFd), Failure> {
+        let n = self.next;
+        self.next += 1;
+        let upper = system::make_directory_in(self.tmpfs.as_fd(), &format!("upper-{n}"), root.mode, root.uid, root.gid)
+            .map_err(|e| sys_err(subject, "creating the upper directory", e))?;
+        let work = system::make_directory_in(self.tmpfs.as_fd(), &format!("work-{n}"), 0o700, 0, 0)
+            .map_err(|e| sys_err(subject, "creating the work directory", e))?;
+        Ok((upper, work))
+    }
+}
+
+/// Stacks `layers` (detached read-only mounts, top first) with overlayfs,
+/// with a writable tmpfs layer on top when `writable` is given. Returns the
+/// detached overlay mount (nosuid, nodev; read-only without a writable
+/// layer). Needs root.
+pub fn stack(
+    layers: &[OwnedFd],
+    writable: Option<&mut WritableTmpfs>,
+    root: RootAttributes,
+    subject: &str,
+) -> Result<OwnedFd, Failure> {
+    let ctx = FsContext::open("overlay")
+        .map_err(|e| Failure::about(subject, format!("the kernel offers no overlay filesystem ({e}); unions and --writable need overlayfs")))?;
+    for (key, value) in SAFE_OVERLAY_PARAMETERS {
+        ctx.set_string(key, OsStr::new(value))
+            .map_err(|e| sys_err(subject, &format!("overlay {key}={value}"), e))?;
+    }
+    for layer in layers {
+        ctx.set_fd("lowerdir+", layer.as_fd())
+            .map_err(|e| sys_err(subject, "overlay lowerdir+ (this needs Linux 6.8 or later)", e))?;
+    }
+    let upper = match writable {
+        Some(tmpfs) => {
+            let (upper, work) = tmpfs.layer(root, subject)?;
+            ctx.set_fd("upperdir", upper.as_fd()).map_err(|e| sys_err(subject, "overlay upperdir", e))?;
+            ctx.set_fd("workdir", work.as_fd()).map_err(|e| sys_err(subject, "overlay workdir", e))?;
+            Some((upper, work))
+        }
+        None => None,
+    };
+    if let Err((e, log)) = ctx.create() {
+        return Err(Failure::about(
+            subject,
+            format!("overlayfs refused the layers: {e}{}", if log.is_empty() { String::new() } else { format!(" (kernel: {})", log.join("; ")) }),
+        ));
+    }
+    let attrs = if upper.is_some() {
+        MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV
+    } else {
+        system::safe_mount_attributes()
+    };
+    let mount = ctx.mount(attrs).map_err(|e| sys_err(subject, "fsmount(overlay)", e))?;
+    // The layer fds may close now: the overlay superblock holds its own
+    // references to its layers (and so to the tmpfs).
+    drop(upper);
+    Ok(mount)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writable_limits() {
+        let ram = 8u64 << 30;
+        assert_eq!(WritableLimits::new(LayerSize::PercentOfRam(50), ram).unwrap().bytes, 4 << 30);
+        assert!(WritableLimits::new(LayerSize::PercentOfRam(51), ram).is_err());
+        assert!(WritableLimits::new(LayerSize::Bytes(5 << 30), ram).is_err());
+        let small = WritableLimits::new(LayerSize::Bytes(16 << 20), ram).unwrap();
+        assert_eq!(small.inodes, 4096);
+        assert_eq!(WritableLimits::new(LayerSize::Bytes(1 << 20), ram).unwrap().inodes, WRITABLE_MIN_INODES);
+    }
+
+    #[test]
+    fn root_attributes_are_sanitized() {
+        let r = RootAttributes::sanitized(1000, 6, 0o2777, 1000, &[1000]);
+        assert_eq!((r.uid, r.gid, r.mode), (1000, 0, 0o777));
+        let r = RootAttributes::sanitized(4242, 1000, 0o4755, 1000, &[1000, 5]);
+        assert_eq!((r.uid, r.gid, r.mode), (0, 1000, 0o755));
+        assert_eq!(RootAttributes::sanitized(0, 0, 0o1777, 1000, &[1000]).mode, 0o1777);
+    }
+}
