@@ -258,6 +258,11 @@ fn tool_mounts(root: &Path) -> usize {
         .count()
 }
 
+fn evict_cached_instances(fx: &Fixture) {
+    let gc = Command::new(&fx.bin).args(["--gc", "--all"]).output().expect("squashfs-mount --gc --all");
+    assert!(gc.status.success(), "root --gc --all: {}", String::from_utf8_lossy(&gc.stderr));
+}
+
 /// Runs one test case: serialised, and afterwards the number of attached
 /// loop devices backed by the suite's images, and of mounts under its root
 /// in the host namespace, must be what it was before (autoclear may lag the
@@ -265,12 +270,13 @@ fn tool_mounts(root: &Path) -> usize {
 pub fn case(f: impl FnOnce(&Fixture)) {
     let Some(fx) = fixture() else { return };
     let _serial: MutexGuard<'_, ()> = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The image cache keeps an instance of each image launched (by design):
+    // start from an empty cache (a case that failed may have left some), and
+    // evict what the case cached, as root, before counting what is left.
+    evict_cached_instances(fx);
     let (loops, mounts) = (attached_loop_devices_under(&fx.root), tool_mounts(&fx.root));
     f(fx);
-    // The image cache keeps an instance of each image launched (by design):
-    // evict them all, as root, before counting what is left.
-    let gc = Command::new(&fx.bin).args(["--gc", "--all"]).output().expect("squashfs-mount --gc --all");
-    assert!(gc.status.success(), "root --gc --all: {}", String::from_utf8_lossy(&gc.stderr));
+    evict_cached_instances(fx);
     let deadline = Instant::now() + Duration::from_secs(5);
     while attached_loop_devices_under(&fx.root) != loops && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
