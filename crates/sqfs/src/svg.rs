@@ -28,7 +28,7 @@ pub struct Chart {
 const WIDTH: f64 = 1100.0;
 const LEFT: f64 = 90.0;
 const RIGHT: f64 = 30.0;
-const PANEL_H: f64 = 230.0;
+const PANEL_H: f64 = 200.0;
 const GAP: f64 = 80.0;
 const COLD: &str = "#3b6fb6";
 const WARM: &str = "#e08a2c";
@@ -89,8 +89,27 @@ fn time_label(s: f64, step: f64) -> String {
     }
 }
 
-fn size_label(b: f64) -> String {
-    crate::units::bytes(b.round() as u64)
+/// Size axis: nice ticks in the binary unit that fits `max` bytes.
+fn size_axis(max: f64) -> (f64, f64, f64, &'static str) {
+    let mut unit = 1.0;
+    let mut name = "B";
+    for (u, n) in [(1024.0, "KiB"), (1048576.0, "MiB"), (1073741824.0, "GiB"), (1099511627776.0, "TiB")] {
+        if max >= u {
+            unit = u;
+            name = n;
+        }
+    }
+    let (m, step) = ticks(max / unit);
+    (m * unit, step * unit, unit, name)
+}
+
+fn size_label(b: f64, unit: f64, name: &str, step: f64) -> String {
+    let v = b / unit;
+    if (step / unit).fract() == 0.0 {
+        format!("{v:.0} {name}")
+    } else {
+        format!("{v:.1} {name}")
+    }
 }
 
 struct Panel<'a> {
@@ -228,8 +247,10 @@ impl Panel<'_> {
     }
 }
 
-fn legend(svg: &mut String, x: f64, y: f64, items: &[(&str, &str)]) {
-    let mut x = x;
+/// A legend whose right end is at `right`.
+fn legend(svg: &mut String, right: f64, y: f64, items: &[(&str, &str)]) {
+    let width: f64 = items.iter().map(|(_, l)| 30.0 + 7.0 * l.chars().count() as f64).sum();
+    let mut x = right - width;
     for (color, label) in items {
         let _ = writeln!(
             svg,
@@ -246,7 +267,7 @@ pub fn render(c: &Chart) -> String {
     let has_times = c.series.iter().any(|s| !s.cold.is_empty() || !s.warm.is_empty());
     let has_walk = c.series.iter().any(|s| !s.walk_cold.is_empty() || !s.walk_warm.is_empty());
     let panels = 1 + usize::from(has_times) + usize::from(has_walk);
-    let header = 60.0 + 16.0 * c.notes.len() as f64 + 30.0;
+    let header = 60.0 + 16.0 * c.notes.len() as f64 + 20.0;
     let height = header + panels as f64 * (PANEL_H + GAP) + 10.0;
     let mut svg = String::new();
     let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
@@ -271,9 +292,6 @@ pub fn render(c: &Chart) -> String {
     let slot = plot_w / n;
     let half = (slot / 6.0).min(28.0);
     let mut top = header + 20.0;
-    if has_times || has_walk {
-        legend(&mut svg, LEFT, header - 4.0, &[(COLD, &c.cold_label), (WARM, &c.warm_label)]);
-    }
     let time_panels: [(&str, bool, fn(&Series) -> (&[f64], &[f64])); 2] = [
         ("Launch time of the command (lower is better)", has_times, |s| (&s.cold, &s.warm)),
         ("Full-tree walk: stat every entry (lower is better)", has_walk, |s| (&s.walk_cold, &s.walk_warm)),
@@ -292,6 +310,7 @@ pub fn render(c: &Chart) -> String {
             .filter(|x| x.is_finite())
             .fold(0.0, f64::max);
         let (axis_max, step) = ticks(max * 1.08);
+        legend(&mut svg, LEFT + plot_w, top - 14.0, &[(COLD, &c.cold_label), (WARM, &c.warm_label)]);
         let mut p = Panel { svg: &mut svg, top, plot_w };
         p.frame(title, axis_max, step, &|v| time_label(v, step));
         p.category_labels(&labels);
@@ -305,9 +324,9 @@ pub fn render(c: &Chart) -> String {
     }
     // Size panel.
     let max = c.series.iter().map(|s| s.size_bytes as f64).fold(0.0, f64::max);
-    let (axis_max, step) = ticks(max * 1.12);
+    let (axis_max, step, unit, unit_name) = size_axis(max * 1.12);
     let mut p = Panel { svg: &mut svg, top, plot_w };
-    p.frame("Image size (lower is better), with build time", axis_max, step, &size_label);
+    p.frame("Image size (lower is better), with build time", axis_max, step, &|v| size_label(v, unit, unit_name, step));
     p.category_labels(&labels);
     let bar_w = (slot * 0.5).min(90.0);
     for (i, s) in c.series.iter().enumerate() {
