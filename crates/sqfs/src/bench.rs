@@ -309,11 +309,14 @@ fn run_all(
         None => self_command(&[OsStr::new("__tree"), OsStr::new("read"), mountpoint.as_os_str()])?,
     };
     let walk = self_command(&[OsStr::new("__tree"), OsStr::new("stat"), mountpoint.as_os_str()])?;
-    let per_variant = 1 + if runner.is_some() { 4 * o.runs as u64 + 2 } else { 0 };
-    let bar = Bar::steps("bench", per_variant * o.variants.len() as u64);
+    let runs_per_round = if runner.is_some() { 4 } else { 0 };
+    let total = o.variants.len() as u64 * (1 + runs_per_round * o.runs as u64);
+    let bar = Bar::steps("bench", total);
+    // Build every image first.
     let mut results = Vec::new();
+    let mut images = Vec::new();
     for v in &o.variants {
-        bar.set_message(format!("{}: building", v.label));
+        bar.set_message(format!("building {}", v.label));
         let image = work.join(format!("{}.sqfs", v.label.replace(':', "-")));
         let opts = PackOptions {
             comp: v.compressor,
@@ -325,10 +328,9 @@ fn run_all(
         };
         let quiet = Bar::hidden(); // the bench bar counts whole builds
         let (_, build_seconds) = pack::build(dir, &image, &opts, stats.newest_mtime, &[], &quiet)?;
-        drop(quiet);
         bar.inc(1);
         let bytes = std::fs::metadata(&image).map_err(|e| format!("{}: {e}", image.display()))?.len();
-        let mut r = VariantResult {
+        results.push(VariantResult {
             variant: v.clone(),
             bytes,
             build_seconds,
@@ -336,32 +338,42 @@ fn run_all(
             warm: Vec::new(),
             walk_cold: Vec::new(),
             walk_warm: Vec::new(),
-        };
-        if let (Some(runner), Some(cold)) = (runner, cold) {
-            for (what, cmd, cold_out, warm_out) in [
-                ("command", &command, &mut r.cold, &mut r.warm),
-                ("walk", &walk, &mut r.walk_cold, &mut r.walk_warm),
-            ] {
-                for i in 0..o.runs {
-                    bar.set_message(format!("{}: {what}, cold run {}/{}", v.label, i + 1, o.runs));
-                    cold.make_cold(&image)?;
-                    cold_out.push(runner.time(&image, cmd)?);
-                    bar.inc(1);
-                }
-                bar.set_message(format!("{}: {what}, warming up", v.label));
-                runner.time(&image, cmd)?;
-                bar.inc(1);
-                for i in 0..o.runs {
-                    bar.set_message(format!("{}: {what}, warm run {}/{}", v.label, i + 1, o.runs));
-                    warm_out.push(runner.time(&image, cmd)?);
-                    bar.inc(1);
+        });
+        images.push(image);
+    }
+    // Then measure in rounds: each round visits every compressor once (in
+    // an order rotated from round to round), so a passing disturbance on the
+    // machine spreads over all of them rather than spoiling one. Each warm
+    // run directly follows the cold run that filled the cache.
+    if let (Some(runner), Some(cold)) = (runner, cold) {
+        let n = o.variants.len();
+        for round in 0..o.runs {
+            for k in 0..n {
+                let i = (round + k) % n;
+                let image = &images[i];
+                let r = &mut results[i];
+                let label = &r.variant.label;
+                for (what, cmd) in [("command", &command), ("walk", &walk)] {
+                    bar.set_message(format!("round {}/{}: {label}, {what}", round + 1, o.runs));
+                    cold.make_cold(image)?;
+                    let c = runner.time(image, cmd)?;
+                    let w = runner.time(image, cmd)?;
+                    if what == "command" {
+                        r.cold.push(c);
+                        r.warm.push(w);
+                    } else {
+                        r.walk_cold.push(c);
+                        r.walk_warm.push(w);
+                    }
+                    bar.inc(2);
                 }
             }
         }
-        if !o.keep {
-            let _ = std::fs::remove_file(&image);
+    }
+    if !o.keep {
+        for image in &images {
+            let _ = std::fs::remove_file(image);
         }
-        results.push(r);
     }
     bar.finish();
     Ok(results)
@@ -400,7 +412,7 @@ pub fn chart(r: &Report) -> svg::Chart {
         (Some(c), Some(m)) => {
             notes.push(format!("Command: {c}; mounted on {}; {} runs each (box: quartiles, line: median, whiskers: min-max)", r.mountpoint, r.runs));
             notes.push(m.explain().to_string());
-            notes.push("warm: the image file in the page cache, decompression redone (every run is a fresh mount)".into());
+            notes.push("warm: run right after the cold run, the image's pages cached, decompression redone (every run is a fresh mount)".into());
         }
         _ => notes.push("Launch times not measured (--no-run): sizes and build times only".into()),
     }

@@ -133,9 +133,11 @@ Times are the wall time of the whole squashfs-mount run, mount included.
 Cold runs drop the page cache first (echo 3 > /proc/sys/vm/drop_caches) when you may
 (root). Otherwise the image's cached pages are evicted with posix_fadvise(DONTNEED) and
 it is mounted afresh; files outside the image stay cached. The table and chart label
-such runs cold*. Warm runs follow one unmeasured run; each run is a fresh mount, so
-the image file is cached but decompression is redone. squashfs-mount's --no-cache is
-passed when it has that option.
+such runs cold*. Each warm run directly follows a cold run, which filled the page
+cache; every run is a fresh mount, so decompression is redone. squashfs-mount's
+--no-cache is passed when it has that option. All images are built first, then
+measured in rounds that visit every compressor once, so a passing disturbance on
+the machine spreads over all of them.
 
 Examples:
   sqfs bench /usr/lib/python3.11 --run 'python3.11 -c \"import email, json, asyncio\"'
