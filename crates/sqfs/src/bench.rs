@@ -33,7 +33,13 @@ pub fn parse_variants(list: &str) -> Result<Vec<Variant>, String> {
     let mut out: Vec<Variant> = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, level) = match item.split_once(':') {
-            Some((n, l)) => (n, Some(l.parse::<u32>().map_err(|_| format!("'{item}': the level must be a number"))?)),
+            Some((n, l)) => (
+                n,
+                Some(
+                    l.parse::<u32>()
+                        .map_err(|_| format!("'{item}': the level must be a number"))?,
+                ),
+            ),
             None => (item, None),
         };
         let compressor = pack::parse_compressor(name)?;
@@ -41,7 +47,11 @@ pub fn parse_variants(list: &str) -> Result<Vec<Variant>, String> {
         if out.iter().any(|v| v.label == item) {
             return Err(format!("'{item}' is listed twice"));
         }
-        out.push(Variant { label: item.to_string(), compressor, level });
+        out.push(Variant {
+            label: item.to_string(),
+            compressor,
+            level,
+        });
     }
     if out.is_empty() {
         return Err("no compressor given".into());
@@ -64,7 +74,11 @@ pub enum ColdMethod {
 
 impl ColdMethod {
     pub fn detect() -> Self {
-        if std::fs::OpenOptions::new().write(true).open("/proc/sys/vm/drop_caches").is_ok() {
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .open("/proc/sys/vm/drop_caches")
+            .is_ok()
+        {
             ColdMethod::DropCaches
         } else {
             ColdMethod::Fadvise
@@ -91,8 +105,10 @@ impl ColdMethod {
                     .map_err(|e| format!("cannot drop caches: {e}"))
             }
             ColdMethod::Fadvise => {
-                let f = std::fs::File::open(image).map_err(|e| format!("{}: {e}", image.display()))?;
-                rustix::fs::fdatasync(&f).map_err(|e| format!("{}: fdatasync: {e}", image.display()))?;
+                let f =
+                    std::fs::File::open(image).map_err(|e| format!("{}: {e}", image.display()))?;
+                rustix::fs::fdatasync(&f)
+                    .map_err(|e| format!("{}: fdatasync: {e}", image.display()))?;
                 rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
                     .map_err(|e| format!("{}: posix_fadvise: {e}", image.display()))
             }
@@ -102,14 +118,19 @@ impl ColdMethod {
 
 /// Finds squashfs-mount: next to this executable, else on PATH.
 pub fn find_squashfs_mount() -> Option<PathBuf> {
-    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
         let p = dir.join("squashfs-mount");
         if p.is_file() {
             return Some(p);
         }
     }
     std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path).map(|d| d.join("squashfs-mount")).find(|p| p.is_file())
+        std::env::split_paths(&path)
+            .map(|d| d.join("squashfs-mount"))
+            .find(|p| p.is_file())
     })
 }
 
@@ -201,7 +222,9 @@ impl Runner {
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_end(&mut err);
         }
-        let status = child.wait().map_err(|e| format!("waiting for {}: {e}", self.exe.display()))?;
+        let status = child
+            .wait()
+            .map_err(|e| format!("waiting for {}: {e}", self.exe.display()))?;
         let t = started.elapsed().as_secs_f64();
         if !status.success() {
             let err = String::from_utf8_lossy(&err);
@@ -209,7 +232,11 @@ impl Runner {
             return Err(format!(
                 "the run inside {} failed ({status}){}",
                 image.display(),
-                if err.is_empty() { String::new() } else { format!(":\n{err}") }
+                if err.is_empty() {
+                    String::new()
+                } else {
+                    format!(":\n{err}")
+                }
             ));
         }
         Ok(t)
@@ -217,20 +244,29 @@ impl Runner {
 }
 
 fn self_command(args: &[&OsStr]) -> Result<Vec<OsString>, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find sqfs's own executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find sqfs's own executable: {e}"))?;
     let mut v = vec![exe.into_os_string()];
     v.extend(args.iter().map(|a| a.to_os_string()));
     Ok(v)
 }
 
 pub fn bench(o: &BenchOptions) -> Result<Report, String> {
-    let dir = o.dir.canonicalize().map_err(|e| format!("{}: {e}", o.dir.display()))?;
+    let dir = o
+        .dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", o.dir.display()))?;
     let mountpoint = match &o.mountpoint {
-        Some(m) => m.canonicalize().map_err(|e| format!("mount point {}: {e}", m.display()))?,
+        Some(m) => m
+            .canonicalize()
+            .map_err(|e| format!("mount point {}: {e}", m.display()))?,
         None => dir.clone(),
     };
     if mountpoint.as_os_str().as_encoded_bytes().contains(&b':') {
-        return Err(format!("the mount point {} contains ':', which squashfs-mount cannot take; pass --mountpoint", mountpoint.display()));
+        return Err(format!(
+            "the mount point {} contains ':', which squashfs-mount cannot take; pass --mountpoint",
+            mountpoint.display()
+        ));
     }
     let scan = Bar::spinner("scanning the tree");
     let stats = crate::tree::stats(&dir, &scan)?;
@@ -243,7 +279,14 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
             "squashfs-mount not found next to sqfs nor on PATH; install it (make install), or pass --no-run to measure only sizes and build times",
         )?;
         let flags = mount_flags(&exe);
-        (Some(Runner { exe, flags, mountpoint: mountpoint.clone() }), Some(ColdMethod::detect()))
+        (
+            Some(Runner {
+                exe,
+                flags,
+                mountpoint: mountpoint.clone(),
+            }),
+            Some(ColdMethod::detect()),
+        )
     };
     let work = match &o.work_dir {
         Some(w) => w.clone(),
@@ -273,7 +316,10 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
         cold_explained: cold.map(|c| c.explain().to_string()),
         squashfs_mount: runner.as_ref().map(|r| r.exe.display().to_string()),
         squashfs_mount_flags: runner.as_ref().map_or(Vec::new(), |r| {
-            r.flags.iter().map(|f| f.to_string_lossy().into_owned()).collect()
+            r.flags
+                .iter()
+                .map(|f| f.to_string_lossy().into_owned())
+                .collect()
         }),
         variants,
         svg: o.svg.display().to_string(),
@@ -292,7 +338,10 @@ fn tempdir_in(parent: &Path) -> Result<PathBuf, String> {
             Err(e) => return Err(format!("{}: {e}", p.display())),
         }
     }
-    Err(format!("cannot create a work directory in {}", parent.display()))
+    Err(format!(
+        "cannot create a work directory in {}",
+        parent.display()
+    ))
 }
 
 fn run_all(
@@ -306,9 +355,17 @@ fn run_all(
 ) -> Result<Vec<VariantResult>, String> {
     let command: Vec<OsString> = match &o.run {
         Some(c) => vec!["sh".into(), "-c".into(), c.into()],
-        None => self_command(&[OsStr::new("__tree"), OsStr::new("read"), mountpoint.as_os_str()])?,
+        None => self_command(&[
+            OsStr::new("__tree"),
+            OsStr::new("read"),
+            mountpoint.as_os_str(),
+        ])?,
     };
-    let walk = self_command(&[OsStr::new("__tree"), OsStr::new("stat"), mountpoint.as_os_str()])?;
+    let walk = self_command(&[
+        OsStr::new("__tree"),
+        OsStr::new("stat"),
+        mountpoint.as_os_str(),
+    ])?;
     let runs_per_round = if runner.is_some() { 4 } else { 0 };
     let total = o.variants.len() as u64 * (1 + runs_per_round * o.runs as u64);
     let bar = Bar::steps("bench", total);
@@ -327,9 +384,19 @@ fn run_all(
             force: true,
         };
         let quiet = Bar::hidden(); // the bench bar counts whole builds
-        let (_, build_seconds) = pack::build(dir, &image, &opts, stats.newest_mtime, &[], &quiet)?;
+        let (_, build_seconds) = pack::build(
+            dir,
+            &image,
+            &opts,
+            stats.newest_mtime,
+            &[],
+            stats.bytes,
+            &quiet,
+        )?;
         bar.inc(1);
-        let bytes = std::fs::metadata(&image).map_err(|e| format!("{}: {e}", image.display()))?.len();
+        let bytes = std::fs::metadata(&image)
+            .map_err(|e| format!("{}: {e}", image.display()))?
+            .len();
         results.push(VariantResult {
             variant: v.clone(),
             bytes,
@@ -441,16 +508,35 @@ pub fn chart(r: &Report) -> svg::Chart {
 pub fn table(r: &Report) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "tree: {} ({}, {} entries)", r.tree, units::bytes(r.tree_bytes), r.tree_entries);
+    let _ = writeln!(
+        s,
+        "tree: {} ({}, {} entries)",
+        r.tree,
+        units::bytes(r.tree_bytes),
+        r.tree_entries
+    );
     let _ = writeln!(s, "block size: {}", units::bytes(u64::from(r.block_size)));
     if let (Some(c), Some(m)) = (&r.command, r.cold_method) {
-        let _ = writeln!(s, "command: {c}  (mounted on {}, {} runs each)", r.mountpoint, r.runs);
+        let _ = writeln!(
+            s,
+            "command: {c}  (mounted on {}, {} runs each)",
+            r.mountpoint, r.runs
+        );
         let _ = writeln!(s, "{}", m.explain());
-        let _ = writeln!(s, "times: median [min-max in ms] of the whole squashfs-mount run");
+        let _ = writeln!(
+            s,
+            "times: median [min-max in ms] of the whole squashfs-mount run"
+        );
     } else {
         let _ = writeln!(s, "launch times not measured (--no-run)");
     }
-    let cold = r.cold_method.map_or("cold", |m| if m == ColdMethod::Fadvise { "cold*" } else { "cold" });
+    let cold = r.cold_method.map_or("cold", |m| {
+        if m == ColdMethod::Fadvise {
+            "cold*"
+        } else {
+            "cold"
+        }
+    });
     let header = [
         "compressor".to_string(),
         "size".into(),
@@ -466,7 +552,11 @@ pub fn table(r: &Report) -> String {
         rows.push(vec![
             v.variant.label.clone(),
             units::bytes(v.bytes),
-            if r.tree_bytes > 0 { format!("{:.1}%", v.bytes as f64 * 100.0 / r.tree_bytes as f64) } else { "-".into() },
+            if r.tree_bytes > 0 {
+                format!("{:.1}%", v.bytes as f64 * 100.0 / r.tree_bytes as f64)
+            } else {
+                "-".into()
+            },
             units::seconds(v.build_seconds),
             spread(&v.cold),
             spread(&v.warm),
@@ -474,13 +564,26 @@ pub fn table(r: &Report) -> String {
             spread(&v.walk_warm),
         ]);
     }
-    let widths: Vec<usize> =
-        (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    if r.cold_method.is_none() {
+        // Sizes and build times only: leave out the empty timing columns.
+        for row in &mut rows {
+            row.truncate(4);
+        }
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     for row in rows {
         let cells: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
             .collect();
         let _ = writeln!(s, "{}", cells.join("  ").trim_end());
     }
@@ -496,7 +599,14 @@ mod tests {
     fn variants() {
         let v = parse_variants(DEFAULT_VARIANTS).unwrap();
         assert_eq!(v.len(), 6);
-        assert_eq!(v[4], Variant { label: "zstd:3".into(), compressor: Compressor::Zstd, level: Some(3) });
+        assert_eq!(
+            v[4],
+            Variant {
+                label: "zstd:3".into(),
+                compressor: Compressor::Zstd,
+                level: Some(3)
+            }
+        );
         assert!(parse_variants("zstd:30").is_err());
         assert!(parse_variants("xz:3").is_err());
         assert!(parse_variants("lzma").is_err());

@@ -11,8 +11,16 @@ pub fn decompress(comp: Compressor, input: &[u8], out: &mut [u8]) -> Result<usiz
     }
     match comp {
         Compressor::Gzip => zlib(input, out),
-        Compressor::Xz => lzma_family(liblzma::stream::Stream::new_stream_decoder(MEMLIMIT, 0), input, out),
-        Compressor::Lzma => lzma_family(liblzma::stream::Stream::new_lzma_decoder(MEMLIMIT), input, out),
+        Compressor::Xz => lzma_family(
+            liblzma::stream::Stream::new_stream_decoder(MEMLIMIT, 0),
+            input,
+            out,
+        ),
+        Compressor::Lzma => lzma_family(
+            liblzma::stream::Stream::new_lzma_decoder(MEMLIMIT),
+            input,
+            out,
+        ),
         Compressor::Lz4 => lz4_flex::block::decompress_into(input, out).map_err(|e| e.to_string()),
         Compressor::Zstd => zstd_block(input, out),
         Compressor::Lzo => crate::lzo::decompress(input, out).map_err(|e| e.to_string()),
@@ -53,7 +61,9 @@ fn lzma_family(
     let mut s = stream.map_err(|e| format!("xz: {e}"))?;
     loop {
         let (i, o) = (s.total_in() as usize, s.total_out() as usize);
-        let status = s.process(&input[i..], &mut out[o..], Action::Finish).map_err(|e| format!("xz: {e}"))?;
+        let status = s
+            .process(&input[i..], &mut out[o..], Action::Finish)
+            .map_err(|e| format!("xz: {e}"))?;
         if status == Status::StreamEnd {
             return Ok(s.total_out() as usize);
         }
@@ -78,7 +88,8 @@ fn zstd_block(input: &[u8], out: &mut [u8]) -> Result<usize, String> {
             *c = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
         }
         let d = c.as_mut().expect("initialised above");
-        d.decompress_to_buffer(input, out).map_err(|e| format!("zstd: {e}"))
+        d.decompress_to_buffer(input, out)
+            .map_err(|e| format!("zstd: {e}"))
     })
 }
 
@@ -89,7 +100,9 @@ mod tests {
 
     #[test]
     fn round_trips_and_limits() {
-        let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8 ^ (i / 97) as u8).collect();
+        let data: Vec<u8> = (0..6000u32)
+            .map(|i| (i % 251) as u8 ^ (i / 97) as u8)
+            .collect();
         let gz = {
             let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
             e.write_all(&data).unwrap();
@@ -117,7 +130,10 @@ mod tests {
             let mut small = vec![0u8; 100];
             assert!(decompress(comp, packed, &mut small).is_err(), "{comp}");
             // Truncated and garbage inputs are errors.
-            assert!(decompress(comp, &packed[..packed.len() / 2], &mut out).is_err(), "{comp}");
+            assert!(
+                decompress(comp, &packed[..packed.len() / 2], &mut out).is_err(),
+                "{comp}"
+            );
             assert!(decompress(comp, &[0x55; 40], &mut out).is_err(), "{comp}");
             assert!(decompress(comp, &[], &mut out).is_err(), "{comp}");
         }

@@ -97,14 +97,22 @@ pub mod flags {
 pub enum FormatError {
     Empty,
     TooShort(u64),
-    BadMagic { looks_like: Option<&'static str> },
+    BadMagic {
+        looks_like: Option<&'static str>,
+    },
     BigEndian,
     UnsupportedVersion(u16, u16),
     UnknownCompressor(u16),
     BadBlockSize(u32),
-    Truncated { bytes_used: u64, file_size: u64 },
+    Truncated {
+        bytes_used: u64,
+        file_size: u64,
+    },
     /// A table or structure is inconsistent; `what` names it.
-    Corrupt { what: &'static str, detail: String },
+    Corrupt {
+        what: &'static str,
+        detail: String,
+    },
     Io(String),
 }
 
@@ -151,7 +159,10 @@ impl fmt::Display for FormatError {
 impl std::error::Error for FormatError {}
 
 pub(crate) fn corrupt(what: &'static str, detail: impl Into<String>) -> FormatError {
-    FormatError::Corrupt { what, detail: detail.into() }
+    FormatError::Corrupt {
+        what,
+        detail: detail.into(),
+    }
 }
 
 /// Random access to the bytes of an image. Reads outside `0..len()` fail.
@@ -168,11 +179,17 @@ impl Source for [u8] {
         <[u8]>::len(self) as u64
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), FormatError> {
-        let start = usize::try_from(offset).map_err(|_| FormatError::Io("offset out of range".into()))?;
+        let start =
+            usize::try_from(offset).map_err(|_| FormatError::Io("offset out of range".into()))?;
         let end = start
             .checked_add(buf.len())
             .filter(|&e| e <= <[u8]>::len(self))
-            .ok_or_else(|| FormatError::Io(format!("read of {} bytes at {offset} beyond the end", buf.len())))?;
+            .ok_or_else(|| {
+                FormatError::Io(format!(
+                    "read of {} bytes at {offset} beyond the end",
+                    buf.len()
+                ))
+            })?;
         buf.copy_from_slice(&self[start..end]);
         Ok(())
     }
@@ -234,7 +251,9 @@ pub fn guess_format(head: &[u8]) -> Option<&'static str> {
         Some("a zip archive")
     } else if head.len() >= 0x43a && head[0x438..0x43a] == [0x53, 0xef] {
         Some("an ext2/3/4 file system")
-    } else if head.starts_with(b"\xe2\xe1\xf5\xe0") || (head.len() >= 1028 && head[1024..1028] == [0xe2, 0xe1, 0xf5, 0xe0]) {
+    } else if head.starts_with(b"\xe2\xe1\xf5\xe0")
+        || (head.len() >= 1028 && head[1024..1028] == [0xe2, 0xe1, 0xf5, 0xe0])
+    {
         Some("an EROFS image")
     } else {
         None
@@ -256,7 +275,9 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
         return Err(FormatError::BigEndian);
     }
     if magic != MAGIC {
-        return Err(FormatError::BadMagic { looks_like: guess_format(head) });
+        return Err(FormatError::BadMagic {
+            looks_like: guess_format(head),
+        });
     }
     if head.len() < SUPERBLOCK_SIZE || file_size < SUPERBLOCK_SIZE as u64 {
         return Err(FormatError::TooShort(file_size.min(head.len() as u64)));
@@ -293,10 +314,16 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
         export_table_start: le64(head, 88),
     };
     if sb.bytes_used > file_size {
-        return Err(FormatError::Truncated { bytes_used: sb.bytes_used, file_size });
+        return Err(FormatError::Truncated {
+            bytes_used: sb.bytes_used,
+            file_size,
+        });
     }
     if sb.bytes_used < SUPERBLOCK_SIZE as u64 {
-        return Err(corrupt("superblock", format!("it says the image is only {} bytes long", sb.bytes_used)));
+        return Err(corrupt(
+            "superblock",
+            format!("it says the image is only {} bytes long", sb.bytes_used),
+        ));
     }
     // The tables follow each other in this order; each must lie in the image.
     let end = sb.bytes_used;
@@ -307,7 +334,10 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
     let mut prev = SUPERBLOCK_SIZE as u64;
     for (name, at) in order {
         if at < prev || at >= end {
-            return Err(corrupt("superblock", format!("{name} {at} is outside {prev}..{end}")));
+            return Err(corrupt(
+                "superblock",
+                format!("{name} {at} is outside {prev}..{end}"),
+            ));
         }
         prev = at;
     }
@@ -318,7 +348,10 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
         ("xattr id table start", sb.xattr_id_table_start),
     ] {
         if at != NO_TABLE && (at < sb.directory_table_start || at >= end) {
-            return Err(corrupt("superblock", format!("{name} {at} is outside the image ({end} bytes)")));
+            return Err(corrupt(
+                "superblock",
+                format!("{name} {at} is outside the image ({end} bytes)"),
+            ));
         }
     }
     if sb.id_table_start == NO_TABLE || sb.ids == 0 {
@@ -437,7 +470,10 @@ impl CompressorOptions {
             Compressor::Lz4 => {
                 let version = le32(b, 0);
                 if version != 1 {
-                    return Err(corrupt("compressor options", format!("unknown lz4 format version {version}")));
+                    return Err(corrupt(
+                        "compressor options",
+                        format!("unknown lz4 format version {version}"),
+                    ));
                 }
                 o.high_compression = Some(le32(b, 4) & 1 != 0);
             }
@@ -451,7 +487,10 @@ impl CompressorOptions {
                     3 => "lzo1x_1_15",
                     4 => "lzo1x_999",
                     other => {
-                        return Err(corrupt("compressor options", format!("unknown lzo algorithm {other}")))
+                        return Err(corrupt(
+                            "compressor options",
+                            format!("unknown lzo algorithm {other}"),
+                        ))
                     }
                 });
                 if algorithm == 4 {
@@ -475,22 +514,33 @@ pub fn read_metadata_block(
     out: &mut Vec<u8>,
 ) -> Result<u64, FormatError> {
     let what = "metadata block";
-    let header_end = offset.checked_add(2).filter(|&e| e <= limit).ok_or_else(|| {
-        corrupt(what, format!("header at byte {offset} lies past the end of its table ({limit})"))
-    })?;
+    let header_end = offset
+        .checked_add(2)
+        .filter(|&e| e <= limit)
+        .ok_or_else(|| {
+            corrupt(
+                what,
+                format!("header at byte {offset} lies past the end of its table ({limit})"),
+            )
+        })?;
     let mut h = [0u8; 2];
     src.read_at(offset, &mut h)?;
     let header = u16::from_le_bytes(h);
     let stored = usize::from(header & 0x7fff);
     let compressed = header & 0x8000 == 0;
     if stored == 0 || stored > METADATA_SIZE {
-        return Err(corrupt(what, format!("at byte {offset} has invalid length {stored}")));
+        return Err(corrupt(
+            what,
+            format!("at byte {offset} has invalid length {stored}"),
+        ));
     }
     let end = header_end + stored as u64;
     if end > limit {
         return Err(corrupt(
             what,
-            format!("at byte {offset} ({stored} bytes) extends past the end of its table ({limit})"),
+            format!(
+                "at byte {offset} ({stored} bytes) extends past the end of its table ({limit})"
+            ),
         ));
     }
     let mut raw = vec![0u8; stored];
@@ -498,8 +548,12 @@ pub fn read_metadata_block(
     out.clear();
     if compressed {
         out.resize(METADATA_SIZE, 0);
-        let n = crate::decompress::decompress(comp, &raw, out)
-            .map_err(|e| corrupt(what, format!("at byte {offset} does not decompress with {comp}: {e}")))?;
+        let n = crate::decompress::decompress(comp, &raw, out).map_err(|e| {
+            corrupt(
+                what,
+                format!("at byte {offset} does not decompress with {comp}: {e}"),
+            )
+        })?;
         out.truncate(n);
     } else {
         out.extend_from_slice(&raw);
@@ -568,7 +622,10 @@ impl<'a, S: Source + ?Sized> MetadataReader<'a, S> {
     }
 
     fn short(&self, n: u64) -> FormatError {
-        corrupt(self.what, format!("ends in the middle of an entry ({n} more bytes needed)"))
+        corrupt(
+            self.what,
+            format!("ends in the middle of an entry ({n} more bytes needed)"),
+        )
     }
 
     pub fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), FormatError> {
@@ -617,18 +674,27 @@ impl<'a, S: Source + ?Sized> MetadataReader<'a, S> {
 
 /// Reads the compressor options block that follows the superblock, if the
 /// image has one; otherwise returns mksquashfs's defaults.
-pub fn compressor_options(src: &(impl Source + ?Sized), sb: &Superblock) -> Result<CompressorOptions, FormatError> {
+pub fn compressor_options(
+    src: &(impl Source + ?Sized),
+    sb: &Superblock,
+) -> Result<CompressorOptions, FormatError> {
     if !sb.has(flags::COMPRESSOR_OPTIONS) {
         return Ok(CompressorOptions::defaults(sb.compressor, sb.block_size));
     }
     let mut block = Vec::new();
     // The options block is written uncompressed by mksquashfs, but the
     // kernel accepts a compressed one too.
-    read_metadata_block(src, sb.compressor, SUPERBLOCK_SIZE as u64, sb.inode_table_start, &mut block)
-        .map_err(|e| match e {
-            FormatError::Corrupt { detail, .. } => corrupt("compressor options", detail),
-            other => other,
-        })?;
+    read_metadata_block(
+        src,
+        sb.compressor,
+        SUPERBLOCK_SIZE as u64,
+        sb.inode_table_start,
+        &mut block,
+    )
+    .map_err(|e| match e {
+        FormatError::Corrupt { detail, .. } => corrupt("compressor options", detail),
+        other => other,
+    })?;
     CompressorOptions::parse(sb.compressor, &block)
 }
 
@@ -647,8 +713,16 @@ fn read_indexed_table(
     let total = count * entry_size as u64;
     let blocks = total.div_ceil(METADATA_SIZE as u64);
     let index_len = blocks * 8;
-    if index_at.checked_add(index_len).is_none_or(|e| e > sb.bytes_used) {
-        return Err(corrupt(what, format!("its index ({blocks} entries at byte {index_at}) lies past the end of the image")));
+    if index_at
+        .checked_add(index_len)
+        .is_none_or(|e| e > sb.bytes_used)
+    {
+        return Err(corrupt(
+            what,
+            format!(
+                "its index ({blocks} entries at byte {index_at}) lies past the end of the image"
+            ),
+        ));
     }
     let mut remaining = total;
     let mut block = Vec::new();
@@ -658,12 +732,18 @@ fn read_indexed_table(
         src.read_at(index_at + i * 8, &mut p)?;
         let at = u64::from_le_bytes(p);
         if at < SUPERBLOCK_SIZE as u64 || at >= index_at {
-            return Err(corrupt(what, format!("block {i} at byte {at} is outside the image's metadata")));
+            return Err(corrupt(
+                what,
+                format!("block {i} at byte {at} is outside the image's metadata"),
+            ));
         }
         read_metadata_block(src, sb.compressor, at, index_at, &mut block)?;
         let want = remaining.min(METADATA_SIZE as u64) as usize;
         if block.len() < want {
-            return Err(corrupt(what, format!("block {i} holds {} bytes, {want} expected", block.len())));
+            return Err(corrupt(
+                what,
+                format!("block {i} holds {} bytes, {want} expected", block.len()),
+            ));
         }
         for &byte in &block[..want] {
             pending.push(byte);
@@ -680,23 +760,40 @@ fn read_indexed_table(
 /// The uid/gid table: the numeric ids files in the image may own.
 pub fn id_table(src: &(impl Source + ?Sized), sb: &Superblock) -> Result<Vec<u32>, FormatError> {
     let mut ids = Vec::with_capacity(usize::from(sb.ids));
-    read_indexed_table(src, sb, sb.id_table_start, u64::from(sb.ids), 4, "uid/gid table", |e| {
-        ids.push(le32(e, 0))
-    })?;
+    read_indexed_table(
+        src,
+        sb,
+        sb.id_table_start,
+        u64::from(sb.ids),
+        4,
+        "uid/gid table",
+        |e| ids.push(le32(e, 0)),
+    )?;
     Ok(ids)
 }
 
 /// The number of distinct extended-attribute sets, if the image has xattrs.
-pub fn xattr_ids(src: &(impl Source + ?Sized), sb: &Superblock) -> Result<Option<u32>, FormatError> {
-    let Some(at) = sb.xattr_table() else { return Ok(None) };
+pub fn xattr_ids(
+    src: &(impl Source + ?Sized),
+    sb: &Superblock,
+) -> Result<Option<u32>, FormatError> {
+    let Some(at) = sb.xattr_table() else {
+        return Ok(None);
+    };
     if at.checked_add(16).is_none_or(|e| e > sb.bytes_used) {
-        return Err(corrupt("xattr id table", "its header lies past the end of the image"));
+        return Err(corrupt(
+            "xattr id table",
+            "its header lies past the end of the image",
+        ));
     }
     let mut h = [0u8; 16];
     src.read_at(at, &mut h)?;
     let xattr_table_start = le64(&h, 0);
     if xattr_table_start >= at {
-        return Err(corrupt("xattr id table", format!("xattr table start {xattr_table_start} lies after its index")));
+        return Err(corrupt(
+            "xattr id table",
+            format!("xattr table start {xattr_table_start} lies after its index"),
+        ));
     }
     Ok(Some(le32(&h, 8)))
 }
@@ -730,7 +827,13 @@ pub fn count_inodes(
     mut progress: impl FnMut(u64),
 ) -> Result<InodeCounts, FormatError> {
     const WHAT: &str = "inode table";
-    let mut r = MetadataReader::new(src, sb.compressor, sb.inode_table_start, sb.directory_table_start, WHAT);
+    let mut r = MetadataReader::new(
+        src,
+        sb.compressor,
+        sb.inode_table_start,
+        sb.directory_table_start,
+        WHAT,
+    );
     let mut c = InodeCounts::default();
     let root_block = sb.root_inode >> 16;
     let root_offset = (sb.root_inode & 0xffff) as usize;
@@ -739,7 +842,13 @@ pub fn count_inodes(
     let block_size = u64::from(sb.block_size);
     for i in 0..sb.inodes {
         let Some((block, offset)) = r.position()? else {
-            return Err(corrupt(WHAT, format!("holds only {i} of the {} inodes the superblock announces", sb.inodes)));
+            return Err(corrupt(
+                WHAT,
+                format!(
+                    "holds only {i} of the {} inodes the superblock announces",
+                    sb.inodes
+                ),
+            ));
         };
         if i % 4096 == 0 {
             progress(r.consumed());
@@ -751,10 +860,19 @@ pub fn count_inodes(
         let _mtime = r.u32()?;
         let number = r.u32()?;
         if uid_index >= sb.ids || gid_index >= sb.ids {
-            return Err(corrupt(WHAT, format!("inode {number} names owner id #{uid_index}/#{gid_index}, but the table has {}", sb.ids)));
+            return Err(corrupt(
+                WHAT,
+                format!(
+                    "inode {number} names owner id #{uid_index}/#{gid_index}, but the table has {}",
+                    sb.ids
+                ),
+            ));
         }
         if number == 0 || number > sb.inodes {
-            return Err(corrupt(WHAT, format!("inode number {number} is outside 1..={}", sb.inodes)));
+            return Err(corrupt(
+                WHAT,
+                format!("inode number {number} is outside 1..={}", sb.inodes),
+            ));
         }
         let is_root = block == root_block && offset == root_offset;
         let links = |n: u32| u64::from(n.saturating_sub(1));
@@ -800,7 +918,13 @@ pub fn count_inodes(
                 c.file_bytes = c.file_bytes.saturating_add(size);
                 c.files_with_fragment += u64::from(fragment != no_fragment);
                 if fragment != no_fragment && fragment >= sb.fragments {
-                    return Err(corrupt(WHAT, format!("file inode {number} uses fragment {fragment}, but the image has {}", sb.fragments)));
+                    return Err(corrupt(
+                        WHAT,
+                        format!(
+                            "file inode {number} uses fragment {fragment}, but the image has {}",
+                            sb.fragments
+                        ),
+                    ));
                 }
             }
             9 => {
@@ -812,7 +936,12 @@ pub fn count_inodes(
                 let _frag_offset = r.u32()?;
                 let xattr = r.u32()?;
                 let n = blocks_of(size, fragment);
-                r.skip(n.checked_mul(4).ok_or_else(|| corrupt(WHAT, format!("file inode {number} has an impossible size {size}")))?)?;
+                r.skip(n.checked_mul(4).ok_or_else(|| {
+                    corrupt(
+                        WHAT,
+                        format!("file inode {number} has an impossible size {size}"),
+                    )
+                })?)?;
                 c.regular_files += 1;
                 c.file_bytes = c.file_bytes.saturating_add(size);
                 c.sparse_bytes = c.sparse_bytes.saturating_add(sparse.min(size));
@@ -820,7 +949,13 @@ pub fn count_inodes(
                 c.extra_links += links(nlink);
                 c.with_xattrs += u64::from(xattr != u32::MAX);
                 if fragment != no_fragment && fragment >= sb.fragments {
-                    return Err(corrupt(WHAT, format!("file inode {number} uses fragment {fragment}, but the image has {}", sb.fragments)));
+                    return Err(corrupt(
+                        WHAT,
+                        format!(
+                            "file inode {number} uses fragment {fragment}, but the image has {}",
+                            sb.fragments
+                        ),
+                    ));
                 }
             }
             3 | 10 => {
@@ -871,10 +1006,19 @@ pub fn count_inodes(
     }
     progress(r.consumed());
     if !root_seen {
-        return Err(corrupt(WHAT, format!("no inode at the root reference (block {root_block}, offset {root_offset})")));
+        return Err(corrupt(
+            WHAT,
+            format!("no inode at the root reference (block {root_block}, offset {root_offset})"),
+        ));
     }
     if !r.at_end() {
-        return Err(corrupt(WHAT, format!("has data after the {} inodes the superblock announces", sb.inodes)));
+        return Err(corrupt(
+            WHAT,
+            format!(
+                "has data after the {} inodes the superblock announces",
+                sb.inodes
+            ),
+        ));
     }
     Ok(c)
 }
@@ -893,7 +1037,14 @@ pub(crate) mod tests {
         b[26..28].copy_from_slice(&1u16.to_le_bytes());
         b[28..30].copy_from_slice(&4u16.to_le_bytes());
         b[40..48].copy_from_slice(&bytes_used.to_le_bytes());
-        for (at, v) in [(48, 200u64), (56, u64::MAX), (64, 96), (72, 150), (80, u64::MAX), (88, u64::MAX)] {
+        for (at, v) in [
+            (48, 200u64),
+            (56, u64::MAX),
+            (64, 96),
+            (72, 150),
+            (80, u64::MAX),
+            (88, u64::MAX),
+        ] {
             b[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
         b
@@ -903,28 +1054,48 @@ pub(crate) mod tests {
     fn superblock_errors() {
         assert_eq!(parse_superblock(&[], 0), Err(FormatError::Empty));
         assert_eq!(parse_superblock(b"hsq", 3), Err(FormatError::TooShort(3)));
-        assert_eq!(parse_superblock(&superblock_bytes(6, 4096)[..50], 50), Err(FormatError::TooShort(50)));
+        assert_eq!(
+            parse_superblock(&superblock_bytes(6, 4096)[..50], 50),
+            Err(FormatError::TooShort(50))
+        );
         assert!(matches!(
             parse_superblock(b"\x1f\x8b\x08\x00xxxxxxxx", 12),
-            Err(FormatError::BadMagic { looks_like: Some("a gzip file") })
+            Err(FormatError::BadMagic {
+                looks_like: Some("a gzip file")
+            })
         ));
         let mut be = superblock_bytes(6, 4096);
         be[0..4].copy_from_slice(b"sqsh");
         assert_eq!(parse_superblock(&be, 4096), Err(FormatError::BigEndian));
         let mut v3 = superblock_bytes(6, 4096);
         v3[28] = 3;
-        assert_eq!(parse_superblock(&v3, 4096), Err(FormatError::UnsupportedVersion(3, 0)));
-        assert_eq!(parse_superblock(&superblock_bytes(9, 4096), 4096), Err(FormatError::UnknownCompressor(9)));
+        assert_eq!(
+            parse_superblock(&v3, 4096),
+            Err(FormatError::UnsupportedVersion(3, 0))
+        );
+        assert_eq!(
+            parse_superblock(&superblock_bytes(9, 4096), 4096),
+            Err(FormatError::UnknownCompressor(9))
+        );
         let mut bs = superblock_bytes(6, 4096);
         bs[22] = 16;
-        assert_eq!(parse_superblock(&bs, 4096), Err(FormatError::BadBlockSize(131072)));
+        assert_eq!(
+            parse_superblock(&bs, 4096),
+            Err(FormatError::BadBlockSize(131072))
+        );
         assert_eq!(
             parse_superblock(&superblock_bytes(6, 10000), 4096),
-            Err(FormatError::Truncated { bytes_used: 10000, file_size: 4096 })
+            Err(FormatError::Truncated {
+                bytes_used: 10000,
+                file_size: 4096
+            })
         );
         let mut t = superblock_bytes(6, 4096);
         t[72..80].copy_from_slice(&5000u64.to_le_bytes());
-        assert!(matches!(parse_superblock(&t, 4096), Err(FormatError::Corrupt { .. })));
+        assert!(matches!(
+            parse_superblock(&t, 4096),
+            Err(FormatError::Corrupt { .. })
+        ));
         assert!(parse_superblock(&superblock_bytes(6, 4096), 4096).is_ok());
     }
 
@@ -946,11 +1117,16 @@ pub(crate) mod tests {
         // uncompressed block of 3 bytes at offset 0
         let img = [3u8, 0x80, 1, 2, 3];
         let mut out = Vec::new();
-        assert_eq!(read_metadata_block(&img[..], Compressor::Zstd, 0, 5, &mut out), Ok(5));
+        assert_eq!(
+            read_metadata_block(&img[..], Compressor::Zstd, 0, 5, &mut out),
+            Ok(5)
+        );
         assert_eq!(out, [1, 2, 3]);
         assert!(read_metadata_block(&img[..], Compressor::Zstd, 0, 4, &mut out).is_err());
         assert!(read_metadata_block(&[0u8, 0x80][..], Compressor::Zstd, 0, 2, &mut out).is_err());
-        assert!(read_metadata_block(&[0xffu8, 0x7f][..], Compressor::Zstd, 0, 2, &mut out).is_err());
+        assert!(
+            read_metadata_block(&[0xffu8, 0x7f][..], Compressor::Zstd, 0, 2, &mut out).is_err()
+        );
         // a reader over two blocks reads across the boundary and skips
         let img = [2u8, 0x80, 1, 2, 2, 0x80, 3, 4];
         let mut r = MetadataReader::new(&img[..], Compressor::Zstd, 0, 8, "test");

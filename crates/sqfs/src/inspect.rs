@@ -81,17 +81,23 @@ impl ImageFile {
     pub fn open(path: &Path) -> Result<Self, String> {
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32 | rustix::fs::OFlags::NOCTTY.bits() as i32)
+            .custom_flags(
+                rustix::fs::OFlags::NONBLOCK.bits() as i32
+                    | rustix::fs::OFlags::NOCTTY.bits() as i32,
+            )
             .open(path)
             .map_err(|e| format!("cannot open it: {e}"))?;
-        let meta = file.metadata().map_err(|e| format!("cannot stat it: {e}"))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot stat it: {e}"))?;
         let ft = meta.file_type();
         let len = if ft.is_file() {
             meta.len()
         } else if ft.is_block_device() {
             use std::io::{Seek, SeekFrom};
             let mut f = &file;
-            f.seek(SeekFrom::End(0)).map_err(|e| format!("cannot size the block device: {e}"))?
+            f.seek(SeekFrom::End(0))
+                .map_err(|e| format!("cannot size the block device: {e}"))?
         } else {
             let kind = if ft.is_dir() {
                 "a directory"
@@ -106,7 +112,11 @@ impl ImageFile {
             };
             return Err(format!("it is {kind}, not an image file"));
         };
-        Ok(ImageFile { file, len, window: std::cell::RefCell::new((0, Vec::new())) })
+        Ok(ImageFile {
+            file,
+            len,
+            window: std::cell::RefCell::new((0, Vec::new())),
+        })
     }
 }
 
@@ -118,16 +128,26 @@ impl Source for ImageFile {
         let end = offset
             .checked_add(buf.len() as u64)
             .filter(|&e| e <= self.len)
-            .ok_or_else(|| FormatError::Io(format!("read of {} bytes at {offset} is past the end of the file", buf.len())))?;
+            .ok_or_else(|| {
+                FormatError::Io(format!(
+                    "read of {} bytes at {offset} is past the end of the file",
+                    buf.len()
+                ))
+            })?;
         let mut w = self.window.borrow_mut();
         let (start, data) = &mut *w;
         if offset < *start || end > *start + data.len() as u64 {
             if buf.len() > WINDOW {
-                return self.file.read_exact_at(buf, offset).map_err(|e| FormatError::Io(e.to_string()));
+                return self
+                    .file
+                    .read_exact_at(buf, offset)
+                    .map_err(|e| FormatError::Io(e.to_string()));
             }
             let n = (self.len - offset).min(WINDOW as u64) as usize;
             data.resize(n, 0);
-            self.file.read_exact_at(data, offset).map_err(|e| FormatError::Io(e.to_string()))?;
+            self.file
+                .read_exact_at(data, offset)
+                .map_err(|e| FormatError::Io(e.to_string()))?;
             *start = offset;
         }
         let at = (offset - *start) as usize;
@@ -169,7 +189,11 @@ pub fn examine(
         ids,
         xattr_ids,
         ratio,
-        kernel: Verdict { can_mount: None, reason: String::new(), config: None },
+        kernel: Verdict {
+            can_mount: None,
+            reason: String::new(),
+            config: None,
+        },
     };
     Ok((sb, report))
 }
@@ -212,29 +236,57 @@ pub fn render(r: &Report) -> String {
         opts.push(format!("algorithm {a}"));
     }
     if let Some(hc) = o.high_compression {
-        opts.push(if hc { "high compression (-Xhc)".into() } else { "fast (not -Xhc)".into() });
+        opts.push(if hc {
+            "high compression (-Xhc)".into()
+        } else {
+            "fast (not -Xhc)".into()
+        });
     }
-    let opts = if opts.is_empty() { "none".to_string() } else { opts.join(", ") };
-    let source = if o.stored { "stored in the image" } else { "mksquashfs defaults" };
+    let opts = if opts.is_empty() {
+        "none".to_string()
+    } else {
+        opts.join(", ")
+    };
+    let source = if o.stored {
+        "stored in the image"
+    } else {
+        "mksquashfs defaults"
+    };
     let f = &r.files;
     let _ = writeln!(s, "Image:            {}", r.image);
     let _ = writeln!(s, "Format:           SquashFS {}", r.version);
     let _ = writeln!(s, "Compressor:       {} ({opts}; {source})", r.compressor);
-    let _ = writeln!(s, "Block size:       {}", units::bytes(u64::from(r.block_size)));
+    let _ = writeln!(
+        s,
+        "Block size:       {}",
+        units::bytes(u64::from(r.block_size))
+    );
     let _ = writeln!(
         s,
         "Fragments:        {} ({} fragment blocks{})",
         if r.flags.fragments { "on" } else { "off" },
         r.fragments,
-        if r.flags.always_use_fragments { ", always used" } else { "" }
+        if r.flags.always_use_fragments {
+            ", always used"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(s, "Created:          {} ({})", r.created, r.created_unix);
-    let _ = writeln!(s, "Image size:       {} ({} bytes; file {} bytes)", units::bytes(r.bytes_used), r.bytes_used, r.file_size);
+    let _ = writeln!(
+        s,
+        "Image size:       {} ({} bytes; file {} bytes)",
+        units::bytes(r.bytes_used),
+        r.bytes_used,
+        r.file_size
+    );
     let _ = writeln!(
         s,
         "File data:        {} uncompressed{}",
         units::bytes(f.file_bytes),
-        r.ratio.map(|x| format!(", image is {:.1}% of it", x * 100.0)).unwrap_or_default()
+        r.ratio
+            .map(|x| format!(", image is {:.1}% of it", x * 100.0))
+            .unwrap_or_default()
     );
     let _ = writeln!(s, "Inodes:           {}", r.inodes);
     let _ = writeln!(

@@ -20,7 +20,10 @@ pub fn running_config() -> Result<KernelConfig, String> {
     match std::fs::File::open(&proc) {
         Ok(f) => {
             let mut text = String::new();
-            match flate2::read::GzDecoder::new(f).take(LIMIT).read_to_string(&mut text) {
+            match flate2::read::GzDecoder::new(f)
+                .take(LIMIT)
+                .read_to_string(&mut text)
+            {
                 Ok(_) => return Ok(KernelConfig { source: proc, text }),
                 Err(e) => tried.push(format!("{}: {e}", proc.display())),
             }
@@ -40,7 +43,10 @@ pub fn running_config() -> Result<KernelConfig, String> {
         }
         Err(e) => {
             tried.push(format!("{}: {e}", boot.display()));
-            Err(format!("kernel configuration not found ({})", tried.join("; ")))
+            Err(format!(
+                "kernel configuration not found ({})",
+                tried.join("; ")
+            ))
         }
     }
 }
@@ -67,8 +73,17 @@ pub struct Verdict {
 
 /// Decides whether a kernel with `config` can mount an image compressed
 /// with `comp` and `options`.
-pub fn verdict(config: &str, source: &str, comp: Compressor, options: &CompressorOptions) -> Verdict {
-    let v = |can: bool, reason: String| Verdict { can_mount: Some(can), reason, config: Some(source.to_string()) };
+pub fn verdict(
+    config: &str,
+    source: &str,
+    comp: Compressor,
+    options: &CompressorOptions,
+) -> Verdict {
+    let v = |can: bool, reason: String| Verdict {
+        can_mount: Some(can),
+        reason,
+        config: Some(source.to_string()),
+    };
     match option(config, "CONFIG_SQUASHFS") {
         Some("y") | Some("m") => {}
         _ => return v(false, "this kernel has no squashfs support (CONFIG_SQUASHFS is not set); use squashfuse instead".into()),
@@ -98,23 +113,43 @@ pub fn verdict(config: &str, source: &str, comp: Compressor, options: &Compresso
             return v(false, format!("the image uses the xz {filter} filter, but this kernel lacks it ({name} is not set); rebuild it without -Xbcj"));
         }
     }
-    let module = if option(config, "CONFIG_SQUASHFS") == Some("m") { " (squashfs is a module)" } else { "" };
-    v(true, format!("this kernel has squashfs with {comp} ({opt}=y){module}"))
+    let module = if option(config, "CONFIG_SQUASHFS") == Some("m") {
+        " (squashfs is a module)"
+    } else {
+        ""
+    };
+    v(
+        true,
+        format!("this kernel has squashfs with {comp} ({opt}=y){module}"),
+    )
 }
 
 /// The compressors the kernel's squashfs can decompress, zstd first.
 pub fn supported(config: &str) -> Vec<Compressor> {
-    [Compressor::Zstd, Compressor::Gzip, Compressor::Lz4, Compressor::Lzo, Compressor::Xz]
-        .into_iter()
-        .filter(|c| c.kernel_option().is_some_and(|o| option(config, o) == Some("y")))
-        .collect()
+    [
+        Compressor::Zstd,
+        Compressor::Gzip,
+        Compressor::Lz4,
+        Compressor::Lzo,
+        Compressor::Xz,
+    ]
+    .into_iter()
+    .filter(|c| {
+        c.kernel_option()
+            .is_some_and(|o| option(config, o) == Some("y"))
+    })
+    .collect()
 }
 
 /// The verdict for the running kernel.
 pub fn verdict_here(comp: Compressor, options: &CompressorOptions) -> Verdict {
     match running_config() {
         Ok(cfg) => verdict(&cfg.text, &cfg.source.display().to_string(), comp, options),
-        Err(e) => Verdict { can_mount: None, reason: format!("unknown: {e}"), config: None },
+        Err(e) => Verdict {
+            can_mount: None,
+            reason: format!("unknown: {e}"),
+            config: None,
+        },
     }
 }
 
@@ -134,19 +169,44 @@ mod tests {
     #[test]
     fn verdicts() {
         let d = |c| CompressorOptions::defaults(c, 131072);
-        assert_eq!(verdict(CFG, "t", Compressor::Zstd, &d(Compressor::Zstd)).can_mount, Some(true));
+        assert_eq!(
+            verdict(CFG, "t", Compressor::Zstd, &d(Compressor::Zstd)).can_mount,
+            Some(true)
+        );
         let xz = verdict(CFG, "t", Compressor::Xz, &d(Compressor::Xz));
         assert_eq!(xz.can_mount, Some(false));
-        assert!(xz.reason.contains("CONFIG_SQUASHFS_XZ is not set"), "{}", xz.reason);
+        assert!(
+            xz.reason.contains("CONFIG_SQUASHFS_XZ is not set"),
+            "{}",
+            xz.reason
+        );
         assert!(xz.reason.contains("--comp zstd"));
-        assert_eq!(verdict(CFG, "t", Compressor::Lzma, &d(Compressor::Lzma)).can_mount, Some(false));
-        assert_eq!(verdict("CONFIG_EXT4_FS=y\n", "t", Compressor::Zstd, &d(Compressor::Zstd)).can_mount, Some(false));
+        assert_eq!(
+            verdict(CFG, "t", Compressor::Lzma, &d(Compressor::Lzma)).can_mount,
+            Some(false)
+        );
+        assert_eq!(
+            verdict(
+                "CONFIG_EXT4_FS=y\n",
+                "t",
+                Compressor::Zstd,
+                &d(Compressor::Zstd)
+            )
+            .can_mount,
+            Some(false)
+        );
         let cfg = format!("{CFG}CONFIG_SQUASHFS_XZ=y\n");
         let mut bcj = d(Compressor::Xz);
         bcj.filters = vec!["x86"];
-        assert_eq!(verdict(&cfg, "t", Compressor::Xz, &bcj).can_mount, Some(false));
+        assert_eq!(
+            verdict(&cfg, "t", Compressor::Xz, &bcj).can_mount,
+            Some(false)
+        );
         let cfg = format!("{cfg}CONFIG_XZ_DEC_X86=y\n");
-        assert_eq!(verdict(&cfg, "t", Compressor::Xz, &bcj).can_mount, Some(true));
+        assert_eq!(
+            verdict(&cfg, "t", Compressor::Xz, &bcj).can_mount,
+            Some(true)
+        );
         assert_eq!(supported(CFG), vec![Compressor::Zstd, Compressor::Gzip]);
     }
 }

@@ -13,6 +13,7 @@
 //!   distance exactly 16384 ends the stream
 //! - 32..=63 (M3): match of 2 + length at distance D + 1 (14-bit D)
 //! - 64..=255 (M2): match of 3..=8 bytes at distance (H << 3) + D + 1
+//!
 //! Every match is followed by 0..=3 literals given in its low two bits.
 
 use std::fmt;
@@ -31,8 +32,14 @@ impl fmt::Display for LzoError {
         match self {
             LzoError::InputOverrun => write!(f, "lzo: compressed data ends early"),
             LzoError::OutputOverrun => write!(f, "lzo: data expands past the block size"),
-            LzoError::LookBehind { distance, available } => {
-                write!(f, "lzo: back-reference {distance} bytes behind, only {available} decoded")
+            LzoError::LookBehind {
+                distance,
+                available,
+            } => {
+                write!(
+                    f,
+                    "lzo: back-reference {distance} bytes behind, only {available} decoded"
+                )
             }
             LzoError::TrailingInput(n) => write!(f, "lzo: {n} bytes after the end marker"),
             LzoError::NoEndMarker => write!(f, "lzo: no end marker"),
@@ -57,7 +64,11 @@ impl Input<'_> {
         Ok(usize::from(u16::from_le_bytes([lo, hi])))
     }
     fn take(&mut self, n: usize) -> Result<&[u8], LzoError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or(LzoError::InputOverrun)?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or(LzoError::InputOverrun)?;
         let s = &self.data[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -88,7 +99,11 @@ struct Output<'a> {
 
 impl Output<'_> {
     fn literals(&mut self, src: &[u8]) -> Result<(), LzoError> {
-        let end = self.len.checked_add(src.len()).filter(|&e| e <= self.buf.len()).ok_or(LzoError::OutputOverrun)?;
+        let end = self
+            .len
+            .checked_add(src.len())
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(LzoError::OutputOverrun)?;
         self.buf[self.len..end].copy_from_slice(src);
         self.len = end;
         Ok(())
@@ -97,7 +112,10 @@ impl Output<'_> {
     /// repeat the pattern, byte by byte, as LZ77 requires.
     fn back_copy(&mut self, distance: usize, n: usize) -> Result<(), LzoError> {
         if distance == 0 || distance > self.len {
-            return Err(LzoError::LookBehind { distance, available: self.len });
+            return Err(LzoError::LookBehind {
+                distance,
+                available: self.len,
+            });
         }
         if n > self.buf.len() - self.len {
             return Err(LzoError::OutputOverrun);
@@ -116,7 +134,10 @@ impl Output<'_> {
 
 /// Decompresses an LZO1X stream into `out`; returns the decompressed length.
 pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<usize, LzoError> {
-    let mut ip = Input { data: input, pos: 0 };
+    let mut ip = Input {
+        data: input,
+        pos: 0,
+    };
     let mut op = Output { buf: out, len: 0 };
     let mut state: usize = 0;
 
@@ -135,7 +156,11 @@ pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<usize, LzoError> {
         if t < 16 {
             match state {
                 0 => {
-                    let n = if t == 0 { ip.extended(15, op.room())? + 3 } else { t + 3 };
+                    let n = if t == 0 {
+                        ip.extended(15, op.room())? + 3
+                    } else {
+                        t + 3
+                    };
                     op.literals(ip.take(n)?)?;
                     state = 4;
                     continue;
@@ -151,7 +176,11 @@ pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<usize, LzoError> {
             }
             next = t & 3;
         } else if t < 32 {
-            length = 2 + if t & 7 == 0 { ip.extended(7, op.room())? } else { t & 7 };
+            length = 2 + if t & 7 == 0 {
+                ip.extended(7, op.room())?
+            } else {
+                t & 7
+            };
             let d = ip.le16()?;
             next = d & 3;
             let far = ((t & 8) << 11) + (d >> 2);
@@ -164,7 +193,11 @@ pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<usize, LzoError> {
             }
             distance = far + 16384;
         } else if t < 64 {
-            length = 2 + if t & 31 == 0 { ip.extended(31, op.room())? } else { t & 31 };
+            length = 2 + if t & 31 == 0 {
+                ip.extended(31, op.room())?
+            } else {
+                t & 31
+            };
             let d = ip.le16()?;
             next = d & 3;
             distance = (d >> 2) + 1;
@@ -211,17 +244,23 @@ mod tests {
         let mut out = [0u8; 32];
         assert_eq!(decompress(&[], &mut out), Err(LzoError::InputOverrun));
         // back-reference before the start
-        assert!(matches!(decompress(&[21, 1, 2, 3, 4, 0xfc, 0xff, 0x11, 0, 0], &mut out), Err(LzoError::LookBehind { .. })));
+        assert!(matches!(
+            decompress(&[21, 1, 2, 3, 4, 0xfc, 0xff, 0x11, 0, 0], &mut out),
+            Err(LzoError::LookBehind { .. })
+        ));
         // too much output
         let mut lit = vec![255u8 - 17 + 17];
-        lit.extend(std::iter::repeat(7u8).take(238));
+        lit.extend(std::iter::repeat_n(7u8, 238));
         lit.extend([0x11, 0, 0]);
         assert_eq!(decompress(&lit, &mut out), Err(LzoError::OutputOverrun));
         // trailing garbage after the end marker
-        assert_eq!(decompress(&[18, b'x', 0x11, 0, 0, 9], &mut out), Err(LzoError::TrailingInput(1)));
+        assert_eq!(
+            decompress(&[18, b'x', 0x11, 0, 0, 9], &mut out),
+            Err(LzoError::TrailingInput(1))
+        );
         // a long run of zero length bytes stops at the output bound
         let mut zeros = vec![0u8, 0];
-        zeros.extend(std::iter::repeat(0u8).take(10_000));
+        zeros.extend(std::iter::repeat_n(0u8, 10_000));
         assert!(decompress(&zeros, &mut out).is_err());
         // every short random stream fails or succeeds without panicking
         let mut x: u32 = 12345;

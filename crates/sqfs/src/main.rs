@@ -214,7 +214,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 let mut manifest = a.output.into_os_string();
                 manifest.push(".manifest.json");
                 println!("manifest: {}", PathBuf::from(manifest).display());
-                println!("mount them all with: squashfs-mount --union={}:<mountpoint> -- <command>", m.union);
+                println!(
+                    "mount them all with: squashfs-mount --union={}:<mountpoint> -- <command>",
+                    m.union
+                );
                 return Ok(());
             }
             let p = pack::pack(&a.dir, &a.output, &opts)?;
@@ -222,7 +225,11 @@ fn run(cli: Cli) -> Result<(), String> {
                 return print_json(&p);
             }
             let pct = if p.input_bytes > 0 {
-                format!(" ({:.1}% of {})", p.bytes as f64 * 100.0 / p.input_bytes as f64, units::bytes(p.input_bytes))
+                format!(
+                    " ({:.1}% of {})",
+                    p.bytes as f64 * 100.0 / p.input_bytes as f64,
+                    units::bytes(p.input_bytes)
+                )
             } else {
                 String::new()
             };
@@ -240,7 +247,8 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Inspect(a) => {
-            let r = inspect::inspect_file(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
+            let r = inspect::inspect_file(&a.image)
+                .map_err(|e| format!("{}: {e}", a.image.display()))?;
             if a.json {
                 print_json(&r)
             } else {

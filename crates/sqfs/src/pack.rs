@@ -104,16 +104,23 @@ pub struct Packed {
 /// SOURCE_DATE_EPOCH must be removed from its environment).
 fn time_args(opts: &PackOptions, newest_mtime: i64) -> Result<(Vec<String>, bool, u32), String> {
     let sde = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) if !v.is_empty() => Some(
-            v.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("SOURCE_DATE_EPOCH={v} is not a number of seconds since 1970 (0..4294967295)"))?,
-        ),
+        Ok(v) if !v.is_empty() => Some(v.trim().parse::<u32>().map_err(|_| {
+            format!("SOURCE_DATE_EPOCH={v} is not a number of seconds since 1970 (0..4294967295)")
+        })?),
         _ => None,
     };
     Ok(if opts.reproducible {
         let t = sde.unwrap_or(REPRODUCIBLE_EPOCH);
-        (vec!["-all-time".into(), t.to_string(), "-mkfs-time".into(), t.to_string()], true, t)
+        (
+            vec![
+                "-all-time".into(),
+                t.to_string(),
+                "-mkfs-time".into(),
+                t.to_string(),
+            ],
+            true,
+            t,
+        )
     } else if let Some(t) = sde {
         // mksquashfs's own handling: creation time = SOURCE_DATE_EPOCH and
         // later file times clamped to it.
@@ -124,23 +131,18 @@ fn time_args(opts: &PackOptions, newest_mtime: i64) -> Result<(Vec<String>, bool
     })
 }
 
-/// Parses mksquashfs's progress bar (`[====|   ] 123/456  27%`).
-pub fn parse_progress(line: &str) -> Option<(u64, u64)> {
-    let after = &line[line.rfind(']')? + 1..];
-    let mut words = after.split_whitespace();
-    let (done, total) = words.next()?.split_once('/')?;
-    words.next().filter(|w| w.ends_with('%'))?;
-    Some((done.parse().ok()?, total.parse().ok()?))
-}
-
 /// Refuses an output path inside the tree being packed.
 pub fn check_outside(dir: &Path, output: &Path) -> Result<(), String> {
-    let dir = dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let parent = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let parent = parent.canonicalize().map_err(|e| format!("{}: {e}", parent.display()))?;
+    let parent = parent
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", parent.display()))?;
     if parent.starts_with(&dir) {
         return Err(format!(
             "the output {} would be inside the tree {} being packed; write it elsewhere",
@@ -160,12 +162,18 @@ pub fn build(
     opts: &PackOptions,
     newest_mtime: i64,
     excludes: &[OsString],
+    input_bytes: u64,
     bar: &Bar,
 ) -> Result<(u32, f64), String> {
     if !opts.force && std::fs::symlink_metadata(image).is_ok() {
-        return Err(format!("{} exists; pass --force to replace it", image.display()));
+        return Err(format!(
+            "{} exists; pass --force to replace it",
+            image.display()
+        ));
     }
-    let name = image.file_name().ok_or_else(|| format!("{} is not a file name", image.display()))?;
+    let name = image
+        .file_name()
+        .ok_or_else(|| format!("{} is not a file name", image.display()))?;
     let mut tmp_name = OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".partial-{}", std::process::id()));
@@ -174,7 +182,14 @@ pub fn build(
 
     let mut cmd = Command::new("mksquashfs");
     cmd.arg(dir).arg(&tmp);
-    cmd.args(["-noappend", "-quiet", "-exit-on-error", "-no-exports"]);
+    cmd.args([
+        "-noappend",
+        "-quiet",
+        "-info",
+        "-no-progress",
+        "-exit-on-error",
+        "-no-exports",
+    ]);
     cmd.args(compressor_args(opts.comp, opts.level)?);
     cmd.args(["-b".to_string(), opts.block_size.to_string()]);
     cmd.args(&times);
@@ -199,11 +214,14 @@ pub fn build(
     if drop_sde {
         cmd.env_remove("SOURCE_DATE_EPOCH");
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            "mksquashfs not found; install squashfs-tools (Debian: apt-get install squashfs-tools)".to_string()
+            "mksquashfs not found; install squashfs-tools (Debian: apt-get install squashfs-tools)"
+                .to_string()
         } else {
             format!("cannot run mksquashfs: {e}")
         }
@@ -214,32 +232,64 @@ pub fn build(
         let _ = stderr.read_to_end(&mut s);
         s
     });
-    let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
-    let mut other_output = Vec::new();
-    let mut chunk = Vec::new();
-    // The bar is redrawn with '\r'; lines end with '\n'.
-    loop {
-        chunk.clear();
-        let n = read_until_any(&mut out, &mut chunk).map_err(|e| format!("reading mksquashfs's output: {e}"))?;
-        if n == 0 {
-            break;
+    // mksquashfs draws its own progress bar only on a terminal; with -info
+    // it names every file as it is written, with its size. Progress is the
+    // sum of those sizes out of the tree's.
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let out_reader = {
+        let written = written.clone();
+        let stdout = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            let mut tail = std::collections::VecDeque::new();
+            for line in std::io::BufReader::new(stdout)
+                .split(b'\n')
+                .map_while(Result::ok)
+            {
+                if let Some(n) = written_size(&line) {
+                    written.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                } else {
+                    tail.push_back(line);
+                    if tail.len() > 20 {
+                        tail.pop_front();
+                    }
+                }
+            }
+            tail.into_iter()
+                .flat_map(|mut l| {
+                    l.push(b'\n');
+                    l
+                })
+                .collect::<Vec<u8>>()
+        })
+    };
+    bar.set_length(input_bytes.max(1));
+    // Poll often so the build time measured stays exact to ~10 ms.
+    let mut polls = 0u32;
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| format!("waiting for mksquashfs: {e}"))?
+        {
+            break status;
         }
-        let line = String::from_utf8_lossy(&chunk);
-        if let Some((done, total)) = parse_progress(&line) {
-            bar.set_length(total.max(1));
-            bar.set(done);
-        } else if !line.trim().is_empty() {
-            other_output.push(line.trim_end().to_string());
+        if polls.is_multiple_of(10) {
+            bar.set(
+                written
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .min(input_bytes),
+            );
         }
-    }
-    let status = child.wait().map_err(|e| format!("waiting for mksquashfs: {e}"))?;
+        polls = polls.wrapping_add(1);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     let err = err_reader.join().unwrap_or_default();
+    let other_output = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
         let _ = std::fs::remove_file(&tmp);
         let mut msg = String::from_utf8_lossy(&err).trim().to_string();
         if msg.is_empty() {
-            msg = other_output.join("\n");
+            msg = other_output.trim().to_string();
         }
         return Err(format!("mksquashfs failed ({status}):\n{msg}"));
     }
@@ -250,23 +300,12 @@ pub fn build(
     Ok((mkfs_time, seconds))
 }
 
-fn read_until_any(r: &mut impl BufRead, out: &mut Vec<u8>) -> std::io::Result<usize> {
-    let mut total = 0;
-    loop {
-        let buf = r.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(total);
-        }
-        if let Some(i) = buf.iter().position(|&b| b == b'\r' || b == b'\n') {
-            out.extend_from_slice(&buf[..=i]);
-            r.consume(i + 1);
-            return Ok(total + i + 1);
-        }
-        let n = buf.len();
-        out.extend_from_slice(buf);
-        r.consume(n);
-        total += n;
-    }
+/// The size in a line of mksquashfs -info output
+/// (`file /a/b, uncompressed size 4911 bytes [DUPLICATE]`).
+fn written_size(line: &[u8]) -> Option<u64> {
+    let line = std::str::from_utf8(line.strip_prefix(b"file ")?).ok()?;
+    let rest = &line[line.rfind(", uncompressed size ")? + ", uncompressed size ".len()..];
+    rest.split(' ').next()?.parse().ok()
 }
 
 /// `sqfs pack <dir> <image>`.
@@ -275,10 +314,12 @@ pub fn pack(dir: &Path, image: &Path, opts: &PackOptions) -> Result<Packed, Stri
     let scan = Bar::spinner("scanning the tree");
     let stats = crate::tree::stats(dir, &scan)?;
     scan.finish();
-    let bar = Bar::steps("mksquashfs", 1);
-    let (mkfs_time, seconds) = build(dir, image, opts, stats.newest_mtime, &[], &bar)?;
+    let bar = Bar::bytes("mksquashfs", stats.bytes);
+    let (mkfs_time, seconds) = build(dir, image, opts, stats.newest_mtime, &[], stats.bytes, &bar)?;
     bar.finish();
-    let bytes = std::fs::metadata(image).map_err(|e| format!("{}: {e}", image.display()))?.len();
+    let bytes = std::fs::metadata(image)
+        .map_err(|e| format!("{}: {e}", image.display()))?
+        .len();
     Ok(Packed {
         image: image.display().to_string(),
         bytes,
@@ -308,14 +349,18 @@ pub fn effective_level(comp: Compressor, level: Option<u32>) -> Option<u32> {
 pub fn parse_block_size(s: &str) -> Result<u32, String> {
     let n = units::parse_size(s)?;
     if !(4096..=1 << 20).contains(&n) || !n.is_power_of_two() {
-        return Err(format!("block size must be a power of two from 4K to 1M, not {s}"));
+        return Err(format!(
+            "block size must be a power of two from 4K to 1M, not {s}"
+        ));
     }
     Ok(n as u32)
 }
 
 pub fn parse_compressor(s: &str) -> Result<Compressor, String> {
     match Compressor::from_name(s) {
-        Some(Compressor::Lzma) | None => Err(format!("unknown compressor '{s}' (choose zstd, gzip, lz4, lzo or xz)")),
+        Some(Compressor::Lzma) | None => Err(format!(
+            "unknown compressor '{s}' (choose zstd, gzip, lz4, lzo or xz)"
+        )),
         Some(c) => Ok(c),
     }
 }
@@ -329,22 +374,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn progress_lines() {
-        assert_eq!(parse_progress("[=====|      ] 1618/3236  50%"), Some((1618, 3236)));
-        assert_eq!(parse_progress("\r[====] 9/9 100%"), Some((9, 9)));
-        assert_eq!(parse_progress("Creating 4.0 filesystem on x, block size 131072."), None);
-        assert_eq!(parse_progress("[] a/b 1%"), None);
+    fn info_lines() {
+        assert_eq!(
+            written_size(b"file /a, b, uncompressed size 4911 bytes "),
+            Some(4911)
+        );
+        assert_eq!(
+            written_size(b"file /x, uncompressed size 97 bytes DUPLICATE"),
+            Some(97)
+        );
+        assert_eq!(written_size(b"directory /__phello__ inode 0x120"), None);
+        assert_eq!(written_size(b"file /\xff, uncompressed size x bytes"), None);
     }
 
     #[test]
     fn levels() {
-        assert_eq!(compressor_args(Compressor::Zstd, None).unwrap(), ["-comp", "zstd", "-Xcompression-level", "15"]);
+        assert_eq!(
+            compressor_args(Compressor::Zstd, None).unwrap(),
+            ["-comp", "zstd", "-Xcompression-level", "15"]
+        );
         assert!(compressor_args(Compressor::Zstd, Some(23)).is_err());
         assert!(compressor_args(Compressor::Gzip, Some(0)).is_err());
-        assert_eq!(compressor_args(Compressor::Lz4, Some(9)).unwrap(), ["-comp", "lz4", "-Xhc"]);
+        assert_eq!(
+            compressor_args(Compressor::Lz4, Some(9)).unwrap(),
+            ["-comp", "lz4", "-Xhc"]
+        );
         assert!(compressor_args(Compressor::Lz4, Some(5)).is_err());
         assert!(compressor_args(Compressor::Xz, Some(6)).is_err());
-        assert_eq!(compressor_args(Compressor::Xz, None).unwrap(), ["-comp", "xz"]);
+        assert_eq!(
+            compressor_args(Compressor::Xz, None).unwrap(),
+            ["-comp", "xz"]
+        );
         assert!(parse_block_size("128K").is_ok());
         assert!(parse_block_size("3K").is_err());
         assert!(parse_block_size("2M").is_err());

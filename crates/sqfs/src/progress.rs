@@ -27,7 +27,8 @@ impl Bar {
             bar,
             started: Instant::now(),
             shown: std::cell::Cell::new(false),
-            wanted: std::io::stderr().is_terminal() && std::env::var_os("SQFS_NO_PROGRESS").is_none(),
+            wanted: std::io::stderr().is_terminal()
+                && std::env::var_os("SQFS_NO_PROGRESS").is_none(),
         }
     }
 
@@ -42,7 +43,11 @@ impl Bar {
 
     /// A bar counting steps (mksquashfs blocks, benchmark runs...).
     pub fn steps(message: &str, total: u64) -> Self {
-        Self::make(Some(total), "{msg} [{bar:30}] {pos}/{len} ({elapsed}, {eta} left)", message)
+        Self::make(
+            Some(total),
+            "{msg} [{bar:30}] {pos}/{len} ({elapsed}, {eta} left)",
+            message,
+        )
     }
 
     /// A bar that never shows (progress reported elsewhere).

@@ -75,7 +75,10 @@ pub fn cut(root: &Path, depth: usize, block_size: u32, bar: &Bar) -> Result<Cut,
         return Err(format!("{} is not a directory", root.display()));
     }
     let bs = u64::from(block_size);
-    let mut c = Cut { newest_mtime: top.mtime(), ..Cut::default() };
+    let mut c = Cut {
+        newest_mtime: top.mtime(),
+        ..Cut::default()
+    };
     // Hard-linked inodes (nlink > 1, not directories) -> first unit seen.
     let mut linked: HashMap<(u64, u64), usize> = HashMap::new();
     let mut parent = UnionFind::default();
@@ -83,11 +86,14 @@ pub fn cut(root: &Path, depth: usize, block_size: u32, bar: &Bar) -> Result<Cut,
     let mut seen = 0u64;
     crate::tree::walk(root, |path, meta, d| {
         seen += 1;
-        if seen % 1024 == 0 {
+        if seen.is_multiple_of(1024) {
             bar.set(seen);
         }
         c.newest_mtime = c.newest_mtime.max(meta.mtime());
-        let rel = path.strip_prefix(root).map_err(|e| e.to_string())?.to_path_buf();
+        let rel = path
+            .strip_prefix(root)
+            .map_err(|e| e.to_string())?
+            .to_path_buf();
         if d < depth && meta.is_dir() {
             c.containers.push(rel);
             return Ok(true);
@@ -174,9 +180,16 @@ impl UnionFind {
 /// Assigns groups of units (with their costs) to as few images as the
 /// limit allows, balanced by cost. Returns the image index of each group.
 pub fn plan(costs: &[u64], max: u64) -> Result<Vec<usize>, String> {
-    let room = max.checked_sub(PER_IMAGE).filter(|&r| r > 0).ok_or_else(|| {
-        format!("the limit {} is too small; images need at least {} of overhead", units::bytes(max), units::bytes(PER_IMAGE))
-    })?;
+    let room = max
+        .checked_sub(PER_IMAGE)
+        .filter(|&r| r > 0)
+        .ok_or_else(|| {
+            format!(
+                "the limit {} is too small; images need at least {} of overhead",
+                units::bytes(max),
+                units::bytes(PER_IMAGE)
+            )
+        })?;
     if let Some((i, &c)) = costs.iter().enumerate().max_by_key(|(_, &c)| c) {
         if c > room {
             return Err(format!("#{i}:{c}"));
@@ -193,7 +206,11 @@ pub fn plan(costs: &[u64], max: u64) -> Result<Vec<usize>, String> {
         let mut ok = true;
         for &g in &order {
             // Least-filled image, lowest index on ties.
-            let (b, _) = load.iter().enumerate().min_by_key(|(i, &l)| (l, *i)).expect("k >= 1");
+            let (b, _) = load
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, &l)| (l, *i))
+                .expect("k >= 1");
             if load[b] + costs[g] > room {
                 ok = false;
                 break;
@@ -229,7 +246,8 @@ pub fn excludes_for(cut: &Cut, unit_bin: &[usize], bin: usize) -> Vec<PathBuf> {
         }
     }
     let keep = |dir: &Path| -> bool {
-        needed.get(dir).copied().unwrap_or(false) || (bin == 0 && !has_units.get(dir).copied().unwrap_or(false))
+        needed.get(dir).copied().unwrap_or(false)
+            || (bin == 0 && !has_units.get(dir).copied().unwrap_or(false))
     };
     let mut out = Vec::new();
     let parent_kept = |p: &Path| -> bool {
@@ -299,7 +317,13 @@ fn entry(u: &Unit) -> ManifestEntry {
 }
 
 /// `sqfs pack --split <max> <dir> <prefix>`.
-pub fn split(dir: &Path, prefix: &Path, max: u64, depth: usize, opts: &PackOptions) -> Result<Manifest, String> {
+pub fn split(
+    dir: &Path,
+    prefix: &Path,
+    max: u64,
+    depth: usize,
+    opts: &PackOptions,
+) -> Result<Manifest, String> {
     if depth == 0 {
         return Err("--depth must be at least 1".into());
     }
@@ -308,9 +332,16 @@ pub fn split(dir: &Path, prefix: &Path, max: u64, depth: usize, opts: &PackOptio
     let cut = cut(dir, depth, opts.block_size, &scan)?;
     scan.finish();
     if cut.units.is_empty() {
-        return Err(format!("{} has nothing at depth {depth} or above to pack", dir.display()));
+        return Err(format!(
+            "{} has nothing at depth {depth} or above to pack",
+            dir.display()
+        ));
     }
-    let costs: Vec<u64> = cut.groups.iter().map(|g| g.iter().map(|&u| cut.units[u].cost).sum()).collect();
+    let costs: Vec<u64> = cut
+        .groups
+        .iter()
+        .map(|g| g.iter().map(|&u| cut.units[u].cost).sum())
+        .collect();
     let group_bin = plan(&costs, max).map_err(|e| {
         if let Some(rest) = e.strip_prefix('#') {
             let (g, c) = rest.split_once(':').unwrap_or((rest, "0"));
@@ -351,20 +382,35 @@ pub fn split(dir: &Path, prefix: &Path, max: u64, depth: usize, opts: &PackOptio
     if !opts.force {
         for p in (0..k).map(image_path).chain([manifest_path.clone()]) {
             if std::fs::symlink_metadata(&p).is_ok() {
-                return Err(format!("{} exists; pass --force to replace it", p.display()));
+                return Err(format!(
+                    "{} exists; pass --force to replace it",
+                    p.display()
+                ));
             }
         }
     }
     let mut images = Vec::new();
-    let bar = Bar::steps("mksquashfs", 1);
+    let bar = Bar::bytes("mksquashfs", 1);
     for i in 0..k {
-        let excludes: Vec<OsString> = excludes_for(&cut, &unit_bin, i).into_iter().map(PathBuf::into_os_string).collect();
+        let excludes: Vec<OsString> = excludes_for(&cut, &unit_bin, i)
+            .into_iter()
+            .map(PathBuf::into_os_string)
+            .collect();
         let path = image_path(i);
+        let mine: Vec<&Unit> = cut
+            .units
+            .iter()
+            .zip(&unit_bin)
+            .filter(|(_, &b)| b == i)
+            .map(|(u, _)| u)
+            .collect();
         bar.set_message(format!("image {}/{k} ({})", i + 1, path.display()));
         bar.set(0);
-        pack::build(dir, &path, opts, cut.newest_mtime, &excludes, &bar)?;
-        let bytes = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?.len();
-        let mine: Vec<&Unit> = cut.units.iter().zip(&unit_bin).filter(|(_, &b)| b == i).map(|(u, _)| u).collect();
+        let input: u64 = mine.iter().map(|u| u.bytes).sum();
+        pack::build(dir, &path, opts, cut.newest_mtime, &excludes, input, &bar)?;
+        let bytes = std::fs::metadata(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .len();
         let estimated = PER_IMAGE + mine.iter().map(|u| u.cost).sum::<u64>();
         images.push(ManifestImage {
             image: path.display().to_string(),
@@ -382,7 +428,11 @@ pub fn split(dir: &Path, prefix: &Path, max: u64, depth: usize, opts: &PackOptio
         }
     }
     bar.finish();
-    let union = images.iter().map(|m| m.image.clone()).collect::<Vec<_>>().join(",");
+    let union = images
+        .iter()
+        .map(|m| m.image.clone())
+        .collect::<Vec<_>>()
+        .join(",");
     let manifest = Manifest {
         format: "sqfs-split-manifest/1",
         source: dir.display().to_string(),
@@ -395,7 +445,8 @@ pub fn split(dir: &Path, prefix: &Path, max: u64, depth: usize, opts: &PackOptio
         union,
     };
     let text = serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n";
-    std::fs::write(&manifest_path, text).map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+    std::fs::write(&manifest_path, text)
+        .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
     Ok(manifest)
 }
 
@@ -427,7 +478,14 @@ mod tests {
 
     #[test]
     fn excludes_pick_largest_subtrees() {
-        let u = |p: &str| Unit { rel: p.into(), cost: 1, bytes: 1, entries: 1, newest_mtime: 0, is_dir: true };
+        let u = |p: &str| Unit {
+            rel: p.into(),
+            cost: 1,
+            bytes: 1,
+            entries: 1,
+            newest_mtime: 0,
+            is_dir: true,
+        };
         let cut = Cut {
             units: vec![u("a/x"), u("a/y"), u("b/z"), u("top")],
             containers: vec!["a".into(), "b".into(), "empty".into()],
@@ -435,9 +493,15 @@ mod tests {
             newest_mtime: 0,
         };
         let bins = [0, 1, 1, 0];
-        let e0: Vec<String> = excludes_for(&cut, &bins, 0).iter().map(|p| p.display().to_string()).collect();
+        let e0: Vec<String> = excludes_for(&cut, &bins, 0)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         assert_eq!(e0, ["a/y", "b"]);
-        let e1: Vec<String> = excludes_for(&cut, &bins, 1).iter().map(|p| p.display().to_string()).collect();
+        let e1: Vec<String> = excludes_for(&cut, &bins, 1)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         assert_eq!(e1, ["a/x", "empty", "top"]);
     }
 }

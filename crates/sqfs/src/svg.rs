@@ -69,10 +69,18 @@ pub fn sorted(v: &[f64]) -> Vec<f64> {
 
 /// A "nice" axis maximum and tick step covering `max`.
 fn ticks(max: f64) -> (f64, f64) {
-    let max = if max > 0.0 && max.is_finite() { max } else { 1.0 };
+    let max = if max > 0.0 && max.is_finite() {
+        max
+    } else {
+        1.0
+    };
     let raw = max / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| s * 5.0 >= max).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| s * 5.0 >= max)
+        .unwrap_or(10.0 * mag);
     ((max / step).ceil() * step, step)
 }
 
@@ -93,7 +101,12 @@ fn time_label(s: f64, step: f64) -> String {
 fn size_axis(max: f64) -> (f64, f64, f64, &'static str) {
     let mut unit = 1.0;
     let mut name = "B";
-    for (u, n) in [(1024.0, "KiB"), (1048576.0, "MiB"), (1073741824.0, "GiB"), (1099511627776.0, "TiB")] {
+    for (u, n) in [
+        (1024.0, "KiB"),
+        (1048576.0, "MiB"),
+        (1073741824.0, "GiB"),
+        (1099511627776.0, "TiB"),
+    ] {
         if max >= u {
             unit = u;
             name = n;
@@ -185,10 +198,20 @@ impl Panel<'_> {
             );
             return;
         }
-        let (lo, q1, med, q3, hi) =
-            (s[0], quantile(&s, 0.25), quantile(&s, 0.5), quantile(&s, 0.75), s[s.len() - 1]);
-        let (ylo, yq1, ymed, yq3, yhi) =
-            (self.y(lo, max), self.y(q1, max), self.y(med, max), self.y(q3, max), self.y(hi, max));
+        let (lo, q1, med, q3, hi) = (
+            s[0],
+            quantile(&s, 0.25),
+            quantile(&s, 0.5),
+            quantile(&s, 0.75),
+            s[s.len() - 1],
+        );
+        let (ylo, yq1, ymed, yq3, yhi) = (
+            self.y(lo, max),
+            self.y(q1, max),
+            self.y(med, max),
+            self.y(q3, max),
+            self.y(hi, max),
+        );
         let _ = writeln!(
             self.svg,
             r#"<g class="box" data-series="{}"><title>{}: median {} (min {}, max {}, {} runs)</title>"#,
@@ -249,7 +272,10 @@ impl Panel<'_> {
 
 /// A legend whose right end is at `right`.
 fn legend(svg: &mut String, right: f64, y: f64, items: &[(&str, &str)]) {
-    let width: f64 = items.iter().map(|(_, l)| 30.0 + 7.0 * l.chars().count() as f64).sum();
+    let width: f64 = items
+        .iter()
+        .map(|(_, l)| 30.0 + 7.0 * l.chars().count() as f64)
+        .sum();
     let mut x = right - width;
     for (color, label) in items {
         let _ = writeln!(
@@ -257,17 +283,47 @@ fn legend(svg: &mut String, right: f64, y: f64, items: &[(&str, &str)]) {
             r#"<rect x="{x:.1}" y="{:.1}" width="14" height="14" fill="{color}" fill-opacity="0.5" stroke="{color}"/>"#,
             y - 11.0
         );
-        let _ = writeln!(svg, r#"<text x="{:.1}" y="{y:.1}" font-size="12">{}</text>"#, x + 20.0, escape(label));
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{y:.1}" font-size="12">{}</text>"#,
+            x + 20.0,
+            escape(label)
+        );
         x += 30.0 + 7.0 * label.chars().count() as f64;
     }
 }
 
+/// Splits `text` into lines of at most `width` characters at spaces.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+            line.push_str("    ");
+        } else if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+}
+
 /// Renders the chart. Panels without data (e.g. no timings) are left out.
 pub fn render(c: &Chart) -> String {
-    let has_times = c.series.iter().any(|s| !s.cold.is_empty() || !s.warm.is_empty());
-    let has_walk = c.series.iter().any(|s| !s.walk_cold.is_empty() || !s.walk_warm.is_empty());
+    // About 6.5 px per character at 12 px: keep notes inside the picture.
+    let notes: Vec<String> = c.notes.iter().flat_map(|n| wrap(n, 150)).collect();
+    let has_times = c
+        .series
+        .iter()
+        .any(|s| !s.cold.is_empty() || !s.warm.is_empty());
+    let has_walk = c
+        .series
+        .iter()
+        .any(|s| !s.walk_cold.is_empty() || !s.walk_warm.is_empty());
     let panels = 1 + usize::from(has_times) + usize::from(has_walk);
-    let header = 60.0 + 16.0 * c.notes.len() as f64 + 20.0;
+    let header = 60.0 + 16.0 * notes.len() as f64 + 20.0;
     let height = header + panels as f64 * (PANEL_H + GAP) + 10.0;
     let mut svg = String::new();
     let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
@@ -277,8 +333,12 @@ pub fn render(c: &Chart) -> String {
     );
     let _ = writeln!(svg, "<title>{}</title>", escape(&c.title));
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(svg, r#"<text x="{LEFT}" y="32" font-size="20" font-weight="bold">{}</text>"#, escape(&c.title));
-    for (i, n) in c.notes.iter().enumerate() {
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="32" font-size="20" font-weight="bold">{}</text>"#,
+        escape(&c.title)
+    );
+    for (i, n) in notes.iter().enumerate() {
         let _ = writeln!(
             svg,
             r##"<text x="{LEFT}" y="{:.1}" font-size="12" fill="#444444">{}</text>"##,
@@ -292,9 +352,18 @@ pub fn render(c: &Chart) -> String {
     let slot = plot_w / n;
     let half = (slot / 6.0).min(28.0);
     let mut top = header + 20.0;
-    let time_panels: [(&str, bool, fn(&Series) -> (&[f64], &[f64])); 2] = [
-        ("Launch time of the command (lower is better)", has_times, |s| (&s.cold, &s.warm)),
-        ("Full-tree walk: stat every entry (lower is better)", has_walk, |s| (&s.walk_cold, &s.walk_warm)),
+    type Pick = fn(&Series) -> (&[f64], &[f64]);
+    let time_panels: [(&str, bool, Pick); 2] = [
+        (
+            "Launch time of the command (lower is better)",
+            has_times,
+            |s| (&s.cold, &s.warm),
+        ),
+        (
+            "Full-tree walk: stat every entry (lower is better)",
+            has_walk,
+            |s| (&s.walk_cold, &s.walk_warm),
+        ),
     ];
     for (title, present, pick) in time_panels {
         if !present {
@@ -310,23 +379,59 @@ pub fn render(c: &Chart) -> String {
             .filter(|x| x.is_finite())
             .fold(0.0, f64::max);
         let (axis_max, step) = ticks(max * 1.08);
-        legend(&mut svg, LEFT + plot_w, top - 14.0, &[(COLD, &c.cold_label), (WARM, &c.warm_label)]);
-        let mut p = Panel { svg: &mut svg, top, plot_w };
+        legend(
+            &mut svg,
+            LEFT + plot_w,
+            top - 14.0,
+            &[(COLD, &c.cold_label), (WARM, &c.warm_label)],
+        );
+        let mut p = Panel {
+            svg: &mut svg,
+            top,
+            plot_w,
+        };
         p.frame(title, axis_max, step, &|v| time_label(v, step));
         p.category_labels(&labels);
         for (i, s) in c.series.iter().enumerate() {
             let cx = LEFT + slot * (i as f64 + 0.5);
             let (cold, warm) = pick(s);
-            p.boxplot(cx - half * 1.25, half, cold, axis_max, COLD, &format!("{} {}", s.label, c.cold_label));
-            p.boxplot(cx + half * 1.25, half, warm, axis_max, WARM, &format!("{} {}", s.label, c.warm_label));
+            p.boxplot(
+                cx - half * 1.25,
+                half,
+                cold,
+                axis_max,
+                COLD,
+                &format!("{} {}", s.label, c.cold_label),
+            );
+            p.boxplot(
+                cx + half * 1.25,
+                half,
+                warm,
+                axis_max,
+                WARM,
+                &format!("{} {}", s.label, c.warm_label),
+            );
         }
         top += PANEL_H + GAP;
     }
     // Size panel.
-    let max = c.series.iter().map(|s| s.size_bytes as f64).fold(0.0, f64::max);
+    let max = c
+        .series
+        .iter()
+        .map(|s| s.size_bytes as f64)
+        .fold(0.0, f64::max);
     let (axis_max, step, unit, unit_name) = size_axis(max * 1.12);
-    let mut p = Panel { svg: &mut svg, top, plot_w };
-    p.frame("Image size (lower is better), with build time", axis_max, step, &|v| size_label(v, unit, unit_name, step));
+    let mut p = Panel {
+        svg: &mut svg,
+        top,
+        plot_w,
+    };
+    p.frame(
+        "Image size (lower is better), with build time",
+        axis_max,
+        step,
+        &|v| size_label(v, unit, unit_name, step),
+    );
     p.category_labels(&labels);
     let bar_w = (slot * 0.5).min(90.0);
     for (i, s) in c.series.iter().enumerate() {
@@ -382,11 +487,22 @@ mod tests {
     }
 
     #[test]
+    fn wraps_long_notes() {
+        let w = wrap("aaa bbb ccc ddd", 8);
+        assert_eq!(w, vec!["aaa bbb", "    ccc", "    ddd"]);
+        assert_eq!(wrap("short", 80), vec!["short"]);
+    }
+
+    #[test]
     fn escapes_text() {
         assert_eq!(escape("a<b & \"c\"\n"), "a&lt;b &amp; &quot;c&quot; ");
         let svg = render(&Chart {
             title: "t <x>".into(),
-            series: vec![Series { label: "zstd:3".into(), size_bytes: 10, ..Series::default() }],
+            series: vec![Series {
+                label: "zstd:3".into(),
+                size_bytes: 10,
+                ..Series::default()
+            }],
             ..Chart::default()
         });
         assert!(svg.contains("t &lt;x&gt;"));

@@ -16,12 +16,16 @@ pub fn walk(
     while let Some((dir, depth)) = stack.pop() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| format!("{}: {e}", dir.display()))?
-            .map(|e| e.map(|e| e.path()).map_err(|e| format!("{}: {e}", dir.display())))
+            .map(|e| {
+                e.map(|e| e.path())
+                    .map_err(|e| format!("{}: {e}", dir.display()))
+            })
             .collect::<Result<_, _>>()?;
         entries.sort();
         let mut subdirs = Vec::new();
         for path in entries {
-            let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let meta =
+                std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             let descend = visit(&path, &meta, depth + 1)?;
             if descend && meta.is_dir() {
                 subdirs.push((path, depth + 1));
@@ -48,7 +52,10 @@ pub fn stats(root: &Path, progress: &crate::progress::Bar) -> Result<Stats, Stri
     if !meta.is_dir() {
         return Err(format!("{} is not a directory", root.display()));
     }
-    let mut s = Stats { newest_mtime: meta.mtime(), ..Stats::default() };
+    let mut s = Stats {
+        newest_mtime: meta.mtime(),
+        ..Stats::default()
+    };
     walk(root, |_, m, _| {
         s.entries += 1;
         if m.is_file() {
@@ -58,7 +65,7 @@ pub fn stats(root: &Path, progress: &crate::progress::Bar) -> Result<Stats, Stri
             s.directories += 1;
         }
         s.newest_mtime = s.newest_mtime.max(m.mtime());
-        if s.entries % 1024 == 0 {
+        if s.entries.is_multiple_of(1024) {
             progress.set(s.entries);
         }
         Ok(true)
@@ -73,9 +80,12 @@ pub fn read_all(root: &Path) -> Result<(u64, u64), String> {
     let (mut files, mut bytes) = (0u64, 0u64);
     walk(root, |path, meta, _| {
         if meta.is_file() {
-            let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut f =
+                std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
             loop {
-                let n = f.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+                let n = f
+                    .read(&mut buf)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
                 if n == 0 {
                     break;
                 }

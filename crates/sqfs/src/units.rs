@@ -4,7 +4,9 @@
 /// (binary multiples: K = 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     let mult: u64 = match suffix.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
@@ -13,15 +15,25 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
         "P" | "PB" | "PIB" => 1 << 50,
-        other => return Err(format!("unknown size unit '{other}' in '{s}' (use K, M, G, T)")),
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{s}' (use K, M, G, T)"
+            ))
+        }
     };
     if num.is_empty() {
-        return Err(format!("'{s}' is not a size (examples: 4096, 128K, 1M, 50G)"));
+        return Err(format!(
+            "'{s}' is not a size (examples: 4096, 128K, 1M, 50G)"
+        ));
     }
     if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"));
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("size '{s}' is too large"));
     }
-    let x: f64 = num.parse().map_err(|_| format!("'{s}' is not a size (examples: 4096, 128K, 1M, 50G)"))?;
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 4096, 128K, 1M, 50G)"))?;
     let v = x * mult as f64;
     if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
         return Err(format!("size '{s}' is out of range"));
@@ -76,7 +88,12 @@ pub fn utc(t: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 #[cfg(test)]

@@ -10,7 +10,11 @@ use std::process::Command;
 use std::time::Duration;
 
 fn mksquashfs(dir: &Path, image: &Path, args: &[&str]) {
-    ok(Command::new("mksquashfs").arg(dir).arg(image).args(["-noappend", "-quiet", "-no-progress"]).args(args));
+    ok(Command::new("mksquashfs")
+        .arg(dir)
+        .arg(image)
+        .args(["-noappend", "-quiet", "-no-progress"])
+        .args(args));
 }
 
 fn inspect_json(image: &Path) -> serde_json::Value {
@@ -21,7 +25,10 @@ fn inspect_json(image: &Path) -> serde_json::Value {
 /// `unsquashfs -s`, as key -> value lines ("Compression" -> "zstd", ...),
 /// plus the indented compressor option lines under "options".
 fn unsquashfs_s(image: &Path) -> BTreeMap<String, String> {
-    let o = ok(Command::new("unsquashfs").arg("-s").arg(image).env("TZ", "UTC"));
+    let o = ok(Command::new("unsquashfs")
+        .arg("-s")
+        .arg(image)
+        .env("TZ", "UTC"));
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let mut m = BTreeMap::new();
     let mut options = Vec::new();
@@ -44,11 +51,18 @@ fn unsquashfs_s(image: &Path) -> BTreeMap<String, String> {
                 m.insert(key.trim().to_string(), v.to_string());
             }
         }
-        if line.starts_with("Filesystem is") || line.starts_with("Fragments are") || line.starts_with("Always-use")
-            || line.starts_with("Duplicates are") || line.starts_with("Inodes are") || line.starts_with("Data is")
+        if line.starts_with("Filesystem is")
+            || line.starts_with("Fragments are")
+            || line.starts_with("Always-use")
+            || line.starts_with("Duplicates are")
+            || line.starts_with("Inodes are")
+            || line.starts_with("Data is")
             || line.starts_with("Xattrs are")
         {
-            m.insert(line.split(' ').next().unwrap().to_string(), line.to_string());
+            m.insert(
+                line.split(' ').next().unwrap().to_string(),
+                line.to_string(),
+            );
         }
     }
     m.insert("options".into(), options.join("; "));
@@ -61,9 +75,20 @@ fn ctime(t: i64) -> String {
     let secs = t.rem_euclid(86_400);
     let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
     let iso = sqfs::units::utc(t); // YYYY-MM-DDThh:mm:ssZ
-    let (y, mo, d) = (&iso[0..4], iso[5..7].parse::<usize>().unwrap(), iso[8..10].parse::<u32>().unwrap());
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][mo - 1];
-    format!("{wd} {month} {d:2} {:02}:{:02}:{:02} {y}", secs / 3600, secs % 3600 / 60, secs % 60)
+    let (y, mo, d) = (
+        &iso[0..4],
+        iso[5..7].parse::<usize>().unwrap(),
+        iso[8..10].parse::<u32>().unwrap(),
+    );
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][mo - 1];
+    format!(
+        "{wd} {month} {d:2} {:02}:{:02}:{:02} {y}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 fn compare(image: &Path, label: &str) {
@@ -74,31 +99,98 @@ fn compare(image: &Path, label: &str) {
         None if k == "Number of xattr ids" => 0, // not printed when -no-xattrs
         None => panic!("{label}: unsquashfs -s printed no '{k}': {u:?}"),
     };
-    assert_eq!(j["compressor"].as_str().unwrap(), u["Compression"], "{label}: compressor");
-    assert_eq!(j["bytes_used"].as_u64().unwrap(), n("Filesystem size"), "{label}: size");
-    assert_eq!(j["block_size"].as_u64().unwrap(), n("Block size"), "{label}: block size");
-    assert_eq!(j["fragments"].as_u64().unwrap(), n("Number of fragments"), "{label}: fragments");
-    assert_eq!(j["inodes"].as_u64().unwrap(), n("Number of inodes"), "{label}: inodes");
-    assert_eq!(j["ids"].as_array().unwrap().len() as u64, n("Number of ids"), "{label}: ids");
-    assert_eq!(j["xattr_ids"].as_u64().unwrap_or(0), n("Number of xattr ids"), "{label}: xattr ids");
-    assert_eq!(ctime(j["created_unix"].as_i64().unwrap()), u["Creation or last append time"], "{label}: time");
+    assert_eq!(
+        j["compressor"].as_str().unwrap(),
+        u["Compression"],
+        "{label}: compressor"
+    );
+    assert_eq!(
+        j["bytes_used"].as_u64().unwrap(),
+        n("Filesystem size"),
+        "{label}: size"
+    );
+    assert_eq!(
+        j["block_size"].as_u64().unwrap(),
+        n("Block size"),
+        "{label}: block size"
+    );
+    assert_eq!(
+        j["fragments"].as_u64().unwrap(),
+        n("Number of fragments"),
+        "{label}: fragments"
+    );
+    assert_eq!(
+        j["inodes"].as_u64().unwrap(),
+        n("Number of inodes"),
+        "{label}: inodes"
+    );
+    assert_eq!(
+        j["ids"].as_array().unwrap().len() as u64,
+        n("Number of ids"),
+        "{label}: ids"
+    );
+    assert_eq!(
+        j["xattr_ids"].as_u64().unwrap_or(0),
+        n("Number of xattr ids"),
+        "{label}: xattr ids"
+    );
+    assert_eq!(
+        ctime(j["created_unix"].as_i64().unwrap()),
+        u["Creation or last append time"],
+        "{label}: time"
+    );
     let f = &j["flags"];
     let says = |key: &str, yes: &str| u.get(key).is_some_and(|l| l.contains(yes));
-    assert_eq!(f["exportable"].as_bool().unwrap(), says("Filesystem", "is exportable"), "{label}: exportable");
-    assert_eq!(f["fragments"].as_bool().unwrap(), !says("Fragments", "not stored"), "{label}: fragments");
-    assert_eq!(f["compressed_fragments"].as_bool().unwrap() || !f["fragments"].as_bool().unwrap(), !says("Fragments", "uncompressed"), "{label}");
-    assert_eq!(f["always_use_fragments"].as_bool().unwrap(), says("Always-use-fragments", "is specified"), "{label}");
-    assert_eq!(f["duplicates_removed"].as_bool().unwrap(), says("Duplicates", "are removed"), "{label}");
-    assert_eq!(f["compressed_inodes"].as_bool().unwrap(), says("Inodes", "are compressed"), "{label}");
-    assert_eq!(f["compressed_data"].as_bool().unwrap(), says("Data", "is compressed"), "{label}");
-    assert_eq!(f["xattrs"].as_bool().unwrap(), !says("Xattrs", "not stored"), "{label}");
+    assert_eq!(
+        f["exportable"].as_bool().unwrap(),
+        says("Filesystem", "is exportable"),
+        "{label}: exportable"
+    );
+    assert_eq!(
+        f["fragments"].as_bool().unwrap(),
+        !says("Fragments", "not stored"),
+        "{label}: fragments"
+    );
+    assert_eq!(
+        f["compressed_fragments"].as_bool().unwrap() || !f["fragments"].as_bool().unwrap(),
+        !says("Fragments", "uncompressed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["always_use_fragments"].as_bool().unwrap(),
+        says("Always-use-fragments", "is specified"),
+        "{label}"
+    );
+    assert_eq!(
+        f["duplicates_removed"].as_bool().unwrap(),
+        says("Duplicates", "are removed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["compressed_inodes"].as_bool().unwrap(),
+        says("Inodes", "are compressed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["compressed_data"].as_bool().unwrap(),
+        says("Data", "is compressed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["xattrs"].as_bool().unwrap(),
+        !says("Xattrs", "not stored"),
+        "{label}"
+    );
     // Compressor options, where the image stores them.
     let o = &j["compressor_options"];
     let opts = &u["options"];
     if o["stored"].as_bool().unwrap() {
         let expect = match j["compressor"].as_str().unwrap() {
             "zstd" => format!("compression-level {}", o["level"]),
-            "gzip" => format!("compression-level {}; window-size {}", o["level"], o["window_size"]),
+            "gzip" => format!(
+                "compression-level {}; window-size {}",
+                o["level"], o["window_size"]
+            ),
             "xz" => {
                 let mut s = format!("Dictionary size {}", o["dictionary_size"]);
                 if let Some(f) = o["filters"].as_array() {
@@ -108,10 +200,17 @@ fn compare(image: &Path, label: &str) {
                 s
             }
             "lz4" => {
-                if o["high_compression"] == true { "High Compression option specified (-Xhc)".into() } else { String::new() }
+                if o["high_compression"] == true {
+                    "High Compression option specified (-Xhc)".into()
+                } else {
+                    String::new()
+                }
             }
             "lzo" => match o["level"].as_u64() {
-                Some(l) => format!("algorithm {}; compression level {l}", o["algorithm"].as_str().unwrap()),
+                Some(l) => format!(
+                    "algorithm {}; compression level {l}",
+                    o["algorithm"].as_str().unwrap()
+                ),
                 None => format!("algorithm {}", o["algorithm"].as_str().unwrap()),
             },
             other => panic!("{other}"),
@@ -123,13 +222,19 @@ fn compare(image: &Path, label: &str) {
         }
         assert_eq!(*opts, expect, "{label}: compressor options");
     } else {
-        assert_eq!(opts, "", "{label}: unsquashfs shows options the image does not store");
+        assert_eq!(
+            opts, "",
+            "{label}: unsquashfs shows options the image does not store"
+        );
     }
     // File counts against the listing (every name once).
     let l = ok(Command::new("unsquashfs").arg("-lls").arg(image));
     let listing = String::from_utf8_lossy(&l.stdout);
     let mut kinds: BTreeMap<char, u64> = BTreeMap::new();
-    for line in listing.lines().filter(|l| l.len() > 10 && l.contains(" squashfs-root")) {
+    for line in listing
+        .lines()
+        .filter(|l| l.len() > 10 && l.contains(" squashfs-root"))
+    {
         *kinds.entry(line.chars().next().unwrap()).or_default() += 1;
     }
     let c = &j["files"];
@@ -138,9 +243,19 @@ fn compare(image: &Path, label: &str) {
     assert_eq!(get("directories"), k('d'), "{label}: directories");
     assert_eq!(get("symlinks"), k('l'), "{label}: symlinks");
     assert_eq!(get("fifos"), k('p'), "{label}: fifos");
-    assert_eq!(get("regular_files") + get("extra_links"), k('-'), "{label}: file names");
     assert_eq!(
-        get("regular_files") + get("directories") + get("symlinks") + get("fifos") + get("sockets") + get("block_devices") + get("char_devices"),
+        get("regular_files") + get("extra_links"),
+        k('-'),
+        "{label}: file names"
+    );
+    assert_eq!(
+        get("regular_files")
+            + get("directories")
+            + get("symlinks")
+            + get("fifos")
+            + get("sockets")
+            + get("block_devices")
+            + get("char_devices"),
         j["inodes"].as_u64().unwrap(),
         "{label}: inodes by type"
     );
@@ -152,15 +267,33 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     let dir = t.path().join("tree");
     let info = make_tree(&dir, true);
     if has("setfattr") {
-        for (f, v) in [("top.txt", "a"), ("dir0/sub0/file0.dat", "b"), ("dir1", "c")] {
-            ok(Command::new("setfattr").args(["-n", "user.test", "-v", v]).arg(dir.join(f)));
+        for (f, v) in [
+            ("top.txt", "a"),
+            ("dir0/sub0/file0.dat", "b"),
+            ("dir1", "c"),
+        ] {
+            ok(Command::new("setfattr")
+                .args(["-n", "user.test", "-v", v])
+                .arg(dir.join(f)));
         }
     } else {
-        eprintln!("SKIPPED PART: setfattr (Debian package attr) is missing, so images without xattrs only");
+        loud_skip("setfattr (Debian package attr) is missing, so images without xattrs only");
     }
     let variants: &[(&str, &[&str])] = &[
         ("gzip", &["-comp", "gzip"]),
-        ("gzip-options", &["-comp", "gzip", "-Xcompression-level", "3", "-Xwindow-size", "10", "-Xstrategy", "default,filtered"]),
+        (
+            "gzip-options",
+            &[
+                "-comp",
+                "gzip",
+                "-Xcompression-level",
+                "3",
+                "-Xwindow-size",
+                "10",
+                "-Xstrategy",
+                "default,filtered",
+            ],
+        ),
         ("lzo", &["-comp", "lzo"]),
         ("lzo1x_1", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1"]),
         ("lzo1x_1_15", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1_15"]),
@@ -168,30 +301,84 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
         ("lz4", &["-comp", "lz4"]),
         ("lz4-hc", &["-comp", "lz4", "-Xhc"]),
         ("xz", &["-comp", "xz"]),
-        ("xz-bcj", &["-comp", "xz", "-Xbcj", "x86,arm", "-Xdict-size", "50%"]),
+        (
+            "xz-bcj",
+            &["-comp", "xz", "-Xbcj", "x86,arm", "-Xdict-size", "50%"],
+        ),
         ("zstd", &["-comp", "zstd"]),
-        ("zstd-19-1M", &["-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"]),
+        (
+            "zstd-19-1M",
+            &["-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"],
+        ),
         ("zstd-4K", &["-comp", "zstd", "-b", "4K"]),
-        ("flags", &["-comp", "gzip", "-no-fragments", "-no-duplicates", "-noI", "-noD", "-no-xattrs", "-no-exports"]),
-        ("always-fragments", &["-comp", "zstd", "-always-use-fragments", "-noF", "-noX", "-all-root"]),
+        (
+            "flags",
+            &[
+                "-comp",
+                "gzip",
+                "-no-fragments",
+                "-no-duplicates",
+                "-noI",
+                "-noD",
+                "-no-xattrs",
+                "-no-exports",
+            ],
+        ),
+        (
+            "always-fragments",
+            &[
+                "-comp",
+                "zstd",
+                "-always-use-fragments",
+                "-noF",
+                "-noX",
+                "-all-root",
+            ],
+        ),
     ];
     for (label, args) in variants {
         let image = t.path().join(format!("{label}.sqfs"));
         mksquashfs(&dir, &image, args);
         compare(&image, label);
         let j = inspect_json(&image);
-        assert_eq!(j["files"]["regular_files"].as_u64().unwrap(), info.regular, "{label}");
+        assert_eq!(
+            j["files"]["regular_files"].as_u64().unwrap(),
+            info.regular,
+            "{label}"
+        );
         assert_eq!(j["files"]["fifos"].as_u64().unwrap(), info.fifos, "{label}");
-        assert_eq!(j["files"]["symlinks"].as_u64().unwrap(), info.symlinks, "{label}");
-        assert_eq!(j["files"]["directories"].as_u64().unwrap(), info.dirs, "{label}");
-        assert_eq!(j["files"]["extra_links"].as_u64().unwrap(), info.extra_links, "{label}");
-        assert_eq!(j["files"]["file_bytes"].as_u64().unwrap(), info.bytes, "{label}");
+        assert_eq!(
+            j["files"]["symlinks"].as_u64().unwrap(),
+            info.symlinks,
+            "{label}"
+        );
+        assert_eq!(
+            j["files"]["directories"].as_u64().unwrap(),
+            info.dirs,
+            "{label}"
+        );
+        assert_eq!(
+            j["files"]["extra_links"].as_u64().unwrap(),
+            info.extra_links,
+            "{label}"
+        );
+        assert_eq!(
+            j["files"]["file_bytes"].as_u64().unwrap(),
+            info.bytes,
+            "{label}"
+        );
         assert_eq!(j["kernel"]["can_mount"], true, "{label}: {}", j["kernel"]);
     }
     // The human-readable form names the essentials.
     let o = ok(sqfs().arg("inspect").arg(t.path().join("xz-bcj.sqfs")));
     let text = String::from_utf8_lossy(&o.stdout);
-    for needle in ["Compressor:       xz", "filters x86,arm", "Block size:       128 KiB", "Fragments:        on", "Mountable here:   yes"] {
+    for needle in [
+        "Compressor:       xz",
+        "filters x86,arm",
+        "Block size:       128 KiB",
+        "Fragments:        on",
+        "Mountable here:   yes",
+    ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
     // lzma: readable, and reported as not mountable by Linux.
@@ -207,8 +394,15 @@ fn expect_error(path: &Path, want: &str) {
     let o = run_with_timeout(sqfs().arg("inspect").arg(path), Duration::from_secs(20));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{}: {err}", path.display());
-    assert!(err.starts_with(&format!("sqfs: {}: ", path.display())), "{err}");
-    assert!(err.contains(want), "{}: expected '{want}' in: {err}", path.display());
+    assert!(
+        err.starts_with(&format!("sqfs: {}: ", path.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(want),
+        "{}: expected '{want}' in: {err}",
+        path.display()
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(o.stdout.is_empty());
 }
@@ -229,7 +423,11 @@ fn inspect_fails_clearly_on_bad_files() {
         std::fs::write(p(name), &bytes[..len]).unwrap();
         expect_error(&p(name), "truncated or not an image");
     }
-    for (name, len) in [("t96", 96usize), ("thalf", bytes.len() / 2), ("tminus1", bytes.len() - 4097)] {
+    for (name, len) in [
+        ("t96", 96usize),
+        ("thalf", bytes.len() / 2),
+        ("tminus1", bytes.len() - 4097),
+    ] {
         std::fs::write(p(name), &bytes[..len]).unwrap();
         expect_error(&p(name), "the image is truncated");
     }
@@ -243,7 +441,10 @@ fn inspect_fails_clearly_on_bad_files() {
     let mut fake = b"hsqs".to_vec();
     fake.extend(rng.bytes(10_000));
     std::fs::write(p("fake"), &fake).unwrap();
-    let o = run_with_timeout(sqfs().arg("inspect").arg(p("fake")), Duration::from_secs(20));
+    let o = run_with_timeout(
+        sqfs().arg("inspect").arg(p("fake")),
+        Duration::from_secs(20),
+    );
     assert_eq!(o.status.code(), Some(1));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &bytes).unwrap();
@@ -280,7 +481,11 @@ fn inspect_survives_corrupted_metadata() {
         let mut errors = 0;
         for i in 0..1500 {
             let mut b = bytes.clone();
-            let at = if i % 3 == 0 { (rng.next() % 96) as usize } else { meta_start + (rng.next() as usize % (end - meta_start)) };
+            let at = if i % 3 == 0 {
+                (rng.next() % 96) as usize
+            } else {
+                meta_start + (rng.next() as usize % (end - meta_start))
+            };
             match i % 4 {
                 0 => b[at] ^= 1 << (rng.next() % 8),
                 1 => b[at] = 0xff,
@@ -295,6 +500,9 @@ fn inspect_survives_corrupted_metadata() {
             assert!(sqfs::inspect::examine(&b[..cut], "x", |_| {}).is_err());
         }
         assert!(errors > 100, "{comp}: only {errors} corruptions detected");
-        assert!(started.elapsed() < Duration::from_secs(30), "{comp}: too slow");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{comp}: too slow"
+        );
     }
 }

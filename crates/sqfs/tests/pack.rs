@@ -29,7 +29,10 @@ fn two_packs_of_the_same_tree_are_byte_identical() {
     pack(&b, &img("b.sqfs"), &[]);
     let first = std::fs::read(img("1.sqfs")).unwrap();
     for other in ["2.sqfs", "p1.sqfs", "p4.sqfs", "b.sqfs"] {
-        assert!(first == std::fs::read(img(other)).unwrap(), "1.sqfs and {other} differ");
+        assert!(
+            first == std::fs::read(img(other)).unwrap(),
+            "1.sqfs and {other} differ"
+        );
     }
     // The creation time is the newest modification time in the tree.
     let j = inspect_json(&img("1.sqfs"));
@@ -37,7 +40,11 @@ fn two_packs_of_the_same_tree_are_byte_identical() {
     // Same for other compressors.
     for comp in ["gzip", "lz4", "lzo", "xz"] {
         pack(&a, &img(&format!("{comp}-1.sqfs")), &["--comp", comp]);
-        pack(&b, &img(&format!("{comp}-2.sqfs")), &["--comp", comp, "--processors", "1"]);
+        pack(
+            &b,
+            &img(&format!("{comp}-2.sqfs")),
+            &["--comp", comp, "--processors", "1"],
+        );
         assert!(
             std::fs::read(img(&format!("{comp}-1.sqfs"))).unwrap()
                 == std::fs::read(img(&format!("{comp}-2.sqfs"))).unwrap(),
@@ -76,10 +83,20 @@ fn reproducible_ignores_timestamps_and_owners() {
         .args(["pack", "--reproducible"])
         .arg(&a)
         .arg(img("sde.sqfs")));
-    assert_eq!(inspect_json(&img("sde.sqfs"))["created_unix"], 1_234_567_890);
+    assert_eq!(
+        inspect_json(&img("sde.sqfs"))["created_unix"],
+        1_234_567_890
+    );
     // Without --reproducible, mksquashfs's own SOURCE_DATE_EPOCH handling.
-    ok(sqfs().env("SOURCE_DATE_EPOCH", "1650000000").arg("pack").arg(&a).arg(img("sde2.sqfs")));
-    assert_eq!(inspect_json(&img("sde2.sqfs"))["created_unix"], 1_650_000_000);
+    ok(sqfs()
+        .env("SOURCE_DATE_EPOCH", "1650000000")
+        .arg("pack")
+        .arg(&a)
+        .arg(img("sde2.sqfs")));
+    assert_eq!(
+        inspect_json(&img("sde2.sqfs"))["created_unix"],
+        1_650_000_000
+    );
 }
 
 #[test]
@@ -88,13 +105,27 @@ fn image_holds_the_tree() {
     let a = t.path().join("a");
     let info = make_tree(&a, true);
     let image = t.path().join("x.sqfs");
-    let o = ok(sqfs().args(["pack", "--json", "--comp", "gzip", "--level", "6", "--block-size", "64K"]).arg(&a).arg(&image));
+    let o = ok(sqfs()
+        .args([
+            "pack",
+            "--json",
+            "--comp",
+            "gzip",
+            "--level",
+            "6",
+            "--block-size",
+            "64K",
+        ])
+        .arg(&a)
+        .arg(&image));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["compressor"], "gzip");
     assert_eq!(j["level"], 6);
     assert_eq!(j["block_size"], 65536);
     // Input bytes count every name, so the hard link's data twice.
-    let linked = std::fs::metadata(a.join("dir1/hardlink.dat")).unwrap().len();
+    let linked = std::fs::metadata(a.join("dir1/hardlink.dat"))
+        .unwrap()
+        .len();
     assert_eq!(j["input_bytes"].as_u64().unwrap(), info.bytes + linked);
     let mut files = image_files(&image);
     files.sort();
@@ -102,9 +133,15 @@ fn image_holds_the_tree() {
     let i = inspect_json(&image);
     assert_eq!(i["compressor_options"]["level"], 6);
     assert_eq!(i["block_size"], 65536);
-    assert_eq!(i["flags"]["exportable"], false, "sqfs pack uses -no-exports");
+    assert_eq!(
+        i["flags"]["exportable"], false,
+        "sqfs pack uses -no-exports"
+    );
     assert_eq!(i["files"]["regular_files"].as_u64().unwrap(), info.regular);
-    assert_eq!(i["files"]["extra_links"].as_u64().unwrap(), info.extra_links);
+    assert_eq!(
+        i["files"]["extra_links"].as_u64().unwrap(),
+        info.extra_links
+    );
 }
 
 #[test]
@@ -117,8 +154,15 @@ fn pack_refuses_clearly() {
     let fail = |args: &[&std::ffi::OsStr], want: &str| {
         let o = run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(if want.starts_with("usage:") { 2 } else { 1 }), "{args:?}: {err}");
-        assert!(err.contains(want.trim_start_matches("usage:")), "{args:?}: {err}");
+        assert_eq!(
+            o.status.code(),
+            Some(if want.starts_with("usage:") { 2 } else { 1 }),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(want.trim_start_matches("usage:")),
+            "{args:?}: {err}"
+        );
     };
     let p = |s: &Path| s.as_os_str().to_owned();
     // Existing image: untouched without --force.
@@ -126,16 +170,68 @@ fn pack_refuses_clearly() {
     fail(&[os("pack"), &p(&a), &p(&image)], "exists; pass --force");
     assert_eq!(before, std::fs::read(&image).unwrap());
     ok(sqfs().args(["pack", "--force"]).arg(&a).arg(&image));
-    assert_ne!(before, std::fs::read(&image).unwrap(), "--force replaced the lz4 image by a zstd one");
+    assert_ne!(
+        before,
+        std::fs::read(&image).unwrap(),
+        "--force replaced the lz4 image by a zstd one"
+    );
     // Output inside the tree.
-    fail(&[os("pack"), &p(&a), &p(&a.join("dir0/x.sqfs"))], "inside the tree");
+    fail(
+        &[os("pack"), &p(&a), &p(&a.join("dir0/x.sqfs"))],
+        "inside the tree",
+    );
     // Missing source.
-    fail(&[os("pack"), &p(&t.path().join("nope")), &p(&t.path().join("y.sqfs"))], "nope");
+    fail(
+        &[
+            os("pack"),
+            &p(&t.path().join("nope")),
+            &p(&t.path().join("y.sqfs")),
+        ],
+        "nope",
+    );
     // Levels that do not exist.
-    fail(&[os("pack"), os("--level"), os("30"), &p(&a), &p(&t.path().join("y.sqfs"))], "zstd levels are 1..22");
-    fail(&[os("pack"), os("--comp"), os("xz"), os("--level"), os("3"), &p(&a), &p(&t.path().join("y.sqfs"))], "xz has no compression levels");
-    fail(&[os("pack"), os("--comp"), os("lzma"), &p(&a), &p(&t.path().join("y.sqfs"))], "usage:unknown compressor");
-    fail(&[os("pack"), os("--block-size"), os("3M"), &p(&a), &p(&t.path().join("y.sqfs"))], "usage:power of two");
+    fail(
+        &[
+            os("pack"),
+            os("--level"),
+            os("30"),
+            &p(&a),
+            &p(&t.path().join("y.sqfs")),
+        ],
+        "zstd levels are 1..22",
+    );
+    fail(
+        &[
+            os("pack"),
+            os("--comp"),
+            os("xz"),
+            os("--level"),
+            os("3"),
+            &p(&a),
+            &p(&t.path().join("y.sqfs")),
+        ],
+        "xz has no compression levels",
+    );
+    fail(
+        &[
+            os("pack"),
+            os("--comp"),
+            os("lzma"),
+            &p(&a),
+            &p(&t.path().join("y.sqfs")),
+        ],
+        "usage:unknown compressor",
+    );
+    fail(
+        &[
+            os("pack"),
+            os("--block-size"),
+            os("3M"),
+            &p(&a),
+            &p(&t.path().join("y.sqfs")),
+        ],
+        "usage:power of two",
+    );
     // No partial files are left behind.
     let leftovers: Vec<_> = std::fs::read_dir(t.path())
         .unwrap()
@@ -147,14 +243,27 @@ fn pack_refuses_clearly() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in [&["--help"][..], &["pack", "--help"], &["inspect", "--help"], &["bench", "--help"], &["help", "pack"]] {
+    for sub in [
+        &["--help"][..],
+        &["pack", "--help"],
+        &["inspect", "--help"],
+        &["bench", "--help"],
+        &["help", "pack"],
+    ] {
         let o = ok(sqfs().args(sub));
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(text.contains("Usage:"), "{sub:?}: {text}");
     }
     let o = ok(sqfs().args(["pack", "--help"]));
     let text = String::from_utf8_lossy(&o.stdout);
-    for needle in ["--reproducible", "--split", "zstd", "128K", "SOURCE_DATE_EPOCH", "-no-exports"] {
+    for needle in [
+        "--reproducible",
+        "--split",
+        "zstd",
+        "128K",
+        "SOURCE_DATE_EPOCH",
+        "-no-exports",
+    ] {
         assert!(text.contains(needle), "pack --help lacks {needle}");
     }
 }

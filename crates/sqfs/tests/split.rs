@@ -12,7 +12,15 @@ use std::path::Path;
 /// nested sessions, loose top-level files, and a hard link across subjects.
 fn dataset(root: &Path) {
     let mut rng = Rng(42);
-    let sizes = [310_000usize, 260_000, 205_000, 150_000, 90_000, 40_000, 12_000];
+    let sizes = [
+        310_000usize,
+        260_000,
+        205_000,
+        150_000,
+        90_000,
+        40_000,
+        12_000,
+    ];
     for (i, &total) in sizes.iter().enumerate() {
         for s in 0..3 {
             let dir = root.join(format!("sub-{i:02}/ses-{s}"));
@@ -25,14 +33,26 @@ fn dataset(root: &Path) {
     std::fs::create_dir_all(root.join("sub-05/empty")).unwrap();
     std::fs::create_dir_all(root.join("derivatives/empty-dir")).unwrap();
     write(&root.join("README"), &rng.text(3000), 1_600_000_000);
-    write(&root.join("participants.tsv"), &rng.text(800), 1_600_000_000);
+    write(
+        &root.join("participants.tsv"),
+        &rng.text(800),
+        1_600_000_000,
+    );
     std::os::unix::fs::symlink("README", root.join("README.md")).unwrap();
     // sub-06's scan is also reachable from sub-01: one inode, two subjects.
-    std::fs::hard_link(root.join("sub-06/ses-0/scan.nii"), root.join("sub-01/shared-scan.nii")).unwrap();
+    std::fs::hard_link(
+        root.join("sub-06/ses-0/scan.nii"),
+        root.join("sub-01/shared-scan.nii"),
+    )
+    .unwrap();
 }
 
 fn split(dir: &Path, prefix: &Path, max: &str, extra: &[&str]) -> serde_json::Value {
-    ok(sqfs().args(["pack", "--split", max, "--comp", "lz4"]).args(extra).arg(dir).arg(prefix));
+    ok(sqfs()
+        .args(["pack", "--split", max, "--comp", "lz4"])
+        .args(extra)
+        .arg(dir)
+        .arg(prefix));
     let mut m = prefix.as_os_str().to_owned();
     m.push(".manifest.json");
     serde_json::from_slice(&std::fs::read(m).unwrap()).unwrap()
@@ -52,17 +72,31 @@ fn check_partition(dir: &Path, manifest: &serde_json::Value, max: u64, depth: us
             }
         }
         // Each manifest entry is in this image, and nothing else at that depth.
-        let entries: BTreeSet<String> =
-            img["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap().to_string()).collect();
+        let entries: BTreeSet<String> = img["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_string())
+            .collect();
         for f in image_files(Path::new(path)) {
             let unit: String = f.split('/').take(depth).collect::<Vec<_>>().join("/");
-            assert!(entries.contains(&unit), "{f} in {path}, but its entry {unit} is not listed there");
+            assert!(
+                entries.contains(&unit),
+                "{f} in {path}, but its entry {unit} is not listed there"
+            );
         }
     }
     let all: Vec<String> = seen.keys().cloned().collect();
-    assert_eq!(all, tree_files(dir), "the images together hold exactly the tree's files");
+    assert_eq!(
+        all,
+        tree_files(dir),
+        "the images together hold exactly the tree's files"
+    );
     // The union argument names every image in order.
-    let union: Vec<&str> = images.iter().map(|i| i["image"].as_str().unwrap()).collect();
+    let union: Vec<&str> = images
+        .iter()
+        .map(|i| i["image"].as_str().unwrap())
+        .collect();
     assert_eq!(manifest["union"].as_str().unwrap(), union.join(","));
     images.len()
 }
@@ -82,7 +116,11 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
     // The hard-linked subjects went to the same image.
     let where_is = |name: &str| {
         m["images"].as_array().unwrap().iter().position(|i| {
-            i["entries"].as_array().unwrap().iter().any(|e| e["path"] == name)
+            i["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["path"] == name)
         })
     };
     assert_eq!(where_is("sub-01"), where_is("sub-06"));
@@ -92,20 +130,38 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
         .unwrap()
         .iter()
         .map(|i| {
-            let o = ok(std::process::Command::new("unsquashfs").arg("-lls").arg(i["image"].as_str().unwrap()));
+            let o = ok(std::process::Command::new("unsquashfs")
+                .arg("-lls")
+                .arg(i["image"].as_str().unwrap()));
             String::from_utf8_lossy(&o.stdout).into_owned()
         })
         .collect();
-    assert_eq!(lists.iter().filter(|l| l.contains("squashfs-root/derivatives/empty-dir\n")).count(), 1);
-    assert!(lists.iter().any(|l| l.contains("squashfs-root/sub-05/empty\n")));
+    assert_eq!(
+        lists
+            .iter()
+            .filter(|l| l.contains("squashfs-root/derivatives/empty-dir\n"))
+            .count(),
+        1
+    );
+    assert!(lists
+        .iter()
+        .any(|l| l.contains("squashfs-root/sub-05/empty\n")));
     // Balanced: no image holds more than the largest entry plus the
     // smallest image's share.
-    let inputs: Vec<u64> = m["images"].as_array().unwrap().iter().map(|i| i["input_bytes"].as_u64().unwrap()).collect();
+    let inputs: Vec<u64> = m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["input_bytes"].as_u64().unwrap())
+        .collect();
     let (lo, hi) = (*inputs.iter().min().unwrap(), *inputs.iter().max().unwrap());
     assert!(hi - lo <= 310_000, "unbalanced: {inputs:?}");
     // Existing outputs are not replaced without --force.
     let o = run_with_timeout(
-        sqfs().args(["pack", "--split", "600000"]).arg(&dir).arg(out.join("ds")),
+        sqfs()
+            .args(["pack", "--split", "600000"])
+            .arg(&dir)
+            .arg(out.join("ds")),
         std::time::Duration::from_secs(60),
     );
     assert_eq!(o.status.code(), Some(1));
@@ -121,7 +177,10 @@ fn split_at_depth_two_and_too_large_entries() {
     std::fs::create_dir(&out).unwrap();
     // sub-00 alone is 310 kB: at depth 1 it cannot fit in 250 kB images.
     let o = run_with_timeout(
-        sqfs().args(["pack", "--split", "250000"]).arg(&dir).arg(out.join("a")),
+        sqfs()
+            .args(["pack", "--split", "250000"])
+            .arg(&dir)
+            .arg(out.join("a")),
         std::time::Duration::from_secs(60),
     );
     let err = String::from_utf8_lossy(&o.stderr);
@@ -141,7 +200,12 @@ fn split_of_compressible_data_and_json_output() {
     make_tree(&dir, true);
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    let o = ok(sqfs().args(["pack", "--json", "--split", "1M", "--comp", "zstd", "--level", "3"]).arg(&dir).arg(out.join("t")));
+    let o = ok(sqfs()
+        .args([
+            "pack", "--json", "--split", "1M", "--comp", "zstd", "--level", "3",
+        ])
+        .arg(&dir)
+        .arg(out.join("t")));
     let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(m["format"], "sqfs-split-manifest/1");
     assert_eq!(m["level"], 3);

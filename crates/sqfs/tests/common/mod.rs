@@ -49,8 +49,10 @@ impl Rng {
     }
     /// Text-like, compressible bytes.
     pub fn text(&mut self, n: usize) -> Vec<u8> {
-        const WORDS: [&str; 12] =
-            ["import", "def", "return", "self", "class", "value", "for", "in", "range", "print", "None", "\n"];
+        const WORDS: [&str; 12] = [
+            "import", "def", "return", "self", "class", "value", "for", "in", "range", "print",
+            "None", "\n",
+        ];
         let mut v = Vec::with_capacity(n + 16);
         while v.len() < n {
             v.extend_from_slice(WORDS[(self.next() % 12) as usize].as_bytes());
@@ -81,7 +83,8 @@ pub fn write(path: &Path, contents: &[u8], mtime: u64) {
 pub fn set_mtime(path: &Path, mtime: u64) {
     let t = std::time::UNIX_EPOCH + Duration::from_secs(mtime);
     let f = std::fs::File::open(path).unwrap();
-    f.set_times(std::fs::FileTimes::new().set_modified(t).set_accessed(t)).unwrap();
+    f.set_times(std::fs::FileTimes::new().set_modified(t).set_accessed(t))
+        .unwrap();
 }
 
 /// A small tree with every kind of entry the tests care about: text and
@@ -98,7 +101,11 @@ pub fn make_tree(root: &Path, forwards: bool) -> TreeInfo {
     for d in 0..4 {
         for f in 0..6 {
             let n = [0usize, 1, 100, 4096, 131_072, 200_000][f];
-            let data = if (d + f) % 2 == 0 { rng.text(n) } else { rng.bytes(n) };
+            let data = if (d + f) % 2 == 0 {
+                rng.text(n)
+            } else {
+                rng.bytes(n)
+            };
             plan.push((format!("dir{d}/sub{}/file{f}.dat", f % 2), data));
         }
     }
@@ -118,7 +125,11 @@ pub fn make_tree(root: &Path, forwards: bool) -> TreeInfo {
     std::os::unix::fs::symlink("top.txt", root.join("link-to-top")).unwrap();
     std::os::unix::fs::symlink("/nonexistent/target", root.join("dir0/dangling")).unwrap();
     info.symlinks += 2;
-    std::fs::hard_link(root.join("dir1/sub0/file2.dat"), root.join("dir1/hardlink.dat")).unwrap();
+    std::fs::hard_link(
+        root.join("dir1/sub0/file2.dat"),
+        root.join("dir1/hardlink.dat"),
+    )
+    .unwrap();
     info.extra_links += 1;
     let fifo = root.join("dir2/fifo");
     let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
@@ -127,7 +138,11 @@ pub fn make_tree(root: &Path, forwards: bool) -> TreeInfo {
     // Symbolic links and the FIFO: set their own times without following
     // or opening them.
     for p in [root.join("link-to-top"), root.join("dir0/dangling"), fifo] {
-        let st = Command::new("touch").args(["-h", "-d", "@1600000050"]).arg(&p).status().unwrap();
+        let st = Command::new("touch")
+            .args(["-h", "-d", "@1600000050"])
+            .arg(&p)
+            .status()
+            .unwrap();
         assert!(st.success());
     }
     // Fix every directory's mtime last (creating entries changes it).
@@ -158,7 +173,12 @@ pub fn sqfs() -> Command {
 
 /// Runs `cmd`, killing it (by its pid) if it takes longer than `limit`.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let t_out = std::thread::spawn(move || {
@@ -183,7 +203,11 @@ pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
+    Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
 }
 
 pub fn ok(cmd: &mut Command) -> Output {
@@ -213,7 +237,11 @@ pub fn image_files(image: &Path) -> Vec<String> {
     let o = ok(Command::new("unsquashfs").arg("-lls").arg(image));
     String::from_utf8_lossy(&o.stdout)
         .lines()
-        .filter(|l| !l.starts_with('d') && l.len() > 10 && l.as_bytes()[1..10].iter().all(|b| b"rwxsStT-".contains(b)))
+        .filter(|l| {
+            !l.starts_with('d')
+                && l.len() > 10
+                && l.as_bytes()[1..10].iter().all(|b| b"rwxsStT-".contains(b))
+        })
         .map(|l| {
             // "-rw-r--r-- root/root  123 2020-09-13 12:26 path[ -> target]"
             let mut fields = 0;
@@ -232,7 +260,11 @@ pub fn image_files(image: &Path) -> Vec<String> {
                 }
             }
             let p = &l[start..];
-            let p = if l.starts_with('l') { p.split(" -> ").next().unwrap() } else { p };
+            let p = if l.starts_with('l') {
+                p.split(" -> ").next().unwrap()
+            } else {
+                p
+            };
             p.strip_prefix("squashfs-root/").unwrap_or(p).to_string()
         })
         .collect()
@@ -270,4 +302,11 @@ pub fn loop_devices() -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// Says that part of a test was skipped, on the real standard error: the
+/// test harness captures `eprintln!` of passing tests, this it does not.
+pub fn loud_skip(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED PART: {msg} ***");
 }
