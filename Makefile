@@ -27,7 +27,7 @@ install: build
 	install -o root -g root -m 4755 $(TARGET)/squashfs-mount $(BINDIR)/squashfs-mount
 	install -m 0755 $(TARGET)/sqfs $(BINDIR)/sqfs
 	install -m 0644 doc/squashfs-mount.1 $(MANDIR)/squashfs-mount.1
-	if [ -f doc/sqfs.1 ]; then install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1; fi
+	install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1
 	install -m 0755 $(SPANK_SO) $(LIBDIR)/spank_squashfs_mount.so
 
 uninstall:

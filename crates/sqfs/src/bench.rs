@@ -1,0 +1,617 @@
+//! `sqfs bench`: for each compressor, build the image and measure its size,
+//! build time, and the cold and warm time of a command run inside it
+//! through squashfs-mount, plus a full-tree walk. Prints a table and writes
+//! an SVG chart.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::format::Compressor;
+use crate::pack::{self, PackOptions};
+use crate::progress::Bar;
+use crate::svg;
+use crate::units;
+
+/// Compressors measured when `--comp` is not given: every one the kernel
+/// can mount, and zstd at a fast level and at the default level.
+pub const DEFAULT_VARIANTS: &str = "gzip,lzo,lz4,xz,zstd:3,zstd:15";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Variant {
+    pub label: String,
+    pub compressor: Compressor,
+    pub level: Option<u32>,
+}
+
+/// Parses `gzip,lz4:9,zstd:3,...`.
+pub fn parse_variants(list: &str) -> Result<Vec<Variant>, String> {
+    let mut out: Vec<Variant> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, level) = match item.split_once(':') {
+            Some((n, l)) => (
+                n,
+                Some(
+                    l.parse::<u32>()
+                        .map_err(|_| format!("'{item}': the level must be a number"))?,
+                ),
+            ),
+            None => (item, None),
+        };
+        let compressor = pack::parse_compressor(name)?;
+        pack::compressor_args(compressor, level).map_err(|e| format!("'{item}': {e}"))?;
+        if out.iter().any(|v| v.label == item) {
+            return Err(format!("'{item}' is listed twice"));
+        }
+        out.push(Variant {
+            label: item.to_string(),
+            compressor,
+            level,
+        });
+    }
+    if out.is_empty() {
+        return Err("no compressor given".into());
+    }
+    Ok(out)
+}
+
+/// How cold runs are made cold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColdMethod {
+    /// `sync; echo 3 > /proc/sys/vm/drop_caches` before each run: nothing
+    /// is cached, on the whole machine.
+    DropCaches,
+    /// posix_fadvise(POSIX_FADV_DONTNEED) on the image and a fresh mount:
+    /// the image's pages are evicted, files outside it (the command's own
+    /// binary and libraries) may stay cached.
+    Fadvise,
+}
+
+impl ColdMethod {
+    pub fn detect() -> Self {
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .open("/proc/sys/vm/drop_caches")
+            .is_ok()
+        {
+            ColdMethod::DropCaches
+        } else {
+            ColdMethod::Fadvise
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            ColdMethod::DropCaches => "cold (drop_caches)",
+            ColdMethod::Fadvise => "cold* (image evicted)",
+        }
+    }
+    pub fn explain(self) -> &'static str {
+        match self {
+            ColdMethod::DropCaches => "cold: all caches dropped (echo 3 > /proc/sys/vm/drop_caches) before each run",
+            ColdMethod::Fadvise => "cold*: not allowed to drop caches (needs root), so before each run the image's pages are evicted with posix_fadvise(DONTNEED) and it is mounted afresh; files outside the image stay cached",
+        }
+    }
+
+    fn make_cold(self, image: &Path) -> Result<(), String> {
+        match self {
+            ColdMethod::DropCaches => {
+                rustix::fs::sync();
+                std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+                    .map_err(|e| format!("cannot drop caches: {e}"))
+            }
+            ColdMethod::Fadvise => {
+                let f =
+                    std::fs::File::open(image).map_err(|e| format!("{}: {e}", image.display()))?;
+                rustix::fs::fdatasync(&f)
+                    .map_err(|e| format!("{}: fdatasync: {e}", image.display()))?;
+                rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
+                    .map_err(|e| format!("{}: posix_fadvise: {e}", image.display()))
+            }
+        }
+    }
+}
+
+/// Finds squashfs-mount: next to this executable, else on PATH.
+pub fn find_squashfs_mount() -> Option<PathBuf> {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        let p = dir.join("squashfs-mount");
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("squashfs-mount"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Extra flags for squashfs-mount: `--no-cache` when it has an image cache,
+/// so every run measures a fresh mount.
+fn mount_flags(squashfs_mount: &Path) -> Vec<OsString> {
+    let help = Command::new(squashfs_mount)
+        .arg("--help")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if help.contains("--no-cache") {
+        vec!["--no-cache".into()]
+    } else {
+        Vec::new()
+    }
+}
+
+pub struct BenchOptions {
+    pub dir: PathBuf,
+    pub variants: Vec<Variant>,
+    /// The command, run with `sh -c`; `None`: read every file.
+    pub run: Option<String>,
+    pub runs: usize,
+    pub block_size: u32,
+    pub mountpoint: Option<PathBuf>,
+    pub work_dir: Option<PathBuf>,
+    pub svg: PathBuf,
+    pub no_run: bool,
+    pub keep: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VariantResult {
+    #[serde(flatten)]
+    pub variant: Variant,
+    pub bytes: u64,
+    pub build_seconds: f64,
+    pub cold: Vec<f64>,
+    pub warm: Vec<f64>,
+    pub walk_cold: Vec<f64>,
+    pub walk_warm: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub tree: String,
+    pub tree_bytes: u64,
+    pub tree_entries: u64,
+    pub block_size: u32,
+    pub command: Option<String>,
+    pub mountpoint: String,
+    pub runs: usize,
+    pub cold_method: Option<ColdMethod>,
+    pub cold_explained: Option<String>,
+    pub squashfs_mount: Option<String>,
+    pub squashfs_mount_flags: Vec<String>,
+    pub variants: Vec<VariantResult>,
+    pub svg: String,
+}
+
+struct Runner {
+    exe: PathBuf,
+    flags: Vec<OsString>,
+    mountpoint: PathBuf,
+}
+
+impl Runner {
+    /// Runs `command` with `image` mounted; returns the wall time of the
+    /// whole squashfs-mount invocation.
+    fn time(&self, image: &Path, command: &[OsString]) -> Result<f64, String> {
+        let mut spec = image.as_os_str().to_os_string();
+        spec.push(":");
+        spec.push(&self.mountpoint);
+        let started = Instant::now();
+        let mut child = Command::new(&self.exe)
+            .args(&self.flags)
+            .arg(&spec)
+            .arg("--")
+            .args(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
+        let mut err = Vec::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_end(&mut err);
+        }
+        let status = child
+            .wait()
+            .map_err(|e| format!("waiting for {}: {e}", self.exe.display()))?;
+        let t = started.elapsed().as_secs_f64();
+        if !status.success() {
+            let err = String::from_utf8_lossy(&err);
+            let err = err.trim();
+            return Err(format!(
+                "the run inside {} failed ({status}){}",
+                image.display(),
+                if err.is_empty() {
+                    String::new()
+                } else {
+                    format!(":\n{err}")
+                }
+            ));
+        }
+        Ok(t)
+    }
+}
+
+fn self_command(args: &[&OsStr]) -> Result<Vec<OsString>, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find sqfs's own executable: {e}"))?;
+    let mut v = vec![exe.into_os_string()];
+    v.extend(args.iter().map(|a| a.to_os_string()));
+    Ok(v)
+}
+
+pub fn bench(o: &BenchOptions) -> Result<Report, String> {
+    let dir = o
+        .dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", o.dir.display()))?;
+    let mountpoint = match &o.mountpoint {
+        Some(m) => m
+            .canonicalize()
+            .map_err(|e| format!("mount point {}: {e}", m.display()))?,
+        None => dir.clone(),
+    };
+    if mountpoint.as_os_str().as_encoded_bytes().contains(&b':') {
+        return Err(format!(
+            "the mount point {} contains ':', which squashfs-mount cannot take; pass --mountpoint",
+            mountpoint.display()
+        ));
+    }
+    let scan = Bar::spinner("scanning the tree");
+    let stats = crate::tree::stats(&dir, &scan)?;
+    scan.finish();
+
+    let (runner, cold) = if o.no_run {
+        (None, None)
+    } else {
+        let exe = find_squashfs_mount().ok_or(
+            "squashfs-mount not found next to sqfs nor on PATH; install it (make install), or pass --no-run to measure only sizes and build times",
+        )?;
+        let flags = mount_flags(&exe);
+        (
+            Some(Runner {
+                exe,
+                flags,
+                mountpoint: mountpoint.clone(),
+            }),
+            Some(ColdMethod::detect()),
+        )
+    };
+    let work = match &o.work_dir {
+        Some(w) => w.clone(),
+        None => std::env::temp_dir(),
+    };
+    let work = tempdir_in(&work)?;
+    let result = run_all(o, &dir, &stats, &mountpoint, runner.as_ref(), cold, &work);
+    if !o.keep {
+        let _ = std::fs::remove_dir_all(&work);
+    } else {
+        eprintln!("sqfs bench: images kept in {}", work.display());
+    }
+    let variants = result?;
+    let report = Report {
+        tree: dir.display().to_string(),
+        tree_bytes: stats.bytes,
+        tree_entries: stats.entries,
+        block_size: o.block_size,
+        command: if o.no_run {
+            None
+        } else {
+            Some(o.run.clone().unwrap_or_else(|| "(read every file)".into()))
+        },
+        mountpoint: mountpoint.display().to_string(),
+        runs: if o.no_run { 0 } else { o.runs },
+        cold_method: cold,
+        cold_explained: cold.map(|c| c.explain().to_string()),
+        squashfs_mount: runner.as_ref().map(|r| r.exe.display().to_string()),
+        squashfs_mount_flags: runner.as_ref().map_or(Vec::new(), |r| {
+            r.flags
+                .iter()
+                .map(|f| f.to_string_lossy().into_owned())
+                .collect()
+        }),
+        variants,
+        svg: o.svg.display().to_string(),
+    };
+    let chart = chart(&report);
+    std::fs::write(&o.svg, svg::render(&chart)).map_err(|e| format!("{}: {e}", o.svg.display()))?;
+    Ok(report)
+}
+
+fn tempdir_in(parent: &Path) -> Result<PathBuf, String> {
+    for i in 0..100u32 {
+        let p = parent.join(format!("sqfs-bench-{}-{i}", std::process::id()));
+        match std::fs::create_dir(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        }
+    }
+    Err(format!(
+        "cannot create a work directory in {}",
+        parent.display()
+    ))
+}
+
+fn run_all(
+    o: &BenchOptions,
+    dir: &Path,
+    stats: &crate::tree::Stats,
+    mountpoint: &Path,
+    runner: Option<&Runner>,
+    cold: Option<ColdMethod>,
+    work: &Path,
+) -> Result<Vec<VariantResult>, String> {
+    let command: Vec<OsString> = match &o.run {
+        Some(c) => vec!["sh".into(), "-c".into(), c.into()],
+        None => self_command(&[
+            OsStr::new("__tree"),
+            OsStr::new("read"),
+            mountpoint.as_os_str(),
+        ])?,
+    };
+    let walk = self_command(&[
+        OsStr::new("__tree"),
+        OsStr::new("stat"),
+        mountpoint.as_os_str(),
+    ])?;
+    let runs_per_round = if runner.is_some() { 4 } else { 0 };
+    let total = o.variants.len() as u64 * (1 + runs_per_round * o.runs as u64);
+    let bar = Bar::steps("bench", total);
+    // Build every image first.
+    let mut results = Vec::new();
+    let mut images = Vec::new();
+    for v in &o.variants {
+        bar.set_message(format!("building {}", v.label));
+        let image = work.join(format!("{}.sqfs", v.label.replace(':', "-")));
+        let opts = PackOptions {
+            comp: v.compressor,
+            level: v.level,
+            block_size: o.block_size,
+            reproducible: false,
+            processors: None,
+            force: true,
+        };
+        let quiet = Bar::hidden(); // the bench bar counts whole builds
+        let (_, build_seconds) = pack::build(
+            dir,
+            &image,
+            &opts,
+            stats.newest_mtime,
+            &[],
+            stats.bytes,
+            &quiet,
+        )?;
+        bar.inc(1);
+        let bytes = std::fs::metadata(&image)
+            .map_err(|e| format!("{}: {e}", image.display()))?
+            .len();
+        results.push(VariantResult {
+            variant: v.clone(),
+            bytes,
+            build_seconds,
+            cold: Vec::new(),
+            warm: Vec::new(),
+            walk_cold: Vec::new(),
+            walk_warm: Vec::new(),
+        });
+        images.push(image);
+    }
+    // Then measure in rounds: each round visits every compressor once (in
+    // an order rotated from round to round), so a passing disturbance on the
+    // machine spreads over all of them rather than spoiling one. Each warm
+    // run directly follows the cold run that filled the cache.
+    if let (Some(runner), Some(cold)) = (runner, cold) {
+        let n = o.variants.len();
+        for round in 0..o.runs {
+            for k in 0..n {
+                let i = (round + k) % n;
+                let image = &images[i];
+                let r = &mut results[i];
+                let label = &r.variant.label;
+                for (what, cmd) in [("command", &command), ("walk", &walk)] {
+                    bar.set_message(format!("round {}/{}: {label}, {what}", round + 1, o.runs));
+                    cold.make_cold(image)?;
+                    let c = runner.time(image, cmd)?;
+                    let w = runner.time(image, cmd)?;
+                    if what == "command" {
+                        r.cold.push(c);
+                        r.warm.push(w);
+                    } else {
+                        r.walk_cold.push(c);
+                        r.walk_warm.push(w);
+                    }
+                    bar.inc(2);
+                }
+            }
+        }
+    }
+    if !o.keep {
+        for image in &images {
+            let _ = std::fs::remove_file(image);
+        }
+    }
+    bar.finish();
+    Ok(results)
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let s = svg::sorted(v);
+    (!s.is_empty()).then(|| svg::quantile(&s, 0.5))
+}
+
+fn spread(v: &[f64]) -> String {
+    let s = svg::sorted(v);
+    match (median(v), s.first(), s.last()) {
+        (Some(m), Some(lo), Some(hi)) => format!("{} [{}-{}]", units::seconds(m), ms(*lo), ms(*hi)),
+        _ => "-".into(),
+    }
+}
+
+fn ms(s: f64) -> String {
+    if s < 10.0 {
+        format!("{:.0}", s * 1000.0)
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+pub fn chart(r: &Report) -> svg::Chart {
+    let mut notes = vec![format!(
+        "Tree: {} ({}, {} entries), block size {}",
+        r.tree,
+        units::bytes(r.tree_bytes),
+        r.tree_entries,
+        units::bytes(u64::from(r.block_size))
+    )];
+    match (&r.command, r.cold_method) {
+        (Some(c), Some(m)) => {
+            notes.push(format!("Command: {c}; mounted on {}; {} runs each (box: quartiles, line: median, whiskers: min-max)", r.mountpoint, r.runs));
+            notes.push(m.explain().to_string());
+            notes.push("warm: run right after the cold run, the image's pages cached, decompression redone (every run is a fresh mount)".into());
+        }
+        _ => notes.push("Launch times not measured (--no-run): sizes and build times only".into()),
+    }
+    svg::Chart {
+        title: "sqfs bench: SquashFS compressors compared".into(),
+        notes,
+        cold_label: r.cold_method.map_or("cold", |m| m.label()).to_string(),
+        warm_label: "warm".into(),
+        series: r
+            .variants
+            .iter()
+            .map(|v| svg::Series {
+                label: v.variant.label.clone(),
+                size_bytes: v.bytes,
+                build_seconds: v.build_seconds,
+                cold: v.cold.clone(),
+                warm: v.warm.clone(),
+                walk_cold: v.walk_cold.clone(),
+                walk_warm: v.walk_warm.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The table `bench` prints.
+pub fn table(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "tree: {} ({}, {} entries)",
+        r.tree,
+        units::bytes(r.tree_bytes),
+        r.tree_entries
+    );
+    let _ = writeln!(s, "block size: {}", units::bytes(u64::from(r.block_size)));
+    if let (Some(c), Some(m)) = (&r.command, r.cold_method) {
+        let _ = writeln!(
+            s,
+            "command: {c}  (mounted on {}, {} runs each)",
+            r.mountpoint, r.runs
+        );
+        let _ = writeln!(s, "{}", m.explain());
+        let _ = writeln!(
+            s,
+            "times: median [min-max in ms] of the whole squashfs-mount run"
+        );
+    } else {
+        let _ = writeln!(s, "launch times not measured (--no-run)");
+    }
+    let cold = r.cold_method.map_or("cold", |m| {
+        if m == ColdMethod::Fadvise {
+            "cold*"
+        } else {
+            "cold"
+        }
+    });
+    let header = [
+        "compressor".to_string(),
+        "size".into(),
+        "% of tree".into(),
+        "build".into(),
+        format!("{cold} command"),
+        "warm command".into(),
+        format!("{cold} walk"),
+        "warm walk".into(),
+    ];
+    let mut rows = vec![header.to_vec()];
+    for v in &r.variants {
+        rows.push(vec![
+            v.variant.label.clone(),
+            units::bytes(v.bytes),
+            if r.tree_bytes > 0 {
+                format!("{:.1}%", v.bytes as f64 * 100.0 / r.tree_bytes as f64)
+            } else {
+                "-".into()
+            },
+            units::seconds(v.build_seconds),
+            spread(&v.cold),
+            spread(&v.warm),
+            spread(&v.walk_cold),
+            spread(&v.walk_warm),
+        ]);
+    }
+    if r.cold_method.is_none() {
+        // Sizes and build times only: leave out the empty timing columns.
+        for row in &mut rows {
+            row.truncate(4);
+        }
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "{}", cells.join("  ").trim_end());
+    }
+    let _ = writeln!(s, "chart: {}", r.svg);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants() {
+        let v = parse_variants(DEFAULT_VARIANTS).unwrap();
+        assert_eq!(v.len(), 6);
+        assert_eq!(
+            v[4],
+            Variant {
+                label: "zstd:3".into(),
+                compressor: Compressor::Zstd,
+                level: Some(3)
+            }
+        );
+        assert!(parse_variants("zstd:30").is_err());
+        assert!(parse_variants("xz:3").is_err());
+        assert!(parse_variants("lzma").is_err());
+        assert!(parse_variants("gzip,gzip").is_err());
+        assert!(parse_variants(",").is_err());
+        assert!(parse_variants("zstd:x").is_err());
+    }
+}

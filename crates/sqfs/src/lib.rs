@@ -1,0 +1,17 @@
+//! sqfs: the unprivileged companion of squashfs-mount. Builds SquashFS
+//! images with mksquashfs (`pack`, `pack --split`), reads them (`inspect`)
+//! and compares compressors (`bench`). Nothing here needs privileges.
+#![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod decompress;
+pub mod format;
+pub mod inspect;
+pub mod kernel;
+pub mod lzo;
+pub mod pack;
+pub mod progress;
+pub mod split;
+pub mod svg;
+pub mod tree;
+pub mod units;

@@ -1,0 +1,271 @@
+//! `sqfs bench` on a small tree: a table with every compressor and a valid
+//! SVG chart. The timed part needs squashfs-mount able to mount (installed
+//! setuid root, or run as root); without it that part is skipped loudly.
+
+mod common;
+
+use common::*;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const LABELS: [&str; 6] = ["gzip", "lzo", "lz4", "xz", "zstd:3", "zstd:15"];
+
+fn small_tree(root: &Path) {
+    let mut rng = Rng(3);
+    for d in 0..3 {
+        let dir = root.join(format!("pkg{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..8 {
+            let data = if f % 3 == 0 {
+                rng.bytes(20_000)
+            } else {
+                rng.text(9_000)
+            };
+            write(&dir.join(format!("mod{f}.py")), &data, 1_600_000_000);
+        }
+    }
+}
+
+/// Checks the chart: well-formed SVG with a label, a size bar and (if
+/// `boxes`) cold and warm box plots for every compressor.
+fn check_svg(path: &Path, boxes: bool) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("the chart is well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    assert_eq!(
+        root.tag_name().namespace(),
+        Some("http://www.w3.org/2000/svg")
+    );
+    let w: f64 = root.attribute("width").unwrap().parse().unwrap();
+    let h: f64 = root.attribute("height").unwrap().parse().unwrap();
+    assert!(w > 500.0 && h > 300.0, "{w}x{h}");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").to_string())
+        .collect();
+    for label in LABELS {
+        assert!(texts.iter().any(|t| t == label), "no axis label {label}");
+    }
+    let groups = |class: &str| -> Vec<roxmltree::Node> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("g") && n.attribute("class") == Some(class))
+            .collect()
+    };
+    let bars = groups("bar");
+    assert_eq!(bars.len(), LABELS.len());
+    for (bar, label) in bars.iter().zip(LABELS) {
+        assert_eq!(bar.attribute("data-series"), Some(label));
+        let rect = bar.children().find(|n| n.has_tag_name("rect")).unwrap();
+        let height: f64 = rect.attribute("height").unwrap().parse().unwrap();
+        assert!(height > 1.0, "{label}: bar height {height}");
+    }
+    let box_groups = groups("box");
+    if boxes {
+        // cold and warm, for the command and for the walk
+        assert_eq!(box_groups.len(), 4 * LABELS.len());
+        for label in LABELS {
+            assert!(box_groups.iter().any(|g| g
+                .attribute("data-series")
+                .unwrap()
+                .starts_with(&format!("{label} cold"))));
+            assert!(box_groups
+                .iter()
+                .any(|g| g.attribute("data-series") == Some(&format!("{label} warm"))));
+        }
+    } else {
+        assert!(box_groups.is_empty());
+    }
+    // Every coordinate is a finite number inside the picture.
+    for n in doc.descendants().filter(|n| n.is_element()) {
+        for a in [
+            "x", "y", "x1", "x2", "y1", "y2", "cx", "cy", "width", "height",
+        ] {
+            if let Some(v) = n.attribute(a) {
+                if v.ends_with('%') {
+                    continue;
+                }
+                let v: f64 = v.parse().unwrap_or_else(|_| panic!("{a}={v}"));
+                assert!(
+                    v.is_finite() && v >= 0.0 && v <= w.max(h),
+                    "{a}={v} on <{}>",
+                    n.tag_name().name()
+                );
+            }
+        }
+    }
+}
+
+fn table_rows(stdout: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .filter(|l| {
+            LABELS
+                .iter()
+                .any(|lab| l.split_whitespace().next() == Some(lab))
+        })
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+fn mount_usable() -> Option<PathBuf> {
+    let exe = Path::new(env!("CARGO_BIN_EXE_sqfs")).with_file_name("squashfs-mount");
+    let Ok(meta) = std::fs::metadata(&exe) else {
+        loud_skip(&format!(
+            "{} is not built (run cargo build --workspace first)",
+            exe.display()
+        ));
+        return None;
+    };
+    let setuid_root = meta.mode() & 0o4000 != 0 && meta.uid() == 0;
+    let root = rustix_uid() == 0;
+    if !(setuid_root || root) {
+        loud_skip(&format!(
+            "{} is not setuid root and the tests do not run as root, so nothing can be mounted; \
+             timed runs of sqfs bench not tested",
+            exe.display()
+        ));
+        return None;
+    }
+    Some(exe)
+}
+
+fn rustix_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn bench_without_runs_gives_table_and_chart() {
+    let t = TempDir::new("bench-norun");
+    let tree = t.path().join("tree");
+    small_tree(&tree);
+    let svg = t.path().join("chart.svg");
+    let o = ok(sqfs()
+        .args(["bench", "--no-run", "--svg"])
+        .arg(&svg)
+        .arg("--work-dir")
+        .arg(t.path())
+        .arg(&tree));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let rows = table_rows(&stdout);
+    assert_eq!(
+        rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        LABELS,
+        "{stdout}"
+    );
+    check_svg(&svg, false);
+    // JSON, and the work directory is cleaned up.
+    let o = ok(sqfs()
+        .args([
+            "bench",
+            "--no-run",
+            "--json",
+            "--comp",
+            "lz4,zstd:1",
+            "--svg",
+        ])
+        .arg(&svg)
+        .arg("--work-dir")
+        .arg(t.path())
+        .arg(&tree));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = j["variants"].as_array().unwrap();
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[1]["label"], "zstd:1");
+    assert_eq!(v[1]["level"], 1);
+    assert!(
+        v[0]["bytes"].as_u64().unwrap() > v[1]["bytes"].as_u64().unwrap(),
+        "lz4 compresses less than zstd"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("sqfs-bench"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn bench_times_every_compressor_through_squashfs_mount() {
+    let Some(_mount) = mount_usable() else { return };
+    let t = TempDir::new("bench-run");
+    let tree = t.path().join("tree");
+    small_tree(&tree);
+    let svg = t.path().join("chart.svg");
+    let loops_before = loop_devices();
+    // The command must see the image: it checks that it runs on squashfs.
+    let run = format!(
+        "cat {0}/pkg0/mod1.py {0}/pkg2/mod5.py > /dev/null && stat -f -c %T {0} | grep -qx squashfs",
+        tree.display()
+    );
+    let o = run_with_timeout(
+        sqfs()
+            .args(["bench", "--runs", "2", "--run", &run, "--svg"])
+            .arg(&svg)
+            .arg("--work-dir")
+            .arg(t.path())
+            .arg(&tree),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let rows = table_rows(&stdout);
+    assert_eq!(
+        rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        LABELS,
+        "{stdout}"
+    );
+    for r in &rows {
+        // label, size (2 words), %, build (2 words), then four timing cells.
+        assert!(!stdout.contains(" - "), "a timing is missing:\n{stdout}");
+        assert!(r.len() >= 10, "{r:?}");
+    }
+    let cold_kind = if rustix_uid() == 0 {
+        "drop_caches"
+    } else {
+        "posix_fadvise"
+    };
+    assert!(stdout.contains(cold_kind), "{stdout}");
+    check_svg(&svg, true);
+    // Mounts lived only in squashfs-mount's private namespaces.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(&tree.display().to_string()),
+        "a mount was left on the host"
+    );
+    let mut loops_after = loop_devices();
+    for _ in 0..50 {
+        if loops_after == loops_before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        loops_after = loop_devices();
+    }
+    assert_eq!(loops_before, loops_after, "loop devices leaked");
+    // A failing command is reported as such.
+    let o = run_with_timeout(
+        sqfs()
+            .args([
+                "bench", "--runs", "1", "--comp", "lz4", "--run", "exit 3", "--svg",
+            ])
+            .arg(&svg)
+            .arg(&tree),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("failed"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

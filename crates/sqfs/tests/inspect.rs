@@ -1,0 +1,508 @@
+//! `sqfs inspect`: agrees with `unsquashfs -s` for images of every
+//! compressor, and fails clearly (never crashes or hangs) on bad input.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn mksquashfs(dir: &Path, image: &Path, args: &[&str]) {
+    ok(Command::new("mksquashfs")
+        .arg(dir)
+        .arg(image)
+        .args(["-noappend", "-quiet", "-no-progress"])
+        .args(args));
+}
+
+fn inspect_json(image: &Path) -> serde_json::Value {
+    let o = ok(sqfs().args(["inspect", "--json"]).arg(image));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `unsquashfs -s`, as key -> value lines ("Compression" -> "zstd", ...),
+/// plus the indented compressor option lines under "options".
+fn unsquashfs_s(image: &Path) -> BTreeMap<String, String> {
+    let o = ok(Command::new("unsquashfs")
+        .arg("-s")
+        .arg(image)
+        .env("TZ", "UTC"));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut m = BTreeMap::new();
+    let mut options = Vec::new();
+    for line in text.lines() {
+        if let Some(opt) = line.strip_prefix('\t') {
+            options.push(opt.trim().to_string());
+            continue;
+        }
+        for key in [
+            "Creation or last append time ",
+            "Filesystem size ",
+            "Compression ",
+            "Block size ",
+            "Number of fragments ",
+            "Number of inodes ",
+            "Number of ids ",
+            "Number of xattr ids ",
+        ] {
+            if let Some(v) = line.strip_prefix(key) {
+                m.insert(key.trim().to_string(), v.to_string());
+            }
+        }
+        if line.starts_with("Filesystem is")
+            || line.starts_with("Fragments are")
+            || line.starts_with("Always-use")
+            || line.starts_with("Duplicates are")
+            || line.starts_with("Inodes are")
+            || line.starts_with("Data is")
+            || line.starts_with("Xattrs are")
+        {
+            m.insert(
+                line.split(' ').next().unwrap().to_string(),
+                line.to_string(),
+            );
+        }
+    }
+    m.insert("options".into(), options.join("; "));
+    m
+}
+
+/// ctime(3) format in UTC, as unsquashfs prints with TZ=UTC.
+fn ctime(t: i64) -> String {
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
+    let iso = sqfs::units::utc(t); // YYYY-MM-DDThh:mm:ssZ
+    let (y, mo, d) = (
+        &iso[0..4],
+        iso[5..7].parse::<usize>().unwrap(),
+        iso[8..10].parse::<u32>().unwrap(),
+    );
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][mo - 1];
+    format!(
+        "{wd} {month} {d:2} {:02}:{:02}:{:02} {y}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+fn compare(image: &Path, label: &str) {
+    let j = inspect_json(image);
+    let u = unsquashfs_s(image);
+    let n = |k: &str| match u.get(k) {
+        Some(v) => v.split_whitespace().next().unwrap().parse::<u64>().unwrap(),
+        None if k == "Number of xattr ids" => 0, // not printed when -no-xattrs
+        None => panic!("{label}: unsquashfs -s printed no '{k}': {u:?}"),
+    };
+    assert_eq!(
+        j["compressor"].as_str().unwrap(),
+        u["Compression"],
+        "{label}: compressor"
+    );
+    assert_eq!(
+        j["bytes_used"].as_u64().unwrap(),
+        n("Filesystem size"),
+        "{label}: size"
+    );
+    assert_eq!(
+        j["block_size"].as_u64().unwrap(),
+        n("Block size"),
+        "{label}: block size"
+    );
+    assert_eq!(
+        j["fragments"].as_u64().unwrap(),
+        n("Number of fragments"),
+        "{label}: fragments"
+    );
+    assert_eq!(
+        j["inodes"].as_u64().unwrap(),
+        n("Number of inodes"),
+        "{label}: inodes"
+    );
+    assert_eq!(
+        j["ids"].as_array().unwrap().len() as u64,
+        n("Number of ids"),
+        "{label}: ids"
+    );
+    assert_eq!(
+        j["xattr_ids"].as_u64().unwrap_or(0),
+        n("Number of xattr ids"),
+        "{label}: xattr ids"
+    );
+    assert_eq!(
+        ctime(j["created_unix"].as_i64().unwrap()),
+        u["Creation or last append time"],
+        "{label}: time"
+    );
+    let f = &j["flags"];
+    let says = |key: &str, yes: &str| u.get(key).is_some_and(|l| l.contains(yes));
+    assert_eq!(
+        f["exportable"].as_bool().unwrap(),
+        says("Filesystem", "is exportable"),
+        "{label}: exportable"
+    );
+    assert_eq!(
+        f["fragments"].as_bool().unwrap(),
+        !says("Fragments", "not stored"),
+        "{label}: fragments"
+    );
+    assert_eq!(
+        f["compressed_fragments"].as_bool().unwrap() || !f["fragments"].as_bool().unwrap(),
+        !says("Fragments", "uncompressed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["always_use_fragments"].as_bool().unwrap(),
+        says("Always-use-fragments", "is specified"),
+        "{label}"
+    );
+    assert_eq!(
+        f["duplicates_removed"].as_bool().unwrap(),
+        says("Duplicates", "are removed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["compressed_inodes"].as_bool().unwrap(),
+        says("Inodes", "are compressed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["compressed_data"].as_bool().unwrap(),
+        says("Data", "is compressed"),
+        "{label}"
+    );
+    assert_eq!(
+        f["xattrs"].as_bool().unwrap(),
+        !says("Xattrs", "not stored"),
+        "{label}"
+    );
+    // Compressor options, where the image stores them.
+    let o = &j["compressor_options"];
+    let opts = &u["options"];
+    if o["stored"].as_bool().unwrap() {
+        let expect = match j["compressor"].as_str().unwrap() {
+            "zstd" => format!("compression-level {}", o["level"]),
+            "gzip" => format!(
+                "compression-level {}; window-size {}",
+                o["level"], o["window_size"]
+            ),
+            "xz" => {
+                let mut s = format!("Dictionary size {}", o["dictionary_size"]);
+                if let Some(f) = o["filters"].as_array() {
+                    let names: Vec<&str> = f.iter().map(|x| x.as_str().unwrap()).collect();
+                    s += &format!("; Filters selected: {}", names.join(", "));
+                }
+                s
+            }
+            "lz4" => {
+                if o["high_compression"] == true {
+                    "High Compression option specified (-Xhc)".into()
+                } else {
+                    String::new()
+                }
+            }
+            "lzo" => match o["level"].as_u64() {
+                Some(l) => format!(
+                    "algorithm {}; compression level {l}",
+                    o["algorithm"].as_str().unwrap()
+                ),
+                None => format!("algorithm {}", o["algorithm"].as_str().unwrap()),
+            },
+            other => panic!("{other}"),
+        };
+        let mut expect = expect;
+        if let Some(s) = o["strategies"].as_array() {
+            let names: Vec<&str> = s.iter().map(|x| x.as_str().unwrap()).collect();
+            expect += &format!("; Strategies selected: {}", names.join(", "));
+        }
+        assert_eq!(*opts, expect, "{label}: compressor options");
+    } else {
+        assert_eq!(
+            opts, "",
+            "{label}: unsquashfs shows options the image does not store"
+        );
+    }
+    // File counts against the listing (every name once).
+    let l = ok(Command::new("unsquashfs").arg("-lls").arg(image));
+    let listing = String::from_utf8_lossy(&l.stdout);
+    let mut kinds: BTreeMap<char, u64> = BTreeMap::new();
+    for line in listing
+        .lines()
+        .filter(|l| l.len() > 10 && l.contains(" squashfs-root"))
+    {
+        *kinds.entry(line.chars().next().unwrap()).or_default() += 1;
+    }
+    let c = &j["files"];
+    let get = |k: &str| c[k].as_u64().unwrap();
+    let k = |ch: char| kinds.get(&ch).copied().unwrap_or(0);
+    assert_eq!(get("directories"), k('d'), "{label}: directories");
+    assert_eq!(get("symlinks"), k('l'), "{label}: symlinks");
+    assert_eq!(get("fifos"), k('p'), "{label}: fifos");
+    assert_eq!(
+        get("regular_files") + get("extra_links"),
+        k('-'),
+        "{label}: file names"
+    );
+    assert_eq!(
+        get("regular_files")
+            + get("directories")
+            + get("symlinks")
+            + get("fifos")
+            + get("sockets")
+            + get("block_devices")
+            + get("char_devices"),
+        j["inodes"].as_u64().unwrap(),
+        "{label}: inodes by type"
+    );
+}
+
+#[test]
+fn inspect_matches_unsquashfs_for_every_compressor() {
+    let t = TempDir::new("inspect-match");
+    let dir = t.path().join("tree");
+    let info = make_tree(&dir, true);
+    if has("setfattr") {
+        for (f, v) in [
+            ("top.txt", "a"),
+            ("dir0/sub0/file0.dat", "b"),
+            ("dir1", "c"),
+        ] {
+            ok(Command::new("setfattr")
+                .args(["-n", "user.test", "-v", v])
+                .arg(dir.join(f)));
+        }
+    } else {
+        loud_skip("setfattr (Debian package attr) is missing, so images without xattrs only");
+    }
+    let variants: &[(&str, &[&str])] = &[
+        ("gzip", &["-comp", "gzip"]),
+        (
+            "gzip-options",
+            &[
+                "-comp",
+                "gzip",
+                "-Xcompression-level",
+                "3",
+                "-Xwindow-size",
+                "10",
+                "-Xstrategy",
+                "default,filtered",
+            ],
+        ),
+        ("lzo", &["-comp", "lzo"]),
+        ("lzo1x_1", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1"]),
+        ("lzo1x_1_15", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1_15"]),
+        ("lzo-level", &["-comp", "lzo", "-Xcompression-level", "2"]),
+        ("lz4", &["-comp", "lz4"]),
+        ("lz4-hc", &["-comp", "lz4", "-Xhc"]),
+        ("xz", &["-comp", "xz"]),
+        (
+            "xz-bcj",
+            &["-comp", "xz", "-Xbcj", "x86,arm", "-Xdict-size", "50%"],
+        ),
+        ("zstd", &["-comp", "zstd"]),
+        (
+            "zstd-19-1M",
+            &["-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"],
+        ),
+        ("zstd-4K", &["-comp", "zstd", "-b", "4K"]),
+        (
+            "flags",
+            &[
+                "-comp",
+                "gzip",
+                "-no-fragments",
+                "-no-duplicates",
+                "-noI",
+                "-noD",
+                "-no-xattrs",
+                "-no-exports",
+            ],
+        ),
+        (
+            "always-fragments",
+            &[
+                "-comp",
+                "zstd",
+                "-always-use-fragments",
+                "-noF",
+                "-noX",
+                "-all-root",
+            ],
+        ),
+    ];
+    for (label, args) in variants {
+        let image = t.path().join(format!("{label}.sqfs"));
+        mksquashfs(&dir, &image, args);
+        compare(&image, label);
+        let j = inspect_json(&image);
+        assert_eq!(
+            j["files"]["regular_files"].as_u64().unwrap(),
+            info.regular,
+            "{label}"
+        );
+        assert_eq!(j["files"]["fifos"].as_u64().unwrap(), info.fifos, "{label}");
+        assert_eq!(
+            j["files"]["symlinks"].as_u64().unwrap(),
+            info.symlinks,
+            "{label}"
+        );
+        assert_eq!(
+            j["files"]["directories"].as_u64().unwrap(),
+            info.dirs,
+            "{label}"
+        );
+        assert_eq!(
+            j["files"]["extra_links"].as_u64().unwrap(),
+            info.extra_links,
+            "{label}"
+        );
+        assert_eq!(
+            j["files"]["file_bytes"].as_u64().unwrap(),
+            info.bytes,
+            "{label}"
+        );
+        assert_eq!(j["kernel"]["can_mount"], true, "{label}: {}", j["kernel"]);
+    }
+    // The human-readable form names the essentials.
+    let o = ok(sqfs().arg("inspect").arg(t.path().join("xz-bcj.sqfs")));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "Compressor:       xz",
+        "filters x86,arm",
+        "Block size:       128 KiB",
+        "Fragments:        on",
+        "Mountable here:   yes",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    // lzma: readable, and reported as not mountable by Linux.
+    let image = t.path().join("lzma.sqfs");
+    mksquashfs(&dir, &image, &["-comp", "lzma"]);
+    let j = inspect_json(&image);
+    assert_eq!(j["compressor"], "lzma");
+    assert_eq!(j["files"]["regular_files"].as_u64().unwrap(), info.regular);
+    assert_eq!(j["kernel"]["can_mount"], false);
+}
+
+fn expect_error(path: &Path, want: &str) {
+    let o = run_with_timeout(sqfs().arg("inspect").arg(path), Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}: {err}", path.display());
+    assert!(
+        err.starts_with(&format!("sqfs: {}: ", path.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(want),
+        "{}: expected '{want}' in: {err}",
+        path.display()
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn inspect_fails_clearly_on_bad_files() {
+    let t = TempDir::new("inspect-bad");
+    let dir = t.path().join("tree");
+    make_tree(&dir, true);
+    let good = t.path().join("good.sqfs");
+    mksquashfs(&dir, &good, &["-comp", "zstd"]);
+    let bytes = std::fs::read(&good).unwrap();
+    let p = |n: &str| t.path().join(n);
+
+    std::fs::write(p("empty"), b"").unwrap();
+    expect_error(&p("empty"), "empty (0 bytes)");
+    for (name, len) in [("t2", 2usize), ("t50", 50), ("t95", 95)] {
+        std::fs::write(p(name), &bytes[..len]).unwrap();
+        expect_error(&p(name), "truncated or not an image");
+    }
+    for (name, len) in [
+        ("t96", 96usize),
+        ("thalf", bytes.len() / 2),
+        ("tminus1", bytes.len() - 4097),
+    ] {
+        std::fs::write(p(name), &bytes[..len]).unwrap();
+        expect_error(&p(name), "the image is truncated");
+    }
+    let mut rng = Rng(7);
+    for i in 0..5 {
+        let name = format!("random{i}");
+        std::fs::write(p(&name), rng.bytes(100 + i * 20_000)).unwrap();
+        expect_error(&p(&name), "not a SquashFS image");
+    }
+    // Random bytes behind a valid-looking magic number.
+    let mut fake = b"hsqs".to_vec();
+    fake.extend(rng.bytes(10_000));
+    std::fs::write(p("fake"), &fake).unwrap();
+    let o = run_with_timeout(
+        sqfs().arg("inspect").arg(p("fake")),
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &bytes).unwrap();
+    std::fs::write(p("image.gz"), gz.finish().unwrap()).unwrap();
+    expect_error(&p("image.gz"), "looks like a gzip file");
+    expect_error(&dir, "is a directory");
+    expect_error(&dir.join("dir2/fifo"), "is a FIFO"); // and does not hang
+    expect_error(Path::new("/dev/null"), "a character device");
+    expect_error(&p("missing"), "No such file");
+    // Wrong version.
+    let mut v3 = bytes.clone();
+    v3[28] = 3;
+    std::fs::write(p("v3"), &v3).unwrap();
+    expect_error(&p("v3"), "version 3.0 is not supported");
+}
+
+/// Damages valid images of every compressor byte by byte (in the
+/// superblock and all metadata) and checks that the parser returns an error
+/// or a report, never panics, hangs or allocates wildly.
+#[test]
+fn inspect_survives_corrupted_metadata() {
+    let t = TempDir::new("inspect-corrupt");
+    let dir = t.path().join("tree");
+    make_tree(&dir, true);
+    let mut rng = Rng(99);
+    for comp in ["gzip", "lzo", "lz4", "xz", "zstd"] {
+        let image = t.path().join(format!("{comp}.sqfs"));
+        mksquashfs(&dir, &image, &["-comp", comp]);
+        let bytes = std::fs::read(&image).unwrap();
+        let (sb, _) = sqfs::inspect::examine(&bytes[..], "x", |_| {}).unwrap();
+        let meta_start = sb.inode_table_start as usize;
+        let end = sb.bytes_used as usize;
+        let started = std::time::Instant::now();
+        let mut errors = 0;
+        for i in 0..1500 {
+            let mut b = bytes.clone();
+            let at = if i % 3 == 0 {
+                (rng.next() % 96) as usize
+            } else {
+                meta_start + (rng.next() as usize % (end - meta_start))
+            };
+            match i % 4 {
+                0 => b[at] ^= 1 << (rng.next() % 8),
+                1 => b[at] = 0xff,
+                2 => b[at] = 0,
+                _ => b[at] = rng.next() as u8,
+            }
+            if sqfs::inspect::examine(&b[..], "x", |_| {}).is_err() {
+                errors += 1;
+            }
+            // Truncations at random points.
+            let cut = (rng.next() as usize) % end;
+            assert!(sqfs::inspect::examine(&b[..cut], "x", |_| {}).is_err());
+        }
+        assert!(errors > 100, "{comp}: only {errors} corruptions detected");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{comp}: too slow"
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! `sqfs pack --split`: every file in exactly one image, every image within
+//! the limit, a manifest that says where each entry went.
+
+mod common;
+
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A dataset-like tree: top-level "subjects" of different sizes with
+/// incompressible data (so images come close to what the plan assumes),
+/// nested sessions, loose top-level files, and a hard link across subjects.
+fn dataset(root: &Path) {
+    let mut rng = Rng(42);
+    let sizes = [
+        310_000usize,
+        260_000,
+        205_000,
+        150_000,
+        90_000,
+        40_000,
+        12_000,
+    ];
+    for (i, &total) in sizes.iter().enumerate() {
+        for s in 0..3 {
+            let dir = root.join(format!("sub-{i:02}/ses-{s}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let n = total / 3;
+            write(&dir.join("scan.nii"), &rng.bytes(n - 1000), 1_600_000_000);
+            write(&dir.join("notes.txt"), &rng.text(1000), 1_600_000_000);
+        }
+    }
+    std::fs::create_dir_all(root.join("sub-05/empty")).unwrap();
+    std::fs::create_dir_all(root.join("derivatives/empty-dir")).unwrap();
+    write(&root.join("README"), &rng.text(3000), 1_600_000_000);
+    write(
+        &root.join("participants.tsv"),
+        &rng.text(800),
+        1_600_000_000,
+    );
+    std::os::unix::fs::symlink("README", root.join("README.md")).unwrap();
+    // sub-06's scan is also reachable from sub-01: one inode, two subjects.
+    std::fs::hard_link(
+        root.join("sub-06/ses-0/scan.nii"),
+        root.join("sub-01/shared-scan.nii"),
+    )
+    .unwrap();
+}
+
+fn split(dir: &Path, prefix: &Path, max: &str, extra: &[&str]) -> serde_json::Value {
+    ok(sqfs()
+        .args(["pack", "--split", max, "--comp", "lz4"])
+        .args(extra)
+        .arg(dir)
+        .arg(prefix));
+    let mut m = prefix.as_os_str().to_owned();
+    m.push(".manifest.json");
+    serde_json::from_slice(&std::fs::read(m).unwrap()).unwrap()
+}
+
+fn check_partition(dir: &Path, manifest: &serde_json::Value, max: u64, depth: usize) -> usize {
+    let images = manifest["images"].as_array().unwrap();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for img in images {
+        let path = img["image"].as_str().unwrap();
+        let size = std::fs::metadata(path).unwrap().len();
+        assert!(size <= max, "{path} is {size} bytes, over the limit {max}");
+        assert_eq!(img["bytes"].as_u64().unwrap(), size);
+        for f in image_files(Path::new(path)) {
+            if let Some(other) = seen.insert(f.clone(), path.to_string()) {
+                panic!("{f} is in both {other} and {path}");
+            }
+        }
+        // Each manifest entry is in this image, and nothing else at that depth.
+        let entries: BTreeSet<String> = img["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_string())
+            .collect();
+        for f in image_files(Path::new(path)) {
+            let unit: String = f.split('/').take(depth).collect::<Vec<_>>().join("/");
+            assert!(
+                entries.contains(&unit),
+                "{f} in {path}, but its entry {unit} is not listed there"
+            );
+        }
+    }
+    let all: Vec<String> = seen.keys().cloned().collect();
+    assert_eq!(
+        all,
+        tree_files(dir),
+        "the images together hold exactly the tree's files"
+    );
+    // The union argument names every image in order.
+    let union: Vec<&str> = images
+        .iter()
+        .map(|i| i["image"].as_str().unwrap())
+        .collect();
+    assert_eq!(manifest["union"].as_str().unwrap(), union.join(","));
+    images.len()
+}
+
+#[test]
+fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
+    let t = TempDir::new("split");
+    let dir = t.path().join("data");
+    dataset(&dir);
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let max = 600_000u64;
+    let m = split(&dir, &out.join("ds"), "600000", &[]);
+    let n = check_partition(&dir, &m, max, 1);
+    // ~1.1 MB of incompressible data cannot fit in fewer than 2 images.
+    assert!(n >= 2, "{n} images");
+    // The hard-linked subjects went to the same image.
+    let where_is = |name: &str| {
+        m["images"].as_array().unwrap().iter().position(|i| {
+            i["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["path"] == name)
+        })
+    };
+    assert_eq!(where_is("sub-01"), where_is("sub-06"));
+    // Empty directories are kept (in one image).
+    let lists: Vec<String> = m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let o = ok(std::process::Command::new("unsquashfs")
+                .arg("-lls")
+                .arg(i["image"].as_str().unwrap()));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        })
+        .collect();
+    assert_eq!(
+        lists
+            .iter()
+            .filter(|l| l.contains("squashfs-root/derivatives/empty-dir\n"))
+            .count(),
+        1
+    );
+    assert!(lists
+        .iter()
+        .any(|l| l.contains("squashfs-root/sub-05/empty\n")));
+    // Balanced: no image holds more than the largest entry plus the
+    // smallest image's share.
+    let inputs: Vec<u64> = m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["input_bytes"].as_u64().unwrap())
+        .collect();
+    let (lo, hi) = (*inputs.iter().min().unwrap(), *inputs.iter().max().unwrap());
+    assert!(hi - lo <= 310_000, "unbalanced: {inputs:?}");
+    // Existing outputs are not replaced without --force.
+    let o = run_with_timeout(
+        sqfs()
+            .args(["pack", "--split", "600000"])
+            .arg(&dir)
+            .arg(out.join("ds")),
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+}
+
+#[test]
+fn split_at_depth_two_and_too_large_entries() {
+    let t = TempDir::new("split-depth");
+    let dir = t.path().join("data");
+    dataset(&dir);
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // sub-00 alone is 310 kB: at depth 1 it cannot fit in 250 kB images.
+    let o = run_with_timeout(
+        sqfs()
+            .args(["pack", "--split", "250000"])
+            .arg(&dir)
+            .arg(out.join("a")),
+        std::time::Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("sub-00") && err.contains("--depth 2"), "{err}");
+    // At depth 2 the sessions are the units and it works.
+    let m = split(&dir, &out.join("b"), "250000", &["--depth", "2"]);
+    assert_eq!(m["depth"], 2);
+    let n = check_partition(&dir, &m, 250_000, 2);
+    assert!(n >= 5, "{n} images");
+}
+
+#[test]
+fn split_of_compressible_data_and_json_output() {
+    let t = TempDir::new("split-text");
+    let dir = t.path().join("data");
+    make_tree(&dir, true);
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = ok(sqfs()
+        .args([
+            "pack", "--json", "--split", "1M", "--comp", "zstd", "--level", "3",
+        ])
+        .arg(&dir)
+        .arg(out.join("t")));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(m["format"], "sqfs-split-manifest/1");
+    assert_eq!(m["level"], 3);
+    check_partition(&dir, &m, 1 << 20, 1);
+}
