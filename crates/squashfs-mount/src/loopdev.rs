@@ -9,7 +9,20 @@ use crate::system::{self, Error};
 
 /// Attempts on EBUSY/EAGAIN races with other processes taking the same free
 /// device between LOOP_CTL_GET_FREE and LOOP_CONFIGURE.
-const ATTACH_ATTEMPTS: u32 = 64;
+/// Many launches at once all get the same number from LOOP_CTL_GET_FREE
+/// and only one wins each round, and a device being torn down by autoclear
+/// answers EBUSY for a while: retry with a growing, jittered pause, bounded
+/// by attempts and by time.
+const ATTACH_ATTEMPTS: u32 = 2000;
+const ATTACH_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Pause before retry `attempt` (1-based): up to ~5 ms, jittered by the pid
+/// so that contenders spread out.
+fn backoff(attempt: u32) {
+    let ceiling_us = u64::from(attempt.min(50)) * 100;
+    let jitter = u64::from(std::process::id().wrapping_mul(2_654_435_761).wrapping_add(attempt.wrapping_mul(40_503)));
+    std::thread::sleep(std::time::Duration::from_micros(jitter % (ceiling_us + 1)));
+}
 
 /// How an image instance is made: loop device options and the squashfs
 /// decompressor mode (measured in BENCHMARKS.md, "Loop device options").
@@ -102,7 +115,13 @@ impl LoopDevice {
         let name = system::as_bytes(&image.path);
         let block_size = effective_block_size(options.block_size, image.id.size);
         let mut last = Error::BUSY;
-        for _ in 0..ATTACH_ATTEMPTS {
+        let started = std::time::Instant::now();
+        let mut attempts = 0;
+        while attempts < ATTACH_ATTEMPTS && started.elapsed() < ATTACH_TIME_LIMIT {
+            if attempts > 0 {
+                backoff(attempts);
+            }
+            attempts += 1;
             let number = system::loop_get_free(control.as_fd())
                 .map_err(|e| Failure::about(subject, format!("no free loop device: {e}")))?;
             let fd = match system::open_loop_device(number) {
@@ -133,7 +152,10 @@ impl LoopDevice {
         }
         Err(Failure::about(
             subject,
-            format!("could not get a loop device after {ATTACH_ATTEMPTS} attempts (last error: {last}); too many parallel launches? try again"),
+            format!(
+                "could not get a loop device after {attempts} attempts in {:.1} s (last error: {last}); too many parallel launches? try again",
+                started.elapsed().as_secs_f64()
+            ),
         ))
     }
 
