@@ -173,19 +173,7 @@ pub fn thread_count() -> SysResult<usize> {
 // ---------------------------------------------------------------------------
 
 pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
-    let st = rustix::fs::fstat(fd)?;
-    Ok(FileId {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        mode: st.st_mode,
-        size: st.st_size as u64,
-        nlink: st.st_nlink,
-        uid: st.st_uid,
-        gid: st.st_gid,
-        mtime: (st.st_mtime, st.st_mtime_nsec as i64),
-        ctime: (st.st_ctime, st.st_ctime_nsec as i64),
-        rdev: st.st_rdev,
-    })
+    Ok(file_id(&rustix::fs::fstat(fd)?))
 }
 
 /// Filesystem magic (statfs f_type) of the filesystem holding `fd`.
