@@ -169,7 +169,7 @@ fn on_worker_thread(user: &JobUser, requests: &[MountRequest], config: &Config) 
             return Err(Failure::about(&subject, "unions are not supported by the Slurm plugin"));
         };
         let img = Image::open(&creds, given, &subject)?;
-        img.check_kernel_support(kernel_config.as_deref(), &subject)?;
+        img.check_kernel_support(kernel_config.as_ref(), &subject)?;
         images.push(img);
     }
 

@@ -24,6 +24,7 @@ pub const DEFAULT_VARIANTS: &str = "gzip,lzo,lz4,xz,zstd:3,zstd:15";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Variant {
     pub label: String,
+    #[serde(serialize_with = "crate::format::serialize_compressor")]
     pub compressor: Compressor,
     pub level: Option<u32>,
 }

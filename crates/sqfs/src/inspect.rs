@@ -47,6 +47,7 @@ impl Flags {
 pub struct Report {
     pub image: String,
     pub version: &'static str,
+    #[serde(serialize_with = "crate::format::serialize_compressor")]
     pub compressor: format::Compressor,
     pub compressor_options: CompressorOptions,
     pub block_size: u32,

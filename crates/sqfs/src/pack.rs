@@ -93,6 +93,7 @@ pub struct Packed {
     pub input_bytes: u64,
     pub entries: u64,
     pub seconds: f64,
+    #[serde(serialize_with = "crate::format::serialize_compressor")]
     pub compressor: Compressor,
     pub level: Option<u32>,
     pub block_size: u32,

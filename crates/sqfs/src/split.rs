@@ -297,6 +297,7 @@ pub struct Manifest {
     pub source: String,
     pub max_size: u64,
     pub depth: usize,
+    #[serde(serialize_with = "crate::format::serialize_compressor")]
     pub compressor: crate::format::Compressor,
     pub level: Option<u32>,
     pub block_size: u32,

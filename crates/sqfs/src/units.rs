@@ -1,65 +1,10 @@
 //! Sizes, times and durations, parsed and printed.
 
-/// Parses a size such as `4096`, `128K`, `1M`, `1.5G`, `2T`, `100MiB`, `3GB`
-/// (binary multiples: K = 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    let mult: u64 = match suffix.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        "T" | "TB" | "TIB" => 1 << 40,
-        "P" | "PB" | "PIB" => 1 << 50,
-        other => {
-            return Err(format!(
-                "unknown size unit '{other}' in '{s}' (use K, M, G, T)"
-            ))
-        }
-    };
-    if num.is_empty() {
-        return Err(format!(
-            "'{s}' is not a size (examples: 4096, 128K, 1M, 50G)"
-        ));
-    }
-    if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(mult)
-            .ok_or_else(|| format!("size '{s}' is too large"));
-    }
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 4096, 128K, 1M, 50G)"))?;
-    let v = x * mult as f64;
-    if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
-        return Err(format!("size '{s}' is out of range"));
-    }
-    Ok(v.round() as u64)
-}
+pub use squashfs_format::size::format_bytes as bytes;
 
-/// `1536` -> `1.5 KiB`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v >= 100.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else if v >= 10.0 {
-        format!("{v:.1} {}", UNITS[u])
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
+/// Parses a size with the grammar both tools share (`squashfs_format::size`).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    squashfs_format::size::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// Seconds as `0.123 s` / `12.3 s` / `2 min 03 s`.

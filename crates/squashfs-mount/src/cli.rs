@@ -74,39 +74,25 @@ pub enum LayerSize {
 impl LayerSize {
     pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
 
-    /// `123`, `64k`, `512M`, `2G`, `1T` (powers of 1024), or `N%` of RAM.
+    /// `N%` of RAM, or a size in the grammar both tools share
+    /// (`squashfs_format::size`: `64k`, `512M`, `1.5G`, `2GB`, `2GiB`, ...).
     pub fn parse(text: &[u8]) -> Result<LayerSize, UsageError> {
-        let bad = || {
+        let bad = |why: String| {
             UsageError(format!(
-                "invalid --writable size '{}': use a number with an optional K, M, G or T suffix, or a percentage of RAM such as 25%",
+                "invalid --writable size '{}': {why}; use a size such as 512M, 2G or 2GiB, or a percentage of RAM such as 25%",
                 lossy(text)
             ))
         };
-        let (digits, suffix) = text.split_at(text.iter().position(|b| !b.is_ascii_digit()).unwrap_or(text.len()));
-        if digits.is_empty() || digits.len() > 15 {
-            return Err(bad());
+        let text_str = std::str::from_utf8(text).map_err(|_| bad("not UTF-8".into()))?;
+        if let Some(percent) = text_str.strip_suffix('%') {
+            return match percent.parse::<u8>() {
+                Ok(n @ 1..=100) if percent.bytes().all(|b| b.is_ascii_digit()) => Ok(LayerSize::PercentOfRam(n)),
+                _ => Err(bad("a percentage must be a whole number from 1 to 100".into())),
+            };
         }
-        let n: u64 = std::str::from_utf8(digits).map_err(|_| bad())?.parse().map_err(|_| bad())?;
-        let shift = match suffix {
-            b"%" => {
-                return match n {
-                    1..=100 => Ok(LayerSize::PercentOfRam(n as u8)),
-                    _ => Err(bad()),
-                }
-            }
-            b"" => 0,
-            b"k" | b"K" => 10,
-            b"m" | b"M" => 20,
-            b"g" | b"G" => 30,
-            b"t" | b"T" => 40,
-            _ => return Err(bad()),
-        };
-        let bytes = n.checked_mul(1 << shift).ok_or_else(bad)?;
+        let bytes = squashfs_format::size::parse_size(text_str).map_err(|e| bad(e.to_string()))?;
         if bytes < 1 << 20 {
-            return Err(UsageError(format!(
-                "--writable size '{}' is too small: give at least 1M",
-                lossy(text)
-            )));
+            return Err(UsageError(format!("--writable size '{}' is too small: give at least 1M", lossy(text))));
         }
         Ok(LayerSize::Bytes(bytes))
     }
@@ -443,10 +429,14 @@ mod tests {
         assert_eq!(r.writable, Some(LayerSize::DEFAULT));
         assert_eq!(run(&["--writable=2G", "--", "true"]).writable, Some(LayerSize::Bytes(2 << 30)));
         assert_eq!(run(&["--writable=25%", "--", "true"]).writable, Some(LayerSize::PercentOfRam(25)));
+        for (spelling, bytes) in [("2GB", 2u64 << 30), ("2GiB", 2 << 30), ("1.5G", 3 << 29), ("512m", 512 << 20)] {
+            let arg = format!("--writable={spelling}");
+            assert_eq!(run(&[&arg, "--", "true"]).writable, Some(LayerSize::Bytes(bytes)), "{spelling}");
+        }
         assert_eq!(run(&["a:/m", "--", "true"]).writable, None);
         let many: String = (0..64).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
         assert_eq!(run(&[&format!("--union={many}:/d"), "--", "true"]).mounts[0].images.len(), 64);
-        for bad in ["--writable=", "--writable=0", "--writable=12", "--writable=101%", "--writable=1X",
+        for bad in ["--writable=", "--writable=0", "--writable=12", "--writable=101%", "--writable=0%", "--writable=1.5%", "--writable=1X",
                     "--writable=-5", "--writable=99999999999999999G", "--union=a,,b:/m", "--union=a:b:/m", "--union=:/m"] {
             assert!(parse(&args(&[bad, "--", "true"])).is_err(), "{bad} accepted");
         }

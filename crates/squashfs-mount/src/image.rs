@@ -5,7 +5,8 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use crate::error::{explain_errno, Failure};
 use crate::privilege::ActingAsCaller;
-use crate::superblock::{self, Superblock, SUPERBLOCK_SIZE};
+use squashfs_format::kernel::KernelConfig;
+use squashfs_format::{parse_superblock, Superblock, SUPERBLOCK_SIZE};
 use crate::system::{self, FileId};
 
 /// An image file the caller could open for reading.
@@ -45,31 +46,34 @@ impl Image {
         let mut head = [0u8; SUPERBLOCK_SIZE];
         let n = system::read_head(fd.as_fd(), &mut head)
             .map_err(|e| Failure::about(subject, format!("cannot read the image: {e}")))?;
-        let superblock = superblock::check(&head[..n], id.size)
+        let superblock = parse_superblock(&head[..n], id.size)
             .map_err(|e| Failure::about(subject, e))?;
         let path = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| given.to_owned());
         Ok(Image { given: given.to_owned(), path, fd, id, superblock })
     }
 
     /// Refuses images whose compressor the running kernel cannot decompress,
-    /// when the kernel configuration says so.
-    pub fn check_kernel_support(&self, kernel_config: Option<&[u8]>, subject: &str) -> Result<(), Failure> {
+    /// when the kernel configuration says so (the same verdict as `sqfs
+    /// inspect`'s).
+    /// Without a readable configuration only lzma, which no Linux kernel
+    /// can decompress, is refused here; the kernel's own refusal of any
+    /// other compressor it lacks is explained by `mount::explain_mount_error`.
+    pub fn check_kernel_support(&self, kernel: Option<&KernelConfig>, subject: &str) -> Result<(), Failure> {
         let comp = self.superblock.compressor;
-        if let Some(false) = kernel_config.and_then(|c| superblock::kernel_supports(c, comp)) {
-            return Err(Failure::about(
-                subject,
-                format!(
-                    "the image is compressed with {}, which this kernel's squashfs cannot decompress; rebuild it with another compressor (e.g. sqfs pack --comp zstd, or mksquashfs -comp gzip)",
-                    comp.name()
-                ),
-            ));
+        let unknown = KernelConfig { source: String::new(), text: "CONFIG_SQUASHFS=y\n".into() };
+        let verdict = match kernel {
+            Some(kernel) => kernel.squashfs_verdict(comp, &[]),
+            None if comp.kernel_option().is_none() => unknown.squashfs_verdict(comp, &[]),
+            None => return Ok(()),
+        };
+        if !verdict.can_mount {
+            return Err(Failure::about(subject, verdict.reason));
         }
         Ok(())
     }
 }
 
 /// The running kernel's configuration, when it is readable as plain text.
-pub fn kernel_config() -> Option<Vec<u8>> {
-    let release = rustix::system::uname().release().to_str().ok()?.to_owned();
-    system::read_small_file(&format!("/boot/config-{release}"), 1 << 20).ok()
+pub fn kernel_config() -> Option<KernelConfig> {
+    KernelConfig::running(None)
 }

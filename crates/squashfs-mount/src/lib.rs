@@ -23,7 +23,6 @@ pub mod mountpoint;
 pub mod overlay;
 pub mod paths;
 pub mod privilege;
-pub mod superblock;
 pub mod system;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -378,11 +378,9 @@ fn corrupt_truncated_and_empty_images() {
         v3[28] = 3;
         let mut lzma = good.clone();
         lzma[20] = 2;
-        // Valid superblock, garbage after it: only the kernel can tell.
-        let mut garbage = good.clone();
-        for b in garbage[96..].iter_mut() {
-            *b = 0xA5;
-        }
+        // No corrupt image past the superblock check ever reaches the
+        // kernel's squashfs driver in a test (it is not hardened against
+        // crafted images): those are tested through the FUSE path.
         let cases: Vec<(PathBuf, Vec<&str>)> = vec![
             (write("empty.sqfs", &[]), vec!["empty"]),
             (write("short.sqfs", &good[..50]), vec!["shorter"]),
@@ -390,7 +388,6 @@ fn corrupt_truncated_and_empty_images() {
             (write("trunc.sqfs", &good[..good.len() / 2]), vec!["truncated"]),
             (write("v3.sqfs", &v3), vec!["version 3.0"]),
             (write("lzma.sqfs", &lzma), vec!["lzma"]),
-            (write("garbage.sqfs", &garbage), vec!["garbage.sqfs", "kernel"]),
         ];
         for (img, needles) in cases {
             let mut n = needles.clone();
