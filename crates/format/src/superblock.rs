@@ -198,6 +198,20 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
 }
 
 
+/// The kernel's squashfs reads its device in blocks of 1 KiB (or of the
+/// loop device's logical block size, when larger), and a loop device is as
+/// large as its backing file rounded down to whole 512-byte sectors. An
+/// image whose last 1 KiB block does not fit (`mksquashfs -nopad` writes no
+/// padding) cannot be mounted from a loop device: its superblock reads fail.
+/// Returns the smallest file size that would fit when `file_size` does not.
+pub fn loop_padding_needed(bytes_used: u64, file_size: u64) -> Option<u64> {
+    const SECTOR: u64 = 512;
+    const DEVICE_BLOCK: u64 = 1024;
+    let device_size = file_size - file_size % SECTOR;
+    let needed = bytes_used.div_ceil(DEVICE_BLOCK).saturating_mul(DEVICE_BLOCK);
+    (needed > device_size).then_some(needed)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -256,6 +270,19 @@ pub(crate) mod tests {
         let mut t = superblock_bytes(6, 4096);
         t[72..80].copy_from_slice(&5000u64.to_le_bytes());
         assert!(matches!(parse_superblock(&t, 4096), Err(FormatError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn loop_padding() {
+        // mksquashfs pads to 4 KiB by default: fits.
+        assert_eq!(loop_padding_needed(1_272_171, 1_273_856), None);
+        // -nopad: measured on Linux 6.18, 1272171 and 1272320 bytes fail
+        // to mount from a loop device, 1272832 (1 KiB multiple) mounts.
+        assert_eq!(loop_padding_needed(1_272_171, 1_272_171), Some(1_272_832));
+        assert_eq!(loop_padding_needed(1_272_171, 1_272_320), Some(1_272_832));
+        assert_eq!(loop_padding_needed(1_272_171, 1_272_832), None);
+        assert_eq!(loop_padding_needed(4096, 4096), None);
+        assert_eq!(loop_padding_needed(1024, 1100), None);
     }
 
     #[test]

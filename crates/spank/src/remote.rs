@@ -170,6 +170,7 @@ fn on_worker_thread(user: &JobUser, requests: &[MountRequest], config: &Config) 
         };
         let img = Image::open(&creds, given, &subject)?;
         img.check_kernel_support(kernel_config.as_ref(), &subject)?;
+        img.check_loop_fit(&subject)?;
         images.push(img);
     }
 

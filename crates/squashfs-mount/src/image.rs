@@ -73,6 +73,24 @@ impl Image {
     }
 }
 
+impl Image {
+    /// Refuses an image whose last block a loop device cannot hold
+    /// (`mksquashfs -nopad`), saying how to pad it.
+    pub fn check_loop_fit(&self, subject: &str) -> Result<(), Failure> {
+        match squashfs_format::superblock::loop_padding_needed(self.superblock.bytes_used, self.id.size) {
+            None => Ok(()),
+            Some(needed) => Err(Failure::about(
+                subject,
+                format!(
+                    "the image is {} bytes long, not padded to whole 1 KiB blocks (built with mksquashfs -nopad?), so the kernel cannot read its end from a loop device; pad it with 'truncate -s %4096 {}' (or rebuild it without -nopad); {needed} bytes would do",
+                    self.id.size,
+                    self.given.to_string_lossy()
+                ),
+            )),
+        }
+    }
+}
+
 /// The running kernel's configuration, when it is readable as plain text.
 pub fn kernel_config() -> Option<KernelConfig> {
     KernelConfig::running(None)

@@ -101,6 +101,7 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         for given in &req.images {
             let img = Image::open(&privileges, given, &subject)?;
             img.check_kernel_support(kernel_config.as_ref(), &subject)?;
+            img.check_loop_fit(&subject)?;
             refuse_separators(&img.path, &subject, "image")?;
             if layers.iter().any(|l| l.id.dev == img.id.dev && l.id.ino == img.id.ino) {
                 return Err(Failure::about(
