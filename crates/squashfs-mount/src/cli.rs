@@ -11,12 +11,15 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 pub const USAGE: &str = "\
 Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
        squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
-       squashfs-mount --gc [--all]
-       squashfs-mount --cache-status
+       squashfs-mount --gc [--all | <image>]
+       squashfs-mount --cache-status [--json]
+       squashfs-mount --policy [<image>...]
 
 Mounts each SquashFS <image> read-only (nosuid, nodev) on <mountpoint> in a
 private mount namespace, drops all privileges and runs <command> as you.
-Images are opened with your own permissions.
+Images are opened with your own permissions. The site policy decides which
+images the kernel mounts; the others are served by a FUSE server running as
+you (see --policy).
 
 Options:
   --sqfs=<image>:<mountpoint>[,...]   images to mount (comma-separated list)
@@ -25,18 +28,24 @@ Options:
                                       (overlayfs, read-only; the first image
                                       named is on top); repeatable
   --writable[=SIZE]                   give every mount a private writable layer
-                                      on a fresh tmpfs (SIZE: bytes with
-                                      optional K/M/G/T suffix, or N% of RAM;
-                                      default 50%); changes vanish at exit
+                                      on a fresh tmpfs (SIZE: 512M, 2G, 2GiB,
+                                      1.5G... or N% of RAM; default 50%);
+                                      changes vanish at exit
   --no-cache                          mount private instances; do not use or
                                       fill the image cache
-  --gc                                evict unused cached instances: those of
-                                      images you can open (root: all unused);
+  --verbose                           say which way each image was mounted
+  -q, --quiet                         no note when running without setuid
+  --gc                                evict unused cached instances you
+                                      created (root: all unused ones); with
+                                      an <image>: that image's instance;
                                       --all (root only): every instance
-  --cache-status                      list cached instances of images you can
-                                      open
+  --cache-status                      list your cached instances (root: all);
+                                      --json for a machine-readable list
+  --policy [<image>...]               print the site policy in force and, for
+                                      each <image>, which way it would be
+                                      mounted and why
   -h, --help                          print this help and exit
-  -v, --version                       print the version and exit
+  -V, -v, --version                   print the version and exit
 
 Environment:
   SQFSMNT_FWD_<NAME>=<value>  passed to <command> as <NAME>=<value>
@@ -111,10 +120,12 @@ pub enum Invocation {
     Help,
     Version,
     Run(RunRequest),
-    /// `--gc [--all]`: evict cached image instances.
-    Gc { all: bool },
-    /// `--cache-status`: list cached image instances.
-    CacheStatus,
+    /// `--gc [--all | IMAGE]`: evict cached image instances.
+    Gc { all: bool, image: Option<OsString> },
+    /// `--cache-status [--json]`: list cached image instances.
+    CacheStatus { json: bool },
+    /// `--policy [IMAGE...]`: the site policy, and each image's route.
+    Policy { images: Vec<OsString> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,14 +137,28 @@ pub struct RunRequest {
     pub command: Vec<OsString>,
     /// `--no-cache`: private instances, the image cache is left alone.
     pub no_cache: bool,
+    /// `--verbose`: say which way each image was mounted.
+    pub verbose: bool,
+    /// `--quiet`: no note about running without setuid.
+    pub quiet: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
+/// The message for a call without any argument (the wording of the C tool
+/// and of uenv, which scripts match); `main` prints the usage first.
+pub const NO_COMMAND: &str = "no command given";
+
 impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} (see squashfs-mount --help)", self.0)
+    }
+}
+
+impl From<UsageError> for crate::error::Failure {
+    fn from(e: UsageError) -> Self {
+        crate::error::Failure::new(e.to_string())
     }
 }
 
@@ -209,36 +234,45 @@ fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
     ))
 }
 
+/// Whether `word` looks like `<image>:<mountpoint>` (or a `--sqfs`/`--union`
+/// option), for the hints below.
+fn looks_like_pair(word: &[u8]) -> bool {
+    word.contains(&b':')
+}
+
 /// Parses the arguments after argv[0].
 pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
+    if args.is_empty() {
+        return Err(UsageError(NO_COMMAND.into()));
+    }
     if let Some(maintenance) = parse_maintenance(args)? {
         return Ok(maintenance);
     }
-    let mut mounts = Vec::new();
-    let mut writable = None;
-    let mut no_cache = false;
+    let mut r = RunRequest { mounts: Vec::new(), writable: None, command: Vec::new(), no_cache: false, verbose: false, quiet: false };
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].as_bytes();
         i += 1;
         match arg {
             b"--" => {
-                let command: Vec<OsString> = args[i..].to_vec();
-                if command.is_empty() {
-                    return Err(UsageError("no command given after '--'".into()));
+                r.command = args[i..].to_vec();
+                if r.command.is_empty() {
+                    return Err(UsageError(format!("{NO_COMMAND} after '--'")));
                 }
-                return Ok(Invocation::Run(RunRequest { mounts, writable, command, no_cache }));
+                return Ok(Invocation::Run(r));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
-            b"-v" | b"--version" => return Ok(Invocation::Version),
-            b"--no-cache" => no_cache = true,
+            b"-V" | b"-v" | b"--version" => return Ok(Invocation::Version),
+            b"--no-cache" => r.no_cache = true,
+            b"--verbose" => r.verbose = true,
+            b"-q" | b"--quiet" => r.quiet = true,
             _ if arg.starts_with(b"--sqfs=") => {
                 let list = &arg[b"--sqfs=".len()..];
                 if list.is_empty() {
                     return Err(UsageError("--sqfs= needs <image>:<mountpoint>[,...]".into()));
                 }
                 for pair in list.split(|&b| b == b',') {
-                    mounts.push(parse_pair(pair)?);
+                    r.mounts.push(parse_pair(pair)?);
                 }
             }
             b"--sqfs" => {
@@ -247,63 +281,88 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 };
                 i += 1;
                 for pair in list.as_bytes().split(|&b| b == b',') {
-                    mounts.push(parse_pair(pair)?);
+                    r.mounts.push(parse_pair(pair)?);
                 }
             }
-            b"--writable" => writable = Some(LayerSize::DEFAULT),
+            b"--writable" => {
+                // `--writable 1G`: the next word is its size when it is a
+                // size (never a pair, an option or the '--').
+                match args.get(i).map(|a| a.as_bytes()) {
+                    Some(next) if !looks_like_pair(next) && !next.starts_with(b"-") && next.first().is_some_and(|b| b.is_ascii_digit() || *b == b'.') => {
+                        r.writable = Some(LayerSize::parse(next)?);
+                        i += 1;
+                    }
+                    _ => r.writable = Some(LayerSize::DEFAULT),
+                }
+            }
             _ if arg.starts_with(b"--writable=") => {
-                writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
+                r.writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
             }
             _ if arg.starts_with(b"--union=") => {
-                mounts.push(parse_union(&arg[b"--union=".len()..])?);
+                r.mounts.push(parse_union(&arg[b"--union=".len()..])?);
             }
             b"--union" => {
                 let Some(spec) = args.get(i) else {
                     return Err(UsageError("--union needs <image>,<image>[,...]:<mountpoint>".into()));
                 };
                 i += 1;
-                mounts.push(parse_union(spec.as_bytes())?);
+                r.mounts.push(parse_union(spec.as_bytes())?);
             }
             _ if arg.starts_with(b"-") => {
                 return Err(UsageError(format!("unknown option '{}'", lossy(arg))));
             }
-            _ => mounts.push(parse_pair(arg)?),
+            _ if !looks_like_pair(arg) && !r.mounts.is_empty() => {
+                return Err(UsageError(format!(
+                    "'{}' is not of the form <image>:<mountpoint>; did you forget '--' before the command?",
+                    lossy(arg)
+                )));
+            }
+            _ => r.mounts.push(parse_pair(arg)?),
         }
     }
-    Err(UsageError(
-        "missing '--' before the command to run".into(),
-    ))
+    Err(UsageError(format!("{NO_COMMAND}: put the command to run after '--', e.g. squashfs-mount image.sqfs:/mnt -- bash")))
 }
 
-/// `--gc [--all]` and `--cache-status` stand alone: None when neither is
-/// given before `--`.
+/// `--gc [--all | IMAGE]`, `--cache-status [--json]` and `--policy
+/// [IMAGE...]` stand alone: None when none is given before `--`.
 fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError> {
     let own: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).take_while(|a| *a != b"--").collect();
-    let gc = own.contains(&&b"--gc"[..]);
-    let status = own.contains(&&b"--cache-status"[..]);
-    if !gc && !status {
-        if own.contains(&&b"--all"[..]) {
+    let has = |w: &[u8]| own.contains(&w);
+    let (gc, status, policy) = (has(b"--gc"), has(b"--cache-status"), has(b"--policy"));
+    if [gc, status, policy].iter().filter(|&&x| x).count() > 1 {
+        return Err(UsageError("give only one of --gc, --cache-status and --policy".into()));
+    }
+    if !gc && !status && !policy {
+        if has(b"--all") {
             return Err(UsageError("--all goes with --gc".into()));
+        }
+        if has(b"--json") {
+            return Err(UsageError("--json goes with --cache-status".into()));
         }
         return Ok(None);
     }
-    let mut rest: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    let all = gc && rest.contains(&&b"--all"[..]);
-    rest.retain(|a| !matches!(*a, b"--gc" | b"--all" | b"--cache-status"));
-    if gc && status {
-        return Err(UsageError("give either --gc or --cache-status".into()));
+    let words: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let rest: Vec<&[u8]> = words.iter().copied().filter(|a| !matches!(*a, b"--gc" | b"--cache-status" | b"--policy")).collect();
+    if policy {
+        if let Some(opt) = rest.iter().find(|a| a.starts_with(b"-")) {
+            return Err(UsageError(format!("'{}' cannot be combined with --policy", lossy(opt))));
+        }
+        return Ok(Some(Invocation::Policy { images: rest.iter().map(|a| OsString::from_vec(a.to_vec())).collect() }));
     }
-    if let Some(extra) = rest.first() {
-        return Err(UsageError(format!(
-            "'{}' cannot be combined with {}",
-            lossy(extra),
-            if gc { "--gc" } else { "--cache-status" }
-        )));
+    if status {
+        return match rest.as_slice() {
+            [] => Ok(Some(Invocation::CacheStatus { json: false })),
+            [b"--json"] => Ok(Some(Invocation::CacheStatus { json: true })),
+            [b"--all", ..] | [_, b"--all", ..] => Err(UsageError("--all goes with --gc".into())),
+            [extra, ..] => Err(UsageError(format!("'{}' cannot be combined with --cache-status", lossy(extra)))),
+        };
     }
-    if status && args.iter().any(|a| a.as_bytes() == b"--all") {
-        return Err(UsageError("--all goes with --gc".into()));
+    match rest.as_slice() {
+        [] => Ok(Some(Invocation::Gc { all: false, image: None })),
+        [b"--all"] => Ok(Some(Invocation::Gc { all: true, image: None })),
+        [image] if !image.starts_with(b"-") => Ok(Some(Invocation::Gc { all: false, image: Some(OsString::from_vec(image.to_vec())) })),
+        [extra, ..] => Err(UsageError(format!("'{}' cannot be combined with --gc (give --all, or one image)", lossy(extra)))),
     }
-    Ok(Some(if gc { Invocation::Gc { all } } else { Invocation::CacheStatus }))
 }
 
 /// `SQFSMNT_FWD_<NAME>=<value>` becomes `<NAME>=<value>`: returns NAME.
@@ -400,10 +459,14 @@ mod tests {
         assert!(run(&["a:/m", "--no-cache", "--", "true"]).no_cache);
         // After '--' it belongs to the command.
         assert!(!run(&["a:/m", "--", "true", "--no-cache"]).no_cache);
-        assert_eq!(parse(&args(&["--gc"])).unwrap(), Invocation::Gc { all: false });
-        assert_eq!(parse(&args(&["--gc", "--all"])).unwrap(), Invocation::Gc { all: true });
-        assert_eq!(parse(&args(&["--all", "--gc"])).unwrap(), Invocation::Gc { all: true });
-        assert_eq!(parse(&args(&["--cache-status"])).unwrap(), Invocation::CacheStatus);
+        assert_eq!(parse(&args(&["--gc"])).unwrap(), Invocation::Gc { all: false, image: None });
+        assert_eq!(parse(&args(&["--gc", "--all"])).unwrap(), Invocation::Gc { all: true, image: None });
+        assert_eq!(parse(&args(&["--all", "--gc"])).unwrap(), Invocation::Gc { all: true, image: None });
+        assert_eq!(parse(&args(&["--gc", "a.sqfs"])).unwrap(), Invocation::Gc { all: false, image: Some("a.sqfs".into()) });
+        assert_eq!(parse(&args(&["--cache-status"])).unwrap(), Invocation::CacheStatus { json: false });
+        assert_eq!(parse(&args(&["--cache-status", "--json"])).unwrap(), Invocation::CacheStatus { json: true });
+        assert_eq!(parse(&args(&["--policy"])).unwrap(), Invocation::Policy { images: vec![] });
+        assert_eq!(parse(&args(&["--policy", "a", "b"])).unwrap(), Invocation::Policy { images: args(&["a", "b"]) });
         // A command may be called --gc.
         assert!(matches!(parse(&args(&["--", "--gc"])).unwrap(), Invocation::Run(_)));
         for bad in [
@@ -414,9 +477,46 @@ mod tests {
             &["--all", "a:/m", "--", "true"],
             &["--gc", "--no-cache"],
             &["--gc", "--", "true"],
+            &["--gc", "a", "b"],
+            &["--gc", "--all", "a"],
+            &["--json"],
+            &["--cache-status", "--json", "--all"],
+            &["--policy", "--gc"],
+            &["--policy", "--json"],
         ] {
             assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn mistakes_get_hints() {
+        let e = |list: &[&str]| parse(&args(list)).unwrap_err().0;
+        assert_eq!(e(&[]), NO_COMMAND);
+        assert!(e(&["a:/m"]).starts_with("no command given: put the command to run after '--'"));
+        assert!(e(&["a:/m", "--"]).starts_with("no command given"));
+        let bare = e(&["img.sqfs:/mnt", "ls", "/mnt"]);
+        assert!(bare.contains("'ls'") && bare.contains("did you forget '--'"), "{bare}");
+        // A first word without ':' is not "a command after pairs".
+        assert!(!e(&["img.sqfs", "--", "true"]).contains("forget"));
+    }
+
+    #[test]
+    fn verbose_quiet_and_version() {
+        assert!(run(&["-q", "--verbose", "a:/m", "--", "true"]).quiet);
+        assert!(run(&["--verbose", "a:/m", "--", "true"]).verbose);
+        assert_eq!(parse(&args(&["-V"])).unwrap(), Invocation::Version);
+    }
+
+    #[test]
+    fn writable_size_as_the_next_word() {
+        assert_eq!(run(&["--writable", "1G", "a:/m", "--", "true"]).writable, Some(LayerSize::Bytes(1 << 30)));
+        assert_eq!(run(&["--writable", "25%", "a:/m", "--", "true"]).writable, Some(LayerSize::PercentOfRam(25)));
+        // A pair, an option or '--' after it is not its size.
+        let r = run(&["--writable", "a:/m", "--", "true"]);
+        assert_eq!((r.writable, r.mounts.len()), (Some(LayerSize::DEFAULT), 1));
+        assert_eq!(run(&["a:/m", "--writable", "--", "true"]).writable, Some(LayerSize::DEFAULT));
+        assert_eq!(run(&["--writable", "--no-cache", "a:/m", "--", "true"]).writable, Some(LayerSize::DEFAULT));
+        assert!(parse(&args(&["--writable", "1Q", "a:/m", "--", "true"])).is_err());
     }
 
     #[test]

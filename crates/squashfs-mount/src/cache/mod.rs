@@ -1,0 +1,80 @@
+//! The image cache: one read-only instance (loop device + squashfs
+//! superblock) per image file is kept mounted after a launch ends, so that
+//! the next launch of the same file attaches a clone of it and finds the
+//! kernel's page and dentry caches warm. No daemon. See doc/cache.md.
+//!
+//! Where instances live: in a mount namespace of their own (the *cache
+//! namespace*) whose root is a small private tmpfs; nothing else is mounted
+//! in it, and no process stays in it. It is kept alive by a bind mount of
+//! its nsfs file on `/run/squashfs-mount/ns` (a root-only directory, made a
+//! private mount so the bind never propagates). Only a root process can
+//! enter it (setns needs CAP_SYS_ADMIN), and the tool enters it only inside
+//! `as_root` sections, non-dumpable, for a few system calls.
+//!
+//! Layout inside the cache namespace:
+//!
+//! ```text
+//! /squashfs-mount-cache      marker: this namespace is ours
+//! /secret                    32 random bytes: the key of entry names
+//! /<name>/mnt                an instance, mounted ro,nosuid,nodev
+//! /<name>/meta               identity of the image file, loop device,
+//!                            creator, path; written last (rename), its
+//!                            mtime is the time of last use
+//! ```
+//! `<name>` is a keyed hash of the image file's device and inode
+//! (`meta::entry_name`): a process that visits the namespace shows its
+//! mounts in /proc/<pid>/mountinfo, which anyone can read, and the names
+//! must not tell which files are cached.
+//!
+//! | file          | concern                                        |
+//! |---------------|------------------------------------------------|
+//! | `meta.rs`     | records and entry names (pure)                 |
+//! | `evict.rs`    | the eviction plan and limits (pure)            |
+//! | `usage.rs`    | which instances are in use (bounded scan)      |
+//! | `store.rs`    | reuse, place, list, collect (root)             |
+//! | `namespace.rs`| creating the cache namespace (root)            |
+//! | `commands.rs` | `--gc` and `--cache-status`                    |
+
+pub mod commands;
+pub mod evict;
+pub mod meta;
+mod namespace;
+pub mod store;
+pub mod usage;
+
+use std::fmt;
+
+pub use evict::{Limits, Mode};
+pub use meta::{Identity, Meta};
+pub use store::{Entry, Offer, Placed, Store};
+
+/// Compiled-in state directory (root-only, 0700).
+pub const CACHE_DIR: &str = "/run/squashfs-mount";
+const NS_FILE: &str = "ns";
+const LOCK_FILE: &str = "lock";
+const GC_STAMP: &str = "gc-stamp";
+/// Marker at the root of the cache namespace.
+const MARKER: &str = "/squashfs-mount-cache";
+/// The key of entry names, at the root of the cache namespace.
+const SECRET: &str = "/secret";
+/// Seconds between two opportunistic collections at launch.
+pub const GC_INTERVAL: i64 = 10;
+
+/// Why the cache could not be used. A launch then mounts private
+/// instances (see `engine::source`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheError {
+    /// Something is wrong with the cache's state or the system.
+    Unavailable(String),
+    /// The lock was busy for this many milliseconds.
+    Busy(u64),
+}
+
+impl fmt::Display for CacheError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheError::Unavailable(why) => f.write_str(why),
+            CacheError::Busy(ms) => write!(f, "the cache lock was busy for {ms} ms"),
+        }
+    }
+}
