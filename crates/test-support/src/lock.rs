@@ -1,0 +1,93 @@
+//! The machine-wide lock of the privileged suites.
+//!
+//! Suites from parallel worktrees, and the test binaries of one `cargo
+//! test`, share the machine's loop devices, the image cache in
+//! /run/squashfs-mount, the user database and Slurm's ports: each takes an
+//! exclusive `flock` on [`LOCK_PATH`] before it starts and holds it until
+//! its process exits (the kernel releases it then, also after a crash).
+//!
+//! A run started as `flock /tmp/sqfsmnt-integration.lock make test` already
+//! holds it through an ancestor process; taking it again would wait for
+//! ourselves, so then the ancestor's lock is used.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::sync::OnceLock;
+
+use rustix::fs::{flock, FlockOperation};
+
+pub const LOCK_PATH: &str = "/tmp/sqfsmnt-integration.lock";
+
+static LOCK: OnceLock<Option<File>> = OnceLock::new();
+
+/// Takes the lock (once per process; later calls return at once).
+pub fn machine_lock() {
+    LOCK.get_or_init(|| {
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .mode(0o644)
+            .open(LOCK_PATH)
+            .unwrap_or_else(|e| panic!("cannot open {LOCK_PATH}: {e}"));
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return Some(file);
+        }
+        let holders = holders(&file);
+        if let Some(pid) = holders.iter().copied().find(|&pid| is_ancestor(pid)) {
+            let _ = pid;
+            return None;
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "test-support: waiting for the machine-wide lock {LOCK_PATH} (held by pid {holders:?})"
+        );
+        flock(&file, FlockOperation::LockExclusive)
+            .unwrap_or_else(|e| panic!("flock {LOCK_PATH}: {e}"));
+        Some(file)
+    });
+}
+
+/// Pids holding a `flock` on `file`, from /proc/locks.
+fn holders(file: &File) -> Vec<u32> {
+    let Ok(meta) = file.metadata() else {
+        return Vec::new();
+    };
+    let dev = meta.dev();
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let want = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    std::fs::read_to_string("/proc/locks")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            // "1: FLOCK  ADVISORY  WRITE 1234 00:1c:5678 0 EOF"
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&want.as_str()))
+                .then(|| f.get(4)?.parse().ok())?
+        })
+        .collect()
+}
+
+/// Whether `pid` is this process or one of its ancestors.
+fn is_ancestor(pid: u32) -> bool {
+    let mut cur = std::process::id();
+    for _ in 0..64 {
+        if cur == pid {
+            return true;
+        }
+        if cur <= 1 {
+            return false;
+        }
+        cur = parent_of(cur).unwrap_or(0);
+    }
+    false
+}
+
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|p| p.trim().parse().ok())
+}
