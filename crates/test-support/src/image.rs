@@ -41,14 +41,22 @@ pub fn build(tree: &Path, image: &Path, files: &[(&str, &str)], extra: &str, arg
     fs::rename(&tmp, image).expect("rename image");
 }
 
-/// A copy of `good` cut to `len` bytes: shorter than the `bytes_used` its
-/// superblock declares, so squashfs-mount (and the plugin) refuse it as
-/// truncated before the kernel sees it.
-pub fn truncated_copy(good: &Path, to: &Path, len: usize) {
+/// The `bytes_used` field of a SquashFS 4 superblock (offset 40).
+pub fn bytes_used(image: &Path) -> u64 {
+    let b = fs::read(image).expect("read image");
+    assert!(b.len() >= 96, "{} has no superblock", image.display());
+    u64::from_le_bytes(b[40..48].try_into().expect("8 bytes"))
+}
+
+/// A copy of the valid image `good` cut to half of the `bytes_used` its
+/// superblock declares (at least the 96-byte superblock): squashfs-mount and
+/// the plugin refuse it as truncated before the kernel sees it.
+pub fn truncated_copy(good: &Path, to: &Path) {
     let bytes = fs::read(good).expect("read image");
+    let len = (bytes_used(good) / 2).max(96) as usize;
     assert!(
-        len >= 96 && len < bytes.len(),
-        "cut {} to {len}: not a truncation past the superblock",
+        (len as u64) < bytes_used(good),
+        "{} is too small to truncate after its superblock",
         good.display()
     );
     fs::write(to, &bytes[..len]).expect("write truncated image");
