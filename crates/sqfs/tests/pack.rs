@@ -1,8 +1,12 @@
 //! `sqfs pack`: deterministic output, options, refusals.
 
-mod common;
 
-use common::*;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{TempDir, set_mtime, make_tree, image_files, tree_files, os, sqfs_command};
+
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::path::Path;
 
 fn pack(dir: &Path, image: &Path, extra: &[&str]) {

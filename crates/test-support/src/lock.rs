@@ -35,8 +35,8 @@ pub fn machine_lock() {
             return Some(file);
         }
         let holders = holders(&file);
-        if let Some(pid) = holders.iter().copied().find(|&pid| is_ancestor(pid)) {
-            let _ = pid;
+        if holders.iter().any(|&pid| is_ancestor(pid)) {
+            close_inherited_on_exec(&file);
             return None;
         }
         let _ = writeln!(
@@ -47,6 +47,26 @@ pub fn machine_lock() {
             .unwrap_or_else(|e| panic!("flock {LOCK_PATH}: {e}"));
         Some(file)
     });
+}
+
+/// `flock(1)` leaves its lock fd open in the command it runs, so this
+/// process inherited it (without close-on-exec): keep it out of the
+/// commands the tests run (one that counts or limits fds would see it).
+/// The ancestor's lock stays: it belongs to its open file description.
+fn close_inherited_on_exec(ours: &File) {
+    let Ok(meta) = ours.metadata() else { return };
+    for e in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
+        let Ok(fd) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(m) = std::fs::metadata(e.path()) else { continue };
+        if m.dev() == meta.dev() && m.ino() == meta.ino() {
+            // SAFETY: fcntl(F_SETFD) on a descriptor number read from
+            // /proc/self/fd; it changes only that descriptor's flags (a
+            // number closed meanwhile makes it fail with EBADF, ignored).
+            unsafe {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// Pids holding a `flock` on `file`, from /proc/locks.
