@@ -2,11 +2,10 @@
 //! SVG chart. The timed part needs squashfs-mount able to mount (installed
 //! setuid root, or run as root); without it that part is skipped loudly.
 
-
 use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
 use sqfsmnt_test_support::count::loops_under;
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
 use sqfsmnt_test_support::loud_skip;
+use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))

@@ -1,7 +1,6 @@
 //! `sqfs inspect`: agrees with `unsquashfs -s` for images of every
 //! compressor, and fails clearly (never crashes or hangs) on bad input.
 
-
 use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
 use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};

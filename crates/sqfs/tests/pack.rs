@@ -1,8 +1,9 @@
 //! `sqfs pack`: deterministic output, options, refusals.
 
-
 use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{TempDir, set_mtime, make_tree, image_files, tree_files, os, sqfs_command};
+use sqfsmnt_test_support::tree::{
+    image_files, make_tree, os, set_mtime, sqfs_command, tree_files, TempDir,
+};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))

@@ -1,9 +1,10 @@
 //! `sqfs pack --split`: every file in exactly one image, every image within
 //! the limit, a manifest that says where each entry went.
 
-
 use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{TempDir, Rng, write, make_tree, image_files, tree_files, sqfs_command};
+use sqfsmnt_test_support::tree::{
+    image_files, make_tree, sqfs_command, tree_files, write, Rng, TempDir,
+};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))

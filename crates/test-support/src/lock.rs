@@ -26,6 +26,7 @@ pub fn machine_lock() {
     LOCK.get_or_init(|| {
         let file = OpenOptions::new()
             .create(true)
+            .truncate(false)
             .read(true)
             .write(true)
             .mode(0o644)
@@ -55,9 +56,17 @@ pub fn machine_lock() {
 /// The ancestor's lock stays: it belongs to its open file description.
 fn close_inherited_on_exec(ours: &File) {
     let Ok(meta) = ours.metadata() else { return };
-    for e in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
-        let Ok(fd) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(m) = std::fs::metadata(e.path()) else { continue };
+    for e in std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(fd) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(m) = std::fs::metadata(e.path()) else {
+            continue;
+        };
         if m.dev() == meta.dev() && m.ino() == meta.ino() {
             // SAFETY: fcntl(F_SETFD) on a descriptor number read from
             // /proc/self/fd; it changes only that descriptor's flags (a
