@@ -45,7 +45,7 @@ pub use users::{User, Users};
 pub fn privileged(suite: &str, tools: &[&str]) -> bool {
     if !is_root() {
         loud_skip(&format!(
-            "{suite}: needs root (it installs a setuid binary, creates test users, attaches loop devices); run `make test` as root"
+            "{suite}: needs root (test users, a setuid binary, loop devices, mounts, namespaces); run `make test` as root"
         ));
         return false;
     }
