@@ -169,8 +169,8 @@ const TESTS: &[(&str, Test)] = &[
 fn main() {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1); // one cluster, one test at a time
-    // The one ignored test is chosen by SQFSMNT_TEST_KERNEL_CORRUPT, not by
-    // --ignored (which would also "run" the placeholders below).
+                                 // The one ignored test is chosen by SQFSMNT_TEST_KERNEL_CORRUPT, not by
+                                 // --ignored (which would also "run" the placeholders below).
     args.ignored = false;
     args.include_ignored = false;
     let kernel_corrupt = std::env::var(KERNEL_CORRUPT_ENV).is_ok_and(|v| v == "1");

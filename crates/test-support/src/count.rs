@@ -57,3 +57,18 @@ pub fn mounts_under_in(pid: Option<u32>, prefix: &Path) -> Vec<String> {
 pub fn mounts_under(prefix: &Path) -> Vec<String> {
     mounts_under_in(None, prefix)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_are_matched_by_whole_path_components() {
+        let proc_mounts = mounts_under(Path::new("/proc"));
+        assert!(proc_mounts.iter().any(|m| m == "/proc"), "{proc_mounts:?}");
+        assert!(proc_mounts
+            .iter()
+            .all(|m| m == "/proc" || m.starts_with("/proc/")));
+        assert!(mounts_under(Path::new("/pro")).is_empty());
+    }
+}

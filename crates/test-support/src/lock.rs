@@ -120,3 +120,28 @@ pub(crate) fn parent_of(pid: u32) -> Option<u32> {
         .find_map(|l| l.strip_prefix("PPid:"))
         .and_then(|p| p.trim().parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_holder_of_a_flock_and_ancestry() {
+        let path = std::env::temp_dir().join(format!("sqfsmnt-it-{}-locktest", std::process::id()));
+        let f = File::create(&path).unwrap();
+        assert!(holders(&f).is_empty());
+        flock(&f, FlockOperation::LockExclusive).unwrap();
+        assert_eq!(holders(&f), vec![std::process::id()]);
+        drop(f);
+        let _ = std::fs::remove_file(&path);
+        assert!(is_ancestor(std::process::id()));
+        assert!(is_ancestor(parent_of(std::process::id()).unwrap()));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(!is_ancestor(child.id()));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -258,3 +258,18 @@ pub fn remove_stale() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_pid_of_their_process() {
+        assert_eq!(pid_in("sqfsmnt-1234-0a"), Some(1234));
+        assert_eq!(pid_in("sqfsmnt-1234-17g"), Some(1234));
+        assert_eq!(pid_in("sqfsmnt-test"), None);
+        assert_eq!(pid_in("sqfsmnt-bench"), None);
+        assert_eq!(pid_in("other-1234-0a"), None);
+        assert!(pid_alive(std::process::id()));
+    }
+}
