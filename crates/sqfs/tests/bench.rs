@@ -2,9 +2,14 @@
 //! SVG chart. The timed part needs squashfs-mount able to mount (installed
 //! setuid root, or run as root); without it that part is skipped loudly.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::count::loops_under;
+use sqfsmnt_test_support::loud_skip;
+use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -121,6 +126,10 @@ fn mount_usable() -> Option<PathBuf> {
     };
     let setuid_root = meta.mode() & 0o4000 != 0 && meta.uid() == 0;
     let root = rustix_uid() == 0;
+    // As root: the machine-wide lock of the privileged suites (loop devices).
+    if root && !sqfsmnt_test_support::privileged("sqfs bench through squashfs-mount", &[]) {
+        return None;
+    }
     if !(setuid_root || root) {
         loud_skip(&format!(
             "{} is not setuid root and the tests do not run as root, so nothing can be mounted; \
@@ -201,7 +210,7 @@ fn bench_times_every_compressor_through_squashfs_mount() {
     let tree = t.path().join("tree");
     small_tree(&tree);
     let svg = t.path().join("chart.svg");
-    let loops_before = loop_devices();
+    let loops_before = loops_under(t.path()).len();
     // The command must see the image: it checks that it runs on squashfs.
     let run = format!(
         "cat {0}/pkg0/mod1.py {0}/pkg2/mod5.py > /dev/null && stat -f -c %T {0} | grep -qx squashfs",
@@ -243,13 +252,13 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         !mountinfo.contains(&tree.display().to_string()),
         "a mount was left on the host"
     );
-    let mut loops_after = loop_devices();
+    let mut loops_after = loops_under(t.path()).len();
     for _ in 0..50 {
         if loops_after == loops_before {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-        loops_after = loop_devices();
+        loops_after = loops_under(t.path()).len();
     }
     assert_eq!(loops_before, loops_after, "loop devices leaked");
     // A failing command is reported as such.

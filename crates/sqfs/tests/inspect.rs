@@ -1,9 +1,13 @@
 //! `sqfs inspect`: agrees with `unsquashfs -s` for images of every
 //! compressor, and fails clearly (never crashes or hangs) on bad input.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
+use sqfsmnt_test_support::{have, loud_skip};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -266,7 +270,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     let t = TempDir::new("inspect-match");
     let dir = t.path().join("tree");
     let info = make_tree(&dir, true);
-    if has("setfattr") {
+    if have("setfattr") {
         for (f, v) in [
             ("top.txt", "a"),
             ("dir0/sub0/file0.dat", "b"),

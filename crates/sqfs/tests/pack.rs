@@ -1,8 +1,13 @@
 //! `sqfs pack`: deterministic output, options, refusals.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{
+    image_files, make_tree, os, set_mtime, sqfs_command, tree_files, TempDir,
+};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::path::Path;
 
 fn pack(dir: &Path, image: &Path, extra: &[&str]) {

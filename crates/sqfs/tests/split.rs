@@ -1,9 +1,14 @@
 //! `sqfs pack --split`: every file in exactly one image, every image within
 //! the limit, a manifest that says where each entry went.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{
+    image_files, make_tree, sqfs_command, tree_files, write, Rng, TempDir,
+};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

@@ -1,8 +1,6 @@
 //! Integration tests of the core: the installed setuid binary, run as an
 //! unprivileged test user. Needs root (skips loudly otherwise).
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,7 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{case, Fixture};
+use sqfsmnt_test_support::Fixture;
+
+/// One case against the installed setuid binary, as a fresh test user
+/// (see `sqfsmnt_test_support::fixture::case`).
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
 
 fn s(p: &Path) -> String {
     p.display().to_string()
