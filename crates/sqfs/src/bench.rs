@@ -269,9 +269,12 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
             mountpoint.display()
         ));
     }
-    let scan = Bar::spinner("scanning the tree");
-    let stats = crate::tree::stats(&dir, &scan)?;
-    scan.finish();
+    let bar = Bar::spinner("scanning the tree");
+    let no_excludes = crate::exclude::Excludes::new();
+    let mut scan = crate::tree::Scan::new(&no_excludes);
+    let stats = crate::tree::stats(&dir, &mut scan, &bar)?;
+    bar.finish();
+    scan.finish(&dir)?;
 
     let (runner, cold) = if o.no_run {
         (None, None)
@@ -380,9 +383,8 @@ fn run_all(
             comp: v.compressor,
             level: v.level,
             block_size: o.block_size,
-            reproducible: false,
-            processors: None,
             force: true,
+            ..PackOptions::default()
         };
         let quiet = Bar::hidden(); // the bench bar counts whole builds
         let (_, build_seconds) = pack::build(
