@@ -119,9 +119,10 @@ impl<'a> Scan<'a> {
     /// which, and what to do) and warns about exclusions that go wrong.
     pub fn finish(&self, root: &Path) -> Result<(), String> {
         if !self.unreadable.is_empty() {
-            let n = self.unreadable.len();
-            let mut shown: Vec<String> = self
-                .unreadable
+            let mut unreadable: Vec<&(PathBuf, String)> = self.unreadable.iter().collect();
+            unreadable.sort();
+            let n = unreadable.len();
+            let mut shown: Vec<String> = unreadable
                 .iter()
                 .take(5)
                 .map(|(p, why)| format!("{} ({why})", p.display()))
@@ -129,7 +130,7 @@ impl<'a> Scan<'a> {
             if n > 5 {
                 shown.push(format!("and {} more", n - 5));
             }
-            let first = &self.unreadable[0].0;
+            let first = &unreadable[0].0;
             return Err(format!(
                 "cannot read {} in {}, so mksquashfs would fail: {}; make {} readable to you (chmod a+r for files, a+rx for directories, or ask the owner) or leave {} out with --exclude, e.g. --exclude '{}'",
                 if n == 1 { "1 entry".to_string() } else { format!("{n} entries") },
