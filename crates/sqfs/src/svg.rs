@@ -104,6 +104,9 @@ fn decimals(step: f64) -> usize {
 
 /// A time tick: milliseconds on axes below a second, seconds otherwise.
 fn time_label(s: f64, step: f64, axis_max: f64) -> String {
+    if s == 0.0 {
+        return if axis_max < 1.0 { "0 ms" } else { "0 s" }.to_string();
+    }
     if axis_max < 1.0 {
         format!("{:.*} ms", decimals(step * 1000.0), s * 1000.0)
     } else {
@@ -131,6 +134,9 @@ fn size_axis(max: f64) -> (f64, f64, f64, &'static str) {
 }
 
 fn size_label(b: f64, unit: f64, name: &str, step: f64) -> String {
+    if b == 0.0 {
+        return format!("0 {name}");
+    }
     format!("{:.*} {name}", decimals(step / unit), b / unit)
 }
 
@@ -518,7 +524,7 @@ mod tests {
         );
         assert_eq!(
             labels(0.83),
-            ["0.0 s", "0.2 s", "0.4 s", "0.6 s", "0.8 s", "1.0 s"]
+            ["0 s", "0.2 s", "0.4 s", "0.6 s", "0.8 s", "1.0 s"]
         );
         assert_eq!(labels(0.0123), ["0 ms", "5 ms", "10 ms", "15 ms"]);
         assert_eq!(labels(3.7), ["0 s", "1 s", "2 s", "3 s", "4 s"]);
