@@ -39,7 +39,22 @@ every file is owned by root (0:0) and extended attributes are left out.
 Python's timestamp-based .pyc files go stale when timestamps change; install
 with SOURCE_DATE_EPOCH set (pip and compileall then write hash-based .pyc)
 before using --reproducible on a Python tree. Owners becoming root makes files
-that only their owner could read (mode 0600/0700) unreadable in the image.";
+that only their owner could read (mode 0600/0700) unreadable in the image.
+
+Exclusions (--exclude, --exclude-from) are glob patterns as in .gitignore:
+'*.pyc' and '__pycache__' (no '/') match names at any depth, '/build' and
+'docs/*.pdf' (with '/') the path from DIR; 'cache/' matches directories only;
+* and ? stop at '/', ** spans directories, [a-z] and {a,b} as in the shell.
+Files that cannot be read are named before mksquashfs starts: make them
+readable or exclude them.
+
+mksquashfs spellings work too: -comp NAME, -b SIZE, -processors N,
+-Xcompression-level N, -Xhc, -all-root (-root-owned), -no-xattrs, -quiet and
+-no-progress mean the options above; -noappend, -no-exports, -xattrs,
+-exit-on-error, -no-recovery and -reproducible are what sqfs pack always does;
+-e PATH... (last, as in mksquashfs), -ef FILE and -wildcards ('... NAME' for
+any depth) exclude as mksquashfs does. Other mksquashfs options are answered
+with what to use instead.";
 
 #[derive(Parser)]
 #[command(
@@ -53,7 +68,7 @@ inspect reads images with your own permissions.",
 )]
 struct Cli {
     /// Print the version and exit
-    #[arg(short = 'V', long, global = true)]
+    #[arg(short = 'V', long, global = true, display_order = 1000)]
     version: bool,
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -111,8 +126,8 @@ struct PackArgs {
     /// Replace existing output files
     #[arg(short, long)]
     force: bool,
-    /// Split into images of at most MAX_SIZE each (e.g. 500G), written as
-    /// OUT_PREFIX-01.sqfs, OUT_PREFIX-02.sqfs... with OUT_PREFIX.manifest.json
+    /// Split into images of at most MAX_SIZE each (e.g. 500G; the compressed image files), written
+    /// as OUT_PREFIX-01.sqfs, OUT_PREFIX-02.sqfs... with OUT_PREFIX.manifest.json
     #[arg(long, value_name = "MAX_SIZE", value_parser = units::parse_size)]
     split: Option<u64>,
     /// With --split: the directory depth at which the tree is cut; entries at this depth
