@@ -171,14 +171,14 @@ pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, String> {
             i += 1;
         }
     }
-    let dir = positionals.first().map(|d| PathBuf::from(d));
+    let dir = positionals.first().map(PathBuf::from);
     let mut out: Vec<OsString> = Vec::with_capacity(args.len());
     let mut i = 0;
     while i < args.len() {
         let raw = &args[i];
         let a = raw.to_string_lossy();
         i += 1;
-        if i - 1 >= end {
+        if i > end {
             out.push(raw.clone());
             continue;
         }

@@ -237,8 +237,16 @@ fn bench_times_every_compressor_through_squashfs_mount() {
     };
     assert!(stdout.contains(cold_kind), "{stdout}");
     // Each kind of run explained once, on standard output.
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("cold")).count(), 1, "{stdout}");
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("warm:")).count(), 1, "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("cold")).count(),
+        1,
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("warm:")).count(),
+        1,
+        "{stdout}"
+    );
     assert!(!stderr.contains("cold"), "{stderr}");
     check_svg(&svg, true);
     // Mounts lived only in squashfs-mount's private namespaces.
@@ -313,7 +321,11 @@ fn bench_warm_runs_go_through_the_image_cache() {
     std::fs::create_dir(&bin).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_sqfs"), bin.join("sqfs")).unwrap();
     std::fs::write(bin.join("squashfs-mount"), FAKE_SQUASHFS_MOUNT).unwrap();
-    std::fs::set_permissions(bin.join("squashfs-mount"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        bin.join("squashfs-mount"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     let tree = t.path().join("tree");
     small_tree(&tree);
     for d in [t.path(), &bin] {
@@ -352,24 +364,46 @@ fn bench_warm_runs_go_through_the_image_cache() {
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{stdout}\n{stderr}");
         assert!(stderr.is_empty(), "quiet success: {stderr}");
-        assert_eq!(stdout.lines().filter(|l| l.starts_with("cold*:")).count(), 1, "{stdout}");
+        assert_eq!(
+            stdout.lines().filter(|l| l.starts_with("cold*:")).count(),
+            1,
+            "{stdout}"
+        );
         let warm: Vec<&str> = stdout.lines().filter(|l| l.starts_with("warm:")).collect();
         assert_eq!(warm.len(), 1, "{stdout}");
         let log = std::fs::read_to_string(state.join("log")).unwrap();
         let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
-        let cached = launches.iter().filter(|l| !l.starts_with("--no-cache")).count();
+        let cached = launches
+            .iter()
+            .filter(|l| !l.starts_with("--no-cache"))
+            .count();
         // 2 compressors x 2 rounds x (command, walk).
         if gc_image {
-            assert!(warm[0].contains("second launch") && warm[0].contains("image cache"), "{}", warm[0]);
+            assert!(
+                warm[0].contains("second launch") && warm[0].contains("image cache"),
+                "{}",
+                warm[0]
+            );
             // Per pair: a fresh cold run, a first and a second cached launch;
             // plus the probe.
             assert_eq!(launches.len(), 8 * 3 + 1, "{log}");
             assert_eq!(cached, 8 * 2 + 1, "{log}");
             // Both images evicted at the end: nothing left cached.
-            assert_eq!(log.lines().filter(|l| l.starts_with("--gc ")).count(), 1 + 2, "{log}");
-            assert_eq!(std::fs::read_to_string(state.join("instances")).unwrap(), "");
+            assert_eq!(
+                log.lines().filter(|l| l.starts_with("--gc ")).count(),
+                1 + 2,
+                "{log}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(state.join("instances")).unwrap(),
+                ""
+            );
         } else {
-            assert!(warm[0].contains("fresh mount") && warm[0].contains("--gc IMAGE"), "{}", warm[0]);
+            assert!(
+                warm[0].contains("fresh mount") && warm[0].contains("--gc IMAGE"),
+                "{}",
+                warm[0]
+            );
             assert_eq!(cached, 0, "{log}");
             assert_eq!(launches.len(), 8 * 2, "{log}");
         }

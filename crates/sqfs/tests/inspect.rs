@@ -196,7 +196,10 @@ fn compare(image: &Path, label: &str) {
     assert_eq!(line.trim_start_matches("Xattrs:").trim(), want, "{label}");
     assert_eq!(x["inodes"], j["files"]["with_xattrs"], "{label}");
     let time = text.lines().find(|l| l.starts_with("Image time:")).unwrap();
-    assert!(time.contains(j["mkfs_time_utc"].as_str().unwrap()), "{label}: {time}");
+    assert!(
+        time.contains(j["mkfs_time_utc"].as_str().unwrap()),
+        "{label}: {time}"
+    );
     // Compressor options, where the image stores them.
     let o = &j["compressor_options"];
     let opts = &u["options"];
@@ -406,7 +409,10 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     assert_eq!(j["kernel"]["can_mount"], false);
     let o = ok(sqfs().arg("inspect").arg(&image));
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("Mountable here:   NO, not mountable here: the image uses lzma"), "{text}");
+    assert!(
+        text.contains("Mountable here:   NO, not mountable here: the image uses lzma"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -421,14 +427,24 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
     mksquashfs(&dir, &image, &["-nopad"]);
     let size = std::fs::metadata(&image).unwrap().len();
     let j = inspect_json(&image);
-    let refused = squashfs_format::superblock::loop_padding_needed(j["bytes_used"].as_u64().unwrap(), size);
-    assert!(refused.is_some(), "this -nopad image happens to fit; change the tree");
+    let refused =
+        squashfs_format::superblock::loop_padding_needed(j["bytes_used"].as_u64().unwrap(), size);
+    assert!(
+        refused.is_some(),
+        "this -nopad image happens to fit; change the tree"
+    );
     assert_eq!(j["kernel"]["can_mount"], false, "{}", j["kernel"]);
     let o = ok(sqfs().arg("inspect").arg(&image));
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("NO, not mountable here") && text.contains("truncate -s %4096"), "{text}");
+    assert!(
+        text.contains("NO, not mountable here") && text.contains("truncate -s %4096"),
+        "{text}"
+    );
     // Padded as the message says, it is mountable (on a kernel with zstd).
-    let f = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&image)
+        .unwrap();
     f.set_len(size.div_ceil(4096) * 4096).unwrap();
     let j = inspect_json(&image);
     assert_ne!(j["kernel"]["can_mount"], false, "{}", j["kernel"]);

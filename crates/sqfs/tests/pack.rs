@@ -83,20 +83,14 @@ fn reproducible_ignores_timestamps_and_owners() {
         .args(["pack", "--reproducible"])
         .arg(&a)
         .arg(img("sde.sqfs")));
-    assert_eq!(
-        inspect_json(&img("sde.sqfs"))["mkfs_time"],
-        1_234_567_890
-    );
+    assert_eq!(inspect_json(&img("sde.sqfs"))["mkfs_time"], 1_234_567_890);
     // Without --reproducible, mksquashfs's own SOURCE_DATE_EPOCH handling.
     ok(sqfs()
         .env("SOURCE_DATE_EPOCH", "1650000000")
         .arg("pack")
         .arg(&a)
         .arg(img("sde2.sqfs")));
-    assert_eq!(
-        inspect_json(&img("sde2.sqfs"))["mkfs_time"],
-        1_650_000_000
-    );
+    assert_eq!(inspect_json(&img("sde2.sqfs"))["mkfs_time"], 1_650_000_000);
 }
 
 #[test]
@@ -137,7 +131,10 @@ fn image_holds_the_tree() {
         ("mkfs_time", &i["mkfs_time"]),
         ("mkfs_time_utc", &i["mkfs_time_utc"]),
     ] {
-        assert_eq!(&j[pk], ik, "pack --json and inspect --json disagree on {pk}");
+        assert_eq!(
+            &j[pk], ik,
+            "pack --json and inspect --json disagree on {pk}"
+        );
     }
     assert_eq!(j["level"], i["compressor_options"]["level"]);
     let mut files = image_files(&image);
@@ -290,7 +287,13 @@ fn run(args: &[&std::ffi::OsStr]) -> std::process::Output {
 fn version_and_usage_errors_follow_squashfs_mount() {
     // The bare version, as `squashfs-mount --version` prints it.
     let want = format!("{}\n", env!("CARGO_PKG_VERSION"));
-    for args in [&["--version"][..], &["-V"], &["pack", "--version"], &["inspect", "-V"], &["-version"]] {
+    for args in [
+        &["--version"][..],
+        &["-V"],
+        &["pack", "--version"],
+        &["inspect", "-V"],
+        &["-version"],
+    ] {
         let o = ok(sqfs().args(args));
         assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{args:?}");
         assert!(o.stderr.is_empty(), "{args:?}");
@@ -308,13 +311,19 @@ fn version_and_usage_errors_follow_squashfs_mount() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
-        assert!(!err.contains("-- -") && !err.contains("tip:"), "{args:?}: {err}");
+        assert!(
+            !err.contains("-- -") && !err.contains("tip:"),
+            "{args:?}: {err}"
+        );
         assert!(o.stdout.is_empty());
     }
     // No "(os error N)" in messages.
     let o = run(&[os("inspect"), os("/nonexistent/x.sqfs")]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim_end(), "sqfs: /nonexistent/x.sqfs: cannot open it: No such file or directory");
+    assert_eq!(
+        err.trim_end(),
+        "sqfs: /nonexistent/x.sqfs: cannot open it: No such file or directory"
+    );
 }
 
 #[test]
@@ -326,12 +335,26 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
     let p = |s: &Path| s.as_os_str().to_owned();
     // What a mksquashfs user types, in mksquashfs's order.
     let o = run(&[
-        os("pack"), &p(&a), &p(&img("m.sqfs")),
-        os("-comp"), os("xz"), os("-b"), os("1M"), os("-noappend"), os("-all-root"),
-        os("-no-xattrs"), os("-quiet"), os("-e"), os("top.txt"), os("dir0/sub1"),
+        os("pack"),
+        &p(&a),
+        &p(&img("m.sqfs")),
+        os("-comp"),
+        os("xz"),
+        os("-b"),
+        os("1M"),
+        os("-noappend"),
+        os("-all-root"),
+        os("-no-xattrs"),
+        os("-quiet"),
+        os("-e"),
+        os("top.txt"),
+        os("dir0/sub1"),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "-quiet: nothing printed");
+    assert!(
+        o.stdout.is_empty() && o.stderr.is_empty(),
+        "-quiet: nothing printed"
+    );
     let j = inspect_json(&img("m.sqfs"));
     assert_eq!(j["compressor"], "xz");
     assert_eq!(j["block_size"], 1 << 20);
@@ -348,7 +371,12 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
     // -wildcards with "... " (any depth) and -ef FILE.
     let ef = t.path().join("excludes");
     std::fs::write(&ef, "# mksquashfs exclude file\ndir1\n").unwrap();
-    ok(sqfs().arg("pack").arg(&a).arg(img("w.sqfs")).args(["-comp", "lz4", "-ef"]).arg(&ef)
+    ok(sqfs()
+        .arg("pack")
+        .arg(&a)
+        .arg(img("w.sqfs"))
+        .args(["-comp", "lz4", "-ef"])
+        .arg(&ef)
         .args(["-wildcards", "-e", "... *.dat"]));
     let mut got = image_files(&img("w.sqfs"));
     got.sort();
@@ -367,12 +395,19 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
         (&["-comp"], "needs a compressor"),
         (&["-Xbogus"], "mksquashfs option"),
     ] {
-        let mut args = vec![os("pack"), a.as_os_str(), img("x.sqfs").into_os_string().leak()];
+        let mut args = vec![
+            os("pack"),
+            a.as_os_str(),
+            img("x.sqfs").into_os_string().leak(),
+        ];
         args.extend(opt.iter().map(|o| os(o)));
         let o = run(&args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{opt:?}: {err}");
-        assert!(err.starts_with("sqfs: ") && err.contains(want), "{opt:?}: {err}");
+        assert!(
+            err.starts_with("sqfs: ") && err.contains(want),
+            "{opt:?}: {err}"
+        );
         assert!(!err.contains("-- -"), "{opt:?}: {err}");
     }
     assert!(!img("x.sqfs").exists());
@@ -387,11 +422,23 @@ fn exclude_patterns() {
     let from = t.path().join("patterns");
     std::fs::write(&from, "# comment\n\n/dir3/\nlink-*\n").unwrap();
     let o = ok(sqfs()
-        .args(["pack", "--json", "--exclude", "file5.dat", "--exclude", "/dir2/sub0/*.dat", "--exclude-from"])
+        .args([
+            "pack",
+            "--json",
+            "--exclude",
+            "file5.dat",
+            "--exclude",
+            "/dir2/sub0/*.dat",
+            "--exclude-from",
+        ])
         .arg(&from)
         .arg(&a)
         .arg(img("e.sqfs")));
-    assert!(o.stderr.is_empty(), "quiet success: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "quiet success: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let excluded = |f: &str| {
         f.ends_with("/file5.dat")
@@ -399,7 +446,10 @@ fn exclude_patterns() {
             || f.starts_with("dir3/")
             || f.starts_with("link-")
     };
-    let want: Vec<String> = tree_files(&a).into_iter().filter(|f| !excluded(f)).collect();
+    let want: Vec<String> = tree_files(&a)
+        .into_iter()
+        .filter(|f| !excluded(f))
+        .collect();
     let mut got = image_files(&img("e.sqfs"));
     got.sort();
     assert_eq!(got, want);
@@ -408,18 +458,39 @@ fn exclude_patterns() {
     // What is packed is what is counted.
     let i = inspect_json(&img("e.sqfs"));
     assert_eq!(j["file_bytes"], i["files"]["file_bytes"]);
-    assert_eq!(j["entries"].as_u64().unwrap() + 1, i["inodes"].as_u64().unwrap() + i["files"]["extra_links"].as_u64().unwrap());
+    assert_eq!(
+        j["entries"].as_u64().unwrap() + 1,
+        i["inodes"].as_u64().unwrap() + i["files"]["extra_links"].as_u64().unwrap()
+    );
     // A pattern that matches nothing is likely a typo: a warning.
-    let o = ok(sqfs().args(["pack", "--exclude", "*.nothing"]).arg(&a).arg(img("n.sqfs")));
+    let o = ok(sqfs()
+        .args(["pack", "--exclude", "*.nothing"])
+        .arg(&a)
+        .arg(img("n.sqfs")));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("warning: --exclude '*.nothing' matched nothing"), "{err}");
+    assert!(
+        err.contains("warning: --exclude '*.nothing' matched nothing"),
+        "{err}"
+    );
     // Excluding one name of a hard-linked file loses the other: a warning.
-    let o = ok(sqfs().args(["pack", "--exclude", "/dir1/hardlink.dat"]).arg(&a).arg(img("h.sqfs")));
+    let o = ok(sqfs()
+        .args(["pack", "--exclude", "/dir1/hardlink.dat"])
+        .arg(&a)
+        .arg(img("h.sqfs")));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("hard link") && err.contains("dir1/sub0/file2.dat"), "{err}");
+    assert!(
+        err.contains("hard link") && err.contains("dir1/sub0/file2.dat"),
+        "{err}"
+    );
     assert!(!image_files(&img("h.sqfs")).contains(&"dir1/sub0/file2.dat".to_string()));
     // Bad patterns are usage errors.
-    let o = run(&[os("pack"), os("--exclude"), os("a[b"), a.as_os_str(), img("b.sqfs").as_os_str()]);
+    let o = run(&[
+        os("pack"),
+        os("--exclude"),
+        os("a[b"),
+        a.as_os_str(),
+        img("b.sqfs").as_os_str(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("'a[b'"));
 }
@@ -459,7 +530,8 @@ fn unreadable_files_are_named_with_what_to_do() {
         // nobody must be able to reach the tree and write the image; and
         // dir3 must not be nobody's.
         for d in [t.path(), a.as_path()] {
-            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                .unwrap();
         }
     }
     let out = t.path().join("x.sqfs");
@@ -471,25 +543,46 @@ fn unreadable_files_are_named_with_what_to_do() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("cannot read 2 entries"), "{err}");
-    assert!(err.contains("dir0/sub1/file1.dat (Permission denied)"), "{err}");
+    assert!(
+        err.contains("dir0/sub1/file1.dat (Permission denied)"),
+        "{err}"
+    );
     assert!(err.contains("dir3 (Permission denied)"), "{err}");
-    assert!(err.contains("chmod") && err.contains("--exclude '/dir0/sub1/file1.dat'"), "{err}");
+    assert!(
+        err.contains("chmod") && err.contains("--exclude '/dir0/sub1/file1.dat'"),
+        "{err}"
+    );
     assert!(!out.exists());
     // Left out as the message says, the pack succeeds.
     let o = run_with_timeout(
         &mut unprivileged(
             sqfs()
-                .args(["pack", "--exclude", "/dir0/sub1/file1.dat", "--exclude", "/dir3"])
+                .args([
+                    "pack",
+                    "--exclude",
+                    "/dir0/sub1/file1.dat",
+                    "--exclude",
+                    "/dir3",
+                ])
                 .arg(&a)
                 .arg(&out),
         ),
         std::time::Duration::from_secs(60),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // mksquashfs's own message, should it still fail, is turned into advice.
-    let advice = sqfs::pack::unreadable_advice(&a, &format!("Failed to read file {}\n", secret.display())).unwrap();
-    assert!(advice.contains("--exclude '/dir0/sub1/file1.dat'") && advice.contains("chmod"), "{advice}");
+    let advice =
+        sqfs::pack::unreadable_advice(&a, &format!("Failed to read file {}\n", secret.display()))
+            .unwrap();
+    assert!(
+        advice.contains("--exclude '/dir0/sub1/file1.dat'") && advice.contains("chmod"),
+        "{advice}"
+    );
     assert!(sqfs::pack::unreadable_advice(&a, "FATAL ERROR: out of space").is_none());
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -503,13 +596,24 @@ fn tiny_trees_get_a_sensible_summary() {
     std::fs::write(a.join("hello"), "hi\n").unwrap();
     let o = ok(sqfs().arg("pack").arg(&a).arg(t.path().join("t.sqfs")));
     let line = String::from_utf8_lossy(&o.stdout);
-    assert!(line.contains("(3 B of file data; metadata outweighs it), 1 entry,"), "{line}");
+    assert!(
+        line.contains("(3 B of file data; metadata outweighs it), 1 entry,"),
+        "{line}"
+    );
     assert!(!line.contains('%'), "{line}");
     // A compressible tree gets a percentage below 100.
     let b = t.path().join("b");
     make_tree(&b, true);
     let o = ok(sqfs().arg("pack").arg(&b).arg(t.path().join("b.sqfs")));
     let line = String::from_utf8_lossy(&o.stdout);
-    let pct: f64 = line.split('(').nth(1).unwrap().split('%').next().unwrap().parse().unwrap();
+    let pct: f64 = line
+        .split('(')
+        .nth(1)
+        .unwrap()
+        .split('%')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(pct > 1.0 && pct < 100.0, "{line}");
 }

@@ -155,7 +155,10 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
         .map(|i| i["file_size"].as_u64().unwrap())
         .collect();
     for s in &sizes[..sizes.len() - 1] {
-        assert!(*s as f64 >= 0.8 * max as f64, "an image far below the limit: {sizes:?}");
+        assert!(
+            *s as f64 >= 0.8 * max as f64,
+            "an image far below the limit: {sizes:?}"
+        );
     }
     // Existing outputs are not replaced without --force.
     let o = run_with_timeout(
@@ -236,21 +239,66 @@ fn split_bounds_compressed_images_close_to_the_limit() {
     std::fs::create_dir(&out).unwrap();
     let max = 200_000u64;
     let o = ok(sqfs()
-        .args(["pack", "--json", "--split", "200000", "--comp", "zstd", "--level", "3"])
+        .args([
+            "pack", "--json", "--split", "200000", "--comp", "zstd", "--level", "3",
+        ])
         .arg(&dir)
         .arg(out.join("c")));
     let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let n = check_partition(&dir, &m, max, 1);
-    let sizes: Vec<u64> = m["images"].as_array().unwrap().iter().map(|i| i["file_size"].as_u64().unwrap()).collect();
+    let sizes: Vec<u64> = m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["file_size"].as_u64().unwrap())
+        .collect();
     // Far more data than the limit, and far less once compressed.
     assert!(total as u64 > 8 * max, "{total}");
-    assert!(n >= 2 && (n as u64) < total as u64 / max, "{n} images: {sizes:?}");
+    assert!(
+        n >= 2 && (n as u64) < total as u64 / max,
+        "{n} images: {sizes:?}"
+    );
     for s in &sizes[..n - 1] {
         assert!(*s <= max && *s as f64 >= 0.8 * max as f64, "{sizes:?}");
     }
     assert!(m["builds"].as_u64().unwrap() >= n as u64);
     for img in m["images"].as_array().unwrap() {
-        let (est, real) = (img["estimated_bytes"].as_f64().unwrap(), img["file_size"].as_f64().unwrap());
+        let (est, real) = (
+            img["estimated_bytes"].as_f64().unwrap(),
+            img["file_size"].as_f64().unwrap(),
+        );
         assert!((est - real).abs() / real < 0.25, "estimate {est} vs {real}");
     }
+}
+
+#[test]
+fn split_leaves_out_excluded_entries() {
+    let t = TempDir::new("split-exclude");
+    let dir = t.path().join("data");
+    dataset(&dir);
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let m = split(
+        &dir,
+        &out.join("e"),
+        "600000",
+        &["--exclude", "notes.txt", "--exclude", "/sub-00"],
+    );
+    let mut all = Vec::new();
+    for img in m["images"].as_array().unwrap() {
+        let path = img["image"].as_str().unwrap();
+        assert!(std::fs::metadata(path).unwrap().len() <= 600_000);
+        all.extend(image_files(Path::new(path)));
+        assert!(img["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["path"] != "sub-00"));
+    }
+    all.sort();
+    let want: Vec<String> = tree_files(&dir)
+        .into_iter()
+        .filter(|f| !f.ends_with("/notes.txt") && !f.starts_with("sub-00/"))
+        .collect();
+    assert_eq!(all, want);
 }
