@@ -369,7 +369,7 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
     let mut scan = crate::tree::Scan::new(&no_excludes);
     let stats = crate::tree::stats(&dir, &mut scan, &bar)?;
     bar.finish();
-    scan.finish(&dir)?;
+    scan.finish(&dir, false)?;
 
     let (runner, cold) = if o.no_run {
         (None, None)

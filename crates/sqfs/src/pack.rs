@@ -446,7 +446,7 @@ pub fn pack(
     let mut scan = crate::tree::Scan::new(excludes);
     let stats = crate::tree::stats(dir, &mut scan, &bar)?;
     bar.finish();
-    scan.finish(dir)?;
+    scan.finish(dir, true)?;
     let excluded: Vec<&OsStr> = scan.excluded.iter().map(|p| p.as_os_str()).collect();
     let bar = Bar::bytes("mksquashfs", stats.bytes);
     let (mkfs_time, seconds) = build(

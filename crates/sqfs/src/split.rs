@@ -553,7 +553,7 @@ pub fn split(
     let mut scan = Scan::new(excludes);
     let cut = cut(dir, depth, &mut scan, &bar)?;
     bar.finish();
-    scan.finish(dir)?;
+    scan.finish(dir, true)?;
     if cut.units.is_empty() {
         return Err(format!(
             "{} has nothing at depth {depth} or above to pack",

@@ -116,8 +116,9 @@ impl<'a> Scan<'a> {
     }
 
     /// After the walk: refuses a tree with unreadable entries (saying
-    /// which, and what to do) and warns about exclusions that go wrong.
-    pub fn finish(&self, root: &Path) -> Result<(), String> {
+    /// which, and what to do: with `can_exclude`, `sqfs pack`, also how to
+    /// leave them out) and warns about exclusions that go wrong.
+    pub fn finish(&self, root: &Path, can_exclude: bool) -> Result<(), String> {
         if !self.unreadable.is_empty() {
             let mut unreadable: Vec<&(PathBuf, String)> = self.unreadable.iter().collect();
             unreadable.sort();
@@ -131,14 +132,20 @@ impl<'a> Scan<'a> {
                 shown.push(format!("and {} more", n - 5));
             }
             let first = &unreadable[0].0;
+            let it = if n == 1 { "it" } else { "them" };
+            let leave_out = if can_exclude {
+                format!(
+                    " or leave {it} out with --exclude, e.g. --exclude '{}'",
+                    crate::exclude::literal(first.as_os_str())
+                )
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "cannot read {} in {}, so mksquashfs would fail: {}; make {} readable to you (chmod a+r for files, a+rx for directories, or ask the owner) or leave {} out with --exclude, e.g. --exclude '{}'",
+                "cannot read {} in {}, so mksquashfs would fail: {}; make {it} readable to you (chmod a+r for files, a+rx for directories, or ask the owner){leave_out}",
                 if n == 1 { "1 entry".to_string() } else { format!("{n} entries") },
                 root.display(),
                 shown.join(", "),
-                if n == 1 { "it" } else { "them" },
-                if n == 1 { "it" } else { "them" },
-                crate::exclude::literal(first.as_os_str())
             ));
         }
         for (key, excluded) in &self.excluded_inodes {
