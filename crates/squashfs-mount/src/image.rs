@@ -105,7 +105,9 @@ impl Image {
             user_filesystem: on_user_filesystem(fd),
             path_unverified: !walk.verified,
         };
-        let public = walk.verified && walk.searchable_by_all && self.id.mode & 0o004 != 0;
+        // Its path is no secret when every directory on it lets anyone pass
+        // (the file's own mode does not hide its name).
+        let public = walk.verified && walk.searchable_by_all;
         (prov, public)
     }
 }

@@ -64,9 +64,6 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
-    if system::no_new_privs().unwrap_or(false) {
-        return Err(PrivilegeError::InsideSession.into());
-    }
     if request.mounts.is_empty() {
         system::set_no_new_privs().map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
         let caller = Caller { uid: system::real_uid(), gid: system::real_gid(), groups: system::supplementary_groups().unwrap_or_default() };

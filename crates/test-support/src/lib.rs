@@ -29,6 +29,7 @@ pub mod image;
 pub mod install;
 pub mod lock;
 pub mod skip;
+pub mod userns;
 pub mod slurm;
 pub mod tree;
 pub mod users;

@@ -23,7 +23,9 @@ impl Privileges {
             // Not setuid (or the kernel ignored the bit): nothing
             // privileged to protect; rootless mode needs the process to
             // stay dumpable (its own /proc files).
-            return Err(if sys("prctl(PR_GET_NO_NEW_PRIVS)", system::no_new_privs())? {
+            let setuid_file = system::stat_following(system::working_dir(), "/proc/self/exe")
+                .is_ok_and(|st| st.uid == 0 && st.mode & 0o4000 != 0);
+            return Err(if setuid_file && sys("prctl(PR_GET_NO_NEW_PRIVS)", system::no_new_privs())? {
                 PrivilegeError::InsideSession
             } else {
                 PrivilegeError::NotSetuidRoot
