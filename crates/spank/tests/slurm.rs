@@ -31,10 +31,6 @@ use sqfsmnt_test_support::{have, image};
 const NODES: usize = 3;
 const UE: &str = "/user-environment";
 const UT: &str = "/user-tools";
-/// Set to 1 to also run the case that hands the kernel an image with a
-/// valid superblock and a corrupt body (off by default: corrupt images must
-/// never reach the kernel's squashfs driver on a shared machine).
-
 /// What every test gets.
 struct T {
     c: Cluster,

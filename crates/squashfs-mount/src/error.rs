@@ -77,6 +77,20 @@ pub fn io_message(e: &std::io::Error) -> String {
     without_os_error(&e.to_string())
 }
 
+/// Plain-language reading of an errno for messages about a path.
+pub fn explain_errno(e: crate::system::Error) -> String {
+    use crate::system::Error as Errno;
+    match e {
+        Errno::ACCESS | Errno::PERM => "permission denied (you cannot read it with your own rights)".into(),
+        Errno::NOENT => "no such file or directory".into(),
+        Errno::NOTDIR => "a path component is not a directory".into(),
+        Errno::LOOP => "too many levels of symbolic links".into(),
+        Errno::NAMETOOLONG => "the path is too long".into(),
+        Errno::MFILE | Errno::NFILE => "too many open files (raise the open-file limit, ulimit -n)".into(),
+        other => format!("{other}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,19 +100,5 @@ mod tests {
         assert_eq!(without_os_error("a: Permission denied (os error 13); b (os error 2)"), "a: Permission denied; b");
         assert_eq!(without_os_error("(os error x) stays (os error )"), "(os error x) stays (os error )");
         assert_eq!(without_os_error("plain"), "plain");
-    }
-}
-
-/// Plain-language reading of an errno for messages about a path.
-pub fn explain_errno(e: rustix::io::Errno) -> String {
-    use rustix::io::Errno;
-    match e {
-        Errno::ACCESS | Errno::PERM => "permission denied (you cannot read it with your own rights)".into(),
-        Errno::NOENT => "no such file or directory".into(),
-        Errno::NOTDIR => "a path component is not a directory".into(),
-        Errno::LOOP => "too many levels of symbolic links".into(),
-        Errno::NAMETOOLONG => "the path is too long".into(),
-        Errno::MFILE | Errno::NFILE => "too many open files (raise the open-file limit, ulimit -n)".into(),
-        other => format!("{other}"),
     }
 }
