@@ -30,7 +30,7 @@ fn state_dir() -> Result<Option<OwnedFd>, Failure> {
         Err(Error::ROFS | Error::ACCESS | Error::PERM | Error::NOENT) => return Ok(None),
         Err(e) => return Err(Failure::new(format!("cannot use {CACHE_DIR}: {e}"))),
     };
-    crate::cache::store::root_only(dir.as_fd()).map_err(|e| Failure::new(e.to_string()))?;
+    crate::cache::root_only(dir.as_fd()).map_err(|e| Failure::new(e.to_string()))?;
     Ok(Some(dir))
 }
 

@@ -36,6 +36,7 @@
 //! | `commands.rs` | `--gc` and `--cache-status`                    |
 
 pub mod commands;
+mod entries;
 pub mod evict;
 pub mod meta;
 mod namespace;
@@ -43,6 +44,9 @@ pub mod store;
 pub mod usage;
 
 use std::fmt;
+use std::os::fd::BorrowedFd;
+
+use crate::system;
 
 pub use evict::{Limits, Mode};
 pub use meta::{Identity, Meta};
@@ -78,3 +82,13 @@ impl fmt::Display for CacheError {
         }
     }
 }
+
+/// Refuses a state directory that is not root's and private.
+pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), CacheError> {
+    let id = system::fstat(fd).map_err(|e| CacheError::Unavailable(format!("cannot stat {CACHE_DIR}: {e}")))?;
+    if !id.is_dir() || id.uid != 0 || id.mode & 0o077 != 0 {
+        return Err(CacheError::Unavailable(format!("{CACHE_DIR} is not a directory owned by root with mode 0700")));
+    }
+    Ok(())
+}
+

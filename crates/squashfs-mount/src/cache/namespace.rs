@@ -27,7 +27,7 @@ pub fn create(dir: BorrowedFd<'_>, stranded: fn(&dyn std::fmt::Display) -> !) ->
     }
     system::make_private(CACHE_DIR).map_err(|e| fail(&format!("cannot make {CACHE_DIR} a private mount"), e))?;
     let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR).map_err(|e| fail(&format!("cannot open {CACHE_DIR}"), e))?;
-    super::store::root_only(dir.as_fd())?;
+    super::root_only(dir.as_fd())?;
     system::create_file_if_missing(dir.as_fd(), NS_FILE, 0o400).map_err(|e| fail(&format!("cannot create {CACHE_DIR}/{NS_FILE}"), e))?;
     let target = system::open_path_nofollow(dir.as_fd(), NS_FILE).map_err(|e| fail(&format!("cannot open {CACHE_DIR}/{NS_FILE}"), e))?;
 
