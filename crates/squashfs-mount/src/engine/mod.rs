@@ -205,7 +205,8 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
     let mut mounted: Vec<OsString> = Vec::new();
     let mut list: Vec<(OsString, OsString)> = Vec::new();
     for (m, l) in plan.mounts.iter().zip(&layers) {
-        let target = MountPoint::resolve(creds, &m.key, &m.subject)?;
+        let target = MountPoint::resolve(creds, &m.key, &m.subject)
+            .map_err(|e| Failure::new(format!("{e}{}", plan::tilde_hint(&m.mount_point))))?;
         plan::check_resolved(&mounted, &target.real, &m.subject)?;
         plan::check_allowed(&target.real, policy, ctx.front, &m.subject)?;
         let trees: Vec<OwnedFd> = l
@@ -232,7 +233,22 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
         notes.push(note.clone());
     }
     let mount_list = environment::mount_list(list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
+    reenter_working_directory(&ctx.cwd, &mounted, &mut notes);
     Ok(Mounted { mount_list, notes, warning })
+}
+
+/// A working directory at or below a mount point would show the tree the
+/// mount hides: enter it again by its path, as the caller, so that the
+/// command starts in the mounted tree (as container runtimes do). Where
+/// that path does not exist in the mounted tree the command starts where
+/// it was.
+fn reenter_working_directory(cwd: &OsString, mounted: &[OsString], notes: &mut Vec<String>) {
+    if !mounted.iter().any(|m| crate::paths::is_within(cwd, m)) {
+        return;
+    }
+    if let Err(e) = system::change_dir(cwd) {
+        notes.push(format!("the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides", cwd.to_string_lossy()));
+    }
 }
 
 /// The subject (`image:mountpoint`) of the first mount using image `i`.

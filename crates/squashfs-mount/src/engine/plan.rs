@@ -34,6 +34,8 @@ pub struct Planned {
     pub subject: String,
     /// One image, or the layers of a union, top first, as given.
     pub images: Vec<OsString>,
+    /// The mount point as given.
+    pub mount_point: OsString,
     /// The mount point made absolute against the current directory and
     /// lexically tidied: the key for duplicates and nesting order.
     pub key: OsString,
@@ -107,7 +109,7 @@ pub fn build(request: &RunRequest, cwd: &OsStr, policy: &Policy, front: &FrontEn
         if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
             check_allowed(&key, policy, front, &subject)?;
         }
-        mounts.push(Planned { subject, images: req.images.clone(), key, union: req.union && req.images.len() > 1 });
+        mounts.push(Planned { subject, images: req.images.clone(), mount_point: req.mount_point.clone(), key, union: req.union && req.images.len() > 1 });
     }
     let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
     let order = paths::mount_order(&keys);

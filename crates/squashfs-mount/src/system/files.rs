@@ -66,6 +66,11 @@ pub fn path_of_fd(fd: BorrowedFd<'_>) -> SysResult<OsString> {
     Ok(OsString::from_vec(target.into_bytes()))
 }
 
+/// chdir(2) by path (as the caller: see `engine::reenter_working_directory`).
+pub fn change_dir(path: &OsStr) -> SysResult<()> {
+    rustix::process::chdir(path)
+}
+
 /// The current working directory.
 pub fn current_dir() -> SysResult<OsString> {
     let cwd = rustix::process::getcwd(Vec::new())?;
