@@ -34,6 +34,8 @@ const UT: &str = "/user-tools";
 /// What every test gets.
 struct T {
     c: Cluster,
+    /// The squashfs-mount command (for `--gc --all` on the nodes).
+    cli: PathBuf,
     /// The panic = "abort" build of the plugin.
     abort_plugin: PathBuf,
     host_mnt_ns: PathBuf,
@@ -159,7 +161,72 @@ const TESTS: &[(&str, Test)] = &[
         "image_corrupt_on_one_node_fails_only_that_nodes_tasks",
         image_corrupt_on_one_node,
     ),
+    ("a_second_step_reuses_the_cached_instance_one_loop_device_per_node", second_step_reuses_the_cache),
+    ("unions_and_a_writable_layer_through_the_plugin", unions_and_writable),
+    ("the_shared_refusal_table", shared_refusal_table),
 ];
+
+/// Loop devices backed by `image` (on any node: they are the kernel's).
+fn loops_of(image: &str) -> usize {
+    sqfsmnt_test_support::count::loops_under(Path::new(image)).len()
+}
+
+/// The image cache on each node: the first step mounts one instance per
+/// node, the second attaches the kept ones (one loop device per node, not
+/// more); with `cache=no` in plugstack.conf nothing would stay.
+fn second_step_reuses_the_cache(t: &T) {
+    let img = t.img("a.sqfs");
+    for round in 0..2 {
+        let r = t.user(&[], &["srun", "-N3", &t.opt("a.sqfs", UE), "cat", "/user-environment/file"]);
+        assert!(r.success() && r.stdout() == "hello from A\nhello from A\nhello from A\n", "round {round}: {r:?}");
+        assert_eq!(loops_of(&img), 3, "round {round}: one cached instance per node");
+    }
+}
+
+/// `--squashfs-union` and `--squashfs-writable`, with the command's grammar.
+fn unions_and_writable(t: &T) {
+    // A world-writable directory in the top image, to write into.
+    let w = t.img("w.sqfs");
+    image::build(&t.c.dir.join("src/w"), Path::new(&w), &[("w.txt", "top\n")], "mkdir scratch && chmod 1777 scratch", &["-all-root"]);
+    let union = format!("--squashfs-union={w},{}:{UE}", t.img("a.sqfs"));
+    let script = "cat /user-environment/file /user-environment/w.txt && echo new > /user-environment/scratch/new && cat /user-environment/scratch/new";
+    let r = t.user(&[], &["srun", "-N2", &union, "--squashfs-writable=64M", "sh", "-c", script]);
+    assert!(r.success() && r.stdout() == "hello from A\ntop\nnew\n".repeat(2), "{r:?}");
+    // Without --squashfs-writable the union is read-only.
+    let r = t.user(&[], &["srun", "-N1", &union, "sh", "-c", "echo new > /user-environment/scratch/new"]);
+    assert!(!r.success() && r.stderr().contains("Read-only file system"), "{r:?}");
+    // The writable layer was the task's own: the image is unchanged.
+    let r = t.user(&[], &["srun", "-N1", &format!("--squashfs={w}:{UE}"), "ls", "/user-environment/scratch"]);
+    assert!(r.success() && r.stdout().is_empty(), "{r:?}");
+}
+
+/// The table the setuid command passes too (crates/squashfs-mount/tests/refusals.rs).
+fn shared_refusal_table(t: &T) {
+    use sqfsmnt_test_support::refusals::{self, TABLE};
+    let dir = t.c.dir.join("refusals");
+    refusals::make_images(&dir);
+    for r in TABLE {
+        let mut args: Vec<String> = vec!["srun".into(), "-N1".into()];
+        if let Some(w) = r.writable {
+            args.push(format!("--squashfs-writable={w}"));
+        }
+        if !r.pairs.is_empty() {
+            let pairs: Vec<String> = r.pairs.iter().map(|(img, sub)| format!("{}:{}", dir.join(img).display(), refusals::mount_point(Path::new(UE), sub).display())).collect();
+            args.push(format!("--squashfs={}", pairs.join(",")));
+        }
+        if !r.union.is_empty() {
+            let list: Vec<String> = r.union.iter().map(|i| dir.join(i).display().to_string()).collect();
+            args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
+        }
+        args.extend(["echo".into(), "RAN".into()]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = t.user(&[], &argv);
+        assert!(!run.success() && !run.stdout().contains("RAN"), "{}: {run:?}", r.name);
+        for want in r.expect {
+            assert!(run.stderr().contains("squashfs-mount: ") && run.stderr().contains(want), "{}: want {want:?}: {run:?}", r.name);
+        }
+    }
+}
 
 fn main() {
     let mut args = Arguments::from_args();
@@ -213,6 +280,11 @@ fn main() {
 fn run_one(t: &T, f: Test) -> Result<(), Failed> {
     let outcome = catch_unwind(AssertUnwindSafe(|| f(t)));
     t.c.quiesce();
+    // The plugin keeps image instances cached on each node (by design):
+    // evict them before looking for leftovers.
+    for n in &t.c.nodes {
+        let _ = n.command(&t.cli).args(["--gc", "--all"]).output();
+    }
     let left = t.c.leftovers(&[Path::new(UE), Path::new(UT)]);
     match outcome {
         Err(panic) => {
@@ -230,6 +302,21 @@ fn run_one(t: &T, f: Test) -> Result<(), Failed> {
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The squashfs-mount command, built into the target directory this test
+/// was built in.
+fn build_cli() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target dir").to_path_buf();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--locked", "--release", "-p", "squashfs-mount", "--bin", "squashfs-mount", "--target-dir"])
+        .arg(&target)
+        .current_dir(workspace())
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build -p squashfs-mount failed");
+    target.join("release/squashfs-mount")
 }
 
 /// Builds the plugin with cargo profile `profile` into the target directory
@@ -288,11 +375,12 @@ fn setup() -> Option<T> {
         return None;
     }
     let plugin = build_plugin("spank", "unwind");
+    let cli = build_cli();
     let abort_plugin = build_plugin("release", "abort");
     let c = Cluster::start(&Options {
         nodes: NODES,
         plugin,
-        plugin_args: "cache=no".into(),
+        plugin_args: String::new(),
         mount_points: vec![PathBuf::from(UE), PathBuf::from(UT)],
     });
     let images = c.dir.join("images");
@@ -330,7 +418,7 @@ fn setup() -> Option<T> {
     fs::write(img("random.sqfs"), &noise).expect("write");
     fs::set_permissions(img("random.sqfs"), fs::Permissions::from_mode(0o644)).expect("chmod");
     let host_mnt_ns = fs::read_link("/proc/self/ns/mnt").expect("mnt ns");
-    Some(T {
+    Some(T { cli,
         c,
         abort_plugin,
         host_mnt_ns,

@@ -27,6 +27,7 @@ pub mod count;
 pub mod fixture;
 pub mod image;
 pub mod install;
+pub mod refusals;
 pub mod lock;
 pub mod skip;
 pub mod userns;

@@ -41,12 +41,14 @@ pub(super) fn bridge(name: &str, net: &str) {
 /// Starts the holder of a node's namespaces: new network, UTS and mount
 /// namespaces (mounts slave to the host's), the host name `hostname`, the
 /// node's own directory `own` bind-mounted over `shared` (so that the same
-/// configured path is each node's own), loopback up. Returns once they are
+/// configured path is each node's own), a tmpfs of its own on /run (a
+/// node's runtime state, squashfs-mount's image cache among it, is its
+/// own, as on separate machines), loopback up. Returns once they are
 /// ready. The holder sleeps until it is killed; it dies with this process
 /// (parent-death signal).
 pub(super) fn holder(hostname: &str, own: &Path, shared: &Path) -> Child {
     let script = format!(
-        "echo {hostname} > /proc/sys/kernel/hostname && mount --bind '{}' '{}' && ip link set lo up && echo ready && exec sleep infinity",
+        "echo {hostname} > /proc/sys/kernel/hostname && mount --bind '{}' '{}' && mount -t tmpfs -o mode=0755,size=16m tmpfs /run && ip link set lo up && echo ready && exec sleep infinity",
         own.display(),
         shared.display()
     );
