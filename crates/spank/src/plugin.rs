@@ -33,7 +33,7 @@ const PREFIX: &str = "squashfs-mount";
 /// plugstack.conf arguments (init).
 static CONFIG: OnceLock<Config> = OnceLock::new();
 /// The values Slurm handed to the option callbacks.
-static GIVEN: Mutex<Given> = Mutex::new(Given { pairs: None, unions: None, writable: None });
+static GIVEN: Mutex<Given> = Mutex::new(Given { pairs: None, unions: None, writable: None, session: None, source: request::Source::Options });
 /// The step's outcome in slurmstepd (remote init_post_opt), read by the
 /// forked tasks. Only plugin callbacks on slurmstepd's main thread touch it,
 /// never concurrently with a fork, so the lock is free in every child.
@@ -120,15 +120,18 @@ pub fn init_post_opt(spank: &Spank) -> Result<(), ()> {
     }
 }
 
-/// The options given, else their environment variables (read with `get`).
+/// The images by precedence (request.rs): the options given, else the
+/// variables, else the session's `UENV_MOUNT_LIST` (read with `get`).
 fn given(get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>) -> Result<Given, String> {
-    let mut g = lock(&GIVEN).clone();
-    if g.is_empty() && g.writable.is_none() {
-        g.pairs = get(request::ENV_FALLBACK)?.filter(|v| !v.is_empty());
-        g.unions = get(request::ENV_UNION)?.filter(|v| !v.is_empty());
-        g.writable = get(request::ENV_WRITABLE)?;
+    lock(&GIVEN).clone().resolve(get)
+}
+
+/// An error, naming where the images came from unless the options did.
+fn from_source(source: request::Source, e: impl std::fmt::Display) -> String {
+    match source {
+        request::Source::Options => e.to_string(),
+        s => format!("{e} (from {})", s.describe()),
     }
-    Ok(g)
 }
 
 /// srun/sbatch/salloc: the options or their variables, checked before the
@@ -139,8 +142,8 @@ fn local_check() -> Result<(), ()> {
     if g.is_empty() && g.writable.is_none() {
         return Ok(());
     }
-    let req = request::parse(&g).map_err(report)?;
-    local::validate(&req, &remote::front_end(&config())).map_err(report)
+    let req = request::parse(&g).map_err(|e| report(from_source(g.source, e)))?;
+    local::validate(&req, &remote::front_end(&config())).map_err(|e| report(from_source(g.source, e)))
 }
 
 /// slurmstepd: mount for this step, or remember why not.
@@ -158,7 +161,7 @@ fn remote_prepare(spank: &Spank) -> Step {
     }
     let req = match request::parse(&g) {
         Ok(r) => r,
-        Err(e) => return Step::Failed(e),
+        Err(e) => return Step::Failed(from_source(g.source, e)),
     };
     let user = match job_user(spank) {
         Ok(u) => u,
@@ -175,8 +178,9 @@ fn remote_prepare(spank: &Spank) -> Step {
         }
         Err(e) => {
             // For the admin's log now; for the user from the tasks.
+            let e = from_source(g.source, e);
             ffi::info(&format!("{PREFIX}: {e}"));
-            Step::Failed(e.to_string())
+            Step::Failed(e)
         }
     }
 }

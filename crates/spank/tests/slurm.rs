@@ -164,7 +164,72 @@ const TESTS: &[(&str, Test)] = &[
     ("a_second_step_reuses_the_cached_instance_one_loop_device_per_node", second_step_reuses_the_cache),
     ("unions_and_a_writable_layer_through_the_plugin", unions_and_writable),
     ("the_shared_refusal_table", shared_refusal_table),
+    ("a_session_flows_into_srun_on_every_node", session_flows_into_srun),
+    ("sbatch_from_a_session_inner_srun_replaces_it", session_flows_into_sbatch),
+    ("a_stale_session_list_fails_at_submission_naming_it", stale_session_list),
+    ("an_empty_squashfs_option_opts_out_of_the_session", session_opt_out),
 ];
+
+/// The squashfs-mount command installed setuid root on the login node.
+fn setuid_cli(t: &T) -> String {
+    let bin = t.c.dir.join("bin/squashfs-mount");
+    if !bin.exists() {
+        fs::create_dir_all(bin.parent().unwrap()).expect("mkdir");
+        fs::copy(&t.cli, &bin).expect("copy squashfs-mount");
+        std::os::unix::fs::chown(&bin, Some(0), Some(0)).expect("chown");
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).expect("chmod");
+    }
+    bin.display().to_string()
+}
+
+/// Runs `args` as the user inside `squashfs-mount <image>:/user-environment`.
+fn in_session(t: &T, image: &str, args: &[&str]) -> Run {
+    let cli = setuid_cli(t);
+    let pair = format!("{}:{UE}", t.img(image));
+    let mut argv = vec![cli.as_str(), pair.as_str(), "--"];
+    argv.extend_from_slice(args);
+    t.user(&[], &argv)
+}
+
+/// A user works in a session and runs `srun`: the tasks on every node see
+/// the session's images, without naming them again.
+fn session_flows_into_srun(t: &T) {
+    let r = in_session(t, "a.sqfs", &["srun", "-N3", "cat", "/user-environment/file"]);
+    assert!(r.success() && r.stdout() == "hello from A\n".repeat(3), "{r:?}");
+}
+
+/// `sbatch` from a session: its steps see the images; an inner `srun
+/// --squashfs=` replaces them for that step.
+fn session_flows_into_sbatch(t: &T) {
+    let script = t.c.dir.join("jobs/session.sh");
+    let out = t.c.dir.join("jobs/session.out");
+    fs::write(
+        &script,
+        format!("#!/bin/sh\nsrun -N2 cat /user-environment/file\nsrun -N1 --squashfs={}:{UE} cat /user-environment/file\n", t.img("b.sqfs")),
+    )
+    .expect("script");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let _ = fs::remove_file(&out);
+    let r = in_session(t, "a.sqfs", &["sbatch", "--wait", "-N2", "-o", &out.display().to_string(), &script.display().to_string()]);
+    assert!(r.success(), "{r:?}");
+    let text = fs::read_to_string(&out).unwrap_or_default();
+    assert_eq!(text, "hello from A\nhello from A\nhello from B\n", "{r:?}");
+}
+
+/// A `UENV_MOUNT_LIST` naming an image that is gone: refused before the
+/// job is queued, with a message that names the variable.
+fn stale_session_list(t: &T) {
+    let gone = format!("{}:{UE}", t.c.dir.join("images/deleted.sqfs").display());
+    let r = t.user(&[("UENV_MOUNT_LIST", gone.as_str())], &["srun", "-N1", "echo", "RAN"]);
+    assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
+    assert!(r.stderr().contains("deleted.sqfs") && r.stderr().contains("no such file") && r.stderr().contains("UENV_MOUNT_LIST"), "{r:?}");
+}
+
+/// `--squashfs=` (empty) runs the step without the session's images.
+fn session_opt_out(t: &T) {
+    let r = in_session(t, "a.sqfs", &["srun", "-N1", "--squashfs=", "sh", "-c", "ls -A /user-environment | wc -l; echo ${UENV_MOUNT_LIST:-none}"]);
+    assert!(r.success() && r.stdout().starts_with("0\n"), "{r:?}");
+}
 
 /// Loop devices backed by `image` (on any node: they are the kernel's).
 fn loops_of(image: &str) -> usize {
@@ -191,7 +256,9 @@ fn unions_and_writable(t: &T) {
     let union = format!("--squashfs-union={w},{}:{UE}", t.img("a.sqfs"));
     let script = "cat /user-environment/file /user-environment/w.txt && echo new > /user-environment/scratch/new && cat /user-environment/scratch/new";
     let r = t.user(&[], &["srun", "-N2", &union, "--squashfs-writable=64M", "sh", "-c", script]);
-    assert!(r.success() && r.stdout() == "hello from A\ntop\nnew\n".repeat(2), "{r:?}");
+    let mut lines: Vec<String> = r.stdout().lines().map(String::from).collect();
+    lines.sort();
+    assert!(r.success() && lines == ["hello from A", "hello from A", "new", "new", "top", "top"], "{r:?}");
     // Without --squashfs-writable the union is read-only.
     let r = t.user(&[], &["srun", "-N1", &union, "sh", "-c", "echo new > /user-environment/scratch/new"]);
     assert!(!r.success() && r.stderr().contains("Read-only file system"), "{r:?}");
@@ -285,6 +352,8 @@ fn run_one(t: &T, f: Test) -> Result<(), Failed> {
     for n in &t.c.nodes {
         let _ = n.command(&t.cli).args(["--gc", "--all"]).output();
     }
+    // And on the login node (the sessions' launches).
+    let _ = Command::new(&t.cli).args(["--gc", "--all"]).output();
     let left = t.c.leftovers(&[Path::new(UE), Path::new(UT)]);
     match outcome {
         Err(panic) => {
