@@ -51,7 +51,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     let settings: Settings = privileges.as_root(config::load)?;
     let caller = privileges.caller().clone();
     settings.policy.admits(caller.uid.as_raw(), &caller.all_gids()).map_err(Failure::new)?;
-    let _slot = privileges.as_root(|| LaunchSlot::take(caller.uid.as_raw(), settings.max_launches_per_user))??;
+    let _slot = privileges.as_root(|| LaunchSlot::take(caller.uid.as_raw(), settings.max_launches_per_user, settings.max_launches_wait_ms))??;
     let cwd = system::current_dir().map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
     let ctx = Context { settings: &settings, front: &FrontEnd::default(), cwd, fuse_server: fuse::server_for_command(), rootless: false };
     let mounted = engine::mount_all(&mut privileges, request, &ctx)?;

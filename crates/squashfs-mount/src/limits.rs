@@ -15,10 +15,6 @@ const LOOP_LOCK: &str = "loop-lock";
 /// Longest wait for the loop-device lock (held only while devices are
 /// counted and configured, never across I/O on an image).
 const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
-/// Longest wait for one of the user's launch slots: launches queue up
-/// rather than fail (128 at once by one user are normal in a job script),
-/// but one whose setup is stuck cannot block the user's others forever.
-const SLOT_TIMEOUT_MS: u64 = 30_000;
 
 /// The runtime directory, or None where it cannot be used (a read-only
 /// /run): the limits are a protection against exhaustion, not a security
@@ -41,8 +37,10 @@ pub struct LaunchSlot {
 
 impl LaunchSlot {
     /// Takes a free slot of `uid` among `max`, waiting for one at most
-    /// [`SLOT_TIMEOUT_MS`], or refuses. Needs root.
-    pub fn take(uid: u32, max: u32) -> Result<LaunchSlot, Failure> {
+    /// `wait_ms` (`max-launches-wait`): launches queue up rather than fail
+    /// (128 at once by one user are normal in a job script), but one whose
+    /// setup is stuck cannot block the user's others forever. Needs root.
+    pub fn take(uid: u32, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
         let Some(dir) = state_dir()? else { return Ok(LaunchSlot { _lock: None }) };
         match system::make_dir(dir.as_fd(), SLOTS_DIR, 0o700) {
             Ok(()) | Err(Error::EXIST) => {}
@@ -61,10 +59,10 @@ impl LaunchSlot {
                     return Ok(LaunchSlot { _lock: Some(lock) });
                 }
             }
-            if waited >= SLOT_TIMEOUT_MS {
+            if waited >= wait_ms {
                 return Err(Failure::new(format!(
-                    "you have had {max} launches of squashfs-mount setting up at once for {} s (max-launches-per-user in /etc/squashfs-mount.conf); some are stuck (an image on a file system that hangs?), or run fewer at a time",
-                    SLOT_TIMEOUT_MS / 1000
+                    "you have had {max} launches of squashfs-mount setting up at once for {:.0} s (max-launches-per-user, max-launches-wait in /etc/squashfs-mount.conf); some are stuck (an image on a file system that hangs?), or run fewer at a time",
+                    wait_ms as f64 / 1000.0
                 )));
             }
             system::pause_millis(step);

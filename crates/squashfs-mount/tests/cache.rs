@@ -543,6 +543,8 @@ fn half_made_entries_are_cleaned_up() {
     let (k1, k2, old) = ("0123456789abcdef0123456789abcdef".to_string(), "fedcba9876543210fedcba9876543210".to_string(), format!("{:x}-{:x}", m.dev(), m.ino()));
     let dirs = [c(format!("/{k1}")), c(format!("/{k1}/mnt")), c(format!("/{k2}")), c(format!("/{k2}/mnt")), c(format!("/{old}"))];
     let (tmpfs_on, meta) = (c(format!("/{k2}/mnt")), c(format!("/{k2}/meta")));
+    // A stray file (an earlier version kept its key in /secret).
+    let stray = c("/secret".into());
     let tmpfs = c("tmpfs".into());
     in_cache_namespace(move || unsafe {
         // SAFETY: raw system calls on CStrings owned by this closure.
@@ -552,9 +554,13 @@ fn half_made_entries_are_cleaned_up() {
                 let fd = libc::open(meta.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
                 fd >= 0 && libc::write(fd, b"garbage\n".as_ptr().cast(), 8) == 8 && libc::close(fd) == 0
             }
+            && {
+                let fd = libc::open(stray.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+                fd >= 0 && libc::close(fd) == 0
+            }
     });
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
-    assert_eq!(status.matches("broken").count(), 3, "the planted entries must show as broken:\n{status}");
+    assert_eq!(status.matches("broken").count(), 4, "the planted entries must show as broken:\n{status}");
 
     // The launches that make new entries collect the broken ones.
     assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");

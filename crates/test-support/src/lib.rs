@@ -21,6 +21,7 @@
 //! - [`slurm`]: a multi-node Slurm cluster in network, UTS and mount
 //!   namespaces.
 
+pub mod cachens;
 pub mod cleanup;
 pub mod cmd;
 pub mod count;
@@ -29,6 +30,7 @@ pub mod image;
 pub mod install;
 pub mod refusals;
 pub mod lock;
+pub mod site;
 pub mod skip;
 pub mod userns;
 pub mod slurm;

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use super::meta::{is_entry_name, Identity, Meta, META_LIMIT};
-use super::{CacheError, MARKER, SECRET};
+use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE};
 use crate::system::{self, Error};
 
 /// Most names listed in the cache namespace (a hard cap on entries).
@@ -30,9 +30,12 @@ pub(super) fn path(name: &str, leaf: &str) -> String {
     }
 }
 
+/// Missing parts are fine (a half-made entry, or a stray file that an
+/// earlier version of the tool left, where a path below it is no
+/// directory).
 fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
     match r {
-        Err(Error::NOENT) => Ok(()),
+        Err(Error::NOENT) | Err(Error::NOTDIR) => Ok(()),
         other => other,
     }
 }
@@ -50,25 +53,31 @@ fn check_clone(clone: &OwnedFd, rdev: u64) -> Result<(), String> {
 }
 
 pub(super) fn read_secret(create: bool) -> Result<Option<[u8; 32]>, CacheError> {
-    let here = system::working_dir();
-    match system::read_file_at(here, SECRET, 32) {
-        Ok((bytes, false)) if bytes.len() == 32 => return Ok(bytes.try_into().ok()),
-        Err(Error::NOENT) if create => {}
-        Err(Error::NOENT) => return Ok(None),
+    match system::attribute(MARKER, SECRET_ATTRIBUTE, 32) {
+        Ok(Some(bytes)) if bytes.len() == 32 => return Ok(bytes.try_into().ok()),
+        Ok(None) if create => {}
+        Ok(None) => return Ok(None),
         _ => return Err(CacheError::Unavailable("the cache namespace's secret is unreadable".into())),
     }
     // A namespace made by an earlier version has none yet.
     let secret = system::random_bytes::<32>().map_err(|e| CacheError::Unavailable(format!("getrandom: {e}")))?;
-    system::write_new_file(here, SECRET, &secret, 0o600).map_err(|e| CacheError::Unavailable(format!("cannot write the cache's secret: {e}")))?;
+    system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret).map_err(|e| CacheError::Unavailable(format!("cannot keep the cache's secret: {e}")))?;
     Ok(Some(secret))
+}
+
+/// The record of entry `name` (an extended attribute of its directory:
+/// writing it is not limited by the caller's RLIMIT_FSIZE).
+fn read_meta(name: &str) -> Option<Meta> {
+    match system::attribute(&path(name, ""), META_ATTRIBUTE, META_LIMIT) {
+        Ok(Some(bytes)) => Meta::decode(&bytes),
+        _ => None,
+    }
 }
 
 /// `copies` clones of entry `name` if it is of the same unchanged file `id`
 /// and its loop device is still backed by that very file; else none.
 pub(super) fn clones_of(name: &str, id: &Identity, copies: usize, dev: BorrowedFd<'_>) -> Vec<OwnedFd> {
-    let here = system::working_dir();
-    let Ok((bytes, false)) = system::read_file_at(here, &path(name, "meta"), META_LIMIT) else { return Vec::new() };
-    let Some(meta) = Meta::decode(&bytes).filter(|m| m.same_file(id)) else { return Vec::new() };
+    let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else { return Vec::new() };
     let Ok(loop_dev) = system::open_loop_device(dev, meta.loop_number) else { return Vec::new() };
     if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.loop_rdev) {
         return Vec::new();
@@ -85,7 +94,7 @@ pub(super) fn clones_of(name: &str, id: &Identity, copies: usize, dev: BorrowedF
             _ => return Vec::new(),
         }
     }
-    let _ = system::touch(here, &path(name, "meta"));
+    let _ = system::touch(system::working_dir(), &path(name, ""));
     out
 }
 
@@ -96,11 +105,8 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
         Err(Error::NOENT) => return Ok(None),
         Err(e) => return Err(CacheError::Unavailable(format!("cannot stat cache entry {name}: {e}"))),
     };
-    let meta = match system::read_file_at(here, &path(name, "meta"), META_LIMIT) {
-        Ok((bytes, false)) => Meta::decode(&bytes),
-        _ => None,
-    };
-    let last_used = system::stat_at(here, &path(name, "meta")).map(|s| s.mtime.0).unwrap_or(dir.mtime.0);
+    let meta = if dir.is_dir() { read_meta(name) } else { None };
+    let last_used = dir.mtime.0;
     let valid = dir.is_dir()
         && is_entry_name(name.as_bytes())
         && meta.as_ref().is_some_and(|m| match system::open_dir_nofollow(here, path(name, "mnt")) {
@@ -122,7 +128,7 @@ pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
     let mut out = Vec::new();
     for name in names {
         let name = name.as_bytes();
-        if [MARKER, SECRET].iter().any(|own| own.as_bytes()[1..] == *name) || name.contains(&b'/') || name.starts_with(b".") {
+        if MARKER.as_bytes()[1..] == *name || name.contains(&b'/') || name.starts_with(b".") {
             continue;
         }
         let name = String::from_utf8_lossy(name).into_owned();
@@ -146,6 +152,7 @@ pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
             Err(e) => return Err(CacheError::Unavailable(format!("cannot unmount cache entry {name}: {e}"))),
         }
     }
+    // meta and meta.tmp: the record files of earlier versions.
     ignore_missing(system::remove_file(here, &path(name, "meta")))
         .and_then(|()| ignore_missing(system::remove_file(here, &path(name, "meta.tmp"))))
         .and_then(|()| ignore_missing(system::remove_dir(here, &mnt)))
@@ -158,7 +165,8 @@ pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
 }
 
 /// Mounts the detached instance `mount` as entry `name`, commits `meta`
-/// (written, then renamed into place) and returns `copies` clones.
+/// (the record is set last: an entry without it is broken) and returns
+/// `copies` clones.
 pub(super) fn insert_entry(name: &str, mount: &OwnedFd, meta: &Meta, copies: usize) -> Result<Vec<OwnedFd>, CacheError> {
     let here = system::working_dir();
     let err = |what: &str, e: Error| CacheError::Unavailable(format!("cannot {what} cache entry {name}: {e}"));
@@ -166,8 +174,7 @@ pub(super) fn insert_entry(name: &str, mount: &OwnedFd, meta: &Meta, copies: usi
     system::make_dir(here, &path(name, "mnt"), 0o700).map_err(|e| err("create", e))?;
     let target = system::open_dir_nofollow(here, path(name, "mnt")).map_err(|e| err("open", e))?;
     system::attach_mount(mount.as_fd(), target.as_fd()).map_err(|e| err("mount", e))?;
-    system::write_new_file(here, &path(name, "meta.tmp"), meta.encode().as_bytes(), 0o600).map_err(|e| err("write", e))?;
-    system::rename(here, &path(name, "meta.tmp"), &path(name, "meta")).map_err(|e| err("commit", e))?;
+    system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes()).map_err(|e| err("commit", e))?;
     (0..copies.max(1)).map(|_| system::clone_mount_at(&path(name, "mnt")).map_err(|e| err("clone", e))).collect()
 }
 

@@ -14,13 +14,17 @@
 //! Layout inside the cache namespace:
 //!
 //! ```text
-//! /squashfs-mount-cache      marker: this namespace is ours
-//! /secret                    32 random bytes: the key of entry names
-//! /<name>/mnt                an instance, mounted ro,nosuid,nodev
-//! /<name>/meta               identity of the image file, loop device,
-//!                            creator, path; written last (rename), its
-//!                            mtime is the time of last use
+//! /squashfs-mount-cache      marker: this namespace is ours; its
+//!                            attribute trusted.squashfs-mount.secret holds
+//!                            32 random bytes, the key of entry names
+//! /<name>/                   an entry: its attribute
+//!                            trusted.squashfs-mount.meta records the image
+//!                            file's identity, loop device, creator, path
+//!                            (set last); its mtime is the time of last use
+//! /<name>/mnt                the instance, mounted ro,nosuid,nodev
 //! ```
+//! Records are extended attributes, not file contents: nothing the tool
+//! writes there is subject to the caller's RLIMIT_FSIZE (see `limits`).
 //! `<name>` is a keyed hash of the image file's device and inode
 //! (`meta::entry_name`): a process that visits the namespace shows its
 //! mounts in /proc/<pid>/mountinfo, which anyone can read, and the names
@@ -59,8 +63,10 @@ const LOCK_FILE: &str = "lock";
 const GC_STAMP: &str = "gc-stamp";
 /// Marker at the root of the cache namespace.
 const MARKER: &str = "/squashfs-mount-cache";
-/// The key of entry names, at the root of the cache namespace.
-const SECRET: &str = "/secret";
+/// The attribute of the marker holding the key of entry names.
+const SECRET_ATTRIBUTE: &str = "trusted.squashfs-mount.secret";
+/// The attribute of an entry's directory holding its record.
+const META_ATTRIBUTE: &str = "trusted.squashfs-mount.meta";
 /// Seconds between two opportunistic collections at launch.
 pub const GC_INTERVAL: i64 = 10;
 

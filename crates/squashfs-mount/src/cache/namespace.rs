@@ -5,7 +5,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::{CacheError, CACHE_DIR, MARKER, NS_FILE, SECRET};
+use super::{CacheError, CACHE_DIR, MARKER, NS_FILE, SECRET_ATTRIBUTE};
 use crate::system::{self, Error, VisitError};
 
 /// Size limit of the cache namespace's tmpfs (only directories and small
@@ -72,8 +72,8 @@ fn attempt(target: BorrowedFd<'_>, stranded: fn(&dyn std::fmt::Display) -> !) ->
     let made = system::in_new_mount_namespace(|| -> Result<(), Error> {
         system::become_tmpfs_rooted(CACHE_DIR, TMPFS_SIZE)?;
         let secret = system::random_bytes::<32>()?;
-        system::write_new_file(system::working_dir(), SECRET, &secret, 0o600)?;
-        system::write_new_file(system::working_dir(), MARKER, b"squashfs-mount image cache\n", 0o600)
+        system::create_file_if_missing(system::working_dir(), MARKER, 0o600)?;
+        system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret)
     });
     let (ns, setup) = match made {
         Ok(v) => v,

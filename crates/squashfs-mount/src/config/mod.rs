@@ -62,6 +62,8 @@ pub struct Settings {
     pub max_loop_devices: u32,
     /// Launches of one user in their privileged phase at once.
     pub max_launches_per_user: u32,
+    /// How long a launch waits for one of its user's launch slots.
+    pub max_launches_wait_ms: u64,
     /// Threads of each FUSE server (0: chosen from the CPUs).
     pub fuse_threads: u32,
     /// Say what was done on stderr (as `--verbose`).
@@ -80,6 +82,7 @@ impl Default for Settings {
             loop_options: LoopOptions::default(),
             max_loop_devices: 2048,
             max_launches_per_user: 16,
+            max_launches_wait_ms: 30_000,
             fuse_threads: 0,
             verbose: false,
         }

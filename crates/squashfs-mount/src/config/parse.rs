@@ -11,7 +11,7 @@ use crate::paths;
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
-pub const KEYS: [&str; 23] = [
+pub const KEYS: [&str; 24] = [
     "kernel-images",
     "trusted-owners",
     "trusted-groups",
@@ -25,6 +25,7 @@ pub const KEYS: [&str; 23] = [
     "max-images-per-call",
     "max-loop-devices",
     "max-launches-per-user",
+    "max-launches-wait",
     "cache",
     "cache-max-idle",
     "cache-max-instances",
@@ -192,6 +193,7 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                 .ok_or_else(|| format!("use 1 to {MAX_IMAGES_PER_CALL}")),
             "max-loop-devices" => parse_count(value, 1 << 20).map(|v| s.max_loop_devices = v as u32).ok_or_else(String::new),
             "max-launches-per-user" => parse_count(value, 4096).filter(|&n| n > 0).map(|v| s.max_launches_per_user = v as u32).ok_or_else(String::new),
+            "max-launches-wait" => parse_duration(value).filter(|&v| v <= 3600).map(|v| s.max_launches_wait_ms = v * 1000).ok_or_else(String::new),
             "cache" => parse_bool(value).map(|v| s.cache = v).ok_or_else(String::new),
             "cache-max-idle" => parse_duration(value).map(|v| s.cache_max_idle = v).ok_or_else(String::new),
             "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
@@ -260,7 +262,7 @@ mod tests {
     fn policy_keys() {
         let (s, problems) = p("kernel-images = none\ntrusted-owners = root, alice 42\ntrusted-groups = hpc\n\
               trusted-dirs = /apps//images/, /opt/x\ntrusted-match = all\nallowed-groups = hpc\nmount-points = /user-environment\n\
-              allow-writable = no\nallow-union = no\nmax-images-per-call = 64\nmax-loop-devices = 100\nmax-launches-per-user = 3\n");
+              allow-writable = no\nallow-union = no\nmax-images-per-call = 64\nmax-loop-devices = 100\nmax-launches-per-user = 3\nmax-launches-wait = 2s\n");
         assert!(problems.is_empty(), "{problems:?}");
         let pol = &s.policy;
         assert_eq!(pol.kernel_images, KernelImages::None);
@@ -271,7 +273,7 @@ mod tests {
         assert_eq!(pol.allowed_groups, [300]);
         assert!(!pol.allow_writable && !pol.allow_union);
         assert_eq!(pol.max_images_per_call, 64);
-        assert_eq!((s.max_loop_devices, s.max_launches_per_user), (100, 3));
+        assert_eq!((s.max_loop_devices, s.max_launches_per_user, s.max_launches_wait_ms), (100, 3, 2000));
         // An empty list is a list: nobody is a trusted owner.
         assert!(p("trusted-owners =\n").0.policy.trusted_owners.is_empty());
         assert_eq!(Policy::default().trusted_owners, [0]);

@@ -315,3 +315,24 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> SysResult<u64> {
     }
     Ok(st.stx_mnt_id)
 }
+
+/// Sets the extended attribute `name` of `path` (relative to the current
+/// directory; no symlink followed) to `value`. Unlike a file's contents,
+/// an attribute is not limited by the caller's RLIMIT_FSIZE.
+pub fn set_attribute(path: &str, name: &str, value: &[u8]) -> SysResult<()> {
+    rustix::fs::lsetxattr(path, name, value, rustix::fs::XattrFlags::empty())
+}
+
+/// The extended attribute `name` of `path` (no symlink followed), at most
+/// `limit` bytes; None when it is not set.
+pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; limit];
+    match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        Err(Errno::NODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
