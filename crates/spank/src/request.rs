@@ -169,19 +169,19 @@ mod tests {
         };
         let session = env(&[("UENV_MOUNT_LIST", "/s/a.sqfs:/user-environment,/s/u1.sqfs:/u,/s/u2.sqfs:/u")]);
         // Nothing given: the session's images, its union kept.
-        let g = Given::default().resolve(&session).unwrap();
+        let g = Given::default().resolve(session).unwrap();
         assert_eq!(g.source, Source::Session);
         let r = parse(&g).unwrap();
         let got: Vec<_> = r.mounts.iter().map(|m| (m.describe(), m.union)).collect();
         assert_eq!(got, [("/s/a.sqfs:/user-environment".to_string(), false), ("/s/u1.sqfs,/s/u2.sqfs:/u".to_string(), true)]);
         // A variable replaces it; an option replaces both; empty ones opt out.
         let both = env(&[("UENV_MOUNT_LIST", "/s/a.sqfs:/user-environment"), ("SLURM_SQUASHFS", "/s/b.sqfs:/user-tools")]);
-        let g = Given::default().resolve(&both).unwrap();
+        let g = Given::default().resolve(both).unwrap();
         assert_eq!((g.source, parse(&g).unwrap().mounts.len()), (Source::Variables, 1));
         assert_eq!(parse(&g).unwrap().mounts[0].describe(), "/s/b.sqfs:/user-tools");
-        let opt = Given { pairs: Some(b"/s/c.sqfs:/user-environment".to_vec()), ..Given::default() }.resolve(&both).unwrap();
+        let opt = Given { pairs: Some(b"/s/c.sqfs:/user-environment".to_vec()), ..Given::default() }.resolve(both).unwrap();
         assert_eq!(parse(&opt).unwrap().mounts[0].describe(), "/s/c.sqfs:/user-environment");
-        let out = Given { pairs: Some(Vec::new()), ..Given::default() }.resolve(&session).unwrap();
+        let out = Given { pairs: Some(Vec::new()), ..Given::default() }.resolve(session).unwrap();
         assert!(out.is_empty() && out.source == Source::Options);
         let out = Given::default().resolve(env(&[("SLURM_SQUASHFS", ""), ("UENV_MOUNT_LIST", "/s/a.sqfs:/m")])).unwrap();
         assert!(out.is_empty());

@@ -11,7 +11,7 @@ use crate::engine::{self, Context, FrontEnd};
 use crate::error::{self, Failure};
 use crate::fuse;
 use crate::limits::LaunchSlot;
-use crate::privilege::{self, Caller, Credentials, PrivilegeError, Privileges, Rootless};
+use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, Rootless};
 use crate::system;
 
 /// What is left to do once privileges are gone: run the command.
@@ -21,6 +21,8 @@ pub struct Ready {
     pub command: Vec<OsString>,
     /// `UENV_MOUNT_LIST` for the command, when anything was mounted.
     pub mount_list: Option<OsString>,
+    /// The caller's signal dispositions, to give back before exec.
+    pub signals: system::CallerSignals,
 }
 
 /// Mounts what `request` asks for in a private mount namespace and drops
@@ -37,29 +39,31 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let caller = privileges.drop_for_good()?;
-        return Ok(Ready { caller, command: request.command.clone(), mount_list: None });
+        return Ok(Ready { caller, command: request.command.clone(), mount_list: None, signals: system::CallerSignals::unchanged() });
     }
     setuid(privileges, request)
 }
 
 fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Failure> {
     // A caller's lowered limits must not stop the privileged phase half-way.
-    system::ignore_file_size_signal();
-    let limits = privileges
-        .as_root(system::limits::raise_for_privileged_phase)?
-        .map_err(|e| Failure::new(format!("cannot set resource limits: {e}")))?;
-    let settings: Settings = privileges.as_root(config::load)?;
+    let signals = system::ignore_file_size_signal();
     let caller = privileges.caller().clone();
-    settings.policy.admits(caller.uid.as_raw(), &caller.all_gids()).map_err(Failure::new)?;
-    let _slot = privileges.as_root(|| LaunchSlot::take(caller.uid.as_raw(), settings.max_launches_per_user, settings.max_launches_wait_ms))??;
+    let (limits, settings, slot) = privileges.as_root(|| {
+        let limits = system::limits::raise_for_privileged_phase().map_err(|e| Failure::new(format!("cannot set resource limits: {e}")))?;
+        let settings: Settings = config::load();
+        settings.policy.admits(caller.uid.as_raw(), &caller.all_gids()).map_err(Failure::new)?;
+        let slot = LaunchSlot::take(caller.uid.as_raw(), settings.max_launches_per_user, settings.max_launches_wait_ms)?;
+        Ok::<_, Failure>((limits, settings, slot))
+    })??;
     let cwd = system::current_dir().map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
     let ctx = Context { settings: &settings, front: &FrontEnd::default(), cwd, fuse_server: fuse::server_for_command(), rootless: false };
     let mounted = engine::mount_all(&mut privileges, request, &ctx)?;
     privileges.as_root(|| limits.restore())?.map_err(|e| Failure::new(format!("cannot restore resource limits: {e}")))?;
+    drop(slot);
+    // Verified inside (ids, groups, capabilities, root not regainable).
     let caller = privileges.drop_for_good()?;
-    privilege::verify_dropped(&caller)?;
     report(&mounted, request.verbose || settings.verbose);
-    Ok(Ready { caller, command: request.command.clone(), mount_list: Some(mounted.mount_list) })
+    Ok(Ready { caller, command: request.command.clone(), mount_list: Some(mounted.mount_list), signals })
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
@@ -67,7 +71,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() {
         system::set_no_new_privs().map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
         let caller = Caller { uid: system::real_uid(), gid: system::real_gid(), groups: system::supplementary_groups().unwrap_or_default() };
-        return Ok(Ready { caller, command: request.command.clone(), mount_list: None });
+        return Ok(Ready { caller, command: request.command.clone(), mount_list: None, signals: system::CallerSignals::unchanged() });
     }
     // The configuration file tunes, but cannot grant anything here: there
     // is nothing to grant.
@@ -81,7 +85,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     let caller = creds.finish()?;
     report(&mounted, request.verbose || settings.verbose);
-    Ok(Ready { caller, command: request.command.clone(), mount_list: Some(mounted.mount_list) })
+    Ok(Ready { caller, command: request.command.clone(), mount_list: Some(mounted.mount_list), signals: system::CallerSignals::unchanged() })
 }
 
 /// Quiet success: only a warning worth the user's attention, or with

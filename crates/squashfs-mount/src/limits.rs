@@ -21,7 +21,10 @@ const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
 /// boundary, so they are not enforced then rather than failing every
 /// launch.
 fn state_dir() -> Result<Option<OwnedFd>, Failure> {
-    let dir = match system::open_or_create_dir(CACHE_DIR, 0o700) {
+    let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR).or_else(|e| match e {
+        Error::NOENT => system::open_or_create_dir(CACHE_DIR, 0o700),
+        e => Err(e),
+    }) {
         Ok(dir) => dir,
         Err(Error::ROFS | Error::ACCESS | Error::PERM | Error::NOENT) => return Ok(None),
         Err(e) => return Err(Failure::new(format!("cannot use {CACHE_DIR}: {e}"))),
@@ -42,11 +45,17 @@ impl LaunchSlot {
     /// setup is stuck cannot block the user's others forever. Needs root.
     pub fn take(uid: u32, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
         let Some(dir) = state_dir()? else { return Ok(LaunchSlot { _lock: None }) };
-        match system::make_dir(dir.as_fd(), SLOTS_DIR, 0o700) {
-            Ok(()) | Err(Error::EXIST) => {}
-            Err(e) => return Err(Failure::new(format!("cannot create {CACHE_DIR}/{SLOTS_DIR}: {e}"))),
+        let slots = match system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR) {
+            Err(Error::NOENT) => {
+                match system::make_dir(dir.as_fd(), SLOTS_DIR, 0o700) {
+                    Ok(()) | Err(Error::EXIST) => {}
+                    Err(e) => return Err(Failure::new(format!("cannot create {CACHE_DIR}/{SLOTS_DIR}: {e}"))),
+                }
+                system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR)
+            }
+            other => other,
         }
-        let slots = system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR).map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{SLOTS_DIR}: {e}")))?;
+        .map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{SLOTS_DIR}: {e}")))?;
         // Start at a slot chosen by the pid, so that waiting launches spread.
         let first = std::process::id() % max.max(1);
         let (mut waited, mut step) = (0u64, 1u64);

@@ -8,7 +8,7 @@ use std::process::{Command, ExitCode};
 
 use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
 use squashfs_mount::error::{print_stdout, report};
-use squashfs_mount::{cache, environment, launch, policy_command, system, VERSION};
+use squashfs_mount::{cache, environment, launch, policy_command, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
     report(msg);
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
 
     // Unprivileged from here on (verified in launch::run).
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
-    system::reset_signals();
+    ready.signals.restore();
     let program = &ready.command[0];
     let err = Command::new(program).args(&ready.command[1..]).env_clear().envs(env).exec();
     let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };

@@ -146,3 +146,21 @@ fn cache_commands_for_one_user() {
         fx.run(["--gc", "--all", s(&img).as_str()]).refused(&["cannot be combined with --gc"]);
     });
 }
+
+#[test]
+fn the_command_gets_the_callers_signal_dispositions() {
+    case(|fx| {
+        // As with nohup: a signal the caller ignores stays ignored for the
+        // command (only what the tool itself changed is given back).
+        let m = fx.mount_point("signals");
+        let r = fx.user_sh(&format!("trap '' HUP; \"$SQM\" {}:{} -- sh -c 'kill -HUP $$; echo alive'", s(&image(fx)), s(&m)));
+        r.ok();
+        assert_eq!(r.stdout(), "alive\n");
+        // SIGPIPE is the default again (the tool's runtime ignores it).
+        let r = fx.user_sh(&format!("\"$SQM\" {}:{} -- sh -c 'yes | head -1'", s(&image(fx)), s(&m)));
+        r.ok();
+        assert_eq!(r.stdout(), "y\n");
+        // (With SIGPIPE ignored, yes would report "Broken pipe".)
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+    });
+}

@@ -68,10 +68,9 @@ impl Store {
     /// cache namespace when they do not exist; without, answers None then.
     pub fn open(limits: Limits, timeout_ms: u64, create: bool, stranded: Stranded) -> Result<Option<Store>, CacheError> {
         let unavailable = |what: String, e: Error| CacheError::Unavailable(format!("{what}: {e}"));
-        let dir = if create {
-            system::open_or_create_dir(CACHE_DIR, 0o700)
-        } else {
-            system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
+        let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR) {
+            Err(Error::NOENT) if create => system::open_or_create_dir(CACHE_DIR, 0o700),
+            other => other,
         };
         let dir = match dir {
             Ok(d) => d,

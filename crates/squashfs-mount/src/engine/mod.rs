@@ -12,7 +12,7 @@
 pub mod plan;
 pub mod source;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -60,6 +60,8 @@ struct Opened {
     image: Image,
     kernel: bool,
     public: bool,
+    /// On a FUSE file system (root's or a user's): never cached.
+    on_fuse: bool,
 }
 
 /// Mounts what `request` asks for, in a private mount namespace, under
@@ -91,43 +93,8 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
     let plan = plan::build(request, &ctx.cwd, policy, ctx.front, system::total_memory())?;
 
     // 2.
-    let kernel_config = if ctx.rootless { None } else { image::kernel_config() };
     let caller_uid = creds.caller().uid.as_raw();
-    let mut notes = Vec::new();
-    let mut opened: Vec<Opened> = Vec::new();
-    let mut index: HashMap<(u64, u64), usize> = HashMap::new();
-    let mut layers: Vec<Vec<usize>> = Vec::with_capacity(plan.mounts.len());
-    for m in &plan.mounts {
-        let mut ids = Vec::with_capacity(m.images.len());
-        for given in &m.images {
-            let img = Image::open(creds, given, &m.subject)?;
-            plan::refuse_separators(&img.path, &m.subject, "image")?;
-            let key = (img.id.dev, img.id.ino);
-            ids.push(key);
-            if let std::collections::hash_map::Entry::Vacant(e) = index.entry(key) {
-                {
-                    let (kernel, public, why) = if ctx.rootless {
-                        (false, false, "rootless mode: no kernel path".to_string())
-                    } else {
-                        let (prov, public) = img.provenance(creds, caller_uid);
-                        let route = policy.route(&prov);
-                        (route.kernel, public, route.reason)
-                    };
-                    if kernel {
-                        img.check_kernel_support(kernel_config.as_ref(), &m.subject)?;
-                        img.check_loop_fit(&m.subject)?;
-                    }
-                    notes.push(format!("{}: {} ({why})", img.path.to_string_lossy(), if kernel { "kernel" } else { "FUSE" }));
-                    opened.push(Opened { image: img, kernel, public });
-                    e.insert(opened.len() - 1);
-                }
-            }
-        }
-        if m.union {
-            plan::check_union_layers(&ids, &m.images, &m.subject)?;
-        }
-        layers.push(ids.iter().map(|k| index[k]).collect());
-    }
+    let (opened, layers, mut notes) = open_and_route(creds, &plan, ctx)?;
     // How many detached mounts of each image the call needs.
     let mut copies = vec![0usize; opened.len()];
     for l in &layers {
@@ -156,7 +123,7 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
     let caller = creds.caller().clone();
     let run_as = !ctx.rootless;
     let threads = settings.fuse_threads;
-    let mut fuse_mounts: HashMap<usize, Vec<OwnedFd>> = HashMap::new();
+    let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
     if let Some(server) = &server {
         let mut starting = Vec::new();
         for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
@@ -181,14 +148,11 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
         .iter()
         .enumerate()
         .filter(|(_, o)| o.kernel)
-        .map(|(i, o)| {
-            let on_fuse = o.image.id.dev != 0 && system::filesystem_type(o.image.fd.as_fd()).ok() == Some(system::FUSE_MAGIC);
-            (i, Wanted { image: &o.image, copies: copies[i], cacheable: use_cache && o.public && !on_fuse, subject: "" })
-        })
+        .map(|(i, o)| (i, Wanted { image: &o.image, copies: copies[i], cacheable: use_cache && o.public && !o.on_fuse, subject: "" }))
         .collect();
     let subjects: Vec<String> = wanted.iter().map(|(i, _)| subject_of(&plan, &layers, *i)).collect();
     let wanted_refs: Vec<Wanted<'_>> = wanted.iter().zip(&subjects).map(|((_, w), s)| Wanted { subject: s, ..*w }).collect();
-    let mut instances: HashMap<usize, Vec<OwnedFd>> = fuse_mounts;
+    let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fuse_mounts;
     if let Some(source) = kernel.as_mut() {
         let made = creds.as_root(|| source.instances(&wanted_refs))??;
         for ((i, _), m) in wanted.iter().zip(made) {
@@ -249,6 +213,54 @@ fn reenter_working_directory(cwd: &OsString, mounted: &[OsString], notes: &mut V
     if let Err(e) = system::change_dir(cwd) {
         notes.push(format!("the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides", cwd.to_string_lossy()));
     }
+}
+
+/// Opened images, for each mount the indices of its images, and notes.
+type Routed = (Vec<Opened>, Vec<Vec<usize>>, Vec<String>);
+
+/// Step 2: every image of the plan opened as the caller (once per file),
+/// checked, judged and routed (kernel or FUSE); for each mount, the indices
+/// of its images; one note per image for `--verbose`.
+fn open_and_route<C: Credentials>(creds: &C, plan: &Plan, ctx: &Context<'_>) -> Result<Routed, Failure> {
+    let caller_uid = creds.caller().uid.as_raw();
+    // Read once, when the first kernel-routed image needs it.
+    let mut kernel_config: Option<Option<squashfs_format::kernel::KernelConfig>> = None;
+    let (mut opened, mut notes) = (Vec::new(), Vec::new());
+    let mut index: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+    let mut layers = Vec::with_capacity(plan.mounts.len());
+    for m in &plan.mounts {
+        let mut ids = Vec::with_capacity(m.images.len());
+        for given in &m.images {
+            let img = Image::open(creds, given, &m.subject)?;
+            plan::refuse_separators(&img.path, &m.subject, "image")?;
+            let key = (img.id.dev, img.id.ino);
+            ids.push(key);
+            if index.contains_key(&key) {
+                continue;
+            }
+            let on_fuse = system::filesystem_type(img.fd.as_fd()).ok() == Some(system::FUSE_MAGIC);
+            let (kernel, public, why) = if ctx.rootless {
+                (false, false, "rootless mode: no kernel path".to_string())
+            } else {
+                let (prov, public) = img.provenance(creds, caller_uid);
+                let route = ctx.settings.policy.route(&prov);
+                (route.kernel, public, route.reason)
+            };
+            if kernel {
+                let config = kernel_config.get_or_insert_with(image::kernel_config);
+                img.check_kernel_support(config.as_ref(), &m.subject)?;
+                img.check_loop_fit(&m.subject)?;
+            }
+            notes.push(format!("{}: {} ({why})", img.path.to_string_lossy(), if kernel { "kernel" } else { "FUSE" }));
+            index.insert(key, opened.len());
+            opened.push(Opened { image: img, kernel, public, on_fuse });
+        }
+        if m.union {
+            plan::check_union_layers(&ids, &m.images, &m.subject)?;
+        }
+        layers.push(ids.iter().map(|k| index[k]).collect());
+    }
+    Ok((opened, layers, notes))
 }
 
 /// The subject (`image:mountpoint`) of the first mount using image `i`.

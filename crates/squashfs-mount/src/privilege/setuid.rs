@@ -57,7 +57,7 @@ impl Privileges {
     /// Gives up root for good: real, effective and saved ids and the groups
     /// become the caller's, no_new_privs is set, and the result is verified.
     pub fn drop_for_good(self) -> Result<Caller, PrivilegeError> {
-        single_threaded()?;
+        // Single-threaded since `acquire` (the tool starts no thread).
         super::drop_to(&self.caller)?;
         Ok(self.caller)
     }
