@@ -116,6 +116,12 @@ pub struct Meta {
     pub path: Vec<u8>,
 }
 
+/// First line of every `meta`: the cache's on-disk format and its version.
+/// An entry of any other version (left by an older or newer package while
+/// instances were cached) does not decode, so it counts as broken: it is
+/// never reused, and is evicted (then recreated) by the next launch of its
+/// image or by any collection. Change the number whenever `meta` or the
+/// entry layout changes.
 const META_HEADER: &str = "squashfs-mount-cache 1";
 
 fn hex(bytes: &[u8]) -> String {
@@ -1060,6 +1066,40 @@ mod tests {
             assert_eq!(Meta::decode(bad.as_bytes()), None, "{bad:?}");
         }
         assert_eq!(Meta::decode(&vec![b'a'; META_LIMIT + 1]), None);
+    }
+
+    #[test]
+    fn entries_of_another_format_version_are_evicted_not_reused() {
+        // What another version of the tool may have left in the cache when
+        // a package upgrade replaced the binary: a different header, with
+        // the same fields or new ones.
+        let good = meta().encode();
+        for other in [
+            good.replacen(META_HEADER, "squashfs-mount-cache 2", 1),
+            good.replacen(META_HEADER, "squashfs-mount-cache 0", 1),
+            good.replacen(META_HEADER, "squashfs-mount-cache 2", 1) + "flags 7\n",
+            "squashfs-mount-cache 3\nidentity fe00 12345\n".to_string(),
+        ] {
+            assert_eq!(Meta::decode(other.as_bytes()), None, "{other:?}");
+        }
+        // Such an entry is not valid (read_entry: valid needs a decoded
+        // meta), and every kind of collection evicts an invalid entry, at
+        // launch first of all, even while a command still uses its instance
+        // (the command keeps its clone).
+        let entries = [
+            Candidate {
+                valid: false,
+                deleted: false,
+                in_use: true,
+                visible: false,
+                last_used: 100,
+            },
+            cand(true, false, 100),
+        ];
+        for mode in [Mode::Launch, Mode::User, Mode::Root, Mode::All] {
+            let p = plan(&entries, 100, 600, 32, mode);
+            assert_eq!(p.first(), Some(&0), "{mode:?}: {p:?}");
+        }
     }
 
     #[test]

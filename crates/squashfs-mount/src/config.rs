@@ -16,6 +16,10 @@
 //! loop-block-size = 4096      # 512 | 1024 | 2048 | 4096, or 0 for the kernel's default
 //! squashfs-threads = multi    # single | multi | percpu | <N> | kernel (used where the kernel offers it)
 //! ```
+//!
+//! The packages install `etc/squashfs-mount.conf` of the repository, which
+//! lists every key of [`KNOWN_KEYS`] commented out with its default; a unit
+//! test keeps the two in sync.
 
 use std::os::fd::AsFd;
 
@@ -27,6 +31,20 @@ use crate::system;
 pub const CONFIG_PATH: &str = "/etc/squashfs-mount.conf";
 /// Largest configuration file read.
 const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// Every key [`parse`] accepts; any other key is reported as unknown. The
+/// packaged, documented `etc/squashfs-mount.conf` must list each of them
+/// with its default (a unit test checks this): add a new key here, in
+/// [`parse`] and in that file.
+pub const KNOWN_KEYS: &[&str] = &[
+    "cache",
+    "cache-max-idle",
+    "cache-max-instances",
+    "cache-lock-timeout",
+    "loop-direct-io",
+    "loop-block-size",
+    "squashfs-threads",
+];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -115,6 +133,13 @@ pub fn parse(text: &[u8]) -> (Settings, Vec<String>) {
             continue;
         };
         let (key, value) = (key.trim(), value.trim());
+        if !KNOWN_KEYS.contains(&key) {
+            problems.push(format!(
+                "line {lineno}: unknown key '{}'; skipped",
+                key.escape_debug()
+            ));
+            continue;
+        }
         let ok = match key {
             "cache" => parse_bool(value).map(|v| s.cache = v),
             "cache-max-idle" => parse_duration(value).map(|v| s.cache_max_idle = v),
@@ -137,8 +162,12 @@ pub fn parse(text: &[u8]) -> (Settings, Vec<String>) {
             }
             .map(|v| s.loop_options.block_size = v),
             "squashfs-threads" => parse_threads(value).map(|v| s.loop_options.threads = v),
+            // In KNOWN_KEYS but not handled here: the unit test
+            // `the_shipped_configuration_lists_every_key` fails.
             _ => {
-                problems.push(format!("line {lineno}: unknown key '{}'; skipped", key.escape_debug()));
+                problems.push(format!(
+                    "line {lineno}: key '{key}' is not implemented; skipped"
+                ));
                 continue;
             }
         };
@@ -224,6 +253,80 @@ mod tests {
         assert_eq!(s, Settings::default());
         assert_eq!(p.len(), 8, "{p:?}");
         assert!(p[1].contains("unknown key"));
+    }
+
+    /// The documented configuration file installed by the packages
+    /// (etc/squashfs-mount.conf).
+    const SHIPPED: &str = include_str!("../../../etc/squashfs-mount.conf");
+
+    /// `(key, value)` of a commented-out setting line `#key = value`.
+    fn setting_line(line: &str) -> Option<(String, String)> {
+        let (k, v) = line.strip_prefix('#')?.split_once('=')?;
+        let k = k.trim();
+        (!k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        .then(|| (k.to_string(), v.trim().to_string()))
+    }
+
+    #[test]
+    fn the_shipped_configuration_lists_every_key() {
+        // As shipped (everything commented out) it changes nothing.
+        assert_eq!(parse(SHIPPED.as_bytes()), (Settings::default(), vec![]));
+        let lines: Vec<&str> = SHIPPED.lines().collect();
+        let documented: Vec<(String, String)> =
+            lines.iter().filter_map(|l| setting_line(l)).collect();
+        let keys: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
+        for key in KNOWN_KEYS {
+            assert_eq!(
+                keys.iter().filter(|k| *k == key).count(),
+                1,
+                "etc/squashfs-mount.conf must list '{key}' exactly once, commented out with its default \
+                 (a line '#{key} = <default>' below a one-line explanation)"
+            );
+        }
+        for key in &keys {
+            assert!(
+                KNOWN_KEYS.contains(key),
+                "etc/squashfs-mount.conf lists '{key}', which config::parse does not accept"
+            );
+        }
+        // Each documented value is valid and is the built-in default.
+        for (key, value) in &documented {
+            let (s, problems) = parse(format!("{key} = {value}\n").as_bytes());
+            assert!(
+                problems.is_empty(),
+                "etc/squashfs-mount.conf: '{key} = {value}': {problems:?}"
+            );
+            assert_eq!(
+                s,
+                Settings::default(),
+                "etc/squashfs-mount.conf: '{key} = {value}' is not the built-in default"
+            );
+        }
+        // Each has its explanation on the line above.
+        for (i, line) in lines.iter().enumerate() {
+            if setting_line(line).is_some() {
+                let above = if i > 0 { lines[i - 1] } else { "" };
+                assert!(
+                    above.starts_with("# ") && above.len() > 10 && setting_line(above).is_none(),
+                    "etc/squashfs-mount.conf: '{line}' needs a one-line explanation on the line above"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_known_key_is_accepted_and_others_are_not() {
+        for key in KNOWN_KEYS {
+            let (_, p) = parse(format!("{key} = ?\n").as_bytes());
+            assert!(
+                p.iter().all(|p| p.contains("invalid value")),
+                "{key} is not handled by parse: {p:?}"
+            );
+        }
+        let (_, p) = parse(b"cache-max-idles = 5\n");
+        assert!(p[0].contains("unknown key"), "{p:?}");
     }
 
     #[test]

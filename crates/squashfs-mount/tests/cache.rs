@@ -760,3 +760,58 @@ fn unions_and_repeated_images_use_the_cached_instances() {
     }
     s.finish();
 }
+
+/// A package upgrade (or downgrade) replaces the binary while instances are
+/// cached; an entry whose `meta` is of another format version must not make
+/// the next launch fail: it is evicted and a new instance made, without a
+/// warning.
+#[test]
+fn entries_of_another_format_version_are_evicted_and_recreated() {
+    let Some((_g, inst)) = setup() else { return };
+    let s = Scratch::new("format", inst);
+    let a = s.image("a.sqfs", "a\n", USER, 0o644);
+    assert_eq!(ok(&s.cat_hello(USER, &a, &[])), "a\n");
+    assert_eq!(s.loops().len(), 1);
+    let m = fs::metadata(&a).unwrap();
+    let c = |s: String| std::ffi::CString::new(s).unwrap();
+    let (meta, tmp) = (
+        c(format!("/{:x}-{:x}/meta", m.dev(), m.ino())),
+        c(format!("/{:x}-{:x}/meta.new", m.dev(), m.ino())),
+    );
+    // As a future version might write it: another header, other fields.
+    let text: &'static [u8] = b"squashfs-mount-cache 999\nidentity of another kind\n";
+    in_cache_namespace(move || unsafe {
+        // SAFETY: raw system calls on CStrings and a static owned by this closure.
+        let fd = libc::open(
+            tmp.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o600,
+        );
+        fd >= 0
+            && libc::write(fd, text.as_ptr().cast(), text.len()) == text.len() as isize
+            && libc::close(fd) == 0
+            && libc::rename(tmp.as_ptr(), meta.as_ptr()) == 0
+    });
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert_eq!(
+        status.matches("broken").count(),
+        1,
+        "the entry must show as broken:\n{status}"
+    );
+    // The next launch evicts it and caches a new instance, quietly.
+    let out = s.cat_hello(USER, &a, &[]);
+    assert_eq!(ok(&out), "a\n");
+    assert_eq!(stderr(&out), "", "no warning expected");
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert!(!status.contains("broken"), "{status}");
+    assert_eq!(status.matches("idle").count(), 1, "{status}");
+    // The old instance's loop device is released; the new one is reused.
+    wait_until(
+        || s.loops().len() == 1,
+        "the evicted instance's loop device to detach",
+    );
+    let before = s.loops();
+    assert_eq!(ok(&s.cat_hello(USER2, &a, &[])), "a\n");
+    assert_eq!(s.loops(), before, "the recreated instance must be reused");
+    s.finish();
+}

@@ -1,0 +1,77 @@
+# bash completion for squashfs-mount                       -*- shell-script -*-
+#
+# Hand-written: squashfs-mount's argument parser (crates/squashfs-mount/src/
+# cli.rs) has no completion generator. The test crates/squashfs-mount/tests/
+# completions.rs checks that every option of `squashfs-mount --help` is here.
+
+_squashfs_mount()
+{
+    local cur prev words cword
+    _init_completion -n =: || return
+
+    # After "--": the command to run and its own arguments.
+    local i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ ${COMP_WORDS[i]} == -- ]]; then
+            _command_offset $((i + 1))
+            return
+        fi
+    done
+
+    # --gc [--all] and --cache-status stand alone.
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+            --gc)
+                [[ " ${words[*]} " == *" --all "* ]] || COMPREPLY=($(compgen -W '--all' -- "$cur"))
+                return
+                ;;
+            --cache-status | -h | --help | -v | --version) return ;;
+        esac
+    done
+
+    case $cur in
+        --writable=*)
+            return # SIZE: bytes with K, M, G or T, or N% of RAM
+            ;;
+        -*=* | [!-]*:*)
+            # --sqfs=<image>:<mountpoint>[,...], --union=<image>[,...]:<mountpoint>
+            # or <image>:<mountpoint>: images are files, mount points
+            # directories; complete the part after the last ',' or ':'.
+            local value=$cur opt=
+            if [[ $cur == -*=* ]]; then
+                opt=${cur%%=*}= value=${cur#*=}
+                [[ $opt == --sqfs= || $opt == --union= ]] || return
+            fi
+            local last=${value##*[,:]} sep=${value: -${#last}-1:1}
+            # readline's word starts after the last '=' or ':' (both are in
+            # COMP_WORDBREAKS): the replies leave out what comes before.
+            local head=${value%"$last"} IFS=$'\n' f
+            [[ $value == "$last" ]] && sep=
+            COMPREPLY=()
+            if [[ $sep == : ]]; then
+                for f in $(compgen -d -- "$last"); do COMPREPLY+=("$head$f/"); done
+            else
+                for f in $(compgen -f -- "$last"); do
+                    [[ -d $f ]] && f+=/
+                    COMPREPLY+=("$head$f")
+                done
+            fi
+            compopt -o nospace
+            __ltrim_colon_completions "$value"
+            return
+            ;;
+        -*)
+            COMPREPLY=($(compgen -W '--sqfs= --union= --writable --writable= --no-cache
+                --gc --all --cache-status -h --help -v --version --' -- "$cur"))
+            [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+            return
+            ;;
+    esac
+
+    # <image>:<mountpoint>: image files, then "--".
+    _filedir
+    [[ -z $cur ]] && COMPREPLY+=(--)
+}
+complete -F _squashfs_mount squashfs-mount
+
+# ex: filetype=sh
