@@ -132,4 +132,4 @@ fuzz-build:
 
 clean:
 	$(CARGO) clean
-	rm -rf build/dist build/deb build/rpm build/cargo-target-deb build/cargo-target-rpm
+	rm -rf build/dist build/deb build/deb-upgrade build/rpm build/cargo-target-deb build/cargo-target-deb-upgrade build/cargo-target-rpm

@@ -778,20 +778,44 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
         c(format!("/{:x}-{:x}/meta", m.dev(), m.ino())),
         c(format!("/{:x}-{:x}/meta.new", m.dev(), m.ino())),
     );
-    // As a future version might write it: another header, other fields.
-    let text: &'static [u8] = b"squashfs-mount-cache 999\nidentity of another kind\n";
+    // The same entry as written by a version with another format: the same
+    // fields under another header (a version that ignored the header would
+    // reuse it, one that choked on it would fail).
+    const LIMIT: usize = 16 * 1024;
+    let buf = vec![0u8; LIMIT];
+    let at = buf.as_ptr() as usize;
+    let header: &'static [u8] = b"squashfs-mount-cache 2";
     in_cache_namespace(move || unsafe {
-        // SAFETY: raw system calls on CStrings and a static owned by this closure.
-        let fd = libc::open(
+        // SAFETY: raw system calls on CStrings owned by this closure and on
+        // `buf`, which the parent keeps alive (this child has its own copy),
+        // read into at most its length.
+        let p = at as *mut u8;
+        let fd = libc::open(meta.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::read(fd, p.cast(), LIMIT);
+        libc::close(fd);
+        if n <= 0 {
+            return false;
+        }
+        let text = std::slice::from_raw_parts(p, n as usize);
+        let Some(eol) = text.iter().position(|&b| b == b'\n') else {
+            return false;
+        };
+        let rest = n as usize - eol;
+        let out = libc::open(
             tmp.as_ptr(),
             libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
             0o600,
         );
-        fd >= 0
-            && libc::write(fd, text.as_ptr().cast(), text.len()) == text.len() as isize
-            && libc::close(fd) == 0
+        out >= 0
+            && libc::write(out, header.as_ptr().cast(), header.len()) == header.len() as isize
+            && libc::write(out, p.add(eol).cast(), rest) == rest as isize
+            && libc::close(out) == 0
             && libc::rename(tmp.as_ptr(), meta.as_ptr()) == 0
     });
+    drop(buf);
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
     assert_eq!(
         status.matches("broken").count(),
