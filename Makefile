@@ -32,7 +32,7 @@ TMPFILESDIR ?= $(SYS_PREFIX)/lib/tmpfiles.d
 BASHCOMPDIR ?= $(SYS_PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(SYS_PREFIX)/share/zsh/vendor-completions
 FISHCOMPDIR ?= $(SYS_PREFIX)/share/fish/vendor_completions.d
-# Programs on PATH: name, mode. The setuid one must stay first.
+# Programs on PATH, as name:mode (squashfs-mount is setuid root).
 SYS_PROGRAMS := squashfs-mount:4755 sqfs:0755
 # Helper programs in $(SYS_PKGLIBDIR) (not on PATH), e.g. squashfs-mount-fuse:0755.
 SYS_HELPERS :=
