@@ -7,13 +7,39 @@ CARGO_FLAGS ?= --release --locked
 # The SPANK plugin is built with its own profile (panic = "unwind": a panic
 # must never abort slurmstepd; see Cargo.toml) into target/spank.
 SPANK_FLAGS ?= --profile spank --locked -p spank-squashfs-mount
-TARGET := target/release
-SPANK_SO := target/spank/libspank_squashfs_mount.so
+CARGO_TARGET_DIR ?= target
+TARGET := $(CARGO_TARGET_DIR)/release
+SPANK_SO := $(CARGO_TARGET_DIR)/spank/libspank_squashfs_mount.so
 BINDIR := $(DESTDIR)$(PREFIX)/bin
 MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
 LIBDIR := $(DESTDIR)$(PREFIX)/lib/squashfs-mount
 
-.PHONY: all build install uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean
+# Packages (see packaging/README.md). The version is the workspace's.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
+DIST := squashfs-mount-$(VERSION)
+DIST_TARBALL := build/dist/$(DIST).tar.gz
+
+# The system layout the packages install (make install-system, called by
+# debian/rules and packaging/rpm/squashfs-mount.spec after building; it
+# builds nothing). Each directory can be overridden for a distribution.
+SYS_PREFIX ?= /usr
+SYS_BINDIR ?= $(SYS_PREFIX)/bin
+SYS_MANDIR ?= $(SYS_PREFIX)/share/man
+SYS_PKGLIBDIR ?= $(SYS_PREFIX)/lib/squashfs-mount
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(SYS_PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(SYS_PREFIX)/lib/tmpfiles.d
+BASHCOMPDIR ?= $(SYS_PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(SYS_PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR ?= $(SYS_PREFIX)/share/fish/vendor_completions.d
+# Programs on PATH, as name:mode (squashfs-mount is setuid root).
+SYS_PROGRAMS := squashfs-mount:4755 sqfs:0755
+# Helper programs in $(SYS_PKGLIBDIR) (not on PATH), e.g. squashfs-mount-fuse:0755.
+SYS_HELPERS :=
+SYSTEMD_UNITS := squashfs-mount-gc.service squashfs-mount-gc.timer
+
+.PHONY: all build install uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean \
+	install-system dist deb rpm package-test
 
 all: build
 
@@ -29,6 +55,51 @@ install: build
 	install -m 0644 doc/squashfs-mount.1 $(MANDIR)/squashfs-mount.1
 	install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1
 	install -m 0755 $(SPANK_SO) $(LIBDIR)/spank_squashfs_mount.so
+
+# Everything the packages contain, under DESTDIR, without building and
+# without setting owners (the package does: root). Modes as installed.
+install-system:
+	@test -n "$(DESTDIR)" || { echo "install-system: set DESTDIR (it installs into /usr and /etc)" >&2; exit 1; }
+	install -d $(DESTDIR)$(SYS_BINDIR) $(DESTDIR)$(SYS_MANDIR)/man1 $(DESTDIR)$(SYS_PKGLIBDIR) \
+	  $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(TMPFILESDIR) \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	for p in $(SYS_PROGRAMS); do install -m $${p#*:} $(TARGET)/$${p%%:*} $(DESTDIR)$(SYS_BINDIR)/$${p%%:*} || exit 1; done
+	for p in $(SYS_HELPERS); do install -m $${p#*:} $(TARGET)/$${p%%:*} $(DESTDIR)$(SYS_PKGLIBDIR)/$${p%%:*} || exit 1; done
+	install -m 0644 doc/squashfs-mount.1 doc/sqfs.1 $(DESTDIR)$(SYS_MANDIR)/man1/
+	install -m 0644 $(SPANK_SO) $(DESTDIR)$(SYS_PKGLIBDIR)/spank_squashfs_mount.so
+	install -m 0644 etc/squashfs-mount.conf $(DESTDIR)$(SYSCONFDIR)/squashfs-mount.conf
+	for u in $(SYSTEMD_UNITS); do install -m 0644 packaging/systemd/$$u $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	install -m 0644 packaging/tmpfiles.d/squashfs-mount.conf $(DESTDIR)$(TMPFILESDIR)/squashfs-mount.conf
+	install -m 0644 packaging/completions/squashfs-mount.bash $(DESTDIR)$(BASHCOMPDIR)/squashfs-mount
+	install -m 0644 packaging/completions/_squashfs-mount $(DESTDIR)$(ZSHCOMPDIR)/_squashfs-mount
+	install -m 0644 packaging/completions/squashfs-mount.fish $(DESTDIR)$(FISHCOMPDIR)/squashfs-mount.fish
+	$(TARGET)/sqfs completions bash > $(DESTDIR)$(BASHCOMPDIR)/sqfs
+	$(TARGET)/sqfs completions zsh > $(DESTDIR)$(ZSHCOMPDIR)/_sqfs
+	$(TARGET)/sqfs completions fish > $(DESTDIR)$(FISHCOMPDIR)/sqfs.fish
+	chmod 0644 $(DESTDIR)$(BASHCOMPDIR)/sqfs $(DESTDIR)$(ZSHCOMPDIR)/_sqfs $(DESTDIR)$(FISHCOMPDIR)/sqfs.fish
+
+# Source tarball with every crate vendored (vendor/, .cargo/config.toml):
+# builds with no network. Files tracked by git (as in the work tree),
+# without debian/ (the Debian source package adds it); reproducible.
+dist:
+	packaging/dist $(DIST_TARBALL)
+
+# Debian packages (dpkg-buildpackage, debhelper) into build/deb/, checked
+# with lintian. DEB_VERSION_SUFFIX=<n> builds revision <n> (upgrade tests).
+deb: dist
+	@scripts/deps deb
+	packaging/build-deb $(DIST_TARBALL)
+
+# RPM packages (rpmbuild, from the dist tarball) into build/rpm/.
+rpm: dist
+	@scripts/deps rpm
+	packaging/build-rpm $(DIST_TARBALL)
+
+# The package tests alone (make test runs them too): build, install into a
+# debootstrap tree, upgrade, purge; RPM metadata. Root; skips loudly otherwise.
+package-test:
+	@scripts/deps package-test
+	packaging/test-packages
 
 uninstall:
 	rm -f $(BINDIR)/squashfs-mount $(BINDIR)/sqfs $(MANDIR)/squashfs-mount.1 $(MANDIR)/sqfs.1 \
@@ -49,6 +120,7 @@ test:
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	$(CARGO) build $(SPANK_FLAGS)
 	$(CARGO) test $(CARGO_FLAGS) --workspace
+	packaging/test-packages
 
 bench:
 	@scripts/deps bench
@@ -65,3 +137,4 @@ fuzz-build:
 
 clean:
 	$(CARGO) clean
+	rm -rf build/dist build/deb build/deb-upgrade build/rpm build/cargo-target-deb build/cargo-target-deb-upgrade build/cargo-target-rpm

@@ -83,6 +83,12 @@ enum Cmd {
     Inspect(InspectArgs),
     /// Compare compressors: size, build time, cold and warm launch times
     Bench(BenchArgs),
+    /// Print a completion script for SHELL on standard output (the packages install them)
+    #[command(hide = true)]
+    Completions {
+        /// bash, zsh or fish (also elvish, powershell)
+        shell: clap_complete::Shell,
+    },
     /// Internal: the commands `bench` runs inside the image
     #[command(name = "__tree", hide = true)]
     Tree {
@@ -226,6 +232,21 @@ struct BenchArgs {
     json: bool,
 }
 
+/// The command line as completions offer it: clap_complete's generators
+/// list hidden subcommands too, so they are left out here.
+fn completion_command() -> clap::Command {
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .cloned()
+        .collect();
+    clap::Command::new("sqfs")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .subcommands(visible)
+}
+
 fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
     let s = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
     println!("{s}");
@@ -347,6 +368,15 @@ fn run(command: Cmd) -> Result<(), String> {
                 print!("{}", bench::table(&r));
                 Ok(())
             }
+        }
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut completion_command(),
+                "sqfs",
+                &mut std::io::stdout(),
+            );
+            Ok(())
         }
         Cmd::Tree { what, dir } => {
             if what == "read" {

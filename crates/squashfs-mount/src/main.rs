@@ -41,7 +41,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Run(r)) => r,
-        Ok(Invocation::Gc { all, image }) => return done(cache::commands::gc_command(all, image.as_deref())),
+        Ok(Invocation::Gc { all, expired, image }) => return done(cache::commands::gc_command(all, expired, image.as_deref())),
         Ok(Invocation::CacheStatus { json }) => return done(cache::commands::status_command(json)),
         Ok(Invocation::Policy { images }) => return done(policy_command::run(&images)),
         Err(e) if e.0 == NO_COMMAND => {

@@ -654,3 +654,36 @@ fn unions_and_repeated_images_use_the_cached_instances() {
     }
     s.finish();
 }
+
+/// A package upgrade (or downgrade) replaces the binary while instances are
+/// cached; an entry whose `meta` is of another format version must not make
+/// the next launch fail: it is evicted and a new instance made, without a
+/// warning.
+#[test]
+fn entries_of_another_format_version_are_evicted_and_recreated() {
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("format", bin);
+    let a = s.image("a.sqfs", "a\n", &s.u1, 0o644);
+    assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");
+    assert_eq!(s.loops().len(), 1);
+    // The same entry as a version with another on-disk format would have
+    // left it (a package upgrade while instances are cached): the same
+    // fields under another header. A version that ignored the header would
+    // reuse it; one that choked on it would fail.
+    assert_eq!(sqfsmnt_test_support::cachens::rewrite_record_headers(b"squashfs-mount-cache 3"), 1);
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert_eq!(status.matches("broken").count(), 1, "the entry must show as broken:\n{status}");
+    // The next launch evicts it and caches a new instance, quietly.
+    let out = s.cat_hello(&s.u1, &a, &[]);
+    assert_eq!(ok(&out), "a\n");
+    assert_eq!(stderr(&out), "", "no warning expected");
+    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    assert!(!status.contains("broken"), "{status}");
+    assert_eq!(status.matches("idle").count(), 1, "{status}");
+    // The old instance's loop device is released; the new one is reused.
+    wait_until(|| s.loops().len() == 1, "the evicted instance's loop device to detach");
+    let before = s.loops();
+    assert_eq!(ok(&s.cat_hello(&s.u2, &a, &[])), "a\n");
+    assert_eq!(s.loops(), before, "the recreated instance must be reused");
+    s.finish();
+}

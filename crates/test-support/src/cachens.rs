@@ -67,3 +67,64 @@ pub fn names() -> Vec<String> {
     }
     out
 }
+
+/// Replaces the first line (the format header) of the record of every entry
+/// in the cache namespace with `header`, as a version of the tool with
+/// another on-disk format would have written it. Returns how many records
+/// were rewritten.
+pub fn rewrite_record_headers(header: &[u8]) -> usize {
+    assert!(header.len() < 64);
+    let ns = CString::new("/run/squashfs-mount/ns").unwrap();
+    let attr = CString::new("trusted.squashfs-mount.meta").unwrap();
+    let header = header.to_vec();
+    // SAFETY: the child makes only raw system calls on stack buffers and on
+    // data made before the fork, and ends with _exit (its status is the
+    // count).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let fd = libc::open(ns.as_ptr(), libc::O_RDONLY);
+            if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                libc::_exit(255);
+            }
+            let dir = libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            let mut ents = [0u8; 32768];
+            let n = libc::syscall(libc::SYS_getdents64, dir, ents.as_mut_ptr(), ents.len());
+            let mut count = 0;
+            let mut at = 0usize;
+            while n > 0 && at + 19 <= n as usize {
+                let reclen = u16::from_ne_bytes([ents[at + 16], ents[at + 17]]) as usize;
+                let name = &ents[at + 19..at + reclen];
+                let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                if len == 32 {
+                    let mut path = [0u8; 40];
+                    path[0] = b'/';
+                    path[1..33].copy_from_slice(&name[..32]);
+                    let mut old = [0u8; 16384];
+                    let got = libc::lgetxattr(path.as_ptr().cast(), attr.as_ptr(), old.as_mut_ptr().cast(), old.len());
+                    if got > 0 {
+                        let old = &old[..got as usize];
+                        let eol = old.iter().position(|&b| b == b'\n').unwrap_or(old.len());
+                        let mut new = [0u8; 16448];
+                        new[..header.len()].copy_from_slice(&header);
+                        let rest = &old[eol..];
+                        new[header.len()..header.len() + rest.len()].copy_from_slice(rest);
+                        let total = header.len() + rest.len();
+                        if libc::lsetxattr(path.as_ptr().cast(), attr.as_ptr(), new.as_ptr().cast(), total, 0) == 0 {
+                            count += 1;
+                        }
+                    }
+                }
+                at += reclen;
+            }
+            libc::_exit(count);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaps the child; `status` is a valid out-pointer.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 255, "could not enter the cache namespace");
+    libc::WEXITSTATUS(status) as usize
+}

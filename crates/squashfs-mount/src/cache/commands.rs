@@ -35,8 +35,9 @@ fn visible(uid: u32, e: &Entry) -> bool {
     uid == 0 || e.meta.as_ref().is_some_and(|m| m.uid == uid)
 }
 
-/// `squashfs-mount --gc [--all]`, or `--gc IMAGE` for one image's instance.
-pub fn gc_command(all: bool, image: Option<&OsStr>) -> Result<(), Failure> {
+/// `squashfs-mount --gc [--all | --expired]`, or `--gc IMAGE` for one
+/// image's instance.
+pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(), Failure> {
     let mut privileges = Privileges::acquire()?;
     let uid = privileges.caller().uid.as_raw();
     if all && uid != 0 {
@@ -60,6 +61,7 @@ pub fn gc_command(all: bool, image: Option<&OsStr>) -> Result<(), Failure> {
             let mode = match (&target, all, uid) {
                 (Some(_), _, _) => Mode::Image,
                 (None, true, _) => Mode::All,
+                (None, false, _) if expired => Mode::Expired,
                 (None, false, 0) => Mode::Root,
                 (None, false, _) => Mode::User,
             };

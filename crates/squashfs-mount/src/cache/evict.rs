@@ -12,8 +12,13 @@ pub enum Mode {
     /// deleted, that were idle too long, or beyond the limits; never one
     /// the launch itself uses; at most [`MAX_EVICTIONS_PER_LAUNCH`].
     Launch,
-    /// `--gc` by a user: as `Launch` without the bound, plus every unused
-    /// instance that user created (never other users' warm instances).
+    /// `--gc --expired` (the packages' timer): what a launch would evict,
+    /// without the bound: broken entries, and unused instances whose file
+    /// was deleted, that were idle too long, or beyond the limits. The warm
+    /// cache stays.
+    Expired,
+    /// `--gc` by a user: as `Expired`, plus every unused instance that user
+    /// created (never other users' warm instances).
     User,
     /// `--gc IMAGE`: the instance of that image, if the asking user created
     /// it (root: whoever did), used or not.
@@ -84,7 +89,7 @@ pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize>
             Mode::Image => e.target && e.mine && !e.protected,
             Mode::Root => evictable(i),
             Mode::User => evictable(i) && (e.deleted || idle(i) || e.mine),
-            Mode::Launch => evictable(i) && (e.deleted || idle(i)),
+            Mode::Launch | Mode::Expired => evictable(i) && (e.deleted || idle(i)),
             Mode::All => true,
         };
         if want {
@@ -166,6 +171,7 @@ mod tests {
             Candidate { mine: true, ..cand(true, false, now - 5) }, // 6 the asking user's own
         ];
         assert_eq!(plan(&c, now, L, Mode::Launch), vec![0, 1, 4]);
+        assert_eq!(plan(&c, now, L, Mode::Expired), vec![0, 1, 4]);
         // A user's --gc: routine maintenance plus their own, never 3.
         assert_eq!(plan(&c, now, L, Mode::User), vec![0, 1, 4, 6]);
         assert_eq!(plan(&c, now, L, Mode::Root), vec![0, 1, 3, 4, 6]);
@@ -209,9 +215,23 @@ mod tests {
     }
 
     #[test]
+    fn entries_of_another_format_version_are_evicted_not_reused() {
+        // An entry whose record does not decode (another version's format,
+        // left by a package upgrade) is invalid: every kind of collection
+        // evicts it first, even while a command still uses its instance
+        // (the command keeps its clone).
+        let entries = [Candidate { in_use: true, ..cand(false, true, 100) }, cand(true, false, 100)];
+        for mode in [Mode::Launch, Mode::User, Mode::Root, Mode::All] {
+            let p = plan(&entries, 100, L, mode);
+            assert_eq!(p.first(), Some(&0), "{mode:?}: {p:?}");
+        }
+    }
+
+    #[test]
     fn launch_plan_is_bounded() {
         let c: Vec<Candidate> = (0..50).map(|_| cand(false, false, 0)).collect();
         assert_eq!(plan(&c, 0, L, Mode::Launch).len(), MAX_EVICTIONS_PER_LAUNCH);
+        assert_eq!(plan(&c, 0, L, Mode::Expired).len(), 50);
         assert_eq!(plan(&c, 0, L, Mode::Root).len(), 50);
     }
 

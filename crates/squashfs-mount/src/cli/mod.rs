@@ -22,8 +22,8 @@ pub enum Invocation {
     Help,
     Version,
     Run(RunRequest),
-    /// `--gc [--all | IMAGE]`: evict cached image instances.
-    Gc { all: bool, image: Option<OsString> },
+    /// `--gc [--all | --expired | IMAGE]`: evict cached image instances.
+    Gc { all: bool, expired: bool, image: Option<OsString> },
     /// `--cache-status [--json]`: list cached image instances.
     CacheStatus { json: bool },
     /// `--policy [IMAGE...]`: the site policy, and each image's route.
@@ -144,8 +144,8 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
         return Err(UsageError("give only one of --gc, --cache-status and --policy".into()));
     }
     if !gc && !status && !policy {
-        if has(b"--all") {
-            return Err(UsageError("--all goes with --gc".into()));
+        if has(b"--all") || has(b"--expired") {
+            return Err(UsageError("--all and --expired go with --gc".into()));
         }
         if has(b"--json") {
             return Err(UsageError("--json goes with --cache-status".into()));
@@ -169,10 +169,11 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
         };
     }
     match rest.as_slice() {
-        [] => Ok(Some(Invocation::Gc { all: false, image: None })),
-        [b"--all"] => Ok(Some(Invocation::Gc { all: true, image: None })),
-        [image] if !image.starts_with(b"-") => Ok(Some(Invocation::Gc { all: false, image: Some(OsString::from_vec(image.to_vec())) })),
-        [extra, ..] => Err(UsageError(format!("'{}' cannot be combined with --gc (give --all, or one image)", lossy(extra)))),
+        [] => Ok(Some(Invocation::Gc { all: false, expired: false, image: None })),
+        [b"--all"] => Ok(Some(Invocation::Gc { all: true, expired: false, image: None })),
+        [b"--expired"] => Ok(Some(Invocation::Gc { all: false, expired: true, image: None })),
+        [image] if !image.starts_with(b"-") => Ok(Some(Invocation::Gc { all: false, expired: false, image: Some(OsString::from_vec(image.to_vec())) })),
+        [extra, ..] => Err(UsageError(format!("'{}' cannot be combined with --gc (give --all, --expired, or one image)", lossy(extra)))),
     }
 }
 

@@ -85,10 +85,11 @@ fn cache_options() {
     assert!(run(&["a:/m", "--no-cache", "--", "true"]).no_cache);
     // After '--' it belongs to the command.
     assert!(!run(&["a:/m", "--", "true", "--no-cache"]).no_cache);
-    assert_eq!(parse(&args(&["--gc"])).unwrap(), Invocation::Gc { all: false, image: None });
-    assert_eq!(parse(&args(&["--gc", "--all"])).unwrap(), Invocation::Gc { all: true, image: None });
-    assert_eq!(parse(&args(&["--all", "--gc"])).unwrap(), Invocation::Gc { all: true, image: None });
-    assert_eq!(parse(&args(&["--gc", "a.sqfs"])).unwrap(), Invocation::Gc { all: false, image: Some("a.sqfs".into()) });
+    assert_eq!(parse(&args(&["--gc"])).unwrap(), Invocation::Gc { all: false, expired: false, image: None });
+    assert_eq!(parse(&args(&["--gc", "--all"])).unwrap(), Invocation::Gc { all: true, expired: false, image: None });
+    assert_eq!(parse(&args(&["--all", "--gc"])).unwrap(), Invocation::Gc { all: true, expired: false, image: None });
+    assert_eq!(parse(&args(&["--gc", "a.sqfs"])).unwrap(), Invocation::Gc { all: false, expired: false, image: Some("a.sqfs".into()) });
+    assert_eq!(parse(&args(&["--gc", "--expired"])).unwrap(), Invocation::Gc { all: false, expired: true, image: None });
     assert_eq!(parse(&args(&["--cache-status"])).unwrap(), Invocation::CacheStatus { json: false });
     assert_eq!(parse(&args(&["--cache-status", "--json"])).unwrap(), Invocation::CacheStatus { json: true });
     assert_eq!(parse(&args(&["--policy"])).unwrap(), Invocation::Policy { images: vec![] });
@@ -105,6 +106,8 @@ fn cache_options() {
         &["--gc", "--", "true"],
         &["--gc", "a", "b"],
         &["--gc", "--all", "a"],
+        &["--gc", "--all", "--expired"],
+        &["--expired"],
         &["--json"],
         &["--cache-status", "--json", "--all"],
         &["--policy", "--gc"],

@@ -3,7 +3,7 @@
 pub const USAGE: &str = "\
 Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
        squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
-       squashfs-mount --gc [--all | <image>]
+       squashfs-mount --gc [--all | --expired | <image>]
        squashfs-mount --cache-status [--json]
        squashfs-mount --policy [<image>...]
 
@@ -30,6 +30,8 @@ Options:
   --gc                                evict unused cached instances you
                                       created (root: all unused ones); with
                                       an <image>: that image's instance;
+                                      --expired: only what has expired (idle
+                                      too long, deleted, beyond the limits);
                                       --all (root only): every instance
   --cache-status                      list your cached instances (root: all);
                                       --json for a machine-readable list

@@ -299,6 +299,39 @@ mod tests {
         }
     }
 
+    /// The documented configuration file installed by the packages.
+    const SHIPPED: &str = include_str!("../../../../etc/squashfs-mount.conf");
+
+    /// `(key, value)` of a commented-out setting line `#key = value`.
+    fn setting_line(line: &str) -> Option<(String, String)> {
+        let (k, v) = line.strip_prefix('#')?.split_once('=')?;
+        let k = k.trim();
+        (!k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')).then(|| (k.to_string(), v.trim().to_string()))
+    }
+
+    #[test]
+    fn the_shipped_configuration_lists_every_key() {
+        // As shipped (everything commented out) it changes nothing.
+        assert_eq!(p(SHIPPED), (Settings::default(), vec![]));
+        let lines: Vec<&str> = SHIPPED.lines().collect();
+        let documented: Vec<(String, String)> = lines.iter().filter_map(|l| setting_line(l)).collect();
+        let keys: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, KEYS, "etc/squashfs-mount.conf must list every key once, commented out with its default, in the order of config::KEYS");
+        // Each documented value is valid and is the built-in default.
+        for (key, value) in &documented {
+            let (s, problems) = p(&format!("{key} = {value}\n"));
+            assert!(problems.is_empty(), "etc/squashfs-mount.conf: '{key} = {value}': {problems:?}");
+            assert_eq!(s, Settings::default(), "etc/squashfs-mount.conf: '{key} = {value}' is not the built-in default");
+        }
+        // Each has its explanation on the line above.
+        for (i, line) in lines.iter().enumerate() {
+            if setting_line(line).is_some() {
+                let above = if i > 0 { lines[i - 1] } else { "" };
+                assert!(above.starts_with("# ") && above.len() > 10 && setting_line(above).is_none(), "etc/squashfs-mount.conf: '{line}' needs a one-line explanation above it");
+            }
+        }
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("0"), Some(0));

@@ -1,0 +1,90 @@
+# bash completion for squashfs-mount                       -*- shell-script -*-
+#
+# Hand-written: squashfs-mount's argument parser (crates/squashfs-mount/src/
+# cli.rs) has no completion generator. The test crates/squashfs-mount/tests/
+# completions.rs checks that every option of `squashfs-mount --help` is here.
+
+_squashfs_mount()
+{
+    local cur prev words cword
+    _init_completion -n =: || return
+
+    # After "--": the command to run and its own arguments.
+    local i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ ${COMP_WORDS[i]} == -- ]]; then
+            _command_offset $((i + 1))
+            return
+        fi
+    done
+
+    # --gc [--all | --expired | IMAGE], --cache-status [--json] and
+    # --policy [IMAGE...] stand alone.
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+            --gc)
+                if [[ " ${words[*]} " != *" --all "* && " ${words[*]} " != *" --expired "* ]]; then
+                    COMPREPLY=($(compgen -W '--all --expired' -- "$cur"))
+                    [[ $cur == -* ]] || _filedir
+                fi
+                return
+                ;;
+            --cache-status)
+                [[ " ${words[*]} " == *" --json "* ]] || COMPREPLY=($(compgen -W '--json' -- "$cur"))
+                return
+                ;;
+            --policy)
+                _filedir
+                return
+                ;;
+            -h | --help | -v | -V | --version) return ;;
+        esac
+    done
+
+    case $cur in
+        --writable=*)
+            return # SIZE: 512M, 2G, 2GiB, 1.5G... or N% of RAM
+            ;;
+        -*=* | [!-]*:*)
+            # --sqfs=<image>:<mountpoint>[,...], --union=<image>[,...]:<mountpoint>
+            # or <image>:<mountpoint>: images are files, mount points
+            # directories; complete the part after the last ',' or ':'.
+            local value=$cur opt=
+            if [[ $cur == -*=* ]]; then
+                opt=${cur%%=*}= value=${cur#*=}
+                [[ $opt == --sqfs= || $opt == --union= ]] || return
+            fi
+            local last=${value##*[,:]} sep=${value: -${#last}-1:1}
+            # readline's word starts after the last '=' or ':' (both are in
+            # COMP_WORDBREAKS): the replies leave out what comes before.
+            local head=${value%"$last"} IFS=$'\n' f
+            [[ $value == "$last" ]] && sep=
+            COMPREPLY=()
+            if [[ $sep == : ]]; then
+                for f in $(compgen -d -- "$last"); do COMPREPLY+=("$head$f/"); done
+            else
+                for f in $(compgen -f -- "$last"); do
+                    [[ -d $f ]] && f+=/
+                    COMPREPLY+=("$head$f")
+                done
+            fi
+            compopt -o nospace
+            __ltrim_colon_completions "$value"
+            return
+            ;;
+        -*)
+            COMPREPLY=($(compgen -W '--sqfs= --union= --writable --writable= --no-cache
+                --verbose -q --quiet --gc --all --expired --cache-status --json --policy
+                -h --help -v -V --version --' -- "$cur"))
+            [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+            return
+            ;;
+    esac
+
+    # <image>:<mountpoint>: image files, then "--".
+    _filedir
+    [[ -z $cur ]] && COMPREPLY+=(--)
+}
+complete -F _squashfs_mount squashfs-mount
+
+# ex: filetype=sh
