@@ -34,9 +34,10 @@ fn usage_options() -> BTreeSet<String> {
         }
         let dashes = if b.get(i + 1) == Some(&b'-') { 2 } else { 1 };
         let mut j = i + dashes;
-        if !b.get(j).is_some_and(u8::is_ascii_lowercase) {
+        if !b.get(j).is_some_and(u8::is_ascii_alphabetic) {
             continue;
         }
+        j += 1;
         while b
             .get(j)
             .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
@@ -189,7 +190,11 @@ fn bash_offers_exactly_the_options() {
     let mut want = usage_options();
     want.insert("--".into());
     assert_eq!(set(got[0], '|'), want, "squashfs-mount -<TAB>");
-    assert_eq!(got[1], "--all|");
+    assert_eq!(
+        set(got[1].replace('/', "").as_str(), '|'),
+        set("--all|--expired|img.sqfs|dir1|dir2", '|'),
+        "--gc <TAB>: --all, --expired or an image"
+    );
     assert_eq!(got[2], "img.sqfs|");
     assert_eq!(got[3], "dir1/|dir2/|");
     assert_eq!(got[4], "dir1,img.sqfs|");
@@ -229,12 +234,18 @@ fn fish_offers_exactly_the_options() {
             .collect()
     };
     let mut want = usage_options();
-    // --all goes with --gc only.
-    want.remove("--all");
+    // --all and --expired go with --gc only, --json with --cache-status.
+    for only_after in ["--all", "--expired", "--json"] {
+        want.remove(only_after);
+    }
     assert_eq!(query("squashfs-mount -"), want, "squashfs-mount -<TAB>");
     assert_eq!(
         query("squashfs-mount --gc --"),
-        BTreeSet::from(["--all".to_string()])
+        BTreeSet::from(["--all".to_string(), "--expired".to_string()])
+    );
+    assert_eq!(
+        query("squashfs-mount --cache-status --"),
+        BTreeSet::from(["--json".to_string()])
     );
     assert_eq!(
         query("squashfs-mount img.sqfs:d"),
@@ -323,7 +334,7 @@ fn zsh_offers_exactly_the_options() {
         .collect();
     let _ = fs::remove_dir_all(&dir);
     assert_eq!(got[0], usage_options(), "squashfs-mount -<TAB>");
-    assert_eq!(got[1], BTreeSet::from(["--all".to_string()]));
+    assert_eq!(got[1], set("--all|--expired", '|'), "--gc -<TAB>");
     assert_eq!(got[2], set("dir1|dir2", '|'));
     assert_eq!(got[3], set("img.sqfs", '|'));
     assert!(got[4].contains("echo"), "{:?}", got[4]);
