@@ -4,11 +4,11 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
-pub mod decompress;
+pub use squashfs_reader::decompress;
 pub mod format;
 pub mod inspect;
 pub mod kernel;
-pub mod lzo;
+pub use squashfs_reader::lzo;
 pub mod pack;
 pub mod progress;
 pub mod split;
