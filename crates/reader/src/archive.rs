@@ -176,6 +176,9 @@ impl Inode {
     }
 }
 
+/// An extended attribute: full name (with its prefix) and value.
+pub type Xattr = (Vec<u8>, Vec<u8>);
+
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -196,7 +199,10 @@ pub struct Listing {
 impl Listing {
     pub fn find(&self, name: &[u8]) -> Option<&DirEntry> {
         if self.sorted {
-            self.entries.binary_search_by(|e| (*e.name).cmp(name)).ok().map(|i| &self.entries[i])
+            self.entries
+                .binary_search_by(|e| (*e.name).cmp(name))
+                .ok()
+                .map(|i| &self.entries[i])
         } else {
             self.entries.iter().find(|e| &*e.name == name)
         }
@@ -262,7 +268,10 @@ struct Cursor<'a, S> {
 
 impl<'a, S: Source> Cursor<'a, S> {
     fn position(&self) -> Position {
-        Position { block: self.at, pos: self.pos }
+        Position {
+            block: self.at,
+            pos: self.pos,
+        }
     }
 
     fn read(&mut self, buf: &mut [u8]) -> Result<(), FormatError> {
@@ -273,7 +282,10 @@ impl<'a, S: Source> Cursor<'a, S> {
                 // towards `limit` and the loop ends.
                 let next = self.block.next;
                 if next >= self.limit {
-                    return Err(corrupt(self.what, format!("runs past the end of its table (byte {})", self.limit)));
+                    return Err(corrupt(
+                        self.what,
+                        format!("runs past the end of its table (byte {})", self.limit),
+                    ));
                 }
                 self.block = self.ar.meta_block(next, self.limit, self.what)?;
                 self.at = next;
@@ -313,10 +325,21 @@ impl<'a, S: Source> Cursor<'a, S> {
 
 /// Reads an index of `count` u64 block locations at `at`, which must end at
 /// or before `end`.
-fn read_index(src: &impl Source, at: u64, count: u64, end: u64, what: &'static str) -> Result<Vec<u64>, FormatError> {
-    let len = count.checked_mul(8).ok_or_else(|| corrupt(what, "impossibly large"))?;
+fn read_index(
+    src: &impl Source,
+    at: u64,
+    count: u64,
+    end: u64,
+    what: &'static str,
+) -> Result<Vec<u64>, FormatError> {
+    let len = count
+        .checked_mul(8)
+        .ok_or_else(|| corrupt(what, "impossibly large"))?;
     if at.checked_add(len).is_none_or(|e| e > end) {
-        return Err(corrupt(what, format!("its index ({count} entries at byte {at}) lies past byte {end}")));
+        return Err(corrupt(
+            what,
+            format!("its index ({count} entries at byte {at}) lies past byte {end}"),
+        ));
     }
     // Bounded by the check above: the index is inside the image.
     let mut raw = vec![0u8; len as usize];
@@ -341,13 +364,19 @@ impl<S: Source> Archive<S> {
             Vec::new()
         } else {
             if sb.fragment_table_start == NO_TABLE {
-                return Err(corrupt("fragment table", format!("missing, but the image has {} fragments", sb.fragments)));
+                return Err(corrupt(
+                    "fragment table",
+                    format!("missing, but the image has {} fragments", sb.fragments),
+                ));
             }
             let n = (u64::from(sb.fragments) * 16).div_ceil(METADATA_SIZE as u64);
             let locs = read_index(&src, sb.fragment_table_start, n, end, "fragment table")?;
             for &l in &locs {
                 if l < SUPERBLOCK_SIZE as u64 || l >= sb.fragment_table_start {
-                    return Err(corrupt("fragment table", format!("a block at byte {l} lies outside the image's metadata")));
+                    return Err(corrupt(
+                        "fragment table",
+                        format!("a block at byte {l} lies outside the image's metadata"),
+                    ));
                 }
             }
             locs
@@ -358,7 +387,10 @@ impl<S: Source> Archive<S> {
             let locs = read_index(&src, sb.export_table_start, n, end, "export table")?;
             for &l in &locs {
                 if l < sb.directory_table_start || l >= sb.export_table_start {
-                    return Err(corrupt("export table", format!("a block at byte {l} lies outside the image's metadata")));
+                    return Err(corrupt(
+                        "export table",
+                        format!("a block at byte {l} lies outside the image's metadata"),
+                    ));
                 }
             }
         }
@@ -366,14 +398,20 @@ impl<S: Source> Archive<S> {
         let xattrs = match sb.xattr_table() {
             Some(at) if !sb.has(flags::NO_XATTRS) => {
                 if at.checked_add(16).is_none_or(|e| e > end) {
-                    return Err(corrupt("xattr id table", "its header lies past the end of the image"));
+                    return Err(corrupt(
+                        "xattr id table",
+                        "its header lies past the end of the image",
+                    ));
                 }
                 let mut h = [0u8; 16];
                 src.read_at(at, &mut h)?;
                 let kv_start = le64(&h, 0);
                 let count = le32(&h, 8);
                 if kv_start >= at || kv_start < sb.directory_table_start {
-                    return Err(corrupt("xattr id table", format!("the xattr table start {kv_start} is not below its index")));
+                    return Err(corrupt(
+                        "xattr id table",
+                        format!("the xattr table start {kv_start} is not below its index"),
+                    ));
                 }
                 if count == 0 {
                     return Err(corrupt("xattr id table", "it lists no xattr sets"));
@@ -382,20 +420,33 @@ impl<S: Source> Archive<S> {
                 let locations = read_index(&src, at + 16, n, end, "xattr id table")?;
                 for &l in &locations {
                     if l < kv_start || l >= at {
-                        return Err(corrupt("xattr id table", format!("a block at byte {l} lies outside the xattr tables")));
+                        return Err(corrupt(
+                            "xattr id table",
+                            format!("a block at byte {l} lies outside the xattr tables"),
+                        ));
                     }
                 }
-                Some(XattrTables { kv_start, id_table_at: at, count, locations })
+                Some(XattrTables {
+                    kv_start,
+                    id_table_at: at,
+                    count,
+                    locations,
+                })
             }
             _ => None,
         };
 
-        let dir_table_end = [sb.fragment_table_start, sb.export_table_start, sb.id_table_start, sb.xattr_id_table_start]
-            .into_iter()
-            .filter(|&t| t != NO_TABLE && t > sb.directory_table_start)
-            .min()
-            .unwrap_or(end)
-            .min(end);
+        let dir_table_end = [
+            sb.fragment_table_start,
+            sb.export_table_start,
+            sb.id_table_start,
+            sb.xattr_id_table_start,
+        ]
+        .into_iter()
+        .filter(|&t| t != NO_TABLE && t > sb.directory_table_start)
+        .min()
+        .unwrap_or(end)
+        .min(end);
 
         let ar = Archive {
             src,
@@ -431,12 +482,20 @@ impl<S: Source> Archive<S> {
         self.xattrs.is_some()
     }
 
-    fn meta_block(&self, at: u64, limit: u64, what: &'static str) -> Result<Arc<MetaBlock>, FormatError> {
+    fn meta_block(
+        &self,
+        at: u64,
+        limit: u64,
+        what: &'static str,
+    ) -> Result<Arc<MetaBlock>, FormatError> {
         if let Some(b) = self.meta.get(&at) {
             if b.next <= limit {
                 return Ok(b);
             }
-            return Err(corrupt(what, format!("the metadata block at byte {at} runs past the end of its table")));
+            return Err(corrupt(
+                what,
+                format!("the metadata block at byte {at} runs past the end of its table"),
+            ));
         }
         let mut data = Vec::with_capacity(METADATA_SIZE);
         let next = read_metadata_block(&self.src, self.sb.compressor, at, limit, &mut data)?;
@@ -445,27 +504,75 @@ impl<S: Source> Archive<S> {
     }
 
     /// A stream at `block` (relative to `table`) offset `offset`, ending at `limit`.
-    fn cursor(&self, table: u64, block: u64, offset: usize, limit: u64, what: &'static str) -> Result<Cursor<'_, S>, FormatError> {
-        let at = table.checked_add(block).filter(|&a| a < limit).ok_or_else(|| {
-            corrupt(what, format!("a reference to block {block} lies outside its table"))
-        })?;
-        self.resume(Position { block: at, pos: offset }, limit, what)
+    fn cursor(
+        &self,
+        table: u64,
+        block: u64,
+        offset: usize,
+        limit: u64,
+        what: &'static str,
+    ) -> Result<Cursor<'_, S>, FormatError> {
+        if offset >= METADATA_SIZE {
+            return Err(corrupt(
+                what,
+                format!("a reference to offset {offset} in a metadata block"),
+            ));
+        }
+        let at = table
+            .checked_add(block)
+            .filter(|&a| a < limit)
+            .ok_or_else(|| {
+                corrupt(
+                    what,
+                    format!("a reference to block {block} lies outside its table"),
+                )
+            })?;
+        self.resume(
+            Position {
+                block: at,
+                pos: offset,
+            },
+            limit,
+            what,
+        )
     }
 
-    fn resume(&self, p: Position, limit: u64, what: &'static str) -> Result<Cursor<'_, S>, FormatError> {
-        if p.pos >= METADATA_SIZE {
-            return Err(corrupt(what, format!("a reference to offset {} in a metadata block", p.pos)));
-        }
+    fn resume(
+        &self,
+        p: Position,
+        limit: u64,
+        what: &'static str,
+    ) -> Result<Cursor<'_, S>, FormatError> {
         let block = self.meta_block(p.block, limit, what)?;
         if p.pos > block.data.len() {
-            return Err(corrupt(what, format!("a reference to offset {} in a block of {} bytes", p.pos, block.data.len())));
+            return Err(corrupt(
+                what,
+                format!(
+                    "a reference to offset {} in a block of {} bytes",
+                    p.pos,
+                    block.data.len()
+                ),
+            ));
         }
-        Ok(Cursor { ar: self, block, at: p.block, pos: p.pos, limit, what })
+        Ok(Cursor {
+            ar: self,
+            block,
+            at: p.block,
+            pos: p.pos,
+            limit,
+            what,
+        })
     }
 
     fn id(&self, index: u16, number: u32) -> Result<u32, FormatError> {
         self.ids.get(usize::from(index)).copied().ok_or_else(|| {
-            corrupt("inode table", format!("inode {number} names owner id #{index}, but the id table has {}", self.ids.len()))
+            corrupt(
+                "inode table",
+                format!(
+                    "inode {number} names owner id #{index}, but the id table has {}",
+                    self.ids.len()
+                ),
+            )
         })
     }
 
@@ -475,10 +582,11 @@ impl<S: Source> Archive<S> {
             return Ok(i);
         }
         let inode = self.parse_inode(r)?;
-        let size = 160 + match &inode.data {
-            InodeData::Symlink { target } => target.len(),
-            _ => 0,
-        };
+        let size = 160
+            + match &inode.data {
+                InodeData::Symlink { target } => target.len(),
+                _ => 0,
+            };
         Ok(self.inodes.insert(r, inode, size))
     }
 
@@ -487,7 +595,13 @@ impl<S: Source> Archive<S> {
         if r >> 48 != 0 {
             return Err(corrupt(WHAT, format!("invalid inode reference {r:#x}")));
         }
-        let mut c = self.cursor(self.sb.inode_table_start, r >> 16, (r & 0xffff) as usize, self.sb.directory_table_start, WHAT)?;
+        let mut c = self.cursor(
+            self.sb.inode_table_start,
+            r >> 16,
+            (r & 0xffff) as usize,
+            self.sb.directory_table_start,
+            WHAT,
+        )?;
         let t = c.u16()?;
         let perm = c.u16()?;
         let uid_index = c.u16()?;
@@ -495,7 +609,10 @@ impl<S: Source> Archive<S> {
         let mtime = c.u32()?;
         let number = c.u32()?;
         if number == 0 || number > self.sb.inodes {
-            return Err(corrupt(WHAT, format!("inode number {number} is outside 1..={}", self.sb.inodes)));
+            return Err(corrupt(
+                WHAT,
+                format!("inode number {number} is outside 1..={}", self.sb.inodes),
+            ));
         }
         let uid = self.id(uid_index, number)?;
         let gid = self.id(gid_index, number)?;
@@ -505,7 +622,10 @@ impl<S: Source> Archive<S> {
             }
             match &self.xattrs {
                 Some(t) if x < t.count => Ok(Some(x)),
-                _ => Err(corrupt(WHAT, format!("inode {number} names xattr set {x}, which does not exist"))),
+                _ => Err(corrupt(
+                    WHAT,
+                    format!("inode {number} names xattr set {x}, which does not exist"),
+                )),
             }
         };
         let mut inode = Inode {
@@ -529,7 +649,13 @@ impl<S: Source> Archive<S> {
                 let offset = c.u16()?;
                 let parent = c.u32()?;
                 inode.kind = Kind::Dir;
-                inode.data = InodeData::Dir { start_block, offset, parent, index_count: 0, index_at: None };
+                inode.data = InodeData::Dir {
+                    start_block,
+                    offset,
+                    parent,
+                    index_count: 0,
+                    index_at: None,
+                };
             }
             8 => {
                 inode.nlink = c.u32()?;
@@ -541,7 +667,13 @@ impl<S: Source> Archive<S> {
                 inode.xattr = xattr_of(c.u32()?)?;
                 inode.kind = Kind::Dir;
                 let index_at = (index_count > 0).then(|| c.position());
-                inode.data = InodeData::Dir { start_block, offset, parent, index_count, index_at };
+                inode.data = InodeData::Dir {
+                    start_block,
+                    offset,
+                    parent,
+                    index_count,
+                    index_at,
+                };
             }
             2 | 9 => {
                 let (blocks_start, size, sparse, fragment, frag_offset) = if t == 2 {
@@ -561,23 +693,38 @@ impl<S: Source> Archive<S> {
                     (start, size, sparse, fragment, frag_offset)
                 };
                 if size > i64::MAX as u64 {
-                    return Err(corrupt(WHAT, format!("file inode {number} has an impossible size {size}")));
+                    return Err(corrupt(
+                        WHAT,
+                        format!("file inode {number} has an impossible size {size}"),
+                    ));
                 }
                 if fragment != NO_FRAGMENT && fragment >= self.sb.fragments {
                     return Err(corrupt(
                         WHAT,
-                        format!("file inode {number} uses fragment {fragment}, but the image has {}", self.sb.fragments),
+                        format!(
+                            "file inode {number} uses fragment {fragment}, but the image has {}",
+                            self.sb.fragments
+                        ),
                     ));
                 }
                 inode.kind = Kind::File;
                 inode.size = size;
-                inode.data = InodeData::File { blocks_start, fragment, frag_offset, sparse, list_at: c.position() };
+                inode.data = InodeData::File {
+                    blocks_start,
+                    fragment,
+                    frag_offset,
+                    sparse,
+                    list_at: c.position(),
+                };
             }
             3 | 10 => {
                 inode.nlink = c.u32()?;
                 let len = c.u32()?;
                 if u64::from(len) > SYMLINK_MAX {
-                    return Err(corrupt(WHAT, format!("symlink inode {number} has a target of {len} bytes")));
+                    return Err(corrupt(
+                        WHAT,
+                        format!("symlink inode {number} has a target of {len} bytes"),
+                    ));
                 }
                 let target = c.bytes(len as usize)?;
                 if t == 10 {
@@ -593,7 +740,11 @@ impl<S: Source> Archive<S> {
                 if t > 10 {
                     inode.xattr = xattr_of(c.u32()?)?;
                 }
-                inode.kind = if t % 7 == 4 { Kind::BlockDev } else { Kind::CharDev };
+                inode.kind = if t % 7 == 4 {
+                    Kind::BlockDev
+                } else {
+                    Kind::CharDev
+                };
                 inode.data = InodeData::Device { rdev };
             }
             6 | 7 | 13 | 14 => {
@@ -603,7 +754,12 @@ impl<S: Source> Archive<S> {
                 }
                 inode.kind = if t % 7 == 6 { Kind::Fifo } else { Kind::Socket };
             }
-            other => return Err(corrupt(WHAT, format!("inode {number} has unknown type {other}"))),
+            other => {
+                return Err(corrupt(
+                    WHAT,
+                    format!("inode {number} has unknown type {other}"),
+                ))
+            }
         }
         Ok(inode)
     }
@@ -613,11 +769,22 @@ impl<S: Source> Archive<S> {
         if let Some(l) = self.listings.get(&dir.reference) {
             return Ok(l);
         }
-        let InodeData::Dir { start_block, offset, .. } = dir.data else {
+        let InodeData::Dir {
+            start_block,
+            offset,
+            ..
+        } = dir.data
+        else {
             return Err(FormatError::Io("not a directory".into()));
         };
         let mut entries = Vec::new();
-        let mut c = self.cursor(self.sb.directory_table_start, u64::from(start_block), usize::from(offset), self.dir_table_end, "directory table")?;
+        let mut c = self.cursor(
+            self.sb.directory_table_start,
+            u64::from(start_block),
+            usize::from(offset),
+            self.dir_table_end,
+            "directory table",
+        )?;
         let mut bytes = 0usize;
         self.walk_dir(&mut c, dir.size.saturating_sub(3), |e| {
             bytes += e.name.len() + 48;
@@ -625,7 +792,9 @@ impl<S: Source> Archive<S> {
             std::ops::ControlFlow::Continue(())
         })?;
         let sorted = entries.windows(2).all(|w| w[0].name < w[1].name);
-        Ok(self.listings.insert(dir.reference, Listing { entries, sorted }, bytes + 64))
+        Ok(self
+            .listings
+            .insert(dir.reference, Listing { entries, sorted }, bytes + 64))
     }
 
     /// Reads `remaining` bytes of directory listing from `c`, calling `each`
@@ -640,36 +809,63 @@ impl<S: Source> Archive<S> {
         let mut name = [0u8; NAME_MAX];
         while remaining > 0 {
             if remaining < 12 {
-                return Err(corrupt(WHAT, format!("a directory listing ends with {remaining} stray bytes")));
+                return Err(corrupt(
+                    WHAT,
+                    format!("a directory listing ends with {remaining} stray bytes"),
+                ));
             }
             let count = c.u32()?;
             let start_block = c.u32()?;
             let base = c.u32()?;
             remaining -= 12;
             if count >= DIR_COUNT_MAX {
-                return Err(corrupt(WHAT, format!("a directory header announces {} entries (at most 256)", u64::from(count) + 1)));
+                return Err(corrupt(
+                    WHAT,
+                    format!(
+                        "a directory header announces {} entries (at most 256)",
+                        u64::from(count) + 1
+                    ),
+                ));
             }
             for _ in 0..=count {
                 if remaining < 8 {
-                    return Err(corrupt(WHAT, "a directory listing ends in the middle of an entry"));
+                    return Err(corrupt(
+                        WHAT,
+                        "a directory listing ends in the middle of an entry",
+                    ));
                 }
                 let offset = c.u16()?;
                 let delta = c.u16()? as i16;
                 let t = c.u16()?;
                 let len = usize::from(c.u16()?) + 1;
                 if len > NAME_MAX {
-                    return Err(corrupt(WHAT, format!("a name of {len} bytes (at most {NAME_MAX})")));
+                    return Err(corrupt(
+                        WHAT,
+                        format!("a name of {len} bytes (at most {NAME_MAX})"),
+                    ));
                 }
-                remaining = remaining.checked_sub(8 + len as u64).ok_or_else(|| corrupt(WHAT, "an entry extends past the end of its directory"))?;
+                remaining = remaining.checked_sub(8 + len as u64).ok_or_else(|| {
+                    corrupt(WHAT, "an entry extends past the end of its directory")
+                })?;
                 c.read(&mut name[..len])?;
                 let n = &name[..len];
                 if n.contains(&b'/') || n.contains(&0) || n == b"." || n == b".." {
-                    return Err(corrupt(WHAT, format!("invalid name {:?} in a directory", String::from_utf8_lossy(n))));
+                    return Err(corrupt(
+                        WHAT,
+                        format!(
+                            "invalid name {:?} in a directory",
+                            String::from_utf8_lossy(n)
+                        ),
+                    ));
                 }
                 if usize::from(offset) >= METADATA_SIZE {
-                    return Err(corrupt(WHAT, format!("an entry points to offset {offset} in a metadata block")));
+                    return Err(corrupt(
+                        WHAT,
+                        format!("an entry points to offset {offset} in a metadata block"),
+                    ));
                 }
-                let kind = Kind::from_basic(t).ok_or_else(|| corrupt(WHAT, format!("an entry of unknown type {t}")))?;
+                let kind = Kind::from_basic(t)
+                    .ok_or_else(|| corrupt(WHAT, format!("an entry of unknown type {t}")))?;
                 let entry = DirEntry {
                     name: n.into(),
                     inode: (u64::from(start_block) << 16) | u64::from(offset),
@@ -687,7 +883,14 @@ impl<S: Source> Archive<S> {
     /// Looks `name` up in directory `dir`. Uses a cached listing when there
     /// is one, the directory index of a large directory otherwise.
     pub fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<DirEntry>, FormatError> {
-        let InodeData::Dir { start_block, offset, index_count, index_at, .. } = dir.data else {
+        let InodeData::Dir {
+            start_block,
+            offset,
+            index_count,
+            index_at,
+            ..
+        } = dir.data
+        else {
             return Err(FormatError::Io("not a directory".into()));
         };
         if name.is_empty() || name.len() > NAME_MAX {
@@ -720,11 +923,18 @@ impl<S: Source> Archive<S> {
             if index < start.2 || index > listing_len {
                 return Err(corrupt(WHAT, format!("index entry at listing byte {index} is out of order or past the listing ({listing_len} bytes)")));
             }
-            // The listing's bytes count from the directory's first offset.
-            let pos = (index + 3 + u64::from(offset)) % METADATA_SIZE as u64;
+            // `index` counts listing bytes from the directory's first
+            // offset; the index entry names the block they fall in.
+            let pos = (index + u64::from(offset)) % METADATA_SIZE as u64;
             start = (u64::from(block), pos as usize, index);
         }
-        let mut c = self.cursor(self.sb.directory_table_start, start.0, start.1, self.dir_table_end, "directory table")?;
+        let mut c = self.cursor(
+            self.sb.directory_table_start,
+            start.0,
+            start.1,
+            self.dir_table_end,
+            "directory table",
+        )?;
         let mut found = None;
         self.walk_dir(&mut c, listing_len - start.2, |e| {
             use std::ops::ControlFlow::*;
@@ -746,12 +956,19 @@ impl<S: Source> Archive<S> {
             return Ok(l);
         }
         const WHAT: &str = "inode table";
-        let InodeData::File { blocks_start, fragment, frag_offset, list_at, .. } = file.data else {
+        let InodeData::File {
+            blocks_start,
+            fragment,
+            frag_offset,
+            list_at,
+            ..
+        } = file.data
+        else {
             return Err(FormatError::Io("not a regular file".into()));
         };
         let bs = u64::from(self.sb.block_size);
         let size = file.size;
-        let (count, fragment) = if fragment == NO_FRAGMENT || size % bs == 0 {
+        let (count, fragment) = if fragment == NO_FRAGMENT || size.is_multiple_of(bs) {
             (size.div_ceil(bs), None)
         } else {
             (size / bs, Some((fragment, frag_offset)))
@@ -767,24 +984,53 @@ impl<S: Source> Archive<S> {
                 return Err(corrupt(WHAT, format!("file inode {} has a data block of {stored} bytes, more than the block size", file.number)));
             }
             blocks.push((at, word));
-            at = at.checked_add(u64::from(stored)).filter(|&e| e <= self.sb.bytes_used).ok_or_else(|| {
-                corrupt(WHAT, format!("the data of file inode {} lies past the end of the image", file.number))
-            })?;
+            at = at
+                .checked_add(u64::from(stored))
+                .filter(|&e| e <= self.sb.bytes_used)
+                .ok_or_else(|| {
+                    corrupt(
+                        WHAT,
+                        format!(
+                            "the data of file inode {} lies past the end of the image",
+                            file.number
+                        ),
+                    )
+                })?;
         }
         let cost = blocks.len() * 12 + 64;
-        Ok(self.layouts.insert(file.reference, FileLayout { size, blocks, fragment }, cost))
+        Ok(self.layouts.insert(
+            file.reference,
+            FileLayout {
+                size,
+                blocks,
+                fragment,
+            },
+            cost,
+        ))
     }
 
     /// Decompresses (or reads) a data or fragment block stored at `start`
     /// with size word `word`; cached.
-    fn block(&self, start: u64, word: u32, what: &'static str) -> Result<Arc<Vec<u8>>, FormatError> {
+    fn block(
+        &self,
+        start: u64,
+        word: u32,
+        what: &'static str,
+    ) -> Result<Arc<Vec<u8>>, FormatError> {
         let key = (start, word);
         if let Some(b) = self.data.get(&key) {
             return Ok(b);
         }
         let stored = (word & !BLOCK_UNCOMPRESSED) as usize;
-        if stored as u64 > u64::from(self.sb.block_size) || start.checked_add(stored as u64).is_none_or(|e| e > self.sb.bytes_used) {
-            return Err(corrupt(what, format!("a block of {stored} bytes at byte {start} lies outside the image")));
+        if stored as u64 > u64::from(self.sb.block_size)
+            || start
+                .checked_add(stored as u64)
+                .is_none_or(|e| e > self.sb.bytes_used)
+        {
+            return Err(corrupt(
+                what,
+                format!("a block of {stored} bytes at byte {start} lies outside the image"),
+            ));
         }
         let mut raw = vec![0u8; stored];
         self.src.read_at(start, &mut raw)?;
@@ -792,9 +1038,16 @@ impl<S: Source> Archive<S> {
             raw
         } else {
             let mut out = vec![0u8; self.sb.block_size as usize];
-            let n = crate::decompress::decompress(self.sb.compressor, &raw, &mut out).map_err(|e| {
-                corrupt(what, format!("the block at byte {start} does not decompress with {}: {e}", self.sb.compressor))
-            })?;
+            let n =
+                crate::decompress::decompress(self.sb.compressor, &raw, &mut out).map_err(|e| {
+                    corrupt(
+                        what,
+                        format!(
+                            "the block at byte {start} does not decompress with {}: {e}",
+                            self.sb.compressor
+                        ),
+                    )
+                })?;
             out.truncate(n);
             out
         };
@@ -806,8 +1059,18 @@ impl<S: Source> Archive<S> {
     fn fragment_entry(&self, index: u32) -> Result<(u64, u32), FormatError> {
         const WHAT: &str = "fragment table";
         let byte = u64::from(index) * 16;
-        let loc = *self.fragment_locations.get((byte / METADATA_SIZE as u64) as usize).ok_or_else(|| corrupt(WHAT, format!("fragment {index} does not exist")))?;
-        let mut c = self.resume(Position { block: loc, pos: (byte % METADATA_SIZE as u64) as usize }, self.sb.fragment_table_start, WHAT)?;
+        let loc = *self
+            .fragment_locations
+            .get((byte / METADATA_SIZE as u64) as usize)
+            .ok_or_else(|| corrupt(WHAT, format!("fragment {index} does not exist")))?;
+        let mut c = self.resume(
+            Position {
+                block: loc,
+                pos: (byte % METADATA_SIZE as u64) as usize,
+            },
+            self.sb.fragment_table_start,
+            WHAT,
+        )?;
         let start = c.u64()?;
         let word = c.u32()?;
         Ok((start, word))
@@ -815,7 +1078,12 @@ impl<S: Source> Archive<S> {
 
     /// Reads file data at `offset` into `buf`; returns the bytes read (fewer
     /// only at the end of the file).
-    pub fn read(&self, layout: &FileLayout, offset: u64, buf: &mut [u8]) -> Result<usize, FormatError> {
+    pub fn read(
+        &self,
+        layout: &FileLayout,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, FormatError> {
         if offset >= layout.size {
             return Ok(0);
         }
@@ -835,15 +1103,28 @@ impl<S: Source> Archive<S> {
                 } else {
                     let b = self.block(start, word, "data block")?;
                     if b.len() != expected {
-                        return Err(corrupt("data block", format!("the block at byte {start} holds {} bytes, {expected} expected", b.len())));
+                        return Err(corrupt(
+                            "data block",
+                            format!(
+                                "the block at byte {start} holds {} bytes, {expected} expected",
+                                b.len()
+                            ),
+                        ));
                     }
                     out.copy_from_slice(&b[within..within + want]);
                 }
             } else {
-                let (fragment, frag_offset) = layout.fragment.ok_or_else(|| corrupt("inode table", "a file's block list is shorter than its size"))?;
+                let (fragment, frag_offset) = layout.fragment.ok_or_else(|| {
+                    corrupt(
+                        "inode table",
+                        "a file's block list is shorter than its size",
+                    )
+                })?;
                 let (start, word) = self.fragment_entry(fragment)?;
                 let b = self.block(start, word, "fragment block")?;
-                let from = (frag_offset as usize).checked_add(within).filter(|&f| f + want <= b.len() && frag_offset as usize + expected <= b.len());
+                let from = (frag_offset as usize)
+                    .checked_add(within)
+                    .filter(|&f| f + want <= b.len() && frag_offset as usize + expected <= b.len());
                 let Some(from) = from else {
                     return Err(corrupt("fragment block", format!("fragment {fragment} holds {} bytes, a file needs {expected} at offset {frag_offset}", b.len())));
                 };
@@ -854,23 +1135,41 @@ impl<S: Source> Archive<S> {
         Ok(n)
     }
 
-    /// Calls `each(name, value)` for every xattr of `inode` (names with
-    /// their prefix, e.g. `user.mime`).
-    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FormatError> {
+    /// The xattrs of `inode` (names with their prefix, e.g. `user.mime`).
+    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>, FormatError> {
         const WHAT: &str = "xattr table";
         let (Some(id), Some(t)) = (inode.xattr, &self.xattrs) else {
             return Ok(Vec::new());
         };
         let byte = u64::from(id) * 16;
-        let loc = *t.locations.get((byte / METADATA_SIZE as u64) as usize).ok_or_else(|| corrupt(WHAT, format!("xattr set {id} does not exist")))?;
-        let mut ic = self.resume(Position { block: loc, pos: (byte % METADATA_SIZE as u64) as usize }, t.id_table_at, "xattr id table")?;
+        let loc = *t
+            .locations
+            .get((byte / METADATA_SIZE as u64) as usize)
+            .ok_or_else(|| corrupt(WHAT, format!("xattr set {id} does not exist")))?;
+        let mut ic = self.resume(
+            Position {
+                block: loc,
+                pos: (byte % METADATA_SIZE as u64) as usize,
+            },
+            t.id_table_at,
+            "xattr id table",
+        )?;
         let r = ic.u64()?;
         let count = ic.u32()?;
         let _size = ic.u32()?;
         if count > XATTR_COUNT_MAX {
-            return Err(corrupt(WHAT, format!("inode {} has {count} xattrs", inode.number)));
+            return Err(corrupt(
+                WHAT,
+                format!("inode {} has {count} xattrs", inode.number),
+            ));
         }
-        let mut c = self.cursor(t.kv_start, r >> 16, (r & 0xffff) as usize, t.id_table_at, WHAT)?;
+        let mut c = self.cursor(
+            t.kv_start,
+            r >> 16,
+            (r & 0xffff) as usize,
+            t.id_table_at,
+            WHAT,
+        )?;
         let mut out = Vec::new();
         let mut total = 0usize;
         let mut name = [0u8; 256];
@@ -884,10 +1183,19 @@ impl<S: Source> Archive<S> {
             let vsize = c.u32()?;
             let value = if kind & 0x100 != 0 {
                 if vsize != 8 {
-                    return Err(corrupt(WHAT, format!("an out-of-line xattr reference of {vsize} bytes")));
+                    return Err(corrupt(
+                        WHAT,
+                        format!("an out-of-line xattr reference of {vsize} bytes"),
+                    ));
                 }
                 let vr = c.u64()?;
-                let mut vc = self.cursor(t.kv_start, vr >> 16, (vr & 0xffff) as usize, t.id_table_at, WHAT)?;
+                let mut vc = self.cursor(
+                    t.kv_start,
+                    vr >> 16,
+                    (vr & 0xffff) as usize,
+                    t.id_table_at,
+                    WHAT,
+                )?;
                 let vsize = vc.u32()?;
                 if vsize > XATTR_VALUE_MAX {
                     return Err(corrupt(WHAT, format!("an xattr value of {vsize} bytes")));
@@ -907,7 +1215,13 @@ impl<S: Source> Archive<S> {
             };
             total += len + value.len() + prefix.len();
             if total > XATTR_TOTAL_MAX {
-                return Err(corrupt(WHAT, format!("inode {} has more than {XATTR_TOTAL_MAX} bytes of xattrs", inode.number)));
+                return Err(corrupt(
+                    WHAT,
+                    format!(
+                        "inode {} has more than {XATTR_TOTAL_MAX} bytes of xattrs",
+                        inode.number
+                    ),
+                ));
             }
             let mut full = prefix.to_vec();
             full.extend_from_slice(&name[..len]);
@@ -930,5 +1244,5 @@ mod tests {
     fn garbage_is_an_error_not_a_panic() {
         assert!(open_bytes(Vec::new()).is_err());
         assert!(open_bytes(vec![0u8; 100]).is_err());
-            }
+    }
 }

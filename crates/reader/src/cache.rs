@@ -20,7 +20,10 @@ struct Generation<K, V> {
 
 impl<K: Hash + Eq, V> Generation<K, V> {
     fn new() -> Self {
-        Generation { map: HashMap::new(), bytes: 0 }
+        Generation {
+            map: HashMap::new(),
+            bytes: 0,
+        }
     }
 }
 
@@ -41,7 +44,12 @@ impl<K: Hash + Eq + Clone, V> Cache<K, V> {
     pub fn new(bytes: usize) -> Self {
         Cache {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(Shard { young: Generation::new(), old: Generation::new() }))
+                .map(|_| {
+                    Mutex::new(Shard {
+                        young: Generation::new(),
+                        old: Generation::new(),
+                    })
+                })
                 .collect(),
             budget: (bytes / SHARDS / 2).max(1),
             hasher: RandomState::new(),

@@ -25,13 +25,22 @@ impl Source for FileSource {
         self.len
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), FormatError> {
-        if offset.checked_add(buf.len() as u64).is_none_or(|e| e > self.len) {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > self.len)
+        {
             return Err(FormatError::corrupt(
                 "image",
-                format!("a read of {} bytes at byte {offset} lies past its end ({} bytes)", buf.len(), self.len),
+                format!(
+                    "a read of {} bytes at byte {offset} lies past its end ({} bytes)",
+                    buf.len(),
+                    self.len
+                ),
             ));
         }
-        self.file.read_exact_at(buf, offset).map_err(|e| FormatError::Io(e.to_string()))
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| FormatError::Io(e.to_string()))
     }
 }
 

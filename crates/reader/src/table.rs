@@ -4,8 +4,9 @@
 //! length and count is checked before use, nothing is allocated from a size
 //! read from the image, and every loop is bounded by bytes actually present.
 
-
-pub use squashfs_format::superblock::{flags, le16, le32, le64, parse_superblock, Superblock, METADATA_SIZE, NO_TABLE, SUPERBLOCK_SIZE};
+pub use squashfs_format::superblock::{
+    flags, le16, le32, le64, parse_superblock, Superblock, METADATA_SIZE, NO_TABLE, SUPERBLOCK_SIZE,
+};
 pub use squashfs_format::{Compressor, FormatError};
 
 pub(crate) fn corrupt(what: &'static str, detail: impl Into<String>) -> FormatError {

@@ -21,7 +21,10 @@ pub struct Verdict {
 
 fn gunzip(gz: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(gz).take(16 << 20).read_to_end(&mut out).ok()?;
+    flate2::read::GzDecoder::new(gz)
+        .take(16 << 20)
+        .read_to_end(&mut out)
+        .ok()?;
     Some(out)
 }
 
@@ -34,7 +37,11 @@ pub fn running_config() -> Option<KernelConfig> {
 /// with `comp` and `options`.
 pub fn verdict(config: &KernelConfig, comp: Compressor, options: &CompressorOptions) -> Verdict {
     let v = config.squashfs_verdict(comp, &options.filters);
-    Verdict { can_mount: Some(v.can_mount), reason: v.reason, config: Some(config.source.clone()) }
+    Verdict {
+        can_mount: Some(v.can_mount),
+        reason: v.reason,
+        config: Some(config.source.clone()),
+    }
 }
 
 /// The compressors the kernel's squashfs can decompress, zstd first.
@@ -60,10 +67,16 @@ mod tests {
 
     #[test]
     fn verdicts_name_the_configuration() {
-        let cfg = KernelConfig { source: "t".into(), text: "CONFIG_SQUASHFS=y\nCONFIG_SQUASHFS_ZSTD=y\n".into() };
+        let cfg = KernelConfig {
+            source: "t".into(),
+            text: "CONFIG_SQUASHFS=y\nCONFIG_SQUASHFS_ZSTD=y\n".into(),
+        };
         let d = |c| CompressorOptions::defaults(c, 131072);
         let v = verdict(&cfg, Compressor::Zstd, &d(Compressor::Zstd));
         assert_eq!((v.can_mount, v.config.as_deref()), (Some(true), Some("t")));
-        assert_eq!(verdict(&cfg, Compressor::Xz, &d(Compressor::Xz)).can_mount, Some(false));
+        assert_eq!(
+            verdict(&cfg, Compressor::Xz, &d(Compressor::Xz)).can_mount,
+            Some(false)
+        );
     }
 }
