@@ -36,9 +36,11 @@ pub mod op {
 pub mod init {
     pub const ASYNC_READ: u32 = 1 << 0;
     pub const DO_READDIRPLUS: u32 = 1 << 13;
+    pub const NO_OPEN_SUPPORT: u32 = 1 << 17;
     pub const PARALLEL_DIROPS: u32 = 1 << 18;
     pub const MAX_PAGES: u32 = 1 << 22;
     pub const CACHE_SYMLINKS: u32 = 1 << 23;
+    pub const NO_OPENDIR_SUPPORT: u32 = 1 << 24;
 }
 
 /// fuse_open_out.open_flags.

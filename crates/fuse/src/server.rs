@@ -31,6 +31,11 @@ pub struct Fs {
     /// The image's path, for messages.
     pub name: String,
     reported: AtomicBool,
+    /// The kernel supports zero-message opens: OPEN and OPENDIR are
+    /// answered ENOSYS once, and the kernel then opens files with
+    /// FOPEN_KEEP_CACHE and directories with FOPEN_KEEP_CACHE |
+    /// FOPEN_CACHE_DIR without asking (and sends no RELEASE).
+    zero_open: AtomicBool,
 }
 
 /// How a worker loop ended.
@@ -47,6 +52,7 @@ impl Fs {
             archive,
             name,
             reported: AtomicBool::new(false),
+            zero_open: AtomicBool::new(false),
         }
     }
 
@@ -121,6 +127,8 @@ impl Fs {
                     | proto::init::PARALLEL_DIROPS
                     | proto::init::MAX_PAGES
                     | proto::init::CACHE_SYMLINKS;
+                let zero = proto::init::NO_OPEN_SUPPORT | proto::init::NO_OPENDIR_SUPPORT;
+                self.zero_open.store(i.flags & zero == zero, Ordering::Relaxed);
                 out.u32(i.max_readahead);
                 out.u32(i.flags & want);
                 out.u16(64); // max_background
@@ -176,6 +184,9 @@ impl Fs {
                 let flags = proto::open_flags(arg).ok_or(Errno::INVAL)?;
                 if flags & 3 != 0 {
                     return Err(Errno::ROFS);
+                }
+                if self.zero_open.load(Ordering::Relaxed) {
+                    return Err(Errno::NOSYS);
                 }
                 let i = self.inode(h.nodeid)?;
                 let open_flags = if h.opcode == op::OPENDIR {
