@@ -264,9 +264,20 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         Ok(ar) => ar,
         Err(e) => return fail(describe(&e)),
     };
-    let (fuse, keep, mut helper) = match mount::fusermount(&dir, &shown, server::MAX_READ) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
+    // Root with a command mounts directly (no helper process, as libfuse
+    // does for root); otherwise fusermount3, whose auto_unmount watcher
+    // also cleans up after a killed server.
+    let direct = rustix::process::geteuid().is_root() && !a.command.is_empty();
+    let (fuse, helper) = if direct {
+        match mount::direct_mount(&dir, &shown, server::MAX_READ) {
+            Ok(fd) => (fd, None),
+            Err(e) => return fail(e),
+        }
+    } else {
+        match mount::fusermount(&dir, &shown, server::MAX_READ) {
+            Ok((fd, keep, child)) => (fd, Some((keep, child))),
+            Err(e) => return fail(e),
+        }
     };
     let n = threads(&a);
     start_workers(
@@ -276,7 +287,7 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         !a.command.is_empty(),
     );
     if a.command.is_empty() {
-        let _keep = keep;
+        let _helper = helper;
         loop {
             std::thread::park();
         }
@@ -284,11 +295,16 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
     let status = std::process::Command::new(&a.command[0])
         .args(&a.command[1..])
         .status();
-    // fusermount3's auto_unmount watcher only unmounts a dead connection:
-    // unmount now, then let the watcher go.
-    mount::fuseunmount(&dir);
-    drop(keep);
-    let _ = helper.wait();
+    match helper {
+        None => mount::direct_unmount(&dir),
+        Some((keep, mut child)) => {
+            // fusermount3's auto_unmount watcher only unmounts a dead
+            // connection: unmount now, then let the watcher go.
+            mount::fuseunmount(&dir);
+            drop(keep);
+            let _ = child.wait();
+        }
+    }
     match status {
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;

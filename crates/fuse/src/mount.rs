@@ -1,8 +1,10 @@
-//! `--mount`: mounting without squashfs-mount, as an unprivileged user,
+//! `--mount`: mounting without squashfs-mount. As an unprivileged user,
 //! through libfuse's setuid helper fusermount3 and its `_FUSE_COMMFD`
 //! protocol (it mounts, then passes the /dev/fuse descriptor back over a
 //! Unix socket). With `auto_unmount` fusermount3 stays until this process
-//! ends and then unmounts, so a killed server leaves no mount behind.
+//! ends and then unmounts, so a killed server leaves no mount behind. As
+//! root, directly with mount(2) and the options squashfs-mount uses (as
+//! libfuse does for root).
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
@@ -113,5 +115,36 @@ pub fn fuseunmount(dir: &Path) {
             .arg("--")
             .arg(dir)
             .status();
+    }
+}
+
+/// As root: opens /dev/fuse and mounts it on `dir` with mount(2).
+pub fn direct_mount(dir: &Path, fsname: &str, max_read: usize) -> Result<OwnedFd, String> {
+    use rustix::fs::{open, Mode, OFlags};
+    use rustix::mount::{mount, MountFlags};
+    let fd = open("/dev/fuse", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("cannot open /dev/fuse: {e}"))?;
+    let opts = format!(
+        "fd={},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other,max_read={max_read}",
+        fd.as_raw_fd()
+    );
+    let opts = std::ffi::CString::new(opts).map_err(|e| e.to_string())?;
+    let fsname: String = fsname.chars().filter(|c| !c.is_control()).collect();
+    mount(
+        fsname.as_str(),
+        dir,
+        "fuse.squashfs",
+        MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
+        opts.as_c_str(),
+    )
+    .map_err(|e| format!("cannot mount on {}: {e}", dir.display()))?;
+    Ok(fd)
+}
+
+/// As root: unmounts `dir` (lazily if it is busy).
+pub fn direct_unmount(dir: &Path) {
+    use rustix::mount::{unmount, UnmountFlags};
+    if unmount(dir, UnmountFlags::empty()).is_err() {
+        let _ = unmount(dir, UnmountFlags::DETACH);
     }
 }

@@ -184,7 +184,7 @@ fn build_tree(root: &Path) {
     fs::set_permissions(root.join("no-perms"), fs::Permissions::from_mode(0o000)).unwrap();
     w("owned", b"owned by 1234:5678\n");
     rustix::fs::chown(
-        &root.join("owned"),
+        root.join("owned"),
         Some(rustix::fs::Uid::from_raw(1234)),
         Some(rustix::fs::Gid::from_raw(5678)),
     )
@@ -194,7 +194,7 @@ fn build_tree(root: &Path) {
     // Special files.
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &root.join("chardev"),
+        root.join("chardev"),
         rustix::fs::FileType::CharacterDevice,
         rustix::fs::Mode::from_raw_mode(0o644),
         rustix::fs::makedev(1, 3),
@@ -202,7 +202,7 @@ fn build_tree(root: &Path) {
     .unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &root.join("blockdev"),
+        root.join("blockdev"),
         rustix::fs::FileType::BlockDevice,
         rustix::fs::Mode::from_raw_mode(0o600),
         rustix::fs::makedev(259, 70000),
@@ -210,7 +210,7 @@ fn build_tree(root: &Path) {
     .unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &root.join("fifo"),
+        root.join("fifo"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o640),
         0,
@@ -512,7 +512,7 @@ fn serves_like_the_source() {
             }
             // statfs
             let st = rustix::fs::statfs(&mnt).unwrap();
-            assert_eq!(st.f_bsize as u64 >= 4096, true);
+            assert!(st.f_bsize >= 4096 && st.f_namelen == 256, "statfs: bsize {} namelen {}", st.f_bsize, st.f_namelen);
             assert!(st.f_files > 1500);
             errors
         });
@@ -778,4 +778,47 @@ fn crash_image_is_served_safely() {
         );
     }
     assert_eq!(dmesg_problems(), before, "new kernel problems in dmesg");
+}
+
+#[test]
+fn mount_runs_a_command() {
+    if !can_fuse("mount_runs_a_command") {
+        return;
+    }
+    let t = TempDir::new("cmd");
+    let src = t.0.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"from the image\n").unwrap();
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &[]));
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let out = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("cat {}/f; exit 7", mnt.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.stdout, b"from the image\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(!mounts.contains(&*mnt.to_string_lossy()), "still mounted");
+    let out = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["--", "/nonexistent/cmd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(!fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .contains(&*mnt.to_string_lossy()));
 }

@@ -54,18 +54,29 @@ fn directory_index_lookups_match_the_listing() {
     let root = ar.inode(ar.root()).unwrap();
     let big = ar.lookup(&root, b"big").unwrap().expect("big");
     let big = ar.inode(big.inode).unwrap();
-    let InodeData::Dir { index_count, .. } = big.data else { panic!("not a dir") };
-    assert!(index_count > 4, "the directory has an index ({index_count} entries)");
+    let InodeData::Dir { index_count, .. } = big.data else {
+        panic!("not a dir")
+    };
+    assert!(
+        index_count > 4,
+        "the directory has an index ({index_count} entries)"
+    );
     let mut buf = [0u8; 16];
     for i in (0..3000).step_by(7).chain([0, 1, 2999]) {
-        let e = ar.lookup(&big, name(i).as_bytes()).unwrap().unwrap_or_else(|| panic!("{} not found", name(i)));
+        let e = ar
+            .lookup(&big, name(i).as_bytes())
+            .unwrap()
+            .unwrap_or_else(|| panic!("{} not found", name(i)));
         let f = ar.inode(e.inode).unwrap();
         assert_eq!(f.kind, Kind::File);
         let n = ar.read(&ar.layout(&f).unwrap(), 0, &mut buf).unwrap();
         assert_eq!(&buf[..n], format!("{i}\n").as_bytes());
     }
     for missing in ["entry-99999", "a", "zzzz", "entry-00001-", "entry-00001-xx"] {
-        assert!(ar.lookup(&big, missing.as_bytes()).unwrap().is_none(), "{missing}");
+        assert!(
+            ar.lookup(&big, missing.as_bytes()).unwrap().is_none(),
+            "{missing}"
+        );
     }
     // The listing agrees.
     let listing = ar.listing(&big).unwrap();
@@ -86,7 +97,9 @@ fn walk(ar: &Archive<Vec<u8>>) -> usize {
         let Ok(dir) = ar.inode(r) else { continue };
         let _ = ar.xattrs(&dir);
         let _ = ar.lookup(&dir, b"missing");
-        let Ok(listing) = ar.listing(&dir) else { continue };
+        let Ok(listing) = ar.listing(&dir) else {
+            continue;
+        };
         for e in listing.entries.iter().take(100) {
             visited += 1;
             if visited > 500 {
@@ -130,7 +143,8 @@ fn corrupted_images_never_panic() {
         let bytes_used = u64::from_le_bytes(good[40..48].try_into().unwrap()) as usize;
         let inode_start = u64::from_le_bytes(good[64..72].try_into().unwrap()) as usize;
         let mut opened = 0;
-        for at in (96..bytes_used).filter(|&a| a >= inode_start.saturating_sub(200) || a % 37 == 0) {
+        for at in (96..bytes_used).filter(|&a| a >= inode_start.saturating_sub(200) || a % 37 == 0)
+        {
             for v in [0x00u8, 0xff, good[at] ^ 0x01, good[at].wrapping_add(0x80)] {
                 let mut b = good.clone();
                 b[at] = v;
