@@ -29,10 +29,11 @@ install: build
 	install -m 0644 doc/squashfs-mount.1 $(MANDIR)/squashfs-mount.1
 	install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1
 	install -m 0755 $(SPANK_SO) $(LIBDIR)/spank_squashfs_mount.so
+	install -m 0755 $(TARGET)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-fuse
 
 uninstall:
 	rm -f $(BINDIR)/squashfs-mount $(BINDIR)/sqfs $(MANDIR)/squashfs-mount.1 $(MANDIR)/sqfs.1 \
-	  $(LIBDIR)/spank_squashfs_mount.so
+	  $(LIBDIR)/spank_squashfs_mount.so $(LIBDIR)/squashfs-mount-fuse
 
 deps:
 	scripts/deps all

@@ -512,7 +512,12 @@ fn serves_like_the_source() {
             }
             // statfs
             let st = rustix::fs::statfs(&mnt).unwrap();
-            assert!(st.f_bsize >= 4096 && st.f_namelen == 256, "statfs: bsize {} namelen {}", st.f_bsize, st.f_namelen);
+            assert!(
+                st.f_bsize >= 4096 && st.f_namelen == 256,
+                "statfs: bsize {} namelen {}",
+                st.f_bsize,
+                st.f_namelen
+            );
             assert!(st.f_files > 1500);
             errors
         });
