@@ -42,9 +42,10 @@ then exits 0. Nothing is printed unless the image turns out to be corrupt.
 
 The second form mounts IMAGE on DIR as an unprivileged user through
 fusermount3 (Debian package fuse3), for development, tests and benchmarks.
-Without COMMAND it serves in the foreground until 'fusermount3 -u DIR' (or
-until killed: the mount then goes away by itself). With COMMAND it runs it,
-unmounts, and exits with its status.
+Without COMMAND it serves in the foreground until 'fusermount3 -u DIR' or
+SIGINT/SIGTERM/SIGHUP (it unmounts then; after SIGKILL, run
+'fusermount3 -u DIR'). With COMMAND it runs it, unmounts, and exits with its
+status.
 ";
 
 struct Args {
@@ -265,8 +266,7 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         Err(e) => return fail(describe(&e)),
     };
     // Root with a command mounts directly (no helper process, as libfuse
-    // does for root); otherwise fusermount3, whose auto_unmount watcher
-    // also cleans up after a killed server.
+    // does for root); otherwise fusermount3.
     let direct = rustix::process::geteuid().is_root() && !a.command.is_empty();
     let (fuse, helper) = if direct {
         match mount::direct_mount(&dir, &shown, server::MAX_READ) {
@@ -280,18 +280,25 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         }
     };
     let n = threads(&a);
-    start_workers(
-        Arc::new(Fs::new(archive, shown.clone())),
-        fuse,
-        n,
-        !a.command.is_empty(),
-    );
     if a.command.is_empty() {
-        let _helper = helper;
-        loop {
-            std::thread::park();
+        // Served until `fusermount3 -u` (a worker then exits the process) or
+        // until SIGINT/SIGTERM/SIGHUP, which unmount first: fusermount3's
+        // auto_unmount watcher cannot look into a mount without allow_other,
+        // so it would leave a dead mount behind. (SIGKILL still does.)
+        sys::block_termination();
+        start_workers(Arc::new(Fs::new(archive, shown.clone())), fuse, n, false);
+        sys::wait_termination();
+        match helper {
+            None => mount::direct_unmount(&dir),
+            Some((keep, mut child)) => {
+                mount::fuseunmount(&dir);
+                drop(keep);
+                let _ = child.wait();
+            }
         }
+        return ExitCode::SUCCESS;
     }
+    start_workers(Arc::new(Fs::new(archive, shown.clone())), fuse, n, true);
     let status = std::process::Command::new(&a.command[0])
         .args(&a.command[1..])
         .status();

@@ -2,7 +2,8 @@
 //! through libfuse's setuid helper fusermount3 and its `_FUSE_COMMFD`
 //! protocol (it mounts, then passes the /dev/fuse descriptor back over a
 //! Unix socket). With `auto_unmount` fusermount3 stays until this process
-//! ends and then unmounts, so a killed server leaves no mount behind. As
+//! ends and then unmounts a dead mount it can still look into (root's, or
+//! with allow_other); main unmounts itself on SIGINT/SIGTERM/SIGHUP. As
 //! root, directly with mount(2) and the options squashfs-mount uses (as
 //! libfuse does for root).
 

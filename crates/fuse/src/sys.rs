@@ -1,5 +1,6 @@
 //! The few operations that need `unsafe`: adopting inherited file
-//! descriptors and the FUSE_DEV_IOC_CLONE ioctl. Everything else goes
+//! descriptors, the FUSE_DEV_IOC_CLONE ioctl, and waiting for SIGINT,
+//! SIGTERM or SIGHUP in `--mount` mode. Everything else goes
 //! through rustix's safe wrappers.
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
@@ -45,4 +46,35 @@ pub fn clone_fuse_fd(session: &OwnedFd) -> Option<OwnedFd> {
     // has the type the kernel expects (see above).
     unsafe { rustix::ioctl::ioctl(&fd, setter) }.ok()?;
     Some(fd)
+}
+
+fn termination_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before
+    // sigaddset adds valid signal numbers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and in threads
+/// it starts afterwards), so that [`wait_termination`] receives them.
+pub fn block_termination() {
+    let set = termination_set();
+    // SAFETY: `set` is an initialised signal set; a null old-set pointer is
+    // allowed.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked).
+pub fn wait_termination() {
+    let set = termination_set();
+    let mut sig = 0;
+    // SAFETY: `set` is initialised and `sig` is a valid place for the
+    // signal number.
+    while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
 }

@@ -815,6 +815,32 @@ fn mount_runs_a_command() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
     assert!(!mounts.contains(&*mnt.to_string_lossy()), "still mounted");
+    // In the foreground, SIGTERM unmounts and exits 0.
+    let dev = fs::metadata(&mnt).unwrap().dev();
+    let mut child = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while fs::metadata(&mnt).unwrap().dev() == dev {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the mount did not appear"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("no exit after SIGTERM");
+    assert!(status.success(), "{status}");
+    assert!(
+        !fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .contains(&*mnt.to_string_lossy()),
+        "SIGTERM left the mount"
+    );
     let out = Command::new(BIN)
         .arg("--mount")
         .arg(&img)
