@@ -477,6 +477,28 @@ fn serves_like_the_source() {
         built += 1;
         let mnt = t.0.join("mnt");
         let errors = with_mount(&img, &mnt, || {
+            // Several readers at once (the workers answer in parallel),
+            // each in its own order, on a fresh mount's caches.
+            let files: Vec<&PathBuf> = rels
+                .iter()
+                .filter(|r| fs::symlink_metadata(src.join(r)).unwrap().is_file())
+                .collect();
+            std::thread::scope(|s| {
+                for t in 0..4usize {
+                    let (files, src, mnt) = (&files, &src, &mnt);
+                    s.spawn(move || {
+                        for k in 0..files.len() {
+                            let r = files[(k * 7 + t * 131) % files.len()];
+                            assert_eq!(
+                                fs::read(mnt.join(r)).unwrap(),
+                                fs::read(src.join(r)).unwrap(),
+                                "{}",
+                                r.display()
+                            );
+                        }
+                    });
+                }
+            });
             let mut errors = Vec::new();
             compare(&src, &mnt, Path::new(""), &mut errors);
             for r in &rels {
