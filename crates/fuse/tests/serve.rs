@@ -504,6 +504,29 @@ fn serves_like_the_source() {
             for r in &rels {
                 compare(&src, &mnt, r, &mut errors);
             }
+            // Hard links share one inode (st_ino is the SquashFS inode
+            // number), and getfattr shows what the source has.
+            let ino = |p: &str| fs::symlink_metadata(mnt.join(p)).unwrap().ino();
+            assert_eq!(ino("dir/linked"), ino("linked-2"));
+            assert_eq!(ino("dir/linked"), ino("dir/linked-3"));
+            assert_ne!(ino("dir/linked"), ino("small-text"));
+            let getfattr = |root: &Path| {
+                let out = Command::new("getfattr")
+                    .args(["-d", "-m", "-", "-e", "hex"])
+                    .arg("small-text")
+                    .arg("dir")
+                    .arg("one-byte")
+                    .current_dir(root)
+                    .output()
+                    .expect("getfattr (apt-get install attr)");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let (a, b) = (getfattr(&src), getfattr(&mnt));
+            assert!(
+                a.contains("user.mime") && a.contains("security.label"),
+                "{a}"
+            );
+            assert_eq!(a, b, "getfattr");
             // Lookups of missing names, in the big (indexed) directory too.
             for missing in [
                 "big/entry-99999",
