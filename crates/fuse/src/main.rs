@@ -3,10 +3,7 @@
 //! fusermount3 creates). Runs with the caller's credentials; never mounts
 //! anything itself in the first form. See `--help` and doc/fuse.md.
 
-mod mount;
-mod proto;
-mod server;
-mod sys;
+use squashfs_mount_fuse::{mount, server, sys};
 
 use std::fs::File;
 use std::io::Write;
@@ -18,6 +15,8 @@ use std::sync::Arc;
 use squashfs_reader::{Archive, FileSource, FormatError};
 
 use server::{End, Fs};
+
+type FileFs = Fs<FileSource>;
 
 const USAGE: &str = "\
 usage: squashfs-mount-fuse --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--name NAME]
@@ -150,7 +149,7 @@ fn threads(a: &Args) -> usize {
 /// /dev/fuse can be opened, else sharing it). A worker that sees the
 /// connection end exits the process with status 0, unless `stay` (then
 /// the main thread decides).
-fn start_workers(fs: Arc<Fs>, dev: OwnedFd, n: usize, stay: bool) {
+fn start_workers(fs: Arc<FileFs>, dev: OwnedFd, n: usize, stay: bool) {
     let dev = Arc::new(dev);
     for i in 0..n {
         let fs = fs.clone();

@@ -162,8 +162,12 @@ impl Reply {
     pub fn bytes(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
     }
+    /// Payload bytes so far.
     pub fn len(&self) -> usize {
         self.buf.len() - OUT_HEADER_SIZE
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
     /// Fills in the header; the reply is then `self.buf`.
     pub fn finish(&mut self, unique: u64, error: i32) -> &[u8] {

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rustix::io::Errno;
-use squashfs_reader::{Archive, FileSource, FormatError, Inode, InodeData, InodeRef, Kind};
+use squashfs_reader::table::Source;
+use squashfs_reader::{Archive, FormatError, Inode, InodeData, InodeRef, Kind};
 
 use crate::proto::{self, op, Attr, Reply};
 
@@ -26,8 +27,8 @@ pub const MAX_READ: usize = 1 << 20;
 /// headers, and at least 8 KiB.
 const REQUEST_BUFFER: usize = 64 << 10;
 
-pub struct Fs {
-    pub archive: Archive<FileSource>,
+pub struct Fs<S> {
+    pub archive: Archive<S>,
     /// The image's path, for messages.
     pub name: String,
     reported: AtomicBool,
@@ -48,8 +49,8 @@ pub enum End {
     Failed(Errno),
 }
 
-impl Fs {
-    pub fn new(archive: Archive<FileSource>, name: String) -> Self {
+impl<S: Source> Fs<S> {
+    pub fn new(archive: Archive<S>, name: String) -> Self {
         Fs {
             archive,
             name,
@@ -341,6 +342,19 @@ impl Fs {
             at += 1;
         }
         Ok(())
+    }
+
+    /// Answers one request as read from /dev/fuse: the reply to write, or
+    /// `None` if the request is malformed or wants no reply (fuzzing and
+    /// tests use this without a kernel).
+    pub fn respond<'a>(&self, request: &[u8], out: &'a mut Reply) -> Option<&'a [u8]> {
+        let (h, arg) = proto::parse(request)?;
+        out.start();
+        match self.handle(&h, arg, out) {
+            Ok(true) => Some(out.finish(h.unique, 0)),
+            Ok(false) => None,
+            Err(e) => Some(out.finish(h.unique, e.raw_os_error())),
+        }
     }
 
     /// Serves requests read from `dev` until the connection ends.
