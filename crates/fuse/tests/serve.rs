@@ -898,3 +898,103 @@ fn mount_runs_a_command() {
         .unwrap()
         .contains(&*mnt.to_string_lossy()));
 }
+
+/// Unmounts on drop (also when an assertion fails).
+struct Unmount(PathBuf);
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// One line per entry with everything stat shows, in readdir order.
+fn stat_lines(root: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut dirs = vec![PathBuf::new()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(root.join(&d)).unwrap() {
+            let e = e.unwrap();
+            let rel = d.join(e.file_name());
+            let m = fs::symlink_metadata(root.join(&rel)).unwrap();
+            let xattrs: Vec<String> = xattrs(&root.join(&rel))
+                .iter()
+                .map(|(k, v)| format!("{}={v:?}", String::from_utf8_lossy(k)))
+                .collect();
+            lines.push(format!(
+                "{} ino={} mode={:o} nlink={} uid={} gid={} size={} blocks={} mtime={} rdev={} link={:?} xattrs={xattrs:?}",
+                rel.display(),
+                m.ino(),
+                m.mode(),
+                m.nlink(),
+                m.uid(),
+                m.gid(),
+                m.size(),
+                m.blocks(),
+                m.mtime(),
+                m.rdev(),
+                fs::read_link(root.join(&rel)).ok()
+            ));
+            if m.is_dir() {
+                dirs.push(rel);
+            }
+        }
+    }
+    lines
+}
+
+/// A trusted image (built here by mksquashfs, never modified) mounted by the
+/// kernel driver and by the server shows the same: inode numbers, modes,
+/// link counts, owners, sizes (also of directories), blocks, mtimes, device
+/// numbers, symlink targets, xattrs, readdir order, statfs.
+#[test]
+fn matches_the_kernel_driver() {
+    if !can_fuse("matches_the_kernel_driver") {
+        return;
+    }
+    let t = TempDir::new("kernel");
+    let src = t.0.join("src");
+    fs::create_dir(&src).unwrap();
+    build_tree(&src);
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
+    let (k, f) = (t.0.join("kernel"), t.0.join("fuse"));
+    fs::create_dir(&k).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "squashfs", "-o", "loop,ro"])
+        .arg(&img)
+        .arg(&k)
+        .status()
+        .unwrap();
+    if !st.success() {
+        skip("matches_the_kernel_driver: the kernel could not mount the image (no squashfs or loop support?)");
+        return;
+    }
+    let _k = Unmount(k.clone());
+    let (kernel, kstat) = (stat_lines(&k), rustix::fs::statfs(&k).unwrap());
+    let (served, fstat) = with_mount(&img, &f, || {
+        (stat_lines(&f), rustix::fs::statfs(&f).unwrap())
+    });
+    assert!(kernel.len() > 1500);
+    for (a, b) in kernel.iter().zip(&served) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(kernel.len(), served.len());
+    assert_eq!(
+        (
+            kstat.f_bsize,
+            kstat.f_blocks,
+            kstat.f_bfree,
+            kstat.f_files,
+            kstat.f_ffree,
+            kstat.f_namelen
+        ),
+        (
+            fstat.f_bsize,
+            fstat.f_blocks,
+            fstat.f_bfree,
+            fstat.f_files,
+            fstat.f_ffree,
+            fstat.f_namelen
+        )
+    );
+}

@@ -142,6 +142,8 @@ pub struct Inode {
     pub nlink: u32,
     /// Index into the xattr id table, if the inode has xattrs.
     pub xattr: Option<u32>,
+    /// Bytes of xattrs (from the xattr id table), counted in st_blocks.
+    pub xattr_size: u32,
     /// Files: their size; directories: the listing size the kernel shows
     /// (the stored size, 3 more than the listing's bytes); symlinks: the
     /// target's length; others 0.
@@ -154,9 +156,10 @@ impl Inode {
     pub fn mode(&self) -> u32 {
         self.kind.mode_bits() | u32::from(self.perm & 0o7777)
     }
-    /// st_blocks (512-byte units) as the kernel driver computes it.
+    /// st_blocks (512-byte units) as the kernel driver computes it: the
+    /// stored data of files, plus the xattrs of any inode that has them.
     pub fn blocks(&self) -> u64 {
-        match &self.data {
+        let data = match &self.data {
             InodeData::File { sparse, .. } => {
                 let stored = self.size.saturating_sub(*sparse);
                 if stored == 0 {
@@ -166,7 +169,14 @@ impl Inode {
                 }
             }
             _ => 0,
-        }
+        };
+        // The kernel adds ((size - 1) >> 9) + 1 computed in an int.
+        let xattr = if self.xattr.is_some() {
+            ((i64::from(self.xattr_size as i32) - 1) >> 9) + 1
+        } else {
+            0
+        };
+        data.saturating_add_signed(xattr)
     }
     pub fn rdev(&self) -> u32 {
         match self.data {
@@ -638,6 +648,7 @@ impl<S: Source> Archive<S> {
             number,
             nlink: 1,
             xattr: None,
+            xattr_size: 0,
             size: 0,
             data: InodeData::Ipc,
         };
@@ -760,6 +771,10 @@ impl<S: Source> Archive<S> {
                     format!("inode {number} has unknown type {other}"),
                 ))
             }
+        }
+        if let Some(id) = inode.xattr {
+            // As the kernel does when it reads an inode with xattrs.
+            inode.xattr_size = self.xattr_entry(id)?.2;
         }
         Ok(inode)
     }
@@ -1136,11 +1151,14 @@ impl<S: Source> Archive<S> {
     }
 
     /// The xattrs of `inode` (names with their prefix, e.g. `user.mime`).
-    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>, FormatError> {
-        const WHAT: &str = "xattr table";
-        let (Some(id), Some(t)) = (inode.xattr, &self.xattrs) else {
-            return Ok(Vec::new());
-        };
+    /// The xattr id table entry `id`: (reference into the key/value table,
+    /// count, size in bytes).
+    fn xattr_entry(&self, id: u32) -> Result<(u64, u32, u32), FormatError> {
+        const WHAT: &str = "xattr id table";
+        let t = self
+            .xattrs
+            .as_ref()
+            .ok_or_else(|| corrupt(WHAT, "missing"))?;
         let byte = u64::from(id) * 16;
         let loc = *t
             .locations
@@ -1152,11 +1170,17 @@ impl<S: Source> Archive<S> {
                 pos: (byte % METADATA_SIZE as u64) as usize,
             },
             t.id_table_at,
-            "xattr id table",
+            WHAT,
         )?;
-        let r = ic.u64()?;
-        let count = ic.u32()?;
-        let _size = ic.u32()?;
+        Ok((ic.u64()?, ic.u32()?, ic.u32()?))
+    }
+
+    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>, FormatError> {
+        const WHAT: &str = "xattr table";
+        let (Some(id), Some(t)) = (inode.xattr, &self.xattrs) else {
+            return Ok(Vec::new());
+        };
+        let (r, count, _size) = self.xattr_entry(id)?;
         if count > XATTR_COUNT_MAX {
             return Err(corrupt(
                 WHAT,
