@@ -7,6 +7,11 @@
 //!   fusermount3 (`--mount`) and compared with the source tree: contents,
 //!   modes, owners, mtimes, nlink, sizes, rdev, symlink targets, xattrs,
 //!   readdir contents and order.
+//! - `matches_the_kernel_driver`: the same trusted image (built here, never
+//!   modified) mounted by the kernel's squashfs driver (loop device) and by
+//!   the server shows identical stat data, xattrs, readdir order and statfs.
+//! - `mount_runs_a_command`: `--mount IMAGE DIR -- COMMAND`, and SIGTERM in
+//!   the foreground.
 //! - `descriptor_contract`: the way squashfs-mount runs the server (a FUSE
 //!   mount made with mount(2) and `fd=`, `--fuse-fd/--image-fd/--ready-fd/
 //!   --watch-pidfd`): ready line, serving, exit on unmount and on the
