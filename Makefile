@@ -13,7 +13,7 @@ BINDIR := $(DESTDIR)$(PREFIX)/bin
 MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
 LIBDIR := $(DESTDIR)$(PREFIX)/lib/squashfs-mount
 
-.PHONY: all build install uninstall deps demo test unit-test integration-test bench fuzz-build clean
+.PHONY: all build install uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean
 
 all: build
 
@@ -55,6 +55,11 @@ bench:
 	@scripts/deps bench
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/run
+	bench/slurm-cluster
+
+# The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).
+bench-slurm:
+	bench/slurm-cluster
 
 fuzz-build:
 	cd fuzz && $(CARGO) fuzz build

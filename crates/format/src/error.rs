@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use crate::superblock::SUPERBLOCK_SIZE;
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormatError {
     Empty,
@@ -32,7 +30,7 @@ impl fmt::Display for FormatError {
             FormatError::Empty => write!(f, "the file is empty (0 bytes), not a SquashFS image"),
             FormatError::TooShort(n) => write!(
                 f,
-                "the file is only {n} bytes long, shorter than a SquashFS superblock ({SUPERBLOCK_SIZE} bytes); it is truncated or not an image"
+                "the file is only {n} bytes long, shorter than a SquashFS superblock (96 bytes); it is truncated or not an image"
             ),
             FormatError::BadMagic { looks_like: Some(kind) } => write!(
                 f,

@@ -86,6 +86,51 @@ impl KernelConfig {
     }
 }
 
+/// Why a loop device cannot hold the end of an image of `file_size` bytes
+/// whose file system is `bytes_used` long (`mksquashfs -nopad`), with the
+/// command that fixes it; `None` when it fits. `image` names the file in
+/// the command.
+pub fn padding_refusal(bytes_used: u64, file_size: u64, image: &str) -> Option<String> {
+    let needed = crate::superblock::loop_padding_needed(bytes_used, file_size)?;
+    Some(format!(
+        "the image is {file_size} bytes long, not padded to whole 1 KiB blocks (built with mksquashfs -nopad?), so the kernel cannot read its end from a loop device; pad it with 'truncate -s %4096 {image}' (or rebuild it without -nopad); {needed} bytes would do"
+    ))
+}
+
+/// The verdict of squashfs-mount's kernel path on an image before the
+/// kernel sees it, and of `sqfs inspect`'s "Mountable here": refused when
+/// a loop device cannot hold its end ([`padding_refusal`]), when it uses
+/// lzma (no Linux kernel can decompress it), or when `config` says the
+/// kernel lacks squashfs, the compressor or an xz filter. `None`: nothing
+/// refuses it, but without a configuration it is not known whether the
+/// kernel has the compressor.
+pub fn image_verdict(
+    config: Option<&KernelConfig>,
+    comp: Compressor,
+    xz_filters: &[&str],
+    bytes_used: u64,
+    file_size: u64,
+    image: &str,
+) -> Option<Verdict> {
+    if let Some(reason) = padding_refusal(bytes_used, file_size, image) {
+        return Some(Verdict {
+            can_mount: false,
+            reason,
+        });
+    }
+    match config {
+        Some(config) => Some(config.squashfs_verdict(comp, xz_filters)),
+        None if comp.kernel_option().is_none() => {
+            let any = KernelConfig {
+                source: String::new(),
+                text: "CONFIG_SQUASHFS=y\n".into(),
+            };
+            Some(any.squashfs_verdict(comp, xz_filters))
+        }
+        None => None,
+    }
+}
+
 /// Whether the kernel can mount an image, and one sentence saying why (and
 /// what to do if it cannot).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,5 +182,35 @@ mod tests {
         let with_bcj = cfg(&format!("{CFG}CONFIG_SQUASHFS_XZ=y\nCONFIG_XZ_DEC_X86=y\n"));
         assert!(with_bcj.squashfs_verdict(Compressor::Xz, &["x86"]).can_mount);
         assert_eq!(c.squashfs_compressors(), vec![Compressor::Zstd, Compressor::Gzip]);
+    }
+
+    #[test]
+    fn image_verdicts_refuse_what_the_kernel_path_refuses() {
+        let c = cfg(CFG);
+        let v = |cfg: Option<&KernelConfig>, comp, used, size| {
+            image_verdict(cfg, comp, &[], used, size, "x.sqfs")
+        };
+        assert!(v(Some(&c), Compressor::Zstd, 5000, 8192).unwrap().can_mount);
+        // Not padded: refused whatever the compressor, with the fix.
+        let nopad = v(Some(&c), Compressor::Zstd, 1_272_171, 1_272_171).unwrap();
+        assert!(!nopad.can_mount);
+        assert!(
+            nopad.reason.contains("truncate -s %4096 x.sqfs"),
+            "{}",
+            nopad.reason
+        );
+        assert!(
+            !v(None, Compressor::Zstd, 1_272_171, 1_272_171)
+                .unwrap()
+                .can_mount
+        );
+        // lzma: refused with or without a configuration.
+        assert!(!v(Some(&c), Compressor::Lzma, 5000, 8192).unwrap().can_mount);
+        assert!(!v(None, Compressor::Lzma, 5000, 8192).unwrap().can_mount);
+        // A compressor the kernel lacks.
+        assert!(!v(Some(&c), Compressor::Xz, 5000, 8192).unwrap().can_mount);
+        // Unknown configuration, nothing else wrong: unknown.
+        assert_eq!(v(None, Compressor::Xz, 5000, 8192), None);
+        assert_eq!(padding_refusal(4096, 4096, "x"), None);
     }
 }

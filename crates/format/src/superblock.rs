@@ -290,5 +290,6 @@ pub(crate) mod tests {
         let e = FormatError::Truncated { bytes_used: 2, file_size: 1 }.to_string();
         assert!(e.contains("truncated") && e.contains("copy it again"));
         assert!(FormatError::BadMagic { looks_like: None }.to_string().contains("mksquashfs"));
+        assert!(FormatError::TooShort(3).to_string().contains(&format!("({SUPERBLOCK_SIZE} bytes)")));
     }
 }

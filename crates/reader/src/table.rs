@@ -499,6 +499,8 @@ pub struct InodeCounts {
     pub files_with_fragment: u64,
     /// Extra names of regular files and other non-directories (hard links).
     pub extra_links: u64,
+    /// The newest modification time of any inode (Unix seconds).
+    pub newest_mtime: u32,
 }
 
 /// Walks the inode table and counts inodes by type. `progress` is called
@@ -539,7 +541,8 @@ pub fn count_inodes(
         let _mode = r.u16()?;
         let uid_index = r.u16()?;
         let gid_index = r.u16()?;
-        let _mtime = r.u32()?;
+        let mtime = r.u32()?;
+        c.newest_mtime = c.newest_mtime.max(mtime);
         let number = r.u32()?;
         if uid_index >= sb.ids || gid_index >= sb.ids {
             return Err(corrupt(

@@ -8,8 +8,9 @@
 //!   the default `/user-environment,/user-tools`. Root's slurmstepd code runs
 //!   in the tasks' namespace until it becomes the user, so anything that root
 //!   reads (/etc, /lib, /usr, ...) must never be a mount point.
-//! - `cache=yes|no`: accepted for the image cache of squashfs-mount; it has
-//!   no effect yet (there is no cache).
+//! - `cache=yes|no`: whether job steps use squashfs-mount's image cache
+//!   (default yes, as for the command; the site configuration's `cache`
+//!   applies too: both must allow it).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -22,13 +23,13 @@ pub const DEFAULT_MOUNT_POINTS: [&str; 2] = ["/user-environment", "/user-tools"]
 pub struct Config {
     /// Allowed mount points: absolute, tidy (no `.`, `..`, `//`, trailing `/`).
     pub mount_points: Vec<OsString>,
-    /// `cache=`: parsed, no effect until squashfs-mount has an image cache.
+    /// `cache=`: job steps use the image cache (default yes).
     pub cache: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { mount_points: DEFAULT_MOUNT_POINTS.iter().map(OsString::from).collect(), cache: false }
+        Config { mount_points: DEFAULT_MOUNT_POINTS.iter().map(OsString::from).collect(), cache: true }
     }
 }
 
@@ -121,7 +122,7 @@ mod tests {
     fn defaults() {
         let c = parse::<&[u8]>(&[]).unwrap();
         assert_eq!(c, Config::default());
-        assert!(!c.cache);
+        assert!(c.cache);
         assert!(allowed(&c, "/user-environment"));
         assert!(allowed(&c, "/user-environment/sub/dir"));
         assert!(allowed(&c, "/user-tools"));

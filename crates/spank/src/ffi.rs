@@ -154,8 +154,13 @@ pub extern "C" fn slurm_spank_exit(spank: SpankT, _argc: c_int, _argv: *mut *mut
     boundary("slurm_spank_exit", || plugin::exit(&Spank(spank)))
 }
 
-extern "C" fn option_callback(_val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
-    boundary("the --squashfs option", || {
+extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
+    boundary("a --squashfs* option", || {
+        let which = match val {
+            0 => plugin::Option_::Pairs,
+            1 => plugin::Option_::Unions,
+            _ => plugin::Option_::Writable,
+        };
         let value = if optarg.is_null() {
             Vec::new()
         } else {
@@ -163,7 +168,7 @@ extern "C" fn option_callback(_val: c_int, optarg: *const c_char, remote: c_int)
             // string valid for the call; we copy it.
             unsafe { CStr::from_ptr(optarg) }.to_bytes().to_vec()
         };
-        plugin::option_given(value, remote != 0)
+        plugin::option_given(which, value, remote != 0)
     })
 }
 
@@ -193,22 +198,42 @@ pub fn context() -> Context {
     }
 }
 
-/// The option's description; Slurm may keep the pointer, so it lives in a
-/// static (in writable memory: the C prototype takes a non-const pointer).
-struct OptionCell(UnsafeCell<SpankOption>);
+/// The options' descriptions; Slurm may keep the pointers, so they live in
+/// a static (in writable memory: the C prototype takes a non-const pointer).
+struct OptionCell(UnsafeCell<[SpankOption; 3]>);
 // SAFETY: the cell is only handed to Slurm (spank_option_register), which
 // reads it; Rust never reads or writes it after initialisation.
 unsafe impl Sync for OptionCell {}
 
-static OPTION: OptionCell = OptionCell(UnsafeCell::new(SpankOption {
-    name: b"squashfs\0".as_ptr() as *const c_char,
-    arginfo: b"image:mountpoint[,image:mountpoint...]\0".as_ptr() as *const c_char,
-    usage: b"Mount SquashFS images (read-only) for every task of the job step; images are opened with your rights. Default: $SLURM_SQUASHFS\0"
-        .as_ptr() as *const c_char,
-    has_arg: 1,
-    val: 0,
-    cb: Some(option_callback),
-}));
+static OPTIONS: OptionCell = OptionCell(UnsafeCell::new([
+    SpankOption {
+        name: b"squashfs\0".as_ptr() as *const c_char,
+        arginfo: b"image:mountpoint[,image:mountpoint...]\0".as_ptr() as *const c_char,
+        usage: b"Mount SquashFS images (read-only) for every task of the job step; images are opened with your rights. Default: $SLURM_SQUASHFS\0"
+            .as_ptr() as *const c_char,
+        has_arg: 1,
+        val: 0,
+        cb: Some(option_callback),
+    },
+    SpankOption {
+        name: b"squashfs-union\0".as_ptr() as *const c_char,
+        arginfo: b"image,image[,...]:mountpoint[;...]\0".as_ptr() as *const c_char,
+        usage: b"Stack SquashFS images at one mount point (the first named on top), as squashfs-mount --union. Default: $SLURM_SQUASHFS_UNION\0"
+            .as_ptr() as *const c_char,
+        has_arg: 1,
+        val: 1,
+        cb: Some(option_callback),
+    },
+    SpankOption {
+        name: b"squashfs-writable\0".as_ptr() as *const c_char,
+        arginfo: b"SIZE\0".as_ptr() as *const c_char,
+        usage: b"Give every --squashfs mount a private writable layer on a tmpfs of SIZE (default 50% of RAM), as squashfs-mount --writable. Default: $SLURM_SQUASHFS_WRITABLE\0"
+            .as_ptr() as *const c_char,
+        has_arg: 2,
+        val: 2,
+        cb: Some(option_callback),
+    },
+]));
 
 /// Forwards a message to Slurm's log (and, in srun/sbatch or for the
 /// task's stderr, to the user).
@@ -233,11 +258,18 @@ pub fn verbose(msg: &str) {
 pub struct Spank(SpankT);
 
 impl Spank {
-    pub fn register_option(&self) -> Result<(), c_int> {
-        // SAFETY: `self.0` is the handle of the running callback; OPTION is
-        // a static, valid for the life of the process.
-        let rc = unsafe { spank_option_register(self.0, OPTION.0.get()) };
-        if rc == ESPANK_SUCCESS { Ok(()) } else { Err(rc) }
+    pub fn register_options(&self) -> Result<(), c_int> {
+        let options = OPTIONS.0.get() as *mut SpankOption;
+        for i in 0..3 {
+            // SAFETY: `self.0` is the handle of the running callback;
+            // OPTIONS is a static array of 3, valid for the life of the
+            // process, so `options.add(i)` for i < 3 points into it.
+            let rc = unsafe { spank_option_register(self.0, options.add(i)) };
+            if rc != ESPANK_SUCCESS {
+                return Err(rc);
+            }
+        }
+        Ok(())
     }
 
     fn item_u32(&self, item: c_int) -> Option<u32> {

@@ -1,25 +1,32 @@
 //! Local context (srun, sbatch, salloc on the login node): before the job is
-//! queued, check what can be checked there: the syntax (request.rs) and that
-//! the caller can open every image and that it is a SquashFS image, with the
-//! same messages as squashfs-mount. Mount points are only judged lexically
-//! here; the login node need not have them.
+//! queued, the checks that can be made there, with the engine's own plan
+//! step and image checks, so the refusals and messages are the command's:
+//! syntax, limits, policy switches, allowed mount points (lexically; the
+//! login node need not have them), and that the caller can open every image
+//! and that it is a SquashFS image.
 
-use squashfs_mount::cli::MountRequest;
+use std::ffi::OsStr;
+
+use squashfs_mount::config;
+use squashfs_mount::engine::plan::{self, FrontEnd};
 use squashfs_mount::error::Failure;
 use squashfs_mount::image::Image;
-use squashfs_mount::privilege::ActingAsCaller;
+use squashfs_mount::privilege::Unprivileged;
+use squashfs_mount::cli::RunRequest;
+use squashfs_mount::system;
 
 /// srun, sbatch and salloc are the user's own unprivileged processes (not
 /// setuid): every open they make is made with the user's credentials.
-struct UnprivilegedClient;
-impl ActingAsCaller for UnprivilegedClient {}
-
-pub fn validate(requests: &[MountRequest]) -> Result<(), Failure> {
-    for req in requests {
-        let subject = req.describe();
-        // Opened, checked (regular file, superblock) and closed again.
-        for image in &req.images {
-            Image::open(&UnprivilegedClient, image, &subject)?;
+pub fn validate(request: &RunRequest, front: &FrontEnd) -> Result<(), Failure> {
+    let me = Unprivileged::check()?;
+    // The site's policy, when the file is readable here (it is a
+    // root-owned file; unreadable means the defaults, as on the nodes it
+    // is checked again anyway).
+    let settings = config::load();
+    let plan = plan::build(request, OsStr::new("/"), &settings.policy, front, system::total_memory())?;
+    for m in &plan.mounts {
+        for image in &m.images {
+            Image::open(&me, image, &m.subject)?;
         }
     }
     Ok(())

@@ -26,14 +26,14 @@ use crate::config::{self, Config};
 use crate::ffi::{self, Context, Spank};
 use crate::local;
 use crate::remote::{self, JobUser, Prepared};
-use crate::request;
+use crate::request::{self, Given};
 
 const PREFIX: &str = "squashfs-mount";
 
 /// plugstack.conf arguments (init).
 static CONFIG: OnceLock<Config> = OnceLock::new();
-/// The last --squashfs value Slurm handed to the option callback.
-static OPTION_VALUE: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+/// The values Slurm handed to the option callbacks.
+static GIVEN: Mutex<Given> = Mutex::new(Given { pairs: None, unions: None, writable: None, session: None, source: request::Source::Options });
 /// The step's outcome in slurmstepd (remote init_post_opt), read by the
 /// forked tasks. Only plugin callbacks on slurmstepd's main thread touch it,
 /// never concurrently with a fork, so the lock is free in every child.
@@ -79,18 +79,28 @@ pub fn init(spank: &Spank, args: &[Vec<u8>]) -> Result<(), ()> {
     install_panic_hook();
     let ctx = ffi::context();
     let config = config::parse(args).map_err(report)?;
-    if config.cache {
-        ffi::verbose(&format!("{PREFIX}: cache=yes has no effect yet (squashfs-mount has no image cache)"));
-    }
     let _ = CONFIG.set(config);
     if matches!(ctx, Context::Local | Context::Allocator | Context::Remote) {
-        spank.register_option().map_err(|rc| report(format!("cannot register --{} (spank error {rc})", request::OPTION)))?;
+        spank.register_options().map_err(|rc| report(format!("cannot register the --{}* options (spank error {rc})", request::OPTION)))?;
     }
     Ok(())
 }
 
-pub fn option_given(value: Vec<u8>, _remote: bool) -> Result<(), ()> {
-    *lock(&OPTION_VALUE) = Some(value);
+/// Which option a callback is for (its `val` in ffi.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Option_ {
+    Pairs,
+    Unions,
+    Writable,
+}
+
+pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(), ()> {
+    let mut g = lock(&GIVEN);
+    match which {
+        Option_::Pairs => g.pairs = Some(value),
+        Option_::Unions => g.unions = Some(value),
+        Option_::Writable => g.writable = Some(value),
+    }
     Ok(())
 }
 
@@ -110,46 +120,55 @@ pub fn init_post_opt(spank: &Spank) -> Result<(), ()> {
     }
 }
 
-/// srun/sbatch/salloc: the option or $SLURM_SQUASHFS, checked before the job
-/// is queued. These are the user's own processes: reading their
+/// The images by precedence (request.rs): the options given, else the
+/// variables, else the session's `UENV_MOUNT_LIST` (read with `get`).
+fn given(get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>) -> Result<Given, String> {
+    lock(&GIVEN).clone().resolve(get)
+}
+
+/// An error, naming where the images came from unless the options did.
+fn from_source(source: request::Source, e: impl std::fmt::Display) -> String {
+    match source {
+        request::Source::Options => e.to_string(),
+        s => format!("{e} (from {})", s.describe()),
+    }
+}
+
+/// srun/sbatch/salloc: the options or their variables, checked before the
+/// job is queued. These are the user's own processes: reading their
 /// environment is reading the user's input, nothing privileged.
 fn local_check() -> Result<(), ()> {
-    let spec = match lock(&OPTION_VALUE).clone() {
-        Some(v) => v,
-        None => match std::env::var_os(request::ENV_FALLBACK) {
-            Some(v) if !v.is_empty() => v.as_bytes().to_vec(),
-            _ => return Ok(()),
-        },
-    };
-    let config = config();
-    let requests = request::parse(&spec, &config).map_err(report)?;
-    local::validate(&requests).map_err(report)
+    let g = given(|name| Ok(std::env::var_os(name).map(|v| v.as_bytes().to_vec()))).map_err(report)?;
+    if g.is_empty() && g.writable.is_none() {
+        return Ok(());
+    }
+    let req = request::parse(&g).map_err(|e| report(from_source(g.source, e)))?;
+    local::validate(&req, &remote::front_end(&config())).map_err(|e| report(from_source(g.source, e)))
 }
 
 /// slurmstepd: mount for this step, or remember why not.
 fn remote_prepare(spank: &Spank) -> Step {
-    let spec = match lock(&OPTION_VALUE).clone() {
-        Some(v) => v,
-        None => match spank.getenv(request::ENV_FALLBACK) {
-            Ok(Some(v)) if !v.is_empty() => v,
-            Ok(_) => return Step::Nothing,
-            Err(rc) => return Step::Failed(format!("cannot read ${} from the job's environment (spank error {rc})", request::ENV_FALLBACK)),
-        },
+    let g = match given(|name| spank.getenv(name).map_err(|rc| format!("cannot read ${name} from the job's environment (spank error {rc})"))) {
+        Ok(g) => g,
+        Err(e) => return Step::Failed(e),
     };
+    if g.is_empty() && g.writable.is_none() {
+        return Step::Nothing;
+    }
     // The extern step (PrologFlags=contain) runs no tasks.
     if spank.step_id() == Some(SLURM_EXTERN_CONT) {
         return Step::Nothing;
     }
-    let config = config();
-    let requests = match request::parse(&spec, &config) {
+    let req = match request::parse(&g) {
         Ok(r) => r,
-        Err(e) => return Step::Failed(e),
+        Err(e) => return Step::Failed(from_source(g.source, e)),
     };
     let user = match job_user(spank) {
         Ok(u) => u,
         Err(e) => return Step::Failed(e),
     };
-    match remote::prepare(user, requests, config) {
+    let server = remote::own_directory().map(|d| squashfs_mount::fuse::server_next_to(&d));
+    match remote::prepare(user, req, config(), server) {
         Ok(prepared) => {
             if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {
                 return Step::Failed(format!("cannot set UENV_MOUNT_LIST in the job's environment (spank error {rc})"));
@@ -159,8 +178,9 @@ fn remote_prepare(spank: &Spank) -> Step {
         }
         Err(e) => {
             // For the admin's log now; for the user from the tasks.
+            let e = from_source(g.source, e);
             ffi::info(&format!("{PREFIX}: {e}"));
-            Step::Failed(e.to_string())
+            Step::Failed(e)
         }
     }
 }

@@ -1,53 +1,391 @@
-//! The SPANK plugin against a real Slurm (Debian's 22.05): a one-node
-//! cluster with its own munged, slurmctld and slurmd, configured in a
-//! temporary directory (SLURM_CONF points there; no system configuration is
-//! touched), jobs run by an unprivileged test user.
+//! The SPANK plugin against a real Slurm (Debian's 22.05) on a multi-node
+//! test cluster (`sqfsmnt_test_support::slurm`): one slurmctld and three
+//! slurmd, each node in its own network, UTS and mount namespaces with its
+//! own munged; jobs submitted by an unprivileged test user. The cluster is
+//! started once for this test binary (a libtest-mimic main, tests run one
+//! at a time) and torn down at the end, also after failures.
+//!
+//! After every test: no job left, and no loop device backed by the
+//! cluster's files and no mount of the plugin's on any node or the host.
+//!
+//! Adding a test: write `fn name(t: &T)` (assert with `assert!`; `t.c` is
+//! the cluster, `t.img("a.sqfs")` an image path, `t.user(...)` runs a
+//! command as the user on the login node) and add it to `TESTS`.
 //!
 //! Needs root; skips loudly otherwise, or when Slurm cannot be installed
-//! (scripts/deps test installs it). Stops exactly the daemons it started,
-//! by pid, also when a check fails (Drop guard). Takes ~30 s.
+//! (scripts/deps test installs it).
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::Arc;
 
-const USER: &str = "sqfsmnt-slurm";
-/// A group the test user is in only as a supplementary group.
-const GROUP: &str = "sqfsmnt-slurm-grp";
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+use libtest_mimic::{Arguments, Failed, Trial};
+use sqfsmnt_test_support::cmd::Run;
+use sqfsmnt_test_support::slurm::{Cluster, Options, TOOLS};
+use sqfsmnt_test_support::{have, image};
 
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
+const NODES: usize = 3;
+const UE: &str = "/user-environment";
+const UT: &str = "/user-tools";
+/// What every test gets.
+struct T {
+    c: Cluster,
+    /// The squashfs-mount command (for `--gc --all` on the nodes).
+    cli: PathBuf,
+    /// The panic = "abort" build of the plugin.
+    abort_plugin: PathBuf,
+    host_mnt_ns: PathBuf,
 }
 
-fn have(cmd: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {cmd}")]).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+impl T {
+    fn img(&self, name: &str) -> String {
+        self.c.dir.join("images").join(name).display().to_string()
+    }
+    fn user(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        self.c.user(env, args)
+    }
+    /// `--squashfs=<images/name>:<mnt>`.
+    fn opt(&self, name: &str, mnt: &str) -> String {
+        format!("--squashfs={}:{mnt}", self.img(name))
+    }
+}
+
+type Test = fn(&T);
+
+const TESTS: &[(&str, Test)] = &[
+    ("srun_task_reads_the_image", srun_task_reads_the_image),
+    (
+        "srun_n2_tasks_share_one_namespace_that_is_not_the_hosts",
+        srun_n2_tasks_share_one_namespace,
+    ),
+    (
+        "task_runs_as_the_user_without_privileges_on_a_read_only_loop_mount",
+        task_process_state,
+    ),
+    (
+        "srun_without_squashfs_changes_nothing",
+        srun_without_squashfs_changes_nothing,
+    ),
+    (
+        "slurm_squashfs_variable_with_two_images",
+        slurm_squashfs_variable_with_two_images,
+    ),
+    (
+        "nested_mount_points_are_mounted_parent_first",
+        nested_mount_points_parent_first,
+    ),
+    (
+        "image_readable_through_a_supplementary_group",
+        image_readable_through_a_supplementary_group,
+    ),
+    (
+        "sbatch_squashfs_seen_by_the_batch_step_and_its_steps_inner_srun_replaces_it",
+        sbatch_one_node,
+    ),
+    (
+        "salloc_squashfs_seen_by_a_step",
+        salloc_squashfs_seen_by_a_step,
+    ),
+    ("srun_refuses_unreadable_image", |t| {
+        srun_refuses(
+            t,
+            &format!("{}:{UE}", t.img("secret.sqfs")),
+            "cannot open the image: permission denied",
+        )
+    }),
+    ("srun_refuses_disallowed_mount_point", |t| {
+        srun_refuses(
+            t,
+            &format!("{}:/tmp", t.img("a.sqfs")),
+            "refusing to mount on /tmp",
+        )
+    }),
+    ("srun_refuses_random_bytes", |t| {
+        srun_refuses(
+            t,
+            &format!("{}:{UE}", t.img("random.sqfs")),
+            "not a SquashFS image",
+        )
+    }),
+    ("srun_refuses_relative_image_path", |t| {
+        srun_refuses(t, "a.sqfs:/user-environment", "must be absolute")
+    }),
+    ("srun_refuses_bad_syntax", |t| {
+        srun_refuses(t, "nonsense", "not of the form <image>:<mountpoint>")
+    }),
+    (
+        "step_fails_mount_point_resolving_outside_through_dotdot",
+        |t| {
+            step_fails(
+                t,
+                &format!("{}:{UE}/../tmp", t.img("a.sqfs")),
+                "refusing to mount on /tmp",
+            )
+        },
+    ),
+    (
+        "step_fails_mount_point_resolving_outside_through_a_symlink_in_an_image",
+        |t| {
+            step_fails(
+                t,
+                &format!("{}:{UE},{}:{UE}/escape", t.img("c.sqfs"), t.img("a.sqfs")),
+                "refusing to mount on /tmp",
+            )
+        },
+    ),
+    (
+        "step_fails_truncated_image",
+        step_fails_truncated_image,
+    ),
+    (
+        "batch_step_refuses_an_image_made_unreadable_before_it_starts",
+        batch_step_refuses_image_unreadable_at_start,
+    ),
+    (
+        "panic_abort_build_of_the_plugin_refuses_to_initialise",
+        panic_abort_build_refuses,
+    ),
+    (
+        "srun_n3_every_node_sees_the_image",
+        srun_n3_every_node_sees_the_image,
+    ),
+    (
+        "sbatch_n2_steps_see_the_image_on_both_nodes_inner_srun_replaces_it",
+        sbatch_two_nodes,
+    ),
+    (
+        "image_corrupt_on_one_node_fails_only_that_nodes_tasks",
+        image_corrupt_on_one_node,
+    ),
+    ("a_second_step_reuses_the_cached_instance_one_loop_device_per_node", second_step_reuses_the_cache),
+    ("unions_and_a_writable_layer_through_the_plugin", unions_and_writable),
+    ("the_shared_refusal_table", shared_refusal_table),
+    ("a_session_flows_into_srun_on_every_node", session_flows_into_srun),
+    ("sbatch_from_a_session_inner_srun_replaces_it", session_flows_into_sbatch),
+    ("a_stale_session_list_fails_at_submission_naming_it", stale_session_list),
+    ("an_empty_squashfs_option_opts_out_of_the_session", session_opt_out),
+];
+
+/// The squashfs-mount command installed setuid root on the login node.
+fn setuid_cli(t: &T) -> String {
+    let bin = t.c.dir.join("bin/squashfs-mount");
+    if !bin.exists() {
+        fs::create_dir_all(bin.parent().unwrap()).expect("mkdir");
+        fs::copy(&t.cli, &bin).expect("copy squashfs-mount");
+        std::os::unix::fs::chown(&bin, Some(0), Some(0)).expect("chown");
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).expect("chmod");
+    }
+    bin.display().to_string()
+}
+
+/// Runs `args` as the user inside `squashfs-mount <image>:/user-environment`.
+fn in_session(t: &T, image: &str, args: &[&str]) -> Run {
+    let cli = setuid_cli(t);
+    let pair = format!("{}:{UE}", t.img(image));
+    let mut argv = vec![cli.as_str(), pair.as_str(), "--"];
+    argv.extend_from_slice(args);
+    t.user(&[], &argv)
+}
+
+/// A user works in a session and runs `srun`: the tasks on every node see
+/// the session's images, without naming them again.
+fn session_flows_into_srun(t: &T) {
+    let r = in_session(t, "a.sqfs", &["srun", "-N3", "cat", "/user-environment/file"]);
+    assert!(r.success() && r.stdout() == "hello from A\n".repeat(3), "{r:?}");
+}
+
+/// `sbatch` from a session: its steps see the images; an inner `srun
+/// --squashfs=` replaces them for that step.
+fn session_flows_into_sbatch(t: &T) {
+    let script = t.c.dir.join("jobs/session.sh");
+    let out = t.c.dir.join("jobs/session.out");
+    fs::write(
+        &script,
+        format!("#!/bin/sh\nsrun -N2 cat /user-environment/file\nsrun -N1 --squashfs={}:{UE} cat /user-environment/file\n", t.img("b.sqfs")),
+    )
+    .expect("script");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let _ = fs::remove_file(&out);
+    let r = in_session(t, "a.sqfs", &["sbatch", "--wait", "-N2", "-o", &out.display().to_string(), &script.display().to_string()]);
+    assert!(r.success(), "{r:?}");
+    let text = fs::read_to_string(&out).unwrap_or_default();
+    assert_eq!(text, "hello from A\nhello from A\nhello from B\n", "{r:?}");
+}
+
+/// A `UENV_MOUNT_LIST` naming an image that is gone: refused before the
+/// job is queued, with a message that names the variable.
+fn stale_session_list(t: &T) {
+    let gone = format!("{}:{UE}", t.c.dir.join("images/deleted.sqfs").display());
+    let r = t.user(&[("UENV_MOUNT_LIST", gone.as_str())], &["srun", "-N1", "echo", "RAN"]);
+    assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
+    assert!(r.stderr().contains("deleted.sqfs") && r.stderr().contains("no such file") && r.stderr().contains("UENV_MOUNT_LIST"), "{r:?}");
+}
+
+/// `--squashfs=` (empty) runs the step without the session's images.
+fn session_opt_out(t: &T) {
+    let r = in_session(t, "a.sqfs", &["srun", "-N1", "--squashfs=", "sh", "-c", "ls -A /user-environment | wc -l; echo ${UENV_MOUNT_LIST:-none}"]);
+    assert!(r.success() && r.stdout().starts_with("0\n"), "{r:?}");
+}
+
+/// Loop devices backed by `image` (on any node: they are the kernel's).
+fn loops_of(image: &str) -> usize {
+    sqfsmnt_test_support::count::loops_under(Path::new(image)).len()
+}
+
+/// The image cache on each node: the first step mounts one instance per
+/// node, the second attaches the kept ones (one loop device per node, not
+/// more); with `cache=no` in plugstack.conf nothing would stay.
+fn second_step_reuses_the_cache(t: &T) {
+    let img = t.img("a.sqfs");
+    for round in 0..2 {
+        let r = t.user(&[], &["srun", "-N3", &t.opt("a.sqfs", UE), "cat", "/user-environment/file"]);
+        assert!(r.success() && r.stdout() == "hello from A\nhello from A\nhello from A\n", "round {round}: {r:?}");
+        assert_eq!(loops_of(&img), 3, "round {round}: one cached instance per node");
+    }
+}
+
+/// `--squashfs-union` and `--squashfs-writable`, with the command's grammar.
+fn unions_and_writable(t: &T) {
+    // A world-writable directory in the top image, to write into.
+    let w = t.img("w.sqfs");
+    image::build(&t.c.dir.join("src/w"), Path::new(&w), &[("w.txt", "top\n")], "mkdir scratch && chmod 1777 scratch", &["-all-root"]);
+    let union = format!("--squashfs-union={w},{}:{UE}", t.img("a.sqfs"));
+    let script = "cat /user-environment/file /user-environment/w.txt && echo new > /user-environment/scratch/new && cat /user-environment/scratch/new";
+    let r = t.user(&[], &["srun", "-N2", &union, "--squashfs-writable=64M", "sh", "-c", script]);
+    let mut lines: Vec<String> = r.stdout().lines().map(String::from).collect();
+    lines.sort();
+    assert!(r.success() && lines == ["hello from A", "hello from A", "new", "new", "top", "top"], "{r:?}");
+    // Without --squashfs-writable the union is read-only.
+    let r = t.user(&[], &["srun", "-N1", &union, "sh", "-c", "echo new > /user-environment/scratch/new"]);
+    assert!(!r.success() && r.stderr().contains("Read-only file system"), "{r:?}");
+    // The writable layer was the task's own: the image is unchanged.
+    let r = t.user(&[], &["srun", "-N1", &format!("--squashfs={w}:{UE}"), "ls", "/user-environment/scratch"]);
+    assert!(r.success() && r.stdout().is_empty(), "{r:?}");
+}
+
+/// The table the setuid command passes too (crates/squashfs-mount/tests/refusals.rs).
+fn shared_refusal_table(t: &T) {
+    use sqfsmnt_test_support::refusals::{self, TABLE};
+    let dir = t.c.dir.join("refusals");
+    refusals::make_images(&dir);
+    for r in TABLE {
+        let mut args: Vec<String> = vec!["srun".into(), "-N1".into()];
+        if let Some(w) = r.writable {
+            args.push(format!("--squashfs-writable={w}"));
+        }
+        if !r.pairs.is_empty() {
+            let pairs: Vec<String> = r.pairs.iter().map(|(img, sub)| format!("{}:{}", dir.join(img).display(), refusals::mount_point(Path::new(UE), sub).display())).collect();
+            args.push(format!("--squashfs={}", pairs.join(",")));
+        }
+        if !r.union.is_empty() {
+            let list: Vec<String> = r.union.iter().map(|i| dir.join(i).display().to_string()).collect();
+            args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
+        }
+        args.extend(["echo".into(), "RAN".into()]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = t.user(&[], &argv);
+        assert!(!run.success() && !run.stdout().contains("RAN"), "{}: {run:?}", r.name);
+        for want in r.expect {
+            assert!(run.stderr().contains("squashfs-mount: ") && run.stderr().contains(want), "{}: want {want:?}: {run:?}", r.name);
+        }
+    }
+}
+
+fn main() {
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1); // one cluster, one test at a time
+    // --ignored would "run" the placeholders below.
+    args.ignored = false;
+    args.include_ignored = false;
+    let selected = TESTS.iter().any(|(name, _)| {
+        args.filter.as_ref().is_none_or(|f| {
+                if args.exact {
+                    name == f
+                } else {
+                    name.contains(f.as_str())
+                }
+            })
+            && !args.skip.iter().any(|s| {
+                if args.exact {
+                    name == s
+                } else {
+                    name.contains(s.as_str())
+                }
+            })
+    });
+    let placeholder = |ignore: bool| -> Vec<Trial> {
+        TESTS
+            .iter()
+            .map(|(name, _)| Trial::test(*name, || Ok(())).with_ignored_flag(ignore))
+            .collect()
+    };
+    if args.list || !selected {
+        libtest_mimic::run(&args, placeholder(true)).exit();
+    }
+    let Some(t) = setup() else {
+        libtest_mimic::run(&args, placeholder(true)).exit();
+    };
+    let t = Arc::new(t);
+    let trials = TESTS
+        .iter()
+        .map(|&(name, f)| {
+            let t = t.clone();
+            Trial::test(name, move || run_one(&t, f))
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(t); // the last reference: tears the cluster down
+    conclusion.exit();
+}
+
+/// Runs one test, then cancels what it left running and checks that no
+/// loop device or mount is left on the host or any node.
+fn run_one(t: &T, f: Test) -> Result<(), Failed> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| f(t)));
+    t.c.quiesce();
+    // The plugin keeps image instances cached on each node (by design):
+    // evict them before looking for leftovers.
+    for n in &t.c.nodes {
+        let _ = n.command(&t.cli).args(["--gc", "--all"]).output();
+    }
+    // And on the login node (the sessions' launches).
+    let _ = Command::new(&t.cli).args(["--gc", "--all"]).output();
+    let left = t.c.leftovers(&[Path::new(UE), Path::new(UT)]);
+    match outcome {
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("{msg}\nleft behind: {left:?}\n{}", t.c.logs()).into())
+        }
+        Ok(()) if !left.is_empty() => Err(format!("left behind after the test: {left:?}").into()),
+        Ok(()) => Ok(()),
+    }
 }
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn sh(cmd: &str) -> Output {
-    Command::new("sh").args(["-c", cmd]).output().expect("sh")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-/// Backing files of all attached loop devices.
-fn loop_backing_files() -> Vec<String> {
-    fs::read_dir("/sys/block")
-        .map(|d| d.flatten().filter_map(|e| fs::read_to_string(e.path().join("loop/backing_file")).ok()).collect())
-        .unwrap_or_default()
+/// The squashfs-mount command, built into the target directory this test
+/// was built in.
+fn build_cli() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target dir").to_path_buf();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--locked", "--release", "-p", "squashfs-mount", "--bin", "squashfs-mount", "--target-dir"])
+        .arg(&target)
+        .current_dir(workspace())
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build -p squashfs-mount failed");
+    target.join("release/squashfs-mount")
 }
 
 /// Builds the plugin with cargo profile `profile` into the target directory
@@ -55,388 +393,160 @@ fn loop_backing_files() -> Vec<String> {
 fn build_plugin(profile: &str, panic: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // <target>/<profile>/deps/<test exe>
-    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target dir").to_path_buf();
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--locked", "--profile", profile, "-p", "spank-squashfs-mount", "--target-dir"])
+        .args([
+            "build",
+            "--locked",
+            "--profile",
+            profile,
+            "-p",
+            "spank-squashfs-mount",
+            "--target-dir",
+        ])
         .arg(&target)
         .current_dir(workspace())
         .status()
         .expect("cargo build");
-    assert!(status.success(), "cargo build --profile {profile} -p spank-squashfs-mount failed");
+    assert!(
+        status.success(),
+        "cargo build --profile {profile} -p spank-squashfs-mount failed"
+    );
     let so = target.join(profile).join("libspank_squashfs_mount.so");
     let bytes = fs::read(&so).expect("plugin .so");
     let marker = format!("squashfs-mount-spank panic={panic}");
-    assert!(bytes.windows(marker.len()).any(|w| w == marker.as_bytes()), "{} is not a panic={panic} build", so.display());
+    assert!(
+        bytes.windows(marker.len()).any(|w| w == marker.as_bytes()),
+        "{} is not a panic={panic} build",
+        so.display()
+    );
     so
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-fn group_id(name: &str) -> u32 {
-    let (out, _) = text(&sh(&format!("getent group {name}")));
-    out.split(':').nth(2).and_then(|g| g.trim().parse().ok()).expect("group id")
-}
-
-fn id_of(flag: &str, name: &str) -> u32 {
-    let o = Command::new("id").args([flag, name]).output().expect("id");
-    String::from_utf8_lossy(&o.stdout).trim().parse().expect("numeric id")
-}
-
-/// Everything the test set up; Drop undoes it (daemons by pid, directories
-/// it created), also on panic.
-struct Cluster {
-    dir: PathBuf,
-    conf: PathBuf,
-    daemons: Vec<(&'static str, Child)>,
-    created_dirs: Vec<PathBuf>,
-}
-
-impl Cluster {
-    fn root_cmd(&self, args: &[&str]) -> Output {
-        Command::new("timeout")
-            .args(["-k", "5", "60"])
-            .args(args)
-            .env("SLURM_CONF", &self.conf)
-            .output()
-            .expect("command")
-    }
-
-    /// Runs `args` as the test user with a clean environment plus `env`.
-    fn user(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
-        let mut c = Command::new("timeout");
-        c.args(["-k", "5", "90", "setpriv", "--reuid", USER, "--regid", USER, "--init-groups", "env", "-i"]);
-        c.arg(format!("PATH={PATH}"));
-        c.arg(format!("SLURM_CONF={}", self.conf.display()));
-        c.arg(format!("HOME={}", self.dir.display()));
-        for (k, v) in env {
-            c.arg(format!("{k}={v}"));
-        }
-        c.args(args).current_dir(&self.dir).output().expect("setpriv")
-    }
-
-    fn job_state(&self, id: &str) -> String {
-        let (out, _) = text(&self.root_cmd(&["scontrol", "-o", "show", "job", id]));
-        out.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or("").to_string()
-    }
-
-    fn wait_job(&self, id: &str) -> String {
-        let t = Instant::now();
-        loop {
-            let s = self.job_state(id);
-            if !matches!(s.as_str(), "PENDING" | "RUNNING" | "COMPLETING" | "CONFIGURING" | "") {
-                return s;
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "job {id} did not finish (state {s})");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn logs(&self) -> String {
-        let mut s = String::new();
-        for f in ["slurmd.log", "slurmctld.log"] {
-            let log = fs::read_to_string(self.dir.join(f)).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            s += &format!("--- last lines of {f}:\n{}\n", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-        }
-        s
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if !self.daemons.is_empty() {
-            // Jobs of this cluster only (SLURM_CONF is ours).
-            let _ = self.root_cmd(&["scancel", "--full", "--user", USER]);
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
-                let (out, _) = text(&self.root_cmd(&["squeue", "-h"]));
-                if out.trim().is_empty() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-        // slurmd, slurmctld, then munged: SIGTERM by pid, then SIGKILL.
-        for (name, child) in self.daemons.iter_mut().rev() {
-            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if let Ok(None) = child.try_wait() {
-                eprintln!("slurm test: {name} (pid {}) ignored SIGTERM; killing it", child.id());
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        for d in self.created_dirs.iter().rev() {
-            let _ = fs::remove_dir(d);
-        }
-        if std::thread::panicking() {
-            eprintln!("slurm test: kept {} for inspection (logs there)", self.dir.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-fn start_cluster(plugin: &Path) -> Cluster {
-    let stamp = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
-    let dir = std::env::temp_dir().join(format!("sqfsmnt-slurm-{stamp}"));
-    fs::create_dir(&dir).expect("temp dir");
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cluster = Cluster { conf: dir.join("slurm.conf"), dir: dir.clone(), daemons: Vec::new(), created_dirs: Vec::new() };
-
-    for m in ["/user-environment", "/user-tools"] {
-        if !Path::new(m).exists() {
-            fs::create_dir(m).expect("mount point");
-            fs::set_permissions(m, fs::Permissions::from_mode(0o755)).unwrap();
-            cluster.created_dirs.push(PathBuf::from(m));
-        }
-    }
-
-    for (d, mode) in [("munge", 0o700), ("msock", 0o755), ("state", 0o700), ("spool", 0o755), ("images", 0o755), ("jobs", 0o755)] {
-        fs::create_dir(dir.join(d)).unwrap();
-        fs::set_permissions(dir.join(d), fs::Permissions::from_mode(mode)).unwrap();
-    }
-    std::os::unix::fs::chown(dir.join("jobs"), Some(id_of("-u", USER)), Some(id_of("-g", USER))).unwrap();
-
-    // The plugin, where the daemons and the user's srun can load it.
-    let so = dir.join("spank_squashfs_mount.so");
-    fs::copy(plugin, &so).expect("copy plugin");
-    fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).unwrap();
-
-    // munged with its own key and socket.
-    let mut key = vec![0u8; 1024];
-    fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key)).unwrap();
-    let key_path = dir.join("munge/munge.key");
-    fs::write(&key_path, &key).unwrap();
-    fs::set_permissions(&key_path, fs::Permissions::from_mode(0o600)).unwrap();
-    let socket = dir.join("msock/munge.socket");
-    let log = |name: &str| fs::File::create(dir.join(name)).expect("log file");
-    let munged = Command::new("munged")
-        .arg("--foreground")
-        .arg("--force")
-        .arg(format!("--key-file={}", key_path.display()))
-        .arg(format!("--socket={}", socket.display()))
-        .arg(format!("--pid-file={}", dir.join("munge/munged.pid").display()))
-        .arg(format!("--seed-file={}", dir.join("munge/munged.seed").display()))
-        .arg(format!("--log-file={}", dir.join("munged.log").display()))
-        .stdout(log("munged.out"))
-        .stderr(log("munged.err"))
-        .spawn()
-        .expect("munged");
-    cluster.daemons.push(("munged", munged));
-    let t = Instant::now();
-    while !socket.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "munged did not start: {}", fs::read_to_string(dir.join("munged.err")).unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
-    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
-    let host = host.split('.').next().unwrap_or("localhost").to_string();
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let d = dir.display();
-    let conf = format!(
-        "ClusterName=sqfsmnttest
-SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={ctld}
-SlurmdPort={slurmd}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={socket}
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
-SlurmdDebug=debug
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-SwitchType=switch/none
-ReturnToService=2
-PlugStackConfig={d}/plugstack.conf
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-",
-        ctld = free_port(),
-        slurmd = free_port(),
-        socket = socket.display(),
-    );
-    fs::write(&cluster.conf, conf).unwrap();
-    fs::write(dir.join("plugstack.conf"), format!("required {} cache=no\n", so.display())).unwrap();
-    for f in ["slurm.conf", "plugstack.conf"] {
-        fs::set_permissions(dir.join(f), fs::Permissions::from_mode(0o644)).unwrap();
-    }
-
-    let ctld = Command::new("slurmctld")
-        .args(["-D", "-f"])
-        .arg(&cluster.conf)
-        .stdout(log("slurmctld.out"))
-        .stderr(log("slurmctld.err"))
-        .spawn()
-        .expect("slurmctld");
-    cluster.daemons.push(("slurmctld", ctld));
-    let slurmd = Command::new("slurmd")
-        .args(["-D", "-N", &host, "-f"])
-        .arg(&cluster.conf)
-        .stdout(log("slurmd.out"))
-        .stderr(log("slurmd.err"))
-        .spawn()
-        .expect("slurmd");
-    cluster.daemons.push(("slurmd", slurmd));
-
-    let t = Instant::now();
-    loop {
-        let (out, _) = text(&cluster.root_cmd(&["sinfo", "-h", "-o", "%t"]));
-        if out.trim() == "idle" {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "the node did not become idle (sinfo: {out})\n{}", cluster.logs());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    eprintln!("slurm test: cluster up in {:?} ({})", t.elapsed(), dir.display());
-    cluster
-}
-
-fn mksquashfs(src: &Path, img: &Path) {
-    let o = Command::new("mksquashfs").arg(src).arg(img).args(["-quiet", "-noappend", "-all-root", "-no-progress"]).output().expect("mksquashfs");
-    assert!(o.status.success(), "mksquashfs: {}", text(&o).1);
-    fs::set_permissions(img, fs::Permissions::from_mode(0o644)).unwrap();
-}
-
-/// Failures are collected so that one run shows all of them.
-struct Checks {
-    failed: Vec<String>,
-}
-
-impl Checks {
-    fn check(&mut self, name: &str, ok: bool, o: &Output) {
-        let (out, err) = text(o);
-        if ok {
-            eprintln!("ok   {name}");
-        } else {
-            eprintln!("FAIL {name}: status {:?}\n  stdout: {out}\n  stderr: {err}", o.status.code());
-            self.failed.push(name.to_string());
-        }
-    }
-}
-
-fn ensure_user() {
-    if !Command::new("id").arg(USER).stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false) {
-        let st = Command::new("useradd").args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER]).status().expect("useradd");
-        assert!(st.success(), "useradd {USER}");
-    }
-    if !sh(&format!("getent group {GROUP}")).status.success() {
-        assert!(sh(&format!("groupadd --system {GROUP}")).status.success(), "groupadd");
-    }
-    let (groups, _) = text(&sh(&format!("id -nG {USER}")));
-    if !groups.split_whitespace().any(|g| g == GROUP) {
-        assert!(sh(&format!("usermod -a -G {GROUP} {USER}")).status.success(), "usermod");
-    }
-}
-
-#[test]
-fn slurm_spank_plugin() {
-    if !is_root() {
-        eprintln!("SKIPPED slurm_spank_plugin: needs root (it starts munged, slurmctld and slurmd and mounts); run make test as root");
-        return;
-    }
-    if !["munged", "slurmctld", "slurmd", "srun", "sbatch", "mksquashfs"].iter().all(|c| have(c)) {
+/// The cluster and the images; `None` (after a loud skip) when it cannot
+/// run here.
+fn setup() -> Option<T> {
+    let mut tools = TOOLS.to_vec();
+    tools.push("mksquashfs");
+    if sqfsmnt_test_support::is_root() && !tools.iter().all(|c| have(c)) {
         eprintln!("slurm test: installing Slurm (scripts/deps test)");
-        let _ = Command::new(workspace().join("scripts/deps")).arg("test").status();
+        let _ = Command::new(workspace().join("scripts/deps"))
+            .arg("test")
+            .status();
     }
-    let missing: Vec<&str> = ["munged", "slurmctld", "slurmd", "srun", "sbatch", "scontrol", "mksquashfs", "setpriv"]
-        .into_iter()
-        .filter(|c| !have(c))
-        .collect();
-    if !missing.is_empty() {
-        eprintln!("SKIPPED slurm_spank_plugin: Slurm could not be installed (missing: {}); apt-get install slurmctld slurmd slurm-client munge", missing.join(" "));
-        return;
+    if !sqfsmnt_test_support::privileged("Slurm plugin tests (crates/spank/tests/slurm.rs)", &tools)
+    {
+        return None;
     }
-    let started = Instant::now();
     let plugin = build_plugin("spank", "unwind");
+    let cli = build_cli();
     let abort_plugin = build_plugin("release", "abort");
-    ensure_user();
-    let loops_before = loop_backing_files().len();
-    let cluster = start_cluster(&plugin);
-    let dir = cluster.dir.clone();
-    let img = |n: &str| dir.join("images").join(n).display().to_string();
-
-    // Images.
-    let src = dir.join("src");
+    let c = Cluster::start(&Options {
+        nodes: NODES,
+        plugin,
+        plugin_args: String::new(),
+        mount_points: vec![PathBuf::from(UE), PathBuf::from(UT)],
+    });
+    let images = c.dir.join("images");
+    let img = |n: &str| images.join(n);
+    let src = c.dir.join("src");
     for (name, content) in [("a", "hello from A"), ("b", "hello from B")] {
-        fs::create_dir_all(src.join(name)).unwrap();
-        fs::write(src.join(name).join("file"), format!("{content}\n")).unwrap();
-        mksquashfs(&src.join(name), Path::new(&img(&format!("{name}.sqfs"))));
+        image::build(
+            &src.join(name),
+            &img(&format!("{name}.sqfs")),
+            &[("file", &format!("{content}\n"))],
+            "",
+            &["-all-root"],
+        );
     }
     // An image whose symlink leads out of the allowed mount points.
-    fs::create_dir_all(src.join("c")).unwrap();
-    std::os::unix::fs::symlink("/tmp", src.join("c/escape")).unwrap();
-    fs::create_dir_all(src.join("c/sub")).unwrap();
-    mksquashfs(&src.join("c"), Path::new(&img("c.sqfs")));
-    // Readable only by root.
-    fs::copy(img("a.sqfs"), img("secret.sqfs")).unwrap();
-    fs::set_permissions(img("secret.sqfs"), fs::Permissions::from_mode(0o600)).unwrap();
-    // Readable through a supplementary group only.
-    fs::copy(img("b.sqfs"), img("group.sqfs")).unwrap();
-    std::os::unix::fs::chown(img("group.sqfs"), Some(0), Some(group_id(GROUP))).unwrap();
-    fs::set_permissions(img("group.sqfs"), fs::Permissions::from_mode(0o640)).unwrap();
-    // Random bytes, and a truncated image: both refused by the superblock
-    // check before the kernel sees them (no corrupt image ever reaches the
-    // kernel's squashfs driver in a test).
-    let mut noise = vec![0u8; 8192];
-    fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut noise)).unwrap();
-    fs::write(img("random.sqfs"), &noise).unwrap();
-    let whole = fs::read(img("a.sqfs")).unwrap();
-    fs::write(img("badbody.sqfs"), &whole[..whole.len() / 2]).unwrap();
-    for f in ["random.sqfs", "badbody.sqfs"] {
-        fs::set_permissions(img(f), fs::Permissions::from_mode(0o644)).unwrap();
-    }
-
-    let uid = id_of("-u", USER).to_string();
-    let a_ue = format!("--squashfs={}:/user-environment", img("a.sqfs"));
-    let host_ns = fs::read_link("/proc/self/ns/mnt").unwrap();
-    let mut c = Checks { failed: Vec::new() };
-
-    // 1. A task sees the image.
-    let o = cluster.user(&[], &["srun", &a_ue, "cat", "/user-environment/file"]);
-    c.check("srun --squashfs: the task reads the image", o.status.success() && text(&o).0 == "hello from A\n", &o);
-
-    // 2. Two tasks: both see it, in one namespace that is not the host's.
-    let o = cluster.user(&[], &["srun", "-n2", &a_ue, "sh", "-c", "cat /user-environment/file; readlink /proc/self/ns/mnt"]);
-    let out = text(&o).0;
-    let lines: Vec<&str> = out.lines().collect();
-    let ns: Vec<&&str> = lines.iter().filter(|l| l.starts_with("mnt:")).collect();
-    c.check(
-        "srun -n2: both tasks see the image in the step's own namespace",
-        o.status.success()
-            && lines.iter().filter(|l| **l == "hello from A").count() == 2
-            && ns.len() == 2
-            && ns[0] == ns[1]
-            && OsStr::new(ns[0]) != host_ns.as_os_str(),
-        &o,
+    image::build(
+        &src.join("c"),
+        &img("c.sqfs"),
+        &[("sub/.keep", "")],
+        "ln -s /tmp escape",
+        &["-all-root"],
     );
+    // Readable only by root.
+    fs::copy(img("a.sqfs"), img("secret.sqfs")).expect("copy");
+    fs::set_permissions(img("secret.sqfs"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    // Readable through the user's supplementary group only.
+    fs::copy(img("b.sqfs"), img("group.sqfs")).expect("copy");
+    std::os::unix::fs::chown(img("group.sqfs"), Some(0), Some(c.gid2)).expect("chown");
+    fs::set_permissions(img("group.sqfs"), fs::Permissions::from_mode(0o640)).expect("chmod");
+    // Random bytes: refused by the superblock check.
+    let mut noise = vec![0u8; 8192];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut noise))
+        .expect("urandom");
+    fs::write(img("random.sqfs"), &noise).expect("write");
+    fs::set_permissions(img("random.sqfs"), fs::Permissions::from_mode(0o644)).expect("chmod");
+    let host_mnt_ns = fs::read_link("/proc/self/ns/mnt").expect("mnt ns");
+    Some(T { cli,
+        c,
+        abort_plugin,
+        host_mnt_ns,
+    })
+}
 
-    // 3. The task's process state.
-    let o = cluster.user(
+// ---------------------------------------------------------------------------
+// One node at a time
+// ---------------------------------------------------------------------------
+
+fn srun_task_reads_the_image(t: &T) {
+    let r = t.user(
         &[],
         &[
             "srun",
-            &a_ue,
+            &t.opt("a.sqfs", UE),
+            "cat",
+            "/user-environment/file",
+        ],
+    );
+    assert!(r.success() && r.stdout() == "hello from A\n", "{r:?}");
+}
+
+fn srun_n2_tasks_share_one_namespace(t: &T) {
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            "-n2",
+            &t.opt("a.sqfs", UE),
+            "sh",
+            "-c",
+            "cat /user-environment/file; readlink /proc/self/ns/mnt",
+        ],
+    );
+    let out = r.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    let ns: Vec<&&str> = lines.iter().filter(|l| l.starts_with("mnt:")).collect();
+    assert!(r.success(), "{r:?}");
+    assert_eq!(
+        lines.iter().filter(|l| **l == "hello from A").count(),
+        2,
+        "{r:?}"
+    );
+    assert_eq!(ns.len(), 2, "{r:?}");
+    assert_eq!(
+        ns[0], ns[1],
+        "the tasks of a step on a node share one namespace: {r:?}"
+    );
+    assert_ne!(OsStr::new(ns[0]), t.host_mnt_ns.as_os_str(), "{r:?}");
+}
+
+fn task_process_state(t: &T) {
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            &t.opt("a.sqfs", UE),
             "sh",
             "-c",
             "id -u; grep -E '^(NoNewPrivs|CapEff|CapPrm|CapAmb)' /proc/self/status; echo \"UENV=$UENV_MOUNT_LIST\"; \
@@ -444,61 +554,127 @@ fn slurm_spank_plugin() {
              if umount /user-environment 2>/dev/null; then echo UMOUNTED; else echo UMOUNT-REFUSED; fi",
         ],
     );
-    let out = text(&o).0;
-    let mountinfo = out.lines().find(|l| l.contains(" /user-environment ")).unwrap_or("");
-    c.check(
-        "task: user's uid, NoNewPrivs=1, no capabilities, UENV_MOUNT_LIST, ro,nosuid,nodev squashfs on a loop device backed by the image, cwd kept, umount refused",
-        o.status.success()
-            && out.lines().next() == Some(uid.as_str())
-            && out.contains("NoNewPrivs:\t1")
-            && out.contains("CapEff:\t0000000000000000")
-            && out.contains("CapPrm:\t0000000000000000")
-            && out.contains("CapAmb:\t0000000000000000")
-            && out.contains(&format!("UENV={}:/user-environment\n", img("a.sqfs")))
-            && mountinfo.contains(" ro,nosuid,nodev")
-            && mountinfo.contains(" - squashfs /dev/loop")
-            && out.contains(&format!("{}\n", dir.display()))
-            && out.contains("UMOUNT-REFUSED")
-            // (also shows that the final leak check recognises our loop devices)
-            && out.lines().any(|l| l == img("a.sqfs")),
-        &o,
+    let out = r.stdout();
+    let mountinfo = out
+        .lines()
+        .find(|l| l.contains(" /user-environment "))
+        .unwrap_or("");
+    assert!(r.success(), "{r:?}");
+    assert_eq!(
+        out.lines().next(),
+        Some(t.c.user.uid.to_string().as_str()),
+        "the user's uid: {r:?}"
     );
+    for want in [
+        "NoNewPrivs:\t1",
+        "CapEff:\t0000000000000000",
+        "CapPrm:\t0000000000000000",
+        "CapAmb:\t0000000000000000",
+        "UMOUNT-REFUSED",
+    ] {
+        assert!(out.contains(want), "{want}: {r:?}");
+    }
+    assert!(
+        out.contains(&format!("UENV={}:/user-environment\n", t.img("a.sqfs"))),
+        "{r:?}"
+    );
+    assert!(mountinfo.contains(" ro,nosuid,nodev"), "{mountinfo}");
+    assert!(mountinfo.contains(" - squashfs /dev/loop"), "{mountinfo}");
+    assert!(
+        out.contains(&format!("{}\n", t.c.dir.display())),
+        "the working directory is kept: {r:?}"
+    );
+    // (also shows that the leak check recognises our loop devices)
+    assert!(
+        out.lines().any(|l| l == t.img("a.sqfs")),
+        "a loop device backed by the image: {r:?}"
+    );
+}
 
-    // 4. Without --squashfs the plugin changes nothing.
-    let o = cluster.user(&[], &["srun", "sh", "-c", "grep NoNewPrivs /proc/self/status; echo \"UENV=$UENV_MOUNT_LIST\"; grep -c ' /user-environment ' /proc/self/mountinfo"]);
-    let out = text(&o).0;
-    c.check(
-        "srun without --squashfs: no mount, no UENV_MOUNT_LIST, no_new_privs untouched",
+fn srun_without_squashfs_changes_nothing(t: &T) {
+    let r = t.user(&[], &["srun", "sh", "-c", "grep NoNewPrivs /proc/self/status; echo \"UENV=$UENV_MOUNT_LIST\"; grep -c ' /user-environment ' /proc/self/mountinfo"]);
+    let out = r.stdout();
+    assert!(
         out.contains("NoNewPrivs:\t0") && out.contains("UENV=\n") && out.trim_end().ends_with('0'),
-        &o,
+        "{r:?}"
     );
+}
 
-    // 5. $SLURM_SQUASHFS when no option is given; two images.
-    let spec = format!("{}:/user-environment,{}:/user-tools", img("a.sqfs"), img("b.sqfs"));
-    let o = cluster.user(&[("SLURM_SQUASHFS", &spec)], &["srun", "cat", "/user-environment/file", "/user-tools/file"]);
-    c.check("SLURM_SQUASHFS with two images", o.status.success() && text(&o).0 == "hello from A\nhello from B\n", &o);
-
-    // Nested mount points, given child first: mounted parent first.
-    let spec = format!("--squashfs={}:/user-environment/sub,{}:/user-environment", img("a.sqfs"), img("c.sqfs"));
-    let o = cluster.user(&[], &["srun", &spec, "sh", "-c", "cat /user-environment/sub/file; echo $UENV_MOUNT_LIST"]);
-    c.check(
-        "nested mount points are mounted parent first",
-        o.status.success()
-            && text(&o).0
-                == format!("hello from A\n{}:/user-environment,{}:/user-environment/sub\n", img("c.sqfs"), img("a.sqfs")),
-        &o,
+fn slurm_squashfs_variable_with_two_images(t: &T) {
+    let spec = format!("{}:{UE},{}:{UT}", t.img("a.sqfs"), t.img("b.sqfs"));
+    let r = t.user(
+        &[("SLURM_SQUASHFS", &spec)],
+        &["srun", "cat", "/user-environment/file", "/user-tools/file"],
     );
+    assert!(
+        r.success() && r.stdout() == "hello from A\nhello from B\n",
+        "{r:?}"
+    );
+}
 
-    // 6. An image readable through a supplementary group of the user.
-    let o = cluster.user(&[], &["srun", &format!("--squashfs={}:/user-tools", img("group.sqfs")), "cat", "/user-tools/file"]);
-    c.check("image readable via a supplementary group", o.status.success() && text(&o).0 == "hello from B\n", &o);
+fn nested_mount_points_parent_first(t: &T) {
+    let spec = format!(
+        "--squashfs={}:{UE}/sub,{}:{UE}",
+        t.img("a.sqfs"),
+        t.img("c.sqfs")
+    );
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            &spec,
+            "sh",
+            "-c",
+            "cat /user-environment/sub/file; echo $UENV_MOUNT_LIST",
+        ],
+    );
+    assert!(r.success(), "{r:?}");
+    assert_eq!(
+        r.stdout(),
+        format!(
+            "hello from A\n{}:{UE},{}:{UE}/sub\n",
+            t.img("c.sqfs"),
+            t.img("a.sqfs")
+        )
+    );
+}
 
-    // 7. sbatch --squashfs: the batch script and its steps see it; an inner
-    //    srun --squashfs replaces it.
-    let script = dir.join("jobs/job.sh");
-    let mut f = fs::File::create(&script).unwrap();
-    write!(
-        f,
+fn image_readable_through_a_supplementary_group(t: &T) {
+    let r = t.user(
+        &[],
+        &["srun", &t.opt("group.sqfs", UT), "cat", "/user-tools/file"],
+    );
+    assert!(r.success() && r.stdout() == "hello from B\n", "{r:?}");
+}
+
+/// Submits `script` with sbatch as the user; (job id, final state, output).
+fn sbatch(t: &T, name: &str, script: &str) -> (String, String, String) {
+    let path = t.c.dir.join("jobs").join(format!("{name}.sh"));
+    fs::write(&path, script).expect("script");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = t.c.dir.join("jobs").join(format!("{name}.out"));
+    let r = t.user(
+        &[],
+        &[
+            "sbatch",
+            "--parsable",
+            "-o",
+            &out.display().to_string(),
+            &path.display().to_string(),
+        ],
+    );
+    assert!(r.success(), "sbatch: {r:?}");
+    let job = r.stdout().trim().to_string();
+    let state = t.c.wait_job(&job);
+    (
+        job.clone(),
+        state,
+        fs::read_to_string(&out).unwrap_or_default(),
+    )
+}
+
+fn sbatch_one_node(t: &T) {
+    let script = format!(
         "#!/bin/sh
 #SBATCH --squashfs={a}:/user-environment
 echo \"batch: $(cat /user-environment/file)\"
@@ -506,138 +682,256 @@ srun cat /user-environment/file | sed 's/^/step1: /'
 srun --squashfs={b}:/user-environment cat /user-environment/file | sed 's/^/step2: /'
 srun --squashfs={b}:/user-tools sh -c 'cat /user-tools/file; ls /user-environment | wc -l' | sed 's/^/step3: /'
 ",
-        a = img("a.sqfs"),
-        b = img("b.sqfs")
-    )
-    .unwrap();
-    drop(f);
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-    let out_file = dir.join("jobs/job.out");
-    let o = cluster.user(&[], &["sbatch", "--parsable", "-o", &out_file.display().to_string(), &script.display().to_string()]);
-    let job = text(&o).0.trim().to_string();
-    let state = if o.status.success() { cluster.wait_job(&job) } else { String::new() };
-    let out = fs::read_to_string(&out_file).unwrap_or_default();
-    c.check(
-        &format!("sbatch --squashfs: batch step and inner srun see it; inner srun --squashfs replaces it (job {job} {state}; output: {out:?})"),
-        state == "COMPLETED"
-            && out.contains("batch: hello from A\n")
-            && out.contains("step1: hello from A\n")
-            && out.contains("step2: hello from B\n")
-            && out.contains("step3: hello from B\nstep3: 0\n"),
-        &o,
+        a = t.img("a.sqfs"),
+        b = t.img("b.sqfs")
     );
-
-    // salloc --squashfs: the srun steps inside the allocation see it.
-    let o = cluster.user(&[], &["salloc", &a_ue, "srun", "cat", "/user-environment/file"]);
-    c.check("salloc --squashfs: a step in the allocation sees it", o.status.success() && text(&o).0 == "hello from A\n", &o);
-
-    // 8. Refused in srun before the job is queued, with squashfs-mount's messages.
-    for (name, spec, msg) in [
-        ("unreadable image (0600 root)", format!("{}:/user-environment", img("secret.sqfs")), "cannot open the image: permission denied"),
-        ("disallowed mount point", format!("{}:/tmp", img("a.sqfs")), "refusing to mount on /tmp"),
-        ("random bytes", format!("{}:/user-environment", img("random.sqfs")), "not a SquashFS image"),
-        ("relative image path", "a.sqfs:/user-environment".to_string(), "must be absolute"),
-        ("syntax", "nonsense".to_string(), "not of the form <image>:<mountpoint>"),
+    let (job, state, out) = sbatch(t, "one-node", &script);
+    assert_eq!(state, "COMPLETED", "job {job}: {out}");
+    for want in [
+        "batch: hello from A\n",
+        "step1: hello from A\n",
+        "step2: hello from B\n",
+        "step3: hello from B\nstep3: 0\n",
     ] {
-        let o = cluster.user(&[], &["srun", &format!("--squashfs={spec}"), "echo", "RAN"]);
-        let (out, err) = text(&o);
-        c.check(
-            &format!("srun refuses: {name}"),
-            !o.status.success() && !out.contains("RAN") && err.contains("squashfs-mount: ") && err.contains(msg),
-            &o,
-        );
+        assert!(out.contains(want), "job {job}: no {want:?} in {out:?}");
     }
+}
 
-    // 9. Refused in slurmstepd: the step fails with the plugin's message.
-    for (name, spec, msg) in [
-        ("mount point resolving outside (..)", format!("{}:/user-environment/../tmp", img("a.sqfs")), "refusing to mount on /tmp"),
-        (
-            "mount point resolving outside (symlink in an image)",
-            format!("{}:/user-environment,{}:/user-environment/escape", img("c.sqfs"), img("a.sqfs")),
-            "refusing to mount on /tmp",
-        ),
-        ("truncated image", format!("{}:/user-environment", img("badbody.sqfs")), "truncated"),
-    ] {
-        let o = cluster.user(&[], &["srun", "-n2", &format!("--squashfs={spec}"), "echo", "RAN"]);
-        let (out, err) = text(&o);
-        c.check(
-            &format!("step fails: {name}"),
-            o.status.code() == Some(1) && !out.contains("RAN") && err.contains("squashfs-mount: ") && err.contains(msg),
-            &o,
-        );
-    }
+fn salloc_squashfs_seen_by_a_step(t: &T) {
+    let r = t.user(
+        &[],
+        &[
+            "salloc",
+            &t.opt("a.sqfs", UE),
+            "srun",
+            "cat",
+            "/user-environment/file",
+        ],
+    );
+    assert!(r.success() && r.stdout() == "hello from A\n", "{r:?}");
+}
 
-    // 10. An image that becomes unreadable between submission and start:
-    //     slurmstepd (root) must open it as the user, and refuse.
-    fs::copy(img("a.sqfs"), img("later.sqfs")).unwrap();
-    fs::set_permissions(img("later.sqfs"), fs::Permissions::from_mode(0o644)).unwrap();
-    let later_out = dir.join("jobs/later.out");
-    let o = cluster.user(
+/// srun refuses `spec` before the job is queued, with squashfs-mount's
+/// message `msg`.
+fn srun_refuses(t: &T, spec: &str, msg: &str) {
+    let r = t.user(&[], &["srun", &format!("--squashfs={spec}"), "echo", "RAN"]);
+    assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
+    assert!(
+        r.stderr().contains("squashfs-mount: ") && r.stderr().contains(msg),
+        "want {msg:?}: {r:?}"
+    );
+}
+
+/// The step fails in slurmstepd: every task exits 1 with the plugin's
+/// message `msg`.
+fn step_fails(t: &T, spec: &str, msg: &str) {
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            "-n2",
+            &format!("--squashfs={spec}"),
+            "echo",
+            "RAN",
+        ],
+    );
+    assert_eq!(r.code(), Some(1), "{r:?}");
+    assert!(!r.stdout().contains("RAN"), "{r:?}");
+    assert!(
+        r.stderr().contains("squashfs-mount: ") && r.stderr().contains(msg),
+        "want {msg:?}: {r:?}"
+    );
+}
+
+/// A truncated image: refused by the superblock check in slurmstepd, before
+/// the kernel sees it (no corrupt image reaches the kernel's squashfs
+/// driver in a test).
+fn step_fails_truncated_image(t: &T) {
+    image::truncated_copy(Path::new(&t.img("a.sqfs")), Path::new(&t.img("truncated.sqfs")));
+    fs::set_permissions(t.img("truncated.sqfs"), fs::Permissions::from_mode(0o644)).expect("chmod");
+    step_fails(t, &format!("{}:{UE}", t.img("truncated.sqfs")), "truncated");
+}
+
+/// slurmstepd (root) must open the image as the user, and refuse one the
+/// user cannot read any more when the job starts.
+fn batch_step_refuses_image_unreadable_at_start(t: &T) {
+    fs::copy(t.img("a.sqfs"), t.img("later.sqfs")).expect("copy");
+    fs::set_permissions(t.img("later.sqfs"), fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out_file = t.c.dir.join("jobs/later.out");
+    let r = t.user(
         &[],
         &[
             "sbatch",
             "--parsable",
             "--hold",
             "-o",
-            &later_out.display().to_string(),
-            &format!("--squashfs={}:/user-environment", img("later.sqfs")),
+            &out_file.display().to_string(),
+            &t.opt("later.sqfs", UE),
             "--wrap",
             "cat /user-environment/file; echo RAN",
         ],
     );
-    let job = text(&o).0.trim().to_string();
-    fs::set_permissions(img("later.sqfs"), fs::Permissions::from_mode(0o600)).unwrap();
-    let released = cluster.root_cmd(&["scontrol", "release", &job]);
-    let state = if o.status.success() && released.status.success() { cluster.wait_job(&job) } else { String::new() };
-    let out = fs::read_to_string(&later_out).unwrap_or_default();
-    c.check(
-        &format!("batch step refuses an image the user cannot read at start (job {job} {state}; output: {out:?})"),
-        state == "FAILED" && !out.contains("RAN") && out.contains("cannot open the image: permission denied"),
-        &o,
+    assert!(r.success(), "{r:?}");
+    let job = r.stdout().trim().to_string();
+    fs::set_permissions(t.img("later.sqfs"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let released = t.c.root(&["scontrol", "release", &job]);
+    assert!(released.success(), "{released:?}");
+    let state = t.c.wait_job(&job);
+    let out = fs::read_to_string(&out_file).unwrap_or_default();
+    assert_eq!(state, "FAILED", "job {job}: {out}");
+    assert!(
+        !out.contains("RAN") && out.contains("cannot open the image: permission denied"),
+        "job {job}: {out:?}"
     );
+}
 
-    // 11. A panic = "abort" build (cargo build --release) refuses to run
-    //     rather than risk aborting slurmstepd; srun loads the plugin stack
-    //     itself, so a second configuration naming that build shows it.
-    let abort_so = dir.join("abort.so");
-    fs::copy(&abort_plugin, &abort_so).unwrap();
-    fs::set_permissions(&abort_so, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::write(dir.join("plugstack-abort.conf"), format!("required {}\n", abort_so.display())).unwrap();
-    let conf2 = dir.join("slurm-abort.conf");
-    let conf_text = fs::read_to_string(&cluster.conf).unwrap();
-    fs::write(&conf2, conf_text.replace("/plugstack.conf", "/plugstack-abort.conf")).unwrap();
-    for f in [&conf2, &dir.join("plugstack-abort.conf")] {
-        fs::set_permissions(f, fs::Permissions::from_mode(0o644)).unwrap();
+/// A panic = "abort" build (cargo build --release) refuses to run rather
+/// than risk aborting slurmstepd; srun loads the plugin stack itself, so a
+/// second configuration naming that build shows it.
+fn panic_abort_build_refuses(t: &T) {
+    let d = &t.c.dir;
+    let abort_so = d.join("abort.so");
+    fs::copy(&t.abort_plugin, &abort_so).expect("copy");
+    fs::set_permissions(&abort_so, fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::write(
+        d.join("plugstack-abort.conf"),
+        format!("required {}\n", abort_so.display()),
+    )
+    .expect("write");
+    let conf2 = d.join("slurm-abort.conf");
+    let conf = fs::read_to_string(&t.c.conf).expect("read");
+    fs::write(
+        &conf2,
+        conf.replace("/plugstack.conf", "/plugstack-abort.conf"),
+    )
+    .expect("write");
+    for f in [&conf2, &d.join("plugstack-abort.conf")] {
+        fs::set_permissions(f, fs::Permissions::from_mode(0o644)).expect("chmod");
     }
-    let o = cluster.user(&[("SLURM_CONF", &conf2.display().to_string())], &["srun", "echo", "RAN"]);
-    let (out, err) = text(&o);
-    c.check(
-        "a panic=abort build of the plugin refuses to initialise",
-        !o.status.success() && !out.contains("RAN") && err.contains("aborts on a panic"),
-        &o,
+    let r = t.user(
+        &[("SLURM_CONF", &conf2.display().to_string())],
+        &["srun", "echo", "RAN"],
     );
-
-    // 12. Nothing left behind: no loop devices, nothing mounted on the host.
-    //     Other tests may attach loop devices meanwhile, so ours are
-    //     recognised by their backing files (all in this test's directory).
-    let ours = || loop_backing_files().into_iter().filter(|f| f.starts_with(&dir.display().to_string())).collect::<Vec<_>>();
-    let t = Instant::now();
-    while !ours().is_empty() && t.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let left = ours();
-    let after = loop_backing_files().len();
-    let host_mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let o = sh("true");
-    c.check(
-        &format!("no loop devices left {left:?} ({loops_before} attached before, {after} after, all users) and no mounts on the host"),
-        left.is_empty() && !host_mounts.contains(" /user-environment ") && !host_mounts.contains(" /user-tools "),
-        &o,
+    assert!(
+        !r.success() && !r.stdout().contains("RAN") && r.stderr().contains("aborts on a panic"),
+        "{r:?}"
     );
+}
 
-    eprintln!("slurm test: {} checks failed, took {:?}", c.failed.len(), started.elapsed());
-    if !c.failed.is_empty() {
-        eprintln!("{}", cluster.logs());
-        panic!("failed: {}", c.failed.join("; "));
-    }
+// ---------------------------------------------------------------------------
+// Several nodes
+// ---------------------------------------------------------------------------
+
+/// `<host>: <content>` lines, sorted.
+fn sorted_lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+fn srun_n3_every_node_sees_the_image(t: &T) {
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N3",
+            &t.opt("a.sqfs", UE),
+            "sh",
+            "-c",
+            "echo \"$(hostname): $(cat /user-environment/file)\"",
+        ],
+    );
+    assert!(r.success(), "{r:?}");
+    assert_eq!(
+        sorted_lines(&r.stdout()),
+        ["n1: hello from A", "n2: hello from A", "n3: hello from A"],
+        "{r:?}"
+    );
+}
+
+fn sbatch_two_nodes(t: &T) {
+    let script = format!(
+        "#!/bin/sh
+#SBATCH -N2
+#SBATCH --squashfs={a}:/user-environment
+echo \"batch $(hostname): $(cat /user-environment/file)\"
+srun -N2 sh -c 'echo \"step1 $(hostname): $(cat /user-environment/file)\"'
+srun -N2 --squashfs={b}:/user-environment sh -c 'echo \"step2 $(hostname): $(cat /user-environment/file)\"'
+",
+        a = t.img("a.sqfs"),
+        b = t.img("b.sqfs")
+    );
+    let (job, state, out) = sbatch(t, "two-nodes", &script);
+    assert_eq!(state, "COMPLETED", "job {job}: {out}");
+    let hosts = |step: &str, content: &str| -> Vec<String> {
+        let mut h: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{step} ")))
+            .filter_map(|l| l.strip_suffix(&format!(": {content}")))
+            .map(str::to_string)
+            .collect();
+        h.sort();
+        h
+    };
+    let (batch, step1, step2) = (
+        hosts("batch", "hello from A"),
+        hosts("step1", "hello from A"),
+        hosts("step2", "hello from B"),
+    );
+    assert_eq!(out.lines().count(), 5, "job {job}: {out}");
+    assert_eq!(batch.len(), 1, "the batch step sees A: {out}");
+    assert_eq!(step1.len(), 2, "both nodes' tasks of step 1 see A: {out}");
+    assert_ne!(step1[0], step1[1], "two nodes: {out}");
+    assert!(step1.contains(&batch[0]), "{out}");
+    assert_eq!(
+        step2, step1,
+        "step 2 sees B instead, on the same two nodes: {out}"
+    );
+}
+
+fn image_corrupt_on_one_node(t: &T) {
+    // The same path everywhere: valid on the login node, n1 and n3;
+    // truncated (refused by the plugin's superblock check, never given to
+    // the kernel) in n2's mount namespace.
+    let good = PathBuf::from(t.img("pernode.sqfs"));
+    fs::copy(t.img("a.sqfs"), &good).expect("copy");
+    fs::set_permissions(&good, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let bad = t.c.dir.join("images/pernode-truncated.sqfs");
+    image::truncated_copy(&good, &bad);
+    let n2 = t.c.nodes.iter().find(|n| n.name == "n2").expect("node n2");
+    let _bind = n2.bind(&bad, &good);
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N3",
+            &t.opt("pernode.sqfs", UE),
+            "sh",
+            "-c",
+            "echo \"$(hostname): $(cat /user-environment/file)\"",
+        ],
+    );
+    let err = r.stderr();
+    assert_ne!(r.code(), Some(0), "{r:?}");
+    assert_eq!(
+        sorted_lines(&r.stdout()),
+        ["n1: hello from A", "n3: hello from A"],
+        "only n2's task fails: {r:?}"
+    );
+    let refusal: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("squashfs-mount: "))
+        .collect();
+    assert!(!refusal.is_empty(), "the plugin's message: {r:?}");
+    assert!(
+        refusal
+            .iter()
+            .all(|l| l.contains("n2") && l.contains("pernode.sqfs") && l.contains("truncated")),
+        "{r:?}"
+    );
+    assert!(
+        err.contains("n2: task") && !err.contains("n1: task") && !err.contains("n3: task"),
+        "{r:?}"
+    );
 }

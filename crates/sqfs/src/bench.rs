@@ -103,7 +103,7 @@ impl ColdMethod {
             ColdMethod::DropCaches => {
                 rustix::fs::sync();
                 std::fs::write("/proc/sys/vm/drop_caches", "3\n")
-                    .map_err(|e| format!("cannot drop caches: {e}"))
+                    .map_err(|e| format!("cannot drop caches: {}", units::io_error(&e)))
             }
             ColdMethod::Fadvise => {
                 let f =
@@ -113,6 +113,30 @@ impl ColdMethod {
                 rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
                     .map_err(|e| format!("{}: posix_fadvise: {e}", image.display()))
             }
+        }
+    }
+}
+
+/// What warm runs measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarmMethod {
+    /// A second launch of the same image through squashfs-mount's image
+    /// cache, right after a first one: what users get when they start
+    /// something again. The instance (and its page, inode and dentry
+    /// caches) is reused; nothing is decompressed again.
+    ImageCache,
+    /// A fresh mount right after the cold run: the image file's pages are
+    /// cached, decompression is redone. Used when squashfs-mount has no
+    /// usable image cache.
+    PageCache,
+}
+
+impl WarmMethod {
+    pub fn explain(self, why: &str) -> String {
+        match self {
+            WarmMethod::ImageCache => "warm: a second launch of the same image right after a first one, through squashfs-mount's image cache (what users get on a second start: the mounted instance and its caches are reused); cold runs use --no-cache, a fresh mount".to_string(),
+            WarmMethod::PageCache => format!("warm: a fresh mount right after the cold run; the image file's pages are cached, decompression is redone ({why})"),
         }
     }
 }
@@ -189,7 +213,11 @@ pub struct Report {
     pub runs: usize,
     pub cold_method: Option<ColdMethod>,
     pub cold_explained: Option<String>,
+    pub warm_method: Option<WarmMethod>,
+    pub warm_explained: Option<String>,
     pub squashfs_mount: Option<String>,
+    /// Passed to squashfs-mount for cold runs (and warm runs without the
+    /// image cache).
     pub squashfs_mount_flags: Vec<String>,
     pub variants: Vec<VariantResult>,
     pub svg: String,
@@ -197,20 +225,21 @@ pub struct Report {
 
 struct Runner {
     exe: PathBuf,
+    /// Flags for fresh mounts (`--no-cache` when squashfs-mount has a cache).
     flags: Vec<OsString>,
     mountpoint: PathBuf,
 }
 
 impl Runner {
-    /// Runs `command` with `image` mounted; returns the wall time of the
-    /// whole squashfs-mount invocation.
-    fn time(&self, image: &Path, command: &[OsString]) -> Result<f64, String> {
+    /// Runs `command` with `image` mounted (through the image cache when
+    /// `cached`); returns the wall time of the whole squashfs-mount run.
+    fn time(&self, image: &Path, command: &[OsString], cached: bool) -> Result<f64, String> {
         let mut spec = image.as_os_str().to_os_string();
         spec.push(":");
         spec.push(&self.mountpoint);
         let started = Instant::now();
         let mut child = Command::new(&self.exe)
-            .args(&self.flags)
+            .args(if cached { &[][..] } else { &self.flags[..] })
             .arg(&spec)
             .arg("--")
             .args(command)
@@ -218,14 +247,18 @@ impl Runner {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
+            .map_err(|e| format!("cannot run {}: {}", self.exe.display(), units::io_error(&e)))?;
         let mut err = Vec::new();
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_end(&mut err);
         }
-        let status = child
-            .wait()
-            .map_err(|e| format!("waiting for {}: {e}", self.exe.display()))?;
+        let status = child.wait().map_err(|e| {
+            format!(
+                "waiting for {}: {}",
+                self.exe.display(),
+                units::io_error(&e)
+            )
+        })?;
         let t = started.elapsed().as_secs_f64();
         if !status.success() {
             let err = String::from_utf8_lossy(&err);
@@ -241,6 +274,68 @@ impl Runner {
             ));
         }
         Ok(t)
+    }
+
+    /// squashfs-mount with `args`, its standard output if it succeeded.
+    fn maintenance(&self, args: &[&OsStr]) -> Option<String> {
+        let o = Command::new(&self.exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    /// Whether warm runs can go through the image cache: squashfs-mount
+    /// has one, can evict one image's instances (`--gc IMAGE`, so that the
+    /// bench leaves none behind), and a launch of `image` left an instance
+    /// that `--cache-status` lists. The reason when not, and whether cached
+    /// instances may have been made (then the images are evicted at the end).
+    fn warm_method(&self, image: &Path) -> (WarmMethod, String, bool) {
+        if self.flags.is_empty() {
+            return (
+                WarmMethod::PageCache,
+                "this squashfs-mount has no image cache".into(),
+                false,
+            );
+        }
+        if self
+            .maintenance(&[OsStr::new("--gc"), image.as_os_str()])
+            .is_none()
+        {
+            return (
+                WarmMethod::PageCache,
+                "this squashfs-mount cannot evict one image's cached instances (--gc IMAGE), so its image cache is not used".into(),
+                false,
+            );
+        }
+        if self.time(image, &[OsString::from("true")], true).is_err() {
+            return (
+                WarmMethod::PageCache,
+                "a launch through the image cache failed".into(),
+                true,
+            );
+        }
+        let listed = self
+            .maintenance(&[OsStr::new("--cache-status")])
+            .is_some_and(|out| out.contains(&*image.to_string_lossy()));
+        if listed {
+            (WarmMethod::ImageCache, String::new(), true)
+        } else {
+            (
+                WarmMethod::PageCache,
+                "squashfs-mount kept no cached instance: cache off in /etc/squashfs-mount.conf, or unavailable here".into(),
+                true,
+            )
+        }
+    }
+
+    /// Evicts the cached instances of `image` (`--gc IMAGE`).
+    fn evict(&self, image: &Path) {
+        let _ = self.maintenance(&[OsStr::new("--gc"), image.as_os_str()]);
     }
 }
 
@@ -269,9 +364,12 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
             mountpoint.display()
         ));
     }
-    let scan = Bar::spinner("scanning the tree");
-    let stats = crate::tree::stats(&dir, &scan)?;
-    scan.finish();
+    let bar = Bar::spinner("scanning the tree");
+    let no_excludes = crate::exclude::Excludes::new();
+    let mut scan = crate::tree::Scan::new(&no_excludes);
+    let stats = crate::tree::stats(&dir, &mut scan, &bar)?;
+    bar.finish();
+    scan.finish(&dir, false)?;
 
     let (runner, cold) = if o.no_run {
         (None, None)
@@ -294,7 +392,8 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
         None => std::env::temp_dir(),
     };
     let work = tempdir_in(&work)?;
-    let result = run_all(o, &dir, &stats, &mountpoint, runner.as_ref(), cold, &work);
+    let mut warm: Option<(WarmMethod, String)> = None;
+    let result = run_all(o, &dir, &stats, runner.as_ref(), cold, &work, &mut warm);
     if !o.keep {
         let _ = std::fs::remove_dir_all(&work);
     } else {
@@ -315,6 +414,8 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
         runs: if o.no_run { 0 } else { o.runs },
         cold_method: cold,
         cold_explained: cold.map(|c| c.explain().to_string()),
+        warm_method: warm.as_ref().map(|w| w.0),
+        warm_explained: warm.as_ref().map(|(m, why)| m.explain(why)),
         squashfs_mount: runner.as_ref().map(|r| r.exe.display().to_string()),
         squashfs_mount_flags: runner.as_ref().map_or(Vec::new(), |r| {
             r.flags
@@ -345,15 +446,17 @@ fn tempdir_in(parent: &Path) -> Result<PathBuf, String> {
     ))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_all(
     o: &BenchOptions,
     dir: &Path,
     stats: &crate::tree::Stats,
-    mountpoint: &Path,
     runner: Option<&Runner>,
     cold: Option<ColdMethod>,
     work: &Path,
+    warm: &mut Option<(WarmMethod, String)>,
 ) -> Result<Vec<VariantResult>, String> {
+    let mountpoint = runner.map_or(dir, |r| r.mountpoint.as_path());
     let command: Vec<OsString> = match &o.run {
         Some(c) => vec!["sh".into(), "-c".into(), c.into()],
         None => self_command(&[
@@ -380,9 +483,8 @@ fn run_all(
             comp: v.compressor,
             level: v.level,
             block_size: o.block_size,
-            reproducible: false,
-            processors: None,
             force: true,
+            ..PackOptions::default()
         };
         let quiet = Bar::hidden(); // the bench bar counts whole builds
         let (_, build_seconds) = pack::build(
@@ -396,7 +498,7 @@ fn run_all(
         )?;
         bar.inc(1);
         let bytes = std::fs::metadata(&image)
-            .map_err(|e| format!("{}: {e}", image.display()))?
+            .map_err(|e| format!("{}: {}", image.display(), units::io_error(&e)))?
             .len();
         results.push(VariantResult {
             variant: v.clone(),
@@ -411,32 +513,28 @@ fn run_all(
     }
     // Then measure in rounds: each round visits every compressor once (in
     // an order rotated from round to round), so a passing disturbance on the
-    // machine spreads over all of them rather than spoiling one. Each warm
-    // run directly follows the cold run that filled the cache.
+    // machine spreads over all of them rather than spoiling one.
     if let (Some(runner), Some(cold)) = (runner, cold) {
-        let n = o.variants.len();
-        for round in 0..o.runs {
-            for k in 0..n {
-                let i = (round + k) % n;
-                let image = &images[i];
-                let r = &mut results[i];
-                let label = &r.variant.label;
-                for (what, cmd) in [("command", &command), ("walk", &walk)] {
-                    bar.set_message(format!("round {}/{}: {label}, {what}", round + 1, o.runs));
-                    cold.make_cold(image)?;
-                    let c = runner.time(image, cmd)?;
-                    let w = runner.time(image, cmd)?;
-                    if what == "command" {
-                        r.cold.push(c);
-                        r.warm.push(w);
-                    } else {
-                        r.walk_cold.push(c);
-                        r.walk_warm.push(w);
-                    }
-                    bar.inc(2);
-                }
+        bar.set_message("checking squashfs-mount's image cache");
+        let (method, why, cached) = runner.warm_method(&images[0]);
+        *warm = Some((method, why));
+        let measured = measure(
+            o,
+            runner,
+            cold,
+            method,
+            &images,
+            &command,
+            &walk,
+            &mut results,
+            &bar,
+        );
+        if cached {
+            for image in &images {
+                runner.evict(image);
             }
         }
+        measured?;
     }
     if !o.keep {
         for image in &images {
@@ -445,6 +543,54 @@ fn run_all(
     }
     bar.finish();
     Ok(results)
+}
+
+/// The timed runs. Cold: the caches dropped (or the image evicted), a
+/// fresh mount. Warm, through the image cache: a first launch (untimed,
+/// it fills the caches the cold run's drop emptied), then the timed
+/// second launch; without it: a fresh mount right after the cold run.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    o: &BenchOptions,
+    runner: &Runner,
+    cold: ColdMethod,
+    warm: WarmMethod,
+    images: &[PathBuf],
+    command: &[OsString],
+    walk: &[OsString],
+    results: &mut [VariantResult],
+    bar: &Bar,
+) -> Result<(), String> {
+    let n = o.variants.len();
+    for round in 0..o.runs {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let image = &images[i];
+            let r = &mut results[i];
+            let label = &r.variant.label;
+            for (what, cmd) in [("command", command), ("walk", walk)] {
+                bar.set_message(format!("round {}/{}: {label}, {what}", round + 1, o.runs));
+                cold.make_cold(image)?;
+                let c = runner.time(image, cmd, false)?;
+                let w = match warm {
+                    WarmMethod::ImageCache => {
+                        runner.time(image, cmd, true)?;
+                        runner.time(image, cmd, true)?
+                    }
+                    WarmMethod::PageCache => runner.time(image, cmd, false)?,
+                };
+                if what == "command" {
+                    r.cold.push(c);
+                    r.warm.push(w);
+                } else {
+                    r.walk_cold.push(c);
+                    r.walk_warm.push(w);
+                }
+                bar.inc(2);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -480,7 +626,9 @@ pub fn chart(r: &Report) -> svg::Chart {
         (Some(c), Some(m)) => {
             notes.push(format!("Command: {c}; mounted on {}; {} runs each (box: quartiles, line: median, whiskers: min-max)", r.mountpoint, r.runs));
             notes.push(m.explain().to_string());
-            notes.push("warm: run right after the cold run, the image's pages cached, decompression redone (every run is a fresh mount)".into());
+            if let Some(w) = &r.warm_explained {
+                notes.push(w.clone());
+            }
         }
         _ => notes.push("Launch times not measured (--no-run): sizes and build times only".into()),
     }
@@ -524,6 +672,9 @@ pub fn table(r: &Report) -> String {
             r.mountpoint, r.runs
         );
         let _ = writeln!(s, "{}", m.explain());
+        if let Some(w) = &r.warm_explained {
+            let _ = writeln!(s, "{w}");
+        }
         let _ = writeln!(
             s,
             "times: median [min-max in ms] of the whole squashfs-mount run"

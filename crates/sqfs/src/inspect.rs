@@ -17,7 +17,6 @@ pub struct Flags {
     pub always_use_fragments: bool,
     pub duplicates_removed: bool,
     pub exportable: bool,
-    pub xattrs: bool,
     pub compressed_inodes: bool,
     pub compressed_data: bool,
     pub compressed_fragments: bool,
@@ -32,7 +31,6 @@ impl Flags {
             always_use_fragments: sb.has(flags::ALWAYS_FRAGMENTS),
             duplicates_removed: sb.has(flags::DUPLICATES),
             exportable: sb.has(flags::EXPORTABLE),
-            xattrs: !sb.has(flags::NO_XATTRS),
             compressed_inodes: !sb.has(flags::UNCOMPRESSED_INODES),
             compressed_data: !sb.has(flags::UNCOMPRESSED_DATA),
             compressed_fragments: !sb.has(flags::UNCOMPRESSED_FRAGMENTS),
@@ -42,7 +40,20 @@ impl Flags {
     }
 }
 
-/// Everything `inspect` reports; `--json` prints this.
+/// Extended attributes: what the text's "Xattrs:" line says.
+#[derive(Clone, Debug, Serialize)]
+pub struct Xattrs {
+    /// Distinct sets of extended attributes stored (the xattr id table).
+    pub sets: u32,
+    /// Inodes that have extended attributes.
+    pub inodes: u64,
+    /// Built with `mksquashfs -no-xattrs` (or `sqfs pack --no-xattrs`,
+    /// `--reproducible`): any the tree had were left out.
+    pub left_out: bool,
+}
+
+/// Everything `inspect` reports; `--json` prints this. Fields that `pack
+/// --json` also has carry the same names and meaning.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub image: String,
@@ -52,15 +63,20 @@ pub struct Report {
     pub compressor_options: CompressorOptions,
     pub block_size: u32,
     pub flags: Flags,
-    pub created_unix: u32,
-    pub created: String,
+    /// The image's time stamp (superblock mkfs_time), Unix seconds: the
+    /// newest file time for images of `sqfs pack`; for mksquashfs, when it
+    /// was built unless -mkfs-time or SOURCE_DATE_EPOCH set it.
+    pub mkfs_time: u32,
+    pub mkfs_time_utc: String,
+    /// The newest modification time of the files in the image.
+    pub newest_file_time: u32,
     pub file_size: u64,
     pub bytes_used: u64,
     pub inodes: u32,
     pub files: InodeCounts,
     pub fragments: u32,
     pub ids: Vec<u32>,
-    pub xattr_ids: Option<u32>,
+    pub xattrs: Xattrs,
     /// `bytes_used` divided by the uncompressed size of the files' data.
     pub ratio: Option<f64>,
     pub kernel: Verdict,
@@ -90,7 +106,7 @@ impl ImageFile {
             .map_err(|e| format!("cannot open it: {e}"))?;
         let meta = file
             .metadata()
-            .map_err(|e| format!("cannot stat it: {e}"))?;
+            .map_err(|e| format!("cannot stat it: {}", units::io_error(&e)))?;
         let ft = meta.file_type();
         let len = if ft.is_file() {
             meta.len()
@@ -98,7 +114,7 @@ impl ImageFile {
             use std::io::{Seek, SeekFrom};
             let mut f = &file;
             f.seek(SeekFrom::End(0))
-                .map_err(|e| format!("cannot size the block device: {e}"))?
+                .map_err(|e| format!("cannot size the block device: {}", units::io_error(&e)))?
         } else {
             let kind = if ft.is_dir() {
                 "a directory"
@@ -142,13 +158,13 @@ impl Source for ImageFile {
                 return self
                     .file
                     .read_exact_at(buf, offset)
-                    .map_err(|e| FormatError::Io(e.to_string()));
+                    .map_err(|e| FormatError::Io(units::io_error(&e)));
             }
             let n = (self.len - offset).min(WINDOW as u64) as usize;
             data.resize(n, 0);
             self.file
                 .read_exact_at(data, offset)
-                .map_err(|e| FormatError::Io(e.to_string()))?;
+                .map_err(|e| FormatError::Io(units::io_error(&e)))?;
             *start = offset;
         }
         let at = (offset - *start) as usize;
@@ -180,15 +196,20 @@ pub fn examine(
         compressor_options: options,
         block_size: sb.block_size,
         flags: Flags::of(&sb),
-        created_unix: sb.mkfs_time,
-        created: units::utc(i64::from(sb.mkfs_time)),
+        mkfs_time: sb.mkfs_time,
+        mkfs_time_utc: units::utc(i64::from(sb.mkfs_time)),
+        newest_file_time: files.newest_mtime,
         file_size: size,
         bytes_used: sb.bytes_used,
         inodes: sb.inodes,
         files,
         fragments: sb.fragments,
         ids,
-        xattr_ids,
+        xattrs: Xattrs {
+            sets: xattr_ids.unwrap_or(0),
+            inodes: files.with_xattrs,
+            left_out: sb.has(flags::NO_XATTRS),
+        },
         ratio,
         kernel: Verdict {
             can_mount: None,
@@ -207,7 +228,13 @@ pub fn inspect_file(path: &Path) -> Result<Report, String> {
     let (_, mut report) = examine(&image, &path.display().to_string(), |done| bar.set(done))
         .map_err(|e| e.to_string())?;
     bar.finish();
-    report.kernel = kernel::verdict_here(report.compressor, &report.compressor_options);
+    report.kernel = kernel::image_verdict_here(
+        report.compressor,
+        &report.compressor_options,
+        report.bytes_used,
+        report.file_size,
+        &path.to_string_lossy(),
+    );
     Ok(report)
 }
 
@@ -273,7 +300,19 @@ pub fn render(r: &Report) -> String {
             ""
         }
     );
-    let _ = writeln!(s, "Created:          {} ({})", r.created, r.created_unix);
+    let time_is = if r.mkfs_time == r.newest_file_time {
+        "the newest file time in the image, as sqfs pack sets it".to_string()
+    } else {
+        format!(
+            "set when the image was built (or by -mkfs-time, SOURCE_DATE_EPOCH); the newest file is from {}",
+            units::utc(i64::from(r.newest_file_time))
+        )
+    };
+    let _ = writeln!(
+        s,
+        "Image time:       {} ({}): {time_is}",
+        r.mkfs_time_utc, r.mkfs_time
+    );
     let _ = writeln!(
         s,
         "Image size:       {} ({} bytes; file {} bytes)",
@@ -285,9 +324,11 @@ pub fn render(r: &Report) -> String {
         s,
         "File data:        {} uncompressed{}",
         units::bytes(f.file_bytes),
-        r.ratio
-            .map(|x| format!(", image is {:.1}% of it", x * 100.0))
-            .unwrap_or_default()
+        match r.ratio {
+            Some(x) if x < 1.0 => format!(", image is {:.1}% of it", x * 100.0),
+            Some(_) => ", less than the image's metadata".to_string(),
+            None => String::new(),
+        }
     );
     let _ = writeln!(s, "Inodes:           {}", r.inodes);
     let _ = writeln!(
@@ -303,12 +344,16 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(s, "Hard links:       {} extra names", f.extra_links);
     let ids: Vec<String> = r.ids.iter().map(|i| i.to_string()).collect();
     let _ = writeln!(s, "Owners (ids):     {}", ids.join(", "));
+    let x = &r.xattrs;
     let _ = writeln!(
         s,
         "Xattrs:           {}",
-        match r.xattr_ids {
-            Some(n) => format!("{n} distinct sets, on {} inodes", f.with_xattrs),
-            None => "none".into(),
+        if x.left_out {
+            "none (left out when it was built: -no-xattrs)".to_string()
+        } else if x.sets == 0 && x.inodes == 0 {
+            "none".to_string()
+        } else {
+            format!("{} distinct sets, on {} inodes", x.sets, x.inodes)
         }
     );
     let _ = writeln!(
@@ -322,7 +367,7 @@ pub fn render(r: &Report) -> String {
     );
     let verdict = match r.kernel.can_mount {
         Some(true) => "yes",
-        Some(false) => "NO",
+        Some(false) => "NO, not mountable here",
         None => "unknown",
     };
     let _ = writeln!(s, "Mountable here:   {verdict}: {}", r.kernel.reason);

@@ -49,10 +49,30 @@ pub fn supported(config: &KernelConfig) -> Vec<Compressor> {
     config.squashfs_compressors()
 }
 
-/// The verdict for the running kernel.
-pub fn verdict_here(comp: Compressor, options: &CompressorOptions) -> Verdict {
-    match running_config() {
-        Some(cfg) => verdict(&cfg, comp, options),
+/// The verdict for an image on the running kernel: the verdict of
+/// squashfs-mount's kernel path (`squashfs_format::kernel::image_verdict`:
+/// padding, lzma, the compressor and xz filters the kernel has).
+pub fn image_verdict_here(
+    comp: Compressor,
+    options: &CompressorOptions,
+    bytes_used: u64,
+    file_size: u64,
+    image: &str,
+) -> Verdict {
+    let config = running_config();
+    match squashfs_format::kernel::image_verdict(
+        config.as_ref(),
+        comp,
+        &options.filters,
+        bytes_used,
+        file_size,
+        image,
+    ) {
+        Some(v) => Verdict {
+            can_mount: Some(v.can_mount),
+            reason: v.reason,
+            config: config.map(|c| c.source),
+        },
         None => Verdict {
             can_mount: None,
             reason: "unknown: the kernel configuration (/proc/config.gz, /boot/config-<release>) cannot be read".into(),

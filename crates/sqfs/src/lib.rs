@@ -4,7 +4,9 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod compat;
 pub use squashfs_reader::decompress;
+pub mod exclude;
 pub mod format;
 pub mod inspect;
 pub mod kernel;

@@ -1,10 +1,14 @@
 //! `sqfs`: pack, inspect and benchmark SquashFS images. Unprivileged.
 #![forbid(unsafe_code)]
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use sqfs::exclude::{Excludes, Origin};
 
 use sqfs::format::Compressor;
 use sqfs::{bench, inspect, pack, split, units};
@@ -35,12 +39,27 @@ every file is owned by root (0:0) and extended attributes are left out.
 Python's timestamp-based .pyc files go stale when timestamps change; install
 with SOURCE_DATE_EPOCH set (pip and compileall then write hash-based .pyc)
 before using --reproducible on a Python tree. Owners becoming root makes files
-that only their owner could read (mode 0600/0700) unreadable in the image.";
+that only their owner could read (mode 0600/0700) unreadable in the image.
+
+Exclusions (--exclude, --exclude-from) are glob patterns as in .gitignore:
+'*.pyc' and '__pycache__' (no '/') match names at any depth, '/build' and
+'docs/*.pdf' (with '/') the path from DIR; 'cache/' matches directories only;
+* and ? stop at '/', ** spans directories, [a-z] and {a,b} as in the shell.
+Files that cannot be read are named before mksquashfs starts: make them
+readable or exclude them.
+
+mksquashfs spellings work too: -comp NAME, -b SIZE, -processors N,
+-Xcompression-level N, -Xhc, -all-root (-root-owned), -no-xattrs, -quiet and
+-no-progress mean the options above; -noappend, -no-exports, -xattrs,
+-exit-on-error, -no-recovery and -reproducible are what sqfs pack always does;
+-e PATH... (last, as in mksquashfs), -ef FILE and -wildcards ('... NAME' for
+any depth) exclude as mksquashfs does. Other mksquashfs options are answered
+with what to use instead.";
 
 #[derive(Parser)]
 #[command(
     name = "sqfs",
-    version,
+    disable_version_flag = true,
     about = "Build, inspect and compare SquashFS images (unprivileged companion of squashfs-mount)",
     long_about = "Build, inspect and compare SquashFS images. sqfs is the unprivileged companion of \
 squashfs-mount: it never needs root. Images are built by mksquashfs (squashfs-tools); \
@@ -48,8 +67,11 @@ inspect reads images with your own permissions.",
     after_help = "See 'sqfs <command> --help' and the sqfs(1) manual page."
 )]
 struct Cli {
+    /// Print the version and exit
+    #[arg(short = 'V', long, global = true, display_order = 1000)]
+    version: bool,
     #[command(subcommand)]
-    command: Cmd,
+    command: Option<Cmd>,
 }
 
 #[derive(Subcommand)]
@@ -104,14 +126,37 @@ struct PackArgs {
     /// Replace existing output files
     #[arg(short, long)]
     force: bool,
-    /// Split into images of at most MAX_SIZE each (e.g. 500G), written as
-    /// OUT_PREFIX-01.sqfs, OUT_PREFIX-02.sqfs... with OUT_PREFIX.manifest.json
+    /// Split into images of at most MAX_SIZE each (e.g. 500G; the compressed image files), written
+    /// as OUT_PREFIX-01.sqfs, OUT_PREFIX-02.sqfs... with OUT_PREFIX.manifest.json
     #[arg(long, value_name = "MAX_SIZE", value_parser = units::parse_size)]
     split: Option<u64>,
     /// With --split: the directory depth at which the tree is cut; entries at this depth
     /// (and files above it) are never divided between images
     #[arg(long, value_name = "N", default_value_t = 1, requires = "split")]
     depth: usize,
+    /// Leave out what PATTERN matches (repeatable). A pattern without '/' matches names at
+    /// any depth ('*.pyc', '__pycache__'), one with '/' the path from DIR ('/build',
+    /// 'docs/*.pdf'); a trailing '/' matches directories only; *, ?, [a-z], {a,b}, **
+    #[arg(long, value_name = "PATTERN")]
+    exclude: Vec<String>,
+    /// Leave out what the patterns in FILE match, one a line ('#' starts a comment)
+    #[arg(long, value_name = "FILE")]
+    exclude_from: Vec<PathBuf>,
+    /// mksquashfs's -e/-ef exclusions, translated (silent when they match nothing)
+    #[arg(long, value_name = "PATTERN", hide = true)]
+    exclude_quiet: Vec<String>,
+    /// Make root own every file (mksquashfs -all-root); --reproducible does this too
+    #[arg(long)]
+    all_root: bool,
+    /// Leave extended attributes out (mksquashfs -no-xattrs); --reproducible does this too
+    #[arg(long)]
+    no_xattrs: bool,
+    /// Print nothing when all goes well (no summary, no progress bar)
+    #[arg(short, long)]
+    quiet: bool,
+    /// Show no progress bar
+    #[arg(long)]
+    no_progress: bool,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
@@ -187,29 +232,48 @@ fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
     Ok(())
 }
 
-fn run(cli: Cli) -> Result<(), String> {
-    match cli.command {
+fn run(command: Cmd) -> Result<(), String> {
+    match command {
         Cmd::Pack(a) => {
             let opts = pack::PackOptions {
                 comp: a.build.comp,
                 level: a.build.level,
                 block_size: a.build.block_size,
                 reproducible: a.reproducible,
+                all_root: a.all_root,
+                no_xattrs: a.no_xattrs,
                 processors: a.processors,
                 force: a.force,
             };
             pack::compressor_args(opts.comp, opts.level)?;
+            if a.quiet || a.no_progress {
+                sqfs::progress::disable();
+            }
+            let mut excludes = Excludes::new();
+            for p in &a.exclude {
+                excludes.add(p, Origin::CommandLine)?;
+            }
+            for p in &a.exclude_quiet {
+                excludes.add(p, Origin::Quiet)?;
+            }
+            for f in &a.exclude_from {
+                excludes.add_file(f, Origin::Quiet)?;
+            }
             if let Some(max) = a.split {
-                let m = split::split(&a.dir, &a.output, max, a.depth, &opts)?;
+                let m = split::split(&a.dir, &a.output, max, a.depth, &opts, &excludes)?;
                 if a.json {
                     return print_json(&m);
                 }
+                if a.quiet {
+                    return Ok(());
+                }
                 for img in &m.images {
                     println!(
-                        "{}: {} ({} of data, {} entries at depth {})",
+                        "{}: {} ({:.0}% of the limit; {}), {} entries at depth {}",
                         img.image,
-                        units::bytes(img.bytes),
-                        units::bytes(img.input_bytes),
+                        units::bytes(img.file_size),
+                        img.file_size as f64 * 100.0 / m.max_size as f64,
+                        pack::ratio_phrase(img.bytes_used, img.file_bytes),
                         img.entries.len(),
                         m.depth
                     );
@@ -223,25 +287,26 @@ fn run(cli: Cli) -> Result<(), String> {
                 );
                 return Ok(());
             }
-            let p = pack::pack(&a.dir, &a.output, &opts)?;
+            let p = pack::pack(&a.dir, &a.output, &opts, &excludes)?;
             if a.json {
                 return print_json(&p);
             }
-            let pct = if p.input_bytes > 0 {
-                format!(
-                    " ({:.1}% of {})",
-                    p.bytes as f64 * 100.0 / p.input_bytes as f64,
-                    units::bytes(p.input_bytes)
-                )
-            } else {
-                String::new()
-            };
+            if a.quiet {
+                return Ok(());
+            }
             let level = p.level.map(|l| format!(" level {l}")).unwrap_or_default();
+            let excluded = match p.excluded {
+                0 => String::new(),
+                1 => ", 1 excluded".to_string(),
+                n => format!(", {n} excluded"),
+            };
             println!(
-                "{}: {}{pct}, {} entries, {}{level}, {} blocks, built in {}{}",
+                "{}: {} ({}), {} {}{excluded}, {}{level}, {} blocks, built in {}{}",
                 p.image,
-                units::bytes(p.bytes),
+                units::bytes(p.file_size),
+                pack::ratio_phrase(p.bytes_used, p.file_bytes),
                 p.entries,
+                if p.entries == 1 { "entry" } else { "entries" },
                 p.compressor,
                 units::bytes(u64::from(p.block_size)),
                 units::seconds(p.seconds),
@@ -275,9 +340,6 @@ fn run(cli: Cli) -> Result<(), String> {
             if !o.no_run && bench::find_squashfs_mount().is_none() {
                 return Err("squashfs-mount not found next to sqfs nor on PATH; install it (make install), or pass --no-run to measure only sizes and build times".into());
             }
-            if !o.no_run && bench::ColdMethod::detect() == bench::ColdMethod::Fadvise {
-                eprintln!("sqfs bench: not allowed to drop caches (that needs root); cold runs evict the image with posix_fadvise(DONTNEED) and mount it afresh instead, labelled cold*");
-            }
             let r = bench::bench(&o)?;
             if a.json {
                 print_json(&r)
@@ -296,12 +358,73 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// Usage errors exit with 1, as squashfs-mount's do.
+const USAGE_ERROR: u8 = 1;
+
+/// Prints clap's help, or a usage error without clap's tip to pass an
+/// unknown option "as a value, use '-- --x'" (which misleads here).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue};
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::String(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let sub = std::env::args()
+                .skip(1)
+                .find(|a| ["pack", "inspect", "bench"].contains(&a.as_str()))
+                .map(|s| format!("{s} "))
+                .unwrap_or_default();
+            let what = if arg.starts_with('-') {
+                "unknown option"
+            } else {
+                "unexpected argument"
+            };
+            eprintln!("sqfs: {what} '{arg}'; see 'sqfs {sub}--help'");
+            ExitCode::from(USAGE_ERROR)
+        }
+        _ => {
+            let _ = e.print();
+            ExitCode::from(USAGE_ERROR)
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_else(|| "sqfs".into());
+    let args: Vec<OsString> = args.collect();
+    let args = match sqfs::compat::translate(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sqfs: {}", units::without_os_error(&e));
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    if sqfs::compat::wants_version(&args) {
+        // The version alone, as squashfs-mount prints it (scripts parse it).
+        println!("{}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    let cli = match Cli::try_parse_from(std::iter::once(argv0).chain(args)) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let Some(command) = cli.command else {
+        let mut help = Cli::command();
+        eprint!("{}", help.render_usage());
+        eprintln!("\nsqfs: no command given; see 'sqfs --help'");
+        return ExitCode::from(USAGE_ERROR);
+    };
+    match run(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sqfs: {e}");
+            eprintln!("sqfs: {}", units::without_os_error(&e));
             ExitCode::from(1)
         }
     }

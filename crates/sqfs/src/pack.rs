@@ -3,6 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -29,6 +30,12 @@ pub struct PackOptions {
     pub level: Option<u32>,
     pub block_size: u32,
     pub reproducible: bool,
+    /// Every file owned by root (mksquashfs -all-root); implied by
+    /// `reproducible`.
+    pub all_root: bool,
+    /// Leave extended attributes out (mksquashfs -no-xattrs); implied by
+    /// `reproducible`.
+    pub no_xattrs: bool,
     pub processors: Option<u32>,
     pub force: bool,
 }
@@ -40,6 +47,8 @@ impl Default for PackOptions {
             level: None,
             block_size: DEFAULT_BLOCK_SIZE,
             reproducible: false,
+            all_root: false,
+            no_xattrs: false,
             processors: None,
             force: false,
         }
@@ -85,20 +94,70 @@ pub fn compressor_args(comp: Compressor, level: Option<u32>) -> Result<Vec<Strin
     Ok(a)
 }
 
-/// What `sqfs pack` reports about an image it wrote.
+/// What `sqfs pack` reports about an image it wrote; `--json` prints it.
+/// Fields that `inspect --json` also has carry the same names and meaning.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Packed {
     pub image: String,
-    pub bytes: u64,
-    pub input_bytes: u64,
+    /// The image file's size (padded to 4 KiB).
+    pub file_size: u64,
+    /// The file system's size in the file (the superblock's bytes_used).
+    pub bytes_used: u64,
+    /// Regular file data packed, each file once (hard links counted once).
+    pub file_bytes: u64,
+    /// `bytes_used / file_bytes`; null without file data.
+    pub ratio: Option<f64>,
+    /// Entries packed (the top directory not counted).
     pub entries: u64,
+    /// Entries left out by --exclude patterns (a directory counts once).
+    pub excluded: u64,
     pub seconds: f64,
     #[serde(serialize_with = "crate::format::serialize_compressor")]
     pub compressor: Compressor,
     pub level: Option<u32>,
     pub block_size: u32,
+    /// The image's time stamp (superblock mkfs_time), Unix seconds.
     pub mkfs_time: u32,
+    pub mkfs_time_utc: String,
     pub reproducible: bool,
+}
+
+/// The `bytes_used / file data` ratio as a phrase for the summary line:
+/// "31.2% of 12.0 MiB of file data", or, where the image's fixed overhead
+/// (superblock, tables, metadata) outweighs the data, no percentage.
+pub fn ratio_phrase(bytes_used: u64, file_bytes: u64) -> String {
+    if file_bytes == 0 {
+        "no file data".to_string()
+    } else if bytes_used >= file_bytes {
+        format!(
+            "{} of file data; metadata outweighs it",
+            units::bytes(file_bytes)
+        )
+    } else {
+        format!(
+            "{:.1}% of {} of file data",
+            bytes_used as f64 * 100.0 / file_bytes as f64,
+            units::bytes(file_bytes)
+        )
+    }
+}
+
+/// The file system size recorded in the superblock of the image at `path`.
+pub fn bytes_used(path: &Path) -> Result<u64, String> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(squashfs_format::SUPERBLOCK_SIZE);
+    let f = std::fs::File::open(path)
+        .map_err(|e| format!("{}: {}", path.display(), units::io_error(&e)))?;
+    let size = f
+        .metadata()
+        .map_err(|e| format!("{}: {}", path.display(), units::io_error(&e)))?
+        .len();
+    f.take(squashfs_format::SUPERBLOCK_SIZE as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("{}: {}", path.display(), units::io_error(&e)))?;
+    squashfs_format::parse_superblock(&head, size)
+        .map(|sb| sb.bytes_used)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The timestamps to give mksquashfs: (extra arguments, whether
@@ -136,14 +195,14 @@ fn time_args(opts: &PackOptions, newest_mtime: i64) -> Result<(Vec<String>, bool
 pub fn check_outside(dir: &Path, output: &Path) -> Result<(), String> {
     let dir = dir
         .canonicalize()
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+        .map_err(|e| format!("{}: {}", dir.display(), units::io_error(&e)))?;
     let parent = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let parent = parent
         .canonicalize()
-        .map_err(|e| format!("{}: {e}", parent.display()))?;
+        .map_err(|e| format!("{}: {}", parent.display(), units::io_error(&e)))?;
     if parent.starts_with(&dir) {
         return Err(format!(
             "the output {} would be inside the tree {} being packed; write it elsewhere",
@@ -162,7 +221,7 @@ pub fn build(
     image: &Path,
     opts: &PackOptions,
     newest_mtime: i64,
-    excludes: &[OsString],
+    excludes: &[&OsStr],
     input_bytes: u64,
     bar: &Bar,
 ) -> Result<(u32, f64), String> {
@@ -194,23 +253,45 @@ pub fn build(
     cmd.args(compressor_args(opts.comp, opts.level)?);
     cmd.args(["-b".to_string(), opts.block_size.to_string()]);
     cmd.args(&times);
-    if opts.reproducible {
-        cmd.args(["-all-root", "-no-xattrs"]);
+    if opts.reproducible || opts.all_root {
+        cmd.arg("-all-root");
+    }
+    if opts.reproducible || opts.no_xattrs {
+        cmd.arg("-no-xattrs");
     }
     if let Some(p) = opts.processors {
         cmd.args(["-processors".to_string(), p.to_string()]);
     }
-    if !excludes.is_empty() {
-        let size: usize = excludes.iter().map(|e| e.len() + 1).sum();
-        if size > 1 << 20 {
-            return Err(format!(
-                "{} entries ({} of names) would have to be excluded from one image, more than mksquashfs's command line can take; use a smaller --depth",
-                excludes.len(),
-                units::bytes(size as u64)
-            ));
+    // The exclusions go in a file (no limit of the command line), one path
+    // a line, each behind a backslash so mksquashfs takes leading blanks
+    // and '#' literally; the few names with a newline go on the command
+    // line, after -e (which must be last).
+    let mut exclude_file = tmp.clone().into_os_string();
+    exclude_file.push(".exclude");
+    let exclude_file = PathBuf::from(exclude_file);
+    let _cleanup = RemoveOnDrop(exclude_file.clone());
+    let (in_file, on_line): (Vec<&OsStr>, Vec<&OsStr>) = excludes
+        .iter()
+        .partition(|e| !e.as_bytes().contains(&b'\n'));
+    if !in_file.is_empty() {
+        let mut text = Vec::new();
+        for e in &in_file {
+            text.push(b'\\');
+            text.extend_from_slice(e.as_bytes());
+            text.push(b'\n');
         }
+        std::fs::write(&exclude_file, text).map_err(|e| {
+            format!(
+                "cannot write the list of exclusions {}: {}",
+                exclude_file.display(),
+                units::io_error(&e)
+            )
+        })?;
+        cmd.arg("-ef").arg(&exclude_file);
+    }
+    if !on_line.is_empty() {
         cmd.arg("-e");
-        cmd.args(excludes);
+        cmd.args(&on_line);
     }
     if drop_sde {
         cmd.env_remove("SOURCE_DATE_EPOCH");
@@ -292,6 +373,9 @@ pub fn build(
         if msg.is_empty() {
             msg = other_output.trim().to_string();
         }
+        if let Some(advice) = unreadable_advice(dir, &msg) {
+            return Err(advice);
+        }
         return Err(format!("mksquashfs failed ({status}):\n{msg}"));
     }
     std::fs::rename(&tmp, image).map_err(|e| {
@@ -299,6 +383,47 @@ pub fn build(
         format!("cannot move the new image to {}: {e}", image.display())
     })?;
     Ok((mkfs_time, seconds))
+}
+
+/// Removes a file when dropped (a temporary file of a build).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// When mksquashfs failed because it could not read a file or directory
+/// ("Failed to read file X", "Could not open X"), one line naming it and
+/// saying what to do.
+pub fn unreadable_advice(dir: &Path, mksquashfs_output: &str) -> Option<String> {
+    let path = mksquashfs_output.lines().find_map(|l| {
+        let l = l.trim();
+        l.strip_prefix("Failed to read file ")
+            .or_else(|| l.strip_prefix("Could not open "))
+            .or_else(|| l.strip_prefix("FATAL ERROR: Failed to read file "))
+            .or_else(|| l.strip_prefix("FATAL ERROR: Could not open "))
+    })?;
+    let path = path.trim_end_matches(|c: char| c == ',' || c == '.' || c.is_whitespace());
+    let p = Path::new(path);
+    let rel = p
+        .strip_prefix(dir)
+        .ok()
+        .map(|r| crate::exclude::literal(r.as_os_str()))
+        .or_else(|| {
+            let canonical = dir.canonicalize().ok()?;
+            p.strip_prefix(&canonical)
+                .ok()
+                .map(|r| crate::exclude::literal(r.as_os_str()))
+        });
+    Some(format!(
+        "mksquashfs cannot read {path}; make it readable to you (chmod a+r for a file, a+rx for a directory, or ask its owner) or leave it out{}",
+        match rel {
+            Some(r) => format!(" with --exclude '{r}'"),
+            None => " with --exclude".to_string(),
+        }
+    ))
 }
 
 /// The size in a line of mksquashfs -info output
@@ -309,28 +434,49 @@ fn written_size(line: &[u8]) -> Option<u64> {
     rest.split(' ').next()?.parse().ok()
 }
 
-/// `sqfs pack <dir> <image>`.
-pub fn pack(dir: &Path, image: &Path, opts: &PackOptions) -> Result<Packed, String> {
+/// `sqfs pack <dir> <image>`, leaving out what `excludes` matches.
+pub fn pack(
+    dir: &Path,
+    image: &Path,
+    opts: &PackOptions,
+    excludes: &crate::exclude::Excludes,
+) -> Result<Packed, String> {
     check_outside(dir, image)?;
-    let scan = Bar::spinner("scanning the tree");
-    let stats = crate::tree::stats(dir, &scan)?;
-    scan.finish();
-    let bar = Bar::bytes("mksquashfs", stats.bytes);
-    let (mkfs_time, seconds) = build(dir, image, opts, stats.newest_mtime, &[], stats.bytes, &bar)?;
+    let bar = Bar::spinner("scanning the tree");
+    let mut scan = crate::tree::Scan::new(excludes);
+    let stats = crate::tree::stats(dir, &mut scan, &bar)?;
     bar.finish();
-    let bytes = std::fs::metadata(image)
-        .map_err(|e| format!("{}: {e}", image.display()))?
+    scan.finish(dir, true)?;
+    let excluded: Vec<&OsStr> = scan.excluded.iter().map(|p| p.as_os_str()).collect();
+    let bar = Bar::bytes("mksquashfs", stats.bytes);
+    let (mkfs_time, seconds) = build(
+        dir,
+        image,
+        opts,
+        stats.newest_mtime,
+        &excluded,
+        stats.bytes,
+        &bar,
+    )?;
+    bar.finish();
+    let file_size = std::fs::metadata(image)
+        .map_err(|e| format!("{}: {}", image.display(), units::io_error(&e)))?
         .len();
+    let bytes_used = bytes_used(image)?;
     Ok(Packed {
         image: image.display().to_string(),
-        bytes,
-        input_bytes: stats.bytes,
+        file_size,
+        bytes_used,
+        file_bytes: stats.file_bytes,
+        ratio: (stats.file_bytes > 0).then(|| bytes_used as f64 / stats.file_bytes as f64),
         entries: stats.entries,
+        excluded: stats.excluded,
         seconds,
         compressor: opts.comp,
         level: effective_level(opts.comp, opts.level),
         block_size: opts.block_size,
         mkfs_time,
+        mkfs_time_utc: units::utc(i64::from(mkfs_time)),
         reproducible: opts.reproducible,
     })
 }

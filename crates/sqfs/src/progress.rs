@@ -9,6 +9,13 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 const DELAY: Duration = Duration::from_secs(1);
 
+static DISABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// No progress bars from now on (`--quiet`, `--no-progress`).
+pub fn disable() {
+    DISABLED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub struct Bar {
     bar: ProgressBar,
     started: Instant,
@@ -28,7 +35,8 @@ impl Bar {
             started: Instant::now(),
             shown: std::cell::Cell::new(false),
             wanted: std::io::stderr().is_terminal()
-                && std::env::var_os("SQFS_NO_PROGRESS").is_none(),
+                && std::env::var_os("SQFS_NO_PROGRESS").is_none()
+                && !DISABLED.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -67,37 +67,54 @@ pub fn sorted(v: &[f64]) -> Vec<f64> {
     s
 }
 
-/// A "nice" axis maximum and tick step covering `max`.
-fn ticks(max: f64) -> (f64, f64) {
+/// A round axis: a tick step of 1, 2 or 5 times a power of ten, and the
+/// smallest multiple of it that covers `max` (at most about 6 ticks).
+pub fn ticks(max: f64) -> (f64, f64) {
     let max = if max > 0.0 && max.is_finite() {
         max
     } else {
         1.0
     };
-    let raw = max / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| s * 5.0 >= max)
-        .unwrap_or(10.0 * mag);
-    ((max / step).ceil() * step, step)
+    let e = (max / 5.0).log10().floor() as i32;
+    // m * 10^e, computed so that 0.2 is 2 / 10, not 2 * 0.1.
+    let scale = |m: f64| {
+        if e >= 0 {
+            m * 10f64.powi(e)
+        } else {
+            m / 10f64.powi(-e)
+        }
+    };
+    let m = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .find(|&m| scale(m) * 5.0 >= max)
+        .unwrap_or(10.0);
+    let n = (max / scale(m) - 1e-9).ceil();
+    (scale(n * m), scale(m))
 }
 
-fn time_label(s: f64, step: f64) -> String {
-    if step < 1.0 {
-        let ms = s * 1000.0;
-        if (step * 1000.0).fract() == 0.0 {
-            format!("{ms:.0} ms")
-        } else {
-            format!("{ms:.1} ms")
-        }
+/// Decimals needed to print multiples of `step` exactly.
+fn decimals(step: f64) -> usize {
+    (0..6)
+        .find(|&d| {
+            let scaled = step * 10f64.powi(d as i32);
+            (scaled - scaled.round()).abs() < 1e-6
+        })
+        .unwrap_or(6)
+}
+
+/// A time tick: milliseconds on axes below a second, seconds otherwise.
+fn time_label(s: f64, step: f64, axis_max: f64) -> String {
+    if s == 0.0 {
+        return if axis_max < 1.0 { "0 ms" } else { "0 s" }.to_string();
+    }
+    if axis_max < 1.0 {
+        format!("{:.*} ms", decimals(step * 1000.0), s * 1000.0)
     } else {
-        format!("{s:.0} s")
+        format!("{:.*} s", decimals(step), s)
     }
 }
 
-/// Size axis: nice ticks in the binary unit that fits `max` bytes.
+/// Size axis: round ticks in the binary unit that fits `max` bytes.
 fn size_axis(max: f64) -> (f64, f64, f64, &'static str) {
     let mut unit = 1.0;
     let mut name = "B";
@@ -117,12 +134,10 @@ fn size_axis(max: f64) -> (f64, f64, f64, &'static str) {
 }
 
 fn size_label(b: f64, unit: f64, name: &str, step: f64) -> String {
-    let v = b / unit;
-    if (step / unit).fract() == 0.0 {
-        format!("{v:.0} {name}")
-    } else {
-        format!("{v:.1} {name}")
+    if b == 0.0 {
+        return format!("0 {name}");
     }
+    format!("{:.*} {name}", decimals(step / unit), b / unit)
 }
 
 struct Panel<'a> {
@@ -144,8 +159,9 @@ impl Panel<'_> {
             top - 14.0,
             escape(title)
         );
-        let mut v = 0.0;
-        while v <= max + step * 1e-9 {
+        let n = (max / step).round() as usize;
+        for i in 0..=n {
+            let v = i as f64 * step;
             let y = self.y(v, max);
             let _ = writeln!(
                 self.svg,
@@ -159,7 +175,6 @@ impl Panel<'_> {
                 y + 4.0,
                 escape(&label(v))
             );
-            v += step;
         }
         let _ = writeln!(
             self.svg,
@@ -390,7 +405,7 @@ pub fn render(c: &Chart) -> String {
             top,
             plot_w,
         };
-        p.frame(title, axis_max, step, &|v| time_label(v, step));
+        p.frame(title, axis_max, step, &|v| time_label(v, step, axis_max));
         p.category_labels(&labels);
         for (i, s) in c.series.iter().enumerate() {
             let cx = LEFT + slot * (i as f64 + 0.5);
@@ -480,10 +495,44 @@ mod tests {
         assert_eq!(quantile(&s, 0.25), 2.0);
         assert_eq!(quantile(&[1.0, 2.0], 0.5), 1.5);
         assert!(quantile(&[], 0.5).is_nan());
-        let (m, st) = ticks(0.83);
-        assert!(m >= 0.83 && st > 0.0 && (m / st) <= 6.0, "{m} {st}");
-        let (m, st) = ticks(1.6e8);
-        assert!(m >= 1.6e8 && (m / st) <= 6.0, "{m} {st}");
+        for max in [0.0123, 0.083, 0.83, 1.6, 3.7, 12.0, 250.0, 1.6e8] {
+            let (m, st) = ticks(max);
+            assert!(m >= max && (m / st).round() <= 6.0, "{max}: {m} {st}");
+            // Round steps: 1, 2 or 5 times a power of ten.
+            let mant = st / 10f64.powf(st.log10().floor());
+            assert!(
+                [1.0, 2.0, 5.0].iter().any(|x| (mant - x).abs() < 1e-9),
+                "{max}: step {st}"
+            );
+        }
+        assert_eq!(ticks(0.83), (1.0, 0.2));
+        assert_eq!(ticks(0.083), (0.1, 0.02));
+        assert_eq!(ticks(3.7), (4.0, 1.0));
+    }
+
+    #[test]
+    fn tick_labels_are_round() {
+        let labels = |max: f64| {
+            let (m, st) = ticks(max);
+            (0..=(m / st).round() as usize)
+                .map(|i| time_label(i as f64 * st, st, m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            labels(0.083),
+            ["0 ms", "20 ms", "40 ms", "60 ms", "80 ms", "100 ms"]
+        );
+        assert_eq!(
+            labels(0.83),
+            ["0 s", "0.2 s", "0.4 s", "0.6 s", "0.8 s", "1.0 s"]
+        );
+        assert_eq!(labels(0.0123), ["0 ms", "5 ms", "10 ms", "15 ms"]);
+        assert_eq!(labels(3.7), ["0 s", "1 s", "2 s", "3 s", "4 s"]);
+        let (m, st, unit, name) = size_axis(1.6e8 * 1.12);
+        let sizes: Vec<String> = (0..=(m / st).round() as usize)
+            .map(|i| size_label(i as f64 * st, unit, name, st))
+            .collect();
+        assert_eq!(sizes, ["0 MiB", "50 MiB", "100 MiB", "150 MiB", "200 MiB"]);
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! Walking a directory tree without following symbolic links.
 
+use std::collections::HashMap;
 use std::fs::Metadata;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use crate::exclude::Excludes;
+use crate::units;
 
 /// Calls `visit(path, metadata, depth)` for `root`'s entries (not `root`
 /// itself) in sorted order, depth first; `depth` is 1 for `root`'s
@@ -37,18 +41,159 @@ pub fn walk(
     Ok(())
 }
 
+/// A walk of a tree to pack: leaves out what the exclusion patterns match
+/// and notes what mksquashfs would fail to read, so that both are known
+/// before mksquashfs starts.
+pub struct Scan<'a> {
+    excludes: &'a Excludes,
+    /// The excluded entries, relative to the top, in walk order: what
+    /// mksquashfs is told to leave out.
+    pub excluded: Vec<PathBuf>,
+    /// Entries the caller cannot read (relative path, why).
+    pub unreadable: Vec<(PathBuf, String)>,
+    /// Excluded non-directories with other names: (dev, ino) -> name.
+    excluded_inodes: HashMap<(u64, u64), PathBuf>,
+    /// Packed non-directories with several names: (dev, ino) -> first name.
+    kept_links: HashMap<(u64, u64), PathBuf>,
+}
+
+impl<'a> Scan<'a> {
+    pub fn new(excludes: &'a Excludes) -> Self {
+        Scan {
+            excludes,
+            excluded: Vec::new(),
+            unreadable: Vec::new(),
+            excluded_inodes: HashMap::new(),
+            kept_links: HashMap::new(),
+        }
+    }
+
+    /// Walks `root` as [`walk`] does, calling `visit(path, relative path,
+    /// metadata, depth)` for the entries that will be packed only.
+    pub fn walk(
+        &mut self,
+        root: &Path,
+        mut visit: impl FnMut(&Path, &Path, &Metadata, usize) -> Result<bool, String>,
+    ) -> Result<(), String> {
+        let top = std::fs::metadata(root)
+            .map_err(|e| format!("{}: {}", root.display(), units::io_error(&e)))?;
+        if !top.is_dir() {
+            return Err(format!("{} is not a directory", root.display()));
+        }
+        walk(root, |path, meta, depth| {
+            let rel = path.strip_prefix(root).map_err(|e| e.to_string())?;
+            let key = (meta.dev(), meta.ino());
+            if self.excludes.matches(rel, meta.is_dir()).is_some() {
+                if !meta.is_dir() && meta.nlink() > 1 {
+                    self.excluded_inodes
+                        .entry(key)
+                        .or_insert_with(|| rel.to_path_buf());
+                }
+                self.excluded.push(rel.to_path_buf());
+                return Ok(false);
+            }
+            let need = if meta.is_dir() {
+                Some(rustix::fs::Access::READ_OK | rustix::fs::Access::EXEC_OK)
+            } else if meta.is_file() {
+                Some(rustix::fs::Access::READ_OK)
+            } else {
+                None
+            };
+            if let Some(need) = need {
+                if let Err(e) = rustix::fs::access(path, need) {
+                    self.unreadable
+                        .push((rel.to_path_buf(), units::io_error(&std::io::Error::from(e))));
+                    return Ok(false);
+                }
+            }
+            if !meta.is_dir() && meta.nlink() > 1 {
+                self.kept_links
+                    .entry(key)
+                    .or_insert_with(|| rel.to_path_buf());
+            }
+            visit(path, rel, meta, depth)
+        })
+    }
+
+    /// After the walk: refuses a tree with unreadable entries (saying
+    /// which, and what to do: with `can_exclude`, `sqfs pack`, also how to
+    /// leave them out) and warns about exclusions that go wrong.
+    pub fn finish(&self, root: &Path, can_exclude: bool) -> Result<(), String> {
+        if !self.unreadable.is_empty() {
+            let mut unreadable: Vec<&(PathBuf, String)> = self.unreadable.iter().collect();
+            unreadable.sort();
+            let n = unreadable.len();
+            let mut shown: Vec<String> = unreadable
+                .iter()
+                .take(5)
+                .map(|(p, why)| format!("{} ({why})", p.display()))
+                .collect();
+            if n > 5 {
+                shown.push(format!("and {} more", n - 5));
+            }
+            let first = &unreadable[0].0;
+            let it = if n == 1 { "it" } else { "them" };
+            let leave_out = if can_exclude {
+                format!(
+                    " or leave {it} out with --exclude, e.g. --exclude '{}'",
+                    crate::exclude::literal(first.as_os_str())
+                )
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "cannot read {} in {}, so mksquashfs would fail: {}; make {it} readable to you (chmod a+r for files, a+rx for directories, or ask the owner){leave_out}",
+                if n == 1 { "1 entry".to_string() } else { format!("{n} entries") },
+                root.display(),
+                shown.join(", "),
+            ));
+        }
+        for (key, excluded) in &self.excluded_inodes {
+            if let Some(kept) = self.kept_links.get(key) {
+                eprintln!(
+                    "sqfs: warning: {} is excluded, and {} is another name (hard link) of the same file; mksquashfs leaves out files, not names, so {} is left out too (exclude it as well, or break the link with cp)",
+                    excluded.display(),
+                    kept.display(),
+                    kept.display()
+                );
+            }
+        }
+        for p in self.excludes.unused() {
+            eprintln!(
+                "sqfs: warning: --exclude '{p}' matched nothing in {}",
+                root.display()
+            );
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
+    /// Entries packed (the top directory not counted).
     pub entries: u64,
     pub regular_files: u64,
     pub directories: u64,
+    /// Sizes of the regular files, per name (what mksquashfs reads).
     pub bytes: u64,
+    /// Sizes of the regular files, each file once (hard links counted
+    /// once): `inspect`'s `file_bytes`.
+    pub file_bytes: u64,
     pub newest_mtime: i64,
+    /// Entries left out by exclusion patterns (excluded directories count
+    /// once, not their contents).
+    pub excluded: u64,
 }
 
-/// Counts a tree (the root directory's own mtime included).
-pub fn stats(root: &Path, progress: &crate::progress::Bar) -> Result<Stats, String> {
-    let meta = std::fs::metadata(root).map_err(|e| format!("{}: {e}", root.display()))?;
+/// Counts a tree (the root directory's own mtime included), without what
+/// `scan` excludes.
+pub fn stats(
+    root: &Path,
+    scan: &mut Scan<'_>,
+    progress: &crate::progress::Bar,
+) -> Result<Stats, String> {
+    let meta = std::fs::metadata(root)
+        .map_err(|e| format!("{}: {}", root.display(), units::io_error(&e)))?;
     if !meta.is_dir() {
         return Err(format!("{} is not a directory", root.display()));
     }
@@ -56,11 +201,15 @@ pub fn stats(root: &Path, progress: &crate::progress::Bar) -> Result<Stats, Stri
         newest_mtime: meta.mtime(),
         ..Stats::default()
     };
-    walk(root, |_, m, _| {
+    let mut seen = std::collections::HashSet::new();
+    scan.walk(root, |_, _, m, _| {
         s.entries += 1;
         if m.is_file() {
             s.regular_files += 1;
             s.bytes += m.len();
+            if m.nlink() <= 1 || seen.insert((m.dev(), m.ino())) {
+                s.file_bytes += m.len();
+            }
         } else if m.is_dir() {
             s.directories += 1;
         }
@@ -70,6 +219,7 @@ pub fn stats(root: &Path, progress: &crate::progress::Bar) -> Result<Stats, Stri
         }
         Ok(true)
     })?;
+    s.excluded = scan.excluded.len() as u64;
     Ok(s)
 }
 

@@ -7,6 +7,31 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     squashfs_format::size::parse_size(s).map_err(|e| e.to_string())
 }
 
+/// An I/O error's message without Rust's " (os error N)" suffix:
+/// "Permission denied", "No such file or directory".
+pub fn io_error(e: &std::io::Error) -> String {
+    without_os_error(&e.to_string())
+}
+
+/// Removes every " (os error N)" from a message.
+pub fn without_os_error(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(" (os error ") {
+        let tail = &rest[i + " (os error ".len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && tail[digits..].starts_with(')') {
+            out.push_str(&rest[..i]);
+            rest = &tail[digits + 1..];
+        } else {
+            out.push_str(&rest[..i + 1]);
+            rest = &rest[i + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Seconds as `0.123 s` / `12.3 s` / `2 min 03 s`.
 pub fn seconds(s: f64) -> String {
     if s < 1.0 {
@@ -59,6 +84,17 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(bytes(148 << 20), "148 MiB");
+    }
+
+    #[test]
+    fn os_error_codes_are_removed() {
+        let e = std::io::Error::from_raw_os_error(2);
+        assert_eq!(io_error(&e), "No such file or directory");
+        assert_eq!(
+            without_os_error("a: Permission denied (os error 13); b (os error x) (os error 2)"),
+            "a: Permission denied; b (os error x)"
+        );
+        assert_eq!(without_os_error("plain"), "plain");
     }
 
     #[test]

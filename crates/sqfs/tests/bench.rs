@@ -2,9 +2,14 @@
 //! SVG chart. The timed part needs squashfs-mount able to mount (installed
 //! setuid root, or run as root); without it that part is skipped loudly.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::count::loops_under;
+use sqfsmnt_test_support::loud_skip;
+use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -121,6 +126,10 @@ fn mount_usable() -> Option<PathBuf> {
     };
     let setuid_root = meta.mode() & 0o4000 != 0 && meta.uid() == 0;
     let root = rustix_uid() == 0;
+    // As root: the machine-wide lock of the privileged suites (loop devices).
+    if root && !sqfsmnt_test_support::privileged("sqfs bench through squashfs-mount", &[]) {
+        return None;
+    }
     if !(setuid_root || root) {
         loud_skip(&format!(
             "{} is not setuid root and the tests do not run as root, so nothing can be mounted; \
@@ -201,7 +210,7 @@ fn bench_times_every_compressor_through_squashfs_mount() {
     let tree = t.path().join("tree");
     small_tree(&tree);
     let svg = t.path().join("chart.svg");
-    let loops_before = loop_devices();
+    let loops_before = loops_under(t.path()).len();
     // The command must see the image: it checks that it runs on squashfs.
     let run = format!(
         "cat {0}/pkg0/mod1.py {0}/pkg2/mod5.py > /dev/null && stat -f -c %T {0} | grep -qx squashfs",
@@ -236,6 +245,18 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         "posix_fadvise"
     };
     assert!(stdout.contains(cold_kind), "{stdout}");
+    // Each kind of run explained once, on standard output.
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("cold")).count(),
+        1,
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("warm:")).count(),
+        1,
+        "{stdout}"
+    );
+    assert!(!stderr.contains("cold"), "{stderr}");
     check_svg(&svg, true);
     // Mounts lived only in squashfs-mount's private namespaces.
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -243,13 +264,13 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         !mountinfo.contains(&tree.display().to_string()),
         "a mount was left on the host"
     );
-    let mut loops_after = loop_devices();
+    let mut loops_after = loops_under(t.path()).len();
     for _ in 0..50 {
         if loops_after == loops_before {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-        loops_after = loop_devices();
+        loops_after = loops_under(t.path()).len();
     }
     assert_eq!(loops_before, loops_after, "loop devices leaked");
     // A failing command is reported as such.
@@ -268,4 +289,138 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// A stand-in for squashfs-mount that mounts nothing: it logs every call,
+/// keeps a list of "cached instances" (launches without --no-cache),
+/// answers --cache-status with it, and --gc IMAGE by dropping IMAGE (or
+/// fails on --gc IMAGE when FAKE_NO_GC_IMAGE is set, as versions without
+/// it do). The command runs on the tree itself.
+const FAKE_SQUASHFS_MOUNT: &str = r#"#!/bin/sh
+echo "$*" >> "$FAKE_DIR/log"
+state="$FAKE_DIR/instances"
+touch "$state"
+case "$1" in
+  --help) echo "  --no-cache   mount private instances"; exit 0 ;;
+  --gc)
+    if [ -n "$2" ]; then
+      [ -n "$FAKE_NO_GC_IMAGE" ] && { echo "'$2' cannot be combined with --gc" >&2; exit 1; }
+      grep -vxF "$2" "$state" > "$state.new"; mv "$state.new" "$state"
+    fi
+    exit 0 ;;
+  --cache-status) echo "STATE DEVICE SIZE LAST USE  IMAGE"; sed 's/^/idle \/dev\/loop9 1 0s  /' "$state"; exit 0 ;;
+esac
+cached=1
+if [ "$1" = --no-cache ]; then cached=0; shift; fi
+img=${1%%:*}
+shift; shift
+if [ $cached = 1 ] && ! grep -qxF "$img" "$state"; then echo "$img" >> "$state"; fi
+exec "$@"
+"#;
+
+/// `bench` with a fake squashfs-mount, unprivileged: warm runs are second
+/// launches through the image cache when squashfs-mount can evict one
+/// image's instances, every cached instance is evicted at the end, and
+/// without `--gc IMAGE` warm runs are fresh mounts and say so.
+#[test]
+fn bench_warm_runs_go_through_the_image_cache() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new("bench-cache");
+    let bin = t.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_sqfs"), bin.join("sqfs")).unwrap();
+    std::fs::write(bin.join("squashfs-mount"), FAKE_SQUASHFS_MOUNT).unwrap();
+    std::fs::set_permissions(
+        bin.join("squashfs-mount"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let tree = t.path().join("tree");
+    small_tree(&tree);
+    for d in [t.path(), &bin] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    for (gc_image, want) in [(true, "image_cache"), (false, "page_cache")] {
+        let state = t.path().join(format!("state-{gc_image}"));
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let run = |json: bool| {
+            // As nobody when root: cold runs then evict the image instead of
+            // dropping the whole machine's caches.
+            let mut inner = std::process::Command::new(bin.join("sqfs"));
+            inner.args(["bench", "--runs", "2", "--comp", "lz4,zstd:1", "--svg"]);
+            inner.arg(t.path().join(format!("c-{gc_image}.svg")));
+            inner.arg("--work-dir").arg(t.path()).arg(&tree);
+            if json {
+                inner.arg("--json");
+            }
+            let mut cmd = if rustix_uid() == 0 {
+                let mut c = std::process::Command::new("setpriv");
+                c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
+                c.arg(inner.get_program()).args(inner.get_args());
+                c
+            } else {
+                inner
+            };
+            cmd.env("FAKE_DIR", &state).env_remove("SOURCE_DATE_EPOCH");
+            if !gc_image {
+                cmd.env("FAKE_NO_GC_IMAGE", "1");
+            }
+            run_with_timeout(&mut cmd, Duration::from_secs(120))
+        };
+        let o = run(false);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{stdout}\n{stderr}");
+        assert!(stderr.is_empty(), "quiet success: {stderr}");
+        assert_eq!(
+            stdout.lines().filter(|l| l.starts_with("cold*:")).count(),
+            1,
+            "{stdout}"
+        );
+        let warm: Vec<&str> = stdout.lines().filter(|l| l.starts_with("warm:")).collect();
+        assert_eq!(warm.len(), 1, "{stdout}");
+        let log = std::fs::read_to_string(state.join("log")).unwrap();
+        let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
+        let cached = launches
+            .iter()
+            .filter(|l| !l.starts_with("--no-cache"))
+            .count();
+        // 2 compressors x 2 rounds x (command, walk).
+        if gc_image {
+            assert!(
+                warm[0].contains("second launch") && warm[0].contains("image cache"),
+                "{}",
+                warm[0]
+            );
+            // Per pair: a fresh cold run, a first and a second cached launch;
+            // plus the probe.
+            assert_eq!(launches.len(), 8 * 3 + 1, "{log}");
+            assert_eq!(cached, 8 * 2 + 1, "{log}");
+            // Both images evicted at the end: nothing left cached.
+            assert_eq!(
+                log.lines().filter(|l| l.starts_with("--gc ")).count(),
+                1 + 2,
+                "{log}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(state.join("instances")).unwrap(),
+                ""
+            );
+        } else {
+            assert!(
+                warm[0].contains("fresh mount") && warm[0].contains("--gc IMAGE"),
+                "{}",
+                warm[0]
+            );
+            assert_eq!(cached, 0, "{log}");
+            assert_eq!(launches.len(), 8 * 2, "{log}");
+        }
+        let o = run(true);
+        assert!(o.status.success());
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["warm_method"], want);
+        assert_eq!(j["cold_method"], "fadvise");
+        assert_eq!(j["variants"][0]["warm"].as_array().unwrap().len(), 2);
+    }
 }

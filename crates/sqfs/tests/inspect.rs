@@ -1,9 +1,13 @@
 //! `sqfs inspect`: agrees with `unsquashfs -s` for images of every
 //! compressor, and fails clearly (never crashes or hangs) on bad input.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
+use sqfsmnt_test_support::{have, loud_skip};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -130,12 +134,12 @@ fn compare(image: &Path, label: &str) {
         "{label}: ids"
     );
     assert_eq!(
-        j["xattr_ids"].as_u64().unwrap_or(0),
+        j["xattrs"]["sets"].as_u64().unwrap(),
         n("Number of xattr ids"),
         "{label}: xattr ids"
     );
     assert_eq!(
-        ctime(j["created_unix"].as_i64().unwrap()),
+        ctime(j["mkfs_time"].as_i64().unwrap()),
         u["Creation or last append time"],
         "{label}: time"
     );
@@ -177,9 +181,28 @@ fn compare(image: &Path, label: &str) {
         "{label}"
     );
     assert_eq!(
-        f["xattrs"].as_bool().unwrap(),
+        !j["xattrs"]["left_out"].as_bool().unwrap(),
         !says("Xattrs", "not stored"),
         "{label}"
+    );
+    // The text says what the JSON says.
+    let o = ok(sqfs().arg("inspect").arg(image));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text.lines().find(|l| l.starts_with("Xattrs:")).unwrap();
+    let x = &j["xattrs"];
+    let want = if x["left_out"] == true {
+        "none (left out when it was built: -no-xattrs)".to_string()
+    } else if x["sets"] == 0 {
+        "none".to_string()
+    } else {
+        format!("{} distinct sets, on {} inodes", x["sets"], x["inodes"])
+    };
+    assert_eq!(line.trim_start_matches("Xattrs:").trim(), want, "{label}");
+    assert_eq!(x["inodes"], j["files"]["with_xattrs"], "{label}");
+    let time = text.lines().find(|l| l.starts_with("Image time:")).unwrap();
+    assert!(
+        time.contains(j["mkfs_time_utc"].as_str().unwrap()),
+        "{label}: {time}"
     );
     // Compressor options, where the image stores them.
     let o = &j["compressor_options"];
@@ -266,7 +289,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     let t = TempDir::new("inspect-match");
     let dir = t.path().join("tree");
     let info = make_tree(&dir, true);
-    if has("setfattr") {
+    if have("setfattr") {
         for (f, v) in [
             ("top.txt", "a"),
             ("dir0/sub0/file0.dat", "b"),
@@ -388,6 +411,61 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     assert_eq!(j["compressor"], "lzma");
     assert_eq!(j["files"]["regular_files"].as_u64().unwrap(), info.regular);
     assert_eq!(j["kernel"]["can_mount"], false);
+    let o = ok(sqfs().arg("inspect").arg(&image));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("Mountable here:   NO, not mountable here: the image uses lzma"),
+        "{text}"
+    );
+}
+
+#[test]
+fn inspect_refuses_what_the_kernel_path_refuses() {
+    let t = TempDir::new("inspect-verdict");
+    let dir = t.path().join("tree");
+    make_tree(&dir, true);
+    // -nopad: squashfs-mount refuses the image (a loop device cannot hold
+    // its last block), so inspect says it is not mountable here, with the
+    // same verdict code (squashfs_format::kernel::image_verdict).
+    let image = t.path().join("nopad.sqfs");
+    mksquashfs(&dir, &image, &["-nopad"]);
+    let size = std::fs::metadata(&image).unwrap().len();
+    let j = inspect_json(&image);
+    let refused =
+        squashfs_format::superblock::loop_padding_needed(j["bytes_used"].as_u64().unwrap(), size);
+    assert!(
+        refused.is_some(),
+        "this -nopad image happens to fit; change the tree"
+    );
+    assert_eq!(j["kernel"]["can_mount"], false, "{}", j["kernel"]);
+    let o = ok(sqfs().arg("inspect").arg(&image));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("NO, not mountable here") && text.contains("truncate -s %4096"),
+        "{text}"
+    );
+    // Padded as the message says, it is mountable (on a kernel with zstd).
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&image)
+        .unwrap();
+    f.set_len(size.div_ceil(4096) * 4096).unwrap();
+    let j = inspect_json(&image);
+    assert_ne!(j["kernel"]["can_mount"], false, "{}", j["kernel"]);
+    // Labelled time: a mksquashfs image is stamped when it was built, a
+    // sqfs pack image with the newest file time.
+    let o = ok(sqfs().arg("inspect").arg(&image));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("set when the image was built"), "{text}");
+    assert_eq!(j["newest_file_time"], 1_600_000_100);
+    let packed = t.path().join("packed.sqfs");
+    ok(sqfs().arg("pack").arg(&dir).arg(&packed));
+    let o = ok(sqfs().arg("inspect").arg(&packed));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("Image time:       2020-09-13T12:28:20Z (1600000100): the newest file time in the image"),
+        "{text}"
+    );
 }
 
 fn expect_error(path: &Path, want: &str) {

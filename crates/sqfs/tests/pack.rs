@@ -1,8 +1,13 @@
 //! `sqfs pack`: deterministic output, options, refusals.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{
+    image_files, make_tree, os, set_mtime, sqfs_command, tree_files, TempDir,
+};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::path::Path;
 
 fn pack(dir: &Path, image: &Path, extra: &[&str]) {
@@ -36,7 +41,7 @@ fn two_packs_of_the_same_tree_are_byte_identical() {
     }
     // The creation time is the newest modification time in the tree.
     let j = inspect_json(&img("1.sqfs"));
-    assert_eq!(j["created_unix"], 1_600_000_100);
+    assert_eq!(j["mkfs_time"], 1_600_000_100);
     // Same for other compressors.
     for comp in ["gzip", "lz4", "lzo", "xz"] {
         pack(&a, &img(&format!("{comp}-1.sqfs")), &["--comp", comp]);
@@ -74,29 +79,23 @@ fn reproducible_ignores_timestamps_and_owners() {
     pack(&b, &img("rb.sqfs"), &["--reproducible"]);
     assert!(std::fs::read(img("ra.sqfs")).unwrap() == std::fs::read(img("rb.sqfs")).unwrap());
     let j = inspect_json(&img("ra.sqfs"));
-    assert_eq!(j["created_unix"], 315_532_800);
+    assert_eq!(j["mkfs_time"], 315_532_800);
     assert_eq!(j["ids"], serde_json::json!([0]));
-    assert_eq!(j["flags"]["xattrs"], false);
+    assert_eq!(j["xattrs"]["left_out"], true);
     // SOURCE_DATE_EPOCH sets the time.
     ok(sqfs()
         .env("SOURCE_DATE_EPOCH", "1234567890")
         .args(["pack", "--reproducible"])
         .arg(&a)
         .arg(img("sde.sqfs")));
-    assert_eq!(
-        inspect_json(&img("sde.sqfs"))["created_unix"],
-        1_234_567_890
-    );
+    assert_eq!(inspect_json(&img("sde.sqfs"))["mkfs_time"], 1_234_567_890);
     // Without --reproducible, mksquashfs's own SOURCE_DATE_EPOCH handling.
     ok(sqfs()
         .env("SOURCE_DATE_EPOCH", "1650000000")
         .arg("pack")
         .arg(&a)
         .arg(img("sde2.sqfs")));
-    assert_eq!(
-        inspect_json(&img("sde2.sqfs"))["created_unix"],
-        1_650_000_000
-    );
+    assert_eq!(inspect_json(&img("sde2.sqfs"))["mkfs_time"], 1_650_000_000);
 }
 
 #[test]
@@ -122,11 +121,27 @@ fn image_holds_the_tree() {
     assert_eq!(j["compressor"], "gzip");
     assert_eq!(j["level"], 6);
     assert_eq!(j["block_size"], 65536);
-    // Input bytes count every name, so the hard link's data twice.
-    let linked = std::fs::metadata(a.join("dir1/hardlink.dat"))
-        .unwrap()
-        .len();
-    assert_eq!(j["input_bytes"].as_u64().unwrap(), info.bytes + linked);
+    // File data counts every file once (the hard link's data once), as
+    // inspect's file_bytes does; the fields pack and inspect share agree.
+    assert_eq!(j["file_bytes"].as_u64().unwrap(), info.bytes);
+    let i = inspect_json(&image);
+    for (pk, ik) in [
+        ("image", &i["image"]),
+        ("file_size", &i["file_size"]),
+        ("bytes_used", &i["bytes_used"]),
+        ("file_bytes", &i["files"]["file_bytes"]),
+        ("ratio", &i["ratio"]),
+        ("compressor", &i["compressor"]),
+        ("block_size", &i["block_size"]),
+        ("mkfs_time", &i["mkfs_time"]),
+        ("mkfs_time_utc", &i["mkfs_time_utc"]),
+    ] {
+        assert_eq!(
+            &j[pk], ik,
+            "pack --json and inspect --json disagree on {pk}"
+        );
+    }
+    assert_eq!(j["level"], i["compressor_options"]["level"]);
     let mut files = image_files(&image);
     files.sort();
     assert_eq!(files, tree_files(&a));
@@ -154,11 +169,9 @@ fn pack_refuses_clearly() {
     let fail = |args: &[&std::ffi::OsStr], want: &str| {
         let o = run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(
-            o.status.code(),
-            Some(if want.starts_with("usage:") { 2 } else { 1 }),
-            "{args:?}: {err}"
-        );
+        // Usage errors exit 1, as squashfs-mount's do; so do failures.
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("os error"), "{args:?}: {err}");
         assert!(
             err.contains(want.trim_start_matches("usage:")),
             "{args:?}: {err}"
@@ -263,7 +276,349 @@ fn every_subcommand_has_help() {
         "128K",
         "SOURCE_DATE_EPOCH",
         "-no-exports",
+        "--exclude",
+        "--exclude-from",
+        "--all-root",
     ] {
         assert!(text.contains(needle), "pack --help lacks {needle}");
     }
+}
+
+fn run(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60))
+}
+
+#[test]
+fn version_and_usage_errors_follow_squashfs_mount() {
+    // The bare version, as `squashfs-mount --version` prints it.
+    let want = format!("{}\n", env!("CARGO_PKG_VERSION"));
+    for args in [
+        &["--version"][..],
+        &["-V"],
+        &["pack", "--version"],
+        &["inspect", "-V"],
+        &["-version"],
+    ] {
+        let o = ok(sqfs().args(args));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{args:?}");
+        assert!(o.stderr.is_empty(), "{args:?}");
+    }
+    // Usage errors: status 1, no clap "use '-- -x'" tip.
+    for (args, want) in [
+        (&[][..], "no command given"),
+        (&["pack"], "required"),
+        (&["pack", "--bogus", "a", "b"], "unknown option '--bogus'"),
+        (&["inspect", "-s", "x"], "unknown option '-s'"),
+        (&["frobnicate"], "frobnicate"),
+    ] {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| os(a)).collect();
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(
+            !err.contains("-- -") && !err.contains("tip:"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty());
+    }
+    // No "(os error N)" in messages.
+    let o = run(&[os("inspect"), os("/nonexistent/x.sqfs")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.trim_end(),
+        "sqfs: /nonexistent/x.sqfs: cannot open it: No such file or directory"
+    );
+}
+
+#[test]
+fn mksquashfs_spellings_are_accepted_or_answered() {
+    let t = TempDir::new("pack-mksquashfs");
+    let a = t.path().join("a");
+    make_tree(&a, true);
+    let img = |n: &str| t.path().join(n);
+    let p = |s: &Path| s.as_os_str().to_owned();
+    // What a mksquashfs user types, in mksquashfs's order.
+    let o = run(&[
+        os("pack"),
+        &p(&a),
+        &p(&img("m.sqfs")),
+        os("-comp"),
+        os("xz"),
+        os("-b"),
+        os("1M"),
+        os("-noappend"),
+        os("-all-root"),
+        os("-no-xattrs"),
+        os("-quiet"),
+        os("-e"),
+        os("top.txt"),
+        os("dir0/sub1"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout.is_empty() && o.stderr.is_empty(),
+        "-quiet: nothing printed"
+    );
+    let j = inspect_json(&img("m.sqfs"));
+    assert_eq!(j["compressor"], "xz");
+    assert_eq!(j["block_size"], 1 << 20);
+    assert_eq!(j["ids"], serde_json::json!([0]), "-all-root");
+    assert_eq!(j["xattrs"]["left_out"], true);
+    let files = image_files(&img("m.sqfs"));
+    let want: Vec<String> = tree_files(&a)
+        .into_iter()
+        .filter(|f| f != "top.txt" && !f.starts_with("dir0/sub1/"))
+        .collect();
+    let mut got = files.clone();
+    got.sort();
+    assert_eq!(got, want, "-e paths are left out, and nothing else");
+    // -wildcards with "... " (any depth) and -ef FILE.
+    let ef = t.path().join("excludes");
+    std::fs::write(&ef, "# mksquashfs exclude file\ndir1\n").unwrap();
+    ok(sqfs()
+        .arg("pack")
+        .arg(&a)
+        .arg(img("w.sqfs"))
+        .args(["-comp", "lz4", "-ef"])
+        .arg(&ef)
+        .args(["-wildcards", "-e", "... *.dat"]));
+    let mut got = image_files(&img("w.sqfs"));
+    got.sort();
+    let want: Vec<String> = tree_files(&a)
+        .into_iter()
+        .filter(|f| !f.ends_with(".dat") && !f.starts_with("dir1/"))
+        .collect();
+    assert_eq!(got, want);
+    // Options sqfs does not take are answered, not met with clap's tip.
+    for (opt, want) in [
+        (&["-nopad"][..], "loop device"),
+        (&["-mkfs-time", "0"], "SOURCE_DATE_EPOCH"),
+        (&["-force-uid", "0"], "--all-root"),
+        (&["-regex", "-e", "x"], "glob"),
+        (&["-no-fragments"], "does not offer"),
+        (&["-comp"], "needs a compressor"),
+        (&["-Xbogus"], "mksquashfs option"),
+    ] {
+        let mut args = vec![
+            os("pack"),
+            a.as_os_str(),
+            img("x.sqfs").into_os_string().leak(),
+        ];
+        args.extend(opt.iter().map(|o| os(o)));
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{opt:?}: {err}");
+        assert!(
+            err.starts_with("sqfs: ") && err.contains(want),
+            "{opt:?}: {err}"
+        );
+        assert!(!err.contains("-- -"), "{opt:?}: {err}");
+    }
+    assert!(!img("x.sqfs").exists());
+}
+
+#[test]
+fn exclude_patterns() {
+    let t = TempDir::new("pack-exclude");
+    let a = t.path().join("a");
+    make_tree(&a, true);
+    let img = |n: &str| t.path().join(n);
+    let from = t.path().join("patterns");
+    std::fs::write(&from, "# comment\n\n/dir3/\nlink-*\n").unwrap();
+    let o = ok(sqfs()
+        .args([
+            "pack",
+            "--json",
+            "--exclude",
+            "file5.dat",
+            "--exclude",
+            "/dir2/sub0/*.dat",
+            "--exclude-from",
+        ])
+        .arg(&from)
+        .arg(&a)
+        .arg(img("e.sqfs")));
+    assert!(
+        o.stderr.is_empty(),
+        "quiet success: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let excluded = |f: &str| {
+        f.ends_with("/file5.dat")
+            || (f.starts_with("dir2/sub0/") && f.ends_with(".dat"))
+            || f.starts_with("dir3/")
+            || f.starts_with("link-")
+    };
+    let want: Vec<String> = tree_files(&a)
+        .into_iter()
+        .filter(|f| !excluded(f))
+        .collect();
+    let mut got = image_files(&img("e.sqfs"));
+    got.sort();
+    assert_eq!(got, want);
+    // file5 x4 (dir0..dir3, but dir3 whole), dir2/sub0's 3 .dat, dir3, link-to-top.
+    assert_eq!(j["excluded"], 3 + 3 + 1 + 1, "{j}");
+    // What is packed is what is counted.
+    let i = inspect_json(&img("e.sqfs"));
+    assert_eq!(j["file_bytes"], i["files"]["file_bytes"]);
+    assert_eq!(
+        j["entries"].as_u64().unwrap() + 1,
+        i["inodes"].as_u64().unwrap() + i["files"]["extra_links"].as_u64().unwrap()
+    );
+    // A pattern that matches nothing is likely a typo: a warning.
+    let o = ok(sqfs()
+        .args(["pack", "--exclude", "*.nothing"])
+        .arg(&a)
+        .arg(img("n.sqfs")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: --exclude '*.nothing' matched nothing"),
+        "{err}"
+    );
+    // Excluding one name of a hard-linked file loses the other: a warning.
+    let o = ok(sqfs()
+        .args(["pack", "--exclude", "/dir1/hardlink.dat"])
+        .arg(&a)
+        .arg(img("h.sqfs")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("hard link") && err.contains("dir1/sub0/file2.dat"),
+        "{err}"
+    );
+    assert!(!image_files(&img("h.sqfs")).contains(&"dir1/sub0/file2.dat".to_string()));
+    // Bad patterns are usage errors.
+    let o = run(&[
+        os("pack"),
+        os("--exclude"),
+        os("a[b"),
+        a.as_os_str(),
+        img("b.sqfs").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'a[b'"));
+}
+
+/// Runs sqfs as an unprivileged user: as `nobody` when the tests run as
+/// root (who can read anything), else as the caller.
+fn unprivileged(cmd: &mut std::process::Command) -> std::process::Command {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !root {
+        return std::mem::replace(cmd, std::process::Command::new("true"));
+    }
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_remove("SOURCE_DATE_EPOCH");
+    c
+}
+
+#[test]
+fn unreadable_files_are_named_with_what_to_do() {
+    let t = TempDir::new("pack-unreadable");
+    let a = t.path().join("a");
+    make_tree(&a, true);
+    let secret = a.join("dir0/sub1/file1.dat");
+    let closed = a.join("dir3");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if is_root {
+        // nobody must be able to reach the tree and write the image; and
+        // dir3 must not be nobody's.
+        for d in [t.path(), a.as_path()] {
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                .unwrap();
+        }
+    }
+    let out = t.path().join("x.sqfs");
+    let o = run_with_timeout(
+        &mut unprivileged(sqfs().arg("pack").arg(&a).arg(&out)),
+        std::time::Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot read 2 entries"), "{err}");
+    assert!(
+        err.contains("dir0/sub1/file1.dat (Permission denied)"),
+        "{err}"
+    );
+    assert!(err.contains("dir3 (Permission denied)"), "{err}");
+    assert!(
+        err.contains("chmod") && err.contains("--exclude '/dir0/sub1/file1.dat'"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // Left out as the message says, the pack succeeds.
+    let o = run_with_timeout(
+        &mut unprivileged(
+            sqfs()
+                .args([
+                    "pack",
+                    "--exclude",
+                    "/dir0/sub1/file1.dat",
+                    "--exclude",
+                    "/dir3",
+                ])
+                .arg(&a)
+                .arg(&out),
+        ),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // mksquashfs's own message, should it still fail, is turned into advice.
+    let advice =
+        sqfs::pack::unreadable_advice(&a, &format!("Failed to read file {}\n", secret.display()))
+            .unwrap();
+    assert!(
+        advice.contains("--exclude '/dir0/sub1/file1.dat'") && advice.contains("chmod"),
+        "{advice}"
+    );
+    assert!(sqfs::pack::unreadable_advice(&a, "FATAL ERROR: out of space").is_none());
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn tiny_trees_get_a_sensible_summary() {
+    let t = TempDir::new("pack-tiny");
+    let a = t.path().join("a");
+    std::fs::create_dir(&a).unwrap();
+    std::fs::write(a.join("hello"), "hi\n").unwrap();
+    let o = ok(sqfs().arg("pack").arg(&a).arg(t.path().join("t.sqfs")));
+    let line = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        line.contains("(3 B of file data; metadata outweighs it), 1 entry,"),
+        "{line}"
+    );
+    assert!(!line.contains('%'), "{line}");
+    // A compressible tree gets a percentage below 100.
+    let b = t.path().join("b");
+    make_tree(&b, true);
+    let o = ok(sqfs().arg("pack").arg(&b).arg(t.path().join("b.sqfs")));
+    let line = String::from_utf8_lossy(&o.stdout);
+    let pct: f64 = line
+        .split('(')
+        .nth(1)
+        .unwrap()
+        .split('%')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pct > 1.0 && pct < 100.0, "{line}");
 }

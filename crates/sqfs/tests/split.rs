@@ -1,9 +1,14 @@
 //! `sqfs pack --split`: every file in exactly one image, every image within
 //! the limit, a manifest that says where each entry went.
 
-mod common;
+use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::tree::{
+    image_files, make_tree, sqfs_command, tree_files, write, Rng, TempDir,
+};
 
-use common::*;
+fn sqfs() -> std::process::Command {
+    sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
+}
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -65,7 +70,7 @@ fn check_partition(dir: &Path, manifest: &serde_json::Value, max: u64, depth: us
         let path = img["image"].as_str().unwrap();
         let size = std::fs::metadata(path).unwrap().len();
         assert!(size <= max, "{path} is {size} bytes, over the limit {max}");
-        assert_eq!(img["bytes"].as_u64().unwrap(), size);
+        assert_eq!(img["file_size"].as_u64().unwrap(), size);
         for f in image_files(Path::new(path)) {
             if let Some(other) = seen.insert(f.clone(), path.to_string()) {
                 panic!("{f} is in both {other} and {path}");
@@ -146,16 +151,20 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
     assert!(lists
         .iter()
         .any(|l| l.contains("squashfs-root/sub-05/empty\n")));
-    // Balanced: no image holds more than the largest entry plus the
-    // smallest image's share.
-    let inputs: Vec<u64> = m["images"]
+    // Images are filled in turn: all but the last close to the limit
+    // (entries here are up to half the limit, so at least 80% of it).
+    let sizes: Vec<u64> = m["images"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| i["input_bytes"].as_u64().unwrap())
+        .map(|i| i["file_size"].as_u64().unwrap())
         .collect();
-    let (lo, hi) = (*inputs.iter().min().unwrap(), *inputs.iter().max().unwrap());
-    assert!(hi - lo <= 310_000, "unbalanced: {inputs:?}");
+    for s in &sizes[..sizes.len() - 1] {
+        assert!(
+            *s as f64 >= 0.8 * max as f64,
+            "an image far below the limit: {sizes:?}"
+        );
+    }
     // Existing outputs are not replaced without --force.
     let o = run_with_timeout(
         sqfs()
@@ -207,7 +216,94 @@ fn split_of_compressible_data_and_json_output() {
         .arg(&dir)
         .arg(out.join("t")));
     let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(m["format"], "sqfs-split-manifest/1");
+    assert_eq!(m["format"], "sqfs-split-manifest/2");
     assert_eq!(m["level"], 3);
     check_partition(&dir, &m, 1 << 20, 1);
+}
+
+/// Compressible data: the limit bounds the compressed images, which come
+/// out close to it (the old estimate, uncompressed data, made them a
+/// fraction of it).
+#[test]
+fn split_bounds_compressed_images_close_to_the_limit() {
+    let t = TempDir::new("split-compressible");
+    let dir = t.path().join("data");
+    let mut rng = Rng(1234);
+    let mut total = 0;
+    for i in 0..30 {
+        let d = dir.join(format!("pkg-{i:02}"));
+        std::fs::create_dir_all(&d).unwrap();
+        // Text (compresses to ~20-30%) and a little random data per unit.
+        let n = 20_000 + (rng.next() % 120_000) as usize;
+        write(&d.join("mod.py"), &rng.text(n), 1_600_000_000);
+        let r = 1_000 + (rng.next() % 8_000) as usize;
+        write(&d.join("blob.bin"), &rng.bytes(r), 1_600_000_000);
+        total += n + r;
+    }
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let max = 200_000u64;
+    let o = ok(sqfs()
+        .args([
+            "pack", "--json", "--split", "200000", "--comp", "zstd", "--level", "3",
+        ])
+        .arg(&dir)
+        .arg(out.join("c")));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = check_partition(&dir, &m, max, 1);
+    let sizes: Vec<u64> = m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["file_size"].as_u64().unwrap())
+        .collect();
+    // Far more data than the limit, and far less once compressed.
+    assert!(total as u64 > 8 * max, "{total}");
+    assert!(
+        n >= 2 && (n as u64) < total as u64 / max,
+        "{n} images: {sizes:?}"
+    );
+    for s in &sizes[..n - 1] {
+        assert!(*s <= max && *s as f64 >= 0.8 * max as f64, "{sizes:?}");
+    }
+    assert!(m["builds"].as_u64().unwrap() >= n as u64);
+    for img in m["images"].as_array().unwrap() {
+        let (est, real) = (
+            img["estimated_bytes"].as_f64().unwrap(),
+            img["file_size"].as_f64().unwrap(),
+        );
+        assert!((est - real).abs() / real < 0.25, "estimate {est} vs {real}");
+    }
+}
+
+#[test]
+fn split_leaves_out_excluded_entries() {
+    let t = TempDir::new("split-exclude");
+    let dir = t.path().join("data");
+    dataset(&dir);
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let m = split(
+        &dir,
+        &out.join("e"),
+        "600000",
+        &["--exclude", "notes.txt", "--exclude", "/sub-00"],
+    );
+    let mut all = Vec::new();
+    for img in m["images"].as_array().unwrap() {
+        let path = img["image"].as_str().unwrap();
+        assert!(std::fs::metadata(path).unwrap().len() <= 600_000);
+        all.extend(image_files(Path::new(path)));
+        assert!(img["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["path"] != "sub-00"));
+    }
+    all.sort();
+    let want: Vec<String> = tree_files(&dir)
+        .into_iter()
+        .filter(|f| !f.ends_with("/notes.txt") && !f.starts_with("sub-00/"))
+        .collect();
+    assert_eq!(all, want);
 }

@@ -24,23 +24,31 @@ impl fmt::Display for Failure {
     }
 }
 
-impl From<crate::privilege::PrivilegeError> for Failure {
-    fn from(e: crate::privilege::PrivilegeError) -> Self {
-        Failure(e.to_string())
+/// `text` without the " (os error N)" that error values append: the
+/// messages say what the error means in words already.
+pub fn without_os_error(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" (os error ") {
+        let tail = &rest[at + " (os error ".len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && tail[digits..].starts_with(')') {
+            out.push_str(&rest[..at]);
+            rest = &tail[digits + 1..];
+        } else {
+            out.push_str(&rest[..at + 1]);
+            rest = &rest[at + 1..];
+        }
     }
-}
-
-impl From<crate::cli::UsageError> for Failure {
-    fn from(e: crate::cli::UsageError) -> Self {
-        Failure(e.to_string())
-    }
+    out.push_str(rest);
+    out
 }
 
 /// Writes one line to stderr, ignoring errors: a closed or broken stderr
 /// must never abort the tool (`eprintln!` panics on EPIPE).
 pub fn report(line: impl fmt::Display) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "squashfs-mount: {line}");
+    let _ = writeln!(std::io::stderr().lock(), "squashfs-mount: {}", without_os_error(&line.to_string()));
 }
 
 /// `report` for warnings.
@@ -56,9 +64,22 @@ pub fn print_stdout(text: &str) {
     let _ = out.flush();
 }
 
+/// Writes to stderr, ignoring errors (the usage after a mistake).
+pub fn print_stderr(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stderr().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// An I/O error's message without Rust's " (os error N)" suffix.
+pub fn io_message(e: &std::io::Error) -> String {
+    without_os_error(&e.to_string())
+}
+
 /// Plain-language reading of an errno for messages about a path.
-pub fn explain_errno(e: rustix::io::Errno) -> String {
-    use rustix::io::Errno;
+pub fn explain_errno(e: crate::system::Error) -> String {
+    use crate::system::Error as Errno;
     match e {
         Errno::ACCESS | Errno::PERM => "permission denied (you cannot read it with your own rights)".into(),
         Errno::NOENT => "no such file or directory".into(),
@@ -67,5 +88,17 @@ pub fn explain_errno(e: rustix::io::Errno) -> String {
         Errno::NAMETOOLONG => "the path is too long".into(),
         Errno::MFILE | Errno::NFILE => "too many open files (raise the open-file limit, ulimit -n)".into(),
         other => format!("{other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_error_suffixes_go() {
+        assert_eq!(without_os_error("a: Permission denied (os error 13); b (os error 2)"), "a: Permission denied; b");
+        assert_eq!(without_os_error("(os error x) stays (os error )"), "(os error x) stays (os error )");
+        assert_eq!(without_os_error("plain"), "plain");
     }
 }

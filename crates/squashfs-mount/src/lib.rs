@@ -1,27 +1,34 @@
-//! squashfs-mount: mount SquashFS images with the kernel's driver in a
-//! private mount namespace, drop every privilege, run the caller's command.
+//! squashfs-mount: mount SquashFS images in a private mount namespace, with
+//! the kernel's driver when the site policy trusts them and a FUSE server
+//! running as the caller otherwise; drop every privilege; run the caller's
+//! command.
 //!
 //! Where things are:
-//! - [`launch::run`]: the order of privileged steps, in one function.
-//! - [`system`]: every system call and every `unsafe` block.
-//! - [`privilege`]: the explicit privilege state (acting as caller / root /
-//!   dropped for good).
-//! - [`cli`], [`superblock`], [`paths`]: pure parsing and checks (fuzzed).
+//! - [`engine::mount_all`]: the one privileged sequence, for every front end.
+//! - [`launch`]: the setuid command around it (and rootless mode).
+//! - [`privilege`]: the explicit, sealed privilege state.
+//! - [`system`]: every system call and every `unsafe` block, by concern.
+//! - [`cli`], [`paths`], [`engine::plan`], [`config`]: pure parsing and
+//!   checks (fuzzed, unit-tested without root).
 #![deny(unsafe_code)]
 
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod fuse;
 pub mod image;
 pub mod instance;
 pub mod launch;
+pub mod limits;
 pub mod loopdev;
 pub mod mount;
 pub mod mountpoint;
 pub mod overlay;
 pub mod paths;
+pub mod policy_command;
 pub mod privilege;
 pub mod system;
 

@@ -1,11 +1,31 @@
 //! Loop devices bound to an image fd with LOOP_CONFIGURE (read-only,
 //! autoclear), verified to be backed by that very file.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::error::Failure;
 use crate::image::Image;
 use crate::system::{self, Error};
+
+/// The name the tool gives its loop devices (`lo_file_name`).
+pub const MARKER: &[u8] = b"squashfs-mount";
+
+/// How many loop devices the tool has attached now (cached and private
+/// instances of every user): those bound and named [`MARKER`]. Needs root
+/// (it reads each bound device's status).
+pub fn owned_count(dev_dir: BorrowedFd<'_>) -> usize {
+    let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else { return 0 };
+    names
+        .iter()
+        .filter_map(|n| n.to_str()?.strip_prefix("loop")?.parse::<u32>().ok())
+        .filter(|n| system::stat_at(system::working_dir(), &format!("/sys/block/loop{n}/loop")).is_ok())
+        .filter(|&n| {
+            system::open_loop_device(dev_dir, n)
+                .and_then(|fd| system::loop_status(fd.as_fd()))
+                .is_ok_and(|info| info.lo_file_name.starts_with(MARKER) && info.lo_file_name.get(MARKER.len()) == Some(&0))
+        })
+        .count()
+}
 
 /// Attempts on EBUSY/EAGAIN races with other processes taking the same free
 /// device between LOOP_CTL_GET_FREE and LOOP_CONFIGURE.
@@ -104,15 +124,17 @@ impl LoopDevice {
         format!("/dev/loop{}", self.number)
     }
 
-    /// Binds `image.fd` to a free loop device. Needs root.
-    pub fn attach(image: &Image, options: LoopOptions, subject: &str) -> Result<LoopDevice, Failure> {
+    /// Binds `image.fd` to a free loop device, read-only and autoclear.
+    /// Needs root. The device's name (`lo_file_name`, which only root can
+    /// read) marks it as the tool's, for `owned_count`; users see the
+    /// backing file's path in sysfs, as with any loop device.
+    pub fn attach(image: &Image, options: LoopOptions, dev_dir: BorrowedFd<'_>, subject: &str) -> Result<LoopDevice, Failure> {
         let control = system::open_loop_control()
             .map_err(|e| Failure::about(subject, format!("cannot open /dev/loop-control: {e}; is the loop driver available?")))?;
         let mut flags = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
         if options.direct_io {
             flags |= system::LO_FLAGS_DIRECT_IO;
         }
-        let name = system::as_bytes(&image.path);
         let block_size = effective_block_size(options.block_size, image.id.size);
         let mut last = Error::BUSY;
         let started = std::time::Instant::now();
@@ -124,7 +146,7 @@ impl LoopDevice {
             attempts += 1;
             let number = system::loop_get_free(control.as_fd())
                 .map_err(|e| Failure::about(subject, format!("no free loop device: {e}")))?;
-            let fd = match system::open_loop_device(number) {
+            let fd = match system::open_loop_device(dev_dir, number) {
                 Ok(fd) => fd,
                 Err(e @ (Error::NOENT | Error::NXIO | Error::BUSY | Error::AGAIN)) => {
                     last = e;
@@ -132,15 +154,13 @@ impl LoopDevice {
                 }
                 Err(e) => return Err(Failure::about(subject, format!("cannot open /dev/loop{number}: {e}"))),
             };
-            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, name) {
+            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, MARKER) {
                 Ok(()) => {}
                 Err(e @ (Error::BUSY | Error::AGAIN)) => {
                     last = e;
                     continue;
                 }
-                Err(e) => {
-                    return Err(Failure::about(subject, format!("cannot configure /dev/loop{number}: {e}")))
-                }
+                Err(e) => return Err(Failure::about(subject, format!("cannot configure /dev/loop{number}: {e}"))),
             }
             let rdev = system::fstat(fd.as_fd()).map(|s| s.rdev).unwrap_or(0);
             let dev = LoopDevice { number, fd, rdev };

@@ -1,13 +1,14 @@
-//! The setuid-root entry point. See `launch::run` for the privileged steps.
+//! The setuid-root entry point. The privileged sequence is
+//! `engine::mount_all`; `launch::run` puts privileges and limits around it.
 #![deny(unsafe_code)]
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
-use squashfs_mount::cli::{self, Invocation};
+use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
 use squashfs_mount::error::{print_stdout, report};
-use squashfs_mount::{cache, environment, launch, system, VERSION};
+use squashfs_mount::{cache, environment, launch, policy_command, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
     report(msg);
@@ -40,17 +41,12 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Run(r)) => r,
-        Ok(Invocation::Gc { all }) => {
-            return match cache::gc_command(all) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(e),
-            }
-        }
-        Ok(Invocation::CacheStatus) => {
-            return match cache::status_command() {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(e),
-            }
+        Ok(Invocation::Gc { all, image }) => return done(cache::commands::gc_command(all, image.as_deref())),
+        Ok(Invocation::CacheStatus { json }) => return done(cache::commands::status_command(json)),
+        Ok(Invocation::Policy { images }) => return done(policy_command::run(&images)),
+        Err(e) if e.0 == NO_COMMAND => {
+            squashfs_mount::error::print_stderr(cli::USAGE);
+            return fail(NO_COMMAND);
         }
         Err(e) => return fail(e),
     };
@@ -62,14 +58,17 @@ fn main() -> ExitCode {
 
     // Unprivileged from here on (verified in launch::run).
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
-    system::reset_signals();
+    ready.signals.restore();
     let program = &ready.command[0];
-    let err = Command::new(program)
-        .args(&ready.command[1..])
-        .env_clear()
-        .envs(env)
-        .exec();
+    let err = Command::new(program).args(&ready.command[1..]).env_clear().envs(env).exec();
     let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-    report(format_args!("cannot run {}: {err}", program.to_string_lossy()));
+    report(format_args!("cannot run {}: {}", program.to_string_lossy(), squashfs_mount::error::io_message(&err)));
     ExitCode::from(code)
+}
+
+fn done(r: Result<(), squashfs_mount::error::Failure>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
 }

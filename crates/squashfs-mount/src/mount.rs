@@ -63,7 +63,7 @@ pub fn attach(mount: &OwnedFd, target: &MountPoint, subject: &str) -> Result<(),
 pub fn explain_mount_error(e: Error, log: &[String], image: &Image) -> String {
     let kernel: Vec<&str> = log
         .iter()
-        .map(|l| l.trim_start_matches(|c| c == 'e' || c == 'w' || c == 'i').trim_start())
+        .map(|l| l.trim_start_matches(['e', 'w', 'i']).trim_start())
         .collect();
     let said = if kernel.is_empty() { String::new() } else { format!(" (kernel: {})", kernel.join("; ")) };
     let sb = &image.superblock;

@@ -1,11 +1,12 @@
 //! Integration tests of the image cache, run as unprivileged users against
 //! the setuid binary installed into a temporary prefix.
 //!
-//! Needs root (to install the setuid binary, create the test users
-//! `sqfsmnt-cache` and `sqfsmnt-cache2`, and run `--gc --all`); without root
-//! every test prints why it is skipped. Tests run one at a time (a mutex):
-//! the cache is one per machine. Each ends with a root `--gc --all` and
-//! checks that no loop device backed by its files is left.
+//! Needs root (to install the setuid binary, create two test users per test
+//! and run `--gc --all`); without root every test prints why it is skipped.
+//! Tests run one at a time (the fixture's mutex, and the machine-wide lock
+//! across processes): the cache is one per machine. Each ends with a root
+//! `--gc --all` and checks that no loop device backed by its files is left;
+//! its users are removed when it ends, also when it fails.
 //!
 //! Loop devices are counted by their backing file (under the test's own
 //! directory) rather than in total, so that other processes on the machine
@@ -13,124 +14,49 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::MutexGuard;
+use std::time::Duration;
 
-const USER: &str = "sqfsmnt-cache";
-const USER2: &str = "sqfsmnt-cache2";
+use sqfsmnt_test_support::cleanup::{remove_tree, run_dir};
+use sqfsmnt_test_support::count::{attached_loops, loops_under};
+use sqfsmnt_test_support::{have, loud_skip, User, Users};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Says why something is skipped where it is seen: written to the stderr
-/// fd directly, not through eprintln!, which the test harness captures.
-fn loud(msg: &str) {
-    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {msg} ***\n");
-}
-
-fn is_root() -> bool {
-    // SAFETY-free: read the effective uid from /proc (no libc in tests).
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {tool}")]).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
-}
-
-/// None (after saying why, loudly) when the tests cannot run here.
-fn setup() -> Option<(MutexGuard<'static, ()>, &'static Installed)> {
-    if !is_root() {
-        loud("(cache integration test): needs root to install the setuid binary and create test users; run `make test` as root");
-        return None;
-    }
-    // Lock first: no other test thread may fork while the setuid binary is
-    // being written (a child holding the write fd until its exec would make
-    // the binary "text file busy").
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for tool in ["mksquashfs", "setpriv", "useradd", "unshare", "nsenter", "taskset"] {
+/// The serialising lock and the installed tool; None (after saying why,
+/// loudly) when the tests cannot run here.
+fn setup() -> Option<(MutexGuard<'static, ()>, PathBuf)> {
+    let (guard, inst) = sqfsmnt_test_support::fixture::installed(env!("CARGO_BIN_EXE_squashfs-mount"))?;
+    for tool in ["unshare", "nsenter", "taskset"] {
         if !have(tool) {
-            loud(&format!("(cache integration test): {tool} is missing (scripts/deps test installs it)"));
+            loud_skip(&format!("(cache integration test): {tool} is missing (scripts/deps test installs it)"));
             return None;
         }
     }
-    Some((guard, installed()))
+    Some((guard, inst.bin.clone()))
 }
 
-struct Installed {
-    bin: PathBuf,
-}
-
-fn ensure_user(name: &str) {
-    if Command::new("id").arg(name).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success() {
-        return;
-    }
-    let st = Command::new("useradd")
-        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
-        .status()
-        .expect("useradd");
-    assert!(st.success(), "useradd {name} failed");
-}
-
-/// Removes install prefixes left by earlier test processes that are gone
-/// (the prefix of this process lives as long as the process: it is a
-/// static).
-fn remove_stale_prefixes() {
-    for e in fs::read_dir("/tmp").unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("sqfsmnt-cache-prefix-") else { continue };
-        if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = fs::remove_dir_all(e.path());
-        }
-    }
-}
-
-fn installed() -> &'static Installed {
-    static INSTALLED: OnceLock<Installed> = OnceLock::new();
-    INSTALLED.get_or_init(|| {
-        remove_stale_prefixes();
-        ensure_user(USER);
-        ensure_user(USER2);
-        let prefix = PathBuf::from(format!("/tmp/sqfsmnt-cache-prefix-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&prefix);
-        fs::create_dir_all(prefix.join("bin")).unwrap();
-        fs::set_permissions(&prefix, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::set_permissions(prefix.join("bin"), fs::Permissions::from_mode(0o755)).unwrap();
-        let bin = prefix.join("bin/squashfs-mount");
-        fs::copy(env!("CARGO_BIN_EXE_squashfs-mount"), &bin).unwrap();
-        let st = Command::new("chown").args(["root:root"]).arg(&bin).status().unwrap();
-        assert!(st.success());
-        fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).unwrap();
-        Installed { bin }
-    })
-}
-
-
-fn id_of(user: &str, flag: &str) -> u32 {
-    let out = Command::new("id").args([flag, user]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-}
-
-/// A scratch directory for one test; on drop (also after a failed
-/// assertion) evicts every cached instance as root and removes the files.
+/// A scratch directory and two users for one test; on drop (also after a
+/// failed assertion) evicts every cached instance as root, removes the
+/// files and the users.
 struct Scratch {
     dir: PathBuf,
     bin: PathBuf,
+    u1: User,
+    u2: User,
+    _users: Users,
 }
 
 impl Scratch {
-    fn new(name: &str, inst: &Installed) -> Scratch {
-        let dir = PathBuf::from(format!("/tmp/sqfsmnt-cache-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+    fn new(name: &str, bin: PathBuf) -> Scratch {
+        let dir = run_dir(&format!("cache-{name}"));
+        remove_tree(&dir);
         fs::create_dir_all(dir.join("m")).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         fs::set_permissions(dir.join("m"), fs::Permissions::from_mode(0o755)).unwrap();
-        let s = Scratch { dir, bin: inst.bin.clone() };
+        let users = Users::create(2, false);
+        let s = Scratch { dir, bin, u1: users.users[0].clone(), u2: users.users[1].clone(), _users: users };
         // Start from an empty cache.
         s.root_gc_all();
         s
@@ -144,35 +70,26 @@ impl Scratch {
         self.path("m").display().to_string()
     }
 
-    /// Builds an image whose file `hello` holds `content`, owned by `owner`
-    /// with `mode`.
-    fn image(&self, name: &str, content: &str, owner: &str, mode: u32) -> PathBuf {
+    /// Builds an image whose file `hello` holds `content`, owned by root
+    /// (so that the default site policy lets the kernel mount it: its
+    /// users cannot change its bytes) with `owner`'s group; `mode`'s owner
+    /// bits go to the group (0600: readable by `owner` only).
+    fn image(&self, name: &str, content: &str, owner: &User, mode: u32) -> PathBuf {
         let src = self.path(&format!("{name}.src"));
         let _ = fs::remove_dir_all(&src);
-        fs::create_dir_all(src.join("dir")).unwrap();
-        fs::write(src.join("hello"), content).unwrap();
-        for i in 0..20 {
-            fs::write(src.join(format!("dir/f{i}")), format!("{i}\n")).unwrap();
-        }
+        let mut files: Vec<(String, String)> = vec![("hello".into(), content.into())];
+        files.extend((0..20).map(|i| (format!("dir/f{i}"), format!("{i}\n"))));
+        let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
         let img = self.path(name);
-        let tmp = self.path(&format!("{name}.tmp"));
-        let out = Command::new("mksquashfs")
-            .arg(&src)
-            .arg(&tmp)
-            .args(["-noappend", "-quiet", "-no-progress", "-comp", "gzip"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "mksquashfs: {}", String::from_utf8_lossy(&out.stderr));
-        fs::rename(&tmp, &img).unwrap();
-        chown(&img, owner);
-        fs::set_permissions(&img, fs::Permissions::from_mode(mode)).unwrap();
+        sqfsmnt_test_support::image::build(&src, &img, &files, "", &["-comp", "gzip"]);
+        std::os::unix::fs::chown(&img, Some(0), Some(owner.gid)).unwrap();
+        fs::set_permissions(&img, fs::Permissions::from_mode((mode & 0o700) | ((mode & 0o700) >> 3) & 0o050 | (mode & 0o007))).unwrap();
         img
     }
 
     /// Loop devices whose backing file is under this test's directory.
     fn loops(&self) -> Vec<String> {
-        let prefix = self.dir.display().to_string();
-        attached_loops().into_iter().filter(|(_, f)| f.starts_with(&prefix)).map(|(d, _)| d).collect()
+        loops_under(&self.dir)
     }
 
     fn root_gc_all(&self) {
@@ -181,12 +98,12 @@ impl Scratch {
     }
 
     /// Runs the installed tool as `user` with `args`.
-    fn as_user(&self, user: &str, args: &[&str]) -> Output {
+    fn as_user(&self, user: &User, args: &[&str]) -> Output {
         user_command(user, &self.bin, args).output().unwrap()
     }
 
     /// `squashfs-mount <img>:<mnt> -- cat <mnt>/hello` as `user`.
-    fn cat_hello(&self, user: &str, img: &Path, extra: &[&str]) -> Output {
+    fn cat_hello(&self, user: &User, img: &Path, extra: &[&str]) -> Output {
         let pair = format!("{}:{}", img.display(), self.mnt());
         let file = format!("{}/hello", self.mnt());
         let mut args: Vec<&str> = extra.to_vec();
@@ -206,46 +123,20 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = Command::new(&self.bin).args(["--gc", "--all"]).output();
-        let _ = fs::remove_dir_all(&self.dir);
+        remove_tree(&self.dir);
     }
 }
 
-fn chown(path: &Path, user: &str) {
-    let st = Command::new("chown").arg(format!("{user}:{user}")).arg(path).status().unwrap();
-    assert!(st.success());
-}
-
-fn user_command(user: &str, bin: &Path, args: &[impl AsRef<OsStr>]) -> Command {
-    let mut c = Command::new("setpriv");
-    c.arg(format!("--reuid={}", id_of(user, "-u")))
-        .arg(format!("--regid={}", id_of(user, "-g")))
-        .arg("--clear-groups")
-        .arg(bin)
-        .args(args)
-        .current_dir("/");
+fn user_command(user: &User, bin: &Path, args: &[impl AsRef<OsStr>]) -> Command {
+    let mut c = user.command(bin);
+    c.args(args);
     c
-}
-
-/// (device, backing file) of every attached loop device.
-fn attached_loops() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/sys/block").unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Ok(f) = fs::read_to_string(e.path().join("loop/backing_file")) {
-            out.push((name, f.trim_end().to_string()));
-        }
-    }
-    out
 }
 
 /// Autoclear detaches a loop device asynchronously after its last user is
 /// gone: poll a little.
-fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_until(cond: impl FnMut() -> bool, what: &str) {
+    sqfsmnt_test_support::cmd::wait_until(Duration::from_secs(10), what, cond)
 }
 
 fn ok(out: &Output) -> String {
@@ -265,20 +156,20 @@ fn stderr(out: &Output) -> String {
 
 #[test]
 fn launches_share_one_loop_device() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("share", inst);
-    let img = s.image("a.sqfs", "one\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("share", bin);
+    let img = s.image("a.sqfs", "one\n", &s.u1, 0o644);
 
     // Sequential: the second launch reuses the first one's instance.
-    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "one\n");
+    assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "one\n");
     let first = s.loops();
     assert_eq!(first.len(), 1, "one loop device after the first launch: {first:?}");
-    let out = s.cat_hello(USER, &img, &[]);
+    let out = s.cat_hello(&s.u1, &img, &[]);
     assert_eq!(ok(&out), "one\n");
     assert!(stderr(&out).is_empty(), "unexpected warning: {}", stderr(&out));
     assert_eq!(s.loops(), first, "the second launch must reuse the loop device");
     // Another user who can open the file reuses it too.
-    assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "one\n");
+    assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "one\n");
     assert_eq!(s.loops(), first);
 
     // Concurrent, from an empty cache: 40 launches of one image, exactly one
@@ -289,7 +180,7 @@ fn launches_share_one_loop_device() {
     let file = format!("{}/hello", s.mnt());
     let children: Vec<Child> = (0..40)
         .map(|i| {
-            let user = if i % 2 == 0 { USER } else { USER2 };
+            let user = if i % 2 == 0 { &s.u1 } else { &s.u2 };
             user_command(user, &s.bin, &[pair.as_str(), "--", "cat", file.as_str()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -311,29 +202,29 @@ fn launches_share_one_loop_device() {
 
 #[test]
 fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("refuse", inst);
-    let img = s.image("private.sqfs", "secret\n", USER, 0o600);
-    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "secret\n");
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("refuse", bin);
+    let img = s.image("private.sqfs", "secret\n", &s.u1, 0o600);
+    assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "secret\n");
     assert_eq!(s.loops().len(), 1);
 
-    let out = s.cat_hello(USER2, &img, &[]);
+    let out = s.cat_hello(&s.u2, &img, &[]);
     assert!(!out.status.success(), "user2 must be refused");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
     assert!(stderr(&out).contains("permission denied"), "{}", stderr(&out));
 
     // Neither listed to nor evictable by user2; listed to its owner and root.
     let name = img.display().to_string();
-    let status2 = ok(&s.as_user(USER2, &["--cache-status"]));
+    let status2 = ok(&s.as_user(&s.u2, &["--cache-status"]));
     assert!(!status2.contains(&name), "path leaked to user2: {status2}");
     assert!(!status2.contains("private"), "path leaked to user2: {status2}");
-    ok(&s.as_user(USER2, &["--gc"]));
+    ok(&s.as_user(&s.u2, &["--gc"]));
     assert_eq!(s.loops().len(), 1, "user2's --gc must not evict user1's instance");
-    assert!(ok(&s.as_user(USER, &["--cache-status"])).contains(&name));
+    assert!(ok(&s.as_user(&s.u1, &["--cache-status"])).contains(&name));
     let root_status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
     assert!(root_status.contains(&name) && root_status.contains("created by uid"), "{root_status}");
     // --gc --all is root's.
-    let out = s.as_user(USER, &["--gc", "--all"]);
+    let out = s.as_user(&s.u1, &["--gc", "--all"]);
     assert!(!out.status.success());
     assert_eq!(s.loops().len(), 1);
     s.finish();
@@ -341,87 +232,88 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
 
 #[test]
 fn modified_replaced_and_deleted_images() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("modify", inst);
-    let img = s.image("a.sqfs", "first\n", USER, 0o644);
-    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "first\n");
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("modify", bin);
+    let img = s.image("a.sqfs", "first\n", &s.u1, 0o644);
+    assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "first\n");
     let ino = fs::metadata(&img).unwrap().ino();
 
-    // Modified in place (same inode, new bytes).
-    let other = s.image("b.sqfs", "second, longer\n", USER, 0o644);
-    {
-        let bytes = fs::read(&other).unwrap();
-        let mut f = fs::OpenOptions::new().write(true).truncate(true).open(&img).unwrap();
-        f.write_all(&bytes).unwrap();
-    }
+    // Modified (same inode, new mtime and ctime): a new instance. The
+    // bytes stay the same: rewriting a file under a mounted instance would
+    // hand the kernel's squashfs driver bytes that changed under it, which
+    // no test does.
+    let before = s.loops();
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    fs::File::options().write(true).open(&img).unwrap().set_modified(later).unwrap();
     assert_eq!(fs::metadata(&img).unwrap().ino(), ino);
-    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "second, longer\n");
+    assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "first\n");
     wait_until(|| s.loops().len() == 1, "the stale instance to be evicted");
+    assert_ne!(s.loops(), before, "a modified image must get a new instance");
 
     // Replaced (rename over it): new inode, the old one deleted.
-    let third = s.image("c.sqfs", "third\n", USER, 0o644);
+    let third = s.image("c.sqfs", "third\n", &s.u1, 0o644);
     fs::rename(&third, &img).unwrap();
     assert_ne!(fs::metadata(&img).unwrap().ino(), ino);
-    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "third\n");
+    assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "third\n");
     wait_until(|| s.loops().len() == 1, "the replaced image's instance to be evicted");
     // Again: served from the cache now.
     let before = s.loops();
-    assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "third\n");
+    assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "third\n");
     assert_eq!(s.loops(), before);
 
     // Deleted: still listed to the user who made the instance (not to
     // others, who can no longer open it), and a user's --gc detaches it.
     fs::remove_file(&img).unwrap();
     let name = img.display().to_string();
-    assert!(ok(&s.as_user(USER, &["--cache-status"])).contains(&name));
-    assert!(!ok(&s.as_user(USER2, &["--cache-status"])).contains(&name));
-    ok(&s.as_user(USER2, &["--gc"]));
+    assert!(ok(&s.as_user(&s.u1, &["--cache-status"])).contains(&name));
+    assert!(!ok(&s.as_user(&s.u2, &["--cache-status"])).contains(&name));
+    ok(&s.as_user(&s.u2, &["--gc"]));
     wait_until(|| s.loops().is_empty(), "the deleted image's loop device to detach after --gc");
     s.finish();
 }
 
 #[test]
 fn no_cache_leaves_nothing_behind() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("nocache", inst);
-    let img = s.image("a.sqfs", "plain\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("nocache", bin);
+    let img = s.image("a.sqfs", "plain\n", &s.u1, 0o644);
     // While it runs there is a loop device; afterwards none, and no entry.
     let pair = format!("{}:{}", img.display(), s.mnt());
-    let out = s.as_user(USER, &["--no-cache", &pair, "--", "sh", "-c", &format!("cat {}/hello; ls /sys/block/ > /dev/null", s.mnt())]);
+    let out = s.as_user(&s.u1, &["--no-cache", &pair, "--", "sh", "-c", &format!("cat {}/hello; ls /sys/block/ > /dev/null", s.mnt())]);
     assert_eq!(ok(&out), "plain\n");
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     wait_until(|| s.loops().is_empty(), "the --no-cache loop device to detach");
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
     assert!(!status.contains(&img.display().to_string()), "--no-cache must not fill the cache: {status}");
     // A cached launch after it still works.
-    assert_eq!(ok(&s.cat_hello(USER, &img, &[])), "plain\n");
+    assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "plain\n");
     assert_eq!(s.loops().len(), 1);
     s.finish();
 }
 
 #[test]
 fn instances_in_use_survive_gc_until_released() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("inuse", inst);
-    let img = s.image("a.sqfs", "busy\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("inuse", bin);
+    let img = s.image("a.sqfs", "busy\n", &s.u1, 0o644);
     let pair = format!("{}:{}", img.display(), s.mnt());
     let done = s.path("done");
     // A launch that keeps its clone mounted until `done` exists.
     let script = format!("cat {}/hello; while [ ! -e {} ]; do sleep 0.05; done", s.mnt(), done.display());
-    let mut child = user_command(USER, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()])
+    let mut child = user_command(&s.u1, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     wait_until(|| s.loops().len() == 1, "the launch to mount");
-    let status = ok(&s.as_user(USER, &["--cache-status"]));
+    let status = ok(&s.as_user(&s.u1, &["--cache-status"]));
     assert!(status.contains("in-use"), "{status}");
-    ok(&s.as_user(USER, &["--gc"]));
+    ok(&s.as_user(&s.u1, &["--gc"]));
     ok(&Command::new(&s.bin).arg("--gc").output().unwrap());
     assert!(ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap()).contains(&img.display().to_string()), "in-use instance evicted");
     fs::write(&done, "").unwrap();
     assert!(child.wait().unwrap().success());
     // Released: the user's own --gc evicts it.
-    let out = ok(&s.as_user(USER, &["--gc"]));
+    let out = ok(&s.as_user(&s.u1, &["--gc"]));
     assert!(out.contains("evicted"), "{out}");
     wait_until(|| s.loops().is_empty(), "the released instance's loop device to detach");
     s.finish();
@@ -429,14 +321,14 @@ fn instances_in_use_survive_gc_until_released() {
 
 #[test]
 fn cached_instances_are_unreachable_outside_the_tool() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("reach", inst);
-    let img = s.image("private.sqfs", "secret\n", USER, 0o600);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("reach", bin);
+    let img = s.image("private.sqfs", "secret\n", &s.u1, 0o600);
     let pair = format!("{}:{}", img.display(), s.mnt());
     let done = s.path("done");
     // User 1 has it cached and a launch of it running.
     let script = format!("cat {}/hello >/dev/null; while [ ! -e {} ]; do sleep 0.05; done", s.mnt(), done.display());
-    let mut child = user_command(USER, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()]).spawn().unwrap();
+    let mut child = user_command(&s.u1, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()]).spawn().unwrap();
     wait_until(|| s.loops().len() == 1, "the launch to mount");
 
     // User 2 tries every path they have.
@@ -462,13 +354,13 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         done
         echo "probed, found=$found"
     "#;
-    let out = user_command(USER2, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
+    let out = user_command(&s.u2, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("probed, found=0"), "user2 reached the cached instance:\n{text}");
     // Controls, showing the probe finds what is there: the owner reaches
     // their own running launch's mount through /proc/<pid>/root, and root
     // reaches the state directory (but no process's root is the cache's).
-    let out = user_command(USER, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
+    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.starts_with("REACHED /proc/") && l.contains("/root/")), "control failed, the probe reaches nothing:\n{text}");
     assert!(!text.contains("cache namespace") && !text.contains("/run/squashfs-mount"), "{text}");
@@ -496,9 +388,9 @@ impl Lcg {
 
 #[test]
 fn sigkill_at_any_point_leaves_a_working_cache() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("kill", inst);
-    let img = s.image("a.sqfs", "alive\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("kill", bin);
+    let img = s.image("a.sqfs", "alive\n", &s.u1, 0o644);
     let pair = format!("{}:{}", img.display(), s.mnt());
     // Kill delays are drawn below a bound that adapts to how long launches
     // take on this (possibly busy) machine: it shrinks when a launch
@@ -515,7 +407,7 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
             s.root_gc_all();
         }
         rounds += 1;
-        let mut child = user_command(USER, &s.bin, &[pair.as_str(), "--", "true"])
+        let mut child = user_command(&s.u1, &s.bin, &[pair.as_str(), "--", "true"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -532,12 +424,12 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
     eprintln!("{killed_early} of {rounds} launches were killed before they finished (final bound {bound_us} us)");
     assert!(killed_early >= 30, "the kills came too late to test anything ({killed_early} of {rounds} early)");
     // A normal launch works and sees the content; a second reuses it.
-    let out = s.cat_hello(USER, &img, &[]);
+    let out = s.cat_hello(&s.u1, &img, &[]);
     assert_eq!(ok(&out), "alive\n");
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     let one = s.loops();
     assert_eq!(one.len(), 1, "{one:?}");
-    assert_eq!(ok(&s.cat_hello(USER2, &img, &[])), "alive\n");
+    assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "alive\n");
     assert_eq!(s.loops(), one);
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
     assert!(!status.contains("broken"), "{status}");
@@ -546,11 +438,11 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
 
 #[test]
 fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("fallback", inst);
-    let img = s.image("a.sqfs", "fallback\n", USER, 0o644);
-    let uid = id_of(USER, "-u");
-    let gid = id_of(USER, "-g");
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("fallback", bin);
+    let img = s.image("a.sqfs", "fallback\n", &s.u1, 0o644);
+    let uid = s.u1.uid;
+    let gid = s.u1.gid;
     let run = format!(
         "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
         s.bin.display(),
@@ -572,11 +464,11 @@ fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
 
 #[test]
 fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("nested", inst);
-    let img = s.image("a.sqfs", "nested\n", USER, 0o644);
-    let uid = id_of(USER, "-u");
-    let gid = id_of(USER, "-g");
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("nested", bin);
+    let img = s.image("a.sqfs", "nested\n", &s.u1, 0o644);
+    let uid = s.u1.uid;
+    let gid = s.u1.gid;
     let run = format!(
         "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
         s.bin.display(),
@@ -635,24 +527,24 @@ fn in_cache_namespace(work: impl Fn() -> bool + Send + Sync + 'static) {
 
 #[test]
 fn half_made_entries_are_cleaned_up() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("halfmade", inst);
-    let a = s.image("a.sqfs", "a\n", USER, 0o644);
-    let b = s.image("b.sqfs", "b\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("halfmade", bin);
+    let a = s.image("a.sqfs", "a\n", &s.u1, 0o644);
+    let b = s.image("b.sqfs", "b\n", &s.u1, 0o644);
     // Make sure the cache namespace exists, then empty it.
-    assert_eq!(ok(&s.cat_hello(USER, &a, &[])), "a\n");
+    assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");
     s.root_gc_all();
-    let key = |p: &Path| {
-        let m = fs::metadata(p).unwrap();
-        format!("{:x}-{:x}", m.dev(), m.ino())
-    };
     let c = |s: String| std::ffi::CString::new(s).unwrap();
-    // What a launch killed half-way leaves: for image a, a directory with
-    // an empty mnt and no meta; for an unknown file, a tmpfs mounted on mnt
-    // and a meta that does not parse; a stray name that is not an entry.
-    let (ka, kx) = (key(&a), "7-ffffff".to_string());
-    let dirs = [c(format!("/{ka}")), c(format!("/{ka}/mnt")), c(format!("/{kx}")), c(format!("/{kx}/mnt"))];
-    let (tmpfs_on, meta, stray) = (c(format!("/{kx}/mnt")), c(format!("/{kx}/meta")), c("/zz-not-an-entry".into()));
+    // What a launch killed half-way leaves: an entry directory with an
+    // empty mnt and no meta; an entry with a tmpfs mounted on mnt and a
+    // meta that does not parse; and a name an earlier version of the tool
+    // used (`<dev>-<ino>`).
+    let m = fs::metadata(&a).unwrap();
+    let (k1, k2, old) = ("0123456789abcdef0123456789abcdef".to_string(), "fedcba9876543210fedcba9876543210".to_string(), format!("{:x}-{:x}", m.dev(), m.ino()));
+    let dirs = [c(format!("/{k1}")), c(format!("/{k1}/mnt")), c(format!("/{k2}")), c(format!("/{k2}/mnt")), c(format!("/{old}"))];
+    let (tmpfs_on, meta) = (c(format!("/{k2}/mnt")), c(format!("/{k2}/meta")));
+    // A stray file (an earlier version kept its key in /secret).
+    let stray = c("/secret".into());
     let tmpfs = c("tmpfs".into());
     in_cache_namespace(move || unsafe {
         // SAFETY: raw system calls on CStrings owned by this closure.
@@ -662,35 +554,37 @@ fn half_made_entries_are_cleaned_up() {
                 let fd = libc::open(meta.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
                 fd >= 0 && libc::write(fd, b"garbage\n".as_ptr().cast(), 8) == 8 && libc::close(fd) == 0
             }
-            && (libc::mkdir(stray.as_ptr(), 0o700) == 0 || *libc::__errno_location() == libc::EEXIST)
+            && {
+                let fd = libc::open(stray.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+                fd >= 0 && libc::close(fd) == 0
+            }
     });
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
-    assert_eq!(status.matches("broken").count(), 2, "the planted entries must show as broken:\n{status}");
+    assert_eq!(status.matches("broken").count(), 4, "the planted entries must show as broken:\n{status}");
 
-    // Image a's launch replaces its half-made entry; image b's launch (a
-    // creation) collects the other broken one.
-    assert_eq!(ok(&s.cat_hello(USER, &a, &[])), "a\n");
-    assert_eq!(ok(&s.cat_hello(USER, &b, &[])), "b\n");
+    // The launches that make new entries collect the broken ones.
+    assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");
+    assert_eq!(ok(&s.cat_hello(&s.u1, &b, &[])), "b\n");
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
     assert!(!status.contains("broken"), "{status}");
     assert_eq!(status.matches("idle").count(), 2, "{status}");
     assert_eq!(s.loops().len(), 2);
     // Reused afterwards.
-    assert_eq!(ok(&s.cat_hello(USER2, &a, &[])), "a\n");
+    assert_eq!(ok(&s.cat_hello(&s.u2, &a, &[])), "a\n");
     assert_eq!(s.loops().len(), 2);
     s.finish();
 }
 
 #[test]
 fn the_working_directory_survives_visits_to_the_cache() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("cwd", inst);
-    let img = s.image("a.sqfs", "cwd\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("cwd", bin);
+    let img = s.image("a.sqfs", "cwd\n", &s.u1, 0o644);
     // A relative image path and mount point, resolved after the launch has
     // been in the cache namespace (creation, then reuse), and the command
     // starts in the caller's directory.
     for round in 0..2 {
-        let out = user_command(USER, &s.bin, &["a.sqfs:m", "--", "sh", "-c", "readlink /proc/self/cwd; cat m/hello"])
+        let out = user_command(&s.u1, &s.bin, &["a.sqfs:m", "--", "sh", "-c", "readlink /proc/self/cwd; cat m/hello"])
             .current_dir(&s.dir)
             .output()
             .unwrap();
@@ -701,24 +595,24 @@ fn the_working_directory_survives_visits_to_the_cache() {
     // A working directory that root cannot enter (a FUSE mount of the
     // caller's, without allow_root): the launch must not lose it; it mounts
     // a private instance with one warning.
-    let fuse_usable = user_command(USER, Path::new("/bin/sh"), &["-c", "test -r /dev/fuse -a -w /dev/fuse"]).status().unwrap().success();
+    let fuse_usable = user_command(&s.u1, Path::new("/bin/sh"), &["-c", "test -r /dev/fuse -a -w /dev/fuse"]).status().unwrap().success();
     if !have("squashfuse") || !have("fusermount3") || !fuse_usable {
-        loud(&format!("(FUSE part of the working-directory cache test): squashfuse or fusermount3 missing, or /dev/fuse not usable by {USER}"));
+        loud_skip(&format!("(FUSE part of the working-directory cache test): squashfuse or fusermount3 missing, or /dev/fuse not usable by {}", s.u1.name));
         s.finish();
         return;
     }
     let fuse = s.path("fuse");
     fs::create_dir(&fuse).unwrap();
-    chown(&fuse, USER);
-    let out = user_command(USER, Path::new("squashfuse"), &[img.as_os_str(), fuse.as_os_str()]).output().unwrap();
+    s.u1.chown(&fuse);
+    let out = user_command(&s.u1, Path::new("squashfuse"), &[img.as_os_str(), fuse.as_os_str()]).output().unwrap();
     assert!(out.status.success(), "squashfuse as the test user: {}", stderr(&out));
-    struct Unmount(PathBuf);
+    struct Unmount(PathBuf, User);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = user_command(USER, Path::new("fusermount3"), &["-u".as_ref(), self.0.as_os_str()]).status();
+            let _ = user_command(&self.1, Path::new("fusermount3"), &["-u".as_ref(), self.0.as_os_str()]).status();
         }
     }
-    let _unmount = Unmount(fuse.clone());
+    let _unmount = Unmount(fuse.clone(), s.u1.clone());
     let pair = format!("{}:{}", img.display(), s.mnt());
     // (cd as the user: root cannot enter the FUSE mount.)
     let script = format!(
@@ -727,7 +621,7 @@ fn the_working_directory_survives_visits_to_the_cache() {
         s.bin.display(),
         s.mnt()
     );
-    let out = user_command(USER, Path::new("/bin/sh"), &["-c", script.as_str()]).output().unwrap();
+    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", script.as_str()]).output().unwrap();
     let text = ok(&out);
     assert!(text.starts_with(&format!("{}/dir\ncwd\nf0\n", fuse.display())), "{text}");
     let warn = stderr(&out);
@@ -739,10 +633,10 @@ fn the_working_directory_survives_visits_to_the_cache() {
 
 #[test]
 fn unions_and_repeated_images_use_the_cached_instances() {
-    let Some((_g, inst)) = setup() else { return };
-    let s = Scratch::new("union", inst);
-    let a = s.image("a.sqfs", "a\n", USER, 0o644);
-    let b = s.image("b.sqfs", "b\n", USER, 0o644);
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("union", bin);
+    let a = s.image("a.sqfs", "a\n", &s.u1, 0o644);
+    let b = s.image("b.sqfs", "b\n", &s.u1, 0o644);
     let m2 = s.path("m2");
     fs::create_dir(&m2).unwrap();
     fs::set_permissions(&m2, fs::Permissions::from_mode(0o755)).unwrap();
@@ -752,7 +646,7 @@ fn unions_and_repeated_images_use_the_cached_instances() {
     let union = format!("--union={},{}:{}", b.display(), a.display(), s.mnt());
     let script = format!("cat {}/hello {}/hello {}/dir/f1", m2.display(), s.mnt(), s.mnt());
     for round in 0..2 {
-        let out = s.as_user(USER, &[plain.as_str(), union.as_str(), "--", "sh", "-c", script.as_str()]);
+        let out = s.as_user(&s.u1, &[plain.as_str(), union.as_str(), "--", "sh", "-c", script.as_str()]);
         assert_eq!(ok(&out), "a\nb\n1\n", "round {round}");
         let warn = stderr(&out);
         assert!(!warn.contains("image cache"), "round {round}: {warn}");

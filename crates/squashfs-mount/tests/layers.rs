@@ -1,13 +1,17 @@
 //! Integration tests of `--writable` and `--union`, as the unprivileged test
 //! user against the installed setuid binary. Needs root (skips loudly).
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use common::{case, Fixture};
+use sqfsmnt_test_support::Fixture;
+
+/// One case against the installed setuid binary, as a fresh test user
+/// (see `sqfsmnt_test_support::fixture::case`).
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
 
 fn s(p: &Path) -> String {
     p.display().to_string()

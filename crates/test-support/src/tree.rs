@@ -1,19 +1,20 @@
-#![allow(dead_code)]
-//! Helpers shared by the integration tests: temporary directories, test
-//! trees with deterministic contents, running commands with a time limit.
+//! Test data of the sqfs suites: temporary directories, trees with
+//! deterministic contents, and what images and trees contain.
 
 use std::ffi::OsStr;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use crate::cmd::ok;
+
+/// A directory removed on drop (also after a failed assertion).
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("sqfs-test-{name}-{}", std::process::id()));
+        let p = std::env::temp_dir().join(format!("sqfsmnt-it-{}-sqfs-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
@@ -33,6 +34,7 @@ impl Drop for TempDir {
 pub struct Rng(pub u64);
 
 impl Rng {
+    #[allow(clippy::should_implement_trait)] // endless, not an iterator
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -165,70 +167,12 @@ pub fn make_tree(root: &Path, forwards: bool) -> TreeInfo {
     info
 }
 
-pub fn sqfs() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sqfs"));
+/// The `sqfs` binary built at `bin` (`env!("CARGO_BIN_EXE_sqfs")`), with no
+/// `SOURCE_DATE_EPOCH` from the caller's environment.
+pub fn sqfs_command(bin: &str) -> Command {
+    let mut c = Command::new(bin);
     c.env_remove("SOURCE_DATE_EPOCH");
     c
-}
-
-/// Runs `cmd`, killing it (by its pid) if it takes longer than `limit`.
-pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    }
-}
-
-pub fn ok(cmd: &mut Command) -> Output {
-    let o = run_with_timeout(cmd, Duration::from_secs(120));
-    assert!(
-        o.status.success(),
-        "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
-
-pub fn has(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
 }
 
 /// Paths of all non-directories in an image, from `unsquashfs -lls`
@@ -290,23 +234,4 @@ pub fn tree_files(root: &Path) -> Vec<String> {
 
 pub fn os(s: &str) -> &OsStr {
     OsStr::from_bytes(s.as_bytes())
-}
-
-/// Count of attached loop devices.
-pub fn loop_devices() -> usize {
-    std::fs::read_dir("/sys/block")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
-                .filter(|e| e.path().join("loop/backing_file").exists())
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-/// Says that part of a test was skipped, on the real standard error: the
-/// test harness captures `eprintln!` of passing tests, this it does not.
-pub fn loud_skip(msg: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED PART: {msg} ***");
 }

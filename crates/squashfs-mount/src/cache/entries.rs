@@ -1,0 +1,180 @@
+//! The cache namespace's entries, as seen from inside it (every function
+//! here runs in `Store::visit`, as root): reading, validating, cloning,
+//! inserting and removing them.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+
+use super::meta::{is_entry_name, Identity, Meta, META_LIMIT};
+use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE};
+use crate::system::{self, Error};
+
+/// Most names listed in the cache namespace (a hard cap on entries).
+pub const MAX_ENTRIES: usize = 4096;
+
+/// One cached entry, as listed.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: String,
+    pub meta: Option<Meta>,
+    /// `meta` parses and `mnt` is a squashfs mount of its loop device.
+    pub valid: bool,
+    pub last_used: i64,
+}
+
+pub(super) fn path(name: &str, leaf: &str) -> String {
+    if leaf.is_empty() {
+        format!("/{name}")
+    } else {
+        format!("/{name}/{leaf}")
+    }
+}
+
+/// Missing parts are fine (a half-made entry, or a stray file that an
+/// earlier version of the tool left, where a path below it is no
+/// directory).
+fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
+    match r {
+        Err(Error::NOENT) | Err(Error::NOTDIR) => Ok(()),
+        other => other,
+    }
+}
+
+/// Checks that a clone is a read-only, nosuid, nodev squashfs mount of the
+/// loop device `rdev`.
+fn check_clone(clone: &OwnedFd, rdev: u64) -> Result<(), String> {
+    let st = system::fstat(clone.as_fd()).map_err(|e| format!("cannot stat the cached instance: {e}"))?;
+    let magic = system::filesystem_type(clone.as_fd()).map_err(|e| format!("cannot statfs the cached instance: {e}"))?;
+    let flags = system::mount_flags(clone.as_fd()).map_err(|e| format!("cannot read the cached instance's flags: {e}"))?;
+    if st.dev != rdev || magic != system::SQUASHFS_MAGIC || flags != (true, true, true) {
+        return Err("the cached instance is not what was recorded".into());
+    }
+    Ok(())
+}
+
+pub(super) fn read_secret(create: bool) -> Result<Option<[u8; 32]>, CacheError> {
+    match system::attribute(MARKER, SECRET_ATTRIBUTE, 32) {
+        Ok(Some(bytes)) if bytes.len() == 32 => return Ok(bytes.try_into().ok()),
+        Ok(None) if create => {}
+        Ok(None) => return Ok(None),
+        _ => return Err(CacheError::Unavailable("the cache namespace's secret is unreadable".into())),
+    }
+    // A namespace made by an earlier version has none yet.
+    let secret = system::random_bytes::<32>().map_err(|e| CacheError::Unavailable(format!("getrandom: {e}")))?;
+    system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret).map_err(|e| CacheError::Unavailable(format!("cannot keep the cache's secret: {e}")))?;
+    Ok(Some(secret))
+}
+
+/// The record of entry `name` (an extended attribute of its directory:
+/// writing it is not limited by the caller's RLIMIT_FSIZE).
+fn read_meta(name: &str) -> Option<Meta> {
+    match system::attribute(&path(name, ""), META_ATTRIBUTE, META_LIMIT) {
+        Ok(Some(bytes)) => Meta::decode(&bytes),
+        _ => None,
+    }
+}
+
+/// `copies` clones of entry `name` if it is of the same unchanged file `id`
+/// and its loop device is still backed by that very file; else none.
+pub(super) fn clones_of(name: &str, id: &Identity, copies: usize, dev: BorrowedFd<'_>) -> Vec<OwnedFd> {
+    let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else { return Vec::new() };
+    let Ok(loop_dev) = system::open_loop_device(dev, meta.loop_number) else { return Vec::new() };
+    if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.loop_rdev) {
+        return Vec::new();
+    }
+    let Ok(info) = system::loop_status(loop_dev.as_fd()) else { return Vec::new() };
+    let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
+    if info.lo_device != id.dev || info.lo_inode != id.ino || info.lo_flags & want != want {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(copies);
+    for _ in 0..copies.max(1) {
+        match system::clone_mount_at(&path(name, "mnt")) {
+            Ok(c) if check_clone(&c, meta.loop_rdev).is_ok() => out.push(c),
+            _ => return Vec::new(),
+        }
+    }
+    let _ = system::touch(system::working_dir(), &path(name, ""));
+    out
+}
+
+fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
+    let here = system::working_dir();
+    let dir = match system::stat_at(here, &path(name, "")) {
+        Ok(d) => d,
+        Err(Error::NOENT) => return Ok(None),
+        Err(e) => return Err(CacheError::Unavailable(format!("cannot stat cache entry {name}: {e}"))),
+    };
+    let meta = if dir.is_dir() { read_meta(name) } else { None };
+    let last_used = dir.mtime.0;
+    let valid = dir.is_dir()
+        && is_entry_name(name.as_bytes())
+        && meta.as_ref().is_some_and(|m| match system::open_dir_nofollow(here, path(name, "mnt")) {
+            Ok(mnt) => {
+                system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.loop_rdev)
+                    && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
+            }
+            Err(_) => false,
+        });
+    Ok(Some(Entry { name: name.to_string(), meta, valid, last_used }))
+}
+
+/// Every name in the cache namespace's root but its own files: entries, and
+/// anything else (left by a killed launch, or by an earlier version of the
+/// tool), listed as broken so that collection removes it.
+pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
+    let (names, _) = system::list_dir(system::working_dir(), "/", MAX_ENTRIES)
+        .map_err(|e| CacheError::Unavailable(format!("cannot list the cache: {e}")))?;
+    let mut out = Vec::new();
+    for name in names {
+        let name = name.as_bytes();
+        if MARKER.as_bytes()[1..] == *name || name.contains(&b'/') || name.starts_with(b".") {
+            continue;
+        }
+        let name = String::from_utf8_lossy(name).into_owned();
+        if let Some(e) = read_entry(&name)? {
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+/// Unmounts the instance of entry `name` (lazily: clones attached by running
+/// launches keep the superblock and loop device until they exit) and removes
+/// the entry. Missing parts are fine.
+pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
+    let here = system::working_dir();
+    let mnt = path(name, "mnt");
+    for _ in 0..8 {
+        match system::detach_mount(&mnt) {
+            Ok(()) => continue,
+            Err(Error::INVAL) | Err(Error::NOENT) | Err(Error::NOTDIR) => break,
+            Err(e) => return Err(CacheError::Unavailable(format!("cannot unmount cache entry {name}: {e}"))),
+        }
+    }
+    // meta and meta.tmp: the record files of earlier versions.
+    ignore_missing(system::remove_file(here, &path(name, "meta")))
+        .and_then(|()| ignore_missing(system::remove_file(here, &path(name, "meta.tmp"))))
+        .and_then(|()| ignore_missing(system::remove_dir(here, &mnt)))
+        .and_then(|()| match system::remove_dir(here, &path(name, "")) {
+            // A stray file rather than a directory.
+            Err(Error::NOTDIR) => system::remove_file(here, &path(name, "")),
+            other => ignore_missing(other),
+        })
+        .map_err(|e| CacheError::Unavailable(format!("cannot remove cache entry {name}: {e}")))
+}
+
+/// Mounts the detached instance `mount` as entry `name`, commits `meta`
+/// (the record is set last: an entry without it is broken) and returns
+/// `copies` clones.
+pub(super) fn insert_entry(name: &str, mount: &OwnedFd, meta: &Meta, copies: usize) -> Result<Vec<OwnedFd>, CacheError> {
+    let here = system::working_dir();
+    let err = |what: &str, e: Error| CacheError::Unavailable(format!("cannot {what} cache entry {name}: {e}"));
+    system::make_dir(here, &path(name, ""), 0o700).map_err(|e| err("create", e))?;
+    system::make_dir(here, &path(name, "mnt"), 0o700).map_err(|e| err("create", e))?;
+    let target = system::open_dir_nofollow(here, path(name, "mnt")).map_err(|e| err("open", e))?;
+    system::attach_mount(mount.as_fd(), target.as_fd()).map_err(|e| err("mount", e))?;
+    system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes()).map_err(|e| err("commit", e))?;
+    (0..copies.max(1)).map(|_| system::clone_mount_at(&path(name, "mnt")).map_err(|e| err("clone", e))).collect()
+}
+

@@ -1,0 +1,282 @@
+//! What the cache records about an instance, and the names of entries.
+//! Pure: no system calls.
+
+use crate::system::FileId;
+
+/// Version of the on-disk format of the cache namespace's entries. An entry
+/// written by another version is not reused: it is evicted (and its image's
+/// next launch makes a new one), so a package upgrade never fails a launch.
+pub const FORMAT: &str = "squashfs-mount-cache 2";
+/// Largest `meta` file read.
+pub const META_LIMIT: usize = 16 * 1024;
+
+/// The entry name of an image file: 32 hex digits, a keyed hash of its
+/// device and inode with the cache namespace's secret (so that what the
+/// cache namespace shows, e.g. through a visiting process's mountinfo, says
+/// nothing about which files are cached).
+pub fn entry_name(secret: &[u8; 32], dev: u64, ino: u64) -> String {
+    #[allow(deprecated)] // SipHasher is deprecated only in favour of a crate; SipHash-2-4 is what we want.
+    let hash = |k: &[u8]| {
+        use std::hash::Hasher;
+        let key = |at: usize| u64::from_le_bytes(k[at..at + 8].try_into().unwrap_or([0; 8]));
+        let mut h = std::hash::SipHasher::new_with_keys(key(0), key(8));
+        h.write_u64(dev);
+        h.write_u64(ino);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", hash(&secret[..16]), hash(&secret[16..]))
+}
+
+/// Whether `name` is an entry name made by [`entry_name`].
+pub fn is_entry_name(name: &[u8]) -> bool {
+    name.len() == 32 && name.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+}
+
+/// (major, minor) of a Linux `dev_t` as returned by stat.
+pub fn dev_major_minor(dev: u64) -> (u64, u64) {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff);
+    (major, minor)
+}
+
+/// The `dev_t` for (major, minor), as stat returns it.
+pub fn make_dev(major: u64, minor: u64) -> u64 {
+    ((major & 0xffff_f000) << 32) | ((major & 0x0000_0fff) << 8) | ((minor & 0xffff_ff00) << 12) | (minor & 0x0000_00ff)
+}
+
+/// What identifies an image file's contents: device, inode, size, mtime
+/// and ctime of the fd the caller opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+impl From<&FileId> for Identity {
+    fn from(id: &FileId) -> Self {
+        Identity { dev: id.dev, ino: id.ino, size: id.size, mtime: id.mtime, ctime: id.ctime }
+    }
+}
+
+/// What the cache records about an instance. Written and read only by root
+/// in the cache namespace; parsed strictly and bounds-checked anyway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+    pub loop_number: u32,
+    pub loop_rdev: u64,
+    /// The image's block size (for the instance's memory cost).
+    pub block_size: u32,
+    /// Who created the instance: only they (and root) see it in
+    /// `--cache-status` and may evict it with `--gc`.
+    pub uid: u32,
+    pub created: i64,
+    /// The kernel's name of the image file when the instance was created
+    /// (shown to its creator and root only).
+    pub path: Vec<u8>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || s.len() > 2 * 4096 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+impl Meta {
+    pub fn encode(&self) -> String {
+        format!(
+            "{FORMAT}\ndev {}\nino {}\nsize {}\nmtime {} {}\nctime {} {}\nloop {}\nrdev {}\nblock {}\nuid {}\ncreated {}\npath {}\n",
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime.0,
+            self.mtime.1,
+            self.ctime.0,
+            self.ctime.1,
+            self.loop_number,
+            self.loop_rdev,
+            self.block_size,
+            self.uid,
+            self.created,
+            hex(&self.path)
+        )
+    }
+
+    /// Parses what [`Meta::encode`] wrote; anything else (another format
+    /// version included) is None.
+    pub fn decode(bytes: &[u8]) -> Option<Meta> {
+        if bytes.len() > META_LIMIT {
+            return None;
+        }
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut lines = text.strip_suffix('\n')?.split('\n');
+        if lines.next()? != FORMAT {
+            return None;
+        }
+        let mut field = |name: &str| -> Option<Vec<&str>> {
+            let mut words = lines.next()?.split(' ');
+            (words.next()? == name).then(|| words.collect())
+        };
+        fn one<T: std::str::FromStr>(w: Option<Vec<&str>>) -> Option<T> {
+            match w?.as_slice() {
+                [v] => v.parse().ok(),
+                _ => None,
+            }
+        }
+        fn two(w: Option<Vec<&str>>) -> Option<(i64, i64)> {
+            match w?.as_slice() {
+                [a, b] => Some((a.parse().ok()?, b.parse().ok()?)),
+                _ => None,
+            }
+        }
+        let meta = Meta {
+            dev: one(field("dev"))?,
+            ino: one(field("ino"))?,
+            size: one(field("size"))?,
+            mtime: two(field("mtime"))?,
+            ctime: two(field("ctime"))?,
+            loop_number: one(field("loop"))?,
+            loop_rdev: one(field("rdev"))?,
+            block_size: one(field("block"))?,
+            uid: one(field("uid"))?,
+            created: one(field("created"))?,
+            path: unhex(one::<String>(field("path"))?.as_str())?,
+        };
+        if lines.next().is_some() {
+            return None;
+        }
+        Some(meta)
+    }
+
+    /// The identity of the file the instance was made of.
+    pub fn identity(&self) -> Identity {
+        Identity { dev: self.dev, ino: self.ino, size: self.size, mtime: self.mtime, ctime: self.ctime }
+    }
+
+    /// Same file, unchanged: device, inode, size, mtime and ctime.
+    pub fn same_file(&self, id: &Identity) -> bool {
+        self.identity() == *id
+    }
+
+    /// A record for the instance of the file `id` (block size
+    /// `block_size`) on loop device `loop_number` (`loop_rdev`), created
+    /// now by `uid`.
+    pub fn new(id: &Identity, block_size: u32, loop_number: u32, loop_rdev: u64, uid: u32, created: i64, path: &[u8]) -> Meta {
+        Meta {
+            dev: id.dev,
+            ino: id.ino,
+            size: id.size,
+            mtime: id.mtime,
+            ctime: id.ctime,
+            loop_number,
+            loop_rdev,
+            block_size,
+            uid,
+            created,
+            path: path.to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            dev: 0xfe00,
+            ino: 12345,
+            size: 4096,
+            mtime: (1_700_000_000, 5),
+            ctime: (1_700_000_001, 999_999_999),
+            loop_number: 3,
+            loop_rdev: make_dev(7, 3),
+            block_size: 131072,
+            uid: 1000,
+            created: 1_700_000_002,
+            path: b"/home/u/a b\n\xff.sqfs".to_vec(),
+        }
+    }
+
+    #[test]
+    fn meta_round_trip_and_strictness() {
+        let m = meta();
+        assert_eq!(Meta::decode(m.encode().as_bytes()), Some(m.clone()));
+        let good = m.encode();
+        for bad in [
+            // An entry of the previous format version is not read.
+            good.replace("squashfs-mount-cache 2", "squashfs-mount-cache 1"),
+            good.replace("squashfs-mount-cache 2", "squashfs-mount-cache 3"),
+            good.replace("ino 12345", "ino -1"),
+            good.replace("ino 12345", "ino 1 2"),
+            good.replace("loop 3", "loop 99999999999"),
+            good.replace("\npath ", "\npath z"),
+            good.clone() + "extra\n",
+            good.trim_end().to_string(),
+            String::new(),
+        ] {
+            assert_eq!(Meta::decode(bad.as_bytes()), None, "{bad:?}");
+        }
+        assert_eq!(Meta::decode(&vec![b'a'; META_LIMIT + 1]), None);
+    }
+
+    #[test]
+    fn same_file_needs_every_field() {
+        let m = meta();
+        let id = FileId {
+            dev: m.dev,
+            ino: m.ino,
+            mode: 0o100644,
+            size: m.size,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            mtime: m.mtime,
+            ctime: m.ctime,
+            rdev: 0,
+        };
+        let same = |id: FileId| m.same_file(&Identity::from(&id));
+        assert!(same(id));
+        assert_eq!(Meta::new(&Identity::from(&id), 131072, 3, m.loop_rdev, 1000, m.created, &m.path), m);
+        assert!(!same(FileId { ino: 1, ..id }));
+        assert!(!same(FileId { dev: 1, ..id }));
+        assert!(!same(FileId { size: 1, ..id }));
+        assert!(!same(FileId { mtime: (m.mtime.0, 6), ..id }));
+        assert!(!same(FileId { ctime: (m.ctime.0 + 1, m.ctime.1), ..id }));
+    }
+
+    #[test]
+    fn entry_names_are_opaque_and_keyed() {
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        let n = entry_name(&a, 0xfe00, 0x1f);
+        assert!(is_entry_name(n.as_bytes()), "{n}");
+        assert_eq!(n, entry_name(&a, 0xfe00, 0x1f));
+        assert_ne!(n, entry_name(&b, 0xfe00, 0x1f));
+        assert_ne!(n, entry_name(&a, 0xfe00, 0x20));
+        assert!(!n.contains("fe00"));
+        for bad in [&b"fe00-1f"[..], b"", b"../x", &[b'A'; 32], &[b'0'; 31], &[b'g'; 32]] {
+            assert!(!is_entry_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn device_numbers() {
+        for (maj, min) in [(7, 0), (7, 255), (7, 256), (7, 1_048_575), (259, 3), (4095, 1)] {
+            assert_eq!(dev_major_minor(make_dev(maj, min)), (maj, min));
+        }
+        assert_eq!(make_dev(7, 1), 0x701);
+        assert_eq!(make_dev(254, 0), 0xfe00);
+    }
+}

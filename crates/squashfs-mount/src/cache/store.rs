@@ -1,0 +1,325 @@
+//! The cache's state, in the cache namespace, and the operations on it.
+//! Everything here needs root (it runs inside `Credentials::as_root`).
+//!
+//! Locking: `flock` on `/run/squashfs-mount/lock`, shared to reuse
+//! instances, exclusive to insert or evict; never held across I/O on an
+//! image (instances are made before the exclusive lock is taken), waited
+//! for at most `cache-lock-timeout`.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use super::evict::{self, Candidate, Limits, Mode};
+pub use super::entries::{Entry, MAX_ENTRIES};
+use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry};
+use super::meta::{dev_major_minor, entry_name, Identity, Meta};
+use super::usage::{self, ScanBudget};
+use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
+use crate::system::{self, Error, LockKind, VisitError};
+
+/// Loop devices' block major number.
+const LOOP_MAJOR: u64 = 7;
+
+/// What a stranded visit calls (see `Credentials::stranded`).
+pub type Stranded = fn(&dyn fmt::Display) -> !;
+
+/// An open handle on the cache. It holds two file descriptors (the lock
+/// file and the namespace) for as long as it lives; others are opened only
+/// while needed, so that a small open-file limit does not fail a launch.
+pub struct Store {
+    lock: OwnedFd,
+    ns: OwnedFd,
+    ns_ino: u64,
+    timeout_ms: u64,
+    pub limits: Limits,
+    stranded: Stranded,
+    secret: Cell<Option<[u8; 32]>>,
+}
+
+
+/// A fresh instance a launch made (without the lock) and offers the cache.
+pub struct Offer {
+    pub mount: OwnedFd,
+    pub meta: Meta,
+    pub cost: u64,
+    pub copies: usize,
+}
+
+/// What became of an offer: clones of the cached instance (ours, or one
+/// another launch inserted meanwhile), or the offer back, to be used as a
+/// private instance (no room).
+pub enum Placed {
+    Cached(Vec<OwnedFd>),
+    Private(Offer),
+}
+
+struct LockGuard<'a>(BorrowedFd<'a>);
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        let _ = system::unlock(self.0);
+    }
+}
+
+impl Store {
+    /// Opens the cache. With `create`, makes the state directory and the
+    /// cache namespace when they do not exist; without, answers None then.
+    pub fn open(limits: Limits, timeout_ms: u64, create: bool, stranded: Stranded) -> Result<Option<Store>, CacheError> {
+        let unavailable = |what: String, e: Error| CacheError::Unavailable(format!("{what}: {e}"));
+        let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR) {
+            Err(Error::NOENT) if create => system::open_or_create_dir(CACHE_DIR, 0o700),
+            other => other,
+        };
+        let dir = match dir {
+            Ok(d) => d,
+            Err(Error::NOENT) if !create => return Ok(None),
+            Err(e) => return Err(unavailable(format!("cannot use {CACHE_DIR}"), e)),
+        };
+        root_only(dir.as_fd())?;
+        let lock = system::open_lock_file(dir.as_fd(), LOCK_FILE, 0o600)
+            .map_err(|e| unavailable(format!("cannot open {CACHE_DIR}/{LOCK_FILE}"), e))?;
+        let ns = match open_namespace(dir.as_fd()) {
+            Some(ns) => ns,
+            None if !create => return Ok(None),
+            None => {
+                let _g = lock_with_timeout(lock.as_fd(), LockKind::Exclusive, timeout_ms)?;
+                if open_namespace(dir.as_fd()).is_none() {
+                    super::namespace::create(dir.as_fd(), stranded)?;
+                }
+                // The directory is now a private mount of its own: open again.
+                let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
+                    .map_err(|e| unavailable(format!("cannot open {CACHE_DIR}"), e))?;
+                root_only(dir.as_fd())?;
+                open_namespace(dir.as_fd())
+                    .ok_or_else(|| CacheError::Unavailable(format!("{CACHE_DIR}/{NS_FILE} is not a namespace after creating it")))?
+            }
+        };
+        let ns_ino = system::fstat(ns.as_fd()).map_err(|e| unavailable("cannot stat the cache namespace".into(), e))?.ino;
+        Ok(Some(Store { lock, ns, ns_ino, timeout_ms, limits, stranded, secret: Cell::new(None) }))
+    }
+
+    fn lock(&self, kind: LockKind) -> Result<LockGuard<'_>, CacheError> {
+        lock_with_timeout(self.lock.as_fd(), kind, self.timeout_ms)
+    }
+
+    /// Runs `f` inside the cache namespace (paths are relative to its
+    /// root), with the namespace's secret (made now if `make_secret` and
+    /// there is none). Refuses a namespace without our marker. A visit that
+    /// cannot return ends the process or thread (`stranded`).
+    fn visit<T>(&self, make_secret: bool, f: impl FnOnce(Option<&[u8; 32]>) -> Result<T, CacheError>) -> Result<T, CacheError> {
+        let known = self.secret.get();
+        let r = system::in_mount_namespace(self.ns.as_fd(), || {
+            let here = system::working_dir();
+            if !matches!(system::stat_at(here, MARKER), Ok(id) if id.is_regular()) {
+                return Err(CacheError::Unavailable(format!("{CACHE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace")));
+            }
+            let secret = match known {
+                Some(s) => Some(s),
+                None => read_secret(make_secret)?,
+            };
+            f(secret.as_ref()).map(|t| (t, secret))
+        });
+        match r {
+            Ok(Ok((t, secret))) => {
+                self.secret.set(secret);
+                Ok(t)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(VisitError::Enter(e)) => Err(CacheError::Unavailable(format!("cannot enter the cache namespace: {e}"))),
+            Err(VisitError::Stranded(s)) => (self.stranded)(&s),
+        }
+    }
+
+    /// Clones of the cached instances of the files `wanted` (identity as
+    /// opened now, and how many clones), in one visit under the shared
+    /// lock. An empty list for a file means: not cached (or stale).
+    pub fn reuse(&self, wanted: &[(Identity, usize)]) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
+        // /dev, for the loop device checks inside the cache namespace.
+        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
+            .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
+        let _g = self.lock(LockKind::Shared)?;
+        self.visit(false, |secret| {
+            let Some(secret) = secret else { return Ok(wanted.iter().map(|_| Vec::new()).collect()) };
+            Ok(wanted.iter().map(|(id, copies)| clones_of(&entry_name(secret, id.dev, id.ino), id, *copies, dev.as_fd())).collect())
+        })
+    }
+
+    /// Offers fresh instances (made without the lock) to the cache, under
+    /// the exclusive lock: where another launch inserted the same file
+    /// meanwhile, its clones are used; otherwise ours is inserted when the
+    /// limits leave room (after evicting what a launch may evict, never
+    /// what `protected` names: the launch's own images); otherwise the offer
+    /// comes back, to be used privately. On an error the offers not yet
+    /// placed come back with it.
+    pub fn place(&self, offers: Vec<Offer>, protected: &HashSet<(u64, u64)>) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
+        let prepared = (|| {
+            let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
+                .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
+            let guard = self.lock(LockKind::Exclusive)?;
+            let entries = self.visit(true, |_| list_entries())?;
+            let secret = self.secret.get().ok_or_else(|| CacheError::Unavailable("the cache namespace has no secret".into()))?;
+            Ok((dev, guard, entries, secret))
+        })();
+        let (dev, _guard, entries, secret) = match prepared {
+            Ok(p) => p,
+            Err(e) => return Err((e, offers)),
+        };
+        let protected_names: HashSet<String> = protected.iter().map(|(d, i)| entry_name(&secret, *d, *i)).collect();
+        let offered: HashSet<String> = offers.iter().map(|o| entry_name(&secret, o.meta.dev, o.meta.ino)).collect();
+        let cands = self.candidates(&entries, 0, None, &protected_names, usage::AT_LAUNCH);
+        let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
+        // Stale entries of the offered files go in any case.
+        let stale: Vec<usize> = (0..entries.len()).filter(|&i| offered.contains(&entries[i].name) && !entries[i].valid && !evict.contains(&i)).collect();
+        evict.extend(stale);
+        let gone: Vec<&str> = evict.iter().map(|&i| entries[i].name.as_str()).collect();
+        let staying = || entries.iter().filter(|e| e.valid && !gone.contains(&e.name.as_str()));
+        let mut count = staying().count();
+        let mut bytes: u64 = staying().filter_map(|e| e.meta.as_ref()).map(|m| evict::instance_cost(m.block_size)).sum();
+        let pending = std::cell::RefCell::new(offers);
+        let placed = self.visit(false, |_| {
+            for name in &gone {
+                let _ = remove_entry(name);
+            }
+            let mut out = Vec::new();
+            for offer in pending.borrow_mut().drain(..) {
+                let name = entry_name(&secret, offer.meta.dev, offer.meta.ino);
+                let theirs = clones_of(&name, &offer.meta.identity(), offer.copies, dev.as_fd());
+                if !theirs.is_empty() {
+                    out.push(Placed::Cached(theirs));
+                    continue;
+                }
+                if !evict::has_room(count, bytes, offer.cost, self.limits) || remove_entry(&name).is_err() {
+                    out.push(Placed::Private(offer));
+                    continue;
+                }
+                match insert_entry(&name, &offer.mount, &offer.meta, offer.copies) {
+                    Ok(clones) => {
+                        out.push(Placed::Cached(clones));
+                        count += 1;
+                        bytes += offer.cost;
+                    }
+                    Err(_) => {
+                        let _ = remove_entry(&name);
+                        out.push(Placed::Private(offer));
+                    }
+                }
+            }
+            Ok(out)
+        });
+        placed.map_err(|e| (e, pending.into_inner()))
+    }
+
+    /// Lists the entries (shared lock).
+    pub fn entries(&self) -> Result<Vec<Entry>, CacheError> {
+        let _g = self.lock(LockKind::Shared)?;
+        self.visit(false, |_| list_entries())
+    }
+
+    /// The name the entry of the file (`dev`, `ino`) has, when the cache
+    /// namespace has a secret yet.
+    pub fn name_of(&self, dev: u64, ino: u64) -> Option<String> {
+        self.secret.get().map(|s| entry_name(&s, dev, ino))
+    }
+
+    /// Evicts what `mode` allows for the user `uid` (exclusive lock);
+    /// `target` is `--gc IMAGE`'s entry name. Returns every entry with
+    /// whether it was evicted.
+    pub fn collect(&self, mode: Mode, uid: u32, target: Option<&str>, budget: ScanBudget) -> Result<Vec<(Entry, bool)>, CacheError> {
+        let _g = self.lock(LockKind::Exclusive)?;
+        self.collect_locked(mode, uid, target, budget)
+    }
+
+    /// At a launch, at most every `interval` seconds and only if nobody
+    /// holds the lock: a bounded collection.
+    pub fn maintain(&self, interval: i64) {
+        let now = system::unix_time();
+        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else { return };
+        if let Ok(st) = system::stat_at(dir.as_fd(), super::GC_STAMP) {
+            if st.mtime.0 <= now && now - st.mtime.0 < interval {
+                return;
+            }
+        }
+        if !matches!(system::try_lock(self.lock.as_fd(), LockKind::Exclusive), Ok(true)) {
+            return;
+        }
+        let _g = LockGuard(self.lock.as_fd());
+        let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
+        let _ = system::touch(dir.as_fd(), super::GC_STAMP);
+        let _ = self.collect_locked(Mode::Launch, u32::MAX, None, usage::AT_LAUNCH);
+    }
+
+    fn collect_locked(&self, mode: Mode, uid: u32, target: Option<&str>, budget: ScanBudget) -> Result<Vec<(Entry, bool)>, CacheError> {
+        let entries = self.visit(false, |_| list_entries())?;
+        let cands = self.candidates(&entries, uid, target, &HashSet::new(), budget);
+        let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
+        if !chosen.is_empty() {
+            self.visit(false, |_| chosen.iter().try_for_each(|&i| remove_entry(&entries[i].name)))?;
+        }
+        Ok(entries.into_iter().enumerate().map(|(i, e)| (e, chosen.contains(&i))).collect())
+    }
+
+    /// The eviction plan's view of `entries`; the usage scan runs only when
+    /// some unused instance would be evicted by it.
+    fn candidates(&self, entries: &[Entry], uid: u32, target: Option<&str>, protected: &HashSet<String>, budget: ScanBudget) -> Vec<Candidate> {
+        let devs: HashSet<u64> = entries.iter().filter(|e| e.valid).filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev)).collect();
+        let used = usage::devices_in_use(&devs, self.ns_ino, budget).used;
+        entries
+            .iter()
+            .map(|e| Candidate {
+                valid: e.valid,
+                deleted: e.meta.as_ref().is_some_and(|m| e.valid && loop_file_deleted(m)),
+                in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.loop_rdev)),
+                mine: e.meta.as_ref().is_some_and(|m| m.uid == uid) || uid == 0,
+                target: target == Some(e.name.as_str()),
+                protected: protected.contains(&e.name),
+                last_used: e.last_used,
+                cost: e.meta.as_ref().map_or(0, |m| evict::instance_cost(m.block_size)),
+            })
+            .collect()
+    }
+
+    /// The loop devices of `entries` that some namespace uses (for
+    /// `--cache-status`), and whether the scan saw every namespace.
+    pub fn usage(&self, entries: &[Entry]) -> usage::Usage {
+        let devs: HashSet<u64> = entries.iter().filter(|e| e.valid).filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev)).collect();
+        usage::devices_in_use(&devs, self.ns_ino, usage::ON_REQUEST)
+    }
+}
+
+/// The nsfs file of the cache namespace, if one is bound there.
+fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
+    let fd = system::open_read_nofollow(dir, NS_FILE).ok()?;
+    (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
+}
+
+fn lock_with_timeout(fd: BorrowedFd<'_>, kind: LockKind, timeout_ms: u64) -> Result<LockGuard<'_>, CacheError> {
+    let (mut waited, mut step) = (0u64, 1u64);
+    loop {
+        match system::try_lock(fd, kind) {
+            Ok(true) => return Ok(LockGuard(fd)),
+            Ok(false) => {}
+            Err(e) => return Err(CacheError::Unavailable(format!("cannot lock {CACHE_DIR}/{LOCK_FILE}: {e}"))),
+        }
+        if waited >= timeout_ms {
+            return Err(CacheError::Busy(waited));
+        }
+        system::pause_millis(step);
+        waited += step;
+        step = (step * 2).min(16);
+    }
+}
+
+/// Whether the file behind the instance's loop device was deleted.
+fn loop_file_deleted(meta: &Meta) -> bool {
+    let (major, minor) = dev_major_minor(meta.loop_rdev);
+    if major != LOOP_MAJOR {
+        return false;
+    }
+    match system::read_file_at(system::working_dir(), &format!("/sys/dev/block/{major}:{minor}/loop/backing_file"), 8192) {
+        Ok((text, false)) => evict::backing_file_deleted(&text, &meta.path),
+        _ => false,
+    }
+}
+

@@ -1,0 +1,169 @@
+//! The grammar of one argument: `<image>:<mountpoint>` pairs, unions,
+//! writable sizes, forwarded variable names. Pure; fuzzed.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+
+/// One `<image>:<mountpoint>` or `--union=<image>,...:<mountpoint>`
+/// request, as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountRequest {
+    /// One image, or the layers of a union, top first.
+    pub images: Vec<OsString>,
+    pub mount_point: OsString,
+    pub union: bool,
+}
+
+impl MountRequest {
+    /// `image:mountpoint` (or `a,b:mountpoint`) for messages (lossy for
+    /// non-UTF-8 bytes).
+    pub fn describe(&self) -> String {
+        let images: Vec<_> = self.images.iter().map(|i| i.to_string_lossy()).collect();
+        format!("{}:{}", images.join(","), self.mount_point.to_string_lossy())
+    }
+}
+
+/// Size limit of the tmpfs under a writable layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerSize {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl LayerSize {
+    pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
+
+    /// `N%` of RAM, or a size in the grammar both tools share
+    /// (`squashfs_format::size`: `64k`, `512M`, `1.5G`, `2GB`, `2GiB`, ...).
+    pub fn parse(text: &[u8]) -> Result<LayerSize, UsageError> {
+        let bad = |why: String| {
+            UsageError(format!(
+                "invalid --writable size '{}': {why}; use a size such as 512M, 2G or 2GiB, or a percentage of RAM such as 25%",
+                lossy(text)
+            ))
+        };
+        let text_str = std::str::from_utf8(text).map_err(|_| bad("not UTF-8".into()))?;
+        if let Some(percent) = text_str.strip_suffix('%') {
+            return match percent.parse::<u8>() {
+                Ok(n @ 1..=100) if percent.bytes().all(|b| b.is_ascii_digit()) => Ok(LayerSize::PercentOfRam(n)),
+                _ => Err(bad("a percentage must be a whole number from 1 to 100".into())),
+            };
+        }
+        let bytes = squashfs_format::size::parse_size(text_str).map_err(|e| bad(e.to_string()))?;
+        if bytes < 1 << 20 {
+            return Err(UsageError(format!("--writable size '{}' is too small: give at least 1M", lossy(text))));
+        }
+        Ok(LayerSize::Bytes(bytes))
+    }
+
+    /// The value for tmpfs' `size` parameter (generated, never user text).
+    pub fn tmpfs_value(self) -> String {
+        match self {
+            LayerSize::Bytes(b) => b.to_string(),
+            LayerSize::PercentOfRam(p) => format!("{p}%"),
+        }
+    }
+}
+
+
+/// Parses one `<image>:<mountpoint>` pair.
+pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
+    let (images, mount_point) = split_pair(arg)?;
+    Ok(MountRequest { images: vec![images], mount_point, union: false })
+}
+
+/// Most layers one union may have (overlayfs allows 500 lower layers).
+pub const MAX_UNION_LAYERS: usize = 500;
+
+/// Parses `<image>,<image>[,...]:<mountpoint>` of `--union=`.
+pub fn parse_union(arg: &[u8]) -> Result<MountRequest, UsageError> {
+    let (list, mount_point) = split_pair(arg)?;
+    let images: Vec<OsString> = list
+        .as_bytes()
+        .split(|&b| b == b',')
+        .map(|i| OsString::from_vec(i.to_vec()))
+        .collect();
+    if images.iter().any(|i| i.is_empty()) {
+        return Err(UsageError(format!("--union='{}': an image path is empty", lossy(arg))));
+    }
+    if images.len() > MAX_UNION_LAYERS {
+        return Err(UsageError(format!(
+            "--union: {} images given, at most {MAX_UNION_LAYERS} can be stacked",
+            images.len()
+        )));
+    }
+    Ok(MountRequest { images, mount_point, union: true })
+}
+
+fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
+    let colons = arg.iter().filter(|&&b| b == b':').count();
+    if colons == 0 {
+        return Err(UsageError(format!(
+            "'{}' is not of the form <image>:<mountpoint>",
+            lossy(arg)
+        )));
+    }
+    if colons > 1 {
+        return Err(UsageError(format!(
+            "'{}' has more than one ':'; paths containing ':' are not supported, use a symlink without ':' to the image or mount point",
+            lossy(arg)
+        )));
+    }
+    let at = arg.iter().position(|&b| b == b':').unwrap_or(0);
+    let (image, mount_point) = (&arg[..at], &arg[at + 1..]);
+    if image.is_empty() {
+        return Err(UsageError(format!("'{}': the image path is empty", lossy(arg))));
+    }
+    if mount_point.is_empty() {
+        return Err(UsageError(format!("'{}': the mount point is empty", lossy(arg))));
+    }
+    for part in [image, mount_point] {
+        if part.contains(&b'\n') {
+            return Err(UsageError(format!(
+                "'{}': paths containing a newline are not supported",
+                lossy(arg).escape_debug()
+            )));
+        }
+        if part.contains(&0) {
+            return Err(UsageError("paths cannot contain a NUL byte".into()));
+        }
+    }
+    Ok((
+        OsString::from_vec(image.to_vec()),
+        OsString::from_vec(mount_point.to_vec()),
+    ))
+}
+
+
+/// `SQFSMNT_FWD_<NAME>=<value>` becomes `<NAME>=<value>`: returns NAME.
+pub fn forwarded_name(name: &OsStr) -> Option<&OsStr> {
+    let rest = name.as_bytes().strip_prefix(b"SQFSMNT_FWD_")?;
+    if rest.is_empty() || rest.contains(&b'=') {
+        return None;
+    }
+    Some(OsStr::from_bytes(rest))
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+/// The message for a call without any argument (the wording of the C tool
+/// and of uenv, which scripts match); `main` prints the usage first.
+pub const NO_COMMAND: &str = "no command given";
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (see squashfs-mount --help)", self.0)
+    }
+}
+
+impl From<UsageError> for crate::error::Failure {
+    fn from(e: UsageError) -> Self {
+        crate::error::Failure::new(e.to_string())
+    }
+}
+
+pub(super) fn lossy(s: &[u8]) -> String {
+    String::from_utf8_lossy(s).into_owned()
+}

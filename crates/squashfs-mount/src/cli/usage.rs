@@ -1,0 +1,47 @@
+//! The usage text of `squashfs-mount --help`.
+
+pub const USAGE: &str = "\
+Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
+       squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
+       squashfs-mount --gc [--all | <image>]
+       squashfs-mount --cache-status [--json]
+       squashfs-mount --policy [<image>...]
+
+Mounts each SquashFS <image> read-only (nosuid, nodev) on <mountpoint> in a
+private mount namespace, drops all privileges and runs <command> as you.
+Images are opened with your own permissions. The site policy decides which
+images the kernel mounts; the others are served by a FUSE server running as
+you (see --policy).
+
+Options:
+  --sqfs=<image>:<mountpoint>[,...]   images to mount (comma-separated list)
+  --union=<image>,<image>[,...]:<mountpoint>
+                                      stack several images at one mount point
+                                      (overlayfs, read-only; the first image
+                                      named is on top); repeatable
+  --writable[=SIZE]                   give every mount a private writable layer
+                                      on a fresh tmpfs (SIZE: 512M, 2G, 2GiB,
+                                      1.5G... or N% of RAM; default 50%);
+                                      changes vanish at exit
+  --no-cache                          mount private instances; do not use or
+                                      fill the image cache
+  --verbose                           say which way each image was mounted
+  -q, --quiet                         no note when running without setuid
+  --gc                                evict unused cached instances you
+                                      created (root: all unused ones); with
+                                      an <image>: that image's instance;
+                                      --all (root only): every instance
+  --cache-status                      list your cached instances (root: all);
+                                      --json for a machine-readable list
+  --policy [<image>...]               print the site policy in force and, for
+                                      each <image>, which way it would be
+                                      mounted and why
+  -h, --help                          print this help and exit
+  -V, -v, --version                   print the version and exit
+
+Environment:
+  SQFSMNT_FWD_<NAME>=<value>  passed to <command> as <NAME>=<value>
+                              (e.g. SQFSMNT_FWD_LD_LIBRARY_PATH)
+  UENV_MOUNT_LIST             set for <command>: <image>:<mountpoint>,... in
+                              mount order, absolute paths
+";

@@ -1,0 +1,168 @@
+//! Settings and site policy from the root-owned configuration file, never
+//! from the environment (the tool reads it while privileged).
+//!
+//! `/etc/squashfs-mount.conf` (path compiled in; every key documented in
+//! the repository's `etc/squashfs-mount.conf`). The file is ignored, with
+//! one warning, unless it is a regular file owned by root and writable by
+//! nobody else. Unknown keys and bad values are reported (one line each)
+//! and skipped; everything has a compiled-in default.
+
+pub mod parse;
+pub mod policy;
+
+use std::os::fd::AsFd;
+
+use crate::cache::Limits;
+use crate::error;
+use crate::loopdev::LoopOptions;
+use crate::system;
+pub use parse::KEYS;
+pub use policy::Policy;
+
+/// Compiled-in path of the configuration file.
+pub const CONFIG_PATH: &str = "/etc/squashfs-mount.conf";
+/// Largest configuration file read.
+const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// An amount of memory: bytes, or a share of RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl Memory {
+    pub fn bytes(self, total_memory: u64) -> u64 {
+        match self {
+            Memory::Bytes(b) => b,
+            Memory::PercentOfRam(p) => (u128::from(total_memory) * u128::from(p) / 100) as u64,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub policy: Policy,
+    /// Keep image instances mounted between launches (`--no-cache` turns it
+    /// off for one launch).
+    pub cache: bool,
+    /// Instances unused for this many seconds are evicted.
+    pub cache_max_idle: u64,
+    /// At most this many cached instances; beyond, launches mount private
+    /// instances.
+    pub cache_max_instances: u32,
+    /// At most this much kernel memory held by cached instances (estimated,
+    /// see `cache::evict::instance_cost`).
+    pub cache_max_memory: Memory,
+    /// Milliseconds to wait for the cache lock before mounting privately.
+    pub cache_lock_timeout_ms: u64,
+    pub loop_options: LoopOptions,
+    /// Loop devices attached by squashfs-mount at once (cached and private
+    /// instances of every user together).
+    pub max_loop_devices: u32,
+    /// Launches of one user in their privileged phase at once.
+    pub max_launches_per_user: u32,
+    /// How long a launch waits for one of its user's launch slots.
+    pub max_launches_wait_ms: u64,
+    /// Threads of each FUSE server (0: chosen from the CPUs).
+    pub fuse_threads: u32,
+    /// Say what was done on stderr (as `--verbose`).
+    pub verbose: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            policy: Policy::default(),
+            cache: true,
+            cache_max_idle: 600,
+            cache_max_instances: 1024,
+            cache_max_memory: Memory::PercentOfRam(2),
+            cache_lock_timeout_ms: 5000,
+            loop_options: LoopOptions::default(),
+            max_loop_devices: 2048,
+            max_launches_per_user: 16,
+            max_launches_wait_ms: 30_000,
+            fuse_threads: 0,
+            verbose: false,
+        }
+    }
+}
+
+impl Settings {
+    /// The image cache's limits on this machine.
+    pub fn cache_limits(&self) -> Limits {
+        Limits {
+            max_idle: self.cache_max_idle,
+            max_instances: self.cache_max_instances,
+            max_bytes: self.cache_max_memory.bytes(system::total_memory()),
+        }
+    }
+}
+
+/// Resolves a user or group name from /etc/passwd or /etc/group (files
+/// only: no name service module is loaded into the privileged process;
+/// sites with directory users list numeric ids).
+fn resolve_from_files(name: &str, user: bool) -> Option<u32> {
+    let file = if user { "/etc/passwd" } else { "/etc/group" };
+    let (text, _) = system::read_file_at(system::working_dir(), file, 4 << 20).ok()?;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let mut fields = line.split(|&b| b == b':');
+        (fields.next()? == name.as_bytes()).then_some(())?;
+        std::str::from_utf8(fields.nth(1)?).ok()?.parse().ok()
+    })
+}
+
+/// Loads the settings: compiled-in defaults, overridden by the configuration
+/// file when it exists and is trustworthy. Problems are printed as warnings
+/// (one line each). Needs root only if the file is not world-readable.
+pub fn load() -> Settings {
+    let warn = |msg: String| error::warn(format_args!("{CONFIG_PATH}: {msg}"));
+    let fd = match system::open_read_nofollow(system::working_dir(), CONFIG_PATH) {
+        Ok(fd) => fd,
+        Err(system::Error::NOENT) => return Settings::default(),
+        Err(e) => {
+            warn(format!("cannot open it ({e}); using the built-in defaults"));
+            return Settings::default();
+        }
+    };
+    let id = match system::fstat(fd.as_fd()) {
+        Ok(id) => id,
+        Err(e) => {
+            warn(format!("cannot stat it ({e}); using the built-in defaults"));
+            return Settings::default();
+        }
+    };
+    if !id.is_regular() || id.uid != 0 || id.mode & 0o022 != 0 {
+        warn("ignored: it must be a regular file owned by root and not writable by group or others; using the built-in defaults".into());
+        return Settings::default();
+    }
+    let mut buf = vec![0u8; MAX_CONFIG_BYTES + 1];
+    let n = match system::read_head(fd.as_fd(), &mut buf) {
+        Ok(n) => n,
+        Err(e) => {
+            warn(format!("cannot read it ({e}); using the built-in defaults"));
+            return Settings::default();
+        }
+    };
+    if n > MAX_CONFIG_BYTES {
+        warn(format!("ignored: larger than {MAX_CONFIG_BYTES} bytes; using the built-in defaults"));
+        return Settings::default();
+    }
+    let (settings, problems) = parse::parse(&buf[..n], &resolve_from_files);
+    for p in problems {
+        warn(p);
+    }
+    settings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory() {
+        assert_eq!(Memory::PercentOfRam(2).bytes(100 << 30), 2147483648);
+        assert_eq!(Memory::Bytes(5).bytes(1), 5);
+    }
+}

@@ -1,0 +1,312 @@
+//! The configuration file's grammar: `key = value` lines, `#` comments.
+//! Pure: user and group names are resolved by the function passed in.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+
+use super::policy::{KernelImages, TrustedMatch, MAX_IMAGES_PER_CALL};
+use super::{Memory, Settings};
+use crate::loopdev::SquashfsThreads;
+use crate::paths;
+
+/// Every key the file may set, in the order of the documented file
+/// (`etc/squashfs-mount.conf`).
+pub const KEYS: [&str; 24] = [
+    "kernel-images",
+    "trusted-owners",
+    "trusted-groups",
+    "trusted-dirs",
+    "trusted-match",
+    "allowed-users",
+    "allowed-groups",
+    "mount-points",
+    "allow-writable",
+    "allow-union",
+    "max-images-per-call",
+    "max-loop-devices",
+    "max-launches-per-user",
+    "max-launches-wait",
+    "cache",
+    "cache-max-idle",
+    "cache-max-instances",
+    "cache-max-memory",
+    "cache-lock-timeout",
+    "loop-direct-io",
+    "loop-block-size",
+    "squashfs-threads",
+    "fuse-threads",
+    "verbose",
+];
+
+/// Resolves a user (`true`) or group (`false`) name to its id.
+pub type Resolve<'a> = &'a dyn Fn(&str, bool) -> Option<u32>;
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "on" | "yes" | "true" | "1" => Some(true),
+        "off" | "no" | "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// `<n>`, `<n>s`, `<n>m`, `<n>h` as seconds.
+pub fn parse_duration(v: &str) -> Option<u64> {
+    let (num, mult) = match v.as_bytes().last()? {
+        b's' => (&v[..v.len() - 1], 1),
+        b'm' => (&v[..v.len() - 1], 60),
+        b'h' => (&v[..v.len() - 1], 3600),
+        _ => (v, 1),
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) || num.len() > 9 {
+        return None;
+    }
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+fn parse_count(v: &str, max: u64) -> Option<u64> {
+    if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<u64>().ok().filter(|&n| n <= max)
+}
+
+fn parse_threads(v: &str) -> Option<SquashfsThreads> {
+    Some(match v {
+        "kernel" | "default" => SquashfsThreads::KernelDefault,
+        "single" => SquashfsThreads::Single,
+        "multi" => SquashfsThreads::Multi,
+        "percpu" => SquashfsThreads::PerCpu,
+        n => SquashfsThreads::Count(parse_count(n, 9999).filter(|&n| n > 0)? as u16),
+    })
+}
+
+fn parse_memory(v: &str) -> Option<Memory> {
+    if let Some(p) = v.strip_suffix('%') {
+        return parse_count(p, 100).map(|p| Memory::PercentOfRam(p as u8));
+    }
+    squashfs_format::size::parse_size(v).ok().map(Memory::Bytes)
+}
+
+/// A list of names or numeric ids, separated by commas or spaces.
+fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
+        let id = match item.parse::<u32>() {
+            Ok(n) if n != u32::MAX => n,
+            _ => resolve(item, user).ok_or_else(|| format!("unknown {} '{}'", if user { "user" } else { "group" }, item.escape_debug()))?,
+        };
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// Absolute directories, separated by commas; no `..`.
+fn parse_dirs(v: &str) -> Result<Vec<OsString>, String> {
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !item.starts_with('/') {
+            return Err(format!("'{}' is not an absolute path", item.escape_debug()));
+        }
+        if paths::components(item.as_bytes()).contains(&&b".."[..]) {
+            return Err(format!("'{}' contains '..'; give the directory itself", item.escape_debug()));
+        }
+        let tidy = paths::absolute(std::ffi::OsStr::new("/"), std::ffi::OsStr::new(item));
+        if tidy.as_bytes() == b"/" {
+            return Err("'/' cannot be listed (it would allow everything)".into());
+        }
+        if !out.contains(&tidy) {
+            out.push(tidy);
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the configuration text. Returns the settings and one message per
+/// line that was skipped.
+pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
+    let mut s = Settings::default();
+    let mut problems = Vec::new();
+    for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
+        let lineno = i + 1;
+        let Ok(line) = std::str::from_utf8(raw) else {
+            problems.push(format!("line {lineno}: not UTF-8; skipped"));
+            continue;
+        };
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            problems.push(format!("line {lineno}: expected key = value; skipped"));
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let p = &mut s.policy;
+        let ok: Result<(), String> = match key {
+            "kernel-images" => match value {
+                "all" => {
+                    let _: () = p.kernel_images = KernelImages::All;
+                    Ok(())
+                },
+                "trusted" => {
+                    let _: () = p.kernel_images = KernelImages::Trusted;
+                    Ok(())
+                },
+                "none" => {
+                    let _: () = p.kernel_images = KernelImages::None;
+                    Ok(())
+                },
+                _ => Err("use all, trusted or none".into()),
+            },
+            "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = v),
+            "trusted-groups" => parse_ids(value, false, resolve).map(|v| p.trusted_groups = v),
+            "trusted-dirs" => parse_dirs(value).map(|v| p.trusted_dirs = v),
+            "trusted-match" => match value {
+                "any" => {
+                    let _: () = p.trusted_match = TrustedMatch::Any;
+                    Ok(())
+                },
+                "all" => {
+                    let _: () = p.trusted_match = TrustedMatch::All;
+                    Ok(())
+                },
+                _ => Err("use any or all".into()),
+            },
+            "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = v),
+            "allowed-groups" => parse_ids(value, false, resolve).map(|v| p.allowed_groups = v),
+            "mount-points" => parse_dirs(value).and_then(|v| {
+                match v.iter().find_map(|d| paths::forbidden_reason(d)) {
+                    Some(why) => Err(format!("a mount point directory cannot be allowed: {why}")),
+                    None => {
+                        let _: () = p.mount_points = v;
+                        Ok(())
+                    },
+                }
+            }),
+            "allow-writable" => parse_bool(value).map(|v| p.allow_writable = v).ok_or_else(String::new),
+            "allow-union" => parse_bool(value).map(|v| p.allow_union = v).ok_or_else(String::new),
+            "max-images-per-call" => parse_count(value, MAX_IMAGES_PER_CALL as u64)
+                .filter(|&n| n > 0)
+                .map(|v| p.max_images_per_call = v as usize)
+                .ok_or_else(|| format!("use 1 to {MAX_IMAGES_PER_CALL}")),
+            "max-loop-devices" => parse_count(value, 1 << 20).map(|v| s.max_loop_devices = v as u32).ok_or_else(String::new),
+            "max-launches-per-user" => parse_count(value, 4096).filter(|&n| n > 0).map(|v| s.max_launches_per_user = v as u32).ok_or_else(String::new),
+            "max-launches-wait" => parse_duration(value).filter(|&v| v <= 3600).map(|v| s.max_launches_wait_ms = v * 1000).ok_or_else(String::new),
+            "cache" => parse_bool(value).map(|v| s.cache = v).ok_or_else(String::new),
+            "cache-max-idle" => parse_duration(value).map(|v| s.cache_max_idle = v).ok_or_else(String::new),
+            "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
+                .map(|v| s.cache_max_instances = v as u32)
+                .ok_or_else(|| format!("use 0 to {}", crate::cache::store::MAX_ENTRIES)),
+            "cache-max-memory" => parse_memory(value).map(|v| s.cache_max_memory = v).ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),
+            "cache-lock-timeout" => parse_duration(value).filter(|&v| v <= 600).map(|v| s.cache_lock_timeout_ms = v * 1000).ok_or_else(String::new),
+            "loop-direct-io" => parse_bool(value).map(|v| s.loop_options.direct_io = v).ok_or_else(String::new),
+            "loop-block-size" => match value {
+                "0" | "512" | "1024" | "2048" | "4096" => {
+                    let _: () = s.loop_options.block_size = value.parse().unwrap_or(0);
+                    Ok(())
+                },
+                _ => Err("use 0, 512, 1024, 2048 or 4096".into()),
+            },
+            "squashfs-threads" => parse_threads(value).map(|v| s.loop_options.threads = v).ok_or_else(String::new),
+            "fuse-threads" => parse_count(value, 64).map(|v| s.fuse_threads = v as u32).ok_or_else(|| "use 0 (automatic) to 64".into()),
+            "verbose" => parse_bool(value).map(|v| s.verbose = v).ok_or_else(String::new),
+            _ => {
+                problems.push(format!("line {lineno}: unknown key '{}'; skipped", key.escape_debug()));
+                continue;
+            }
+        };
+        if let Err(why) = ok {
+            let why = if why.is_empty() { String::new() } else { format!(" ({why})") };
+            problems.push(format!("line {lineno}: invalid value '{}' for {key}{why}; using the default", value.escape_debug()));
+        }
+    }
+    (s, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::policy::Policy;
+
+    fn resolve(name: &str, user: bool) -> Option<u32> {
+        match (name, user) {
+            ("root", _) => Some(0),
+            ("alice", true) => Some(1000),
+            ("hpc", false) => Some(300),
+            _ => None,
+        }
+    }
+    fn p(text: &str) -> (Settings, Vec<String>) {
+        parse(text.as_bytes(), &resolve)
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let (s, problems) = p("");
+        assert_eq!(s, Settings::default());
+        assert!(problems.is_empty());
+        let (s, problems) = p("# comment\ncache = off\ncache-max-idle = 2m  # two minutes\ncache-max-instances=5\n\
+              cache-lock-timeout = 1s\nloop-direct-io = on\nloop-block-size = 512\nsquashfs-threads = 8\ncache-max-memory = 3%\n");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(!s.cache);
+        assert_eq!((s.cache_max_idle, s.cache_max_instances, s.cache_lock_timeout_ms), (120, 5, 1000));
+        assert!(s.loop_options.direct_io);
+        assert_eq!(s.loop_options.block_size, 512);
+        assert_eq!(s.loop_options.threads, SquashfsThreads::Count(8));
+        assert_eq!(s.cache_max_memory, Memory::PercentOfRam(3));
+    }
+
+    #[test]
+    fn policy_keys() {
+        let (s, problems) = p("kernel-images = none\ntrusted-owners = root, alice 42\ntrusted-groups = hpc\n\
+              trusted-dirs = /apps//images/, /opt/x\ntrusted-match = all\nallowed-groups = hpc\nmount-points = /user-environment\n\
+              allow-writable = no\nallow-union = no\nmax-images-per-call = 64\nmax-loop-devices = 100\nmax-launches-per-user = 3\nmax-launches-wait = 2s\n");
+        assert!(problems.is_empty(), "{problems:?}");
+        let pol = &s.policy;
+        assert_eq!(pol.kernel_images, KernelImages::None);
+        assert_eq!(pol.trusted_owners, [0, 1000, 42]);
+        assert_eq!(pol.trusted_groups, [300]);
+        assert_eq!(pol.trusted_dirs, [OsString::from("/apps/images"), OsString::from("/opt/x")]);
+        assert_eq!(pol.trusted_match, TrustedMatch::All);
+        assert_eq!(pol.allowed_groups, [300]);
+        assert!(!pol.allow_writable && !pol.allow_union);
+        assert_eq!(pol.max_images_per_call, 64);
+        assert_eq!((s.max_loop_devices, s.max_launches_per_user, s.max_launches_wait_ms), (100, 3, 2000));
+        // An empty list is a list: nobody is a trusted owner.
+        assert!(p("trusted-owners =\n").0.policy.trusted_owners.is_empty());
+        assert_eq!(Policy::default().trusted_owners, [0]);
+    }
+
+    #[test]
+    fn bad_lines_are_reported_and_skipped() {
+        let text = b"cache = maybe\nbogus = 1\nno equals sign\ncache-max-idle = -5\ncache-max-idle = 99999999999h\nloop-block-size = 3000\nsquashfs-threads = 0\n\xff\n\
+              kernel-images = some\ntrusted-owners = nobody-here\ntrusted-dirs = relative\ntrusted-dirs = /a/../b\ntrusted-dirs = /\n\
+              mount-points = /proc/x\nmax-images-per-call = 501\nmax-images-per-call = 0\n";
+        let (s, problems) = parse(text, &resolve);
+        assert_eq!(s, Settings::default());
+        assert_eq!(problems.len(), 16, "{problems:?}");
+        assert!(problems[1].contains("unknown key"));
+        assert!(problems[9].contains("unknown user"), "{}", problems[9]);
+    }
+
+    #[test]
+    fn every_key_is_known_to_the_parser() {
+        for key in KEYS {
+            let (_, problems) = p(&format!("{key} = \u{1}\n"));
+            assert!(problems.iter().all(|m| !m.contains("unknown key")), "{key}: {problems:?}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0"), Some(0));
+        assert_eq!(parse_duration("30s"), Some(30));
+        assert_eq!(parse_duration("10m"), Some(600));
+        assert_eq!(parse_duration("1h"), Some(3600));
+        assert_eq!(parse_duration("m"), None);
+        assert_eq!(parse_duration("1.5m"), None);
+        assert_eq!(parse_duration("+5"), None);
+    }
+}

@@ -1,0 +1,269 @@
+//! The one privileged sequence: [`mount_all`]. The setuid command
+//! (`launch.rs`) and the Slurm plugin's worker thread both call it with
+//! their own [`Credentials`]; everything they may do, and every refusal,
+//! is here.
+//!
+//! | file        | concern                                               |
+//! |-------------|-------------------------------------------------------|
+//! | `plan.rs`   | checks without system calls, mount order (pure)       |
+//! | `source.rs` | kernel instances: cached clones or fresh              |
+//! | `mod.rs`    | the sequence                                          |
+
+pub mod plan;
+pub mod source;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::cli::RunRequest;
+use crate::config::Settings;
+use crate::environment;
+use crate::error::Failure;
+use crate::fuse;
+use crate::image::{self, Image};
+use crate::mount;
+use crate::mountpoint::MountPoint;
+use crate::overlay::{self, WritableTmpfs};
+use crate::privilege::Credentials;
+use crate::system;
+pub use plan::{FrontEnd, Plan};
+use source::{KernelSource, Wanted};
+
+/// What a front end tells the sequence besides the request.
+pub struct Context<'a> {
+    pub settings: &'a Settings,
+    pub front: &'a FrontEnd,
+    /// The absolute current directory relative paths are resolved against.
+    pub cwd: OsString,
+    /// Where `squashfs-mount-fuse` is (None: no FUSE path available).
+    pub fuse_server: Option<OsString>,
+    /// Rootless: no kernel path at all (no root, no loop devices, no cache).
+    pub rootless: bool,
+}
+
+/// The outcome: everything is mounted in the (process's or thread's)
+/// private mount namespace.
+#[derive(Debug)]
+pub struct Mounted {
+    /// `UENV_MOUNT_LIST` for the command.
+    pub mount_list: OsString,
+    /// What `--verbose` reports: one line per image (which path, why).
+    pub notes: Vec<String>,
+    /// A warning worth printing even without `--verbose` (the cache could
+    /// not be used although it should have been).
+    pub warning: Option<String>,
+}
+
+/// One opened image and the way it is mounted.
+struct Opened {
+    image: Image,
+    kernel: bool,
+    public: bool,
+    /// On a FUSE file system (root's or a user's): never cached.
+    on_fuse: bool,
+}
+
+/// Mounts what `request` asks for, in a private mount namespace, under
+/// `creds`. In order:
+///
+///  1. plan: duplicates, nesting order, limits, policy switches, front-end
+///     rules (pure, `plan::build`);
+///  2. as the caller: open every image, check its superblock, judge where
+///     it comes from on the opened fd and route it (kernel or FUSE, by the
+///     site policy); kernel-routed images must suit the kernel;
+///  3. as root, in the namespace the launch started in: the image cache
+///     (opened, or created once) and, for FUSE-routed images, the FUSE
+///     mounts, whose servers start as the caller; then wait for them;
+///  4. a private mount namespace (all mounts slaves of the host's);
+///  5. as root: the kernel instances (cached clones, or fresh: loop device
+///     bound to the image fd and verified, squashfs ro,nosuid,nodev) and
+///     the writable layer's tmpfs;
+///  6. for each mount point in path order: as the caller, resolve and pin
+///     it, refuse forbidden places and what would hide an earlier mount;
+///     as root, stack (unions, `--writable`) and attach onto the pinned fd.
+///
+/// Any failure returns before the command runs; the namespace, its mounts,
+/// the autoclear loop devices and the FUSE servers go away with the
+/// process (or the worker thread).
+pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Context<'_>) -> Result<Mounted, Failure> {
+    let settings = ctx.settings;
+    let policy = &settings.policy;
+    // 1.
+    let plan = plan::build(request, &ctx.cwd, policy, ctx.front, system::total_memory())?;
+
+    // 2.
+    let caller_uid = creds.caller().uid.as_raw();
+    let (opened, layers, mut notes) = open_and_route(creds, &plan, ctx)?;
+    // How many detached mounts of each image the call needs.
+    let mut copies = vec![0usize; opened.len()];
+    for l in &layers {
+        for &i in l {
+            copies[i] += 1;
+        }
+    }
+
+    // 3.
+    let needs_fuse = opened.iter().any(|o| !o.kernel);
+    let server = match (&ctx.fuse_server, needs_fuse) {
+        (Some(s), true) => Some(s.clone()),
+        (None, true) => {
+            let first = opened.iter().find(|o| !o.kernel).map(|o| o.image.path.to_string_lossy().into_owned()).unwrap_or_default();
+            return Err(Failure::new(format!("{first}: the site policy serves this image through FUSE, but {} is not installed", fuse::SERVER_NAME)));
+        }
+        _ => None,
+    };
+    let use_cache = !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
+    let stranded: crate::cache::store::Stranded = C::stranded;
+    let mut kernel = if ctx.rootless || !opened.iter().any(|o| o.kernel) {
+        None
+    } else {
+        Some(creds.as_root(|| KernelSource::open(settings, use_cache, caller_uid, stranded))?)
+    };
+    let caller = creds.caller().clone();
+    let run_as = !ctx.rootless;
+    let threads = settings.fuse_threads;
+    let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
+    if let Some(server) = &server {
+        let mut starting = Vec::new();
+        for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
+            let subject = o.image.given.to_string_lossy().into_owned();
+            let (mount, s) = creds.as_root(|| fuse::instance(&o.image, &caller, run_as, server, threads, &subject))??;
+            starting.push(s);
+            let mut all = Vec::with_capacity(copies[i]);
+            for _ in 1..copies[i] {
+                all.push(creds.as_root(|| crate::instance::clone(&mount, &o.image, &subject))??);
+            }
+            all.insert(0, mount);
+            fuse_mounts.insert(i, all);
+        }
+        fuse::wait_ready(starting, server)?;
+    }
+
+    // 4.
+    creds.enter_private_mount_namespace()?;
+
+    // 5.
+    let wanted: Vec<(usize, Wanted<'_>)> = opened
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.kernel)
+        .map(|(i, o)| (i, Wanted { image: &o.image, copies: copies[i], cacheable: use_cache && o.public && !o.on_fuse, subject: "" }))
+        .collect();
+    let subjects: Vec<String> = wanted.iter().map(|(i, _)| subject_of(&plan, &layers, *i)).collect();
+    let wanted_refs: Vec<Wanted<'_>> = wanted.iter().zip(&subjects).map(|((_, w), s)| Wanted { subject: s, ..*w }).collect();
+    let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fuse_mounts;
+    if let Some(source) = kernel.as_mut() {
+        let made = creds.as_root(|| source.instances(&wanted_refs))??;
+        for ((i, _), m) in wanted.iter().zip(made) {
+            instances.insert(*i, m);
+        }
+    }
+    let mut writable = match plan.writable {
+        Some(limits) => Some(creds.as_root(|| WritableTmpfs::create(limits))??),
+        None => None,
+    };
+
+    // 6.
+    let caller_gids = creds.caller().all_gids();
+    let mut mounted: Vec<OsString> = Vec::new();
+    let mut list: Vec<(OsString, OsString)> = Vec::new();
+    for (m, l) in plan.mounts.iter().zip(&layers) {
+        let target = MountPoint::resolve(creds, &m.key, &m.subject)
+            .map_err(|e| Failure::new(format!("{e}{}", plan::tilde_hint(&m.mount_point))))?;
+        plan::check_resolved(&mounted, &target.real, &m.subject)?;
+        plan::check_allowed(&target.real, policy, ctx.front, &m.subject)?;
+        let trees: Vec<OwnedFd> = l
+            .iter()
+            .map(|i| instances.get_mut(i).and_then(Vec::pop).ok_or_else(|| Failure::about(&m.subject, "internal error: no instance left")))
+            .collect::<Result<_, _>>()?;
+        creds.as_root(|| -> Result<(), Failure> {
+            let tree = if trees.len() == 1 && writable.is_none() {
+                trees.into_iter().next().ok_or_else(|| Failure::about(&m.subject, "internal error: no instance"))?
+            } else {
+                let top = system::fstat(trees[0].as_fd()).map_err(|e| Failure::about(&m.subject, format!("cannot stat the image's root: {e}")))?;
+                let root = overlay::RootAttributes::sanitized(top.uid, top.gid, top.mode, caller_uid, &caller_gids);
+                overlay::stack(&trees, writable.as_mut(), root, &m.subject)?
+            };
+            mount::attach(&tree, &target, &m.subject)
+        })??;
+        mounted.push(target.real.clone());
+        for &i in l {
+            list.push((opened[i].image.path.clone(), target.real.clone()));
+        }
+    }
+    let warning = kernel.as_ref().and_then(|k| k.note()).filter(|(serious, _)| *serious).map(|(_, w)| w.clone());
+    if let Some((_, note)) = kernel.as_ref().and_then(|k| k.note()) {
+        notes.push(note.clone());
+    }
+    let mount_list = environment::mount_list(list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
+    reenter_working_directory(&ctx.cwd, &mounted, &mut notes);
+    Ok(Mounted { mount_list, notes, warning })
+}
+
+/// A working directory at or below a mount point would show the tree the
+/// mount hides: enter it again by its path, as the caller, so that the
+/// command starts in the mounted tree (as container runtimes do). Where
+/// that path does not exist in the mounted tree the command starts where
+/// it was.
+fn reenter_working_directory(cwd: &OsString, mounted: &[OsString], notes: &mut Vec<String>) {
+    if !mounted.iter().any(|m| crate::paths::is_within(cwd, m)) {
+        return;
+    }
+    if let Err(e) = system::change_dir(cwd) {
+        notes.push(format!("the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides", cwd.to_string_lossy()));
+    }
+}
+
+/// Opened images, for each mount the indices of its images, and notes.
+type Routed = (Vec<Opened>, Vec<Vec<usize>>, Vec<String>);
+
+/// Step 2: every image of the plan opened as the caller (once per file),
+/// checked, judged and routed (kernel or FUSE); for each mount, the indices
+/// of its images; one note per image for `--verbose`.
+fn open_and_route<C: Credentials>(creds: &C, plan: &Plan, ctx: &Context<'_>) -> Result<Routed, Failure> {
+    let caller_uid = creds.caller().uid.as_raw();
+    // Read once, when the first kernel-routed image needs it.
+    let mut kernel_config: Option<Option<squashfs_format::kernel::KernelConfig>> = None;
+    let (mut opened, mut notes) = (Vec::new(), Vec::new());
+    let mut index: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+    let mut layers = Vec::with_capacity(plan.mounts.len());
+    for m in &plan.mounts {
+        let mut ids = Vec::with_capacity(m.images.len());
+        for given in &m.images {
+            let img = Image::open(creds, given, &m.subject)?;
+            plan::refuse_separators(&img.path, &m.subject, "image")?;
+            let key = (img.id.dev, img.id.ino);
+            ids.push(key);
+            if index.contains_key(&key) {
+                continue;
+            }
+            let on_fuse = system::filesystem_type(img.fd.as_fd()).ok() == Some(system::FUSE_MAGIC);
+            let (kernel, public, why) = if ctx.rootless {
+                (false, false, "rootless mode: no kernel path".to_string())
+            } else {
+                let (prov, public) = img.provenance(creds, caller_uid);
+                let route = ctx.settings.policy.route(&prov);
+                (route.kernel, public, route.reason)
+            };
+            if kernel {
+                let config = kernel_config.get_or_insert_with(image::kernel_config);
+                img.check_kernel_support(config.as_ref(), &m.subject)?;
+                img.check_loop_fit(&m.subject)?;
+            }
+            notes.push(format!("{}: {} ({why})", img.path.to_string_lossy(), if kernel { "kernel" } else { "FUSE" }));
+            index.insert(key, opened.len());
+            opened.push(Opened { image: img, kernel, public, on_fuse });
+        }
+        if m.union {
+            plan::check_union_layers(&ids, &m.images, &m.subject)?;
+        }
+        layers.push(ids.iter().map(|k| index[k]).collect());
+    }
+    Ok((opened, layers, notes))
+}
+
+/// The subject (`image:mountpoint`) of the first mount using image `i`.
+fn subject_of(plan: &Plan, layers: &[Vec<usize>], i: usize) -> String {
+    plan.mounts.iter().zip(layers).find(|(_, l)| l.contains(&i)).map(|(m, _)| m.subject.clone()).unwrap_or_default()
+}

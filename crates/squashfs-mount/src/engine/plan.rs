@@ -1,0 +1,291 @@
+//! The plan step of the privileged sequence: everything that can be judged
+//! from the request, the current directory and the policy, without a system
+//! call. Pure; unit-tested without root. The refusals here are the same for
+//! every front end (the setuid command and the Slurm plugin).
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use crate::cli::{LayerSize, RunRequest};
+use crate::config::policy::{Policy, MAX_IMAGES_PER_CALL};
+use crate::error::Failure;
+use crate::overlay::WritableLimits;
+use crate::paths;
+
+/// What a front end adds to the site policy.
+#[derive(Clone, Debug, Default)]
+pub struct FrontEnd {
+    /// Images and mount points must be absolute paths (a Slurm job step
+    /// may start in another directory than the one srun was called in).
+    pub require_absolute: bool,
+    /// Mount points allowed by the front end (Slurm's plugstack.conf
+    /// `mountpoints=`), in addition to the site policy; empty: no extra
+    /// rule. With the message that names where they are configured.
+    pub mount_points: Vec<OsString>,
+    pub mount_points_source: &'static str,
+}
+
+/// One mount of the plan: one image, or the layers of a union, on a mount
+/// point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// `image:mountpoint` as given, for messages.
+    pub subject: String,
+    /// One image, or the layers of a union, top first, as given.
+    pub images: Vec<OsString>,
+    /// The mount point as given.
+    pub mount_point: OsString,
+    /// The mount point made absolute against the current directory and
+    /// lexically tidied: the key for duplicates and nesting order.
+    pub key: OsString,
+    /// Stacked with overlayfs (a union of two or more images).
+    pub union: bool,
+}
+
+/// The validated plan: mounts in the order they are made (parents before
+/// children), and the writable layer's limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub mounts: Vec<Planned>,
+    pub writable: Option<WritableLimits>,
+    pub no_cache: bool,
+}
+
+impl Plan {
+    /// Every image of the plan, with the mount it belongs to.
+    pub fn images(&self) -> impl Iterator<Item = (usize, &OsString)> {
+        self.mounts.iter().enumerate().flat_map(|(i, m)| m.images.iter().map(move |img| (i, img)))
+    }
+}
+
+/// Checks `request` against the policy and the front end's rules and
+/// orders its mounts. `cwd` is the absolute current directory;
+/// `total_memory` sizes `--writable=N%`.
+pub fn build(request: &RunRequest, cwd: &OsStr, policy: &Policy, front: &FrontEnd, total_memory: u64) -> Result<Plan, Failure> {
+    let layers: usize = request.mounts.iter().map(|m| m.images.len()).sum();
+    let max = policy.max_images_per_call.min(MAX_IMAGES_PER_CALL);
+    if layers > max {
+        let key = if max < MAX_IMAGES_PER_CALL { " (max-images-per-call in /etc/squashfs-mount.conf)" } else { "" };
+        return Err(Failure::new(format!("{layers} images given; at most {max} can be mounted in one call{key}")));
+    }
+    if request.writable.is_some() && !policy.allow_writable {
+        return Err(Failure::new("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"));
+    }
+    let writable = match request.writable {
+        Some(size) => Some(WritableLimits::new(size, total_memory).map_err(Failure::new)?),
+        None => None,
+    };
+    let mut mounts = Vec::with_capacity(request.mounts.len());
+    let mut keys = HashSet::new();
+    for req in &request.mounts {
+        let subject = req.describe();
+        if req.union && req.images.len() > 1 && !policy.allow_union {
+            return Err(Failure::about(&subject, "--union is not allowed by the site policy (allow-union in /etc/squashfs-mount.conf)"));
+        }
+        if front.require_absolute {
+            if let Some(relative) = req.images.iter().find(|i| !i.as_bytes().starts_with(b"/")) {
+                return Err(Failure::about(
+                    &subject,
+                    format!(
+                        "the image path must be absolute, because the job may start in another directory; give e.g. $PWD/{}",
+                        relative.to_string_lossy()
+                    ),
+                ));
+            }
+            if !req.mount_point.as_bytes().starts_with(b"/") {
+                return Err(Failure::about(&subject, "the mount point must be an absolute path"));
+            }
+        }
+        let key = paths::absolute(cwd, &req.mount_point);
+        if !keys.insert(key.clone()) {
+            return Err(Failure::about(
+                &subject,
+                format!("the mount point {} is given more than once; give each mount point once", key.to_string_lossy()),
+            ));
+        }
+        // Judged lexically now when the path has no `..`; again on the
+        // resolved directory later.
+        if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
+            check_allowed(&key, policy, front, &subject)?;
+        }
+        mounts.push(Planned { subject, images: req.images.clone(), mount_point: req.mount_point.clone(), key, union: req.union && req.images.len() > 1 });
+    }
+    let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
+    let order = paths::mount_order(&keys);
+    let mounts = order.into_iter().map(|i| mounts[i].clone()).collect();
+    Ok(Plan { mounts, writable, no_cache: request.no_cache })
+}
+
+/// Whether the site policy and the front end allow a mount on `path` (a
+/// tidy absolute path, or the kernel's name of a resolved directory).
+pub fn check_allowed(path: &OsStr, policy: &Policy, front: &FrontEnd, subject: &str) -> Result<(), Failure> {
+    policy.allows_mount_point(path).map_err(|why| Failure::about(subject, why))?;
+    if !front.mount_points.is_empty() && !front.mount_points.iter().any(|m| paths::is_within(path, m)) {
+        let list: Vec<String> = front.mount_points.iter().map(|m| m.to_string_lossy().into_owned()).collect();
+        return Err(Failure::about(
+            subject,
+            format!(
+                "refusing to mount on {}: images may only be mounted on {} (or below) ({}); choose one of these",
+                path.to_string_lossy(),
+                list.join(", "),
+                front.mount_points_source
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `UENV_MOUNT_LIST` separates entries with ',' and image from mount point
+/// with ':'; a resolved path containing those (or a newline) would make it
+/// ambiguous, so it is refused.
+pub fn refuse_separators(path: &OsStr, subject: &str, what: &str) -> Result<(), Failure> {
+    if path.as_bytes().iter().any(|b| matches!(b, b':' | b',' | b'\n')) {
+        return Err(Failure::about(
+            subject,
+            format!(
+                "the {what} resolves to {}, whose path contains ':', ',' or a newline, which UENV_MOUNT_LIST cannot carry; move or rename it",
+                path.to_string_lossy()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A resolved mount point against those already mounted in this call (in
+/// order): the same directory twice, or one that would hide an earlier
+/// mount (symlinks changed the nesting order), is refused.
+pub fn check_resolved(mounted: &[OsString], real: &OsStr, subject: &str) -> Result<(), Failure> {
+    refuse_separators(real, subject, "mount point")?;
+    if mounted.iter().any(|m| m == real) {
+        return Err(Failure::about(
+            subject,
+            format!("the mount point resolves to {}, which is already a mount point of this call", real.to_string_lossy()),
+        ));
+    }
+    if let Some(hidden) = mounted.iter().find(|m| paths::is_within(m, real)) {
+        return Err(Failure::about(
+            subject,
+            format!(
+                "the mount point resolves to {}, which would hide {} mounted before it (symlinks changed the nesting order); give the mount points as paths without symlinks",
+                real.to_string_lossy(),
+                hidden.to_string_lossy()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The same image file (device, inode) twice in one union is refused:
+/// overlayfs cannot stack a layer on itself.
+pub fn check_union_layers(ids: &[(u64, u64)], names: &[OsString], subject: &str) -> Result<(), Failure> {
+    let mut seen = HashSet::new();
+    for (id, name) in ids.iter().zip(names) {
+        if !seen.insert(*id) {
+            return Err(Failure::about(
+                subject,
+                format!("the image {} is named twice in one union; name each image once", name.to_string_lossy()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A hint for a path the shell did not expand (`~` after `:` or `=`).
+pub fn tilde_hint(given: &OsStr) -> &'static str {
+    if given.as_bytes().starts_with(b"~") {
+        "; '~' was not expanded by the shell (it is not, after ':' or '='): write $HOME instead"
+    } else {
+        ""
+    }
+}
+
+/// The writable layer's size request, for messages.
+pub fn describe_size(size: LayerSize) -> String {
+    size.tmpfs_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{self, Invocation};
+
+    fn req(args: &[&str]) -> RunRequest {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        match cli::parse(&args).unwrap() {
+            Invocation::Run(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+    fn plan(args: &[&str]) -> Result<Plan, Failure> {
+        build(&req(args), OsStr::new("/home/u"), &Policy::default(), &FrontEnd::default(), 8 << 30)
+    }
+    fn err(r: Result<Plan, Failure>) -> String {
+        r.unwrap_err().0
+    }
+
+    #[test]
+    fn order_and_keys() {
+        let p = plan(&["a:/x/y/z", "b:/x", "c:rel", "d:/x/y", "--", "true"]).unwrap();
+        let keys: Vec<_> = p.mounts.iter().map(|m| m.key.to_string_lossy().into_owned()).collect();
+        assert_eq!(keys, ["/home/u/rel", "/x", "/x/y", "/x/y/z"]);
+        assert_eq!(p.images().count(), 4);
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(err(plan(&["a:/m", "b:/m/.//", "--", "true"])).contains("more than once"));
+        let many: String = (0..501).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
+        // The parser allows 500 per union; 501 in all across two mounts.
+        let half: String = (0..300).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
+        let other: String = (0..201).map(|i| format!("j{i}")).collect::<Vec<_>>().join(",");
+        assert!(err(plan(&[&format!("--union={half}:/a"), &format!("--union={other}:/b"), "--", "true"])).contains("at most 500"));
+        assert!(cli::parse(&[format!("--union={many}:/a").into(), "--".into(), "true".into()]).is_err());
+        assert!(err(plan(&["--writable=90%", "a:/m", "--", "true"])).contains("at most 50%"));
+    }
+
+    #[test]
+    fn policy_refusals_name_the_key() {
+        let strict = Policy { allow_writable: false, allow_union: false, max_images_per_call: 2, mount_points: vec!["/user-environment".into()], ..Policy::default() };
+        let b = |args: &[&str]| build(&req(args), OsStr::new("/"), &strict, &FrontEnd::default(), 8 << 30);
+        assert!(err(b(&["--writable", "a:/user-environment", "--", "true"])).contains("allow-writable"));
+        assert!(err(b(&["--union=a,b:/user-environment", "--", "true"])).contains("allow-union"));
+        assert!(err(b(&["a:/user-environment", "b:/user-environment/x", "c:/user-environment/y", "--", "true"])).contains("max-images-per-call"));
+        assert!(err(b(&["a:/opt", "--", "true"])).contains("mount-points"));
+        // A union of one image is a plain mount, allowed without allow-union.
+        let p = b(&["--union=a:/user-environment", "--", "true"]).unwrap();
+        assert!(!p.mounts[0].union);
+    }
+
+    #[test]
+    fn front_end_rules() {
+        let slurm = FrontEnd { require_absolute: true, mount_points: vec!["/user-environment".into()], mount_points_source: "mountpoints= in plugstack.conf" };
+        let b = |args: &[&str]| build(&req(args), OsStr::new("/"), &Policy::default(), &slurm, 8 << 30);
+        assert!(err(b(&["a.sqfs:/user-environment", "--", "true"])).contains("absolute"));
+        assert!(err(b(&["/a.sqfs:rel", "--", "true"])).contains("absolute"));
+        let e = err(b(&["/a.sqfs:/etc", "--", "true"]));
+        assert!(e.contains("refusing to mount on /etc") && e.contains("plugstack.conf"), "{e}");
+        assert!(err(b(&["/a.sqfs:/user-environment2", "--", "true"])).contains("refusing"));
+        // `..` is judged on the resolved directory, not here.
+        assert!(b(&["/a.sqfs:/user-environment/../etc", "--", "true"]).is_ok());
+        assert!(b(&["/a.sqfs:/user-environment/sub", "--", "true"]).is_ok());
+    }
+
+    #[test]
+    fn resolved_checks() {
+        let mounted: Vec<OsString> = vec!["/a".into(), "/b/c".into()];
+        assert!(check_resolved(&mounted, OsStr::new("/a/x"), "s").is_ok());
+        assert!(err_of(check_resolved(&mounted, OsStr::new("/a"), "s")).contains("already a mount point"));
+        assert!(err_of(check_resolved(&mounted, OsStr::new("/b"), "s")).contains("would hide /b/c"));
+        assert!(err_of(check_resolved(&mounted, OsStr::new("/x:y"), "s")).contains("UENV_MOUNT_LIST"));
+        assert!(err_of(check_resolved(&mounted, OsStr::new("/x,y"), "s")).contains("UENV_MOUNT_LIST"));
+        assert!(check_union_layers(&[(1, 2), (1, 3)], &["a".into(), "b".into()], "s").is_ok());
+        assert!(err_of(check_union_layers(&[(1, 2), (1, 2)], &["a".into(), "b".into()], "s")).contains("named twice"));
+        assert!(tilde_hint(OsStr::new("~/x")).contains("$HOME"));
+        assert!(tilde_hint(OsStr::new("/x")).is_empty());
+    }
+
+    fn err_of(r: Result<(), Failure>) -> String {
+        r.unwrap_err().0
+    }
+}

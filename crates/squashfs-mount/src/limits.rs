@@ -1,0 +1,128 @@
+//! Shared resources one user must not exhaust: launches in their
+//! privileged phase per user, and loop devices attached by the tool in all.
+//! Counted under the root-only runtime directory with `flock`, which the
+//! kernel releases when a launch ends in any way (exec, exit, SIGKILL).
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use crate::cache::CACHE_DIR;
+use crate::error::Failure;
+use crate::loopdev;
+use crate::system::{self, Error, LockKind};
+
+const SLOTS_DIR: &str = "launches";
+const LOOP_LOCK: &str = "loop-lock";
+/// Longest wait for the loop-device lock (held only while devices are
+/// counted and configured, never across I/O on an image).
+const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
+
+/// The runtime directory, or None where it cannot be used (a read-only
+/// /run): the limits are a protection against exhaustion, not a security
+/// boundary, so they are not enforced then rather than failing every
+/// launch.
+fn state_dir() -> Result<Option<OwnedFd>, Failure> {
+    let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR).or_else(|e| match e {
+        Error::NOENT => system::open_or_create_dir(CACHE_DIR, 0o700),
+        e => Err(e),
+    }) {
+        Ok(dir) => dir,
+        Err(Error::ROFS | Error::ACCESS | Error::PERM | Error::NOENT) => return Ok(None),
+        Err(e) => return Err(Failure::new(format!("cannot use {CACHE_DIR}: {e}"))),
+    };
+    crate::cache::root_only(dir.as_fd()).map_err(|e| Failure::new(e.to_string()))?;
+    Ok(Some(dir))
+}
+
+/// One of a user's launch slots, held until the launch execs or ends.
+pub struct LaunchSlot {
+    _lock: Option<OwnedFd>,
+}
+
+impl LaunchSlot {
+    /// Takes a free slot of `uid` among `max`, waiting for one at most
+    /// `wait_ms` (`max-launches-wait`): launches queue up rather than fail
+    /// (128 at once by one user are normal in a job script), but one whose
+    /// setup is stuck cannot block the user's others forever. Needs root.
+    pub fn take(uid: u32, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
+        let Some(dir) = state_dir()? else { return Ok(LaunchSlot { _lock: None }) };
+        let slots = match system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR) {
+            Err(Error::NOENT) => {
+                match system::make_dir(dir.as_fd(), SLOTS_DIR, 0o700) {
+                    Ok(()) | Err(Error::EXIST) => {}
+                    Err(e) => return Err(Failure::new(format!("cannot create {CACHE_DIR}/{SLOTS_DIR}: {e}"))),
+                }
+                system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR)
+            }
+            other => other,
+        }
+        .map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{SLOTS_DIR}: {e}")))?;
+        // Start at a slot chosen by the pid, so that waiting launches spread.
+        let first = std::process::id() % max.max(1);
+        let (mut waited, mut step) = (0u64, 1u64);
+        loop {
+            for k in 0..max {
+                let n = (first + k) % max;
+                let lock = system::open_lock_file(slots.as_fd(), &format!("{uid}.{n}"), 0o600)
+                    .map_err(|e| Failure::new(format!("cannot open a launch slot in {CACHE_DIR}/{SLOTS_DIR}: {e}")))?;
+                if system::try_lock(lock.as_fd(), LockKind::Exclusive).map_err(|e| Failure::new(format!("cannot lock a launch slot: {e}")))? {
+                    return Ok(LaunchSlot { _lock: Some(lock) });
+                }
+            }
+            if waited >= wait_ms {
+                return Err(Failure::new(format!(
+                    "you have had {max} launches of squashfs-mount setting up at once for {:.0} s (max-launches-per-user, max-launches-wait in /etc/squashfs-mount.conf); some are stuck (an image on a file system that hangs?), or run fewer at a time",
+                    wait_ms as f64 / 1000.0
+                )));
+            }
+            system::pause_millis(step);
+            waited += step;
+            step = (step * 2).min(32);
+        }
+    }
+}
+
+/// The right to attach loop devices, held while they are counted and
+/// configured.
+pub struct LoopBudget {
+    lock: Option<OwnedFd>,
+}
+
+impl Drop for LoopBudget {
+    fn drop(&mut self) {
+        if let Some(lock) = &self.lock {
+            let _ = system::unlock(lock.as_fd());
+        }
+    }
+}
+
+impl LoopBudget {
+    /// Takes the loop-device lock and checks that `wanted` more devices stay
+    /// within `max` (counting every device the tool has attached). Needs
+    /// root.
+    pub fn reserve(wanted: usize, max: u32, dev_dir: BorrowedFd<'_>) -> Result<LoopBudget, Failure> {
+        let lock = match state_dir()? {
+            Some(dir) => Some(system::open_lock_file(dir.as_fd(), LOOP_LOCK, 0o600).map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}")))?),
+            // Counted without the lock: concurrent launches may overshoot.
+            None => None,
+        };
+        if let Some(lock) = &lock {
+            let (mut waited, mut step) = (0u64, 1u64);
+            while !system::try_lock(lock.as_fd(), LockKind::Exclusive).map_err(|e| Failure::new(format!("cannot lock {CACHE_DIR}/{LOOP_LOCK}: {e}")))? {
+                if waited >= LOOP_LOCK_TIMEOUT_MS {
+                    return Err(Failure::new("too many launches are attaching loop devices right now; try again"));
+                }
+                system::pause_millis(step);
+                waited += step;
+                step = (step * 2).min(16);
+            }
+        }
+        let budget = LoopBudget { lock };
+        let attached = loopdev::owned_count(dev_dir);
+        if attached + wanted > max as usize {
+            return Err(Failure::new(format!(
+                "{attached} loop devices are attached by squashfs-mount now and this call needs {wanted} more, beyond the limit of {max} (max-loop-devices in /etc/squashfs-mount.conf); try again later or mount fewer images"
+            )));
+        }
+        Ok(budget)
+    }
+}

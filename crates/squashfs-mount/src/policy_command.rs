@@ -1,0 +1,91 @@
+//! `squashfs-mount --policy [IMAGE...]`: the site policy in force, and for
+//! each image which way a launch would mount it and why. Read-only: it
+//! opens the images as the caller (like a launch) and mounts nothing.
+
+use std::ffi::OsString;
+
+use crate::config::policy::{KernelImages, Policy, TrustedMatch};
+use crate::config::{self, Settings, CONFIG_PATH};
+use crate::error::{print_stdout, Failure};
+use crate::image::Image;
+use crate::privilege::{Credentials, PrivilegeError, Privileges, Unprivileged};
+
+fn ids(list: &[u32]) -> String {
+    if list.is_empty() {
+        "(none)".into()
+    } else {
+        list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn dirs(list: &[OsString]) -> String {
+    if list.is_empty() {
+        "(none)".into()
+    } else {
+        list.iter().map(|d| d.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The policy as `key = value` lines.
+pub fn describe(p: &Policy) -> String {
+    let kernel = match p.kernel_images {
+        KernelImages::All => "all",
+        KernelImages::Trusted => "trusted",
+        KernelImages::None => "none",
+    };
+    let m = match p.trusted_match {
+        TrustedMatch::Any => "any",
+        TrustedMatch::All => "all",
+    };
+    format!(
+        "kernel-images = {kernel}\ntrusted-owners = {}\ntrusted-groups = {}\ntrusted-dirs = {}\ntrusted-match = {m}\n\
+         allowed-users = {}\nallowed-groups = {}\nmount-points = {}\nallow-writable = {}\nallow-union = {}\nmax-images-per-call = {}\n",
+        ids(&p.trusted_owners),
+        ids(&p.trusted_groups),
+        dirs(&p.trusted_dirs),
+        if p.allowed_users.is_empty() && p.allowed_groups.is_empty() { "(everyone)".to_string() } else { ids(&p.allowed_users) },
+        ids(&p.allowed_groups),
+        if p.mount_points.is_empty() { "(anywhere but /, /proc, /sys, /dev)".to_string() } else { dirs(&p.mount_points) },
+        if p.allow_writable { "yes" } else { "no" },
+        if p.allow_union { "yes" } else { "no" },
+        p.max_images_per_call,
+    )
+}
+
+pub fn run(images: &[OsString]) -> Result<(), Failure> {
+    match Privileges::acquire() {
+        Ok(mut privileges) => {
+            let settings: Settings = privileges.as_root(config::load)?;
+            let caller = privileges.caller().clone();
+            let mut out = format!("# site policy in force ({CONFIG_PATH}, or built-in defaults where it sets nothing)\n{}", describe(&settings.policy));
+            if let Err(why) = settings.policy.admits(caller.uid.as_raw(), &caller.all_gids()) {
+                out += &format!("# you: {why}\n");
+            }
+            for given in images {
+                let subject = given.to_string_lossy();
+                let line = match Image::open(&privileges, given, &subject) {
+                    Ok(img) => {
+                        let (prov, _) = img.provenance(&privileges, caller.uid.as_raw());
+                        let route = settings.policy.route(&prov);
+                        format!("{}: {} ({})\n", img.path.to_string_lossy(), if route.kernel { "kernel" } else { "FUSE" }, route.reason)
+                    }
+                    Err(e) => format!("{e}\n"),
+                };
+                out += &line;
+            }
+            privileges.drop_for_good()?;
+            print_stdout(&out);
+            Ok(())
+        }
+        Err(PrivilegeError::NotSetuidRoot) => {
+            let _checked = Unprivileged::check()?;
+            let mut out = "# not installed setuid root: every image is served through FUSE in a user namespace (rootless mode)\n".to_string();
+            for given in images {
+                out += &format!("{}: FUSE (rootless mode)\n", given.to_string_lossy());
+            }
+            print_stdout(&out);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}

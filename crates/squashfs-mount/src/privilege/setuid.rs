@@ -1,0 +1,96 @@
+//! The setuid process's credentials.
+
+use std::fmt;
+
+use super::{sealed, sys, ActingAsCaller, Caller, Credentials, PrivilegeError};
+use crate::system::{self, Gid, Uid};
+
+/// Holding this means: saved uid is 0, effective ids are the caller's, the
+/// process is single-threaded and not dumpable.
+#[derive(Debug)]
+pub struct Privileges {
+    caller: Caller,
+}
+
+impl sealed::Sealed for Privileges {}
+impl ActingAsCaller for Privileges {}
+
+impl Privileges {
+    /// First thing `main` does: makes the process non-dumpable, records the
+    /// caller and switches the effective ids to the caller's.
+    pub fn acquire() -> Result<Self, PrivilegeError> {
+        if !system::effective_uid().is_root() {
+            // Not setuid (or the kernel ignored the bit): nothing
+            // privileged to protect; rootless mode needs the process to
+            // stay dumpable (its own /proc files).
+            let setuid_file = system::stat_following(system::working_dir(), "/proc/self/exe")
+                .is_ok_and(|st| st.uid == 0 && st.mode & 0o4000 != 0);
+            return Err(if setuid_file && sys("prctl(PR_GET_NO_NEW_PRIVS)", system::no_new_privs())? {
+                PrivilegeError::InsideSession
+            } else {
+                PrivilegeError::NotSetuidRoot
+            });
+        }
+        sys("prctl(PR_SET_DUMPABLE, 0)", system::set_not_dumpable())?;
+        let caller = Caller {
+            uid: system::real_uid(),
+            gid: system::real_gid(),
+            groups: sys("getgroups", system::supplementary_groups())?,
+        };
+        // The credential calls below are per-thread system calls: they
+        // change the whole process only while it has one thread. The tool
+        // starts no thread, so one check here holds until the drop, which
+        // checks again.
+        single_threaded()?;
+        let p = Privileges { caller };
+        p.become_caller()?;
+        Ok(p)
+    }
+
+    fn become_caller(&self) -> Result<(), PrivilegeError> {
+        // gid first: once euid is not 0 we could no longer change it.
+        sys("setresgid(-1, caller, -1)", system::set_effective_gid(self.caller.gid))?;
+        sys("setresuid(-1, caller, -1)", system::set_effective_uid(self.caller.uid))?;
+        Ok(())
+    }
+
+    /// Gives up root for good: real, effective and saved ids and the groups
+    /// become the caller's, no_new_privs is set, and the result is verified.
+    pub fn drop_for_good(self) -> Result<Caller, PrivilegeError> {
+        // Single-threaded since `acquire` (the tool starts no thread).
+        super::drop_to(&self.caller)?;
+        Ok(self.caller)
+    }
+}
+
+fn single_threaded() -> Result<(), PrivilegeError> {
+    match system::thread_count() {
+        Ok(1) => Ok(()),
+        Ok(_) => Err(PrivilegeError::Threads),
+        Err(e) => Err(PrivilegeError::Syscall("counting threads", e)),
+    }
+}
+
+impl Credentials for Privileges {
+    fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    fn as_root<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, PrivilegeError> {
+        sys("setresuid(-1, 0, -1)", system::set_effective_uid(Uid::ROOT))?;
+        let out = match system::set_effective_gid(Gid::ROOT) {
+            Ok(()) => Ok(f()),
+            Err(e) => Err(PrivilegeError::Syscall("setresgid(-1, 0, -1)", e)),
+        };
+        // Whatever happened, go back to the caller's credentials.
+        if let Err(e) = self.become_caller() {
+            Self::stranded(&format_args!("cannot return to the caller's credentials: {e}"));
+        }
+        out
+    }
+
+    fn stranded(why: &dyn fmt::Display) -> ! {
+        crate::error::report(format_args!("fatal: {why}"));
+        std::process::exit(1)
+    }
+}

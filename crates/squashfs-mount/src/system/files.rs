@@ -1,0 +1,338 @@
+//! Opening, reading, writing and listing files: every `open` of the tool.
+//! Paths given by users are opened only by the functions that say so, and
+//! only ever as the caller (see `privilege`).
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use rustix::fs::{Mode, OFlags, CWD};
+use rustix::io::Errno;
+
+use super::{FileId, SysResult};
+
+pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
+    Ok(file_id(&rustix::fs::fstat(fd)?))
+}
+
+/// Filesystem magic (statfs f_type) of the filesystem holding `fd`.
+pub fn filesystem_type(fd: BorrowedFd<'_>) -> SysResult<u64> {
+    Ok(rustix::fs::fstatfs(fd)?.f_type as u64)
+}
+
+/// Opens an image for reading: never blocks on a FIFO, never becomes a
+/// controlling terminal, closed on exec.
+pub fn open_image(path: &OsStr) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+}
+
+/// Resolves `path` (following symlinks, as any lookup by the caller would)
+/// to a directory and pins it as an O_PATH fd.
+pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;
+/// returns how many were read.
+pub fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match rustix::io::pread(fd, &mut buf[done..], done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Where `fd` really is, as the kernel names it in this mount namespace
+/// (`/proc/self/fd/N`). This is the kernel's answer about an fd we hold, not
+/// a lookup of a user-supplied string.
+pub fn path_of_fd(fd: BorrowedFd<'_>) -> SysResult<OsString> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let target = rustix::fs::readlinkat(CWD, link.as_str(), Vec::new())?;
+    Ok(OsString::from_vec(target.into_bytes()))
+}
+
+/// chdir(2) by path (as the caller: see `engine::reenter_working_directory`).
+pub fn change_dir(path: &OsStr) -> SysResult<()> {
+    rustix::process::chdir(path)
+}
+
+/// The current working directory.
+pub fn current_dir() -> SysResult<OsString> {
+    let cwd = rustix::process::getcwd(Vec::new())?;
+    Ok(OsString::from_vec(cwd.into_bytes()))
+}
+
+pub fn read_small_file(path: &str, limit: usize) -> SysResult<Vec<u8>> {
+    let fd = rustix::fs::openat(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut out = vec![0u8; limit];
+    let mut done = 0;
+    while done < limit {
+        match rustix::io::read(&fd, &mut out[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(done);
+    Ok(out)
+}
+
+/// The current working directory as a directory fd for the `*_at`
+/// functions below (AT_FDCWD).
+pub fn working_dir() -> BorrowedFd<'static> {
+    CWD
+}
+
+/// Creates the directory `path` (absolute, root's own path) with `mode`
+/// unless it exists, then opens it without following a symlink in its last
+/// component. The caller judges owner and mode from `fstat`.
+pub fn open_or_create_dir(path: &str, mode: u32) -> SysResult<OwnedFd> {
+    match rustix::fs::mkdirat(CWD, path, Mode::from_raw_mode(mode)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
+    open_dir_nofollow(CWD, path)
+}
+
+/// Opens an existing directory `path` relative to `dir` as an O_PATH fd,
+/// refusing a symlink in the last component.
+pub fn open_dir_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        path.as_ref(),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens `path` relative to `dir` as an O_PATH fd (any file type), refusing
+/// a symlink in the last component.
+pub fn open_path_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResult<OwnedFd> {
+    rustix::fs::openat(dir, path.as_ref(), OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Opens `path` relative to `dir` for reading: no symlink in the last
+/// component, never blocks on a FIFO.
+pub fn open_read_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+}
+
+/// Opens (creating with `mode` if missing) the lock file `name` in `dir`.
+pub fn open_lock_file<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::from_raw_mode(mode),
+    )
+}
+
+/// Creates the empty file `name` in `dir` with `mode` unless it exists.
+pub fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<()> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::from_raw_mode(mode),
+    )
+    .map(drop)
+}
+
+
+
+pub fn make_dir<Fd: AsFd>(dir: Fd, path: &str, mode: u32) -> SysResult<()> {
+    rustix::fs::mkdirat(dir, path, Mode::from_raw_mode(mode))
+}
+
+pub fn remove_dir<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+    rustix::fs::unlinkat(dir, path, rustix::fs::AtFlags::REMOVEDIR)
+}
+
+pub fn remove_file<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+    rustix::fs::unlinkat(dir, path, rustix::fs::AtFlags::empty())
+}
+
+pub fn rename<Fd: AsFd>(dir: Fd, from: &str, to: &str) -> SysResult<()> {
+    rustix::fs::renameat(&dir, from, &dir, to)
+}
+
+/// Writes `bytes` to the new file `path` (must not exist) with `mode`.
+pub fn write_new_file<Fd: AsFd>(dir: Fd, path: &str, bytes: &[u8], mode: u32) -> SysResult<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        path,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )?;
+    let mut done = 0;
+    while done < bytes.len() {
+        match rustix::io::write(&fd, &bytes[done..]) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads at most `limit` bytes of `path` relative to `dir` (no symlink in
+/// the last component); the flag tells whether the file was longer.
+pub fn read_file_at<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<u8>, bool)> {
+    let fd = rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    let mut out = vec![0u8; limit.saturating_add(1)];
+    let mut done = 0;
+    while done < out.len() {
+        match rustix::io::read(&fd, &mut out[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let longer = done > limit;
+    out.truncate(done.min(limit));
+    Ok((out, longer))
+}
+
+fn file_id(st: &rustix::fs::Stat) -> FileId {
+    FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        nlink: st.st_nlink,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+        ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+        rdev: st.st_rdev,
+    }
+}
+
+/// fstatat without following a symlink in the last component.
+pub fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+    let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(file_id(&st))
+}
+
+/// fstatat following symlinks (e.g. the magic links in /proc/<pid>/ns).
+pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+    let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
+    Ok(file_id(&st))
+}
+
+/// Sets the modification time of `path` relative to `dir` to now.
+pub fn touch<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+    use rustix::fs::{Timespec, Timestamps, UTIME_NOW};
+    let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
+    rustix::fs::utimensat(
+        dir,
+        path,
+        &Timestamps { last_access: now, last_modification: now },
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+}
+
+/// Names in the directory `path` relative to `dir` (without `.` and `..`),
+/// at most `limit` of them; the flag tells whether there were more.
+pub fn list_dir<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<OsString>, bool)> {
+    let fd = rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut names = Vec::new();
+    let mut d = rustix::fs::Dir::read_from(&fd)?;
+    while let Some(e) = d.read() {
+        let e = e?;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if names.len() == limit {
+            return Ok((names, true));
+        }
+        names.push(OsString::from_vec(name.to_vec()));
+    }
+    Ok((names, false))
+}
+
+/// The bytes of a path.
+pub fn as_bytes(s: &OsStr) -> &[u8] {
+    s.as_bytes()
+}
+
+/// Whether the effective ids (the caller's, while acting as the caller)
+/// may write the file or directory `fd` refers to (faccessat2 with
+/// AT_EACCESS: mode bits, ACLs, read-only mounts all count).
+pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
+    use rustix::fs::{Access, AtFlags};
+    // Through the fd's magic link (faccessat2 takes no AT_EMPTY_PATH in
+    // rustix): the check is on the very inode the fd refers to.
+    let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
+    match rustix::fs::accessat(CWD, link.as_str(), Access::WRITE_OK, AtFlags::EACCESS) {
+        Ok(()) => Ok(true),
+        Err(Errno::ACCESS) | Err(Errno::PERM) | Err(Errno::ROFS) | Err(Errno::TXTBSY) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The id of the mount `fd` is on (statx STATX_MNT_ID), as in mountinfo's
+/// first field.
+pub fn mount_id(fd: BorrowedFd<'_>) -> SysResult<u64> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    let st = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?;
+    if st.stx_mask & StatxFlags::MNT_ID.bits() == 0 {
+        return Err(Errno::NOSYS);
+    }
+    Ok(st.stx_mnt_id)
+}
+
+/// Sets the extended attribute `name` of `path` (relative to the current
+/// directory; no symlink followed) to `value`. Unlike a file's contents,
+/// an attribute is not limited by the caller's RLIMIT_FSIZE.
+pub fn set_attribute(path: &str, name: &str, value: &[u8]) -> SysResult<()> {
+    rustix::fs::lsetxattr(path, name, value, rustix::fs::XattrFlags::empty())
+}
+
+/// The extended attribute `name` of `path` (no symlink followed), at most
+/// `limit` bytes; None when it is not set.
+pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; limit];
+    match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        Err(Errno::NODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,48 @@
+//! Resource limits the caller set: raised for the privileged phase (so that
+//! a limit cannot stop it half-way, at a point the caller chooses) and
+//! restored before the command runs.
+
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
+use super::SysResult;
+
+/// The limits a caller can lower to disturb the privileged phase.
+const RESOURCES: [Resource; 5] = [Resource::Fsize, Resource::Nofile, Resource::As, Resource::Nproc, Resource::Core];
+
+/// The caller's limits, as found at start.
+pub struct CallerLimits(Vec<(Resource, Rlimit)>);
+
+/// Records the caller's limits and raises them for the privileged phase:
+/// no file size, address space or process limit, as many open files as
+/// root may have, no core dumps. Raising a hard limit needs
+/// CAP_SYS_RESOURCE, which some machines take away even from root (a
+/// container's bounding set): then the soft limit is raised to the hard
+/// one, and what a lowered hard limit still stops fails as an error the
+/// tool handles (SIGXFSZ is ignored), never as a signal half-way.
+pub fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
+    let saved: Vec<(Resource, Rlimit)> = RESOURCES.iter().map(|&r| (r, getrlimit(r))).collect();
+    for (r, old) in &saved {
+        let want = match r {
+            // The hard limit stays: a lowered hard limit could not be
+            // raised back for the command.
+            Resource::Core => Rlimit { current: Some(0), maximum: old.maximum },
+            Resource::Nofile => Rlimit { current: Some(1 << 16), maximum: Some(1 << 16) },
+            _ => Rlimit { current: None, maximum: None },
+        };
+        if setrlimit(*r, want).is_err() {
+            setrlimit(*r, Rlimit { current: old.maximum, maximum: old.maximum })?;
+        }
+    }
+    Ok(CallerLimits(saved))
+}
+
+impl CallerLimits {
+    /// Sets the caller's limits again (after the drop of privileges,
+    /// before exec: lowering a limit needs no privilege).
+    pub fn restore(&self) -> SysResult<()> {
+        for (r, lim) in &self.0 {
+            setrlimit(*r, *lim)?;
+        }
+        Ok(())
+    }
+}

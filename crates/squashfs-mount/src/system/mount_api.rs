@@ -1,0 +1,175 @@
+//! The new mount API (fsopen, fsconfig, fsmount, move_mount, open_tree) and
+//! mount propagation: no option strings, no paths of users.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{Mode, OFlags, CWD};
+use rustix::io::Errno;
+use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
+
+use super::{Gid, SysResult, Uid};
+
+
+/// A filesystem context from fsopen(2).
+pub struct FsContext {
+    fd: OwnedFd,
+}
+
+/// Mount attributes every mount made by the tool gets.
+pub fn safe_mount_attributes() -> MountAttrFlags {
+    MountAttrFlags::MOUNT_ATTR_RDONLY
+        | MountAttrFlags::MOUNT_ATTR_NOSUID
+        | MountAttrFlags::MOUNT_ATTR_NODEV
+}
+
+impl FsContext {
+    pub fn open(fs_type: &str) -> SysResult<Self> {
+        Ok(FsContext {
+            fd: rustix::mount::fsopen(fs_type, FsOpenFlags::FSOPEN_CLOEXEC)?,
+        })
+    }
+    pub fn set_string(&self, key: &str, value: &OsStr) -> SysResult<()> {
+        rustix::mount::fsconfig_set_string(&self.fd, key, value)
+    }
+    pub fn set_flag(&self, key: &str) -> SysResult<()> {
+        rustix::mount::fsconfig_set_flag(&self.fd, key)
+    }
+    pub fn set_fd(&self, key: &str, fd: BorrowedFd<'_>) -> SysResult<()> {
+        rustix::mount::fsconfig_set_fd(&self.fd, key, fd)
+    }
+    /// Creates the superblock. On failure the kernel's own explanation (the
+    /// fs_context log, e.g. "squashfs: Filesystem uses "xz" compression...")
+    /// is returned alongside the errno.
+    pub fn create(&self) -> Result<(), (Errno, Vec<String>)> {
+        match rustix::mount::fsconfig_create(&self.fd) {
+            Ok(()) => Ok(()),
+            Err(e) => Err((e, self.messages())),
+        }
+    }
+    /// Drains the kernel's message log of this context.
+    pub fn messages(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 512];
+        for _ in 0..16 {
+            match rustix::io::read(&self.fd, &mut buf) {
+                Ok(n) if n > 0 => {
+                    out.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string())
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+    /// fsmount(2): a detached mount of the superblock with `attrs`.
+    pub fn mount(&self, attrs: MountAttrFlags) -> SysResult<OwnedFd> {
+        rustix::mount::fsmount(&self.fd, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
+    }
+}
+
+/// Makes directory `name` (a fixed name chosen by the tool) inside the
+/// directory `dir`, with `mode`, owned by `uid`:`gid`, and returns it pinned
+/// as an O_PATH fd. Used only inside a fresh tmpfs the tool created.
+pub fn make_directory_in(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> SysResult<OwnedFd> {
+    rustix::fs::mkdirat(dir, name, Mode::from_bits_truncate(mode))?;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
+    // chmod after chown: chown clears set-id bits.
+    rustix::fs::fchmod(&fd, Mode::from_bits_truncate(mode))?;
+    Ok(fd)
+}
+
+/// move_mount(2): attaches the detached mount `mount` onto the directory
+/// pinned by `target` (no path lookup).
+pub fn attach_mount(mount: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::mount::move_mount(
+        mount,
+        "",
+        target,
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )
+}
+
+/// open_tree(2) with OPEN_TREE_CLONE: a detached copy of the mount at `fd`.
+pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+    rustix::mount::open_tree(
+        fd,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
+    )
+}
+
+
+/// statfs f_type of nsfs (a bind-mounted namespace file).
+pub const NSFS_MAGIC: u64 = 0x6e73_6673;
+/// statfs f_type of squashfs.
+pub const SQUASHFS_MAGIC: u64 = 0x7371_7368;
+/// statfs f_type of tmpfs.
+pub const TMPFS_MAGIC: u64 = 0x0102_1994;
+/// statfs f_type of FUSE.
+pub const FUSE_MAGIC: u64 = 0x6573_5546;
+
+/// STATX_ATTR_MOUNT_ROOT; symlinks not followed).
+pub fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {
+    use rustix::fs::{AtFlags, StatxAttributes, StatxFlags};
+    let st = rustix::fs::statx(dir, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::BASIC_STATS)?;
+    if !st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
+        return Err(Errno::NOSYS);
+    }
+    Ok(st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
+}
+
+/// Bind-mounts the directory `dir` onto itself (open_tree clone +
+/// move_mount), so that it becomes a mount of its own.
+pub fn bind_onto_itself(dir: BorrowedFd<'_>) -> SysResult<()> {
+    let copy = clone_mount(dir)?;
+    attach_mount(copy.as_fd(), dir)
+}
+
+/// Makes the mount at `path` (root's own absolute path) private: nothing
+/// mounted under it propagates to or from other mounts.
+pub fn make_private(path: &str) -> SysResult<()> {
+    rustix::mount::mount_change(path, MountPropagationFlags::PRIVATE)
+}
+
+/// Bind-mounts the namespace `ns` (an nsfs fd) onto the file `target` (an
+/// O_PATH fd). ELOOP means the kernel refused it as a possible reference
+/// loop (see `cache::namespace`).
+pub fn bind_namespace(ns: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
+    let copy = clone_mount(ns)?;
+    attach_mount(copy.as_fd(), target)
+}
+
+/// A detached clone of the mount whose root is `path` (relative to the
+/// current root; no symlink followed).
+pub fn clone_mount_at(path: &str) -> SysResult<OwnedFd> {
+    rustix::mount::open_tree(
+        CWD,
+        path,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
+    )
+}
+
+/// umount2(path, MNT_DETACH).
+pub fn detach_mount(path: &str) -> SysResult<()> {
+    rustix::mount::unmount(path, rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW)
+}
+
+/// The per-mount flags of the mount holding `fd`: (read-only, nosuid, nodev).
+pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
+    use rustix::fs::StatVfsMountFlags as F;
+    let f = rustix::fs::fstatvfs(fd)?.f_flag;
+    Ok((f.contains(F::RDONLY), f.contains(F::NOSUID), f.contains(F::NODEV)))
+}

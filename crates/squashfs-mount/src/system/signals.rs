@@ -1,0 +1,45 @@
+//! Signal dispositions: the tool changes two, and gives both back before
+//! the command runs, so that the command gets the caller's dispositions
+//! and mask (`nohup squashfs-mount ...` keeps SIGHUP ignored), as with
+//! `env` or `sudo`.
+#![allow(unsafe_code)]
+
+/// What the caller had for the signals the tool changes.
+#[derive(Debug)]
+pub struct CallerSignals {
+    /// None: SIGXFSZ was not changed.
+    file_size: Option<libc::sighandler_t>,
+}
+
+/// Ignores SIGXFSZ (which RLIMIT_FSIZE raises): the privileged phase must
+/// not be stopped half-way by a limit the caller set. Returns the caller's
+/// disposition, for [`CallerSignals::restore`].
+pub fn ignore_file_size_signal() -> CallerSignals {
+    // SAFETY: installing SIG_IGN needs no handler code; signal() returns
+    // the previous disposition, a plain value.
+    let file_size = unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    CallerSignals { file_size: Some(if file_size == libc::SIG_ERR { libc::SIG_DFL } else { file_size }) }
+}
+
+impl CallerSignals {
+    /// The dispositions of a launch that changed nothing.
+    pub fn unchanged() -> CallerSignals {
+        CallerSignals { file_size: None }
+    }
+
+    /// Before exec: SIGXFSZ as the caller had it, and SIGPIPE to its
+    /// default (the Rust runtime ignores it at start, and the caller's
+    /// disposition is lost by then; programs expect the default). Every
+    /// other disposition and the signal mask were never changed.
+    pub fn restore(&self) {
+        // SAFETY: installing SIG_DFL, SIG_IGN or the caller's previous
+        // disposition (the tool installs no handler of its own, so that
+        // is SIG_DFL or SIG_IGN) needs no handler code.
+        unsafe {
+            if let Some(file_size) = self.file_size {
+                libc::signal(libc::SIGXFSZ, file_size);
+            }
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}

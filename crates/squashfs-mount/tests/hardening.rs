@@ -1,0 +1,243 @@
+//! Hardening (issue 11): no user can stall, exhaust or spy on other users
+//! through the tool. As unprivileged test users against the installed
+//! setuid binary; every test is bounded in time and undoes what it
+//! changed (site configuration, user namespaces, locks).
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqfsmnt_test_support::count::loops_under;
+use sqfsmnt_test_support::users::Users;
+use sqfsmnt_test_support::{have, loud_skip, site, Fixture};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn pair(img: &Path, mnt: &Path) -> String {
+    format!("{}:{}", img.display(), mnt.display())
+}
+
+/// Images `n` (distinct content), root-owned, in the fixture's images/.
+fn images(fx: &Fixture, prefix: &str, n: usize) -> Vec<PathBuf> {
+    (0..n).map(|i| fx.image(&format!("{prefix}{i}"), &[("n", &format!("{i}\n"))], "")).collect()
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A user namespace whose mountinfo is larger than any bound of the tool
+/// (1200 bind mounts with ~3.7 KB paths: about 9 MB) must not stop the
+/// cache's eviction: beyond `cache-max-instances` the least recently used
+/// unused instances go, whatever the scan of other namespaces could not
+/// read in time.
+#[test]
+fn a_huge_mountinfo_does_not_stop_eviction() {
+    case(|fx| {
+        let _conf = site::config("cache-max-instances = 2\n");
+        let script = r#"
+            set -e
+            chain="$PWD/chain"
+            for i in $(seq 14); do chain="$chain/$(printf 'd%.0s' $(seq 250))$i"; done
+            mkdir -p "$chain/src"
+            for i in $(seq 1200); do mkdir "$chain/t$i"; mount --bind "$chain/src" "$chain/t$i"; done
+            echo ready
+            exec sleep 120
+        "#;
+        let dir = fx.user_dir();
+        let holder = fx
+            .user
+            .command("unshare")
+            .args(["-Urm", "sh", "-c", script])
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("unshare");
+        let mut holder = Kill(holder);
+        let mut line = String::new();
+        BufReader::new(holder.0.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the user namespace with many mounts could not be made");
+        let size = fs::read(format!("/proc/{}/mountinfo", holder.0.id())).map(|b| b.len()).unwrap_or(0);
+        assert!(size > 8 << 20, "the namespace's mountinfo is only {size} bytes");
+        let m = fx.mount_point("huge");
+        for img in images(fx, "evict", 4) {
+            fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        }
+        let kept = loops_under(&fx.root);
+        assert!(kept.len() <= 2, "cache-max-instances = 2, but {} instances stayed: {kept:?}", kept.len());
+        drop(holder);
+        let _ = fs::remove_dir_all(dir.join("chain"));
+    });
+}
+
+/// `max-loop-devices` bounds the loop devices the tool attaches (every
+/// user's together), with a message that names it.
+#[test]
+fn loop_devices_are_capped() {
+    case(|fx| {
+        let _conf = site::config("max-loop-devices = 3\n");
+        let imgs = images(fx, "cap", 4);
+        let mnts: Vec<PathBuf> = (0..4).map(|i| fx.mount_point(&format!("cap{i}"))).collect();
+        let pairs: Vec<String> = imgs.iter().zip(&mnts).map(|(i, m)| pair(i, m)).collect();
+        let mut args: Vec<String> = vec!["--no-cache".into()];
+        args.extend(pairs.iter().cloned());
+        args.extend(["--".into(), "true".into()]);
+        fx.run(&args).refused(&["max-loop-devices", "3"]);
+        // Three fit.
+        let mut args: Vec<String> = vec!["--no-cache".into()];
+        args.extend(pairs[..3].iter().cloned());
+        args.extend(["--".into(), "true".into()]);
+        fx.run(&args).ok();
+    });
+}
+
+/// `max-launches-per-user`: a user's launches beyond it wait for a slot
+/// (`max-launches-wait`), then give up with a message; other users are
+/// not affected.
+#[test]
+fn launches_per_user_are_capped() {
+    case(|fx| {
+        let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 1s\n");
+        let img = fx.image("slot", &[("x", "x\n")], "");
+        let m = fx.mount_point("slot");
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        // A launch of the user's stuck in its setup, holding the one slot
+        // (the test takes the slot's lock as that launch would).
+        let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
+        let held = fs::File::open(&slot).expect("the user's launch slot");
+        // SAFETY: flock on an fd we own.
+        assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        let started = Instant::now();
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).refused(&["max-launches-per-user", "max-launches-wait"]);
+        assert!(started.elapsed() < Duration::from_secs(20), "the wait is bounded by max-launches-wait");
+        // Another user is not affected.
+        let other = Users::create(1, false);
+        let out = other.first().command(&fx.bin).args([pair(&img, &m), "--".into(), "true".into()]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        drop(held);
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+    });
+}
+
+/// `ulimit -f 0` (a caller's file size limit) cannot stop the privileged
+/// phase half-way: the launch works, the command gets the caller's limit
+/// back, and the cache holds no half-made entry.
+#[test]
+fn a_lowered_file_size_limit_changes_nothing() {
+    case(|fx| {
+        let img = fx.image("fsize", &[("x", "x\n")], "");
+        let m = fx.mount_point("fsize");
+        let script = format!("ulimit -f 0; \"$SQM\" {} -- sh -c 'ulimit -f; cat {}/x'", pair(&img, &m), s(&m));
+        for round in 0..2 {
+            let r = fx.user_sh(&script);
+            r.ok();
+            assert_eq!(r.stdout(), "0\nx\n", "round {round}");
+            assert!(r.stderr().is_empty(), "round {round}: {}", r.stderr());
+            assert_eq!(loops_under(&img).len(), 1, "round {round}: the instance is cached and reused");
+        }
+        let status = Command::new(&fx.bin).arg("--cache-status").output().unwrap();
+        let status = String::from_utf8_lossy(&status.stdout);
+        assert!(status.contains("idle") && !status.contains("broken"), "{status}");
+    });
+}
+
+/// What other users can learn: an image whose path is not open to everyone
+/// is not kept in the cache (a loop device's backing file is visible to
+/// all in /sys and `losetup -l` for as long as it is attached), and the
+/// cache namespace names its entries by a keyed hash, not by device and
+/// inode.
+#[test]
+fn what_other_users_can_learn() {
+    case(|fx| {
+        // A directory the user reaches through their group only.
+        let dir = fx.path("grouponly");
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(0), Some(fx.gid)).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o750)).unwrap();
+        let private = dir.join("private.sqfs");
+        fs::copy(fx.image("learn", &[("x", "x\n")], ""), &private).unwrap();
+        let m = fx.mount_point("learn");
+        let r = fx.run([pair(&private, &m), "--".into(), "cat".into(), s(&m.join("x"))]);
+        r.ok();
+        assert_eq!(r.stdout(), "x\n");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !loops_under(&dir).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(loops_under(&dir).is_empty(), "an image below a non-public directory must not be cached");
+        // A public one is cached, under an opaque name.
+        let public = fx.image("learn-public", &[("x", "x\n")], "");
+        fx.run([pair(&public, &m), "--".into(), "true".into()]).ok();
+        assert_eq!(loops_under(&public).len(), 1);
+        let names = sqfsmnt_test_support::cachens::names();
+        let meta = fs::metadata(&public).unwrap();
+        let old_style = format!("{:x}-{:x}", meta.dev(), meta.ino());
+        assert!(!names.iter().any(|n| n.contains(&old_style)), "{names:?}");
+        let entries: Vec<&String> = names.iter().filter(|n| *n != "squashfs-mount-cache").collect();
+        assert!(!entries.is_empty() && entries.iter().all(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit())), "{names:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    });
+}
+
+/// `--cache-status` and `--gc` of one user never open another user's
+/// recorded image path (its owner could stall them, or see who ran them):
+/// watched with inotify while a second user runs them.
+#[test]
+fn cache_commands_never_open_other_users_paths() {
+    case(|fx| {
+        if !have("inotifywait") {
+            loud_skip("cache_commands_never_open_other_users_paths: inotifywait (inotify-tools) missing");
+            return;
+        }
+        let img = fx.image("watched", &[("x", "x\n")], "");
+        let m = fx.mount_point("watched");
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let watch = |f: &dyn Fn()| -> String {
+            let mut w = Command::new("inotifywait")
+                .args(["-m", "-e", "open", "--format", "%e"])
+                .arg(&img)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Wait until the watch is set.
+            let mut err = BufReader::new(w.stderr.take().unwrap());
+            let mut line = String::new();
+            while err.read_line(&mut line).unwrap() > 0 && !line.contains("Watches established") {}
+            f();
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = w.kill();
+            let out = w.wait_with_output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let other = Users::create(1, false);
+        let b = other.first();
+        let seen = watch(&|| {
+            for args in [&["--cache-status"][..], &["--cache-status", "--json"], &["--gc"]] {
+                let out = b.command(&fx.bin).args(args).output().unwrap();
+                assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+                assert!(!String::from_utf8_lossy(&out.stdout).contains(&s(&img)), "{args:?} shows another user's image");
+            }
+        });
+        assert!(seen.is_empty(), "another user's cache commands opened the image: {seen}");
+        // Control: the watch sees an open (the owner's own --gc IMAGE opens it).
+        let seen = watch(&|| {
+            fx.run(["--gc", s(&img).as_str()]).ok();
+        });
+        assert!(seen.contains("OPEN"), "the watch saw nothing: {seen:?}");
+    });
+}

@@ -1,0 +1,166 @@
+//! The rough edges a new user hits (issue 13): messages for the usual
+//! mistakes, quiet success, the cache commands, and one convention with
+//! sqfs. As an unprivileged test user against the installed setuid binary.
+
+use std::fs;
+use std::path::Path;
+
+use sqfsmnt_test_support::Fixture;
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn image(fx: &Fixture) -> std::path::PathBuf {
+    fx.image("ux", &[("x.txt", "ex\n"), ("dir/y.txt", "why\n")], "")
+}
+
+#[test]
+fn no_arguments_print_the_usage_and_no_command_given() {
+    case(|fx| {
+        let r = fx.run(std::iter::empty::<&str>());
+        assert_eq!(r.code(), Some(1));
+        let err = r.stderr();
+        assert!(err.starts_with("Usage: squashfs-mount"), "{err}");
+        assert!(err.trim_end().ends_with("squashfs-mount: no command given"), "{err}");
+        assert!(r.stdout().is_empty());
+    });
+}
+
+#[test]
+fn images_without_a_command_and_a_command_without_dashes() {
+    case(|fx| {
+        let m = fx.mount_point("nocmd");
+        let pair = format!("{}:{}", s(&image(fx)), s(&m));
+        fx.run([pair.as_str()]).refused(&["no command given", "after '--'"]);
+        // A bare word where a pair was expected: the '--' was forgotten.
+        fx.run([pair.as_str(), "ls", s(&m).as_str()]).refused(&["'ls'", "did you forget '--' before the command?"]);
+    });
+}
+
+#[test]
+fn inside_a_session_says_so() {
+    case(|fx| {
+        let (m1, m2) = (fx.mount_point("outer"), fx.mount_point("inner"));
+        let img = s(&image(fx));
+        let r = fx.user_sh(&format!("\"$SQM\" {img}:{} -- \"$SQM\" {img}:{} -- true", s(&m1), s(&m2)));
+        r.refused(&["already inside a squashfs-mount session", "no_new_privs", "name all images in one call"]);
+    });
+}
+
+#[test]
+fn a_union_of_one_image_is_a_plain_mount() {
+    case(|fx| {
+        let m = fx.mount_point("union1");
+        let r = fx.run([format!("--union={}:{}", s(&image(fx)), s(&m)), "--".into(), "cat".into(), s(&m.join("x.txt"))]);
+        r.ok();
+        assert_eq!(r.stdout(), "ex\n");
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+    });
+}
+
+#[test]
+fn the_command_starts_in_the_mounted_tree() {
+    case(|fx| {
+        let m = fx.mount_point("cwd");
+        fs::create_dir_all(m.join("dir")).unwrap();
+        fs::write(m.join("hidden.txt"), "hidden\n").unwrap();
+        let img = s(&image(fx));
+        // At the mount point, and below it.
+        let r = fx.user_sh(&format!("cd {0} && \"$SQM\" {img}:{0} -- sh -c 'ls; pwd'", s(&m)));
+        r.ok();
+        assert_eq!(r.stdout(), format!("dir\nx.txt\n{}\n", s(&m)));
+        let r = fx.user_sh(&format!("cd {0}/dir && \"$SQM\" {img}:{0} -- cat y.txt", s(&m)));
+        r.ok();
+        assert_eq!(r.stdout(), "why\n");
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+        fs::remove_file(m.join("hidden.txt")).unwrap();
+    });
+}
+
+#[test]
+fn writable_size_as_a_separate_word_and_byte_units() {
+    case(|fx| {
+        let m = fx.mount_point("wsize");
+        let pair = format!("{}:{}", s(&image(fx)), s(&m));
+        for size in [["--writable", "64M"], ["--writable=64MiB", "--no-cache"], ["--writable=64MB", "--no-cache"]] {
+            let r = fx.run([size[0], size[1], pair.as_str(), "--", "sh", "-c", &format!("df -B1 --output=size {} | tail -1", s(&m))]);
+            r.ok();
+            assert_eq!(r.stdout().trim(), (64u64 << 20).to_string(), "{size:?}");
+        }
+        fx.run(["--writable", "64Q", pair.as_str(), "--", "true"]).refused(&["64Q", "size"]);
+    });
+}
+
+#[test]
+fn an_unexpanded_tilde_gets_a_hint() {
+    case(|fx| {
+        fx.run([format!("{}:~/mnt", s(&image(fx))), "--".into(), "true".into()]).refused(&["'~' was not expanded", "$HOME"]);
+        fx.run(["~/img.sqfs:/tmp", "--", "true"]).refused(&["'~' was not expanded"]);
+    });
+}
+
+#[test]
+fn version_forms_and_usage_errors() {
+    case(|fx| {
+        let want = format!("{}\n", env!("CARGO_PKG_VERSION"));
+        for flag in ["-V", "-v", "--version"] {
+            let r = fx.run([flag]);
+            r.ok();
+            assert_eq!(r.stdout(), want, "{flag}");
+        }
+        let r = fx.run(["--bogus", "--", "true"]);
+        r.refused(&["unknown option '--bogus'"]);
+        // No "(os error N)" in messages.
+        let r = fx.run(["/nonexistent.sqfs:/tmp", "--", "true"]);
+        r.refused(&["no such file or directory"]);
+        assert!(!r.stderr().contains("os error"), "{}", r.stderr());
+    });
+}
+
+#[test]
+fn cache_commands_for_one_user() {
+    case(|fx| {
+        let m = fx.mount_point("gcimg");
+        let img = image(fx);
+        let pair = format!("{}:{}", s(&img), s(&m));
+        fx.run([pair.as_str(), "--", "true"]).ok();
+        // --cache-status: a table with a human-readable size, and JSON.
+        let table = fx.run(["--cache-status"]);
+        table.ok();
+        assert!(table.stdout().contains(&s(&img)) && table.stdout().contains(" KiB"), "{}", table.stdout());
+        let json = fx.run(["--cache-status", "--json"]);
+        json.ok();
+        let j = json.stdout();
+        assert!(j.starts_with("[{\"state\":\"idle\"") && j.contains(&format!("\"image\":\"{}\"", s(&img))) && j.contains(&format!("\"created_by\":{}", fx.uid)), "{j}");
+        // --gc IMAGE evicts that image's instance.
+        let r = fx.run(["--gc", s(&img).as_str()]);
+        r.ok();
+        assert!(r.stdout().contains(&format!("evicted {}", s(&img))), "{}", r.stdout());
+        assert_eq!(fx.run(["--cache-status", "--json"]).stdout(), "[]\n");
+        // A usage error of the cache commands.
+        fx.run(["--gc", "--all", s(&img).as_str()]).refused(&["cannot be combined with --gc"]);
+    });
+}
+
+#[test]
+fn the_command_gets_the_callers_signal_dispositions() {
+    case(|fx| {
+        // As with nohup: a signal the caller ignores stays ignored for the
+        // command (only what the tool itself changed is given back).
+        let m = fx.mount_point("signals");
+        let r = fx.user_sh(&format!("trap '' HUP; \"$SQM\" {}:{} -- sh -c 'kill -HUP $$; echo alive'", s(&image(fx)), s(&m)));
+        r.ok();
+        assert_eq!(r.stdout(), "alive\n");
+        // SIGPIPE is the default again (the tool's runtime ignores it).
+        let r = fx.user_sh(&format!("\"$SQM\" {}:{} -- sh -c 'yes | head -1'", s(&image(fx)), s(&m)));
+        r.ok();
+        assert_eq!(r.stdout(), "y\n");
+        // (With SIGPIPE ignored, yes would report "Broken pipe".)
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+    });
+}

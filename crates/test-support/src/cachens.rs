@@ -1,0 +1,69 @@
+//! Looking into the image cache's namespace as root (from a forked child:
+//! setns into a mount namespace needs a single-threaded process).
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+
+/// The names at the root of the cache namespace (`/run/squashfs-mount/ns`).
+pub fn names() -> Vec<String> {
+    let ns = CString::new("/run/squashfs-mount/ns").unwrap();
+    let mut fds = [0i32; 2];
+    // SAFETY: a pipe into an array of two ints.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: the child makes only raw system calls (open, setns,
+    // getdents64, write, _exit) on a stack buffer and data made before.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let fd = libc::open(ns.as_ptr(), libc::O_RDONLY);
+            if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                libc::_exit(2);
+            }
+            let dir = libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            let mut buf = [0u8; 32768];
+            loop {
+                let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                libc::write(fds[1], buf.as_ptr().cast(), n as usize);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closes our copy of the write end.
+    unsafe { libc::close(fds[1]) };
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // SAFETY: reads into a stack buffer from our pipe end.
+        let n = unsafe { libc::read(fds[0], chunk.as_mut_ptr().cast(), chunk.len()) };
+        if n <= 0 {
+            break;
+        }
+        raw.extend_from_slice(&chunk[..n as usize]);
+    }
+    // SAFETY: closes our read end; reaps the child.
+    unsafe {
+        libc::close(fds[0]);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name.
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 19 <= raw.len() {
+        let reclen = u16::from_ne_bytes([raw[at + 16], raw[at + 17]]) as usize;
+        if reclen == 0 || at + reclen > raw.len() {
+            break;
+        }
+        let name = &raw[at + 19..at + reclen];
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        if name != b"." && name != b".." {
+            out.push(String::from_utf8_lossy(name).into_owned());
+        }
+        at += reclen;
+    }
+    out
+}

@@ -1,0 +1,275 @@
+//! Unprivileged test users, made for one test (or one suite) and removed
+//! when it ends.
+//!
+//! Names are `sqfsmnt-<pid>-<n><letter>` (users) and `sqfsmnt-<pid>-<n>g`
+//! (the supplementary group): unique to the run, and recognisable by the
+//! pid of the process that made them, so that a later run removes those of
+//! a process that was killed ([`remove_stale`]).
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::cmd::{run, Run};
+
+const PREFIX: &str = "sqfsmnt-";
+
+/// Test users and groups of the suites before this crate: removed as stale
+/// too (they were never removed by their suites).
+const LEGACY_USERS: &[&str] = &[
+    "sqfsmnt-test",
+    "sqfsmnt-cache",
+    "sqfsmnt-cache2",
+    "sqfsmnt-slurm",
+];
+const LEGACY_GROUPS: &[&str] = &["sqfsmnt-test2", "sqfsmnt-slurm-grp"];
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// One test user.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl User {
+    /// `program` run as this user: real and effective uid and gid, and the
+    /// user's groups from the group database (`setpriv --init-groups`).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--init-groups")
+            .arg("--")
+            .arg(program)
+            .current_dir("/");
+        c
+    }
+
+    /// A shell command line run as this user, with a time limit.
+    pub fn sh(&self, script: &str) -> Run {
+        run(self.command("sh").args(["-c", script]))
+    }
+
+    /// `chown user:user path`.
+    pub fn chown(&self, path: &Path) {
+        std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid))
+            .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
+    }
+}
+
+/// Users (and optionally a group they all have as a supplementary group),
+/// removed on drop, also when the test panics.
+pub struct Users {
+    pub users: Vec<User>,
+    /// (name, gid) of the supplementary group.
+    pub group: Option<(String, u32)>,
+}
+
+impl Users {
+    /// Creates `count` users (at most 26) and, with `group`, a group they
+    /// are all members of (not their primary group).
+    pub fn create(count: usize, group: bool) -> Users {
+        assert!(count <= 26);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{PREFIX}{}-{n}", std::process::id());
+        let mut made = Users {
+            users: Vec::new(),
+            group: None,
+        };
+        if group {
+            let name = format!("{base}g");
+            let r = run(Command::new("groupadd").args(["--system", &name]));
+            assert!(r.success(), "groupadd {name}: {}", r.stderr());
+            made.group = Some((name.clone(), group_id(&name)));
+        }
+        for i in 0..count {
+            let name = format!("{base}{}", (b'a' + i as u8) as char);
+            let mut c = Command::new("useradd");
+            c.args([
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/bin/sh",
+                "--user-group",
+            ]);
+            if let Some((g, _)) = &made.group {
+                c.args(["--groups", g]);
+            }
+            let r = run(c.arg(&name));
+            assert!(r.success(), "useradd {name}: {}", r.stderr());
+            let uid = id_of("-u", &name);
+            let gid = id_of("-g", &name);
+            made.users.push(User { name, uid, gid });
+        }
+        made
+    }
+
+    /// The first user.
+    pub fn first(&self) -> &User {
+        &self.users[0]
+    }
+
+    pub fn gid2(&self) -> u32 {
+        self.group
+            .as_ref()
+            .map(|g| g.1)
+            .expect("created without a group")
+    }
+}
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        for u in &self.users {
+            remove_user(&u.name);
+        }
+        if let Some((g, _)) = &self.group {
+            let _ = Command::new("groupdel")
+                .arg(g)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// userdel, waiting a little for processes of the user to end (a Slurm
+/// step or an autoclear may lag the test), then killing what is left of
+/// them, by pid.
+fn remove_user(name: &str) {
+    let Ok(uid) = std::panic::catch_unwind(|| id_of("-u", name)) else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids = pids_of_uid(uid);
+        if pids.is_empty() || Instant::now() > deadline {
+            for pid in pids {
+                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = Command::new("userdel")
+        .arg(name)
+        .stderr(Stdio::null())
+        .status();
+    if !st.is_ok_and(|s| s.success()) {
+        let _ = Command::new("userdel")
+            .args(["--force", name])
+            .stderr(Stdio::null())
+            .status();
+    }
+    // The user's private group goes with it (USERGROUPS_ENAB); if not:
+    let _ = Command::new("groupdel")
+        .arg(name)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Processes whose real or effective uid is `uid`.
+fn pids_of_uid(uid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let ids: Vec<u32> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ids.first() == Some(&uid) || ids.get(1) == Some(&uid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+pub(crate) fn id_of(flag: &str, name: &str) -> u32 {
+    let o = Command::new("id").args([flag, name]).output().expect("id");
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no user {name}"))
+}
+
+pub(crate) fn group_id(name: &str) -> u32 {
+    let o = Command::new("getent")
+        .args(["group", name])
+        .output()
+        .expect("getent");
+    String::from_utf8_lossy(&o.stdout)
+        .split(':')
+        .nth(2)
+        .and_then(|g| g.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no group {name}"))
+}
+
+/// The pid in a name made by this module, if any.
+fn pid_in(name: &str) -> Option<u32> {
+    name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
+}
+
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes the users and groups of test processes that are gone, and the
+/// fixed-name test users of the suites before this crate. Call only with
+/// the machine-wide lock held.
+pub fn remove_stale() {
+    let names = |file: &str| -> Vec<String> {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(':').next().map(str::to_string))
+            .filter(|n| n.starts_with(PREFIX))
+            .collect()
+    };
+    let stale = |n: &String| pid_in(n).is_some_and(|p| p != std::process::id() && !pid_alive(p));
+    for u in names("/etc/passwd") {
+        if stale(&u) || LEGACY_USERS.contains(&u.as_str()) {
+            remove_user(&u);
+        }
+    }
+    for g in names("/etc/group") {
+        if stale(&g) || LEGACY_GROUPS.contains(&g.as_str()) {
+            let _ = Command::new("groupdel")
+                .arg(&g)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_pid_of_their_process() {
+        assert_eq!(pid_in("sqfsmnt-1234-0a"), Some(1234));
+        assert_eq!(pid_in("sqfsmnt-1234-17g"), Some(1234));
+        assert_eq!(pid_in("sqfsmnt-test"), None);
+        assert_eq!(pid_in("sqfsmnt-bench"), None);
+        assert_eq!(pid_in("other-1234-0a"), None);
+        assert!(pid_alive(std::process::id()));
+    }
+}
