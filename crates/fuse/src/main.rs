@@ -34,7 +34,7 @@ FUSE mount and passes the inherited descriptors:
   --ready-fd R      receives one line once the image is checked: 'ready' or
                     'error <what is wrong and what to do>' (then exit 1)
   --watch-pidfd P   a pidfd; the server exits when that process exits
-  --threads T       worker threads (default: from the number of CPUs, 2..8)
+  --threads T       worker threads (0 or absent: from the number of CPUs, 2..8)
   --name NAME       the image's path, for messages
 It serves until the file system is unmounted or the watched process exits,
 then exits 0. Nothing is printed unless the image turns out to be corrupt.
@@ -85,10 +85,11 @@ fn parse_args() -> Result<Args, String> {
             "--watch-pidfd" => a.watch_pidfd = Some(num(it.next(), "--watch-pidfd")?),
             "--threads" => {
                 let n = num(it.next(), "--threads")?;
-                if !(1..=64).contains(&n) {
-                    return Err(format!("--threads: {n} is not in 1..=64"));
+                if n > 64 {
+                    return Err(format!("--threads: {n} is more than 64"));
                 }
-                a.threads = Some(n as usize);
+                // 0: the default.
+                a.threads = (n > 0).then_some(n as usize);
             }
             "--name" => {
                 a.name = Some(
