@@ -5,12 +5,12 @@
 
 pub mod bench;
 pub mod compat;
-pub mod decompress;
+pub use squashfs_reader::decompress;
 pub mod exclude;
 pub mod format;
 pub mod inspect;
 pub mod kernel;
-pub mod lzo;
+pub use squashfs_reader::lzo;
 pub mod pack;
 pub mod progress;
 pub mod split;

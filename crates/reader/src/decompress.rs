@@ -2,7 +2,7 @@
 //! the image's compressor. Output never exceeds the buffer given; data that
 //! would expand past it is an error, as in the kernel.
 
-use crate::format::Compressor;
+use squashfs_format::Compressor;
 
 /// Decompresses `input` into `out`; returns the number of bytes written.
 pub fn decompress(comp: Compressor, input: &[u8], out: &mut [u8]) -> Result<usize, String> {

@@ -1,0 +1,347 @@
+//! squashfs-mount-fuse: serves one SquashFS image, read-only, over a FUSE
+//! connection that squashfs-mount created (or, with `--mount`, that
+//! fusermount3 creates). Runs with the caller's credentials; never mounts
+//! anything itself in the first form. See `--help` and doc/fuse.md.
+
+use squashfs_mount_fuse::{mount, server, sys};
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use squashfs_reader::{Archive, FileSource, FormatError};
+
+use server::{End, Fs};
+
+type FileFs = Fs<FileSource>;
+
+const USAGE: &str = "\
+usage: squashfs-mount-fuse --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--name NAME]
+       squashfs-mount-fuse --mount IMAGE DIR [--threads T] [-- COMMAND [ARGS...]]
+
+Serves a SquashFS image read-only over FUSE, in userspace, with the
+credentials it is started with. Safe on corrupt or hostile images: every
+structure is checked; corruption makes the affected operations fail with EIO.
+
+The first form is how squashfs-mount runs it (installed as
+<prefix>/lib/squashfs-mount/squashfs-mount-fuse): squashfs-mount creates the
+FUSE mount and passes the inherited descriptors:
+  --fuse-fd N       the /dev/fuse descriptor of the mount
+  --image-fd M      the image, opened for reading
+  --ready-fd R      receives one line once the image is checked: 'ready' or
+                    'error <what is wrong and what to do>' (then exit 1)
+  --watch-pidfd P   a pidfd; the server exits when that process exits
+  --threads T       worker threads (0 or absent: from the number of CPUs, 2..8)
+  --name NAME       the image's path, for messages
+It serves until the file system is unmounted or the watched process exits,
+then exits 0. Nothing is printed unless the image turns out to be corrupt.
+
+The second form mounts IMAGE on DIR as an unprivileged user through
+fusermount3 (Debian package fuse3), for development, tests and benchmarks.
+Without COMMAND it serves in the foreground until 'fusermount3 -u DIR' or
+SIGINT/SIGTERM/SIGHUP (it unmounts then; after SIGKILL, run
+'fusermount3 -u DIR'). With COMMAND it runs it, unmounts, and exits with its
+status.
+";
+
+struct Args {
+    fuse_fd: Option<i32>,
+    image_fd: Option<i32>,
+    ready_fd: Option<i32>,
+    watch_pidfd: Option<i32>,
+    threads: Option<usize>,
+    name: Option<String>,
+    mount: Option<(PathBuf, PathBuf)>,
+    command: Vec<std::ffi::OsString>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        fuse_fd: None,
+        image_fd: None,
+        ready_fd: None,
+        watch_pidfd: None,
+        threads: None,
+        name: None,
+        mount: None,
+        command: Vec::new(),
+    };
+    let mut it = std::env::args_os().skip(1);
+    let num = |v: Option<std::ffi::OsString>, opt: &str| -> Result<i32, String> {
+        let v = v.ok_or_else(|| format!("{opt} needs a value"))?;
+        v.to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+            .filter(|&n| n >= 0)
+            .ok_or_else(|| format!("{opt}: not a descriptor number: {}", v.to_string_lossy()))
+    };
+    while let Some(arg) = it.next() {
+        match arg.to_str().unwrap_or("") {
+            "--fuse-fd" => a.fuse_fd = Some(num(it.next(), "--fuse-fd")?),
+            "--image-fd" => a.image_fd = Some(num(it.next(), "--image-fd")?),
+            "--ready-fd" => a.ready_fd = Some(num(it.next(), "--ready-fd")?),
+            "--watch-pidfd" => a.watch_pidfd = Some(num(it.next(), "--watch-pidfd")?),
+            "--threads" => {
+                let n = num(it.next(), "--threads")?;
+                if n > 64 {
+                    return Err(format!("--threads: {n} is more than 64"));
+                }
+                // 0: the default.
+                a.threads = (n > 0).then_some(n as usize);
+            }
+            "--name" => {
+                a.name = Some(
+                    it.next()
+                        .ok_or("--name needs a value")?
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            }
+            "--mount" => {
+                let image = it.next().ok_or("--mount needs IMAGE and DIR")?;
+                let dir = it.next().ok_or("--mount needs IMAGE and DIR")?;
+                a.mount = Some((image.into(), dir.into()));
+            }
+            "--" => {
+                a.command = it.by_ref().collect();
+                if a.command.is_empty() {
+                    return Err("no command after --".into());
+                }
+            }
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            "-V" | "--version" => {
+                println!("squashfs-mount-fuse {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
+        }
+    }
+    Ok(a)
+}
+
+/// What `error ...` says: what is wrong and what to do.
+fn describe(e: &FormatError) -> String {
+    let s = match e {
+        FormatError::Corrupt { .. } => {
+            format!("{e}; the image is damaged: copy it again or rebuild it with mksquashfs")
+        }
+        FormatError::Io(_) => {
+            format!("the image cannot be read ({e}); check the file and the disk")
+        }
+        _ => e.to_string(),
+    };
+    s.replace('\n', " ")
+}
+
+fn threads(a: &Args) -> usize {
+    a.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 8)
+    })
+}
+
+/// Starts `n` workers on `dev` (each on its own cloned descriptor when
+/// /dev/fuse can be opened, else sharing it). A worker that sees the
+/// connection end exits the process with status 0, unless `stay` (then
+/// the main thread decides).
+fn start_workers(fs: Arc<FileFs>, dev: OwnedFd, n: usize, stay: bool) {
+    let dev = Arc::new(dev);
+    for i in 0..n {
+        let fs = fs.clone();
+        let own = if i == 0 {
+            None
+        } else {
+            sys::clone_fuse_fd(&dev)
+        };
+        let shared = dev.clone();
+        std::thread::Builder::new()
+            .name(format!("fuse-{i}"))
+            .spawn(move || {
+                let fd = own.as_ref().unwrap_or(&shared);
+                match fs.serve(fd) {
+                    End::Unmounted if stay => loop {
+                        std::thread::park();
+                    },
+                    End::Unmounted => std::process::exit(0),
+                    End::Failed(e) => {
+                        eprintln!(
+                            "squashfs-mount: {}: the FUSE connection failed: {e}",
+                            fs.name
+                        );
+                        std::process::exit(1)
+                    }
+                }
+            })
+            .unwrap_or_else(|e| {
+                eprintln!("squashfs-mount-fuse: cannot start a thread: {e}");
+                std::process::exit(1)
+            });
+    }
+}
+
+fn serve_fds(a: Args) -> ExitCode {
+    let (Some(fuse), Some(image), Some(ready)) = (a.fuse_fd, a.image_fd, a.ready_fd) else {
+        eprintln!("squashfs-mount-fuse: --fuse-fd, --image-fd and --ready-fd are required (or --mount)\n\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let mut numbers = vec![fuse, image, ready];
+    numbers.extend(a.watch_pidfd);
+    let mut sorted = numbers.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != numbers.len() {
+        eprintln!("squashfs-mount-fuse: the descriptor numbers must differ");
+        return ExitCode::from(2);
+    }
+    let adopt = |n, what| {
+        sys::adopt_fd(n, what).unwrap_or_else(|e| {
+            eprintln!("squashfs-mount-fuse: {e}");
+            std::process::exit(2)
+        })
+    };
+    let ready = File::from(adopt(ready, "--ready-fd"));
+    let fuse = adopt(fuse, "--fuse-fd");
+    let image = File::from(adopt(image, "--image-fd"));
+    let watch = a.watch_pidfd.map(|n| adopt(n, "--watch-pidfd"));
+    let name = a.name.clone().unwrap_or_else(|| "image".into());
+    let archive = FileSource::new(image)
+        .map_err(|e| FormatError::Io(e.to_string()))
+        .and_then(Archive::open);
+    let mut ready = ready;
+    let archive = match archive {
+        Ok(ar) => ar,
+        Err(e) => {
+            let _ = ready.write_all(format!("error {}\n", describe(&e)).as_bytes());
+            return ExitCode::from(1);
+        }
+    };
+    if ready.write_all(b"ready\n").is_err() {
+        return ExitCode::from(1);
+    }
+    drop(ready);
+    let n = threads(&a);
+    start_workers(Arc::new(Fs::new(archive, name)), fuse, n, false);
+    match watch {
+        Some(pidfd) => loop {
+            let mut p = [rustix::event::PollFd::new(
+                &pidfd,
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut p, None) {
+                Ok(_) if !p[0].revents().is_empty() => std::process::exit(0),
+                Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    eprintln!("squashfs-mount-fuse: cannot watch the process: {e}");
+                    std::process::exit(1)
+                }
+            }
+        },
+        None => loop {
+            std::thread::park();
+        },
+    }
+}
+
+fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
+    let shown = image.display().to_string();
+    let fail = |msg: String| -> ExitCode {
+        eprintln!("squashfs-mount-fuse: {shown}: {msg}");
+        ExitCode::from(1)
+    };
+    let file = match File::open(&image) {
+        Ok(f) => f,
+        Err(e) => return fail(format!("cannot open it: {e}")),
+    };
+    let archive = match FileSource::new(file)
+        .map_err(|e| FormatError::Io(e.to_string()))
+        .and_then(Archive::open)
+    {
+        Ok(ar) => ar,
+        Err(e) => return fail(describe(&e)),
+    };
+    // Root with a command mounts directly (no helper process, as libfuse
+    // does for root); otherwise fusermount3.
+    let direct = rustix::process::geteuid().is_root() && !a.command.is_empty();
+    let (fuse, helper) = if direct {
+        match mount::direct_mount(&dir, &shown, server::MAX_READ) {
+            Ok(fd) => (fd, None),
+            Err(e) => return fail(e),
+        }
+    } else {
+        match mount::fusermount(&dir, &shown, server::MAX_READ) {
+            Ok((fd, keep, child)) => (fd, Some((keep, child))),
+            Err(e) => return fail(e),
+        }
+    };
+    let n = threads(&a);
+    if a.command.is_empty() {
+        // Served until `fusermount3 -u` (a worker then exits the process) or
+        // until SIGINT/SIGTERM/SIGHUP, which unmount first: fusermount3's
+        // auto_unmount watcher cannot look into a mount without allow_other,
+        // so it would leave a dead mount behind. (SIGKILL still does.)
+        sys::block_termination();
+        start_workers(Arc::new(Fs::new(archive, shown.clone())), fuse, n, false);
+        sys::wait_termination();
+        match helper {
+            None => mount::direct_unmount(&dir),
+            Some((keep, mut child)) => {
+                mount::fuseunmount(&dir);
+                drop(keep);
+                let _ = child.wait();
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    start_workers(Arc::new(Fs::new(archive, shown.clone())), fuse, n, true);
+    let status = std::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .status();
+    match helper {
+        None => mount::direct_unmount(&dir),
+        Some((keep, mut child)) => {
+            // fusermount3's auto_unmount watcher only unmounts a dead
+            // connection: unmount now, then let the watcher go.
+            mount::fuseunmount(&dir);
+            drop(keep);
+            let _ = child.wait();
+        }
+    }
+    match status {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            let code = s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
+            ExitCode::from(code.clamp(0, 255) as u8)
+        }
+        Err(e) => {
+            eprintln!(
+                "squashfs-mount-fuse: cannot run {}: {e}",
+                a.command[0].to_string_lossy()
+            );
+            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            })
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let a = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("squashfs-mount-fuse: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match a.mount.clone() {
+        Some((image, dir)) => serve_mount(a, image, dir),
+        None => serve_fds(a),
+    }
+}

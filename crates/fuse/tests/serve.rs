@@ -1,0 +1,1005 @@
+//! squashfs-mount-fuse against real images built by mksquashfs.
+//!
+//! - `ready_line_*`: the descriptor protocol's `error ...` line for bad
+//!   images (no FUSE needed).
+//! - `serves_like_the_source`: for every compressor mksquashfs offers here,
+//!   an image of a tree with every kind of entry is mounted through
+//!   fusermount3 (`--mount`) and compared with the source tree: contents,
+//!   modes, owners, mtimes, nlink, sizes, rdev, symlink targets, xattrs,
+//!   readdir contents and order.
+//! - `matches_the_kernel_driver`: the same trusted image (built here, never
+//!   modified) mounted by the kernel's squashfs driver (loop device) and by
+//!   the server shows identical stat data, xattrs, readdir order and statfs.
+//! - `mount_runs_a_command`: `--mount IMAGE DIR -- COMMAND`, and SIGTERM in
+//!   the foreground.
+//! - `descriptor_contract`: the way squashfs-mount runs the server (a FUSE
+//!   mount made with mount(2) and `fd=`, `--fuse-fd/--image-fd/--ready-fd/
+//!   --watch-pidfd`): ready line, serving, exit on unmount and on the
+//!   watched process's exit.
+//! - `crash_image_is_served_safely`: the image that oopsed the kernel
+//!   driver, served by this server only: every read fails or returns data,
+//!   the server neither crashes nor hangs, one line on stderr, dmesg clean.
+//!
+//! The mounting tests need root (device nodes, owners, trusted.* xattrs,
+//! mount(2)) and /dev/fuse, and must run under the machine-wide lock:
+//! `flock /tmp/sqfsmnt-integration.lock cargo test -p squashfs-mount-fuse`.
+//! Without them they are skipped, loudly.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_squashfs-mount-fuse");
+
+fn skip(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {msg} ***\n");
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn can_fuse(test: &str) -> bool {
+    if !is_root() {
+        skip(&format!("{test}: needs root (device nodes, owners, trusted xattrs, mounting); run as root under flock /tmp/sqfsmnt-integration.lock"));
+        return false;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        skip(&format!("{test}: no /dev/fuse"));
+        return false;
+    }
+    if Command::new("fusermount3").arg("-V").output().is_err() {
+        skip(&format!(
+            "{test}: fusermount3 missing (apt-get install fuse3)"
+        ));
+        return false;
+    }
+    true
+}
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("sqfs-fuse-test-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn mksquashfs(src: &Path, img: &Path, extra: &[&str]) -> bool {
+    let out = Command::new("mksquashfs")
+        .arg(src)
+        .arg(img)
+        .args(["-noappend", "-quiet", "-no-progress", "-processors", "2"])
+        .args(extra)
+        .output()
+        .expect("mksquashfs (apt-get install squashfs-tools)");
+    if !out.status.success() {
+        eprintln!(
+            "mksquashfs {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out.status.success()
+}
+
+fn setxattr(p: &Path, name: &str, value: &[u8]) {
+    rustix::fs::lsetxattr(p, name, value, rustix::fs::XattrFlags::empty())
+        .unwrap_or_else(|e| panic!("setxattr {name} on {}: {e}", p.display()));
+}
+
+fn set_mtime(p: &Path, secs: i64) {
+    let t = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: secs,
+            tv_nsec: 0,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: secs,
+            tv_nsec: 0,
+        },
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        p,
+        &t,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+}
+
+/// A tree with every kind of entry the format has.
+fn build_tree(root: &Path) {
+    let w = |p: &str, data: &[u8]| fs::write(root.join(p), data).unwrap();
+    fs::create_dir_all(root.join("dir/empty")).unwrap();
+    let bs = 131072usize;
+    let pattern = |n: usize, seed: u8| -> Vec<u8> {
+        (0..n)
+            .map(|i| ((i * 31 + i / 7) as u8).wrapping_add(seed))
+            .collect()
+    };
+    w("empty-file", b"");
+    w("one-byte", b"x");
+    w("exactly-block", &pattern(bs, 1));
+    w("block-plus-one", &pattern(bs + 1, 2));
+    w("three-and-a-bit", &pattern(3 * bs + 4321, 3));
+    w("small-text", b"hello, fuse\n");
+    // Incompressible data (stored uncompressed by mksquashfs).
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let random: Vec<u8> = (0..300_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    w("random", &random);
+    // Sparse: holes of whole blocks around some data.
+    {
+        let f = fs::File::create(root.join("sparse")).unwrap();
+        f.set_len(10 * bs as u64 + 777).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, b"in the middle", 5 * bs as u64 + 3).unwrap();
+    }
+    // Hard links.
+    w("dir/linked", b"one inode, three names\n");
+    fs::hard_link(root.join("dir/linked"), root.join("linked-2")).unwrap();
+    fs::hard_link(root.join("dir/linked"), root.join("dir/empty/../linked-3")).unwrap();
+    // Symlinks: relative, absolute, dangling, long target.
+    symlink("small-text", root.join("link-rel")).unwrap();
+    symlink("/etc/hostname", root.join("link-abs")).unwrap();
+    symlink("does/not/exist", root.join("link-dangling")).unwrap();
+    symlink("t".repeat(4000), root.join("link-long")).unwrap();
+    // Long names.
+    w(&"n".repeat(255), b"long name\n");
+    fs::create_dir(root.join("d".repeat(255))).unwrap();
+    // A directory with > 1000 entries: the directory index is used.
+    fs::create_dir(root.join("big")).unwrap();
+    for i in 0..1500 {
+        fs::write(
+            root.join(format!("big/entry-{i:05}-{}", "p".repeat(i % 40))),
+            format!("{i}\n"),
+        )
+        .unwrap();
+    }
+    // Deep nesting.
+    let mut deep = root.join("deep");
+    for i in 0..40 {
+        deep = deep.join(format!("level{i}"));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("bottom"), b"bottom\n").unwrap();
+    // Modes and owners.
+    w("setuid", b"#!/bin/sh\n");
+    fs::set_permissions(root.join("setuid"), fs::Permissions::from_mode(0o4755)).unwrap();
+    w("no-perms", b"secret\n");
+    fs::set_permissions(root.join("no-perms"), fs::Permissions::from_mode(0o000)).unwrap();
+    w("owned", b"owned by 1234:5678\n");
+    rustix::fs::chown(
+        root.join("owned"),
+        Some(rustix::fs::Uid::from_raw(1234)),
+        Some(rustix::fs::Gid::from_raw(5678)),
+    )
+    .unwrap();
+    fs::create_dir(root.join("sticky")).unwrap();
+    fs::set_permissions(root.join("sticky"), fs::Permissions::from_mode(0o1777)).unwrap();
+    // Special files.
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("chardev"),
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        rustix::fs::makedev(1, 3),
+    )
+    .unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("blockdev"),
+        rustix::fs::FileType::BlockDevice,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        rustix::fs::makedev(259, 70000),
+    )
+    .unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o640),
+        0,
+    )
+    .unwrap();
+    {
+        let s = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
+        drop(s);
+    }
+    // Xattrs: several prefixes, a large value, the same value on several
+    // files (mksquashfs stores repeated values out of line).
+    setxattr(&root.join("small-text"), "user.mime", b"text/plain");
+    setxattr(&root.join("small-text"), "trusted.note", b"trusted value");
+    setxattr(&root.join("small-text"), "security.label", b"sec\0bytes");
+    let shared = pattern(3000, 9);
+    for f in ["one-byte", "exactly-block", "dir/linked"] {
+        setxattr(&root.join(f), "user.shared", &shared);
+    }
+    setxattr(&root.join("dir"), "user.on-a-dir", b"d");
+    setxattr(&root.join("link-rel"), "trusted.on-a-symlink", b"s");
+    setxattr(&root.join("fifo"), "trusted.on-a-fifo", b"f");
+    // Distinct mtimes everywhere (last, so nothing above changes them).
+    let mut all = Vec::new();
+    walk(root, &mut all);
+    for (i, p) in all.iter().enumerate() {
+        set_mtime(p, 1_600_000_000 + i as i64 * 3601);
+    }
+    set_mtime(root, 1_500_000_000);
+}
+
+/// Every path below `root` (not `root`), children before parents.
+fn walk(root: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(root).unwrap() {
+        let p = e.unwrap().path();
+        if fs::symlink_metadata(&p).unwrap().is_dir() {
+            walk(&p, out);
+        }
+        out.push(p);
+    }
+}
+
+fn xattrs(p: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut names = vec![0u8; 65536];
+    let n = rustix::fs::llistxattr(p, &mut names).unwrap_or(0);
+    let mut m = BTreeMap::new();
+    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let mut v = vec![0u8; 65536];
+        let cname = std::ffi::OsStr::from_bytes(name);
+        let len = rustix::fs::lgetxattr(p, cname, &mut v)
+            .unwrap_or_else(|e| panic!("getxattr {} {cname:?}: {e}", p.display()));
+        v.truncate(len);
+        m.insert(name.to_vec(), v);
+    }
+    m
+}
+
+/// Compares one entry of the source tree with the mounted one.
+fn compare(src: &Path, mnt: &Path, rel: &Path, errors: &mut Vec<String>) {
+    let (s, m) = (src.join(rel), mnt.join(rel));
+    let sm = fs::symlink_metadata(&s).unwrap();
+    let mm = match fs::symlink_metadata(&m) {
+        Ok(x) => x,
+        Err(e) => return errors.push(format!("{}: {e}", rel.display())),
+    };
+    let mut check = |what: &str, a: String, b: String| {
+        if a != b {
+            errors.push(format!(
+                "{}: {what}: source {a}, mounted {b}",
+                rel.display()
+            ));
+        }
+    };
+    check(
+        "mode",
+        format!("{:o}", sm.mode()),
+        format!("{:o}", mm.mode()),
+    );
+    check("uid", sm.uid().to_string(), mm.uid().to_string());
+    check("gid", sm.gid().to_string(), mm.gid().to_string());
+    check("mtime", sm.mtime().to_string(), mm.mtime().to_string());
+    check("nlink", sm.nlink().to_string(), mm.nlink().to_string());
+    let ft = sm.file_type();
+    if !ft.is_dir() {
+        check("size", sm.size().to_string(), mm.size().to_string());
+    }
+    if ft.is_block_device() || ft.is_char_device() {
+        check("rdev", sm.rdev().to_string(), mm.rdev().to_string());
+    }
+    if ft.is_symlink() {
+        check(
+            "target",
+            format!("{:?}", fs::read_link(&s).ok()),
+            format!("{:?}", fs::read_link(&m).ok()),
+        );
+    }
+    if ft.is_file() {
+        let a = fs::read(&s).unwrap();
+        match fs::read(&m) {
+            Ok(b) if a == b => {}
+            Ok(b) => check(
+                "contents",
+                format!("{} bytes", a.len()),
+                format!("{} different bytes", b.len()),
+            ),
+            Err(e) => check("read", "ok".into(), e.to_string()),
+        }
+    }
+    let (xa, xb) = (xattrs(&s), xattrs(&m));
+    if xa != xb {
+        check(
+            "xattrs",
+            format!(
+                "{:?}",
+                xa.keys()
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect::<Vec<_>>()
+            ),
+            format!(
+                "{:?}",
+                xb.keys()
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
+    if ft.is_dir() {
+        let names = |d: &Path| -> Vec<OsString> {
+            fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect()
+        };
+        let mut a = names(&s);
+        let b = names(&m);
+        a.sort();
+        // squashfs lists entries sorted by name.
+        check("readdir", format!("{a:?}"), format!("{b:?}"));
+    }
+}
+
+/// Mounts `img` on `mnt` through `--mount` and runs `f` while it is mounted.
+fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
+    fs::create_dir_all(mnt).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("--mount")
+        .arg(img)
+        .arg(mnt)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dev = fs::metadata(mnt).unwrap().dev();
+    let start = Instant::now();
+    while fs::metadata(mnt).unwrap().dev() == dev {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the mount did not appear"
+        );
+        if let Some(s) = child.try_wait().unwrap() {
+            let mut e = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            panic!("squashfs-mount-fuse --mount exited: {s}: {e}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = f();
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = wait_timeout(&mut child, Duration::from_secs(10))
+        .expect("the server did not exit after unmount");
+    let mut e = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    assert!(status.success(), "server exit status {status}: {e}");
+    assert!(
+        !e.contains("squashfs-mount:"),
+        "messages from a healthy image: {e}"
+    );
+    r
+}
+
+fn wait_timeout(c: &mut std::process::Child, t: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return Some(s);
+        }
+        if start.elapsed() > t {
+            let _ = c.kill();
+            let _ = c.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn compressors() -> Vec<&'static str> {
+    let help = Command::new("mksquashfs")
+        .arg("-help")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+        })
+        .unwrap_or_default();
+    ["gzip", "lzo", "lz4", "xz", "zstd", "lzma"]
+        .into_iter()
+        .filter(|c| {
+            help.lines().any(|l| {
+                l.trim_start().starts_with(c) && l.starts_with('\t') && !l.starts_with("\t\t")
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn serves_like_the_source() {
+    if !can_fuse("serves_like_the_source") {
+        return;
+    }
+    let t = TempDir::new("tree");
+    let src = t.0.join("src");
+    fs::create_dir(&src).unwrap();
+    build_tree(&src);
+    let mut rels = Vec::new();
+    walk(&src, &mut rels);
+    let rels: Vec<PathBuf> = rels
+        .iter()
+        .map(|p| p.strip_prefix(&src).unwrap().to_path_buf())
+        .collect();
+    let comps = compressors();
+    assert!(
+        comps.contains(&"gzip") && comps.contains(&"zstd"),
+        "compressors found: {comps:?}"
+    );
+    let mut variants: Vec<(String, Vec<&str>)> = comps
+        .iter()
+        .map(|c| (c.to_string(), vec!["-comp", c]))
+        .collect();
+    variants.push(("no-fragments".into(), vec!["-no-fragments"]));
+    variants.push((
+        "always-fragments, 4K blocks".into(),
+        vec!["-always-use-fragments", "-b", "4096"],
+    ));
+    variants.push((
+        "uncompressed, 1M blocks".into(),
+        vec!["-noI", "-noD", "-noF", "-noX", "-b", "1M"],
+    ));
+    variants.push((
+        "exportable, no duplicates".into(),
+        vec!["-exports", "-no-duplicates"],
+    ));
+    let mut built = 0;
+    for (name, args) in &variants {
+        let img = t.0.join("img.sqfs");
+        if !mksquashfs(&src, &img, args) {
+            assert_eq!(name, "lzma", "mksquashfs failed for {name}");
+            skip(&format!(
+                "compressor {name}: this mksquashfs cannot write it"
+            ));
+            continue;
+        }
+        built += 1;
+        let mnt = t.0.join("mnt");
+        let errors = with_mount(&img, &mnt, || {
+            // Several readers at once (the workers answer in parallel),
+            // each in its own order, on a fresh mount's caches.
+            let files: Vec<&PathBuf> = rels
+                .iter()
+                .filter(|r| fs::symlink_metadata(src.join(r)).unwrap().is_file())
+                .collect();
+            std::thread::scope(|s| {
+                for t in 0..4usize {
+                    let (files, src, mnt) = (&files, &src, &mnt);
+                    s.spawn(move || {
+                        for k in 0..files.len() {
+                            let r = files[(k * 7 + t * 131) % files.len()];
+                            assert_eq!(
+                                fs::read(mnt.join(r)).unwrap(),
+                                fs::read(src.join(r)).unwrap(),
+                                "{}",
+                                r.display()
+                            );
+                        }
+                    });
+                }
+            });
+            let mut errors = Vec::new();
+            compare(&src, &mnt, Path::new(""), &mut errors);
+            for r in &rels {
+                compare(&src, &mnt, r, &mut errors);
+            }
+            // Hard links share one inode (st_ino is the SquashFS inode
+            // number), and getfattr shows what the source has.
+            let ino = |p: &str| fs::symlink_metadata(mnt.join(p)).unwrap().ino();
+            assert_eq!(ino("dir/linked"), ino("linked-2"));
+            assert_eq!(ino("dir/linked"), ino("dir/linked-3"));
+            assert_ne!(ino("dir/linked"), ino("small-text"));
+            let getfattr = |root: &Path| {
+                let out = Command::new("getfattr")
+                    .args(["-d", "-m", "-", "-e", "hex"])
+                    .arg("small-text")
+                    .arg("dir")
+                    .arg("one-byte")
+                    .current_dir(root)
+                    .output()
+                    .expect("getfattr (apt-get install attr)");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let (a, b) = (getfattr(&src), getfattr(&mnt));
+            assert!(
+                a.contains("user.mime") && a.contains("security.label"),
+                "{a}"
+            );
+            assert_eq!(a, b, "getfattr");
+            // Lookups of missing names, in the big (indexed) directory too.
+            for missing in [
+                "big/entry-99999",
+                "big/a",
+                "big/zzz",
+                "nothing",
+                "dir/nothing",
+            ] {
+                assert!(
+                    fs::symlink_metadata(mnt.join(missing)).is_err(),
+                    "{missing} exists"
+                );
+            }
+            // Reads at odd offsets and sizes.
+            let f = fs::File::open(mnt.join("three-and-a-bit")).unwrap();
+            let whole = fs::read(src.join("three-and-a-bit")).unwrap();
+            for (off, len) in [
+                (0u64, 1usize),
+                (131071, 2),
+                (131072 * 3, 5000),
+                (131072 * 3 + 4320, 10),
+                (1, 400_000),
+            ] {
+                let mut b = vec![0u8; len];
+                let n = std::os::unix::fs::FileExt::read_at(&f, &mut b, off).unwrap();
+                let end = (off as usize + len).min(whole.len());
+                assert_eq!(&b[..n], &whole[off as usize..end], "read_at({off}, {len})");
+            }
+            // statfs
+            let st = rustix::fs::statfs(&mnt).unwrap();
+            assert!(
+                st.f_bsize >= 4096 && st.f_namelen == 256,
+                "statfs: bsize {} namelen {}",
+                st.f_bsize,
+                st.f_namelen
+            );
+            assert!(st.f_files > 1500);
+            errors
+        });
+        assert!(
+            errors.is_empty(),
+            "{name}: {} differences:\n{}",
+            errors.len(),
+            errors.join("\n")
+        );
+        eprintln!("{name}: {} entries identical", rels.len() + 1);
+    }
+    assert!(built >= 5);
+}
+
+/// Runs the server as squashfs-mount does, with descriptors; returns the
+/// child, the ready line and the read end of its stderr.
+fn spawn_with_fds(
+    fuse: &OwnedFd,
+    image: &fs::File,
+    watch: Option<&OwnedFd>,
+) -> (std::process::Child, String) {
+    let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let mut keep = vec![fuse.as_raw_fd(), image.as_raw_fd(), ready_w.as_raw_fd()];
+    keep.extend(watch.map(|w| w.as_raw_fd()));
+    for &fd in &keep {
+        // SAFETY: these descriptors are open and owned by this function's
+        // caller for the duration of the spawn.
+        let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        rustix::io::fcntl_setfd(b, rustix::io::FdFlags::empty()).unwrap();
+    }
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "--fuse-fd",
+        &fuse.as_raw_fd().to_string(),
+        "--image-fd",
+        &image.as_raw_fd().to_string(),
+        "--ready-fd",
+        &ready_w.as_raw_fd().to_string(),
+        "--name",
+        "test.sqfs",
+        "--threads",
+        "3",
+    ]);
+    if let Some(w) = watch {
+        cmd.args(["--watch-pidfd", &w.as_raw_fd().to_string()]);
+    }
+    let child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    for &fd in &keep {
+        // SAFETY: as above.
+        let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        rustix::io::fcntl_setfd(b, rustix::io::FdFlags::CLOEXEC).unwrap();
+    }
+    drop(ready_w);
+    let mut line = String::new();
+    BufReader::new(fs::File::from(ready_r))
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
+#[test]
+fn ready_line_for_bad_images() {
+    let t = TempDir::new("bad");
+    let src = t.0.join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("f"), vec![7u8; 100_000]).unwrap();
+    let good = t.0.join("good.sqfs");
+    assert!(mksquashfs(&src, &good, &[]));
+    let bytes = fs::read(&good).unwrap();
+    let truncated = t.0.join("truncated.sqfs");
+    let bytes_used = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    fs::write(&truncated, &bytes[..bytes_used / 2]).unwrap();
+    let magic = t.0.join("magic.sqfs");
+    let mut m = bytes.clone();
+    m[0..4].copy_from_slice(b"\x1f\x8b\x08\x00");
+    fs::write(&magic, &m).unwrap();
+    let empty = t.0.join("empty.sqfs");
+    fs::write(&empty, b"").unwrap();
+    // The FUSE descriptor is not touched before the image is checked.
+    let fake_fuse: OwnedFd = fs::File::open("/dev/null").unwrap().into();
+    for (img, expect) in [
+        (&truncated, "truncated"),
+        (&magic, "not a SquashFS image"),
+        (&empty, "empty"),
+    ] {
+        let (mut child, line) = spawn_with_fds(&fake_fuse, &fs::File::open(img).unwrap(), None);
+        let status = wait_timeout(&mut child, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("hangs after {line:?}"));
+        assert_eq!(status.code(), Some(1), "{}", img.display());
+        assert!(
+            line.starts_with("error ") && line.ends_with('\n') && line.contains(expect),
+            "{}: {line:?}",
+            img.display()
+        );
+        assert_eq!(line.matches('\n').count(), 1);
+    }
+    // Usage errors.
+    let out = Command::new(BIN).args(["--fuse-fd", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(BIN)
+        .args(["--fuse-fd", "900", "--image-fd", "901", "--ready-fd", "902"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not open"));
+}
+
+/// A FUSE mount made as squashfs-mount makes it, on `dir`; returns the
+/// /dev/fuse descriptor.
+fn kernel_fuse_mount(dir: &Path) -> OwnedFd {
+    use rustix::fs::{open, Mode, OFlags};
+    let fd = open("/dev/fuse", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).unwrap();
+    let opts = std::ffi::CString::new(format!("fd={},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other,max_read=1048576", fd.as_raw_fd())).unwrap();
+    rustix::mount::mount(
+        "squashfs-test",
+        dir,
+        "fuse.squashfs",
+        rustix::mount::MountFlags::RDONLY
+            | rustix::mount::MountFlags::NOSUID
+            | rustix::mount::MountFlags::NODEV,
+        opts.as_c_str(),
+    )
+    .unwrap();
+    fd
+}
+
+#[test]
+fn descriptor_contract() {
+    if !can_fuse("descriptor_contract") {
+        return;
+    }
+    let t = TempDir::new("fds");
+    let src = t.0.join("src");
+    fs::create_dir_all(src.join("a")).unwrap();
+    fs::write(src.join("a/f"), b"served\n").unwrap();
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &[]));
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+
+    // 1. Served until unmounted; then exits 0 quickly.
+    let fuse = kernel_fuse_mount(&mnt);
+    let (mut child, line) = spawn_with_fds(&fuse, &fs::File::open(&img).unwrap(), None);
+    drop(fuse);
+    assert_eq!(line, "ready\n");
+    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served\n");
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(5))
+        .expect("server still running after unmount");
+    assert!(status.success());
+    let mut e = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    assert_eq!(e, "", "quiet on success");
+
+    // 2. Exits when the watched process exits (the mount stays until we
+    // unmount it; the connection is then dead).
+    let fuse = kernel_fuse_mount(&mnt);
+    let mut sleeper = Command::new("sleep").arg("100").spawn().unwrap();
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(sleeper.id() as i32).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    let (mut child, line) = spawn_with_fds(&fuse, &fs::File::open(&img).unwrap(), Some(&pidfd));
+    drop(fuse);
+    assert_eq!(line, "ready\n");
+    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served\n");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(5))
+        .expect("server still running after the watched process exited");
+    assert!(status.success());
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH).unwrap();
+    // No leftover process of ours.
+    assert!(child.try_wait().unwrap().is_some());
+}
+
+fn crash_image() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SQFS_CRASH_IMAGE") {
+        return Some(PathBuf::from(p));
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("shared/testdata/crash-squashfs_copy_data.sqfs"))
+        .find(|p| p.exists())
+}
+
+fn dmesg_problems() -> Vec<String> {
+    let out = Command::new("dmesg")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.lines()
+        .filter(|l| {
+            (l.contains("Oops")
+                || l.contains("BUG:")
+                || l.contains("WARNING:")
+                || l.contains("general protection"))
+                && !l.contains("Speculative Return Stack Overflow")
+        })
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn crash_image_is_served_safely() {
+    if !can_fuse("crash_image_is_served_safely") {
+        return;
+    }
+    let Some(img) = crash_image() else {
+        skip("crash_image_is_served_safely: shared/testdata/crash-squashfs_copy_data.sqfs not found (set SQFS_CRASH_IMAGE)");
+        return;
+    };
+    let before = dmesg_problems();
+    let t = TempDir::new("crash");
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let fuse = kernel_fuse_mount(&mnt);
+    let (mut child, line) = spawn_with_fds(&fuse, &fs::File::open(&img).unwrap(), None);
+    drop(fuse);
+    if line != "ready\n" {
+        // Refused at the start: fine, as long as it says why.
+        assert!(line.starts_with("error "), "{line:?}");
+        rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH).unwrap();
+        return;
+    }
+    // Walk everything in a child process with a deadline, so that a hang
+    // would fail the test instead of blocking it.
+    let script = format!(
+        "find {0} -xdev 2>/dev/null | while IFS= read -r p; do stat \"$p\" >/dev/null 2>&1; [ -f \"$p\" ] && cat \"$p\" >/dev/null 2>&1; [ -L \"$p\" ] && readlink \"$p\" >/dev/null; getfattr -d -m - \"$p\" >/dev/null 2>&1; done; ls -laR {0} >/dev/null 2>&1; echo walked",
+        mnt.display()
+    );
+    let mut walker = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status =
+        wait_timeout(&mut walker, Duration::from_secs(120)).expect("reading the crash image hangs");
+    let mut out = String::new();
+    walker
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success() && out.contains("walked"));
+    // The server is still alive and answering.
+    assert!(child.try_wait().unwrap().is_none(), "the server died");
+    fs::metadata(&mnt).unwrap();
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(5)).expect("no exit after unmount");
+    assert!(status.success());
+    let mut e = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    eprintln!("server said: {e}");
+    assert!(e.lines().count() <= 1, "one line at most: {e}");
+    if !e.is_empty() {
+        assert!(
+            e.starts_with("squashfs-mount: test.sqfs: corrupt") && e.contains("EIO"),
+            "{e}"
+        );
+    }
+    assert_eq!(dmesg_problems(), before, "new kernel problems in dmesg");
+}
+
+#[test]
+fn mount_runs_a_command() {
+    if !can_fuse("mount_runs_a_command") {
+        return;
+    }
+    let t = TempDir::new("cmd");
+    let src = t.0.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"from the image\n").unwrap();
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &[]));
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let out = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("cat {}/f; exit 7", mnt.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.stdout, b"from the image\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(!mounts.contains(&*mnt.to_string_lossy()), "still mounted");
+    // In the foreground, SIGTERM unmounts and exits 0.
+    let dev = fs::metadata(&mnt).unwrap().dev();
+    let mut child = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while fs::metadata(&mnt).unwrap().dev() == dev {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the mount did not appear"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("no exit after SIGTERM");
+    assert!(status.success(), "{status}");
+    assert!(
+        !fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .contains(&*mnt.to_string_lossy()),
+        "SIGTERM left the mount"
+    );
+    let out = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["--", "/nonexistent/cmd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(!fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .contains(&*mnt.to_string_lossy()));
+}
+
+/// Unmounts on drop (also when an assertion fails).
+struct Unmount(PathBuf);
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// One line per entry with everything stat shows, in readdir order.
+fn stat_lines(root: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut dirs = vec![PathBuf::new()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(root.join(&d)).unwrap() {
+            let e = e.unwrap();
+            let rel = d.join(e.file_name());
+            let m = fs::symlink_metadata(root.join(&rel)).unwrap();
+            let xattrs: Vec<String> = xattrs(&root.join(&rel))
+                .iter()
+                .map(|(k, v)| format!("{}={v:?}", String::from_utf8_lossy(k)))
+                .collect();
+            lines.push(format!(
+                "{} ino={} mode={:o} nlink={} uid={} gid={} size={} blocks={} mtime={} rdev={} link={:?} xattrs={xattrs:?}",
+                rel.display(),
+                m.ino(),
+                m.mode(),
+                m.nlink(),
+                m.uid(),
+                m.gid(),
+                m.size(),
+                m.blocks(),
+                m.mtime(),
+                m.rdev(),
+                fs::read_link(root.join(&rel)).ok()
+            ));
+            if m.is_dir() {
+                dirs.push(rel);
+            }
+        }
+    }
+    lines
+}
+
+/// A trusted image (built here by mksquashfs, never modified) mounted by the
+/// kernel driver and by the server shows the same: inode numbers, modes,
+/// link counts, owners, sizes (also of directories), blocks, mtimes, device
+/// numbers, symlink targets, xattrs, readdir order, statfs.
+#[test]
+fn matches_the_kernel_driver() {
+    if !can_fuse("matches_the_kernel_driver") {
+        return;
+    }
+    let t = TempDir::new("kernel");
+    let src = t.0.join("src");
+    fs::create_dir(&src).unwrap();
+    build_tree(&src);
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
+    let (k, f) = (t.0.join("kernel"), t.0.join("fuse"));
+    fs::create_dir(&k).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "squashfs", "-o", "loop,ro"])
+        .arg(&img)
+        .arg(&k)
+        .status()
+        .unwrap();
+    if !st.success() {
+        skip("matches_the_kernel_driver: the kernel could not mount the image (no squashfs or loop support?)");
+        return;
+    }
+    let _k = Unmount(k.clone());
+    let (kernel, kstat) = (stat_lines(&k), rustix::fs::statfs(&k).unwrap());
+    let (served, fstat) = with_mount(&img, &f, || {
+        (stat_lines(&f), rustix::fs::statfs(&f).unwrap())
+    });
+    assert!(kernel.len() > 1500);
+    for (a, b) in kernel.iter().zip(&served) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(kernel.len(), served.len());
+    assert_eq!(
+        (
+            kstat.f_bsize,
+            kstat.f_blocks,
+            kstat.f_bfree,
+            kstat.f_files,
+            kstat.f_ffree,
+            kstat.f_namelen
+        ),
+        (
+            fstat.f_bsize,
+            fstat.f_blocks,
+            fstat.f_bfree,
+            fstat.f_files,
+            fstat.f_ffree,
+            fstat.f_namelen
+        )
+    );
+}
