@@ -16,13 +16,16 @@ fn main() {
     dirs.push(PathBuf::from("/usr/local/include"));
     for dir in dirs {
         let header = dir.join("slurm").join("slurm_version.h");
-        let Ok(text) = std::fs::read_to_string(&header) else { continue };
+        let Ok(text) = std::fs::read_to_string(&header) else {
+            continue;
+        };
         println!("cargo:rerun-if-changed={}", header.display());
         let number = text.lines().find_map(|l| {
             let mut w = l.split_whitespace();
             match (w.next(), w.next(), w.next()) {
                 (Some("#define"), Some("SLURM_VERSION_NUMBER"), Some(v)) => {
-                    u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
+                    u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16)
+                        .ok()
                 }
                 _ => None,
             }

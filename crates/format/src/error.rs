@@ -7,20 +7,31 @@ use std::fmt;
 pub enum FormatError {
     Empty,
     TooShort(u64),
-    BadMagic { looks_like: Option<&'static str> },
+    BadMagic {
+        looks_like: Option<&'static str>,
+    },
     BigEndian,
     UnsupportedVersion(u16, u16),
     UnknownCompressor(u16),
     BadBlockSize(u32),
-    Truncated { bytes_used: u64, file_size: u64 },
+    Truncated {
+        bytes_used: u64,
+        file_size: u64,
+    },
     /// A table or structure is inconsistent; `what` names it.
-    Corrupt { what: &'static str, detail: String },
+    Corrupt {
+        what: &'static str,
+        detail: String,
+    },
     Io(String),
 }
 
 impl FormatError {
     pub fn corrupt(what: &'static str, detail: impl Into<String>) -> FormatError {
-        FormatError::Corrupt { what, detail: detail.into() }
+        FormatError::Corrupt {
+            what,
+            detail: detail.into(),
+        }
     }
 }
 

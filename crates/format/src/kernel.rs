@@ -26,26 +26,37 @@ impl KernelConfig {
     pub fn running(gunzip: Option<Gunzip<'_>>) -> Option<KernelConfig> {
         if let Some(gunzip) = gunzip {
             if let Some(text) = read_limited("/proc/config.gz").and_then(|gz| gunzip(&gz)) {
-                return Some(KernelConfig { source: "/proc/config.gz".into(), text: lossy(text) });
+                return Some(KernelConfig {
+                    source: "/proc/config.gz".into(),
+                    text: lossy(text),
+                });
             }
         }
         let release = read_limited("/proc/sys/kernel/osrelease")?;
         let release = String::from_utf8(release).ok()?;
         let source = format!("/boot/config-{}", release.trim());
         let text = read_limited(&source)?;
-        Some(KernelConfig { source, text: lossy(text) })
+        Some(KernelConfig {
+            source,
+            text: lossy(text),
+        })
     }
 
     /// The value of `option`: `Some("y")`, `Some("m")`, or `None` when it is
     /// not set.
     pub fn option(&self, option: &str) -> Option<&str> {
-        self.text.lines().find_map(|line| line.trim().strip_prefix(option)?.strip_prefix('='))
+        self.text
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(option)?.strip_prefix('='))
     }
 
     /// Whether the squashfs driver can mount an image compressed with `comp`
     /// (and, for xz, the branch/call/jump `xz_filters` it uses).
     pub fn squashfs_verdict(&self, comp: Compressor, xz_filters: &[&str]) -> Verdict {
-        let no = |reason: String| Verdict { can_mount: false, reason };
+        let no = |reason: String| Verdict {
+            can_mount: false,
+            reason,
+        };
         match self.option("CONFIG_SQUASHFS") {
             Some("y") | Some("m") => {}
             _ => return no("this kernel has no squashfs support (CONFIG_SQUASHFS is not set); use squashfuse instead".into()),
@@ -54,7 +65,10 @@ impl KernelConfig {
             return no(format!("the image uses {comp}, which no Linux kernel can decompress; rebuild it with 'sqfs pack --comp zstd'"));
         };
         if self.option(opt) != Some("y") {
-            let alternative = self.squashfs_compressors().first().map_or("zstd", |c| c.name());
+            let alternative = self
+                .squashfs_compressors()
+                .first()
+                .map_or("zstd", |c| c.name());
             return no(format!(
                 "the image uses {comp}, but this kernel lacks it ({opt} is not set); rebuild it with a compressor the kernel has, e.g. 'sqfs pack --comp {alternative}'"
             ));
@@ -73,16 +87,32 @@ impl KernelConfig {
                 return no(format!("the image uses the xz {filter} filter, but this kernel lacks it ({name} is not set); rebuild it without -Xbcj"));
             }
         }
-        let module = if self.option("CONFIG_SQUASHFS") == Some("m") { " (squashfs is a module)" } else { "" };
-        Verdict { can_mount: true, reason: format!("this kernel has squashfs with {comp} ({opt}=y){module}") }
+        let module = if self.option("CONFIG_SQUASHFS") == Some("m") {
+            " (squashfs is a module)"
+        } else {
+            ""
+        };
+        Verdict {
+            can_mount: true,
+            reason: format!("this kernel has squashfs with {comp} ({opt}=y){module}"),
+        }
     }
 
     /// The compressors the kernel's squashfs can decompress, zstd first.
     pub fn squashfs_compressors(&self) -> Vec<Compressor> {
-        [Compressor::Zstd, Compressor::Gzip, Compressor::Lz4, Compressor::Lzo, Compressor::Xz]
-            .into_iter()
-            .filter(|c| c.kernel_option().is_some_and(|o| self.option(o) == Some("y")))
-            .collect()
+        [
+            Compressor::Zstd,
+            Compressor::Gzip,
+            Compressor::Lz4,
+            Compressor::Lzo,
+            Compressor::Xz,
+        ]
+        .into_iter()
+        .filter(|c| {
+            c.kernel_option()
+                .is_some_and(|o| self.option(o) == Some("y"))
+        })
+        .collect()
     }
 }
 
@@ -146,7 +176,11 @@ fn lossy(b: Vec<u8>) -> String {
 fn read_limited(path: &str) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut out = Vec::new();
-    std::fs::File::open(path).ok()?.take(LIMIT as u64).read_to_end(&mut out).ok()?;
+    std::fs::File::open(path)
+        .ok()?
+        .take(LIMIT as u64)
+        .read_to_end(&mut out)
+        .ok()?;
     Some(out)
 }
 
@@ -155,7 +189,10 @@ mod tests {
     use super::*;
 
     fn cfg(text: &str) -> KernelConfig {
-        KernelConfig { source: "test".into(), text: text.into() }
+        KernelConfig {
+            source: "test".into(),
+            text: text.into(),
+        }
     }
     const CFG: &str = "CONFIG_SQUASHFS=y\nCONFIG_SQUASHFS_ZLIB=y\nCONFIG_SQUASHFS_ZSTD=y\n# CONFIG_SQUASHFS_XZ is not set\nCONFIG_SQUASHFS_XZ_EXTRA=y\n";
 
@@ -173,15 +210,30 @@ mod tests {
         assert!(c.squashfs_verdict(Compressor::Zstd, &[]).can_mount);
         let xz = c.squashfs_verdict(Compressor::Xz, &[]);
         assert!(!xz.can_mount);
-        assert!(xz.reason.contains("CONFIG_SQUASHFS_XZ is not set"), "{}", xz.reason);
+        assert!(
+            xz.reason.contains("CONFIG_SQUASHFS_XZ is not set"),
+            "{}",
+            xz.reason
+        );
         assert!(xz.reason.contains("--comp zstd"));
         assert!(!c.squashfs_verdict(Compressor::Lzma, &[]).can_mount);
-        assert!(!cfg("CONFIG_EXT4_FS=y\n").squashfs_verdict(Compressor::Zstd, &[]).can_mount);
+        assert!(
+            !cfg("CONFIG_EXT4_FS=y\n")
+                .squashfs_verdict(Compressor::Zstd, &[])
+                .can_mount
+        );
         let with_xz = cfg(&format!("{CFG}CONFIG_SQUASHFS_XZ=y\n"));
         assert!(!with_xz.squashfs_verdict(Compressor::Xz, &["x86"]).can_mount);
         let with_bcj = cfg(&format!("{CFG}CONFIG_SQUASHFS_XZ=y\nCONFIG_XZ_DEC_X86=y\n"));
-        assert!(with_bcj.squashfs_verdict(Compressor::Xz, &["x86"]).can_mount);
-        assert_eq!(c.squashfs_compressors(), vec![Compressor::Zstd, Compressor::Gzip]);
+        assert!(
+            with_bcj
+                .squashfs_verdict(Compressor::Xz, &["x86"])
+                .can_mount
+        );
+        assert_eq!(
+            c.squashfs_compressors(),
+            vec![Compressor::Zstd, Compressor::Gzip]
+        );
     }
 
     #[test]

@@ -10,14 +10,20 @@ use std::fmt;
 pub enum SizeError {
     /// Not a number with an optional unit.
     NotASize(String),
-    UnknownUnit { text: String, unit: String },
+    UnknownUnit {
+        text: String,
+        unit: String,
+    },
     TooLarge(String),
 }
 
 impl fmt::Display for SizeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SizeError::NotASize(t) => write!(f, "'{t}' is not a size (examples: 4096, 128K, 1M, 1.5G, 2GiB)"),
+            SizeError::NotASize(t) => write!(
+                f,
+                "'{t}' is not a size (examples: 4096, 128K, 1M, 1.5G, 2GiB)"
+            ),
             SizeError::UnknownUnit { text, unit } => {
                 write!(f, "unknown size unit '{unit}' in '{text}' (use K, M, G or T, optionally followed by B or iB)")
             }
@@ -31,7 +37,10 @@ impl std::error::Error for SizeError {}
 /// The multiplier of a unit, `None` when it is not one.
 fn unit_multiplier(unit: &str) -> Option<u64> {
     let u = unit.to_ascii_uppercase();
-    let base = u.strip_suffix("IB").or_else(|| u.strip_suffix('B')).unwrap_or(&u);
+    let base = u
+        .strip_suffix("IB")
+        .or_else(|| u.strip_suffix('B'))
+        .unwrap_or(&u);
     let shift = match base {
         "" => 0,
         "K" => 10,
@@ -51,11 +60,15 @@ fn unit_multiplier(unit: &str) -> Option<u64> {
 /// Parses a size in bytes. A fraction is rounded to the nearest byte.
 pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let not_a_size = || SizeError::NotASize(text.to_string());
-    let mult = unit_multiplier(unit.trim())
-        .ok_or_else(|| SizeError::UnknownUnit { text: text.to_string(), unit: unit.trim().to_string() })?;
+    let mult = unit_multiplier(unit.trim()).ok_or_else(|| SizeError::UnknownUnit {
+        text: text.to_string(),
+        unit: unit.trim().to_string(),
+    })?;
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty() {
         return Err(not_a_size());
@@ -64,7 +77,11 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         return Err(not_a_size());
     }
     let too_large = || SizeError::TooLarge(text.to_string());
-    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| not_a_size())? };
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| not_a_size())?
+    };
     let mut bytes = whole.checked_mul(u128::from(mult)).ok_or_else(too_large)?;
     if !fraction.is_empty() {
         let digits: u128 = fraction.parse().map_err(|_| not_a_size())?;
@@ -125,11 +142,19 @@ mod tests {
 
     #[test]
     fn refusals() {
-        for bad in ["", "K", "M", ".", "1.2.3", "12Q", "1 2", "-5", "+5", "1iB", "0x10", "1e3", "1GG"] {
+        for bad in [
+            "", "K", "M", ".", "1.2.3", "12Q", "1 2", "-5", "+5", "1iB", "0x10", "1e3", "1GG",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(matches!(parse_size("99999999999P"), Err(SizeError::TooLarge(_))));
-        assert!(matches!(parse_size("12Q"), Err(SizeError::UnknownUnit { .. })));
+        assert!(matches!(
+            parse_size("99999999999P"),
+            Err(SizeError::TooLarge(_))
+        ));
+        assert!(matches!(
+            parse_size("12Q"),
+            Err(SizeError::UnknownUnit { .. })
+        ));
         assert!(parse_size("12Q").unwrap_err().to_string().contains("'Q'"));
     }
 

@@ -189,14 +189,19 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
         }
     }
     if sb.id_table_start == NO_TABLE || sb.ids == 0 {
-        return Err(FormatError::corrupt("superblock", "the image has no uid/gid table"));
+        return Err(FormatError::corrupt(
+            "superblock",
+            "the image has no uid/gid table",
+        ));
     }
     if sb.inodes == 0 {
-        return Err(FormatError::corrupt("superblock", "the image has no inodes"));
+        return Err(FormatError::corrupt(
+            "superblock",
+            "the image has no inodes",
+        ));
     }
     Ok(sb)
 }
-
 
 /// The kernel's squashfs reads its device in blocks of 1 KiB (or of the
 /// loop device's logical block size, when larger), and a loop device is as
@@ -208,7 +213,9 @@ pub fn loop_padding_needed(bytes_used: u64, file_size: u64) -> Option<u64> {
     const SECTOR: u64 = 512;
     const DEVICE_BLOCK: u64 = 1024;
     let device_size = file_size - file_size % SECTOR;
-    let needed = bytes_used.div_ceil(DEVICE_BLOCK).saturating_mul(DEVICE_BLOCK);
+    let needed = bytes_used
+        .div_ceil(DEVICE_BLOCK)
+        .saturating_mul(DEVICE_BLOCK);
     (needed > device_size).then_some(needed)
 }
 
@@ -228,7 +235,14 @@ pub(crate) mod tests {
         b[26..28].copy_from_slice(&1u16.to_le_bytes());
         b[28..30].copy_from_slice(&4u16.to_le_bytes());
         b[40..48].copy_from_slice(&bytes_used.to_le_bytes());
-        for (at, v) in [(48, 200u64), (56, u64::MAX), (64, 96), (72, 150), (80, u64::MAX), (88, u64::MAX)] {
+        for (at, v) in [
+            (48, 200u64),
+            (56, u64::MAX),
+            (64, 96),
+            (72, 150),
+            (80, u64::MAX),
+            (88, u64::MAX),
+        ] {
             b[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
         b
@@ -247,29 +261,52 @@ pub(crate) mod tests {
     fn superblock_errors() {
         assert_eq!(parse_superblock(&[], 0), Err(FormatError::Empty));
         assert_eq!(parse_superblock(b"hsq", 3), Err(FormatError::TooShort(3)));
-        assert_eq!(parse_superblock(&superblock_bytes(6, 4096)[..50], 50), Err(FormatError::TooShort(50)));
+        assert_eq!(
+            parse_superblock(&superblock_bytes(6, 4096)[..50], 50),
+            Err(FormatError::TooShort(50))
+        );
         assert!(matches!(
             parse_superblock(b"\x1f\x8b\x08\x00xxxxxxxx", 12),
-            Err(FormatError::BadMagic { looks_like: Some("a gzip file") })
+            Err(FormatError::BadMagic {
+                looks_like: Some("a gzip file")
+            })
         ));
-        assert!(matches!(parse_superblock(&[0u8; 96], 96), Err(FormatError::BadMagic { looks_like: None })));
+        assert!(matches!(
+            parse_superblock(&[0u8; 96], 96),
+            Err(FormatError::BadMagic { looks_like: None })
+        ));
         let mut be = superblock_bytes(6, 4096);
         be[0..4].copy_from_slice(b"sqsh");
         assert_eq!(parse_superblock(&be, 4096), Err(FormatError::BigEndian));
         let mut v3 = superblock_bytes(6, 4096);
         v3[28] = 3;
-        assert_eq!(parse_superblock(&v3, 4096), Err(FormatError::UnsupportedVersion(3, 0)));
-        assert_eq!(parse_superblock(&superblock_bytes(9, 4096), 4096), Err(FormatError::UnknownCompressor(9)));
+        assert_eq!(
+            parse_superblock(&v3, 4096),
+            Err(FormatError::UnsupportedVersion(3, 0))
+        );
+        assert_eq!(
+            parse_superblock(&superblock_bytes(9, 4096), 4096),
+            Err(FormatError::UnknownCompressor(9))
+        );
         let mut bs = superblock_bytes(6, 4096);
         bs[22] = 16;
-        assert_eq!(parse_superblock(&bs, 4096), Err(FormatError::BadBlockSize(131072)));
+        assert_eq!(
+            parse_superblock(&bs, 4096),
+            Err(FormatError::BadBlockSize(131072))
+        );
         assert_eq!(
             parse_superblock(&superblock_bytes(6, 10000), 4096),
-            Err(FormatError::Truncated { bytes_used: 10000, file_size: 4096 })
+            Err(FormatError::Truncated {
+                bytes_used: 10000,
+                file_size: 4096
+            })
         );
         let mut t = superblock_bytes(6, 4096);
         t[72..80].copy_from_slice(&5000u64.to_le_bytes());
-        assert!(matches!(parse_superblock(&t, 4096), Err(FormatError::Corrupt { .. })));
+        assert!(matches!(
+            parse_superblock(&t, 4096),
+            Err(FormatError::Corrupt { .. })
+        ));
     }
 
     #[test]
@@ -287,9 +324,17 @@ pub(crate) mod tests {
 
     #[test]
     fn messages_say_what_to_do() {
-        let e = FormatError::Truncated { bytes_used: 2, file_size: 1 }.to_string();
+        let e = FormatError::Truncated {
+            bytes_used: 2,
+            file_size: 1,
+        }
+        .to_string();
         assert!(e.contains("truncated") && e.contains("copy it again"));
-        assert!(FormatError::BadMagic { looks_like: None }.to_string().contains("mksquashfs"));
-        assert!(FormatError::TooShort(3).to_string().contains(&format!("({SUPERBLOCK_SIZE} bytes)")));
+        assert!(FormatError::BadMagic { looks_like: None }
+            .to_string()
+            .contains("mksquashfs"));
+        assert!(FormatError::TooShort(3)
+            .to_string()
+            .contains(&format!("({SUPERBLOCK_SIZE} bytes)")));
     }
 }

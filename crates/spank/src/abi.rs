@@ -30,7 +30,9 @@ mod tests {
     /// Position of `name` in the C enum whose body contains it (members
     /// without explicit values only, as in spank.h), or its explicit value.
     fn enum_value(header: &str, name: &str) -> Option<i64> {
-        let at = header.find(&format!("{name},")).or_else(|| header.find(&format!("{name} ")))?;
+        let at = header
+            .find(&format!("{name},"))
+            .or_else(|| header.find(&format!("{name} ")))?;
         let start = header[..at].rfind('{')? + 1;
         let body = &header[start..];
         let body = &body[..body.find('}')?];
@@ -39,7 +41,10 @@ mod tests {
         let mut rest = body;
         while let Some(c) = rest.find("/*") {
             text.push_str(&rest[..c]);
-            rest = rest[c..].find("*/").map(|e| &rest[c + e + 2..]).unwrap_or("");
+            rest = rest[c..]
+                .find("*/")
+                .map(|e| &rest[c + e + 2..])
+                .unwrap_or("");
         }
         text.push_str(rest);
         let mut next: i64 = 0;
@@ -75,7 +80,9 @@ mod tests {
     fn matches_the_installed_slurm_headers() {
         let dir = std::env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into());
         let read = |f: &str| std::fs::read_to_string(format!("{dir}/slurm/{f}"));
-        let (Ok(spank), Ok(errno), Ok(slurm)) = (read("spank.h"), read("slurm_errno.h"), read("slurm.h")) else {
+        let (Ok(spank), Ok(errno), Ok(slurm)) =
+            (read("spank.h"), read("slurm_errno.h"), read("slurm.h"))
+        else {
             eprintln!("SKIPPED: Slurm headers not found in {dir}/slurm (install libslurm-dev); ABI numbers not checked");
             return;
         };
@@ -97,11 +104,24 @@ mod tests {
         ] {
             assert_eq!(enum_value(&errno, name), Some(ours as i64), "{name}");
         }
-        assert_eq!(define(&slurm, "SLURM_EXTERN_CONT"), Some(SLURM_EXTERN_CONT as u64));
+        assert_eq!(
+            define(&slurm, "SLURM_EXTERN_CONT"),
+            Some(SLURM_EXTERN_CONT as u64)
+        );
         // struct spank_option is name, arginfo, usage, has_arg, val, cb.
-        let s = spank.find("struct spank_option {").expect("struct spank_option");
-        let body: Vec<&str> = spank[s..].lines().skip(1).take(6).map(|l| l.trim()).collect();
-        for (line, field) in body.iter().zip(["name;", "arginfo;", "usage;", "has_arg;", "val;", "cb;"]) {
+        let s = spank
+            .find("struct spank_option {")
+            .expect("struct spank_option");
+        let body: Vec<&str> = spank[s..]
+            .lines()
+            .skip(1)
+            .take(6)
+            .map(|l| l.trim())
+            .collect();
+        for (line, field) in body
+            .iter()
+            .zip(["name;", "arginfo;", "usage;", "has_arg;", "val;", "cb;"])
+        {
             assert!(line.contains(field), "{line} / {field}");
         }
     }

@@ -29,7 +29,10 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { mount_points: DEFAULT_MOUNT_POINTS.iter().map(OsString::from).collect(), cache: true }
+        Config {
+            mount_points: DEFAULT_MOUNT_POINTS.iter().map(OsString::from).collect(),
+            cache: true,
+        }
     }
 }
 
@@ -48,7 +51,12 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, String> {
             config.cache = match v {
                 b"yes" => true,
                 b"no" => false,
-                _ => return Err(format!("plugstack.conf: '{}': cache= takes yes or no", lossy(arg))),
+                _ => {
+                    return Err(format!(
+                        "plugstack.conf: '{}': cache= takes yes or no",
+                        lossy(arg)
+                    ))
+                }
             };
         } else {
             return Err(format!(
@@ -63,7 +71,12 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, String> {
 fn parse_mount_points(list: &[u8]) -> Result<Vec<OsString>, String> {
     let mut out: Vec<OsString> = Vec::new();
     for item in list.split(|&b| b == b',') {
-        let bad = |why: &str| Err(format!("plugstack.conf: mountpoints=: '{}' {why}", lossy(item)));
+        let bad = |why: &str| {
+            Err(format!(
+                "plugstack.conf: mountpoints=: '{}' {why}",
+                lossy(item)
+            ))
+        };
         if !item.starts_with(b"/") {
             return bad("is not an absolute path");
         }
@@ -95,7 +108,11 @@ impl Config {
 
     /// "/user-environment, /user-tools" for messages.
     pub fn allowed_list(&self) -> String {
-        let v: Vec<String> = self.mount_points.iter().map(|m| m.to_string_lossy().into_owned()).collect();
+        let v: Vec<String> = self
+            .mount_points
+            .iter()
+            .map(|m| m.to_string_lossy().into_owned())
+            .collect();
         v.join(", ")
     }
 }
@@ -138,7 +155,13 @@ mod tests {
     #[test]
     fn mount_points_replace_the_default() {
         let c = parse(&["mountpoints=/scratch/uenv,//opt//stack/", "cache=yes"]).unwrap();
-        assert_eq!(c.mount_points, [OsString::from("/scratch/uenv"), OsString::from("/opt/stack")]);
+        assert_eq!(
+            c.mount_points,
+            [
+                OsString::from("/scratch/uenv"),
+                OsString::from("/opt/stack")
+            ]
+        );
         assert!(c.cache);
         assert!(allowed(&c, "/opt/stack/x"));
         assert!(!allowed(&c, "/opt/stack2"));

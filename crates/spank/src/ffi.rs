@@ -15,8 +15,6 @@
 //! callbacks return 0 or -1.
 #![allow(unsafe_code)]
 #![allow(non_upper_case_globals)]
-// C string literals (c"..") need Rust 1.77; the workspace supports 1.75.
-#![allow(clippy::manual_c_str_literals)]
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_uint, CStr, CString};
@@ -51,8 +49,8 @@ struct SpankOption {
 }
 
 use crate::abi::{
-    ESPANK_ENV_NOEXIST, ESPANK_NOSPACE, ESPANK_SUCCESS, S_CTX_ALLOCATOR, S_CTX_LOCAL, S_CTX_REMOTE, S_JOB_GID,
-    S_JOB_STEPID, S_JOB_SUPPLEMENTARY_GIDS, S_JOB_UID, S_TASK_ID,
+    ESPANK_ENV_NOEXIST, ESPANK_NOSPACE, ESPANK_SUCCESS, S_CTX_ALLOCATOR, S_CTX_LOCAL, S_CTX_REMOTE,
+    S_JOB_GID, S_JOB_STEPID, S_JOB_SUPPLEMENTARY_GIDS, S_JOB_UID, S_TASK_ID,
 };
 
 extern "C" {
@@ -60,7 +58,12 @@ extern "C" {
     fn spank_option_register(spank: SpankT, opt: *mut SpankOption) -> c_int;
     fn spank_get_item(spank: SpankT, item: c_int, ...) -> c_int;
     fn spank_getenv(spank: SpankT, var: *const c_char, buf: *mut c_char, len: c_int) -> c_int;
-    fn spank_setenv(spank: SpankT, var: *const c_char, val: *const c_char, overwrite: c_int) -> c_int;
+    fn spank_setenv(
+        spank: SpankT,
+        var: *const c_char,
+        val: *const c_char,
+        overwrite: c_int,
+    ) -> c_int;
     fn slurm_error(format: *const c_char, ...);
     fn slurm_info(format: *const c_char, ...);
     fn slurm_verbose(format: *const c_char, ...);
@@ -86,8 +89,11 @@ pub static spank_plugin_version: c_uint = 1;
 /// Marker the test suite reads from the .so to tell how it was built.
 #[used]
 #[no_mangle]
-pub static squashfs_mount_spank_build: [u8; 36] =
-    if cfg!(panic = "unwind") { *b"squashfs-mount-spank panic=unwind \0\0" } else { *b"squashfs-mount-spank panic=abort  \0\0" };
+pub static squashfs_mount_spank_build: [u8; 36] = if cfg!(panic = "unwind") {
+    *b"squashfs-mount-spank panic=unwind \0\0"
+} else {
+    *b"squashfs-mount-spank panic=abort  \0\0"
+};
 
 const fn parse_version(s: &str) -> c_uint {
     let b = s.as_bytes();
@@ -140,13 +146,25 @@ pub extern "C" fn slurm_spank_init(spank: SpankT, argc: c_int, argv: *mut *mut c
 }
 
 #[no_mangle]
-pub extern "C" fn slurm_spank_init_post_opt(spank: SpankT, _argc: c_int, _argv: *mut *mut c_char) -> c_int {
-    boundary("slurm_spank_init_post_opt", || plugin::init_post_opt(&Spank(spank)))
+pub extern "C" fn slurm_spank_init_post_opt(
+    spank: SpankT,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    boundary("slurm_spank_init_post_opt", || {
+        plugin::init_post_opt(&Spank(spank))
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn slurm_spank_task_init_privileged(spank: SpankT, _argc: c_int, _argv: *mut *mut c_char) -> c_int {
-    boundary("slurm_spank_task_init_privileged", || plugin::task_init_privileged(&Spank(spank)))
+pub extern "C" fn slurm_spank_task_init_privileged(
+    spank: SpankT,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    boundary("slurm_spank_task_init_privileged", || {
+        plugin::task_init_privileged(&Spank(spank))
+    })
 }
 
 #[no_mangle]
@@ -207,28 +225,28 @@ unsafe impl Sync for OptionCell {}
 
 static OPTIONS: OptionCell = OptionCell(UnsafeCell::new([
     SpankOption {
-        name: b"squashfs\0".as_ptr() as *const c_char,
-        arginfo: b"image:mountpoint[,image:mountpoint...]\0".as_ptr() as *const c_char,
-        usage: b"Mount SquashFS images (read-only) for every task of the job step; images are opened with your rights. Default: $SLURM_SQUASHFS\0"
-            .as_ptr() as *const c_char,
+        name: c"squashfs".as_ptr(),
+        arginfo: c"image:mountpoint[,image:mountpoint...]".as_ptr(),
+        usage: c"Mount SquashFS images (read-only) for every task of the job step; images are opened with your rights. Default: $SLURM_SQUASHFS"
+            .as_ptr(),
         has_arg: 1,
         val: 0,
         cb: Some(option_callback),
     },
     SpankOption {
-        name: b"squashfs-union\0".as_ptr() as *const c_char,
-        arginfo: b"image,image[,...]:mountpoint[;...]\0".as_ptr() as *const c_char,
-        usage: b"Stack SquashFS images at one mount point (the first named on top), as squashfs-mount --union. Default: $SLURM_SQUASHFS_UNION\0"
-            .as_ptr() as *const c_char,
+        name: c"squashfs-union".as_ptr(),
+        arginfo: c"image,image[,...]:mountpoint[;...]".as_ptr(),
+        usage: c"Stack SquashFS images at one mount point (the first named on top), as squashfs-mount --union. Default: $SLURM_SQUASHFS_UNION"
+            .as_ptr(),
         has_arg: 1,
         val: 1,
         cb: Some(option_callback),
     },
     SpankOption {
-        name: b"squashfs-writable\0".as_ptr() as *const c_char,
-        arginfo: b"SIZE\0".as_ptr() as *const c_char,
-        usage: b"Give every --squashfs mount a private writable layer on a tmpfs of SIZE (default 50% of RAM), as squashfs-mount --writable. Default: $SLURM_SQUASHFS_WRITABLE\0"
-            .as_ptr() as *const c_char,
+        name: c"squashfs-writable".as_ptr(),
+        arginfo: c"SIZE".as_ptr(),
+        usage: c"Give every --squashfs mount a private writable layer on a tmpfs of SIZE (default 50% of RAM), as squashfs-mount --writable. Default: $SLURM_SQUASHFS_WRITABLE"
+            .as_ptr(),
         has_arg: 2,
         val: 2,
         cb: Some(option_callback),
@@ -241,7 +259,7 @@ fn log_with(f: unsafe extern "C" fn(*const c_char, ...), msg: &str) {
     let c = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
     // SAFETY: the format is the literal "%s" and the one argument is a valid
     // NUL-terminated string, so the variadic call reads exactly one char*.
-    unsafe { f(b"%s\0".as_ptr() as *const c_char, c.as_ptr()) };
+    unsafe { f(c"%s".as_ptr(), c.as_ptr()) };
 }
 
 pub fn error(msg: &str) {
@@ -306,7 +324,12 @@ impl Spank {
         // stores a pointer to its array and the count through two pointers
         // to locals.
         let rc = unsafe {
-            spank_get_item(self.0, S_JOB_SUPPLEMENTARY_GIDS, &mut list as *mut *const u32, &mut n as *mut c_int)
+            spank_get_item(
+                self.0,
+                S_JOB_SUPPLEMENTARY_GIDS,
+                &mut list as *mut *const u32,
+                &mut n as *mut c_int,
+            )
         };
         if rc != ESPANK_SUCCESS {
             return None;
@@ -328,7 +351,14 @@ impl Spank {
             // SAFETY: `buf` has `len` writable bytes and `len` fits in c_int
             // (bounded below); spank_getenv writes at most `len` bytes
             // including the NUL.
-            let rc = unsafe { spank_getenv(self.0, name.as_ptr(), buf.as_mut_ptr() as *mut c_char, len as c_int) };
+            let rc = unsafe {
+                spank_getenv(
+                    self.0,
+                    name.as_ptr(),
+                    buf.as_mut_ptr() as *mut c_char,
+                    len as c_int,
+                )
+            };
             match rc {
                 ESPANK_SUCCESS => {
                     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
@@ -348,6 +378,10 @@ impl Spank {
         let value = CString::new(value.to_vec()).map_err(|_| -1)?;
         // SAFETY: both are valid NUL-terminated strings; Slurm copies them.
         let rc = unsafe { spank_setenv(self.0, name.as_ptr(), value.as_ptr(), 1) };
-        if rc == ESPANK_SUCCESS { Ok(()) } else { Err(rc) }
+        if rc == ESPANK_SUCCESS {
+            Ok(())
+        } else {
+            Err(rc)
+        }
     }
 }

@@ -12,7 +12,9 @@ pub fn boundary(callback: &str, log: impl Fn(&str), f: impl FnOnce() -> Result<(
         Ok(Ok(())) => 0,
         Ok(Err(())) => -1,
         Err(_) => {
-            log(&format!("squashfs-mount: internal error in {callback}; please report it"));
+            log(&format!(
+                "squashfs-mount: internal error in {callback}; please report it"
+            ));
             -1
         }
     }
@@ -38,6 +40,9 @@ mod tests {
             Ok(())
         });
         assert_eq!(r, -1);
-        assert_eq!(logged.borrow().as_slice(), ["squashfs-mount: internal error in slurm_spank_init; please report it"]);
+        assert_eq!(
+            logged.borrow().as_slice(),
+            ["squashfs-mount: internal error in slurm_spank_init; please report it"]
+        );
     }
 }

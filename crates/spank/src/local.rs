@@ -7,12 +7,12 @@
 
 use std::ffi::OsStr;
 
+use squashfs_mount::cli::RunRequest;
 use squashfs_mount::config;
 use squashfs_mount::engine::plan::{self, FrontEnd};
 use squashfs_mount::error::Failure;
 use squashfs_mount::image::Image;
 use squashfs_mount::privilege::Unprivileged;
-use squashfs_mount::cli::RunRequest;
 use squashfs_mount::system;
 
 /// srun, sbatch and salloc are the user's own unprivileged processes (not
@@ -23,7 +23,13 @@ pub fn validate(request: &RunRequest, front: &FrontEnd) -> Result<(), Failure> {
     // root-owned file; unreadable means the defaults, as on the nodes it
     // is checked again anyway).
     let settings = config::load();
-    let plan = plan::build(request, OsStr::new("/"), &settings.policy, front, system::total_memory())?;
+    let plan = plan::build(
+        request,
+        OsStr::new("/"),
+        &settings.policy,
+        front,
+        system::total_memory(),
+    )?;
     for m in &plan.mounts {
         for image in &m.images {
             Image::open(&me, image, &m.subject)?;

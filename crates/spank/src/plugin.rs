@@ -33,7 +33,13 @@ const PREFIX: &str = "squashfs-mount";
 /// plugstack.conf arguments (init).
 static CONFIG: OnceLock<Config> = OnceLock::new();
 /// The values Slurm handed to the option callbacks.
-static GIVEN: Mutex<Given> = Mutex::new(Given { pairs: None, unions: None, writable: None, session: None, source: request::Source::Options });
+static GIVEN: Mutex<Given> = Mutex::new(Given {
+    pairs: None,
+    unions: None,
+    writable: None,
+    session: None,
+    source: request::Source::Options,
+});
 /// The step's outcome in slurmstepd (remote init_post_opt), read by the
 /// forked tasks. Only plugin callbacks on slurmstepd's main thread touch it,
 /// never concurrently with a fork, so the lock is free in every child.
@@ -64,7 +70,10 @@ fn install_panic_hook() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         std::panic::set_hook(Box::new(|info| {
-            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
             ffi::error(&format!("{PREFIX}: internal error{at}"));
         }))
     });
@@ -81,7 +90,12 @@ pub fn init(spank: &Spank, args: &[Vec<u8>]) -> Result<(), ()> {
     let config = config::parse(args).map_err(report)?;
     let _ = CONFIG.set(config);
     if matches!(ctx, Context::Local | Context::Allocator | Context::Remote) {
-        spank.register_options().map_err(|rc| report(format!("cannot register the --{}* options (spank error {rc})", request::OPTION)))?;
+        spank.register_options().map_err(|rc| {
+            report(format!(
+                "cannot register the --{}* options (spank error {rc})",
+                request::OPTION
+            ))
+        })?;
     }
     Ok(())
 }
@@ -138,17 +152,23 @@ fn from_source(source: request::Source, e: impl std::fmt::Display) -> String {
 /// job is queued. These are the user's own processes: reading their
 /// environment is reading the user's input, nothing privileged.
 fn local_check() -> Result<(), ()> {
-    let g = given(|name| Ok(std::env::var_os(name).map(|v| v.as_bytes().to_vec()))).map_err(report)?;
+    let g =
+        given(|name| Ok(std::env::var_os(name).map(|v| v.as_bytes().to_vec()))).map_err(report)?;
     if g.is_empty() && g.writable.is_none() {
         return Ok(());
     }
     let req = request::parse(&g).map_err(|e| report(from_source(g.source, e)))?;
-    local::validate(&req, &remote::front_end(&config())).map_err(|e| report(from_source(g.source, e)))
+    local::validate(&req, &remote::front_end(&config()))
+        .map_err(|e| report(from_source(g.source, e)))
 }
 
 /// slurmstepd: mount for this step, or remember why not.
 fn remote_prepare(spank: &Spank) -> Step {
-    let g = match given(|name| spank.getenv(name).map_err(|rc| format!("cannot read ${name} from the job's environment (spank error {rc})"))) {
+    let g = match given(|name| {
+        spank.getenv(name).map_err(|rc| {
+            format!("cannot read ${name} from the job's environment (spank error {rc})")
+        })
+    }) {
         Ok(g) => g,
         Err(e) => return Step::Failed(e),
     };
@@ -171,9 +191,14 @@ fn remote_prepare(spank: &Spank) -> Step {
     match remote::prepare(user, req, config(), server) {
         Ok(prepared) => {
             if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {
-                return Step::Failed(format!("cannot set UENV_MOUNT_LIST in the job's environment (spank error {rc})"));
+                return Step::Failed(format!(
+                    "cannot set UENV_MOUNT_LIST in the job's environment (spank error {rc})"
+                ));
             }
-            ffi::verbose(&format!("{PREFIX}: mounted {}", OsStr::new(&prepared.mount_list).to_string_lossy()));
+            ffi::verbose(&format!(
+                "{PREFIX}: mounted {}",
+                OsStr::new(&prepared.mount_list).to_string_lossy()
+            ));
             Step::Ready(prepared)
         }
         Err(e) => {
@@ -186,8 +211,12 @@ fn remote_prepare(spank: &Spank) -> Step {
 }
 
 fn job_user(spank: &Spank) -> Result<JobUser, String> {
-    let (Some(uid), Some(gid), Some(groups)) = (spank.uid(), spank.gid(), spank.supplementary_groups()) else {
-        return Err("Slurm did not tell the job's uid, gid and groups; refusing to open images".into());
+    let (Some(uid), Some(gid), Some(groups)) =
+        (spank.uid(), spank.gid(), spank.supplementary_groups())
+    else {
+        return Err(
+            "Slurm did not tell the job's uid, gid and groups; refusing to open images".into(),
+        );
     };
     // -1 means "leave unchanged" to the set*id calls: never a user.
     if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
@@ -212,7 +241,9 @@ pub fn task_init_privileged(spank: &Spank) -> Result<(), ()> {
             }
             Err(())
         }
-        Step::Ready(prepared) => remote::enter_namespace(prepared.namespace.as_fd()).map_err(report),
+        Step::Ready(prepared) => {
+            remote::enter_namespace(prepared.namespace.as_fd()).map_err(report)
+        }
     }
 }
 

@@ -60,13 +60,22 @@ pub struct Prepared {
 
 /// The plugin's rules for the engine.
 pub fn front_end(config: &Config) -> FrontEnd {
-    FrontEnd { require_absolute: true, mount_points: config.mount_points.clone(), mount_points_source: "mountpoints= in plugstack.conf" }
+    FrontEnd {
+        require_absolute: true,
+        mount_points: config.mount_points.clone(),
+        mount_points_source: "mountpoints= in plugstack.conf",
+    }
 }
 
 /// Mounts what `request` asks for in a new mount namespace for the step;
 /// see the module documentation. Runs the work on a worker thread and waits
 /// for it.
-pub fn prepare(user: JobUser, request: RunRequest, config: Config, fuse_server: Option<OsString>) -> Result<Prepared, Failure> {
+pub fn prepare(
+    user: JobUser,
+    request: RunRequest,
+    config: Config,
+    fuse_server: Option<OsString>,
+) -> Result<Prepared, Failure> {
     let worker = std::thread::Builder::new()
         .name("squashfs-mount".into())
         // Explicit, so std does not consult RUST_MIN_STACK in slurmstepd's
@@ -76,11 +85,18 @@ pub fn prepare(user: JobUser, request: RunRequest, config: Config, fuse_server: 
         .map_err(|e| Failure::new(format!("cannot start a thread in slurmstepd: {e}")))?;
     match worker.join() {
         Ok(result) => result,
-        Err(_) => Err(Failure::new("internal error while mounting (the worker thread stopped); please report it")),
+        Err(_) => Err(Failure::new(
+            "internal error while mounting (the worker thread stopped); please report it",
+        )),
     }
 }
 
-fn on_worker_thread(user: JobUser, request: &RunRequest, config: &Config, fuse_server: Option<OsString>) -> Result<Prepared, Failure> {
+fn on_worker_thread(
+    user: JobUser,
+    request: &RunRequest,
+    config: &Config,
+    fuse_server: Option<OsString>,
+) -> Result<Prepared, Failure> {
     let caller = Caller {
         uid: Uid::from_raw(user.uid),
         gid: Gid::from_raw(user.gid),
@@ -92,23 +108,37 @@ fn on_worker_thread(user: JobUser, request: &RunRequest, config: &Config, fuse_s
     let mut settings: Settings = creds.as_root(config::load)?;
     settings.cache &= config.cache;
     let me = creds.caller().clone();
-    settings.policy.admits(me.uid.as_raw(), &me.all_gids()).map_err(Failure::new)?;
+    settings
+        .policy
+        .admits(me.uid.as_raw(), &me.all_gids())
+        .map_err(Failure::new)?;
     let front = front_end(config);
-    let ctx = Context { settings: &settings, front: &front, cwd: OsString::from("/"), fuse_server, rootless: false };
+    let ctx = Context {
+        settings: &settings,
+        front: &front,
+        cwd: OsString::from("/"),
+        fuse_server,
+        rootless: false,
+    };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     // The namespace, kept by fd once this thread is gone.
     let namespace = creds
         .as_root(system::open_thread_mount_namespace)?
         .map_err(|e| Failure::new(format!("cannot open the step's mount namespace: {e}")))?;
-    Ok(Prepared { namespace, mount_list: mounted.mount_list })
+    Ok(Prepared {
+        namespace,
+        mount_list: mounted.mount_list,
+    })
 }
 
 /// In a forked task (single-threaded, root): joins the step's namespace and
 /// sets no_new_privs, which the task keeps through Slurm's switch to the
 /// user and exec.
 pub fn enter_namespace(namespace: BorrowedFd<'_>) -> Result<(), Failure> {
-    system::join_mount_namespace(namespace).map_err(|e| Failure::new(format!("cannot join the step's mount namespace: {e}")))?;
-    system::set_no_new_privs().map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))
+    system::join_mount_namespace(namespace)
+        .map_err(|e| Failure::new(format!("cannot join the step's mount namespace: {e}")))?;
+    system::set_no_new_privs()
+        .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))
 }
 
 /// The directory the plugin's shared object was loaded from (the FUSE
@@ -116,17 +146,24 @@ pub fn enter_namespace(namespace: BorrowedFd<'_>) -> Result<(), Failure> {
 pub fn own_directory() -> Option<OsString> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let here = own_directory as fn() -> Option<OsString> as usize;
-    let (maps, _) = system::read_file_at(system::working_dir(), "/proc/self/maps", 16 << 20).ok()?;
+    let (maps, _) =
+        system::read_file_at(system::working_dir(), "/proc/self/maps", 16 << 20).ok()?;
     maps.split(|&b| b == b'\n').find_map(|line| {
         let text = std::str::from_utf8(line).ok()?;
         let mut fields = text.split_whitespace();
         let (start, end) = fields.next()?.split_once('-')?;
-        let (start, end) = (usize::from_str_radix(start, 16).ok()?, usize::from_str_radix(end, 16).ok()?);
+        let (start, end) = (
+            usize::from_str_radix(start, 16).ok()?,
+            usize::from_str_radix(end, 16).ok()?,
+        );
         if !(start..end).contains(&here) {
             return None;
         }
         let path = text.find('/').map(|at| &text[at..])?;
-        let dir = std::ffi::OsStr::new(path).as_bytes().rsplitn(2, |&b| b == b'/').nth(1)?;
+        let dir = std::ffi::OsStr::new(path)
+            .as_bytes()
+            .rsplitn(2, |&b| b == b'/')
+            .nth(1)?;
         Some(OsString::from_vec(dir.to_vec()))
     })
 }

@@ -84,15 +84,31 @@ impl Given {
 
     /// The images by precedence: `self` holds the options given; `get`
     /// reads a variable of the calling environment.
-    pub fn resolve(self, get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>) -> Result<Given, String> {
+    pub fn resolve(
+        self,
+        get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>,
+    ) -> Result<Given, String> {
         if self.any() {
-            return Ok(Given { source: Source::Options, ..self });
+            return Ok(Given {
+                source: Source::Options,
+                ..self
+            });
         }
-        let vars = Given { pairs: get(ENV_FALLBACK)?, unions: get(ENV_UNION)?, writable: get(ENV_WRITABLE)?, session: None, source: Source::Variables };
+        let vars = Given {
+            pairs: get(ENV_FALLBACK)?,
+            unions: get(ENV_UNION)?,
+            writable: get(ENV_WRITABLE)?,
+            session: None,
+            source: Source::Variables,
+        };
         if vars.any() {
             return Ok(vars);
         }
-        Ok(Given { session: get(ENV_SESSION)?.filter(|v| !v.is_empty()), source: Source::Session, ..Given::default() })
+        Ok(Given {
+            session: get(ENV_SESSION)?.filter(|v| !v.is_empty()),
+            source: Source::Session,
+            ..Given::default()
+        })
     }
 }
 
@@ -115,12 +131,23 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
     let writable = match given.writable.as_deref() {
         None => None,
         Some([]) => Some(LayerSize::DEFAULT),
-        Some(size) => Some(LayerSize::parse(size).map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.0))?),
+        Some(size) => {
+            Some(LayerSize::parse(size).map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.0))?)
+        }
     };
     if mounts.is_empty() && writable.is_some() {
-        return Err(format!("--{OPTION_WRITABLE} needs images: give --{OPTION}= or --{OPTION_UNION}="));
+        return Err(format!(
+            "--{OPTION_WRITABLE} needs images: give --{OPTION}= or --{OPTION_UNION}="
+        ));
     }
-    Ok(RunRequest { mounts, writable, command: vec![OsString::from("(tasks)")], no_cache: false, verbose: false, quiet: true })
+    Ok(RunRequest {
+        mounts,
+        writable,
+        command: vec![OsString::from("(tasks)")],
+        no_cache: false,
+        verbose: false,
+        quiet: true,
+    })
 }
 
 /// `UENV_MOUNT_LIST` (`image:mountpoint,...`): layers of one union are
@@ -146,17 +173,38 @@ mod tests {
 
     fn g(pairs: &str, unions: &str, writable: Option<&str>) -> Given {
         let opt = |s: &str| (!s.is_empty()).then(|| s.as_bytes().to_vec());
-        Given { pairs: opt(pairs), unions: opt(unions), writable: writable.map(|w| w.as_bytes().to_vec()), ..Given::default() }
+        Given {
+            pairs: opt(pairs),
+            unions: opt(unions),
+            writable: writable.map(|w| w.as_bytes().to_vec()),
+            ..Given::default()
+        }
     }
 
     #[test]
     fn pairs_unions_writable() {
-        let r = parse(&g("/s/a.sqfs:/user-environment,/s/b.sqfs:/user-tools", "/x,/y:/user-environment/u;/p,/q:/user-tools/v", Some("2G"))).unwrap();
+        let r = parse(&g(
+            "/s/a.sqfs:/user-environment,/s/b.sqfs:/user-tools",
+            "/x,/y:/user-environment/u;/p,/q:/user-tools/v",
+            Some("2G"),
+        ))
+        .unwrap();
         let got: Vec<_> = r.mounts.iter().map(|m| m.describe()).collect();
-        assert_eq!(got, ["/s/a.sqfs:/user-environment", "/s/b.sqfs:/user-tools", "/x,/y:/user-environment/u", "/p,/q:/user-tools/v"]);
+        assert_eq!(
+            got,
+            [
+                "/s/a.sqfs:/user-environment",
+                "/s/b.sqfs:/user-tools",
+                "/x,/y:/user-environment/u",
+                "/p,/q:/user-tools/v"
+            ]
+        );
         assert!(r.mounts[2].union);
         assert_eq!(r.writable, Some(LayerSize::Bytes(2 << 30)));
-        assert_eq!(parse(&g("/a:/m", "", Some(""))).unwrap().writable, Some(LayerSize::DEFAULT));
+        assert_eq!(
+            parse(&g("/a:/m", "", Some(""))).unwrap().writable,
+            Some(LayerSize::DEFAULT)
+        );
         assert!(g("", "", None).is_empty());
     }
 
@@ -164,37 +212,93 @@ mod tests {
     fn precedence() {
         let env = |vars: &'static [(&'static str, &'static str)]| {
             move |name: &str| -> Result<Option<Vec<u8>>, String> {
-                Ok(vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_bytes().to_vec()))
+                Ok(vars
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_bytes().to_vec()))
             }
         };
-        let session = env(&[("UENV_MOUNT_LIST", "/s/a.sqfs:/user-environment,/s/u1.sqfs:/u,/s/u2.sqfs:/u")]);
+        let session = env(&[(
+            "UENV_MOUNT_LIST",
+            "/s/a.sqfs:/user-environment,/s/u1.sqfs:/u,/s/u2.sqfs:/u",
+        )]);
         // Nothing given: the session's images, its union kept.
         let g = Given::default().resolve(session).unwrap();
         assert_eq!(g.source, Source::Session);
         let r = parse(&g).unwrap();
         let got: Vec<_> = r.mounts.iter().map(|m| (m.describe(), m.union)).collect();
-        assert_eq!(got, [("/s/a.sqfs:/user-environment".to_string(), false), ("/s/u1.sqfs,/s/u2.sqfs:/u".to_string(), true)]);
+        assert_eq!(
+            got,
+            [
+                ("/s/a.sqfs:/user-environment".to_string(), false),
+                ("/s/u1.sqfs,/s/u2.sqfs:/u".to_string(), true)
+            ]
+        );
         // A variable replaces it; an option replaces both; empty ones opt out.
-        let both = env(&[("UENV_MOUNT_LIST", "/s/a.sqfs:/user-environment"), ("SLURM_SQUASHFS", "/s/b.sqfs:/user-tools")]);
+        let both = env(&[
+            ("UENV_MOUNT_LIST", "/s/a.sqfs:/user-environment"),
+            ("SLURM_SQUASHFS", "/s/b.sqfs:/user-tools"),
+        ]);
         let g = Given::default().resolve(both).unwrap();
-        assert_eq!((g.source, parse(&g).unwrap().mounts.len()), (Source::Variables, 1));
-        assert_eq!(parse(&g).unwrap().mounts[0].describe(), "/s/b.sqfs:/user-tools");
-        let opt = Given { pairs: Some(b"/s/c.sqfs:/user-environment".to_vec()), ..Given::default() }.resolve(both).unwrap();
-        assert_eq!(parse(&opt).unwrap().mounts[0].describe(), "/s/c.sqfs:/user-environment");
-        let out = Given { pairs: Some(Vec::new()), ..Given::default() }.resolve(session).unwrap();
+        assert_eq!(
+            (g.source, parse(&g).unwrap().mounts.len()),
+            (Source::Variables, 1)
+        );
+        assert_eq!(
+            parse(&g).unwrap().mounts[0].describe(),
+            "/s/b.sqfs:/user-tools"
+        );
+        let opt = Given {
+            pairs: Some(b"/s/c.sqfs:/user-environment".to_vec()),
+            ..Given::default()
+        }
+        .resolve(both)
+        .unwrap();
+        assert_eq!(
+            parse(&opt).unwrap().mounts[0].describe(),
+            "/s/c.sqfs:/user-environment"
+        );
+        let out = Given {
+            pairs: Some(Vec::new()),
+            ..Given::default()
+        }
+        .resolve(session)
+        .unwrap();
         assert!(out.is_empty() && out.source == Source::Options);
-        let out = Given::default().resolve(env(&[("SLURM_SQUASHFS", ""), ("UENV_MOUNT_LIST", "/s/a.sqfs:/m")])).unwrap();
+        let out = Given::default()
+            .resolve(env(&[
+                ("SLURM_SQUASHFS", ""),
+                ("UENV_MOUNT_LIST", "/s/a.sqfs:/m"),
+            ]))
+            .unwrap();
         assert!(out.is_empty());
-        assert!(parse(&Given { session: Some(b"/a:/m,broken".to_vec()), ..Given::default() }).unwrap_err().contains("$UENV_MOUNT_LIST"));
+        assert!(parse(&Given {
+            session: Some(b"/a:/m,broken".to_vec()),
+            ..Given::default()
+        })
+        .unwrap_err()
+        .contains("$UENV_MOUNT_LIST"));
     }
 
     #[test]
     fn refused() {
-        assert!(parse(&g("/a:/user-environment,", "", None)).unwrap_err().contains("not of the form"));
-        assert!(parse(&g("/a:/b:/user-environment", "", None)).unwrap_err().contains("more than one ':'"));
-        assert!(parse(&g("/a\n:/user-environment", "", None)).unwrap_err().contains("newline"));
-        assert!(parse(&g("", "/a,,/b:/u", None)).unwrap_err().contains("--squashfs-union"));
-        assert!(parse(&g("/a:/m", "", Some("1Q"))).unwrap_err().contains("--squashfs-writable"));
-        assert!(parse(&g("", "", Some("1G"))).unwrap_err().contains("needs images"));
+        assert!(parse(&g("/a:/user-environment,", "", None))
+            .unwrap_err()
+            .contains("not of the form"));
+        assert!(parse(&g("/a:/b:/user-environment", "", None))
+            .unwrap_err()
+            .contains("more than one ':'"));
+        assert!(parse(&g("/a\n:/user-environment", "", None))
+            .unwrap_err()
+            .contains("newline"));
+        assert!(parse(&g("", "/a,,/b:/u", None))
+            .unwrap_err()
+            .contains("--squashfs-union"));
+        assert!(parse(&g("/a:/m", "", Some("1Q")))
+            .unwrap_err()
+            .contains("--squashfs-writable"));
+        assert!(parse(&g("", "", Some("1G")))
+            .unwrap_err()
+            .contains("needs images"));
     }
 }

@@ -137,10 +137,7 @@ const TESTS: &[(&str, Test)] = &[
             )
         },
     ),
-    (
-        "step_fails_truncated_image",
-        step_fails_truncated_image,
-    ),
+    ("step_fails_truncated_image", step_fails_truncated_image),
     (
         "batch_step_refuses_an_image_made_unreadable_before_it_starts",
         batch_step_refuses_image_unreadable_at_start,
@@ -161,13 +158,31 @@ const TESTS: &[(&str, Test)] = &[
         "image_corrupt_on_one_node_fails_only_that_nodes_tasks",
         image_corrupt_on_one_node,
     ),
-    ("a_second_step_reuses_the_cached_instance_one_loop_device_per_node", second_step_reuses_the_cache),
-    ("unions_and_a_writable_layer_through_the_plugin", unions_and_writable),
+    (
+        "a_second_step_reuses_the_cached_instance_one_loop_device_per_node",
+        second_step_reuses_the_cache,
+    ),
+    (
+        "unions_and_a_writable_layer_through_the_plugin",
+        unions_and_writable,
+    ),
     ("the_shared_refusal_table", shared_refusal_table),
-    ("a_session_flows_into_srun_on_every_node", session_flows_into_srun),
-    ("sbatch_from_a_session_inner_srun_replaces_it", session_flows_into_sbatch),
-    ("a_stale_session_list_fails_at_submission_naming_it", stale_session_list),
-    ("an_empty_squashfs_option_opts_out_of_the_session", session_opt_out),
+    (
+        "a_session_flows_into_srun_on_every_node",
+        session_flows_into_srun,
+    ),
+    (
+        "sbatch_from_a_session_inner_srun_replaces_it",
+        session_flows_into_sbatch,
+    ),
+    (
+        "a_stale_session_list_fails_at_submission_naming_it",
+        stale_session_list,
+    ),
+    (
+        "an_empty_squashfs_option_opts_out_of_the_session",
+        session_opt_out,
+    ),
 ];
 
 /// The squashfs-mount command installed setuid root on the login node.
@@ -178,6 +193,7 @@ fn setuid_cli(t: &T) -> String {
         fs::copy(&t.cli, &bin).expect("copy squashfs-mount");
         std::os::unix::fs::chown(&bin, Some(0), Some(0)).expect("chown");
         fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).expect("chmod");
+        sqfsmnt_test_support::install::install_fuse_server(&t.cli, &t.c.dir);
     }
     bin.display().to_string()
 }
@@ -194,8 +210,15 @@ fn in_session(t: &T, image: &str, args: &[&str]) -> Run {
 /// A user works in a session and runs `srun`: the tasks on every node see
 /// the session's images, without naming them again.
 fn session_flows_into_srun(t: &T) {
-    let r = in_session(t, "a.sqfs", &["srun", "-N3", "cat", "/user-environment/file"]);
-    assert!(r.success() && r.stdout() == "hello from A\n".repeat(3), "{r:?}");
+    let r = in_session(
+        t,
+        "a.sqfs",
+        &["srun", "-N3", "cat", "/user-environment/file"],
+    );
+    assert!(
+        r.success() && r.stdout() == "hello from A\n".repeat(3),
+        "{r:?}"
+    );
 }
 
 /// `sbatch` from a session: its steps see the images; an inner `srun
@@ -210,7 +233,18 @@ fn session_flows_into_sbatch(t: &T) {
     .expect("script");
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
     let _ = fs::remove_file(&out);
-    let r = in_session(t, "a.sqfs", &["sbatch", "--wait", "-N2", "-o", &out.display().to_string(), &script.display().to_string()]);
+    let r = in_session(
+        t,
+        "a.sqfs",
+        &[
+            "sbatch",
+            "--wait",
+            "-N2",
+            "-o",
+            &out.display().to_string(),
+            &script.display().to_string(),
+        ],
+    );
     assert!(r.success(), "{r:?}");
     let text = fs::read_to_string(&out).unwrap_or_default();
     assert_eq!(text, "hello from A\nhello from A\nhello from B\n", "{r:?}");
@@ -220,14 +254,33 @@ fn session_flows_into_sbatch(t: &T) {
 /// job is queued, with a message that names the variable.
 fn stale_session_list(t: &T) {
     let gone = format!("{}:{UE}", t.c.dir.join("images/deleted.sqfs").display());
-    let r = t.user(&[("UENV_MOUNT_LIST", gone.as_str())], &["srun", "-N1", "echo", "RAN"]);
+    let r = t.user(
+        &[("UENV_MOUNT_LIST", gone.as_str())],
+        &["srun", "-N1", "echo", "RAN"],
+    );
     assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
-    assert!(r.stderr().contains("deleted.sqfs") && r.stderr().contains("no such file") && r.stderr().contains("UENV_MOUNT_LIST"), "{r:?}");
+    assert!(
+        r.stderr().contains("deleted.sqfs")
+            && r.stderr().contains("no such file")
+            && r.stderr().contains("UENV_MOUNT_LIST"),
+        "{r:?}"
+    );
 }
 
 /// `--squashfs=` (empty) runs the step without the session's images.
 fn session_opt_out(t: &T) {
-    let r = in_session(t, "a.sqfs", &["srun", "-N1", "--squashfs=", "sh", "-c", "ls -A /user-environment | wc -l; echo ${UENV_MOUNT_LIST:-none}"]);
+    let r = in_session(
+        t,
+        "a.sqfs",
+        &[
+            "srun",
+            "-N1",
+            "--squashfs=",
+            "sh",
+            "-c",
+            "ls -A /user-environment | wc -l; echo ${UENV_MOUNT_LIST:-none}",
+        ],
+    );
     assert!(r.success() && r.stdout().starts_with("0\n"), "{r:?}");
 }
 
@@ -242,9 +295,25 @@ fn loops_of(image: &str) -> usize {
 fn second_step_reuses_the_cache(t: &T) {
     let img = t.img("a.sqfs");
     for round in 0..2 {
-        let r = t.user(&[], &["srun", "-N3", &t.opt("a.sqfs", UE), "cat", "/user-environment/file"]);
-        assert!(r.success() && r.stdout() == "hello from A\nhello from A\nhello from A\n", "round {round}: {r:?}");
-        assert_eq!(loops_of(&img), 3, "round {round}: one cached instance per node");
+        let r = t.user(
+            &[],
+            &[
+                "srun",
+                "-N3",
+                &t.opt("a.sqfs", UE),
+                "cat",
+                "/user-environment/file",
+            ],
+        );
+        assert!(
+            r.success() && r.stdout() == "hello from A\nhello from A\nhello from A\n",
+            "round {round}: {r:?}"
+        );
+        assert_eq!(
+            loops_of(&img),
+            3,
+            "round {round}: one cached instance per node"
+        );
     }
 }
 
@@ -252,18 +321,60 @@ fn second_step_reuses_the_cache(t: &T) {
 fn unions_and_writable(t: &T) {
     // A world-writable directory in the top image, to write into.
     let w = t.img("w.sqfs");
-    image::build(&t.c.dir.join("src/w"), Path::new(&w), &[("w.txt", "top\n")], "mkdir scratch && chmod 1777 scratch", &["-all-root"]);
+    image::build(
+        &t.c.dir.join("src/w"),
+        Path::new(&w),
+        &[("w.txt", "top\n")],
+        "mkdir scratch && chmod 1777 scratch",
+        &["-all-root"],
+    );
     let union = format!("--squashfs-union={w},{}:{UE}", t.img("a.sqfs"));
     let script = "cat /user-environment/file /user-environment/w.txt && echo new > /user-environment/scratch/new && cat /user-environment/scratch/new";
-    let r = t.user(&[], &["srun", "-N2", &union, "--squashfs-writable=64M", "sh", "-c", script]);
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N2",
+            &union,
+            "--squashfs-writable=64M",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
     let mut lines: Vec<String> = r.stdout().lines().map(String::from).collect();
     lines.sort();
-    assert!(r.success() && lines == ["hello from A", "hello from A", "new", "new", "top", "top"], "{r:?}");
+    assert!(
+        r.success() && lines == ["hello from A", "hello from A", "new", "new", "top", "top"],
+        "{r:?}"
+    );
     // Without --squashfs-writable the union is read-only.
-    let r = t.user(&[], &["srun", "-N1", &union, "sh", "-c", "echo new > /user-environment/scratch/new"]);
-    assert!(!r.success() && r.stderr().contains("Read-only file system"), "{r:?}");
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            &union,
+            "sh",
+            "-c",
+            "echo new > /user-environment/scratch/new",
+        ],
+    );
+    assert!(
+        !r.success() && r.stderr().contains("Read-only file system"),
+        "{r:?}"
+    );
     // The writable layer was the task's own: the image is unchanged.
-    let r = t.user(&[], &["srun", "-N1", &format!("--squashfs={w}:{UE}"), "ls", "/user-environment/scratch"]);
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            &format!("--squashfs={w}:{UE}"),
+            "ls",
+            "/user-environment/scratch",
+        ],
+    );
     assert!(r.success() && r.stdout().is_empty(), "{r:?}");
 }
 
@@ -278,19 +389,41 @@ fn shared_refusal_table(t: &T) {
             args.push(format!("--squashfs-writable={w}"));
         }
         if !r.pairs.is_empty() {
-            let pairs: Vec<String> = r.pairs.iter().map(|(img, sub)| format!("{}:{}", dir.join(img).display(), refusals::mount_point(Path::new(UE), sub).display())).collect();
+            let pairs: Vec<String> = r
+                .pairs
+                .iter()
+                .map(|(img, sub)| {
+                    format!(
+                        "{}:{}",
+                        dir.join(img).display(),
+                        refusals::mount_point(Path::new(UE), sub).display()
+                    )
+                })
+                .collect();
             args.push(format!("--squashfs={}", pairs.join(",")));
         }
         if !r.union.is_empty() {
-            let list: Vec<String> = r.union.iter().map(|i| dir.join(i).display().to_string()).collect();
+            let list: Vec<String> = r
+                .union
+                .iter()
+                .map(|i| dir.join(i).display().to_string())
+                .collect();
             args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
         }
         args.extend(["echo".into(), "RAN".into()]);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let run = t.user(&[], &argv);
-        assert!(!run.success() && !run.stdout().contains("RAN"), "{}: {run:?}", r.name);
+        assert!(
+            !run.success() && !run.stdout().contains("RAN"),
+            "{}: {run:?}",
+            r.name
+        );
         for want in r.expect {
-            assert!(run.stderr().contains("squashfs-mount: ") && run.stderr().contains(want), "{}: want {want:?}: {run:?}", r.name);
+            assert!(
+                run.stderr().contains("squashfs-mount: ") && run.stderr().contains(want),
+                "{}: want {want:?}: {run:?}",
+                r.name
+            );
         }
     }
 }
@@ -298,24 +431,23 @@ fn shared_refusal_table(t: &T) {
 fn main() {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1); // one cluster, one test at a time
-    // --ignored would "run" the placeholders below.
+                                 // --ignored would "run" the placeholders below.
     args.ignored = false;
     args.include_ignored = false;
     let selected = TESTS.iter().any(|(name, _)| {
         args.filter.as_ref().is_none_or(|f| {
-                if args.exact {
-                    name == f
-                } else {
-                    name.contains(f.as_str())
-                }
-            })
-            && !args.skip.iter().any(|s| {
-                if args.exact {
-                    name == s
-                } else {
-                    name.contains(s.as_str())
-                }
-            })
+            if args.exact {
+                name == f
+            } else {
+                name.contains(f.as_str())
+            }
+        }) && !args.skip.iter().any(|s| {
+            if args.exact {
+                name == s
+            } else {
+                name.contains(s.as_str())
+            }
+        })
     });
     let placeholder = |ignore: bool| -> Vec<Trial> {
         TESTS
@@ -377,9 +509,25 @@ fn workspace() -> PathBuf {
 /// was built in.
 fn build_cli() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target dir").to_path_buf();
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--locked", "--release", "-p", "squashfs-mount", "--bin", "squashfs-mount", "--target-dir"])
+        .args([
+            "build",
+            "--locked",
+            "--release",
+            "-p",
+            "squashfs-mount",
+            "--bin",
+            "squashfs-mount",
+            "-p",
+            "squashfs-mount-fuse",
+            "--target-dir",
+        ])
         .arg(&target)
         .current_dir(workspace())
         .status()
@@ -449,6 +597,7 @@ fn setup() -> Option<T> {
     let c = Cluster::start(&Options {
         nodes: NODES,
         plugin,
+        fuse_server: Some(cli.with_file_name(sqfsmnt_test_support::install::FUSE_SERVER)),
         plugin_args: String::new(),
         mount_points: vec![PathBuf::from(UE), PathBuf::from(UT)],
     });
@@ -487,7 +636,8 @@ fn setup() -> Option<T> {
     fs::write(img("random.sqfs"), &noise).expect("write");
     fs::set_permissions(img("random.sqfs"), fs::Permissions::from_mode(0o644)).expect("chmod");
     let host_mnt_ns = fs::read_link("/proc/self/ns/mnt").expect("mnt ns");
-    Some(T { cli,
+    Some(T {
+        cli,
         c,
         abort_plugin,
         host_mnt_ns,
@@ -748,7 +898,10 @@ fn step_fails(t: &T, spec: &str, msg: &str) {
 /// the kernel sees it (no corrupt image reaches the kernel's squashfs
 /// driver in a test).
 fn step_fails_truncated_image(t: &T) {
-    image::truncated_copy(Path::new(&t.img("a.sqfs")), Path::new(&t.img("truncated.sqfs")));
+    image::truncated_copy(
+        Path::new(&t.img("a.sqfs")),
+        Path::new(&t.img("truncated.sqfs")),
+    );
     fs::set_permissions(t.img("truncated.sqfs"), fs::Permissions::from_mode(0o644)).expect("chmod");
     step_fails(t, &format!("{}:{UE}", t.img("truncated.sqfs")), "truncated");
 }

@@ -57,10 +57,20 @@ mod tests {
     #[test]
     fn forwarding_overrides_and_keeps_the_rest() {
         let out = for_command(
-            e(&[("PATH", "/bin"), ("SQFSMNT_FWD_LD_LIBRARY_PATH", "foo"), ("LD_LIBRARY_PATH", "old"), ("SQFSMNT_FWD_BASH_FUNC_f%%", "() { :; }")]),
+            e(&[
+                ("PATH", "/bin"),
+                ("SQFSMNT_FWD_LD_LIBRARY_PATH", "foo"),
+                ("LD_LIBRARY_PATH", "old"),
+                ("SQFSMNT_FWD_BASH_FUNC_f%%", "() { :; }"),
+            ]),
             Some(OsStr::new("/a.sqfs:/m")),
         );
-        let get = |n: &str| out.iter().filter(|(k, _)| k == n).map(|(_, v)| v.clone()).collect::<Vec<_>>();
+        let get = |n: &str| {
+            out.iter()
+                .filter(|(k, _)| k == n)
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(get("LD_LIBRARY_PATH"), ["foo"]);
         assert_eq!(get("PATH"), ["/bin"]);
         assert_eq!(get("BASH_FUNC_f%%"), ["() { :; }"]);
@@ -70,7 +80,10 @@ mod tests {
 
     #[test]
     fn mount_list_format() {
-        let l = mount_list([(OsStr::new("/a"), OsStr::new("/x")), (OsStr::new("/b"), OsStr::new("/y"))]);
+        let l = mount_list([
+            (OsStr::new("/a"), OsStr::new("/x")),
+            (OsStr::new("/b"), OsStr::new("/y")),
+        ]);
         assert_eq!(l, "/a:/x,/b:/y");
     }
 }

@@ -48,7 +48,11 @@ pub fn without_os_error(text: &str) -> String {
 /// must never abort the tool (`eprintln!` panics on EPIPE).
 pub fn report(line: impl fmt::Display) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "squashfs-mount: {}", without_os_error(&line.to_string()));
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "squashfs-mount: {}",
+        without_os_error(&line.to_string())
+    );
 }
 
 /// `report` for warnings.
@@ -81,12 +85,16 @@ pub fn io_message(e: &std::io::Error) -> String {
 pub fn explain_errno(e: crate::system::Error) -> String {
     use crate::system::Error as Errno;
     match e {
-        Errno::ACCESS | Errno::PERM => "permission denied (you cannot read it with your own rights)".into(),
+        Errno::ACCESS | Errno::PERM => {
+            "permission denied (you cannot read it with your own rights)".into()
+        }
         Errno::NOENT => "no such file or directory".into(),
         Errno::NOTDIR => "a path component is not a directory".into(),
         Errno::LOOP => "too many levels of symbolic links".into(),
         Errno::NAMETOOLONG => "the path is too long".into(),
-        Errno::MFILE | Errno::NFILE => "too many open files (raise the open-file limit, ulimit -n)".into(),
+        Errno::MFILE | Errno::NFILE => {
+            "too many open files (raise the open-file limit, ulimit -n)".into()
+        }
         other => format!("{other}"),
     }
 }
@@ -97,8 +105,14 @@ mod tests {
 
     #[test]
     fn os_error_suffixes_go() {
-        assert_eq!(without_os_error("a: Permission denied (os error 13); b (os error 2)"), "a: Permission denied; b");
-        assert_eq!(without_os_error("(os error x) stays (os error )"), "(os error x) stays (os error )");
+        assert_eq!(
+            without_os_error("a: Permission denied (os error 13); b (os error 2)"),
+            "a: Permission denied; b"
+        );
+        assert_eq!(
+            without_os_error("(os error x) stays (os error )"),
+            "(os error x) stays (os error )"
+        );
         assert_eq!(without_os_error("plain"), "plain");
     }
 }

@@ -65,15 +65,30 @@ pub struct Starting {
 /// starts its server as `caller` (`run_as`: None when the process already
 /// is the caller, in rootless mode). Needs CAP_SYS_ADMIN over the current
 /// mount namespace (root, or the rootless user namespace).
-pub fn instance(image: &Image, caller: &Caller, run_as: bool, server: &OsStr, threads: u32, subject: &str) -> Result<(OwnedFd, Starting), Failure> {
-    let fail = |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
+pub fn instance(
+    image: &Image,
+    caller: &Caller,
+    run_as: bool,
+    server: &OsStr,
+    threads: u32,
+    subject: &str,
+) -> Result<(OwnedFd, Starting), Failure> {
+    let fail =
+        |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
     let device = system::open_fuse_device().map_err(|e| {
         let what = match e {
-            system::Error::ACCESS | system::Error::PERM => "you may not open it (it is usually mode 0666); ask your administrator",
-            system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => "the fuse module is not loaded; ask your administrator",
+            system::Error::ACCESS | system::Error::PERM => {
+                "you may not open it (it is usually mode 0666); ask your administrator"
+            }
+            system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => {
+                "the fuse module is not loaded; ask your administrator"
+            }
             _ => "ask your administrator",
         };
-        Failure::about(subject, format!("the FUSE path needs /dev/fuse, which cannot be opened ({e}): {what}"))
+        Failure::about(
+            subject,
+            format!("the FUSE path needs /dev/fuse, which cannot be opened ({e}): {what}"),
+        )
     })?;
     let ctx = FsContext::open("fuse").map_err(|e| fail("fsopen(fuse)", e))?;
     let fd_number = std::os::fd::AsRawFd::as_raw_fd(&device).to_string();
@@ -84,21 +99,33 @@ pub fn instance(image: &Image, caller: &Caller, run_as: bool, server: &OsStr, th
         ("group_id", caller.gid.as_raw().to_string()),
         ("max_read", (1u32 << 20).to_string()),
     ] {
-        ctx.set_string(key, OsStr::new(&value)).map_err(|e| fail(&format!("fuse {key}"), e))?;
+        ctx.set_string(key, OsStr::new(&value))
+            .map_err(|e| fail(&format!("fuse {key}"), e))?;
     }
     for flag in ["default_permissions", "allow_other"] {
-        ctx.set_flag(flag).map_err(|e| fail(&format!("fuse {flag}"), e))?;
+        ctx.set_flag(flag)
+            .map_err(|e| fail(&format!("fuse {flag}"), e))?;
     }
     let source = CString::new(image.path.as_bytes()).unwrap_or_default();
     let _ = ctx.set_string("source", OsStr::from_bytes(source.as_bytes()));
     if let Err((e, log)) = ctx.create() {
-        return Err(Failure::about(subject, format!("FUSE path: the kernel refused the FUSE mount: {e} {}", log.join("; "))));
+        return Err(Failure::about(
+            subject,
+            format!(
+                "FUSE path: the kernel refused the FUSE mount: {e} {}",
+                log.join("; ")
+            ),
+        ));
     }
-    let mount = ctx.mount(system::safe_mount_attributes()).map_err(|e| fail("fsmount(fuse)", e))?;
+    let mount = ctx
+        .mount(system::safe_mount_attributes())
+        .map_err(|e| fail("fsmount(fuse)", e))?;
     let (ready_read, ready_write) = system::pipe().map_err(|e| fail("pipe", e))?;
     let watch = system::own_pidfd().map_err(|e| fail("pidfd_open", e))?;
-    let program = CString::new(server.as_bytes()).map_err(|_| Failure::about(subject, "FUSE path: bad server path"))?;
-    let name = CString::new(image.path.as_bytes()).unwrap_or_else(|_| CString::new("image").unwrap_or_default());
+    let program = CString::new(server.as_bytes())
+        .map_err(|_| Failure::about(subject, "FUSE path: bad server path"))?;
+    let name = CString::new(image.path.as_bytes())
+        .unwrap_or_else(|_| CString::new("image").unwrap_or_default());
     let arg = |s: &str| CString::new(s).unwrap_or_default();
     let argv = vec![
         program.clone(),
@@ -116,19 +143,39 @@ pub fn instance(image: &Image, caller: &Caller, run_as: bool, server: &OsStr, th
         name,
     ];
     let env = [arg("PATH=/usr/bin:/bin"), arg("LC_ALL=C")];
-    let keep = [(device.as_fd(), 3), (image.fd.as_fd(), 4), (ready_write.as_fd(), 5), (watch.as_fd(), 6)];
-    let as_caller = RunAs { uid: caller.uid, gid: caller.gid, groups: &caller.groups };
-    system::spawn_detached(&program, &argv, &env, &keep, run_as.then_some(as_caller)).map_err(|e| fail("starting the FUSE server", e))?;
+    let keep = [
+        (device.as_fd(), 3),
+        (image.fd.as_fd(), 4),
+        (ready_write.as_fd(), 5),
+        (watch.as_fd(), 6),
+    ];
+    let as_caller = RunAs {
+        uid: caller.uid,
+        gid: caller.gid,
+        groups: &caller.groups,
+    };
+    system::spawn_detached(&program, &argv, &env, &keep, run_as.then_some(as_caller))
+        .map_err(|e| fail("starting the FUSE server", e))?;
     drop(ready_write);
-    Ok((mount, Starting { ready: ready_read, subject: subject.to_string() }))
+    Ok((
+        mount,
+        Starting {
+            ready: ready_read,
+            subject: subject.to_string(),
+        },
+    ))
 }
 
 /// Waits for each server's answer: `ready`, or the reason it refused the
 /// image (corrupt, truncated...), or that it could not start.
 pub fn wait_ready(starting: Vec<Starting>, server: &OsStr) -> Result<(), Failure> {
     for s in starting {
-        let answered = system::wait_readable(s.ready.as_fd(), READY_TIMEOUT_MS)
-            .map_err(|e| Failure::about(&s.subject, format!("FUSE path: waiting for the server: {e}")))?;
+        let answered = system::wait_readable(s.ready.as_fd(), READY_TIMEOUT_MS).map_err(|e| {
+            Failure::about(
+                &s.subject,
+                format!("FUSE path: waiting for the server: {e}"),
+            )
+        })?;
         if !answered {
             return Err(Failure::about(&s.subject, format!("FUSE path: the server did not answer within {} s; is the image on a file system that hangs?", READY_TIMEOUT_MS / 1000)));
         }
@@ -158,7 +205,16 @@ mod tests {
 
     #[test]
     fn server_location() {
-        assert_eq!(server_next_to(OsStr::new("/usr/lib/squashfs-mount")), "/usr/lib/squashfs-mount/squashfs-mount-fuse");
-        assert_eq!(b"/usr/local/bin/squashfs-mount".rsplit_once_byte(b'/').unwrap().0, b"/usr/local/bin");
+        assert_eq!(
+            server_next_to(OsStr::new("/usr/lib/squashfs-mount")),
+            "/usr/lib/squashfs-mount/squashfs-mount-fuse"
+        );
+        assert_eq!(
+            b"/usr/local/bin/squashfs-mount"
+                .rsplit_once_byte(b'/')
+                .unwrap()
+                .0,
+            b"/usr/local/bin"
+        );
     }
 }

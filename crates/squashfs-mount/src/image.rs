@@ -33,22 +33,45 @@ impl Image {
     /// borrow proves we are not inside an `as_root` section), refuses
     /// anything but a regular file, and checks the superblock read from that
     /// same fd.
-    pub fn open(_as_caller: &impl ActingAsCaller, given: &OsStr, subject: &str) -> Result<Image, Failure> {
+    pub fn open(
+        _as_caller: &impl ActingAsCaller,
+        given: &OsStr,
+        subject: &str,
+    ) -> Result<Image, Failure> {
         let fd = system::open_image(given).map_err(|e| {
-            Failure::about(subject, format!("cannot open the image: {}{}", explain_errno(e), tilde_hint(given)))
+            Failure::about(
+                subject,
+                format!(
+                    "cannot open the image: {}{}",
+                    explain_errno(e),
+                    tilde_hint(given)
+                ),
+            )
         })?;
-        let id = system::fstat(fd.as_fd()).map_err(|e| Failure::about(subject, format!("cannot stat the image: {e}")))?;
+        let id = system::fstat(fd.as_fd())
+            .map_err(|e| Failure::about(subject, format!("cannot stat the image: {e}")))?;
         if !id.is_regular() {
             return Err(Failure::about(
                 subject,
-                format!("the image is a {}, not a regular file; give the path of a SquashFS image file", id.kind()),
+                format!(
+                    "the image is a {}, not a regular file; give the path of a SquashFS image file",
+                    id.kind()
+                ),
             ));
         }
         let mut head = [0u8; SUPERBLOCK_SIZE];
-        let n = system::read_head(fd.as_fd(), &mut head).map_err(|e| Failure::about(subject, format!("cannot read the image: {e}")))?;
-        let superblock = parse_superblock(&head[..n], id.size).map_err(|e| Failure::about(subject, e))?;
+        let n = system::read_head(fd.as_fd(), &mut head)
+            .map_err(|e| Failure::about(subject, format!("cannot read the image: {e}")))?;
+        let superblock =
+            parse_superblock(&head[..n], id.size).map_err(|e| Failure::about(subject, e))?;
         let path = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| given.to_owned());
-        Ok(Image { given: given.to_owned(), path, fd, id, superblock })
+        Ok(Image {
+            given: given.to_owned(),
+            path,
+            fd,
+            id,
+            superblock,
+        })
     }
 
     /// Refuses images whose compressor the running kernel cannot decompress,
@@ -57,9 +80,16 @@ impl Image {
     /// Linux kernel can decompress, is refused here; the kernel's own
     /// refusal of any other compressor it lacks is explained by
     /// `mount::explain_mount_error`.
-    pub fn check_kernel_support(&self, kernel: Option<&KernelConfig>, subject: &str) -> Result<(), Failure> {
+    pub fn check_kernel_support(
+        &self,
+        kernel: Option<&KernelConfig>,
+        subject: &str,
+    ) -> Result<(), Failure> {
         let comp = self.superblock.compressor;
-        let unknown = KernelConfig { source: String::new(), text: "CONFIG_SQUASHFS=y\n".into() };
+        let unknown = KernelConfig {
+            source: String::new(),
+            text: "CONFIG_SQUASHFS=y\n".into(),
+        };
         let verdict = match kernel {
             Some(kernel) => kernel.squashfs_verdict(comp, &[]),
             None if comp.kernel_option().is_none() => unknown.squashfs_verdict(comp, &[]),
@@ -92,13 +122,22 @@ impl Image {
     /// its real path (walked from `/` without following symlinks, and
     /// checked to lead to this very file), whether a user's FUSE server
     /// provides it, and whether its path is open to everyone.
-    pub fn provenance(&self, _as_caller: &impl ActingAsCaller, caller_uid: u32) -> (Provenance, bool) {
+    pub fn provenance(
+        &self,
+        _as_caller: &impl ActingAsCaller,
+        caller_uid: u32,
+    ) -> (Provenance, bool) {
         let fd = self.fd.as_fd();
-        let owned_or_writable = |f: BorrowedFd<'_>, owner: u32| owner == caller_uid || system::may_write(f).unwrap_or(true);
+        // Root can write everything: what matters then is whether anyone
+        // else could (the mode bits, judged by the policy).
+        let owned_or_writable = |f: BorrowedFd<'_>, owner: u32| {
+            caller_uid != 0 && (owner == caller_uid || system::may_write(f).unwrap_or(true))
+        };
         let walk = walk_path(&self.path, &self.id, caller_uid);
         let prov = Provenance {
             uid: self.id.uid,
             gid: self.id.gid,
+            mode: self.id.mode & 0o7777,
             real_path: self.path.clone(),
             caller_can_write_file: owned_or_writable(fd, self.id.uid),
             caller_writable_dir: walk.writable_dir,
@@ -121,22 +160,41 @@ struct Walk {
 /// Walks the kernel's name of the file from `/`, one directory at a time
 /// with O_PATH|O_NOFOLLOW, noting the first directory whose entry on the
 /// path the caller could replace (a directory the caller owns, or can write
-/// unless it is sticky and the entry is not the caller's), and checks that
-/// it ends at the file `id`.
+/// unless it is sticky and the entry is not the caller's; for root, which
+/// can write everything: a directory its group or others can write unless
+/// it is sticky and the entry is root's), and checks that it ends at the
+/// file `id`.
 fn walk_path(real: &OsStr, id: &FileId, caller_uid: u32) -> Walk {
-    let mut walk = Walk { verified: false, writable_dir: None, searchable_by_all: true };
+    let mut walk = Walk {
+        verified: false,
+        writable_dir: None,
+        searchable_by_all: true,
+    };
     let comps = paths::components(real.as_bytes());
-    let Some((last, dirs)) = comps.split_last() else { return walk };
-    if !real.as_bytes().starts_with(b"/") || real.as_bytes().ends_with(b" (deleted)") || comps.contains(&&b".."[..]) {
+    let Some((last, dirs)) = comps.split_last() else {
+        return walk;
+    };
+    if !real.as_bytes().starts_with(b"/")
+        || real.as_bytes().ends_with(b" (deleted)")
+        || comps.contains(&&b".."[..])
+    {
         return walk;
     }
-    let Ok(mut dir) = system::open_dir_nofollow(system::working_dir(), "/") else { return walk };
-    let Ok(mut dir_id) = system::fstat(dir.as_fd()) else { return walk };
+    let Ok(mut dir) = system::open_dir_nofollow(system::working_dir(), "/") else {
+        return walk;
+    };
+    let Ok(mut dir_id) = system::fstat(dir.as_fd()) else {
+        return walk;
+    };
     let mut prefix: Vec<u8> = Vec::new();
     let mut dir_name: Vec<u8> = b"/".to_vec();
     for name in dirs {
-        let Ok(next) = system::open_dir_nofollow(dir.as_fd(), OsStr::from_bytes(name)) else { return walk };
-        let Ok(next_id) = system::fstat(next.as_fd()) else { return walk };
+        let Ok(next) = system::open_dir_nofollow(dir.as_fd(), OsStr::from_bytes(name)) else {
+            return walk;
+        };
+        let Ok(next_id) = system::fstat(next.as_fd()) else {
+            return walk;
+        };
         note(&mut walk, &dir, &dir_id, next_id.uid, &dir_name, caller_uid);
         prefix.push(b'/');
         prefix.extend_from_slice(name);
@@ -144,7 +202,9 @@ fn walk_path(real: &OsStr, id: &FileId, caller_uid: u32) -> Walk {
         (dir, dir_id) = (next, next_id);
     }
     note(&mut walk, &dir, &dir_id, id.uid, &dir_name, caller_uid);
-    walk.verified = match system::open_path_nofollow(dir.as_fd(), OsStr::from_bytes(last)).and_then(|f| system::fstat(f.as_fd())) {
+    walk.verified = match system::open_path_nofollow(dir.as_fd(), OsStr::from_bytes(last))
+        .and_then(|f| system::fstat(f.as_fd()))
+    {
         Ok(st) => st.dev == id.dev && st.ino == id.ino,
         Err(_) => false,
     };
@@ -161,8 +221,13 @@ fn note(walk: &mut Walk, dir: &OwnedFd, st: &FileId, entry_uid: u32, path: &[u8]
         return;
     }
     let sticky = st.mode & 0o1000 != 0;
-    let replaceable = st.uid == caller_uid
-        || (system::may_write(dir.as_fd()).unwrap_or(true) && (!sticky || entry_uid == caller_uid));
+    let replaceable = if caller_uid == 0 {
+        st.mode & 0o022 != 0 && (!sticky || entry_uid != 0)
+    } else {
+        st.uid == caller_uid
+            || (system::may_write(dir.as_fd()).unwrap_or(true)
+                && (!sticky || entry_uid == caller_uid))
+    };
     if replaceable {
         walk.writable_dir = Some(OsString::from_vec(path.to_vec()));
     }
@@ -176,10 +241,23 @@ fn on_user_filesystem(fd: BorrowedFd<'_>) -> bool {
     if system::filesystem_type(fd).ok() != Some(system::FUSE_MAGIC) {
         return false;
     }
-    let Ok(id) = system::mount_id(fd) else { return true };
-    let Ok((text, false)) = system::read_file_at(system::working_dir(), "/proc/thread-self/mountinfo", 8 << 20) else { return true };
+    let Ok(id) = system::mount_id(fd) else {
+        return true;
+    };
+    let Ok((text, false)) = system::read_file_at(
+        system::working_dir(),
+        "/proc/thread-self/mountinfo",
+        8 << 20,
+    ) else {
+        return true;
+    };
     let prefix = format!("{id} ");
-    let Some(line) = text.split(|&b| b == b'\n').find(|l| l.starts_with(prefix.as_bytes())) else { return true };
+    let Some(line) = text
+        .split(|&b| b == b'\n')
+        .find(|l| l.starts_with(prefix.as_bytes()))
+    else {
+        return true;
+    };
     let line = String::from_utf8_lossy(line);
     let super_options = line.rsplit(' ').next().unwrap_or("");
     !super_options.split(',').any(|o| o == "user_id=0")

@@ -21,14 +21,30 @@ pub struct Fresh {
 /// the loop budget). This is where the kernel reads the image: no lock is
 /// held. The loop device fd closes on return; the superblock keeps the
 /// device busy and autoclear detaches it once the last mount of it is gone.
-pub fn on_device(device: LoopDevice, image: &Image, options: LoopOptions, subject: &str) -> Result<Fresh, Failure> {
+pub fn on_device(
+    device: LoopDevice,
+    image: &Image,
+    options: LoopOptions,
+    subject: &str,
+) -> Result<Fresh, Failure> {
     let mount = mount::squashfs_on(&device, image, options.threads, subject)?;
-    Ok(Fresh { mount, loop_number: device.number, loop_rdev: device.rdev })
+    Ok(Fresh {
+        mount,
+        loop_number: device.number,
+        loop_rdev: device.rdev,
+    })
 }
 
 /// Another detached mount of the instance `tree` (for an image used twice
 /// in one call), made where `tree` was made.
 pub fn clone(tree: &OwnedFd, image: &Image, subject: &str) -> Result<OwnedFd, Failure> {
-    crate::system::clone_mount(tree.as_fd())
-        .map_err(|e| Failure::about(subject, format!("cannot clone the mount of {}: {e}", image.path.to_string_lossy())))
+    crate::system::clone_mount(tree.as_fd()).map_err(|e| {
+        Failure::about(
+            subject,
+            format!(
+                "cannot clone the mount of {}: {e}",
+                image.path.to_string_lossy()
+            ),
+        )
+    })
 }

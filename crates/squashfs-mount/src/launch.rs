@@ -39,7 +39,12 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let caller = privileges.drop_for_good()?;
-        return Ok(Ready { caller, command: request.command.clone(), mount_list: None, signals: system::CallerSignals::unchanged() });
+        return Ok(Ready {
+            caller,
+            command: request.command.clone(),
+            mount_list: None,
+            signals: system::CallerSignals::unchanged(),
+        });
     }
     setuid(privileges, request)
 }
@@ -49,43 +54,87 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     let signals = system::ignore_file_size_signal();
     let caller = privileges.caller().clone();
     let (limits, settings, slot) = privileges.as_root(|| {
-        let limits = system::limits::raise_for_privileged_phase().map_err(|e| Failure::new(format!("cannot set resource limits: {e}")))?;
+        let limits = system::limits::raise_for_privileged_phase()
+            .map_err(|e| Failure::new(format!("cannot set resource limits: {e}")))?;
         let settings: Settings = config::load();
-        settings.policy.admits(caller.uid.as_raw(), &caller.all_gids()).map_err(Failure::new)?;
-        let slot = LaunchSlot::take(caller.uid.as_raw(), settings.max_launches_per_user, settings.max_launches_wait_ms)?;
+        settings
+            .policy
+            .admits(caller.uid.as_raw(), &caller.all_gids())
+            .map_err(Failure::new)?;
+        let slot = LaunchSlot::take(
+            caller.uid.as_raw(),
+            settings.max_launches_per_user,
+            settings.max_launches_wait_ms,
+        )?;
         Ok::<_, Failure>((limits, settings, slot))
     })??;
-    let cwd = system::current_dir().map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
-    let ctx = Context { settings: &settings, front: &FrontEnd::default(), cwd, fuse_server: fuse::server_for_command(), rootless: false };
+    let cwd = system::current_dir()
+        .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
+    let ctx = Context {
+        settings: &settings,
+        front: &FrontEnd::default(),
+        cwd,
+        fuse_server: fuse::server_for_command(),
+        rootless: false,
+    };
     let mounted = engine::mount_all(&mut privileges, request, &ctx)?;
-    privileges.as_root(|| limits.restore())?.map_err(|e| Failure::new(format!("cannot restore resource limits: {e}")))?;
+    privileges
+        .as_root(|| limits.restore())?
+        .map_err(|e| Failure::new(format!("cannot restore resource limits: {e}")))?;
     drop(slot);
     // Verified inside (ids, groups, capabilities, root not regainable).
     let caller = privileges.drop_for_good()?;
     report(&mounted, request.verbose || settings.verbose);
-    Ok(Ready { caller, command: request.command.clone(), mount_list: Some(mounted.mount_list), signals })
+    Ok(Ready {
+        caller,
+        command: request.command.clone(),
+        mount_list: Some(mounted.mount_list),
+        signals,
+    })
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() {
-        system::set_no_new_privs().map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
-        let caller = Caller { uid: system::real_uid(), gid: system::real_gid(), groups: system::supplementary_groups().unwrap_or_default() };
-        return Ok(Ready { caller, command: request.command.clone(), mount_list: None, signals: system::CallerSignals::unchanged() });
+        system::set_no_new_privs()
+            .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
+        let caller = Caller {
+            uid: system::real_uid(),
+            gid: system::real_gid(),
+            groups: system::supplementary_groups().unwrap_or_default(),
+        };
+        return Ok(Ready {
+            caller,
+            command: request.command.clone(),
+            mount_list: None,
+            signals: system::CallerSignals::unchanged(),
+        });
     }
     // The configuration file tunes, but cannot grant anything here: there
     // is nothing to grant.
     let settings = config::load();
-    let cwd = system::current_dir().map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
+    let cwd = system::current_dir()
+        .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
     let mut creds = Rootless::enter()?;
     if !request.quiet {
         error::report("running unprivileged (the binary is not installed setuid root): images are served through FUSE in a user namespace, which is slower than the kernel's squashfs; --quiet hides this note");
     }
-    let ctx = Context { settings: &settings, front: &FrontEnd::default(), cwd, fuse_server: fuse::server_for_command(), rootless: true };
+    let ctx = Context {
+        settings: &settings,
+        front: &FrontEnd::default(),
+        cwd,
+        fuse_server: fuse::server_for_command(),
+        rootless: true,
+    };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     let caller = creds.finish()?;
     report(&mounted, request.verbose || settings.verbose);
-    Ok(Ready { caller, command: request.command.clone(), mount_list: Some(mounted.mount_list), signals: system::CallerSignals::unchanged() })
+    Ok(Ready {
+        caller,
+        command: request.command.clone(),
+        mount_list: Some(mounted.mount_list),
+        signals: system::CallerSignals::unchanged(),
+    })
 }
 
 /// Quiet success: only a warning worth the user's attention, or with
@@ -99,4 +148,3 @@ fn report(mounted: &engine::Mounted, verbose: bool) {
         error::warn(w);
     }
 }
-

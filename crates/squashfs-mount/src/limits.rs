@@ -21,7 +21,8 @@ const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
 /// boundary, so they are not enforced then rather than failing every
 /// launch.
 fn state_dir() -> Result<Option<OwnedFd>, Failure> {
-    let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR).or_else(|e| match e {
+    let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR).or_else(|e| match e
+    {
         Error::NOENT => system::open_or_create_dir(CACHE_DIR, 0o700),
         e => Err(e),
     }) {
@@ -44,12 +45,18 @@ impl LaunchSlot {
     /// (128 at once by one user are normal in a job script), but one whose
     /// setup is stuck cannot block the user's others forever. Needs root.
     pub fn take(uid: u32, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
-        let Some(dir) = state_dir()? else { return Ok(LaunchSlot { _lock: None }) };
+        let Some(dir) = state_dir()? else {
+            return Ok(LaunchSlot { _lock: None });
+        };
         let slots = match system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR) {
             Err(Error::NOENT) => {
                 match system::make_dir(dir.as_fd(), SLOTS_DIR, 0o700) {
                     Ok(()) | Err(Error::EXIST) => {}
-                    Err(e) => return Err(Failure::new(format!("cannot create {CACHE_DIR}/{SLOTS_DIR}: {e}"))),
+                    Err(e) => {
+                        return Err(Failure::new(format!(
+                            "cannot create {CACHE_DIR}/{SLOTS_DIR}: {e}"
+                        )))
+                    }
                 }
                 system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR)
             }
@@ -63,8 +70,14 @@ impl LaunchSlot {
             for k in 0..max {
                 let n = (first + k) % max;
                 let lock = system::open_lock_file(slots.as_fd(), &format!("{uid}.{n}"), 0o600)
-                    .map_err(|e| Failure::new(format!("cannot open a launch slot in {CACHE_DIR}/{SLOTS_DIR}: {e}")))?;
-                if system::try_lock(lock.as_fd(), LockKind::Exclusive).map_err(|e| Failure::new(format!("cannot lock a launch slot: {e}")))? {
+                    .map_err(|e| {
+                        Failure::new(format!(
+                            "cannot open a launch slot in {CACHE_DIR}/{SLOTS_DIR}: {e}"
+                        ))
+                    })?;
+                if system::try_lock(lock.as_fd(), LockKind::Exclusive)
+                    .map_err(|e| Failure::new(format!("cannot lock a launch slot: {e}")))?
+                {
                     return Ok(LaunchSlot { _lock: Some(lock) });
                 }
             }
@@ -99,17 +112,29 @@ impl LoopBudget {
     /// Takes the loop-device lock and checks that `wanted` more devices stay
     /// within `max` (counting every device the tool has attached). Needs
     /// root.
-    pub fn reserve(wanted: usize, max: u32, dev_dir: BorrowedFd<'_>) -> Result<LoopBudget, Failure> {
+    pub fn reserve(
+        wanted: usize,
+        max: u32,
+        dev_dir: BorrowedFd<'_>,
+    ) -> Result<LoopBudget, Failure> {
         let lock = match state_dir()? {
-            Some(dir) => Some(system::open_lock_file(dir.as_fd(), LOOP_LOCK, 0o600).map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}")))?),
+            Some(dir) => Some(
+                system::open_lock_file(dir.as_fd(), LOOP_LOCK, 0o600).map_err(|e| {
+                    Failure::new(format!("cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}"))
+                })?,
+            ),
             // Counted without the lock: concurrent launches may overshoot.
             None => None,
         };
         if let Some(lock) = &lock {
             let (mut waited, mut step) = (0u64, 1u64);
-            while !system::try_lock(lock.as_fd(), LockKind::Exclusive).map_err(|e| Failure::new(format!("cannot lock {CACHE_DIR}/{LOOP_LOCK}: {e}")))? {
+            while !system::try_lock(lock.as_fd(), LockKind::Exclusive)
+                .map_err(|e| Failure::new(format!("cannot lock {CACHE_DIR}/{LOOP_LOCK}: {e}")))?
+            {
                 if waited >= LOOP_LOCK_TIMEOUT_MS {
-                    return Err(Failure::new("too many launches are attaching loop devices right now; try again"));
+                    return Err(Failure::new(
+                        "too many launches are attaching loop devices right now; try again",
+                    ));
                 }
                 system::pause_millis(step);
                 waited += step;

@@ -14,15 +14,22 @@ pub const MARKER: &[u8] = b"squashfs-mount";
 /// instances of every user): those bound and named [`MARKER`]. Needs root
 /// (it reads each bound device's status).
 pub fn owned_count(dev_dir: BorrowedFd<'_>) -> usize {
-    let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else { return 0 };
+    let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else {
+        return 0;
+    };
     names
         .iter()
         .filter_map(|n| n.to_str()?.strip_prefix("loop")?.parse::<u32>().ok())
-        .filter(|n| system::stat_at(system::working_dir(), &format!("/sys/block/loop{n}/loop")).is_ok())
+        .filter(|n| {
+            system::stat_at(system::working_dir(), &format!("/sys/block/loop{n}/loop")).is_ok()
+        })
         .filter(|&n| {
             system::open_loop_device(dev_dir, n)
                 .and_then(|fd| system::loop_status(fd.as_fd()))
-                .is_ok_and(|info| info.lo_file_name.starts_with(MARKER) && info.lo_file_name.get(MARKER.len()) == Some(&0))
+                .is_ok_and(|info| {
+                    info.lo_file_name.starts_with(MARKER)
+                        && info.lo_file_name.get(MARKER.len()) == Some(&0)
+                })
         })
         .count()
 }
@@ -40,7 +47,11 @@ const ATTACH_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(15
 /// so that contenders spread out.
 fn backoff(attempt: u32) {
     let ceiling_us = u64::from(attempt.min(50)) * 100;
-    let jitter = u64::from(std::process::id().wrapping_mul(2_654_435_761).wrapping_add(attempt.wrapping_mul(40_503)));
+    let jitter = u64::from(
+        std::process::id()
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(attempt.wrapping_mul(40_503)),
+    );
     std::thread::sleep(std::time::Duration::from_micros(jitter % (ceiling_us + 1)));
 }
 
@@ -64,7 +75,11 @@ impl Default for LoopOptions {
     /// 4096 over 512 gives squashfs 4 KiB device blocks instead of 1 KiB,
     /// 10% faster for `find`; used only when the image size is a multiple.
     fn default() -> Self {
-        LoopOptions { direct_io: false, block_size: 4096, threads: SquashfsThreads::Multi }
+        LoopOptions {
+            direct_io: false,
+            block_size: 4096,
+            threads: SquashfsThreads::Multi,
+        }
     }
 }
 
@@ -100,9 +115,8 @@ impl SquashfsThreads {
 /// a multiple of it (a loop device's size is rounded down to its block size,
 /// and the squashfs superblock would then lie beyond the end: mksquashfs pads
 /// to 4 KiB by default, other packers may pad less); else the kernel default.
-#[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; rust-version is 1.75
 pub fn effective_block_size(wanted: u32, image_size: u64) -> u32 {
-    if wanted == 0 || image_size % u64::from(wanted) != 0 {
+    if wanted == 0 || !image_size.is_multiple_of(u64::from(wanted)) {
         0
     } else {
         wanted
@@ -128,9 +142,18 @@ impl LoopDevice {
     /// Needs root. The device's name (`lo_file_name`, which only root can
     /// read) marks it as the tool's, for `owned_count`; users see the
     /// backing file's path in sysfs, as with any loop device.
-    pub fn attach(image: &Image, options: LoopOptions, dev_dir: BorrowedFd<'_>, subject: &str) -> Result<LoopDevice, Failure> {
-        let control = system::open_loop_control()
-            .map_err(|e| Failure::about(subject, format!("cannot open /dev/loop-control: {e}; is the loop driver available?")))?;
+    pub fn attach(
+        image: &Image,
+        options: LoopOptions,
+        dev_dir: BorrowedFd<'_>,
+        subject: &str,
+    ) -> Result<LoopDevice, Failure> {
+        let control = system::open_loop_control().map_err(|e| {
+            Failure::about(
+                subject,
+                format!("cannot open /dev/loop-control: {e}; is the loop driver available?"),
+            )
+        })?;
         let mut flags = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
         if options.direct_io {
             flags |= system::LO_FLAGS_DIRECT_IO;
@@ -152,7 +175,12 @@ impl LoopDevice {
                     last = e;
                     continue;
                 }
-                Err(e) => return Err(Failure::about(subject, format!("cannot open /dev/loop{number}: {e}"))),
+                Err(e) => {
+                    return Err(Failure::about(
+                        subject,
+                        format!("cannot open /dev/loop{number}: {e}"),
+                    ))
+                }
             };
             match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, MARKER) {
                 Ok(()) => {}
@@ -160,7 +188,12 @@ impl LoopDevice {
                     last = e;
                     continue;
                 }
-                Err(e) => return Err(Failure::about(subject, format!("cannot configure /dev/loop{number}: {e}"))),
+                Err(e) => {
+                    return Err(Failure::about(
+                        subject,
+                        format!("cannot configure /dev/loop{number}: {e}"),
+                    ))
+                }
             }
             let rdev = system::fstat(fd.as_fd()).map(|s| s.rdev).unwrap_or(0);
             let dev = LoopDevice { number, fd, rdev };

@@ -20,7 +20,10 @@ fn main() -> ExitCode {
     // (panic = "abort"); the default hook would read RUST_BACKTRACE from the
     // environment while we are privileged.
     std::panic::set_hook(Box::new(|info| {
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         report(format_args!("internal error{at}; please report it"));
     }));
 
@@ -41,7 +44,11 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Run(r)) => r,
-        Ok(Invocation::Gc { all, expired, image }) => return done(cache::commands::gc_command(all, expired, image.as_deref())),
+        Ok(Invocation::Gc {
+            all,
+            expired,
+            image,
+        }) => return done(cache::commands::gc_command(all, expired, image.as_deref())),
         Ok(Invocation::CacheStatus { json }) => return done(cache::commands::status_command(json)),
         Ok(Invocation::Policy { images }) => return done(policy_command::run(&images)),
         Err(e) if e.0 == NO_COMMAND => {
@@ -60,9 +67,21 @@ fn main() -> ExitCode {
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
     ready.signals.restore();
     let program = &ready.command[0];
-    let err = Command::new(program).args(&ready.command[1..]).env_clear().envs(env).exec();
-    let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-    report(format_args!("cannot run {}: {}", program.to_string_lossy(), squashfs_mount::error::io_message(&err)));
+    let err = Command::new(program)
+        .args(&ready.command[1..])
+        .env_clear()
+        .envs(env)
+        .exec();
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    report(format_args!(
+        "cannot run {}: {}",
+        program.to_string_lossy(),
+        squashfs_mount::error::io_message(&err)
+    ));
     ExitCode::from(code)
 }
 

@@ -14,9 +14,18 @@ use crate::system::{self, Error, FsContext};
 
 /// Creates a squashfs superblock on `device` and returns it as a detached
 /// mount (read-only, nosuid, nodev). Needs root.
-pub fn squashfs_on(device: &LoopDevice, image: &Image, threads: SquashfsThreads, subject: &str) -> Result<OwnedFd, Failure> {
-    let ctx = FsContext::open("squashfs")
-        .map_err(|e| Failure::about(subject, format!("the kernel offers no squashfs filesystem: {e}")))?;
+pub fn squashfs_on(
+    device: &LoopDevice,
+    image: &Image,
+    threads: SquashfsThreads,
+    subject: &str,
+) -> Result<OwnedFd, Failure> {
+    let ctx = FsContext::open("squashfs").map_err(|e| {
+        Failure::about(
+            subject,
+            format!("the kernel offers no squashfs filesystem: {e}"),
+        )
+    })?;
     if let Some(value) = threads.value() {
         // Only kernels built with CONFIG_SQUASHFS_CHOICE_DECOMP_BY_MOUNT
         // know the key; the others answer EINVAL and keep their built-in
@@ -27,7 +36,12 @@ pub fn squashfs_on(device: &LoopDevice, image: &Image, threads: SquashfsThreads,
             Ok(()) | Err(Error::INVAL) => {
                 let _ = ctx.messages();
             }
-            Err(e) => return Err(Failure::about(subject, format!("fsconfig(threads={value}) failed: {e}"))),
+            Err(e) => {
+                return Err(Failure::about(
+                    subject,
+                    format!("fsconfig(threads={value}) failed: {e}"),
+                ))
+            }
         }
     }
     let source = device.path();
@@ -46,7 +60,10 @@ pub fn squashfs_on(device: &LoopDevice, image: &Image, threads: SquashfsThreads,
     let st = system::fstat(mount.as_fd())
         .map_err(|e| Failure::about(subject, format!("cannot stat the new mount: {e}")))?;
     if st.dev != device.rdev {
-        return Err(Failure::about(subject, format!("the new mount is not on {source}; refusing")));
+        return Err(Failure::about(
+            subject,
+            format!("the new mount is not on {source}; refusing"),
+        ));
     }
     Ok(mount)
 }
@@ -54,7 +71,13 @@ pub fn squashfs_on(device: &LoopDevice, image: &Image, threads: SquashfsThreads,
 /// Attaches a detached mount onto the pinned mount point. Needs root.
 pub fn attach(mount: &OwnedFd, target: &MountPoint, subject: &str) -> Result<(), Failure> {
     system::attach_mount(mount.as_fd(), target.fd.as_fd()).map_err(|e| {
-        Failure::about(subject, format!("cannot attach the mount on {}: {e}", target.real.to_string_lossy()))
+        Failure::about(
+            subject,
+            format!(
+                "cannot attach the mount on {}: {e}",
+                target.real.to_string_lossy()
+            ),
+        )
     })
 }
 
@@ -65,9 +88,16 @@ pub fn explain_mount_error(e: Error, log: &[String], image: &Image) -> String {
         .iter()
         .map(|l| l.trim_start_matches(['e', 'w', 'i']).trim_start())
         .collect();
-    let said = if kernel.is_empty() { String::new() } else { format!(" (kernel: {})", kernel.join("; ")) };
+    let said = if kernel.is_empty() {
+        String::new()
+    } else {
+        format!(" (kernel: {})", kernel.join("; "))
+    };
     let sb = &image.superblock;
-    let hint = if log.iter().any(|l| l.contains("compression") && l.contains("not supported")) {
+    let hint = if log
+        .iter()
+        .any(|l| l.contains("compression") && l.contains("not supported"))
+    {
         format!(
             "the image uses {} compression, which this kernel's squashfs cannot decompress; rebuild it with another compressor (e.g. sqfs pack --comp zstd)",
             sb.compressor.name()

@@ -21,7 +21,11 @@ impl MountPoint {
     /// Resolves `path` as the caller (symlinks followed exactly as the
     /// caller's own lookup would), pins it, and refuses `/`, anything in
     /// /proc, /sys, /dev or on a kernel API filesystem.
-    pub fn resolve(_as_caller: &impl ActingAsCaller, path: &OsStr, subject: &str) -> Result<MountPoint, Failure> {
+    pub fn resolve(
+        _as_caller: &impl ActingAsCaller,
+        path: &OsStr,
+        subject: &str,
+    ) -> Result<MountPoint, Failure> {
         let fd = system::open_directory_path(path).map_err(|e| {
             Failure::about(
                 subject,
@@ -34,14 +38,23 @@ impl MountPoint {
         let id = system::fstat(fd.as_fd())
             .map_err(|e| Failure::about(subject, format!("cannot stat the mount point: {e}")))?;
         if !id.is_dir() {
-            return Err(Failure::about(subject, "the mount point is not a directory"));
+            return Err(Failure::about(
+                subject,
+                "the mount point is not a directory",
+            ));
         }
-        let real = system::path_of_fd(fd.as_fd())
-            .map_err(|e| Failure::about(subject, format!("cannot tell where the mount point is: {e}")))?;
+        let real = system::path_of_fd(fd.as_fd()).map_err(|e| {
+            Failure::about(
+                subject,
+                format!("cannot tell where the mount point is: {e}"),
+            )
+        })?;
         if let Some(why) = paths::forbidden_reason(&real) {
             return Err(Failure::about(
                 subject,
-                format!("refusing to mount there: {why}; choose a directory such as /user-environment"),
+                format!(
+                    "refusing to mount there: {why}; choose a directory such as /user-environment"
+                ),
             ));
         }
         let magic = system::filesystem_type(fd.as_fd())
@@ -49,7 +62,9 @@ impl MountPoint {
         if let Some(fs) = paths::forbidden_filesystem(magic) {
             return Err(Failure::about(
                 subject,
-                format!("refusing to mount there: the mount point is on {fs}, a kernel API filesystem"),
+                format!(
+                    "refusing to mount there: the mount point is on {fs}, a kernel API filesystem"
+                ),
             ));
         }
         Ok(MountPoint { real, fd, id })

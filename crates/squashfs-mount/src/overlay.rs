@@ -114,7 +114,13 @@ impl WritableTmpfs {
                 .map_err(|e| sys_err(subject, &format!("tmpfs {key}={value}"), e))?;
         }
         if let Err((e, log)) = ctx.create() {
-            return Err(Failure::about(subject, format!("cannot create the writable layer's tmpfs: {e} {}", log.join("; "))));
+            return Err(Failure::about(
+                subject,
+                format!(
+                    "cannot create the writable layer's tmpfs: {e} {}",
+                    log.join("; ")
+                ),
+            ));
         }
         let tmpfs = ctx
             .mount(MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV)
@@ -123,11 +129,21 @@ impl WritableTmpfs {
     }
 
     /// New `upper-N` (with the union root's attributes) and `work-N`.
-    fn layer(&mut self, root: RootAttributes, subject: &str) -> Result<(OwnedFd, OwnedFd), Failure> {
+    fn layer(
+        &mut self,
+        root: RootAttributes,
+        subject: &str,
+    ) -> Result<(OwnedFd, OwnedFd), Failure> {
         let n = self.next;
         self.next += 1;
-        let upper = system::make_directory_in(self.tmpfs.as_fd(), &format!("upper-{n}"), root.mode, root.uid, root.gid)
-            .map_err(|e| sys_err(subject, "creating the upper directory", e))?;
+        let upper = system::make_directory_in(
+            self.tmpfs.as_fd(),
+            &format!("upper-{n}"),
+            root.mode,
+            root.uid,
+            root.gid,
+        )
+        .map_err(|e| sys_err(subject, "creating the upper directory", e))?;
         let work = system::make_directory_in(self.tmpfs.as_fd(), &format!("work-{n}"), 0o700, 0, 0)
             .map_err(|e| sys_err(subject, "creating the work directory", e))?;
         Ok((upper, work))
@@ -151,14 +167,21 @@ pub fn stack(
             .map_err(|e| sys_err(subject, &format!("overlay {key}={value}"), e))?;
     }
     for layer in layers {
-        ctx.set_fd("lowerdir+", layer.as_fd())
-            .map_err(|e| sys_err(subject, "overlay lowerdir+ (this needs Linux 6.8 or later)", e))?;
+        ctx.set_fd("lowerdir+", layer.as_fd()).map_err(|e| {
+            sys_err(
+                subject,
+                "overlay lowerdir+ (this needs Linux 6.8 or later)",
+                e,
+            )
+        })?;
     }
     let upper = match writable {
         Some(tmpfs) => {
             let (upper, work) = tmpfs.layer(root, subject)?;
-            ctx.set_fd("upperdir", upper.as_fd()).map_err(|e| sys_err(subject, "overlay upperdir", e))?;
-            ctx.set_fd("workdir", work.as_fd()).map_err(|e| sys_err(subject, "overlay workdir", e))?;
+            ctx.set_fd("upperdir", upper.as_fd())
+                .map_err(|e| sys_err(subject, "overlay upperdir", e))?;
+            ctx.set_fd("workdir", work.as_fd())
+                .map_err(|e| sys_err(subject, "overlay workdir", e))?;
             Some((upper, work))
         }
         None => None,
@@ -166,7 +189,14 @@ pub fn stack(
     if let Err((e, log)) = ctx.create() {
         return Err(Failure::about(
             subject,
-            format!("overlayfs refused the layers: {e}{}", if log.is_empty() { String::new() } else { format!(" (kernel: {})", log.join("; ")) }),
+            format!(
+                "overlayfs refused the layers: {e}{}",
+                if log.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (kernel: {})", log.join("; "))
+                }
+            ),
         ));
     }
     let attrs = if upper.is_some() {
@@ -174,7 +204,9 @@ pub fn stack(
     } else {
         system::safe_mount_attributes()
     };
-    let mount = ctx.mount(attrs).map_err(|e| sys_err(subject, "fsmount(overlay)", e))?;
+    let mount = ctx
+        .mount(attrs)
+        .map_err(|e| sys_err(subject, "fsmount(overlay)", e))?;
     // The layer fds may close now: the overlay superblock holds its own
     // references to its layers (and so to the tmpfs).
     drop(upper);
@@ -188,12 +220,22 @@ mod tests {
     #[test]
     fn writable_limits() {
         let ram = 8u64 << 30;
-        assert_eq!(WritableLimits::new(LayerSize::PercentOfRam(50), ram).unwrap().bytes, 4 << 30);
+        assert_eq!(
+            WritableLimits::new(LayerSize::PercentOfRam(50), ram)
+                .unwrap()
+                .bytes,
+            4 << 30
+        );
         assert!(WritableLimits::new(LayerSize::PercentOfRam(51), ram).is_err());
         assert!(WritableLimits::new(LayerSize::Bytes(5 << 30), ram).is_err());
         let small = WritableLimits::new(LayerSize::Bytes(16 << 20), ram).unwrap();
         assert_eq!(small.inodes, 4096);
-        assert_eq!(WritableLimits::new(LayerSize::Bytes(1 << 20), ram).unwrap().inodes, WRITABLE_MIN_INODES);
+        assert_eq!(
+            WritableLimits::new(LayerSize::Bytes(1 << 20), ram)
+                .unwrap()
+                .inodes,
+            WRITABLE_MIN_INODES
+        );
     }
 
     #[test]
@@ -202,6 +244,9 @@ mod tests {
         assert_eq!((r.uid, r.gid, r.mode), (1000, 0, 0o777));
         let r = RootAttributes::sanitized(4242, 1000, 0o4755, 1000, &[1000, 5]);
         assert_eq!((r.uid, r.gid, r.mode), (0, 1000, 0o755));
-        assert_eq!(RootAttributes::sanitized(0, 0, 0o1777, 1000, &[1000]).mode, 0o1777);
+        assert_eq!(
+            RootAttributes::sanitized(0, 0, 0o1777, 1000, &[1000]).mode,
+            0o1777
+        );
     }
 }

@@ -95,9 +95,7 @@ pub fn forbidden_filesystem(magic: u64) -> Option<&'static str> {
 /// it lies within (path order), keeping the given order otherwise.
 pub fn mount_order(keys: &[OsString]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..keys.len()).collect();
-    idx.sort_by(|&a, &b| {
-        components(keys[a].as_bytes()).cmp(&components(keys[b].as_bytes()))
-    });
+    idx.sort_by(|&a, &b| components(keys[a].as_bytes()).cmp(&components(keys[b].as_bytes())));
     idx
 }
 
@@ -142,8 +140,14 @@ mod tests {
 
     #[test]
     fn nested_mounts_come_after_their_parents() {
-        let keys: Vec<OsString> = ["/a/b/c", "/z", "/a", "/a/b"].iter().map(OsString::from).collect();
-        let order: Vec<_> = mount_order(&keys).into_iter().map(|i| keys[i].clone()).collect();
+        let keys: Vec<OsString> = ["/a/b/c", "/z", "/a", "/a/b"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let order: Vec<_> = mount_order(&keys)
+            .into_iter()
+            .map(|i| keys[i].clone())
+            .collect();
         assert_eq!(order, ["/a", "/a/b", "/a/b/c", "/z"]);
     }
 }

@@ -14,7 +14,10 @@ fn ids(list: &[u32]) -> String {
     if list.is_empty() {
         "(none)".into()
     } else {
-        list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        list.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -22,7 +25,10 @@ fn dirs(list: &[OsString]) -> String {
     if list.is_empty() {
         "(none)".into()
     } else {
-        list.iter().map(|d| d.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
+        list.iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -58,7 +64,10 @@ pub fn run(images: &[OsString]) -> Result<(), Failure> {
             let settings: Settings = privileges.as_root(config::load)?;
             let caller = privileges.caller().clone();
             let mut out = format!("# site policy in force ({CONFIG_PATH}, or built-in defaults where it sets nothing)\n{}", describe(&settings.policy));
-            if let Err(why) = settings.policy.admits(caller.uid.as_raw(), &caller.all_gids()) {
+            if let Err(why) = settings
+                .policy
+                .admits(caller.uid.as_raw(), &caller.all_gids())
+            {
                 out += &format!("# you: {why}\n");
             }
             for given in images {
@@ -67,7 +76,12 @@ pub fn run(images: &[OsString]) -> Result<(), Failure> {
                     Ok(img) => {
                         let (prov, _) = img.provenance(&privileges, caller.uid.as_raw());
                         let route = settings.policy.route(&prov);
-                        format!("{}: {} ({})\n", img.path.to_string_lossy(), if route.kernel { "kernel" } else { "FUSE" }, route.reason)
+                        format!(
+                            "{}: {} ({})\n",
+                            img.path.to_string_lossy(),
+                            if route.kernel { "kernel" } else { "FUSE" },
+                            route.reason
+                        )
                     }
                     Err(e) => format!("{e}\n"),
                 };

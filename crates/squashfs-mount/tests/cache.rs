@@ -27,10 +27,13 @@ use sqfsmnt_test_support::{have, loud_skip, User, Users};
 /// The serialising lock and the installed tool; None (after saying why,
 /// loudly) when the tests cannot run here.
 fn setup() -> Option<(MutexGuard<'static, ()>, PathBuf)> {
-    let (guard, inst) = sqfsmnt_test_support::fixture::installed(env!("CARGO_BIN_EXE_squashfs-mount"))?;
+    let (guard, inst) =
+        sqfsmnt_test_support::fixture::installed(env!("CARGO_BIN_EXE_squashfs-mount"))?;
     for tool in ["unshare", "nsenter", "taskset"] {
         if !have(tool) {
-            loud_skip(&format!("(cache integration test): {tool} is missing (scripts/deps test installs it)"));
+            loud_skip(&format!(
+                "(cache integration test): {tool} is missing (scripts/deps test installs it)"
+            ));
             return None;
         }
     }
@@ -56,7 +59,13 @@ impl Scratch {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         fs::set_permissions(dir.join("m"), fs::Permissions::from_mode(0o755)).unwrap();
         let users = Users::create(2, false);
-        let s = Scratch { dir, bin, u1: users.users[0].clone(), u2: users.users[1].clone(), _users: users };
+        let s = Scratch {
+            dir,
+            bin,
+            u1: users.users[0].clone(),
+            u2: users.users[1].clone(),
+            _users: users,
+        };
         // Start from an empty cache.
         s.root_gc_all();
         s
@@ -79,11 +88,20 @@ impl Scratch {
         let _ = fs::remove_dir_all(&src);
         let mut files: Vec<(String, String)> = vec![("hello".into(), content.into())];
         files.extend((0..20).map(|i| (format!("dir/f{i}"), format!("{i}\n"))));
-        let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
         let img = self.path(name);
         sqfsmnt_test_support::image::build(&src, &img, &files, "", &["-comp", "gzip"]);
         std::os::unix::fs::chown(&img, Some(0), Some(owner.gid)).unwrap();
-        fs::set_permissions(&img, fs::Permissions::from_mode((mode & 0o700) | ((mode & 0o700) >> 3) & 0o050 | (mode & 0o007))).unwrap();
+        fs::set_permissions(
+            &img,
+            fs::Permissions::from_mode(
+                (mode & 0o700) | ((mode & 0o700) >> 3) & 0o050 | (mode & 0o007),
+            ),
+        )
+        .unwrap();
         img
     }
 
@@ -93,8 +111,15 @@ impl Scratch {
     }
 
     fn root_gc_all(&self) {
-        let out = Command::new(&self.bin).args(["--gc", "--all"]).output().unwrap();
-        assert!(out.status.success(), "root --gc --all: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(&self.bin)
+            .args(["--gc", "--all"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "root --gc --all: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Runs the installed tool as `user` with `args`.
@@ -115,7 +140,10 @@ impl Scratch {
     /// test is left.
     fn finish(&self) {
         self.root_gc_all();
-        wait_until(|| self.loops().is_empty(), "the test's loop devices to detach after root --gc --all");
+        wait_until(
+            || self.loops().is_empty(),
+            "the test's loop devices to detach after root --gc --all",
+        );
         eprintln!("attached loop devices in total: {}", attached_loops().len());
     }
 }
@@ -163,11 +191,23 @@ fn launches_share_one_loop_device() {
     // Sequential: the second launch reuses the first one's instance.
     assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "one\n");
     let first = s.loops();
-    assert_eq!(first.len(), 1, "one loop device after the first launch: {first:?}");
+    assert_eq!(
+        first.len(),
+        1,
+        "one loop device after the first launch: {first:?}"
+    );
     let out = s.cat_hello(&s.u1, &img, &[]);
     assert_eq!(ok(&out), "one\n");
-    assert!(stderr(&out).is_empty(), "unexpected warning: {}", stderr(&out));
-    assert_eq!(s.loops(), first, "the second launch must reuse the loop device");
+    assert!(
+        stderr(&out).is_empty(),
+        "unexpected warning: {}",
+        stderr(&out)
+    );
+    assert_eq!(
+        s.loops(),
+        first,
+        "the second launch must reuse the loop device"
+    );
     // Another user who can open the file reuses it too.
     assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "one\n");
     assert_eq!(s.loops(), first);
@@ -192,11 +232,25 @@ fn launches_share_one_loop_device() {
     for c in children {
         let out = c.wait_with_output().unwrap();
         if !out.status.success() || out.stdout != b"one\n" || !out.stderr.is_empty() {
-            failures.push(format!("{:?} {} {}", out.status, String::from_utf8_lossy(&out.stdout), stderr(&out)));
+            failures.push(format!(
+                "{:?} {} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                stderr(&out)
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of 40 concurrent launches failed or warned: {failures:?}", failures.len());
-    assert_eq!(s.loops().len(), 1, "40 concurrent launches must share one loop device: {:?}", s.loops());
+    assert!(
+        failures.is_empty(),
+        "{} of 40 concurrent launches failed or warned: {failures:?}",
+        failures.len()
+    );
+    assert_eq!(
+        s.loops().len(),
+        1,
+        "40 concurrent launches must share one loop device: {:?}",
+        s.loops()
+    );
     s.finish();
 }
 
@@ -211,18 +265,32 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
     let out = s.cat_hello(&s.u2, &img, &[]);
     assert!(!out.status.success(), "user2 must be refused");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
-    assert!(stderr(&out).contains("permission denied"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("permission denied"),
+        "{}",
+        stderr(&out)
+    );
 
     // Neither listed to nor evictable by user2; listed to its owner and root.
     let name = img.display().to_string();
     let status2 = ok(&s.as_user(&s.u2, &["--cache-status"]));
     assert!(!status2.contains(&name), "path leaked to user2: {status2}");
-    assert!(!status2.contains("private"), "path leaked to user2: {status2}");
+    assert!(
+        !status2.contains("private"),
+        "path leaked to user2: {status2}"
+    );
     ok(&s.as_user(&s.u2, &["--gc"]));
-    assert_eq!(s.loops().len(), 1, "user2's --gc must not evict user1's instance");
+    assert_eq!(
+        s.loops().len(),
+        1,
+        "user2's --gc must not evict user1's instance"
+    );
     assert!(ok(&s.as_user(&s.u1, &["--cache-status"])).contains(&name));
     let root_status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
-    assert!(root_status.contains(&name) && root_status.contains("created by uid"), "{root_status}");
+    assert!(
+        root_status.contains(&name) && root_status.contains("created by uid"),
+        "{root_status}"
+    );
     // --gc --all is root's.
     let out = s.as_user(&s.u1, &["--gc", "--all"]);
     assert!(!out.status.success());
@@ -244,18 +312,30 @@ fn modified_replaced_and_deleted_images() {
     // no test does.
     let before = s.loops();
     let later = std::time::SystemTime::now() + Duration::from_secs(5);
-    fs::File::options().write(true).open(&img).unwrap().set_modified(later).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&img)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
     assert_eq!(fs::metadata(&img).unwrap().ino(), ino);
     assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "first\n");
     wait_until(|| s.loops().len() == 1, "the stale instance to be evicted");
-    assert_ne!(s.loops(), before, "a modified image must get a new instance");
+    assert_ne!(
+        s.loops(),
+        before,
+        "a modified image must get a new instance"
+    );
 
     // Replaced (rename over it): new inode, the old one deleted.
     let third = s.image("c.sqfs", "third\n", &s.u1, 0o644);
     fs::rename(&third, &img).unwrap();
     assert_ne!(fs::metadata(&img).unwrap().ino(), ino);
     assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "third\n");
-    wait_until(|| s.loops().len() == 1, "the replaced image's instance to be evicted");
+    wait_until(
+        || s.loops().len() == 1,
+        "the replaced image's instance to be evicted",
+    );
     // Again: served from the cache now.
     let before = s.loops();
     assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "third\n");
@@ -268,7 +348,10 @@ fn modified_replaced_and_deleted_images() {
     assert!(ok(&s.as_user(&s.u1, &["--cache-status"])).contains(&name));
     assert!(!ok(&s.as_user(&s.u2, &["--cache-status"])).contains(&name));
     ok(&s.as_user(&s.u2, &["--gc"]));
-    wait_until(|| s.loops().is_empty(), "the deleted image's loop device to detach after --gc");
+    wait_until(
+        || s.loops().is_empty(),
+        "the deleted image's loop device to detach after --gc",
+    );
     s.finish();
 }
 
@@ -279,12 +362,28 @@ fn no_cache_leaves_nothing_behind() {
     let img = s.image("a.sqfs", "plain\n", &s.u1, 0o644);
     // While it runs there is a loop device; afterwards none, and no entry.
     let pair = format!("{}:{}", img.display(), s.mnt());
-    let out = s.as_user(&s.u1, &["--no-cache", &pair, "--", "sh", "-c", &format!("cat {}/hello; ls /sys/block/ > /dev/null", s.mnt())]);
+    let out = s.as_user(
+        &s.u1,
+        &[
+            "--no-cache",
+            &pair,
+            "--",
+            "sh",
+            "-c",
+            &format!("cat {}/hello; ls /sys/block/ > /dev/null", s.mnt()),
+        ],
+    );
     assert_eq!(ok(&out), "plain\n");
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
-    wait_until(|| s.loops().is_empty(), "the --no-cache loop device to detach");
+    wait_until(
+        || s.loops().is_empty(),
+        "the --no-cache loop device to detach",
+    );
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
-    assert!(!status.contains(&img.display().to_string()), "--no-cache must not fill the cache: {status}");
+    assert!(
+        !status.contains(&img.display().to_string()),
+        "--no-cache must not fill the cache: {status}"
+    );
     // A cached launch after it still works.
     assert_eq!(ok(&s.cat_hello(&s.u1, &img, &[])), "plain\n");
     assert_eq!(s.loops().len(), 1);
@@ -299,23 +398,38 @@ fn instances_in_use_survive_gc_until_released() {
     let pair = format!("{}:{}", img.display(), s.mnt());
     let done = s.path("done");
     // A launch that keeps its clone mounted until `done` exists.
-    let script = format!("cat {}/hello; while [ ! -e {} ]; do sleep 0.05; done", s.mnt(), done.display());
-    let mut child = user_command(&s.u1, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let script = format!(
+        "cat {}/hello; while [ ! -e {} ]; do sleep 0.05; done",
+        s.mnt(),
+        done.display()
+    );
+    let mut child = user_command(
+        &s.u1,
+        &s.bin,
+        &[pair.as_str(), "--", "sh", "-c", script.as_str()],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
     wait_until(|| s.loops().len() == 1, "the launch to mount");
     let status = ok(&s.as_user(&s.u1, &["--cache-status"]));
     assert!(status.contains("in-use"), "{status}");
     ok(&s.as_user(&s.u1, &["--gc"]));
     ok(&Command::new(&s.bin).arg("--gc").output().unwrap());
-    assert!(ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap()).contains(&img.display().to_string()), "in-use instance evicted");
+    assert!(
+        ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap())
+            .contains(&img.display().to_string()),
+        "in-use instance evicted"
+    );
     fs::write(&done, "").unwrap();
     assert!(child.wait().unwrap().success());
     // Released: the user's own --gc evicts it.
     let out = ok(&s.as_user(&s.u1, &["--gc"]));
     assert!(out.contains("evicted"), "{out}");
-    wait_until(|| s.loops().is_empty(), "the released instance's loop device to detach");
+    wait_until(
+        || s.loops().is_empty(),
+        "the released instance's loop device to detach",
+    );
     s.finish();
 }
 
@@ -327,8 +441,18 @@ fn cached_instances_are_unreachable_outside_the_tool() {
     let pair = format!("{}:{}", img.display(), s.mnt());
     let done = s.path("done");
     // User 1 has it cached and a launch of it running.
-    let script = format!("cat {}/hello >/dev/null; while [ ! -e {} ]; do sleep 0.05; done", s.mnt(), done.display());
-    let mut child = user_command(&s.u1, &s.bin, &[pair.as_str(), "--", "sh", "-c", script.as_str()]).spawn().unwrap();
+    let script = format!(
+        "cat {}/hello >/dev/null; while [ ! -e {} ]; do sleep 0.05; done",
+        s.mnt(),
+        done.display()
+    );
+    let mut child = user_command(
+        &s.u1,
+        &s.bin,
+        &[pair.as_str(), "--", "sh", "-c", script.as_str()],
+    )
+    .spawn()
+    .unwrap();
     wait_until(|| s.loops().len() == 1, "the launch to mount");
 
     // User 2 tries every path they have.
@@ -354,23 +478,47 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         done
         echo "probed, found=$found"
     "#;
-    let out = user_command(&s.u2, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
+    let out = user_command(&s.u2, Path::new("/bin/sh"), &["-c", probe])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("probed, found=0"), "user2 reached the cached instance:\n{text}");
+    assert!(
+        text.contains("probed, found=0"),
+        "user2 reached the cached instance:\n{text}"
+    );
     // Controls, showing the probe finds what is there: the owner reaches
     // their own running launch's mount through /proc/<pid>/root, and root
     // reaches the state directory (but no process's root is the cache's).
-    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", probe]).output().unwrap();
+    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", probe])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.lines().any(|l| l.starts_with("REACHED /proc/") && l.contains("/root/")), "control failed, the probe reaches nothing:\n{text}");
-    assert!(!text.contains("cache namespace") && !text.contains("/run/squashfs-mount"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("REACHED /proc/") && l.contains("/root/")),
+        "control failed, the probe reaches nothing:\n{text}"
+    );
+    assert!(
+        !text.contains("cache namespace") && !text.contains("/run/squashfs-mount"),
+        "{text}"
+    );
     let out = Command::new("sh").args(["-c", probe]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("REACHED /run/squashfs-mount\n"), "control failed:\n{text}");
-    assert!(!text.contains("cache namespace"), "a process sits in the cache namespace:\n{text}");
+    assert!(
+        text.contains("REACHED /run/squashfs-mount\n"),
+        "control failed:\n{text}"
+    );
+    assert!(
+        !text.contains("cache namespace"),
+        "a process sits in the cache namespace:\n{text}"
+    );
     // The mount table user2 sees names no instance and no cache entry.
     let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mi.lines().any(|l| l.contains(" squashfs ") && l.contains(&s.dir.display().to_string())), "{mi}");
+    assert!(
+        !mi.lines()
+            .any(|l| l.contains(" squashfs ") && l.contains(&s.dir.display().to_string())),
+        "{mi}"
+    );
 
     fs::write(&done, "").unwrap();
     assert!(child.wait().unwrap().success());
@@ -381,7 +529,10 @@ fn cached_instances_are_unreachable_outside_the_tool() {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -396,7 +547,10 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
     // take on this (possibly busy) machine: it shrinks when a launch
     // finished before the kill and grows when the kill came first, so the
     // kills spread over the whole of the setup, creation included.
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     eprintln!("kill delays seed: {seed}");
     let mut rng = Lcg(seed);
     let mut bound_us: u64 = 8000;
@@ -422,7 +576,10 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
         }
     }
     eprintln!("{killed_early} of {rounds} launches were killed before they finished (final bound {bound_us} us)");
-    assert!(killed_early >= 30, "the kills came too late to test anything ({killed_early} of {rounds} early)");
+    assert!(
+        killed_early >= 30,
+        "the kills came too late to test anything ({killed_early} of {rounds} early)"
+    );
     // A normal launch works and sees the content; a second reuses it.
     let out = s.cat_hello(&s.u1, &img, &[]);
     assert_eq!(ok(&out), "alive\n");
@@ -452,14 +609,22 @@ fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
     );
     // A read-only /run in a private mount namespace.
     let out = Command::new("unshare")
-        .args(["-m", "sh", "-c", &format!("mount -t tmpfs -o ro tmpfs /run && {run}")])
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            &format!("mount -t tmpfs -o ro tmpfs /run && {run}"),
+        ])
         .output()
         .unwrap();
     assert_eq!(ok(&out), "fallback\n");
     let warn = stderr(&out);
     assert_eq!(warn.lines().count(), 1, "exactly one warning line: {warn}");
     assert!(warn.contains("warning") && warn.contains("cache"), "{warn}");
-    wait_until(|| s.loops().is_empty(), "the private instance's loop device to detach");
+    wait_until(
+        || s.loops().is_empty(),
+        "the private instance's loop device to detach",
+    );
 }
 
 #[test]
@@ -476,14 +641,20 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
         s.mnt(),
         s.mnt()
     );
-    let count = format!("cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{}/' || true", s.dir.display());
+    let count = format!(
+        "cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{}/' || true",
+        s.dir.display()
+    );
     // A job-container-like namespace with its own /run: its cache lives in
     // it and goes away with it. The namespace is made on CPU `a` and the
     // launches start confined to CPU `b`: since Linux 6.18 namespace ids
     // come in per-CPU batches, so for one of the orders the kernel refuses
     // the first bind of the cache namespace (ELOOP) and the tool must retry
     // on other CPUs.
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(3);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(3);
     for (a, b) in (0..cpus).flat_map(|a| (0..cpus).map(move |b| (a, b))) {
         let cpu = format!("{a}->{b}");
         let script = format!(
@@ -494,9 +665,21 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
             .output()
             .unwrap();
         let text = ok(&out);
-        assert_eq!(text, "nested\nnested\nnested\nloops=1\n", "cpu {cpu}: {}", stderr(&out));
-        assert!(stderr(&out).is_empty(), "cpu {cpu}: unexpected warning: {}", stderr(&out));
-        wait_until(|| s.loops().is_empty(), "the namespace's cache to go away with it");
+        assert_eq!(
+            text,
+            "nested\nnested\nnested\nloops=1\n",
+            "cpu {cpu}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).is_empty(),
+            "cpu {cpu}: unexpected warning: {}",
+            stderr(&out)
+        );
+        wait_until(
+            || s.loops().is_empty(),
+            "the namespace's cache to go away with it",
+        );
     }
 }
 
@@ -522,7 +705,11 @@ fn in_cache_namespace(work: impl Fn() -> bool + Send + Sync + 'static) {
         });
     }
     let st = cmd.status().unwrap();
-    assert_eq!(st.code(), Some(0), "could not plant the entries in the cache namespace");
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "could not plant the entries in the cache namespace"
+    );
 }
 
 #[test]
@@ -540,8 +727,18 @@ fn half_made_entries_are_cleaned_up() {
     // meta that does not parse; and a name an earlier version of the tool
     // used (`<dev>-<ino>`).
     let m = fs::metadata(&a).unwrap();
-    let (k1, k2, old) = ("0123456789abcdef0123456789abcdef".to_string(), "fedcba9876543210fedcba9876543210".to_string(), format!("{:x}-{:x}", m.dev(), m.ino()));
-    let dirs = [c(format!("/{k1}")), c(format!("/{k1}/mnt")), c(format!("/{k2}")), c(format!("/{k2}/mnt")), c(format!("/{old}"))];
+    let (k1, k2, old) = (
+        "0123456789abcdef0123456789abcdef".to_string(),
+        "fedcba9876543210fedcba9876543210".to_string(),
+        format!("{:x}-{:x}", m.dev(), m.ino()),
+    );
+    let dirs = [
+        c(format!("/{k1}")),
+        c(format!("/{k1}/mnt")),
+        c(format!("/{k2}")),
+        c(format!("/{k2}/mnt")),
+        c(format!("/{old}")),
+    ];
     let (tmpfs_on, meta) = (c(format!("/{k2}/mnt")), c(format!("/{k2}/meta")));
     // A stray file (an earlier version kept its key in /secret).
     let stray = c("/secret".into());
@@ -549,18 +746,38 @@ fn half_made_entries_are_cleaned_up() {
     in_cache_namespace(move || unsafe {
         // SAFETY: raw system calls on CStrings owned by this closure.
         dirs.iter().all(|d| libc::mkdir(d.as_ptr(), 0o700) == 0)
-            && libc::mount(tmpfs.as_ptr(), tmpfs_on.as_ptr(), tmpfs.as_ptr(), 0, std::ptr::null()) == 0
+            && libc::mount(
+                tmpfs.as_ptr(),
+                tmpfs_on.as_ptr(),
+                tmpfs.as_ptr(),
+                0,
+                std::ptr::null(),
+            ) == 0
             && {
-                let fd = libc::open(meta.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
-                fd >= 0 && libc::write(fd, b"garbage\n".as_ptr().cast(), 8) == 8 && libc::close(fd) == 0
+                let fd = libc::open(
+                    meta.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o600,
+                );
+                fd >= 0
+                    && libc::write(fd, b"garbage\n".as_ptr().cast(), 8) == 8
+                    && libc::close(fd) == 0
             }
             && {
-                let fd = libc::open(stray.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+                let fd = libc::open(
+                    stray.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o600,
+                );
                 fd >= 0 && libc::close(fd) == 0
             }
     });
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
-    assert_eq!(status.matches("broken").count(), 4, "the planted entries must show as broken:\n{status}");
+    assert_eq!(
+        status.matches("broken").count(),
+        4,
+        "the planted entries must show as broken:\n{status}"
+    );
 
     // The launches that make new entries collect the broken ones.
     assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");
@@ -584,18 +801,40 @@ fn the_working_directory_survives_visits_to_the_cache() {
     // been in the cache namespace (creation, then reuse), and the command
     // starts in the caller's directory.
     for round in 0..2 {
-        let out = user_command(&s.u1, &s.bin, &["a.sqfs:m", "--", "sh", "-c", "readlink /proc/self/cwd; cat m/hello"])
-            .current_dir(&s.dir)
-            .output()
-            .unwrap();
-        assert_eq!(ok(&out), format!("{}\ncwd\n", s.dir.display()), "round {round}");
+        let out = user_command(
+            &s.u1,
+            &s.bin,
+            &[
+                "a.sqfs:m",
+                "--",
+                "sh",
+                "-c",
+                "readlink /proc/self/cwd; cat m/hello",
+            ],
+        )
+        .current_dir(&s.dir)
+        .output()
+        .unwrap();
+        assert_eq!(
+            ok(&out),
+            format!("{}\ncwd\n", s.dir.display()),
+            "round {round}"
+        );
         assert!(stderr(&out).is_empty(), "{}", stderr(&out));
         assert_eq!(s.loops().len(), 1);
     }
     // A working directory that root cannot enter (a FUSE mount of the
     // caller's, without allow_root): the launch must not lose it; it mounts
     // a private instance with one warning.
-    let fuse_usable = user_command(&s.u1, Path::new("/bin/sh"), &["-c", "test -r /dev/fuse -a -w /dev/fuse"]).status().unwrap().success();
+    let _fuse = sqfsmnt_test_support::site::FuseForUsers::enable();
+    let fuse_usable = user_command(
+        &s.u1,
+        Path::new("/bin/sh"),
+        &["-c", "test -r /dev/fuse -a -w /dev/fuse"],
+    )
+    .status()
+    .unwrap()
+    .success();
     if !have("squashfuse") || !have("fusermount3") || !fuse_usable {
         loud_skip(&format!("(FUSE part of the working-directory cache test): squashfuse or fusermount3 missing, or /dev/fuse not usable by {}", s.u1.name));
         s.finish();
@@ -604,12 +843,27 @@ fn the_working_directory_survives_visits_to_the_cache() {
     let fuse = s.path("fuse");
     fs::create_dir(&fuse).unwrap();
     s.u1.chown(&fuse);
-    let out = user_command(&s.u1, Path::new("squashfuse"), &[img.as_os_str(), fuse.as_os_str()]).output().unwrap();
-    assert!(out.status.success(), "squashfuse as the test user: {}", stderr(&out));
+    let out = user_command(
+        &s.u1,
+        Path::new("squashfuse"),
+        &[img.as_os_str(), fuse.as_os_str()],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "squashfuse as the test user: {}",
+        stderr(&out)
+    );
     struct Unmount(PathBuf, User);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = user_command(&self.1, Path::new("fusermount3"), &["-u".as_ref(), self.0.as_os_str()]).status();
+            let _ = user_command(
+                &self.1,
+                Path::new("fusermount3"),
+                &["-u".as_ref(), self.0.as_os_str()],
+            )
+            .status();
         }
     }
     let _unmount = Unmount(fuse.clone(), s.u1.clone());
@@ -621,9 +875,14 @@ fn the_working_directory_survives_visits_to_the_cache() {
         s.bin.display(),
         s.mnt()
     );
-    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", script.as_str()]).output().unwrap();
+    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", script.as_str()])
+        .output()
+        .unwrap();
     let text = ok(&out);
-    assert!(text.starts_with(&format!("{}/dir\ncwd\nf0\n", fuse.display())), "{text}");
+    assert!(
+        text.starts_with(&format!("{}/dir\ncwd\nf0\n", fuse.display())),
+        "{text}"
+    );
     let warn = stderr(&out);
     assert_eq!(warn.lines().count(), 1, "{warn}");
     assert!(warn.contains("private instance"), "{warn}");
@@ -644,13 +903,33 @@ fn unions_and_repeated_images_use_the_cached_instances() {
     // clone, made in the cache namespace), and a union of two images on top.
     let plain = format!("{}:{}", a.display(), m2.display());
     let union = format!("--union={},{}:{}", b.display(), a.display(), s.mnt());
-    let script = format!("cat {}/hello {}/hello {}/dir/f1", m2.display(), s.mnt(), s.mnt());
+    let script = format!(
+        "cat {}/hello {}/hello {}/dir/f1",
+        m2.display(),
+        s.mnt(),
+        s.mnt()
+    );
     for round in 0..2 {
-        let out = s.as_user(&s.u1, &[plain.as_str(), union.as_str(), "--", "sh", "-c", script.as_str()]);
+        let out = s.as_user(
+            &s.u1,
+            &[
+                plain.as_str(),
+                union.as_str(),
+                "--",
+                "sh",
+                "-c",
+                script.as_str(),
+            ],
+        );
         assert_eq!(ok(&out), "a\nb\n1\n", "round {round}");
         let warn = stderr(&out);
         assert!(!warn.contains("image cache"), "round {round}: {warn}");
-        assert_eq!(s.loops().len(), 2, "round {round}: one loop device per image, kept: {:?}", s.loops());
+        assert_eq!(
+            s.loops().len(),
+            2,
+            "round {round}: one loop device per image, kept: {:?}",
+            s.loops()
+        );
     }
     s.finish();
 }
@@ -670,9 +949,16 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
     // left it (a package upgrade while instances are cached): the same
     // fields under another header. A version that ignored the header would
     // reuse it; one that choked on it would fail.
-    assert_eq!(sqfsmnt_test_support::cachens::rewrite_record_headers(b"squashfs-mount-cache 3"), 1);
+    assert_eq!(
+        sqfsmnt_test_support::cachens::rewrite_record_headers(b"squashfs-mount-cache 3"),
+        1
+    );
     let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
-    assert_eq!(status.matches("broken").count(), 1, "the entry must show as broken:\n{status}");
+    assert_eq!(
+        status.matches("broken").count(),
+        1,
+        "the entry must show as broken:\n{status}"
+    );
     // The next launch evicts it and caches a new instance, quietly.
     let out = s.cat_hello(&s.u1, &a, &[]);
     assert_eq!(ok(&out), "a\n");
@@ -681,7 +967,10 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
     assert!(!status.contains("broken"), "{status}");
     assert_eq!(status.matches("idle").count(), 1, "{status}");
     // The old instance's loop device is released; the new one is reused.
-    wait_until(|| s.loops().len() == 1, "the evicted instance's loop device to detach");
+    wait_until(
+        || s.loops().len() == 1,
+        "the evicted instance's loop device to detach",
+    );
     let before = s.loops();
     assert_eq!(ok(&s.cat_hello(&s.u2, &a, &[])), "a\n");
     assert_eq!(s.loops(), before, "the recreated instance must be reused");

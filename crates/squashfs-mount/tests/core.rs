@@ -57,7 +57,12 @@ fn image_secret(fx: &Fixture) -> PathBuf {
 fn single_image() {
     case(|fx| {
         let m = fx.mount_point("single");
-        let r = fx.run([pair(&image_a(fx), &m), "--".into(), "cat".into(), s(&m.join("hello.txt"))]);
+        let r = fx.run([
+            pair(&image_a(fx), &m),
+            "--".into(),
+            "cat".into(),
+            s(&m.join("hello.txt")),
+        ]);
         r.ok();
         assert_eq!(r.stdout(), "hello from a\n");
         // Nothing visible on the host.
@@ -69,7 +74,13 @@ fn single_image() {
 fn exit_status_is_the_commands() {
     case(|fx| {
         let m = fx.mount_point("status");
-        let r = fx.run([pair(&image_b(fx), &m), "--".into(), "sh".into(), "-c".into(), "exit 7".into()]);
+        let r = fx.run([
+            pair(&image_b(fx), &m),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            "exit 7".into(),
+        ]);
         assert_eq!(r.code(), Some(7));
         let r = fx.run(["--", "/nonexistent/cmd"]);
         assert_eq!(r.code(), Some(127));
@@ -88,12 +99,22 @@ fn several_images_and_mount_list() {
             "--".into(),
             "sh".into(),
             "-c".into(),
-            format!("cat {}/hello.txt {}/b.txt; echo \"$UENV_MOUNT_LIST\"", s(&ma), s(&mb)),
+            format!(
+                "cat {}/hello.txt {}/b.txt; echo \"$UENV_MOUNT_LIST\"",
+                s(&ma),
+                s(&mb)
+            ),
         ]);
         r.ok();
         assert_eq!(
             r.stdout(),
-            format!("hello from a\nbee\n{}:{},{}:{}\n", s(&a), s(&ma), s(&b), s(&mb))
+            format!(
+                "hello from a\nbee\n{}:{},{}:{}\n",
+                s(&a),
+                s(&ma),
+                s(&b),
+                s(&mb)
+            )
         );
         // The --sqfs= form.
         let r = fx.run([
@@ -119,12 +140,19 @@ fn nested_mount_points_in_path_order() {
             "--".into(),
             "sh".into(),
             "-c".into(),
-            format!("cat {}/hello.txt {}/c.txt; echo \"$UENV_MOUNT_LIST\"", s(&outer), s(&inner)),
+            format!(
+                "cat {}/hello.txt {}/c.txt; echo \"$UENV_MOUNT_LIST\"",
+                s(&outer),
+                s(&inner)
+            ),
         ]);
         r.ok();
         let out = r.stdout();
         assert!(out.starts_with("hello from a\nsea\n"), "{out}");
-        assert!(out.contains(&format!("{}:{},", s(&image_a(fx)), s(&outer))), "{out}");
+        assert!(
+            out.contains(&format!("{}:{},", s(&image_a(fx)), s(&outer))),
+            "{out}"
+        );
     });
 }
 
@@ -132,22 +160,32 @@ fn nested_mount_points_in_path_order() {
 fn relative_paths_are_made_absolute() {
     case(|fx| {
         let m = fx.mount_point("rel");
-        let r = fx.run(["images/b.sqfs:mnt/rel".to_string(), "--".into(), "sh".into(), "-c".into(),
-            "cat mnt/rel/b.txt; echo $UENV_MOUNT_LIST".into()]);
+        let r = fx.run([
+            "images/b.sqfs:mnt/rel".to_string(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            "cat mnt/rel/b.txt; echo $UENV_MOUNT_LIST".into(),
+        ]);
         let _ = image_b(fx);
         r.ok();
-        assert_eq!(r.stdout(), format!("bee\n{}:{}\n", s(&fx.path("images/b.sqfs")), s(&m)));
+        assert_eq!(
+            r.stdout(),
+            format!("bee\n{}:{}\n", s(&fx.path("images/b.sqfs")), s(&m))
+        );
     });
 }
 
 #[test]
 fn invalid_arguments_exit_1() {
     case(|fx| {
-        fx.run(["invalid_argument", "--", "true"]).refused(&["<image>:<mountpoint>"]);
+        fx.run(["invalid_argument", "--", "true"])
+            .refused(&["<image>:<mountpoint>"]);
         fx.run(["a.sqfs:/m"]).refused(&["--"]);
-        fx.run(["--frobnicate", "--", "true"]).refused(&["unknown option"]);
+        fx.run(["--frobnicate", "--", "true"])
+            .refused(&["unknown option"]);
         fx.run(["a:b:c", "--", "true"]).refused(&["':'"]);
-        fx.run(["--", ]).refused(&["no command"]);
+        fx.run(["--"]).refused(&["no command"]);
     });
 }
 
@@ -206,10 +244,19 @@ fn forwarded_environment() {
         let out = r.stdout();
         assert!(out.lines().any(|l| l == "LD_LIBRARY_PATH=foo"), "{out}");
         assert!(!out.lines().any(|l| l == "LD_LIBRARY_PATH=bar"), "{out}");
-        assert!(out.lines().any(|l| l == "BASH_FUNC_greet%%=() { echo hi; }"), "{out}");
-        assert!(out.lines().any(|l| l.starts_with("UENV_MOUNT_LIST=")), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l == "BASH_FUNC_greet%%=() { echo hi; }"),
+            "{out}"
+        );
+        assert!(
+            out.lines().any(|l| l.starts_with("UENV_MOUNT_LIST=")),
+            "{out}"
+        );
         // Also without mounts.
-        let r = fx.user_sh("SQFSMNT_FWD_LD_LIBRARY_PATH=foo \"$SQM\" -- sh -c 'env | grep ^LD_LIBRARY_PATH'");
+        let r = fx.user_sh(
+            "SQFSMNT_FWD_LD_LIBRARY_PATH=foo \"$SQM\" -- sh -c 'env | grep ^LD_LIBRARY_PATH'",
+        );
         assert_eq!(r.stdout(), "LD_LIBRARY_PATH=foo\n");
     });
 }
@@ -228,8 +275,17 @@ fn preload_reaches_only_the_unprivileged_command() {
             "#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void f(void){fprintf(stderr,\"PRELOADED euid=%d\\n\",(int)geteuid());}\n",
         )
         .unwrap();
-        let out = Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&src).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).unwrap();
         let m = fx.mount_point("preload");
         let p = pair(&image_b(fx), &m);
@@ -245,10 +301,18 @@ fn preload_reaches_only_the_unprivileged_command() {
             // Control: the same binary without the setuid bit is influenced,
             // so the check below can fail.
             let r = fx.user_sh(&format!("{var}='{value}' {} -- /bin/true", s(&plain)));
-            assert!(r.stderr().contains("PRELOADED") || r.stderr().contains("fakelib"), "control run not influenced by {var}: {}", r.stderr());
+            assert!(
+                r.stderr().contains("PRELOADED") || r.stderr().contains("fakelib"),
+                "control run not influenced by {var}: {}",
+                r.stderr()
+            );
             let r = fx.user_sh(&format!("{var}='{value}' \"$SQM\" {p} -- /bin/true"));
             r.ok();
-            assert!(!r.stderr().contains("PRELOADED"), "{var} influenced the setuid program: {}", r.stderr());
+            assert!(
+                !r.stderr().contains("PRELOADED"),
+                "{var} influenced the setuid program: {}",
+                r.stderr()
+            );
         }
         // GLIBC_TUNABLES is the dynamic loader's business (it filters it for
         // setuid programs); we only check that a hostile value does not
@@ -256,10 +320,17 @@ fn preload_reaches_only_the_unprivileged_command() {
         let r = fx.user_sh(&format!("GLIBC_TUNABLES=glibc.malloc.check=3:glibc.malloc.mmap_threshold=1 \"$SQM\" {p} -- cat {}", s(&m.join("b.txt"))));
         r.ok();
         assert_eq!(r.stdout(), "bee\n");
-        let r = fx.user_sh(&format!("SQFSMNT_FWD_LD_PRELOAD='{}' \"$SQM\" {p} -- /bin/true", s(&so)));
+        let r = fx.user_sh(&format!(
+            "SQFSMNT_FWD_LD_PRELOAD='{}' \"$SQM\" {p} -- /bin/true",
+            s(&so)
+        ));
         r.ok();
         assert_eq!(r.stderr().matches("PRELOADED").count(), 1, "{}", r.stderr());
-        assert!(r.stderr().contains(&format!("PRELOADED euid={}", fx.uid)), "{}", r.stderr());
+        assert!(
+            r.stderr().contains(&format!("PRELOADED euid={}", fx.uid)),
+            "{}",
+            r.stderr()
+        );
     });
 }
 
@@ -271,15 +342,22 @@ fn preload_reaches_only_the_unprivileged_command() {
 fn unreadable_image_is_refused() {
     case(|fx| {
         let m = fx.mount_point("secret");
-        fx.run([pair(&image_secret(fx), &m), "--".into(), "cat".into(), s(&m.join("which"))])
-            .refused(&["secret.sqfs", "permission denied"]);
+        fx.run([
+            pair(&image_secret(fx), &m),
+            "--".into(),
+            "cat".into(),
+            s(&m.join("which")),
+        ])
+        .refused(&["secret.sqfs", "permission denied"]);
         // In a directory the user cannot traverse.
         let hidden = fx.path("private/b.sqfs");
         fs::copy(image_b(fx), &hidden).unwrap();
-        fx.run([pair(&hidden, &m), "--".into(), "true".into()]).refused(&["private/b.sqfs", "permission denied"]);
+        fx.run([pair(&hidden, &m), "--".into(), "true".into()])
+            .refused(&["private/b.sqfs", "permission denied"]);
         // Through a symlink the user may follow.
         let link = fx.symlink(image_secret(fx), "secret-link.sqfs");
-        fx.run([pair(&link, &m), "--".into(), "true".into()]).refused(&["permission denied"]);
+        fx.run([pair(&link, &m), "--".into(), "true".into()])
+            .refused(&["permission denied"]);
     });
 }
 
@@ -306,8 +384,16 @@ fn symlink_swap_race_never_mounts_the_secret_image() {
         let (mut mounted, mut refused) = (0, 0);
         let deadline = Instant::now() + Duration::from_secs(4);
         while Instant::now() < deadline && mounted + refused < 300 {
-            let r = fx.run([pair(&link, &m), "--".into(), "cat".into(), s(&m.join("which"))]);
-            assert!(!r.stdout().contains("secret"), "the secret image was mounted");
+            let r = fx.run([
+                pair(&link, &m),
+                "--".into(),
+                "cat".into(),
+                s(&m.join("which")),
+            ]);
+            assert!(
+                !r.stdout().contains("secret"),
+                "the secret image was mounted"
+            );
             match r.code() {
                 Some(0) => {
                     assert_eq!(r.stdout(), "public\n");
@@ -321,7 +407,10 @@ fn symlink_swap_race_never_mounts_the_secret_image() {
         }
         stop.store(true, Ordering::Relaxed);
         swapper.join().unwrap();
-        assert!(mounted > 0 && refused > 0, "race not exercised: {mounted} mounted, {refused} refused");
+        assert!(
+            mounted > 0 && refused > 0,
+            "race not exercised: {mounted} mounted, {refused} refused"
+        );
     });
 }
 
@@ -331,7 +420,11 @@ fn non_regular_images_are_refused() {
         let m = fx.mount_point("nonreg");
         let fifo = fx.path("user/fifo");
         let _ = fs::remove_file(&fifo);
-        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
         let sock = fx.path("user/sock");
         let _ = fs::remove_file(&sock);
         let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
@@ -356,7 +449,12 @@ fn non_regular_images_are_refused() {
             }
         }
         if Path::new("/dev/loop0").exists() {
-            fx.run([pair(Path::new("/dev/loop0"), &m), "--".into(), "true".into()]).refused(&["loop0"]);
+            fx.run([
+                pair(Path::new("/dev/loop0"), &m),
+                "--".into(),
+                "true".into(),
+            ])
+            .refused(&["loop0"]);
         }
     });
 }
@@ -390,7 +488,10 @@ fn corrupt_truncated_and_empty_images() {
             (write("empty.sqfs", &[]), vec!["empty"]),
             (write("short.sqfs", &good[..50]), vec!["shorter"]),
             (write("random.sqfs", &random), vec!["not a SquashFS image"]),
-            (write("trunc.sqfs", &good[..good.len() / 2]), vec!["truncated"]),
+            (
+                write("trunc.sqfs", &good[..good.len() / 2]),
+                vec!["truncated"],
+            ),
             (write("v3.sqfs", &v3), vec!["version 3.0"]),
             (write("lzma.sqfs", &lzma), vec!["lzma"]),
         ];
@@ -398,7 +499,8 @@ fn corrupt_truncated_and_empty_images() {
             let mut n = needles.clone();
             let name = img.file_name().unwrap().to_string_lossy().into_owned();
             n.push(&name);
-            fx.run([pair(&img, &m), "--".into(), "true".into()]).refused(&n);
+            fx.run([pair(&img, &m), "--".into(), "true".into()])
+                .refused(&n);
         }
     });
 }
@@ -410,11 +512,23 @@ fn repeated_image_is_quiet() {
         // warning (quiet success); `--verbose` says what was done.
         let (m1, m2) = (fx.mount_point("rep1"), fx.mount_point("rep2"));
         let b = image_b(fx);
-        let r = fx.run([pair(&b, &m1), pair(&b, &m2), "--".into(), "cat".into(), s(&m1.join("b.txt")), s(&m2.join("b.txt"))]);
+        let r = fx.run([
+            pair(&b, &m1),
+            pair(&b, &m2),
+            "--".into(),
+            "cat".into(),
+            s(&m1.join("b.txt")),
+            s(&m2.join("b.txt")),
+        ]);
         r.ok();
         assert_eq!(r.stdout(), "bee\nbee\n");
         assert!(r.stderr().is_empty(), "{}", r.stderr());
-        let r = fx.run(["--verbose".into(), pair(&b, &m1), "--".into(), "true".into()]);
+        let r = fx.run([
+            "--verbose".into(),
+            pair(&b, &m1),
+            "--".into(),
+            "true".into(),
+        ]);
         r.ok();
         assert!(r.stderr().contains("kernel (trusted"), "{}", r.stderr());
     });
@@ -443,10 +557,14 @@ fn kernel_filesystems_and_root_are_refused() {
             (s(&fx.symlink("/sys/fs", "to-sys")), "/sys"),
             (s(&fx.symlink("/dev", "to-dev")), "/dev"),
             (s(&fx.symlink("/", "to-root")), "root directory"),
-            (format!("{}/..", s(&fx.symlink("/proc/sys", "to-procsys"))), "/proc"),
+            (
+                format!("{}/..", s(&fx.symlink("/proc/sys", "to-procsys"))),
+                "/proc",
+            ),
         ];
         for (mnt, why) in refused {
-            fx.run([format!("{}:{mnt}", s(&b)), "--".into(), "true".into()]).refused(&["refusing", why]);
+            fx.run([format!("{}:{mnt}", s(&b)), "--".into(), "true".into()])
+                .refused(&["refusing", why]);
         }
     });
 }
@@ -464,7 +582,10 @@ fn symlinked_mount_point_mounts_on_its_target() {
             format!("cat {}/b.txt; echo $UENV_MOUNT_LIST", s(&target)),
         ]);
         r.ok();
-        assert_eq!(r.stdout(), format!("bee\n{}:{}\n", s(&image_b(fx)), s(&target)));
+        assert_eq!(
+            r.stdout(),
+            format!("bee\n{}:{}\n", s(&image_b(fx)), s(&target))
+        );
     });
 }
 
@@ -473,13 +594,20 @@ fn duplicate_mount_points_are_refused() {
     case(|fx| {
         let m = fx.mount_point("dup");
         let (a, b) = (image_a(fx), image_b(fx));
-        fx.run([pair(&a, &m), pair(&b, &m), "--".into(), "true".into()]).refused(&["more than once"]);
-        let twin = format!("{}//.", s(&m));
-        fx.run([pair(&a, &m), format!("{}:{twin}", s(&b)), "--".into(), "true".into()])
+        fx.run([pair(&a, &m), pair(&b, &m), "--".into(), "true".into()])
             .refused(&["more than once"]);
+        let twin = format!("{}//.", s(&m));
+        fx.run([
+            pair(&a, &m),
+            format!("{}:{twin}", s(&b)),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["more than once"]);
         // The same directory through a symlink.
         let link = fx.symlink(&m, "dup-link");
-        fx.run([pair(&a, &m), pair(&b, &link), "--".into(), "true".into()]).refused(&["already a mount point"]);
+        fx.run([pair(&a, &m), pair(&b, &link), "--".into(), "true".into()])
+            .refused(&["already a mount point"]);
     });
 }
 
@@ -487,14 +615,31 @@ fn duplicate_mount_points_are_refused() {
 fn bad_mount_points() {
     case(|fx| {
         let b = image_b(fx);
-        fx.run([format!("{}:/nonexistent-dir", s(&b)), "--".into(), "true".into()])
-            .refused(&["/nonexistent-dir", "no such file"]);
-        fx.run([format!("{}:{}", s(&b), s(&fx.path("bin/squashfs-mount"))), "--".into(), "true".into()])
-            .refused(&["not a directory"]);
+        fx.run([
+            format!("{}:/nonexistent-dir", s(&b)),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["/nonexistent-dir", "no such file"]);
+        fx.run([
+            format!("{}:{}", s(&b), s(&fx.path("bin/squashfs-mount"))),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["not a directory"]);
         let long = format!("/{}", "x/".repeat(3000));
-        fx.run([format!("{}:{long}", s(&b)), "--".into(), "true".into()]).refused(&["too long"]);
-        fx.run([format!("{}:{}", s(&fx.path("private/x.sqfs")), s(&fx.mount_point("bmp"))), "--".into(), "true".into()])
-            .refused(&["permission denied"]);
+        fx.run([format!("{}:{long}", s(&b)), "--".into(), "true".into()])
+            .refused(&["too long"]);
+        fx.run([
+            format!(
+                "{}:{}",
+                s(&fx.path("private/x.sqfs")),
+                s(&fx.mount_point("bmp"))
+            ),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["permission denied"]);
     });
 }
 
@@ -503,7 +648,9 @@ fn non_utf8_paths_work() {
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
     case(|fx| {
-        let img = fx.path("images").join(std::ffi::OsStr::from_bytes_compat(b"im\xffage.sqfs"));
+        let img = fx
+            .path("images")
+            .join(std::ffi::OsStr::from_bytes_compat(b"im\xffage.sqfs"));
         fs::copy(image_b(fx), &img).unwrap();
         let mut mnt = fx.mount_point("utf").into_os_string().into_vec();
         mnt.extend_from_slice(b"/d\xfe");
@@ -514,7 +661,12 @@ fn non_utf8_paths_work() {
         arg.extend_from_slice(mnt.as_os_str().as_encoded_bytes());
         let mut cat = mnt.clone().into_os_string().into_vec();
         cat.extend_from_slice(b"/b.txt");
-        let r = fx.run([OsString::from_vec(arg), "--".into(), "cat".into(), OsString::from_vec(cat)]);
+        let r = fx.run([
+            OsString::from_vec(arg),
+            "--".into(),
+            "cat".into(),
+            OsString::from_vec(cat),
+        ]);
         r.ok();
         assert_eq!(r.stdout(), "bee\n");
     });
@@ -543,7 +695,8 @@ fn the_command_runs_as_the_caller_without_privileges() {
             "--".into(),
             "sh".into(),
             "-c".into(),
-            "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status".into(),
+            "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status"
+                .into(),
         ]);
         r.ok();
         let out = r.stdout();
@@ -552,13 +705,24 @@ fn the_command_runs_as_the_caller_without_privileges() {
         assert_eq!(lines[0], fx.uid.to_string());
         assert_eq!(lines[1], fx.gid.to_string());
         // `id -G` lists the primary group first and may repeat it.
-        let groups: std::collections::BTreeSet<String> = lines[2].split(' ').map(String::from).collect();
-        assert_eq!(groups, [fx.gid.to_string(), fx.gid2.to_string()].into_iter().collect());
+        let groups: std::collections::BTreeSet<String> =
+            lines[2].split(' ').map(String::from).collect();
+        assert_eq!(
+            groups,
+            [fx.gid.to_string(), fx.gid2.to_string()]
+                .into_iter()
+                .collect()
+        );
         let mut status: Vec<&str> = lines[3..].to_vec();
         status.sort();
         assert_eq!(
             status,
-            ["CapAmb:\t0000000000000000", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1"]
+            [
+                "CapAmb:\t0000000000000000",
+                "CapEff:\t0000000000000000",
+                "CapPrm:\t0000000000000000",
+                "NoNewPrivs:\t1"
+            ]
         );
     });
 }
@@ -579,10 +743,19 @@ fn setuid_files_capabilities_and_devices_in_images_give_nothing() {
             ),
         ]);
         let out = r.stdout();
-        assert!(out.contains("rwsr-xr-x"), "the image lost its setuid bit: {out}");
-        assert!(out.lines().any(|l| l == fx.uid.to_string()), "setuid binary ran as: {out}");
+        assert!(
+            out.contains("rwsr-xr-x"),
+            "the image lost its setuid bit: {out}"
+        );
+        assert!(
+            out.lines().any(|l| l == fx.uid.to_string()),
+            "setuid binary ran as: {out}"
+        );
         assert!(!out.lines().any(|l| l == "0"), "{out}");
-        assert!(!out.contains("SHADOW-READ"), "file capability worked: {out}");
+        assert!(
+            !out.contains("SHADOW-READ"),
+            "file capability worked: {out}"
+        );
         assert!(!out.contains("DEV-WRITE"), "{out}");
         assert!(out.contains("DEV-DENIED"), "{out}");
     });
@@ -626,7 +799,11 @@ fn no_fd_of_the_tool_reaches_the_command() {
         // Both listings are made by `ls` of its own process, so they match
         // when nothing was added or removed.
         assert_eq!(lines[0], lines[1], "fds differ");
-        assert!(lines[0].contains(" 5 ") || lines[0].starts_with("5 "), "{}", lines[0]);
+        assert!(
+            lines[0].contains(" 5 ") || lines[0].starts_with("5 "),
+            "{}",
+            lines[0]
+        );
         assert_eq!(lines[2], "/etc/hostname");
     });
 }
@@ -652,7 +829,14 @@ fn closed_standard_streams_at_start() {
 fn huge_argument_list() {
     case(|fx| {
         let m = fx.mount_point("huge");
-        let mut args = vec![pair(&image_b(fx), &m), "--".into(), "sh".into(), "-c".into(), "echo $#".into(), "x".into()];
+        let mut args = vec![
+            pair(&image_b(fx), &m),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            "echo $#".into(),
+            "x".into(),
+        ];
         args.extend((0..50_000).map(|i| format!("argument-{i}")));
         let r = fx.run(args);
         r.ok();
@@ -665,11 +849,19 @@ fn tiny_open_file_limit() {
     case(|fx| {
         let m = fx.mount_point("nofile");
         for limit in [3, 4, 5, 6, 8] {
-            let r = fx.user_sh(&format!("ulimit -n {limit}; \"$SQM\" {} -- cat {}/b.txt", pair(&image_b(fx), &m), s(&m)));
+            let r = fx.user_sh(&format!(
+                "ulimit -n {limit}; \"$SQM\" {} -- cat {}/b.txt",
+                pair(&image_b(fx), &m),
+                s(&m)
+            ));
             if limit == 3 && r.code() == Some(127) {
                 // With only 0-2 allowed the dynamic loader cannot even open
                 // the C runtime: it exits before any of our code runs.
-                assert!(r.stderr().contains("error while loading shared libraries"), "{}", r.stderr());
+                assert!(
+                    r.stderr().contains("error while loading shared libraries"),
+                    "{}",
+                    r.stderr()
+                );
             } else if r.code() == Some(0) {
                 assert_eq!(r.stdout(), "bee\n");
             } else {
@@ -700,7 +892,12 @@ fn argc_zero_is_refused() {
 #[test]
 fn ptrace_by_the_caller_gets_no_privileges() {
     case(|fx| {
-        if Command::new("strace").arg("-V").stdout(Stdio::null()).status().is_err() {
+        if Command::new("strace")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
             eprintln!("*** SKIPPED ptrace test: strace not installed ***");
             return;
         }
@@ -713,8 +910,21 @@ fn ptrace_by_the_caller_gets_no_privileges() {
         // runs rootless (or says why it cannot), never with privileges.
         if r.code() == Some(0) {
             let uid = fx.uid.to_string();
-            assert!(r.stdout().lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == uid)), "{}", r.stdout());
-            assert!(r.stdout().lines().filter(|l| l.starts_with("Cap")).all(|l| l.ends_with("0000000000000000")), "{}", r.stdout());
+            assert!(
+                r.stdout().lines().any(
+                    |l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == uid)
+                ),
+                "{}",
+                r.stdout()
+            );
+            assert!(
+                r.stdout()
+                    .lines()
+                    .filter(|l| l.starts_with("Cap"))
+                    .all(|l| l.ends_with("0000000000000000")),
+                "{}",
+                r.stdout()
+            );
         } else {
             r.refused(&["FUSE"]);
         }
@@ -727,11 +937,17 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
         let (ma, mb) = (fx.mount_point("kill-a"), fx.mount_point("kill-b"));
         let (a, b) = (image_a(fx), image_b(fx));
         let launch = || {
-            fx.user_cmd([pair(&a, &ma), pair(&b, &mb), "--".into(), "sleep".into(), "5".into()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            fx.user_cmd([
+                pair(&a, &ma),
+                pair(&b, &mb),
+                "--".into(),
+                "sleep".into(),
+                "5".into(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
         };
         // At random points of the whole run...
         for i in 0..40u64 {
@@ -750,9 +966,16 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
             let deadline = Instant::now() + Duration::from_secs(2);
             let mut seen_caller = false;
             while Instant::now() < deadline {
-                let Ok(text) = fs::read_to_string(&status) else { break };
-                let euid = text.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2)).unwrap_or("");
-                let exe_is_tool = fs::read_link(format!("/proc/{}/exe", child.id())).is_ok_and(|e| e == fx.bin);
+                let Ok(text) = fs::read_to_string(&status) else {
+                    break;
+                };
+                let euid = text
+                    .lines()
+                    .find(|l| l.starts_with("Uid:"))
+                    .and_then(|l| l.split_whitespace().nth(2))
+                    .unwrap_or("");
+                let exe_is_tool =
+                    fs::read_link(format!("/proc/{}/exe", child.id())).is_ok_and(|e| e == fx.bin);
                 if exe_is_tool && euid == fx.uid.to_string() {
                     seen_caller = true;
                 }
@@ -779,16 +1002,26 @@ fn parallel_launches_all_succeed() {
         let (a, b) = (image_a(fx), image_b(fx));
         let children: Vec<_> = (0..24)
             .map(|_| {
-                fx.user_cmd([pair(&a, &ma), pair(&b, &mb), "--".into(), "cat".into(), s(&mb.join("b.txt"))])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                fx.user_cmd([
+                    pair(&a, &ma),
+                    pair(&b, &mb),
+                    "--".into(),
+                    "cat".into(),
+                    s(&mb.join("b.txt")),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
             })
             .collect();
         for c in children {
             let out = c.wait_with_output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(out.stdout, b"bee\n");
         }
     });
@@ -804,8 +1037,17 @@ fn not_setuid_without_user_namespaces_is_a_clear_error() {
         // Unprivileged user namespaces off (user.max_user_namespaces = 0),
         // in a user namespace of the test's own.
         let (plain, pair) = (s(&plain), pair(&image_b(fx), &m));
-        let r = sqfsmnt_test_support::userns::run_without_user_namespaces(fx.uid, fx.gid, &[plain.as_str(), pair.as_str(), "--", "true"]);
-        r.refused(&["not installed setuid root", "user namespaces", "user.max_user_namespaces", "administrator"]);
+        let r = sqfsmnt_test_support::userns::run_without_user_namespaces(
+            fx.uid,
+            fx.gid,
+            &[plain.as_str(), pair.as_str(), "--", "true"],
+        );
+        r.refused(&[
+            "not installed setuid root",
+            "user namespaces",
+            "user.max_user_namespaces",
+            "administrator",
+        ]);
     });
 }
 
@@ -824,7 +1066,15 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
                 let mut flip = false;
                 while !stop.load(Ordering::Relaxed) {
                     let _ = fs::remove_file(&tmp);
-                    std::os::unix::fs::symlink(if flip { Path::new("/proc/sys") } else { dir.as_path() }, &tmp).unwrap();
+                    std::os::unix::fs::symlink(
+                        if flip {
+                            Path::new("/proc/sys")
+                        } else {
+                            dir.as_path()
+                        },
+                        &tmp,
+                    )
+                    .unwrap();
                     fs::rename(&tmp, &link).unwrap();
                     flip = !flip;
                 }
@@ -833,8 +1083,13 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
         let (mut mounted, mut refused) = (0, 0);
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline && mounted + refused < 200 {
-            let r = fx.run([pair(&b, &link), "--".into(), "sh".into(), "-c".into(),
-                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5".into()]);
+            let r = fx.run([
+                pair(&b, &link),
+                "--".into(),
+                "sh".into(),
+                "-c".into(),
+                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5".into(),
+            ]);
             match r.code() {
                 Some(0) => {
                     assert_eq!(r.stdout().trim(), s(&dir), "mounted elsewhere");
@@ -848,22 +1103,40 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
         }
         stop.store(true, Ordering::Relaxed);
         swapper.join().unwrap();
-        assert!(mounted > 0 && refused > 0, "race not exercised: {mounted} mounted, {refused} refused");
+        assert!(
+            mounted > 0 && refused > 0,
+            "race not exercised: {mounted} mounted, {refused} refused"
+        );
     });
 }
 
 #[test]
 fn symlinks_inside_a_mounted_image_cannot_reach_kernel_filesystems() {
     case(|fx| {
-        let img = fx.image("links", &[("dir/.keep", "")], "ln -s /proc toproc && ln -s ../../../../../../../../dev todev && ln -s / toroot");
+        let img = fx.image(
+            "links",
+            &[("dir/.keep", "")],
+            "ln -s /proc toproc && ln -s ../../../../../../../../dev todev && ln -s / toroot",
+        );
         let b = image_b(fx);
         let m = fx.mount_point("links");
         for inner in ["toproc", "todev", "toroot/sys", "dir/../toproc/self"] {
-            fx.run([pair(&img, &m), format!("{}:{}/{inner}", s(&b), s(&m)), "--".into(), "true".into()])
-                .refused(&["refusing"]);
+            fx.run([
+                pair(&img, &m),
+                format!("{}:{}/{inner}", s(&b), s(&m)),
+                "--".into(),
+                "true".into(),
+            ])
+            .refused(&["refusing"]);
         }
         // An ordinary directory inside it works.
-        let r = fx.run([pair(&img, &m), format!("{}:{}/dir", s(&b), s(&m)), "--".into(), "cat".into(), format!("{}/dir/b.txt", s(&m))]);
+        let r = fx.run([
+            pair(&img, &m),
+            format!("{}:{}/dir", s(&b), s(&m)),
+            "--".into(),
+            "cat".into(),
+            format!("{}/dir/b.txt", s(&m)),
+        ]);
         r.ok();
         assert_eq!(r.stdout(), "bee\n");
     });
@@ -880,7 +1153,15 @@ fn relative_mount_point_under_a_parent_mounted_over_the_cwd() {
             c = s(&image_c(fx))
         ));
         r.ok();
-        assert_eq!(r.stdout(), format!("sea\n{}:{o},{}:{o}/sub\n", s(&image_a(fx)), s(&image_c(fx)), o = s(&outer)));
+        assert_eq!(
+            r.stdout(),
+            format!(
+                "sea\n{}:{o},{}:{o}/sub\n",
+                s(&image_a(fx)),
+                s(&image_c(fx)),
+                o = s(&outer)
+            )
+        );
     });
 }
 
@@ -891,8 +1172,13 @@ fn symlinks_that_change_the_nesting_order_are_refused() {
         fs::create_dir_all(parent.join("sub")).unwrap();
         let link = fx.symlink(&parent, "aa-link");
         // "aa-link/sub" sorts before "zz-parent" but lies inside it.
-        fx.run([pair(&image_a(fx), &parent), format!("{}:{}/sub", s(&image_c(fx)), s(&link)), "--".into(), "true".into()])
-            .refused(&["would hide"]);
+        fx.run([
+            pair(&image_a(fx), &parent),
+            format!("{}:{}/sub", s(&image_c(fx)), s(&link)),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["would hide"]);
         fs::remove_dir(parent.join("sub")).unwrap();
     });
 }
@@ -900,7 +1186,11 @@ fn symlinks_that_change_the_nesting_order_are_refused() {
 #[test]
 fn a_repeated_image_uses_one_loop_device() {
     case(|fx| {
-        let (m1, m2, m3) = (fx.mount_point("once1"), fx.mount_point("once2"), fx.mount_point("once3"));
+        let (m1, m2, m3) = (
+            fx.mount_point("once1"),
+            fx.mount_point("once2"),
+            fx.mount_point("once3"),
+        );
         let b = image_b(fx);
         let r = fx.run([
             pair(&b, &m1),
@@ -922,8 +1212,12 @@ fn an_image_twice_in_one_union_is_refused() {
         let m = fx.mount_point("twice");
         let b = image_b(fx);
         let link = fx.symlink(&b, "b-again.sqfs");
-        fx.run([format!("--union={},{}:{}", s(&b), s(&link), s(&m)), "--".into(), "true".into()])
-            .refused(&["named twice"]);
+        fx.run([
+            format!("--union={},{}:{}", s(&b), s(&link), s(&m)),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["named twice"]);
     });
 }
 
@@ -937,7 +1231,8 @@ fn resolved_paths_with_list_separators_are_refused() {
         let _ = fs::remove_file(&link);
         std::os::unix::fs::symlink(odd.join("i.sqfs"), &link).unwrap();
         let m = fx.mount_point("odd");
-        fx.run([pair(&link, &m), "--".into(), "true".into()]).refused(&["UENV_MOUNT_LIST"]);
+        fx.run([pair(&link, &m), "--".into(), "true".into()])
+            .refused(&["UENV_MOUNT_LIST"]);
     });
 }
 
@@ -948,13 +1243,30 @@ fn a_broken_stderr_never_aborts() {
         drop(reader);
         let m = fx.mount_point("epipe");
         for args in [
-            vec![format!("{}:{}", s(&fx.path("user/missing.sqfs")), s(&m)), "--".into(), "true".into()],
-            vec![pair(&image_b(fx), &m), pair(&image_b(fx), &fx.mount_point("epipe2")), "--".into(), "true".into()],
+            vec![
+                format!("{}:{}", s(&fx.path("user/missing.sqfs")), s(&m)),
+                "--".into(),
+                "true".into(),
+            ],
+            vec![
+                pair(&image_b(fx), &m),
+                pair(&image_b(fx), &fx.mount_point("epipe2")),
+                "--".into(),
+                "true".into(),
+            ],
             vec!["--".into(), "true".into()],
             vec!["--help".into()],
         ] {
-            let status = fx.user_cmd(&args).stderr(writer.try_clone().unwrap()).stdout(writer.try_clone().unwrap()).status().unwrap();
-            assert!(status.code().is_some(), "{args:?}: killed by a signal: {status:?}");
+            let status = fx
+                .user_cmd(&args)
+                .stderr(writer.try_clone().unwrap())
+                .stdout(writer.try_clone().unwrap())
+                .status()
+                .unwrap();
+            assert!(
+                status.code().is_some(),
+                "{args:?}: killed by a signal: {status:?}"
+            );
         }
     });
 }

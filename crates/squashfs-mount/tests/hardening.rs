@@ -28,7 +28,9 @@ fn pair(img: &Path, mnt: &Path) -> String {
 
 /// Images `n` (distinct content), root-owned, in the fixture's images/.
 fn images(fx: &Fixture, prefix: &str, n: usize) -> Vec<PathBuf> {
-    (0..n).map(|i| fx.image(&format!("{prefix}{i}"), &[("n", &format!("{i}\n"))], "")).collect()
+    (0..n)
+        .map(|i| fx.image(&format!("{prefix}{i}"), &[("n", &format!("{i}\n"))], ""))
+        .collect()
 }
 
 struct Kill(Child);
@@ -69,16 +71,31 @@ fn a_huge_mountinfo_does_not_stop_eviction() {
             .expect("unshare");
         let mut holder = Kill(holder);
         let mut line = String::new();
-        BufReader::new(holder.0.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "the user namespace with many mounts could not be made");
-        let size = fs::read(format!("/proc/{}/mountinfo", holder.0.id())).map(|b| b.len()).unwrap_or(0);
-        assert!(size > 8 << 20, "the namespace's mountinfo is only {size} bytes");
+        BufReader::new(holder.0.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "the user namespace with many mounts could not be made"
+        );
+        let size = fs::read(format!("/proc/{}/mountinfo", holder.0.id()))
+            .map(|b| b.len())
+            .unwrap_or(0);
+        assert!(
+            size > 8 << 20,
+            "the namespace's mountinfo is only {size} bytes"
+        );
         let m = fx.mount_point("huge");
         for img in images(fx, "evict", 4) {
             fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         }
         let kept = loops_under(&fx.root);
-        assert!(kept.len() <= 2, "cache-max-instances = 2, but {} instances stayed: {kept:?}", kept.len());
+        assert!(
+            kept.len() <= 2,
+            "cache-max-instances = 2, but {} instances stayed: {kept:?}",
+            kept.len()
+        );
         drop(holder);
         let _ = fs::remove_dir_all(dir.join("chain"));
     });
@@ -119,15 +136,30 @@ fn launches_per_user_are_capped() {
         // (the test takes the slot's lock as that launch would).
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
         let held = fs::File::open(&slot).expect("the user's launch slot");
-        // SAFETY: flock on an fd we own.
-        assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+        // SAFETY: flock on an fd we own, open for the whole call.
+        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(locked, 0);
         let started = Instant::now();
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).refused(&["max-launches-per-user", "max-launches-wait"]);
-        assert!(started.elapsed() < Duration::from_secs(20), "the wait is bounded by max-launches-wait");
+        fx.run([pair(&img, &m), "--".into(), "true".into()])
+            .refused(&["max-launches-per-user", "max-launches-wait"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the wait is bounded by max-launches-wait"
+        );
         // Another user is not affected.
         let other = Users::create(1, false);
-        let out = other.first().command(&fx.bin).args([pair(&img, &m), "--".into(), "true".into()]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = other
+            .first()
+            .command(&fx.bin)
+            .args([pair(&img, &m), "--".into(), "true".into()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         drop(held);
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
     });
@@ -141,17 +173,31 @@ fn a_lowered_file_size_limit_changes_nothing() {
     case(|fx| {
         let img = fx.image("fsize", &[("x", "x\n")], "");
         let m = fx.mount_point("fsize");
-        let script = format!("ulimit -f 0; \"$SQM\" {} -- sh -c 'ulimit -f; cat {}/x'", pair(&img, &m), s(&m));
+        let script = format!(
+            "ulimit -f 0; \"$SQM\" {} -- sh -c 'ulimit -f; cat {}/x'",
+            pair(&img, &m),
+            s(&m)
+        );
         for round in 0..2 {
             let r = fx.user_sh(&script);
             r.ok();
             assert_eq!(r.stdout(), "0\nx\n", "round {round}");
             assert!(r.stderr().is_empty(), "round {round}: {}", r.stderr());
-            assert_eq!(loops_under(&img).len(), 1, "round {round}: the instance is cached and reused");
+            assert_eq!(
+                loops_under(&img).len(),
+                1,
+                "round {round}: the instance is cached and reused"
+            );
         }
-        let status = Command::new(&fx.bin).arg("--cache-status").output().unwrap();
+        let status = Command::new(&fx.bin)
+            .arg("--cache-status")
+            .output()
+            .unwrap();
         let status = String::from_utf8_lossy(&status.stdout);
-        assert!(status.contains("idle") && !status.contains("broken"), "{status}");
+        assert!(
+            status.contains("idle") && !status.contains("broken"),
+            "{status}"
+        );
     });
 }
 
@@ -171,14 +217,22 @@ fn what_other_users_can_learn() {
         let private = dir.join("private.sqfs");
         fs::copy(fx.image("learn", &[("x", "x\n")], ""), &private).unwrap();
         let m = fx.mount_point("learn");
-        let r = fx.run([pair(&private, &m), "--".into(), "cat".into(), s(&m.join("x"))]);
+        let r = fx.run([
+            pair(&private, &m),
+            "--".into(),
+            "cat".into(),
+            s(&m.join("x")),
+        ]);
         r.ok();
         assert_eq!(r.stdout(), "x\n");
         let deadline = Instant::now() + Duration::from_secs(5);
         while !loops_under(&dir).is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(loops_under(&dir).is_empty(), "an image below a non-public directory must not be cached");
+        assert!(
+            loops_under(&dir).is_empty(),
+            "an image below a non-public directory must not be cached"
+        );
         // A public one is cached, under an opaque name.
         let public = fx.image("learn-public", &[("x", "x\n")], "");
         fx.run([pair(&public, &m), "--".into(), "true".into()]).ok();
@@ -187,8 +241,17 @@ fn what_other_users_can_learn() {
         let meta = fs::metadata(&public).unwrap();
         let old_style = format!("{:x}-{:x}", meta.dev(), meta.ino());
         assert!(!names.iter().any(|n| n.contains(&old_style)), "{names:?}");
-        let entries: Vec<&String> = names.iter().filter(|n| *n != "squashfs-mount-cache").collect();
-        assert!(!entries.is_empty() && entries.iter().all(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit())), "{names:?}");
+        let entries: Vec<&String> = names
+            .iter()
+            .filter(|n| *n != "squashfs-mount-cache")
+            .collect();
+        assert!(
+            !entries.is_empty()
+                && entries
+                    .iter()
+                    .all(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{names:?}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     });
 }
@@ -200,7 +263,9 @@ fn what_other_users_can_learn() {
 fn cache_commands_never_open_other_users_paths() {
     case(|fx| {
         if !have("inotifywait") {
-            loud_skip("cache_commands_never_open_other_users_paths: inotifywait (inotify-tools) missing");
+            loud_skip(
+                "cache_commands_never_open_other_users_paths: inotifywait (inotify-tools) missing",
+            );
             return;
         }
         let img = fx.image("watched", &[("x", "x\n")], "");
@@ -227,13 +292,27 @@ fn cache_commands_never_open_other_users_paths() {
         let other = Users::create(1, false);
         let b = other.first();
         let seen = watch(&|| {
-            for args in [&["--cache-status"][..], &["--cache-status", "--json"], &["--gc"]] {
+            for args in [
+                &["--cache-status"][..],
+                &["--cache-status", "--json"],
+                &["--gc"],
+            ] {
                 let out = b.command(&fx.bin).args(args).output().unwrap();
-                assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-                assert!(!String::from_utf8_lossy(&out.stdout).contains(&s(&img)), "{args:?} shows another user's image");
+                assert!(
+                    out.status.success(),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(
+                    !String::from_utf8_lossy(&out.stdout).contains(&s(&img)),
+                    "{args:?} shows another user's image"
+                );
             }
         });
-        assert!(seen.is_empty(), "another user's cache commands opened the image: {seen}");
+        assert!(
+            seen.is_empty(),
+            "another user's cache commands opened the image: {seen}"
+        );
         // Control: the watch sees an open (the owner's own --gc IMAGE opens it).
         let seen = watch(&|| {
             fx.run(["--gc", s(&img).as_str()]).ok();

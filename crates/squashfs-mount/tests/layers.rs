@@ -19,7 +19,11 @@ fn s(p: &Path) -> String {
 
 fn sha256(p: &Path) -> String {
     let out = Command::new("sha256sum").arg(p).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split(' ').next().unwrap().to_string()
+    String::from_utf8_lossy(&out.stdout)
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 /// A root-owned image with a world-writable tmp/, a root-only etc/, a
@@ -84,7 +88,10 @@ fn writes_succeed_and_vanish() {
         r.ok();
         assert_eq!(r.stdout(), "keep\n0\n");
         assert_eq!(sha256(&img), before, "the image changed");
-        assert!(fs::read_dir(&m).unwrap().next().is_none(), "something appeared on the host mount point");
+        assert!(
+            fs::read_dir(&m).unwrap().next().is_none(),
+            "something appeared on the host mount point"
+        );
     });
 }
 
@@ -99,7 +106,10 @@ fn without_writable_a_union_is_read_only() {
             "--".into(),
             "sh".into(),
             "-c".into(),
-            format!("cat {m}/a.txt {m}/b.txt; touch {m}/x 2>&1 | grep -c 'Read-only'", m = s(&m)),
+            format!(
+                "cat {m}/a.txt {m}/b.txt; touch {m}/x 2>&1 | grep -c 'Read-only'",
+                m = s(&m)
+            ),
         ]);
         r.ok();
         assert_eq!(r.stdout(), "a\nb\n1\n");
@@ -150,9 +160,15 @@ fn setuid_files_give_no_privilege_and_nothing_setuid_reaches_the_host() {
         ]);
         let out = r.stdout();
         let uid = fx.uid.to_string();
-        let ids: Vec<&str> = out.lines().filter(|l| l.chars().all(|c| c.is_ascii_digit())).collect();
+        let ids: Vec<&str> = out
+            .lines()
+            .filter(|l| l.chars().all(|c| c.is_ascii_digit()))
+            .collect();
         assert_eq!(ids.len(), 4, "{out}\n{}", r.stderr());
-        assert!(ids.iter().all(|i| *i == uid), "a setuid file ran with other ids: {out}");
+        assert!(
+            ids.iter().all(|i| *i == uid),
+            "a setuid file ran with other ids: {out}"
+        );
         // Writing to the setuid file cleared its setuid bit.
         assert!(out.contains("-rwxrwxrwx"), "{out}");
         let after = setuid_files_on_host(fx);
@@ -207,8 +223,17 @@ fn filling_the_layer_gives_enospc_and_the_next_launch_is_clean() {
         assert_eq!(r.stdout(), "0\n");
         // Nothing reached the host: the mount point and the image's source
         // tree hold no file called big.
-        let found = Command::new("find").arg(&m).arg(fx.path("trees")).args(["-name", "big"]).output().unwrap();
-        assert!(found.stdout.is_empty(), "{}", String::from_utf8_lossy(&found.stdout));
+        let found = Command::new("find")
+            .arg(&m)
+            .arg(fx.path("trees"))
+            .args(["-name", "big"])
+            .output()
+            .unwrap();
+        assert!(
+            found.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&found.stdout)
+        );
     });
 }
 
@@ -219,7 +244,13 @@ fn union_of_64_images_lists_every_subject() {
             .map(|i| {
                 s(&fx.image(
                     &format!("subject{i:02}"),
-                    &[(&format!("subject-{i:02}/scan.dat"), &format!("subject {i}\n")), ("README", &format!("from {i}\n"))],
+                    &[
+                        (
+                            &format!("subject-{i:02}/scan.dat"),
+                            &format!("subject {i}\n"),
+                        ),
+                        ("README", &format!("from {i}\n")),
+                    ],
                     "",
                 ))
             })
@@ -237,7 +268,11 @@ fn union_of_64_images_lists_every_subject() {
             let r = fx.run(args);
             r.ok();
             // The first image named is on top: its README wins.
-            assert_eq!(r.stdout(), "64\nsubject 63\nfrom 0\n64\n", "writable={writable}");
+            assert_eq!(
+                r.stdout(),
+                "64\nsubject 63\nfrom 0\n64\n",
+                "writable={writable}"
+            );
         }
     });
 }
@@ -245,8 +280,20 @@ fn union_of_64_images_lists_every_subject() {
 #[test]
 fn overlapping_directories_merge_and_unions_mix_with_pairs() {
     case(|fx| {
-        let a = fx.image("merge-a", &[("common/from-a", "a\n"), ("common/both", "top\n")], "");
-        let b = fx.image("merge-b", &[("common/from-b", "b\n"), ("common/both", "bottom\n"), ("only-b/x", "x\n")], "");
+        let a = fx.image(
+            "merge-a",
+            &[("common/from-a", "a\n"), ("common/both", "top\n")],
+            "",
+        );
+        let b = fx.image(
+            "merge-b",
+            &[
+                ("common/from-b", "b\n"),
+                ("common/both", "bottom\n"),
+                ("only-b/x", "x\n"),
+            ],
+            "",
+        );
         let c = fx.image("merge-c", &[("c.txt", "c\n")], "");
         let (mu, mc) = (fx.mount_point("merge-u"), fx.mount_point("merge-c"));
         let r = fx.run([
@@ -255,7 +302,11 @@ fn overlapping_directories_merge_and_unions_mix_with_pairs() {
             "--".into(),
             "sh".into(),
             "-c".into(),
-            format!("ls {u}/common | tr '\\n' ' '; cat {u}/common/both {u}/only-b/x {c}/c.txt", u = s(&mu), c = s(&mc)),
+            format!(
+                "ls {u}/common | tr '\\n' ' '; cat {u}/common/both {u}/only-b/x {c}/c.txt",
+                u = s(&mu),
+                c = s(&mc)
+            ),
         ]);
         r.ok();
         assert_eq!(r.stdout(), "both from-a from-b top\nx\nc\n");
@@ -266,13 +317,22 @@ fn overlapping_directories_merge_and_unions_mix_with_pairs() {
 fn crafted_overlay_xattrs_do_nothing() {
     case(|fx| {
         if Command::new("setfattr").arg("--version").output().is_err() {
-            eprintln!("*** SKIPPED crafted xattr test: setfattr (Debian package attr) not installed ***");
+            eprintln!(
+                "*** SKIPPED crafted xattr test: setfattr (Debian package attr) not installed ***"
+            );
             return;
         }
         // Bottom layer holds a "hidden" directory; the top layer tries to
         // reach it or anything else through redirect and metacopy xattrs,
         // and hides a directory with an opaque xattr.
-        let bottom = fx.image("x-bottom", &[("hidden/secret.txt", "hidden\n"), ("shared/bottom.txt", "b\n")], "");
+        let bottom = fx.image(
+            "x-bottom",
+            &[
+                ("hidden/secret.txt", "hidden\n"),
+                ("shared/bottom.txt", "b\n"),
+            ],
+            "",
+        );
         let top = fx.image(
             "x-top",
             &[("evil/.keep", ""), ("shared/top.txt", "t\n"), ("meta", "")],
@@ -301,10 +361,19 @@ fn crafted_overlay_xattrs_do_nothing() {
             // it is told not to follow: they show nothing, certainly not
             // the redirect's target.
             assert!(!lines[0].contains("secret"), "redirect followed: {out}");
-            assert!(["", "bottom.txt top.txt"].contains(&lines[1].trim()), "redirect to /etc followed: {out}");
+            assert!(
+                ["", "bottom.txt top.txt"].contains(&lines[1].trim()),
+                "redirect to /etc followed: {out}"
+            );
             assert_eq!(lines[2].trim(), "0", "metacopy followed: {out}");
             // Only files that are in the images, nothing from outside them.
-            let allowed = ["./hidden/secret.txt", "./meta", "./shared/bottom.txt", "./shared/top.txt", "./evil/.keep"];
+            let allowed = [
+                "./hidden/secret.txt",
+                "./meta",
+                "./shared/bottom.txt",
+                "./shared/top.txt",
+                "./evil/.keep",
+            ];
             for f in lines[3].split_whitespace() {
                 assert!(allowed.contains(&f), "{f} is not in the images: {out}");
             }
@@ -317,16 +386,29 @@ fn crafted_overlay_xattrs_do_nothing() {
 fn bad_union_and_size_arguments_are_refused() {
     case(|fx| {
         let m = fx.mount_point("bad-union");
-        fx.run([format!("--union=:{}", s(&m)), "--".into(), "true".into()]).refused(&["empty"]);
-        fx.run(["--writable=12".to_string(), "--".into(), "true".into()]).refused(&["too small"]);
-        fx.run(["--writable=lots".to_string(), "--".into(), "true".into()]).refused(&["invalid --writable size"]);
+        fx.run([format!("--union=:{}", s(&m)), "--".into(), "true".into()])
+            .refused(&["empty"]);
+        fx.run(["--writable=12".to_string(), "--".into(), "true".into()])
+            .refused(&["too small"]);
+        fx.run(["--writable=lots".to_string(), "--".into(), "true".into()])
+            .refused(&["invalid --writable size"]);
         let b = fx.image("ro-b", &[("b.txt", "b\n")], "");
         for huge in ["--writable=1000T", "--writable=51%"] {
-            fx.run([huge.to_string(), format!("{}:{}", s(&b), s(&m)), "--".into(), "true".into()]).refused(&["50% of RAM"]);
+            fx.run([
+                huge.to_string(),
+                format!("{}:{}", s(&b), s(&m)),
+                "--".into(),
+                "true".into(),
+            ])
+            .refused(&["50% of RAM"]);
         }
         let secret = fx.path("private/u.sqfs");
         let pubimg = fx.image("ro-b", &[("b.txt", "b\n")], "");
-        fx.run([format!("--union={},{}:{}", s(&pubimg), s(&secret), s(&m)), "--".into(), "true".into()])
-            .refused(&["u.sqfs", "permission denied"]);
+        fx.run([
+            format!("--union={},{}:{}", s(&pubimg), s(&secret), s(&m)),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["u.sqfs", "permission denied"]);
     });
 }

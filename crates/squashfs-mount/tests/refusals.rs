@@ -17,10 +17,18 @@ fn the_shared_refusal_table() {
                 args.push(format!("--writable={w}"));
             }
             for (img, sub) in r.pairs {
-                args.push(format!("{}:{}", dir.join(img).display(), refusals::mount_point(&root, sub).display()));
+                args.push(format!(
+                    "{}:{}",
+                    dir.join(img).display(),
+                    refusals::mount_point(&root, sub).display()
+                ));
             }
             if !r.union.is_empty() {
-                let list: Vec<String> = r.union.iter().map(|i| dir.join(i).display().to_string()).collect();
+                let list: Vec<String> = r
+                    .union
+                    .iter()
+                    .map(|i| dir.join(i).display().to_string())
+                    .collect();
                 args.push(format!("--union={}:{}", list.join(","), root.display()));
             }
             args.extend(["--".into(), "true".into()]);

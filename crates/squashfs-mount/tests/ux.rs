@@ -26,7 +26,10 @@ fn no_arguments_print_the_usage_and_no_command_given() {
         assert_eq!(r.code(), Some(1));
         let err = r.stderr();
         assert!(err.starts_with("Usage: squashfs-mount"), "{err}");
-        assert!(err.trim_end().ends_with("squashfs-mount: no command given"), "{err}");
+        assert!(
+            err.trim_end().ends_with("squashfs-mount: no command given"),
+            "{err}"
+        );
         assert!(r.stdout().is_empty());
     });
 }
@@ -36,9 +39,11 @@ fn images_without_a_command_and_a_command_without_dashes() {
     case(|fx| {
         let m = fx.mount_point("nocmd");
         let pair = format!("{}:{}", s(&image(fx)), s(&m));
-        fx.run([pair.as_str()]).refused(&["no command given", "after '--'"]);
+        fx.run([pair.as_str()])
+            .refused(&["no command given", "after '--'"]);
         // A bare word where a pair was expected: the '--' was forgotten.
-        fx.run([pair.as_str(), "ls", s(&m).as_str()]).refused(&["'ls'", "did you forget '--' before the command?"]);
+        fx.run([pair.as_str(), "ls", s(&m).as_str()])
+            .refused(&["'ls'", "did you forget '--' before the command?"]);
     });
 }
 
@@ -47,8 +52,16 @@ fn inside_a_session_says_so() {
     case(|fx| {
         let (m1, m2) = (fx.mount_point("outer"), fx.mount_point("inner"));
         let img = s(&image(fx));
-        let r = fx.user_sh(&format!("\"$SQM\" {img}:{} -- \"$SQM\" {img}:{} -- true", s(&m1), s(&m2)));
-        r.refused(&["already inside a squashfs-mount session", "no_new_privs", "name all images in one call"]);
+        let r = fx.user_sh(&format!(
+            "\"$SQM\" {img}:{} -- \"$SQM\" {img}:{} -- true",
+            s(&m1),
+            s(&m2)
+        ));
+        r.refused(&[
+            "already inside a squashfs-mount session",
+            "no_new_privs",
+            "name all images in one call",
+        ]);
     });
 }
 
@@ -56,7 +69,12 @@ fn inside_a_session_says_so() {
 fn a_union_of_one_image_is_a_plain_mount() {
     case(|fx| {
         let m = fx.mount_point("union1");
-        let r = fx.run([format!("--union={}:{}", s(&image(fx)), s(&m)), "--".into(), "cat".into(), s(&m.join("x.txt"))]);
+        let r = fx.run([
+            format!("--union={}:{}", s(&image(fx)), s(&m)),
+            "--".into(),
+            "cat".into(),
+            s(&m.join("x.txt")),
+        ]);
         r.ok();
         assert_eq!(r.stdout(), "ex\n");
         assert!(r.stderr().is_empty(), "{}", r.stderr());
@@ -71,10 +89,16 @@ fn the_command_starts_in_the_mounted_tree() {
         fs::write(m.join("hidden.txt"), "hidden\n").unwrap();
         let img = s(&image(fx));
         // At the mount point, and below it.
-        let r = fx.user_sh(&format!("cd {0} && \"$SQM\" {img}:{0} -- sh -c 'ls; pwd'", s(&m)));
+        let r = fx.user_sh(&format!(
+            "cd {0} && \"$SQM\" {img}:{0} -- sh -c 'ls; pwd'",
+            s(&m)
+        ));
         r.ok();
         assert_eq!(r.stdout(), format!("dir\nx.txt\n{}\n", s(&m)));
-        let r = fx.user_sh(&format!("cd {0}/dir && \"$SQM\" {img}:{0} -- cat y.txt", s(&m)));
+        let r = fx.user_sh(&format!(
+            "cd {0}/dir && \"$SQM\" {img}:{0} -- cat y.txt",
+            s(&m)
+        ));
         r.ok();
         assert_eq!(r.stdout(), "why\n");
         assert!(r.stderr().is_empty(), "{}", r.stderr());
@@ -87,20 +111,39 @@ fn writable_size_as_a_separate_word_and_byte_units() {
     case(|fx| {
         let m = fx.mount_point("wsize");
         let pair = format!("{}:{}", s(&image(fx)), s(&m));
-        for size in [["--writable", "64M"], ["--writable=64MiB", "--no-cache"], ["--writable=64MB", "--no-cache"]] {
-            let r = fx.run([size[0], size[1], pair.as_str(), "--", "sh", "-c", &format!("df -B1 --output=size {} | tail -1", s(&m))]);
+        for size in [
+            ["--writable", "64M"],
+            ["--writable=64MiB", "--no-cache"],
+            ["--writable=64MB", "--no-cache"],
+        ] {
+            let r = fx.run([
+                size[0],
+                size[1],
+                pair.as_str(),
+                "--",
+                "sh",
+                "-c",
+                &format!("df -B1 --output=size {} | tail -1", s(&m)),
+            ]);
             r.ok();
             assert_eq!(r.stdout().trim(), (64u64 << 20).to_string(), "{size:?}");
         }
-        fx.run(["--writable", "64Q", pair.as_str(), "--", "true"]).refused(&["64Q", "size"]);
+        fx.run(["--writable", "64Q", pair.as_str(), "--", "true"])
+            .refused(&["64Q", "size"]);
     });
 }
 
 #[test]
 fn an_unexpanded_tilde_gets_a_hint() {
     case(|fx| {
-        fx.run([format!("{}:~/mnt", s(&image(fx))), "--".into(), "true".into()]).refused(&["'~' was not expanded", "$HOME"]);
-        fx.run(["~/img.sqfs:/tmp", "--", "true"]).refused(&["'~' was not expanded"]);
+        fx.run([
+            format!("{}:~/mnt", s(&image(fx))),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["'~' was not expanded", "$HOME"]);
+        fx.run(["~/img.sqfs:/tmp", "--", "true"])
+            .refused(&["'~' was not expanded"]);
     });
 }
 
@@ -132,18 +175,32 @@ fn cache_commands_for_one_user() {
         // --cache-status: a table with a human-readable size, and JSON.
         let table = fx.run(["--cache-status"]);
         table.ok();
-        assert!(table.stdout().contains(&s(&img)) && table.stdout().contains(" KiB"), "{}", table.stdout());
+        assert!(
+            table.stdout().contains(&s(&img)) && table.stdout().contains(" KiB"),
+            "{}",
+            table.stdout()
+        );
         let json = fx.run(["--cache-status", "--json"]);
         json.ok();
         let j = json.stdout();
-        assert!(j.starts_with("[{\"state\":\"idle\"") && j.contains(&format!("\"image\":\"{}\"", s(&img))) && j.contains(&format!("\"created_by\":{}", fx.uid)), "{j}");
+        assert!(
+            j.starts_with("[{\"state\":\"idle\"")
+                && j.contains(&format!("\"image\":\"{}\"", s(&img)))
+                && j.contains(&format!("\"created_by\":{}", fx.uid)),
+            "{j}"
+        );
         // --gc IMAGE evicts that image's instance.
         let r = fx.run(["--gc", s(&img).as_str()]);
         r.ok();
-        assert!(r.stdout().contains(&format!("evicted {}", s(&img))), "{}", r.stdout());
+        assert!(
+            r.stdout().contains(&format!("evicted {}", s(&img))),
+            "{}",
+            r.stdout()
+        );
         assert_eq!(fx.run(["--cache-status", "--json"]).stdout(), "[]\n");
         // A usage error of the cache commands.
-        fx.run(["--gc", "--all", s(&img).as_str()]).refused(&["cannot be combined with --gc"]);
+        fx.run(["--gc", "--all", s(&img).as_str()])
+            .refused(&["cannot be combined with --gc"]);
     });
 }
 
@@ -153,11 +210,19 @@ fn the_command_gets_the_callers_signal_dispositions() {
         // As with nohup: a signal the caller ignores stays ignored for the
         // command (only what the tool itself changed is given back).
         let m = fx.mount_point("signals");
-        let r = fx.user_sh(&format!("trap '' HUP; \"$SQM\" {}:{} -- sh -c 'kill -HUP $$; echo alive'", s(&image(fx)), s(&m)));
+        let r = fx.user_sh(&format!(
+            "trap '' HUP; \"$SQM\" {}:{} -- sh -c 'kill -HUP $$; echo alive'",
+            s(&image(fx)),
+            s(&m)
+        ));
         r.ok();
         assert_eq!(r.stdout(), "alive\n");
         // SIGPIPE is the default again (the tool's runtime ignores it).
-        let r = fx.user_sh(&format!("\"$SQM\" {}:{} -- sh -c 'yes | head -1'", s(&image(fx)), s(&m)));
+        let r = fx.user_sh(&format!(
+            "\"$SQM\" {}:{} -- sh -c 'yes | head -1'",
+            s(&image(fx)),
+            s(&m)
+        ));
         r.ok();
         assert_eq!(r.stdout(), "y\n");
         // (With SIGPIPE ignored, yes would report "Broken pipe".)

@@ -103,7 +103,12 @@ pub fn rewrite_record_headers(header: &[u8]) -> usize {
                     path[0] = b'/';
                     path[1..33].copy_from_slice(&name[..32]);
                     let mut old = [0u8; 16384];
-                    let got = libc::lgetxattr(path.as_ptr().cast(), attr.as_ptr(), old.as_mut_ptr().cast(), old.len());
+                    let got = libc::lgetxattr(
+                        path.as_ptr().cast(),
+                        attr.as_ptr(),
+                        old.as_mut_ptr().cast(),
+                        old.len(),
+                    );
                     if got > 0 {
                         let old = &old[..got as usize];
                         let eol = old.iter().position(|&b| b == b'\n').unwrap_or(old.len());
@@ -112,7 +117,14 @@ pub fn rewrite_record_headers(header: &[u8]) -> usize {
                         let rest = &old[eol..];
                         new[header.len()..header.len() + rest.len()].copy_from_slice(rest);
                         let total = header.len() + rest.len();
-                        if libc::lsetxattr(path.as_ptr().cast(), attr.as_ptr(), new.as_ptr().cast(), total, 0) == 0 {
+                        if libc::lsetxattr(
+                            path.as_ptr().cast(),
+                            attr.as_ptr(),
+                            new.as_ptr().cast(),
+                            total,
+                            0,
+                        ) == 0
+                        {
                             count += 1;
                         }
                     }
@@ -125,6 +137,9 @@ pub fn rewrite_record_headers(header: &[u8]) -> usize {
     let mut status = 0;
     // SAFETY: reaps the child; `status` is a valid out-pointer.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 255, "could not enter the cache namespace");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 255,
+        "could not enter the cache namespace"
+    );
     libc::WEXITSTATUS(status) as usize
 }

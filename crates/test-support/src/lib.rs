@@ -28,13 +28,13 @@ pub mod count;
 pub mod fixture;
 pub mod image;
 pub mod install;
-pub mod refusals;
 pub mod lock;
+pub mod refusals;
 pub mod site;
 pub mod skip;
-pub mod userns;
 pub mod slurm;
 pub mod tree;
+pub mod userns;
 pub mod users;
 
 pub use cmd::{run_with_timeout, Run};

@@ -22,15 +22,69 @@ pub struct Refusal {
 }
 
 pub const TABLE: &[Refusal] = &[
-    Refusal { name: "duplicate mount point", pairs: &[("a.sqfs", ""), ("b.sqfs", ".")], union: &[], writable: None, expect: &["more than once"] },
-    Refusal { name: "image the user cannot read", pairs: &[("secret.sqfs", "")], union: &[], writable: None, expect: &["secret.sqfs", "permission denied"] },
-    Refusal { name: "missing image", pairs: &[("missing.sqfs", "")], union: &[], writable: None, expect: &["missing.sqfs", "no such file or directory"] },
-    Refusal { name: "image that is a directory", pairs: &[("dir.sqfs", "")], union: &[], writable: None, expect: &["dir.sqfs", "not a regular file"] },
-    Refusal { name: "random bytes", pairs: &[("random.sqfs", "")], union: &[], writable: None, expect: &["random.sqfs", "not a SquashFS image"] },
-    Refusal { name: "truncated image", pairs: &[("truncated.sqfs", "")], union: &[], writable: None, expect: &["truncated.sqfs", "truncated"] },
-    Refusal { name: "image whose real path has a comma", pairs: &[("comma-link.sqfs", "")], union: &[], writable: None, expect: &["UENV_MOUNT_LIST cannot carry"] },
-    Refusal { name: "the same image twice in a union", pairs: &[], union: &["a.sqfs", "a.sqfs"], writable: None, expect: &["named twice in one union"] },
-    Refusal { name: "writable layer beyond the RAM ceiling", pairs: &[("a.sqfs", "")], union: &[], writable: Some("90%"), expect: &["--writable", "at most 50% of RAM"] },
+    Refusal {
+        name: "duplicate mount point",
+        pairs: &[("a.sqfs", ""), ("b.sqfs", ".")],
+        union: &[],
+        writable: None,
+        expect: &["more than once"],
+    },
+    Refusal {
+        name: "image the user cannot read",
+        pairs: &[("secret.sqfs", "")],
+        union: &[],
+        writable: None,
+        expect: &["secret.sqfs", "permission denied"],
+    },
+    Refusal {
+        name: "missing image",
+        pairs: &[("missing.sqfs", "")],
+        union: &[],
+        writable: None,
+        expect: &["missing.sqfs", "no such file or directory"],
+    },
+    Refusal {
+        name: "image that is a directory",
+        pairs: &[("dir.sqfs", "")],
+        union: &[],
+        writable: None,
+        expect: &["dir.sqfs", "not a regular file"],
+    },
+    Refusal {
+        name: "random bytes",
+        pairs: &[("random.sqfs", "")],
+        union: &[],
+        writable: None,
+        expect: &["random.sqfs", "not a SquashFS image"],
+    },
+    Refusal {
+        name: "truncated image",
+        pairs: &[("truncated.sqfs", "")],
+        union: &[],
+        writable: None,
+        expect: &["truncated.sqfs", "truncated"],
+    },
+    Refusal {
+        name: "image whose real path has a comma",
+        pairs: &[("comma-link.sqfs", "")],
+        union: &[],
+        writable: None,
+        expect: &["UENV_MOUNT_LIST cannot carry"],
+    },
+    Refusal {
+        name: "the same image twice in a union",
+        pairs: &[],
+        union: &["a.sqfs", "a.sqfs"],
+        writable: None,
+        expect: &["named twice in one union"],
+    },
+    Refusal {
+        name: "writable layer beyond the RAM ceiling",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        writable: Some("90%"),
+        expect: &["--writable", "at most 50% of RAM"],
+    },
 ];
 
 /// Makes the table's images in `dir` (root-owned, world-readable unless
@@ -41,7 +95,13 @@ pub fn make_images(dir: &Path) {
     let img = |n: &str| dir.join(n);
     let src = dir.join("src");
     for (name, content) in [("a", "A"), ("b", "B")] {
-        image::build(&src.join(name), &img(&format!("{name}.sqfs")), &[("file", content)], "", &["-all-root"]);
+        image::build(
+            &src.join(name),
+            &img(&format!("{name}.sqfs")),
+            &[("file", content)],
+            "",
+            &["-all-root"],
+        );
     }
     fs::copy(img("a.sqfs"), img("secret.sqfs")).expect("copy");
     fs::set_permissions(img("secret.sqfs"), fs::Permissions::from_mode(0o600)).expect("chmod");

@@ -14,10 +14,20 @@ pub struct FileGuard {
 
 impl FileGuard {
     pub fn replace(path: &Path, content: &str, mode: u32) -> FileGuard {
-        let old = fs::read(path).ok().map(|b| (b, fs::metadata(path).map(|m| m.permissions().mode()).unwrap_or(0o644)));
+        let old = fs::read(path).ok().map(|b| {
+            (
+                b,
+                fs::metadata(path)
+                    .map(|m| m.permissions().mode())
+                    .unwrap_or(0o644),
+            )
+        });
         fs::write(path, content).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
-        FileGuard { path: path.to_path_buf(), old }
+        FileGuard {
+            path: path.to_path_buf(),
+            old,
+        }
     }
 }
 
@@ -50,11 +60,17 @@ pub struct FuseForUsers {
 
 impl FuseForUsers {
     pub fn enable() -> FuseForUsers {
-        let dev_mode = fs::metadata("/dev/fuse").map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o666);
-        fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(0o666)).expect("chmod /dev/fuse");
+        let dev_mode = fs::metadata("/dev/fuse")
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o666);
+        fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(0o666))
+            .expect("chmod /dev/fuse");
         let mut conf = fs::read_to_string("/etc/fuse.conf").unwrap_or_default();
         conf.push_str("\nuser_allow_other\n");
-        FuseForUsers { dev_mode, _conf: FileGuard::replace(Path::new("/etc/fuse.conf"), &conf, 0o644) }
+        FuseForUsers {
+            dev_mode,
+            _conf: FileGuard::replace(Path::new("/etc/fuse.conf"), &conf, 0o644),
+        }
     }
 }
 

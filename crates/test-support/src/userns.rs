@@ -16,7 +16,10 @@ use crate::cmd::Run;
 /// Runs `argv` as `uid`:`gid` (no supplementary groups) in a user
 /// namespace whose `user.max_user_namespaces` is 0.
 pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
-    let args: Vec<CString> = argv.iter().map(|a| CString::new(*a).expect("argument")).collect();
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(*a).expect("argument"))
+        .collect();
     let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let sysctl = CString::new("/proc/sys/user/max_user_namespaces").unwrap();
@@ -38,7 +41,10 @@ pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
         // SAFETY: as above.
         unsafe {
             let mut b = [0u8; 1];
-            if libc::unshare(libc::CLONE_NEWUSER) != 0 || libc::write(ready[1], b"u".as_ptr().cast(), 1) != 1 || libc::read(go[0], b.as_mut_ptr().cast(), 1) != 1 {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0
+                || libc::write(ready[1], b"u".as_ptr().cast(), 1) != 1
+                || libc::read(go[0], b.as_mut_ptr().cast(), 1) != 1
+            {
                 libc::_exit(120);
             }
             let fd = libc::open(sysctl.as_ptr(), libc::O_WRONLY);
@@ -46,13 +52,30 @@ pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
                 libc::_exit(121);
             }
             libc::close(fd);
-            let o = libc::open(out_path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o600);
-            let e = libc::open(err_path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o600);
+            let o = libc::open(
+                out_path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                0o600,
+            );
+            let e = libc::open(
+                err_path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                0o600,
+            );
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
-            if o < 0 || e < 0 || null < 0 || libc::dup2(null, 0) < 0 || libc::dup2(o, 1) < 0 || libc::dup2(e, 2) < 0 {
+            if o < 0
+                || e < 0
+                || null < 0
+                || libc::dup2(null, 0) < 0
+                || libc::dup2(o, 1) < 0
+                || libc::dup2(e, 2) < 0
+            {
                 libc::_exit(122);
             }
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(gid, gid, gid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(gid, gid, gid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
                 libc::_exit(123);
             }
             libc::execv(ptrs[0], ptrs.as_ptr());
@@ -61,8 +84,18 @@ pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
     }
     let mut b = [0u8; 1];
     // SAFETY: reads one byte from our pipe end.
-    assert_eq!(unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), 1) }, 1, "the child did not make its user namespace");
-    let map = |file: &str, id: u32| std::fs::write(format!("/proc/{pid}/{file}"), format!("0 0 1\n{id} {id} 1\n")).expect("id map");
+    assert_eq!(
+        unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), 1) },
+        1,
+        "the child did not make its user namespace"
+    );
+    let map = |file: &str, id: u32| {
+        std::fs::write(
+            format!("/proc/{pid}/{file}"),
+            format!("0 0 1\n{id} {id} 1\n"),
+        )
+        .expect("id map")
+    };
     map("uid_map", uid);
     map("gid_map", gid);
     // SAFETY: writes one byte to our pipe end; then reaps the child.

@@ -20,7 +20,14 @@ use crate::system;
 fn open_existing(privileges: &mut Privileges) -> Result<Option<Store>, Failure> {
     let settings = privileges.as_root(config::load)?;
     privileges
-        .as_root(|| Store::open(settings.cache_limits(), settings.cache_lock_timeout_ms, false, Privileges::stranded))?
+        .as_root(|| {
+            Store::open(
+                settings.cache_limits(),
+                settings.cache_lock_timeout_ms,
+                false,
+                Privileges::stranded,
+            )
+        })?
         .map_err(|e| Failure::new(format!("image cache: {e}")))
 }
 
@@ -41,7 +48,9 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
     let mut privileges = Privileges::acquire()?;
     let uid = privileges.caller().uid.as_raw();
     if all && uid != 0 {
-        return Err(Failure::new("--gc --all evicts instances other users may be about to reuse; only root may use it"));
+        return Err(Failure::new(
+            "--gc --all evicts instances other users may be about to reuse; only root may use it",
+        ));
     }
     // The image is opened with the caller's rights, like for a launch.
     let target = match image {
@@ -57,7 +66,9 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
         .as_root(|| -> Result<_, super::CacheError> {
             // Loads the namespace's secret, so that the image's entry name is known.
             store.entries()?;
-            let name = target.as_ref().and_then(|t| store.name_of(t.id.dev, t.id.ino));
+            let name = target
+                .as_ref()
+                .and_then(|t| store.name_of(t.id.dev, t.id.ino));
             let mode = match (&target, all, uid) {
                 (Some(_), _, _) => Mode::Image,
                 (None, true, _) => Mode::All,
@@ -85,7 +96,10 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
         }
     }
     if let (Some(t), 0) = (&target, evicted) {
-        out += &format!("{}: no cached instance of yours\n", t.given.to_string_lossy());
+        out += &format!(
+            "{}: no cached instance of yours\n",
+            t.given.to_string_lossy()
+        );
     }
     out += &format!("{evicted} evicted, {kept} kept");
     if others > 0 {
@@ -108,7 +122,11 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
     };
     let (entries, usage) = privileges
         .as_root(|| -> Result<_, super::CacheError> {
-            let entries: Vec<Entry> = store.entries()?.into_iter().filter(|e| visible(uid, e)).collect();
+            let entries: Vec<Entry> = store
+                .entries()?
+                .into_iter()
+                .filter(|e| visible(uid, e))
+                .collect();
             let usage = store.usage(&entries);
             Ok((entries, usage))
         })?
@@ -125,10 +143,18 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
                 Some(_) if e.valid => "unknown",
                 _ => "broken",
             };
-            Row { state, entry: e, idle: now.saturating_sub(e.last_used).max(0) }
+            Row {
+                state,
+                entry: e,
+                idle: now.saturating_sub(e.last_used).max(0),
+            }
         })
         .collect();
-    print_stdout(&if json { to_json(&rows) } else { to_table(&rows, uid == 0) });
+    print_stdout(&if json {
+        to_json(&rows)
+    } else {
+        to_table(&rows, uid == 0)
+    });
     Ok(())
 }
 
@@ -149,13 +175,27 @@ fn age(s: i64) -> String {
 }
 
 fn to_table(rows: &[Row<'_>], root: bool) -> String {
-    let mut out = format!("{:<8} {:<12} {:>10} {:>9}  IMAGE\n", "STATE", "DEVICE", "SIZE", "LAST USE");
+    let mut out = format!(
+        "{:<8} {:<12} {:>10} {:>9}  IMAGE\n",
+        "STATE", "DEVICE", "SIZE", "LAST USE"
+    );
     for r in rows {
         let Some(m) = &r.entry.meta else {
-            out += &format!("{:<8} {:<12} {:>10} {:>9}  {}\n", r.state, "-", "-", "-", shown_path(r.entry));
+            out += &format!(
+                "{:<8} {:<12} {:>10} {:>9}  {}\n",
+                r.state,
+                "-",
+                "-",
+                "-",
+                shown_path(r.entry)
+            );
             continue;
         };
-        let owner = if root { format!("  (created by uid {})", m.uid) } else { String::new() };
+        let owner = if root {
+            format!("  (created by uid {})", m.uid)
+        } else {
+            String::new()
+        };
         out += &format!(
             "{:<8} {:<12} {:>10} {:>9}  {}{owner}\n",
             r.state,
@@ -213,7 +253,10 @@ mod tests {
 
     #[test]
     fn json_strings() {
-        assert_eq!(json_string(b"/a b/\"c\"\\d\n"), "\"/a b/\\\"c\\\"\\\\d\\u000a\"");
+        assert_eq!(
+            json_string(b"/a b/\"c\"\\d\n"),
+            "\"/a b/\\\"c\\\"\\\\d\\u000a\""
+        );
         assert_eq!(json_string("/é".as_bytes()), "\"/é\"");
         assert_eq!(json_string(b"/x\xff"), "\"/x\u{ff}\"");
     }
@@ -223,7 +266,13 @@ mod tests {
         let e = |uid| Entry {
             name: "0".repeat(32),
             meta: Some(super::super::Meta::new(
-                &super::super::Identity { dev: 1, ino: 2, size: 3, mtime: (0, 0), ctime: (0, 0) },
+                &super::super::Identity {
+                    dev: 1,
+                    ino: 2,
+                    size: 3,
+                    mtime: (0, 0),
+                    ctime: (0, 0),
+                },
                 131072,
                 1,
                 0x701,

@@ -43,9 +43,12 @@ fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
 /// Checks that a clone is a read-only, nosuid, nodev squashfs mount of the
 /// loop device `rdev`.
 fn check_clone(clone: &OwnedFd, rdev: u64) -> Result<(), String> {
-    let st = system::fstat(clone.as_fd()).map_err(|e| format!("cannot stat the cached instance: {e}"))?;
-    let magic = system::filesystem_type(clone.as_fd()).map_err(|e| format!("cannot statfs the cached instance: {e}"))?;
-    let flags = system::mount_flags(clone.as_fd()).map_err(|e| format!("cannot read the cached instance's flags: {e}"))?;
+    let st = system::fstat(clone.as_fd())
+        .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
+    let magic = system::filesystem_type(clone.as_fd())
+        .map_err(|e| format!("cannot statfs the cached instance: {e}"))?;
+    let flags = system::mount_flags(clone.as_fd())
+        .map_err(|e| format!("cannot read the cached instance's flags: {e}"))?;
     if st.dev != rdev || magic != system::SQUASHFS_MAGIC || flags != (true, true, true) {
         return Err("the cached instance is not what was recorded".into());
     }
@@ -57,11 +60,17 @@ pub(super) fn read_secret(create: bool) -> Result<Option<[u8; 32]>, CacheError> 
         Ok(Some(bytes)) if bytes.len() == 32 => return Ok(bytes.try_into().ok()),
         Ok(None) if create => {}
         Ok(None) => return Ok(None),
-        _ => return Err(CacheError::Unavailable("the cache namespace's secret is unreadable".into())),
+        _ => {
+            return Err(CacheError::Unavailable(
+                "the cache namespace's secret is unreadable".into(),
+            ))
+        }
     }
     // A namespace made by an earlier version has none yet.
-    let secret = system::random_bytes::<32>().map_err(|e| CacheError::Unavailable(format!("getrandom: {e}")))?;
-    system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret).map_err(|e| CacheError::Unavailable(format!("cannot keep the cache's secret: {e}")))?;
+    let secret = system::random_bytes::<32>()
+        .map_err(|e| CacheError::Unavailable(format!("getrandom: {e}")))?;
+    system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret)
+        .map_err(|e| CacheError::Unavailable(format!("cannot keep the cache's secret: {e}")))?;
     Ok(Some(secret))
 }
 
@@ -76,13 +85,24 @@ fn read_meta(name: &str) -> Option<Meta> {
 
 /// `copies` clones of entry `name` if it is of the same unchanged file `id`
 /// and its loop device is still backed by that very file; else none.
-pub(super) fn clones_of(name: &str, id: &Identity, copies: usize, dev: BorrowedFd<'_>) -> Vec<OwnedFd> {
-    let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else { return Vec::new() };
-    let Ok(loop_dev) = system::open_loop_device(dev, meta.loop_number) else { return Vec::new() };
+pub(super) fn clones_of(
+    name: &str,
+    id: &Identity,
+    copies: usize,
+    dev: BorrowedFd<'_>,
+) -> Vec<OwnedFd> {
+    let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else {
+        return Vec::new();
+    };
+    let Ok(loop_dev) = system::open_loop_device(dev, meta.loop_number) else {
+        return Vec::new();
+    };
     if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.loop_rdev) {
         return Vec::new();
     }
-    let Ok(info) = system::loop_status(loop_dev.as_fd()) else { return Vec::new() };
+    let Ok(info) = system::loop_status(loop_dev.as_fd()) else {
+        return Vec::new();
+    };
     let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
     if info.lo_device != id.dev || info.lo_inode != id.ino || info.lo_flags & want != want {
         return Vec::new();
@@ -103,20 +123,31 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
     let dir = match system::stat_at(here, &path(name, "")) {
         Ok(d) => d,
         Err(Error::NOENT) => return Ok(None),
-        Err(e) => return Err(CacheError::Unavailable(format!("cannot stat cache entry {name}: {e}"))),
+        Err(e) => {
+            return Err(CacheError::Unavailable(format!(
+                "cannot stat cache entry {name}: {e}"
+            )))
+        }
     };
     let meta = if dir.is_dir() { read_meta(name) } else { None };
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
         && is_entry_name(name.as_bytes())
-        && meta.as_ref().is_some_and(|m| match system::open_dir_nofollow(here, path(name, "mnt")) {
-            Ok(mnt) => {
-                system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.loop_rdev)
-                    && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
+        && meta.as_ref().is_some_and(|m| {
+            match system::open_dir_nofollow(here, path(name, "mnt")) {
+                Ok(mnt) => {
+                    system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.loop_rdev)
+                        && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
+                }
+                Err(_) => false,
             }
-            Err(_) => false,
         });
-    Ok(Some(Entry { name: name.to_string(), meta, valid, last_used }))
+    Ok(Some(Entry {
+        name: name.to_string(),
+        meta,
+        valid,
+        last_used,
+    }))
 }
 
 /// Every name in the cache namespace's root but its own files: entries, and
@@ -149,7 +180,11 @@ pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
         match system::detach_mount(&mnt) {
             Ok(()) => continue,
             Err(Error::INVAL) | Err(Error::NOENT) | Err(Error::NOTDIR) => break,
-            Err(e) => return Err(CacheError::Unavailable(format!("cannot unmount cache entry {name}: {e}"))),
+            Err(e) => {
+                return Err(CacheError::Unavailable(format!(
+                    "cannot unmount cache entry {name}: {e}"
+                )))
+            }
         }
     }
     // meta and meta.tmp: the record files of earlier versions.
@@ -167,14 +202,23 @@ pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
 /// Mounts the detached instance `mount` as entry `name`, commits `meta`
 /// (the record is set last: an entry without it is broken) and returns
 /// `copies` clones.
-pub(super) fn insert_entry(name: &str, mount: &OwnedFd, meta: &Meta, copies: usize) -> Result<Vec<OwnedFd>, CacheError> {
+pub(super) fn insert_entry(
+    name: &str,
+    mount: &OwnedFd,
+    meta: &Meta,
+    copies: usize,
+) -> Result<Vec<OwnedFd>, CacheError> {
     let here = system::working_dir();
-    let err = |what: &str, e: Error| CacheError::Unavailable(format!("cannot {what} cache entry {name}: {e}"));
+    let err = |what: &str, e: Error| {
+        CacheError::Unavailable(format!("cannot {what} cache entry {name}: {e}"))
+    };
     system::make_dir(here, &path(name, ""), 0o700).map_err(|e| err("create", e))?;
     system::make_dir(here, &path(name, "mnt"), 0o700).map_err(|e| err("create", e))?;
     let target = system::open_dir_nofollow(here, path(name, "mnt")).map_err(|e| err("open", e))?;
     system::attach_mount(mount.as_fd(), target.as_fd()).map_err(|e| err("mount", e))?;
-    system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes()).map_err(|e| err("commit", e))?;
-    (0..copies.max(1)).map(|_| system::clone_mount_at(&path(name, "mnt")).map_err(|e| err("clone", e))).collect()
+    system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes())
+        .map_err(|e| err("commit", e))?;
+    (0..copies.max(1))
+        .map(|_| system::clone_mount_at(&path(name, "mnt")).map_err(|e| err("clone", e)))
+        .collect()
 }
-

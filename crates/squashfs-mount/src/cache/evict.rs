@@ -79,7 +79,9 @@ pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize>
     }
     // Broken entries first: they hold nothing anyone can reuse.
     out.extend((0..c.len()).filter(|&i| !c[i].valid && !c[i].protected));
-    let idle = |i: usize| now.saturating_sub(c[i].last_used) >= limits.max_idle.min(i64::MAX as u64) as i64;
+    let idle = |i: usize| {
+        now.saturating_sub(c[i].last_used) >= limits.max_idle.min(i64::MAX as u64) as i64
+    };
     let evictable = |i: usize| c[i].valid && !c[i].in_use && !c[i].protected;
     for (i, e) in c.iter().enumerate() {
         if !e.valid || out.contains(&i) {
@@ -98,7 +100,9 @@ pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize>
     }
     if mode != Mode::Image {
         // Beyond the limits: least recently used unused instances go.
-        let mut kept: Vec<usize> = (0..c.len()).filter(|&i| c[i].valid && !out.contains(&i)).collect();
+        let mut kept: Vec<usize> = (0..c.len())
+            .filter(|&i| c[i].valid && !out.contains(&i))
+            .collect();
         kept.sort_by_key(|&i| c[i].last_used);
         let mut count = kept.len() as u64;
         let mut bytes: u64 = kept.iter().map(|&i| c[i].cost).sum();
@@ -123,16 +127,23 @@ pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize>
 /// entries that stay (`remaining` count and bytes): beyond them a launch
 /// mounts a private instance instead of caching a new one.
 pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: Limits) -> bool {
-    (remaining as u64) < u64::from(limits.max_instances) && remaining_bytes.saturating_add(cost) <= limits.max_bytes
+    (remaining as u64) < u64::from(limits.max_instances)
+        && remaining_bytes.saturating_add(cost) <= limits.max_bytes
 }
 
 /// The devices (`dev_t`) named in the third field of mountinfo lines.
 pub fn mountinfo_devices(text: &[u8]) -> HashSet<u64> {
     let mut out = HashSet::new();
     for line in text.split(|&b| b == b'\n') {
-        let Some(field) = line.split(|&b| b == b' ').nth(2) else { continue };
-        let Ok(field) = std::str::from_utf8(field) else { continue };
-        let Some((maj, min)) = field.split_once(':') else { continue };
+        let Some(field) = line.split(|&b| b == b' ').nth(2) else {
+            continue;
+        };
+        let Ok(field) = std::str::from_utf8(field) else {
+            continue;
+        };
+        let Some((maj, min)) = field.split_once(':') else {
+            continue;
+        };
         if let (Ok(maj), Ok(min)) = (maj.parse::<u64>(), min.parse::<u64>()) {
             out.insert(make_dev(maj, min));
         }
@@ -145,7 +156,9 @@ pub fn mountinfo_devices(text: &[u8]) -> HashSet<u64> {
 /// " (deleted)" by itself is recognised by being the recorded one; a
 /// misjudgement only evicts an unused instance early.
 pub fn backing_file_deleted(sysfs_backing_file: &[u8], recorded: &[u8]) -> bool {
-    let name = sysfs_backing_file.strip_suffix(b"\n").unwrap_or(sysfs_backing_file);
+    let name = sysfs_backing_file
+        .strip_suffix(b"\n")
+        .unwrap_or(sysfs_backing_file);
     name.ends_with(b" (deleted)") && name != recorded
 }
 
@@ -154,21 +167,40 @@ mod tests {
     use super::*;
 
     fn cand(valid: bool, in_use: bool, last_used: i64) -> Candidate {
-        Candidate { valid, in_use, last_used, cost: 1, ..Candidate::default() }
+        Candidate {
+            valid,
+            in_use,
+            last_used,
+            cost: 1,
+            ..Candidate::default()
+        }
     }
-    const L: Limits = Limits { max_idle: 600, max_instances: 10, max_bytes: u64::MAX };
+    const L: Limits = Limits {
+        max_idle: 600,
+        max_instances: 10,
+        max_bytes: u64::MAX,
+    };
 
     #[test]
     fn eviction_plan() {
         let now = 10_000;
         let c = vec![
-            cand(false, false, now),                                // 0 broken
-            cand(true, false, now - 700),                           // 1 idle
-            cand(true, true, now - 700),                            // 2 idle but in use
-            cand(true, false, now - 10),                            // 3 recent, another user's
-            Candidate { deleted: true, ..cand(true, false, now) },  // 4 deleted
-            Candidate { deleted: true, ..cand(true, true, now) },   // 5 deleted, in use
-            Candidate { mine: true, ..cand(true, false, now - 5) }, // 6 the asking user's own
+            cand(false, false, now),      // 0 broken
+            cand(true, false, now - 700), // 1 idle
+            cand(true, true, now - 700),  // 2 idle but in use
+            cand(true, false, now - 10),  // 3 recent, another user's
+            Candidate {
+                deleted: true,
+                ..cand(true, false, now)
+            }, // 4 deleted
+            Candidate {
+                deleted: true,
+                ..cand(true, true, now)
+            }, // 5 deleted, in use
+            Candidate {
+                mine: true,
+                ..cand(true, false, now - 5)
+            }, // 6 the asking user's own
         ];
         assert_eq!(plan(&c, now, L, Mode::Launch), vec![0, 1, 4]);
         assert_eq!(plan(&c, now, L, Mode::Expired), vec![0, 1, 4]);
@@ -178,17 +210,36 @@ mod tests {
         assert_eq!(plan(&c, now, L, Mode::All), (0..7).collect::<Vec<_>>());
         // Count: kept valid ones after the rules are 2, 3, 5, 6 (4 > 2):
         // the least recently used unused ones go (3 before 6: older).
-        let two = Limits { max_instances: 2, ..L };
+        let two = Limits {
+            max_instances: 2,
+            ..L
+        };
         assert_eq!(plan(&c, now, two, Mode::Launch), vec![0, 1, 4, 3, 6]);
         // max idle 0: every unused instance is idle.
-        assert_eq!(plan(&c, now, Limits { max_idle: 0, ..L }, Mode::Launch), vec![0, 1, 3, 4, 6]);
+        assert_eq!(
+            plan(&c, now, Limits { max_idle: 0, ..L }, Mode::Launch),
+            vec![0, 1, 3, 4, 6]
+        );
     }
 
     #[test]
     fn the_launch_never_evicts_what_it_uses() {
         let now = 10_000;
-        let c: Vec<Candidate> = (0..6).map(|i| Candidate { protected: i % 2 == 0, ..cand(true, false, now - 700 - i) }).collect();
-        let p = plan(&c, now, Limits { max_instances: 1, ..L }, Mode::Launch);
+        let c: Vec<Candidate> = (0..6)
+            .map(|i| Candidate {
+                protected: i % 2 == 0,
+                ..cand(true, false, now - 700 - i)
+            })
+            .collect();
+        let p = plan(
+            &c,
+            now,
+            Limits {
+                max_instances: 1,
+                ..L
+            },
+            Mode::Launch,
+        );
         assert_eq!(p, vec![1, 3, 5]);
         assert!(p.iter().all(|&i| !c[i].protected));
     }
@@ -196,20 +247,64 @@ mod tests {
     #[test]
     fn memory_limit() {
         let now = 10_000;
-        let c: Vec<Candidate> = (0..4).map(|i| Candidate { cost: 100, ..cand(true, false, now - i) }).collect();
+        let c: Vec<Candidate> = (0..4)
+            .map(|i| Candidate {
+                cost: 100,
+                ..cand(true, false, now - i)
+            })
+            .collect();
         // 400 bytes kept, 250 allowed: the two least recently used go.
-        assert_eq!(plan(&c, now, Limits { max_bytes: 250, ..L }, Mode::Launch), vec![3, 2]);
-        assert!(has_room(2, 200, 50, Limits { max_bytes: 250, ..L }));
-        assert!(!has_room(2, 200, 51, Limits { max_bytes: 250, ..L }));
+        assert_eq!(
+            plan(
+                &c,
+                now,
+                Limits {
+                    max_bytes: 250,
+                    ..L
+                },
+                Mode::Launch
+            ),
+            vec![3, 2]
+        );
+        assert!(has_room(
+            2,
+            200,
+            50,
+            Limits {
+                max_bytes: 250,
+                ..L
+            }
+        ));
+        assert!(!has_room(
+            2,
+            200,
+            51,
+            Limits {
+                max_bytes: 250,
+                ..L
+            }
+        ));
         assert!(!has_room(10, 0, 1, L));
     }
 
     #[test]
     fn gc_of_one_image() {
         let c = vec![
-            Candidate { target: true, mine: true, in_use: true, ..cand(true, true, 0) },
-            Candidate { target: true, mine: false, ..cand(true, false, 0) },
-            Candidate { mine: true, ..cand(true, false, 0) },
+            Candidate {
+                target: true,
+                mine: true,
+                in_use: true,
+                ..cand(true, true, 0)
+            },
+            Candidate {
+                target: true,
+                mine: false,
+                ..cand(true, false, 0)
+            },
+            Candidate {
+                mine: true,
+                ..cand(true, false, 0)
+            },
         ];
         assert_eq!(plan(&c, 0, L, Mode::Image), vec![0]);
     }
@@ -220,7 +315,13 @@ mod tests {
         // left by a package upgrade) is invalid: every kind of collection
         // evicts it first, even while a command still uses its instance
         // (the command keeps its clone).
-        let entries = [Candidate { in_use: true, ..cand(false, true, 100) }, cand(true, false, 100)];
+        let entries = [
+            Candidate {
+                in_use: true,
+                ..cand(false, true, 100)
+            },
+            cand(true, false, 100),
+        ];
         for mode in [Mode::Launch, Mode::User, Mode::Root, Mode::All] {
             let p = plan(&entries, 100, L, mode);
             assert_eq!(p.first(), Some(&0), "{mode:?}: {p:?}");
@@ -247,9 +348,15 @@ mod tests {
 
     #[test]
     fn deleted_backing_files() {
-        assert!(backing_file_deleted(b"/a/img.sqfs (deleted)\n", b"/a/img.sqfs"));
+        assert!(backing_file_deleted(
+            b"/a/img.sqfs (deleted)\n",
+            b"/a/img.sqfs"
+        ));
         assert!(!backing_file_deleted(b"/a/img.sqfs\n", b"/a/img.sqfs"));
-        assert!(!backing_file_deleted(b"/a/x (deleted)\n", b"/a/x (deleted)"));
+        assert!(!backing_file_deleted(
+            b"/a/x (deleted)\n",
+            b"/a/x (deleted)"
+        ));
         assert!(backing_file_deleted(b"/b/y (deleted)", b"/a/x"));
     }
 }

@@ -15,7 +15,8 @@ pub const META_LIMIT: usize = 16 * 1024;
 /// cache namespace shows, e.g. through a visiting process's mountinfo, says
 /// nothing about which files are cached).
 pub fn entry_name(secret: &[u8; 32], dev: u64, ino: u64) -> String {
-    #[allow(deprecated)] // SipHasher is deprecated only in favour of a crate; SipHash-2-4 is what we want.
+    #[allow(deprecated)]
+    // SipHasher is deprecated only in favour of a crate; SipHash-2-4 is what we want.
     let hash = |k: &[u8]| {
         use std::hash::Hasher;
         let key = |at: usize| u64::from_le_bytes(k[at..at + 8].try_into().unwrap_or([0; 8]));
@@ -29,7 +30,10 @@ pub fn entry_name(secret: &[u8; 32], dev: u64, ino: u64) -> String {
 
 /// Whether `name` is an entry name made by [`entry_name`].
 pub fn is_entry_name(name: &[u8]) -> bool {
-    name.len() == 32 && name.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    name.len() == 32
+        && name
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
 }
 
 /// (major, minor) of a Linux `dev_t` as returned by stat.
@@ -41,7 +45,10 @@ pub fn dev_major_minor(dev: u64) -> (u64, u64) {
 
 /// The `dev_t` for (major, minor), as stat returns it.
 pub fn make_dev(major: u64, minor: u64) -> u64 {
-    ((major & 0xffff_f000) << 32) | ((major & 0x0000_0fff) << 8) | ((minor & 0xffff_ff00) << 12) | (minor & 0x0000_00ff)
+    ((major & 0xffff_f000) << 32)
+        | ((major & 0x0000_0fff) << 8)
+        | ((minor & 0xffff_ff00) << 12)
+        | (minor & 0x0000_00ff)
 }
 
 /// What identifies an image file's contents: device, inode, size, mtime
@@ -57,7 +64,13 @@ pub struct Identity {
 
 impl From<&FileId> for Identity {
     fn from(id: &FileId) -> Self {
-        Identity { dev: id.dev, ino: id.ino, size: id.size, mtime: id.mtime, ctime: id.ctime }
+        Identity {
+            dev: id.dev,
+            ino: id.ino,
+            size: id.size,
+            mtime: id.mtime,
+            ctime: id.ctime,
+        }
     }
 }
 
@@ -91,7 +104,10 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) || s.len() > 2 * 4096 {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 impl Meta {
@@ -162,7 +178,13 @@ impl Meta {
 
     /// The identity of the file the instance was made of.
     pub fn identity(&self) -> Identity {
-        Identity { dev: self.dev, ino: self.ino, size: self.size, mtime: self.mtime, ctime: self.ctime }
+        Identity {
+            dev: self.dev,
+            ino: self.ino,
+            size: self.size,
+            mtime: self.mtime,
+            ctime: self.ctime,
+        }
     }
 
     /// Same file, unchanged: device, inode, size, mtime and ctime.
@@ -173,7 +195,15 @@ impl Meta {
     /// A record for the instance of the file `id` (block size
     /// `block_size`) on loop device `loop_number` (`loop_rdev`), created
     /// now by `uid`.
-    pub fn new(id: &Identity, block_size: u32, loop_number: u32, loop_rdev: u64, uid: u32, created: i64, path: &[u8]) -> Meta {
+    pub fn new(
+        id: &Identity,
+        block_size: u32,
+        loop_number: u32,
+        loop_rdev: u64,
+        uid: u32,
+        created: i64,
+        path: &[u8],
+    ) -> Meta {
         Meta {
             dev: id.dev,
             ino: id.ino,
@@ -249,12 +279,29 @@ mod tests {
         };
         let same = |id: FileId| m.same_file(&Identity::from(&id));
         assert!(same(id));
-        assert_eq!(Meta::new(&Identity::from(&id), 131072, 3, m.loop_rdev, 1000, m.created, &m.path), m);
+        assert_eq!(
+            Meta::new(
+                &Identity::from(&id),
+                131072,
+                3,
+                m.loop_rdev,
+                1000,
+                m.created,
+                &m.path
+            ),
+            m
+        );
         assert!(!same(FileId { ino: 1, ..id }));
         assert!(!same(FileId { dev: 1, ..id }));
         assert!(!same(FileId { size: 1, ..id }));
-        assert!(!same(FileId { mtime: (m.mtime.0, 6), ..id }));
-        assert!(!same(FileId { ctime: (m.ctime.0 + 1, m.ctime.1), ..id }));
+        assert!(!same(FileId {
+            mtime: (m.mtime.0, 6),
+            ..id
+        }));
+        assert!(!same(FileId {
+            ctime: (m.ctime.0 + 1, m.ctime.1),
+            ..id
+        }));
     }
 
     #[test]
@@ -266,14 +313,28 @@ mod tests {
         assert_ne!(n, entry_name(&b, 0xfe00, 0x1f));
         assert_ne!(n, entry_name(&a, 0xfe00, 0x20));
         assert!(!n.contains("fe00"));
-        for bad in [&b"fe00-1f"[..], b"", b"../x", &[b'A'; 32], &[b'0'; 31], &[b'g'; 32]] {
+        for bad in [
+            &b"fe00-1f"[..],
+            b"",
+            b"../x",
+            &[b'A'; 32],
+            &[b'0'; 31],
+            &[b'g'; 32],
+        ] {
             assert!(!is_entry_name(bad), "{bad:?}");
         }
     }
 
     #[test]
     fn device_numbers() {
-        for (maj, min) in [(7, 0), (7, 255), (7, 256), (7, 1_048_575), (259, 3), (4095, 1)] {
+        for (maj, min) in [
+            (7, 0),
+            (7, 255),
+            (7, 256),
+            (7, 1_048_575),
+            (259, 3),
+            (4095, 1),
+        ] {
             assert_eq!(dev_major_minor(make_dev(maj, min)), (maj, min));
         }
         assert_eq!(make_dev(7, 1), 0x701);

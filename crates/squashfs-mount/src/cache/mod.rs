@@ -91,10 +91,12 @@ impl fmt::Display for CacheError {
 
 /// Refuses a state directory that is not root's and private.
 pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), CacheError> {
-    let id = system::fstat(fd).map_err(|e| CacheError::Unavailable(format!("cannot stat {CACHE_DIR}: {e}")))?;
+    let id = system::fstat(fd)
+        .map_err(|e| CacheError::Unavailable(format!("cannot stat {CACHE_DIR}: {e}")))?;
     if !id.is_dir() || id.uid != 0 || id.mode & 0o077 != 0 {
-        return Err(CacheError::Unavailable(format!("{CACHE_DIR} is not a directory owned by root with mode 0700")));
+        return Err(CacheError::Unavailable(format!(
+            "{CACHE_DIR} is not a directory owned by root with mode 0700"
+        )));
     }
     Ok(())
 }
-

@@ -16,20 +16,33 @@ const MAX_CPU_ATTEMPTS: usize = 1024;
 
 /// Makes the state directory a private mount, creates the cache namespace
 /// and binds it on `<dir>/ns`. Root; exclusive lock held.
-pub fn create(dir: BorrowedFd<'_>, stranded: fn(&dyn std::fmt::Display) -> !) -> Result<(), CacheError> {
+pub fn create(
+    dir: BorrowedFd<'_>,
+    stranded: fn(&dyn std::fmt::Display) -> !,
+) -> Result<(), CacheError> {
     let fail = |what: &str, e: Error| CacheError::Unavailable(format!("{what}: {e}"));
     // The bind of a mount-namespace file must not propagate (the kernel
     // refuses to copy one): make the state directory a private mount.
     match system::is_mount_root(dir, ".") {
         Ok(true) => {}
-        Ok(false) => system::bind_onto_itself(dir).map_err(|e| fail(&format!("cannot bind {CACHE_DIR} onto itself"), e))?,
-        Err(e) => return Err(fail(&format!("cannot tell whether {CACHE_DIR} is a mount"), e)),
+        Ok(false) => system::bind_onto_itself(dir)
+            .map_err(|e| fail(&format!("cannot bind {CACHE_DIR} onto itself"), e))?,
+        Err(e) => {
+            return Err(fail(
+                &format!("cannot tell whether {CACHE_DIR} is a mount"),
+                e,
+            ))
+        }
     }
-    system::make_private(CACHE_DIR).map_err(|e| fail(&format!("cannot make {CACHE_DIR} a private mount"), e))?;
-    let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR).map_err(|e| fail(&format!("cannot open {CACHE_DIR}"), e))?;
+    system::make_private(CACHE_DIR)
+        .map_err(|e| fail(&format!("cannot make {CACHE_DIR} a private mount"), e))?;
+    let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
+        .map_err(|e| fail(&format!("cannot open {CACHE_DIR}"), e))?;
     super::root_only(dir.as_fd())?;
-    system::create_file_if_missing(dir.as_fd(), NS_FILE, 0o400).map_err(|e| fail(&format!("cannot create {CACHE_DIR}/{NS_FILE}"), e))?;
-    let target = system::open_path_nofollow(dir.as_fd(), NS_FILE).map_err(|e| fail(&format!("cannot open {CACHE_DIR}/{NS_FILE}"), e))?;
+    system::create_file_if_missing(dir.as_fd(), NS_FILE, 0o400)
+        .map_err(|e| fail(&format!("cannot create {CACHE_DIR}/{NS_FILE}"), e))?;
+    let target = system::open_path_nofollow(dir.as_fd(), NS_FILE)
+        .map_err(|e| fail(&format!("cannot open {CACHE_DIR}/{NS_FILE}"), e))?;
 
     // The kernel refuses (ELOOP) to bind a namespace file into a namespace
     // whose id is not lower than the bound one's. Ids grow in time, but
@@ -57,7 +70,9 @@ pub fn create(dir: BorrowedFd<'_>, stranded: fn(&dyn std::fmt::Display) -> !) ->
         let _ = system::set_cpu_affinity(a);
     }
     result.map_err(|a| match a {
-        Attempt::Loop => CacheError::Unavailable("the kernel refused to keep the cache namespace (ELOOP)".into()),
+        Attempt::Loop => {
+            CacheError::Unavailable("the kernel refused to keep the cache namespace (ELOOP)".into())
+        }
         Attempt::Failed(e) => e,
     })
 }
@@ -68,7 +83,10 @@ enum Attempt {
     Failed(CacheError),
 }
 
-fn attempt(target: BorrowedFd<'_>, stranded: fn(&dyn std::fmt::Display) -> !) -> Result<(), Attempt> {
+fn attempt(
+    target: BorrowedFd<'_>,
+    stranded: fn(&dyn std::fmt::Display) -> !,
+) -> Result<(), Attempt> {
     let made = system::in_new_mount_namespace(|| -> Result<(), Error> {
         system::become_tmpfs_rooted(CACHE_DIR, TMPFS_SIZE)?;
         let secret = system::random_bytes::<32>()?;
@@ -77,13 +95,23 @@ fn attempt(target: BorrowedFd<'_>, stranded: fn(&dyn std::fmt::Display) -> !) ->
     });
     let (ns, setup) = match made {
         Ok(v) => v,
-        Err(VisitError::Enter(e)) => return Err(Attempt::Failed(CacheError::Unavailable(format!("cannot create the cache namespace: {e}")))),
+        Err(VisitError::Enter(e)) => {
+            return Err(Attempt::Failed(CacheError::Unavailable(format!(
+                "cannot create the cache namespace: {e}"
+            ))))
+        }
         Err(VisitError::Stranded(s)) => stranded(&s),
     };
-    setup.map_err(|e| Attempt::Failed(CacheError::Unavailable(format!("cannot set up the cache namespace: {e}"))))?;
+    setup.map_err(|e| {
+        Attempt::Failed(CacheError::Unavailable(format!(
+            "cannot set up the cache namespace: {e}"
+        )))
+    })?;
     match system::bind_namespace(ns.as_fd(), target) {
         Ok(()) => Ok(()),
         Err(Error::LOOP) => Err(Attempt::Loop),
-        Err(e) => Err(Attempt::Failed(CacheError::Unavailable(format!("cannot bind the cache namespace on {CACHE_DIR}/{NS_FILE}: {e}")))),
+        Err(e) => Err(Attempt::Failed(CacheError::Unavailable(format!(
+            "cannot bind the cache namespace on {CACHE_DIR}/{NS_FILE}: {e}"
+        )))),
     }
 }

@@ -11,9 +11,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::evict::{self, Candidate, Limits, Mode};
-pub use super::entries::{Entry, MAX_ENTRIES};
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry};
+pub use super::entries::{Entry, MAX_ENTRIES};
+use super::evict::{self, Candidate, Limits, Mode};
 use super::meta::{dev_major_minor, entry_name, Identity, Meta};
 use super::usage::{self, ScanBudget};
 use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
@@ -37,7 +37,6 @@ pub struct Store {
     stranded: Stranded,
     secret: Cell<Option<[u8; 32]>>,
 }
-
 
 /// A fresh instance a launch made (without the lock) and offers the cache.
 pub struct Offer {
@@ -66,7 +65,12 @@ impl Drop for LockGuard<'_> {
 impl Store {
     /// Opens the cache. With `create`, makes the state directory and the
     /// cache namespace when they do not exist; without, answers None then.
-    pub fn open(limits: Limits, timeout_ms: u64, create: bool, stranded: Stranded) -> Result<Option<Store>, CacheError> {
+    pub fn open(
+        limits: Limits,
+        timeout_ms: u64,
+        create: bool,
+        stranded: Stranded,
+    ) -> Result<Option<Store>, CacheError> {
         let unavailable = |what: String, e: Error| CacheError::Unavailable(format!("{what}: {e}"));
         let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR) {
             Err(Error::NOENT) if create => system::open_or_create_dir(CACHE_DIR, 0o700),
@@ -92,12 +96,25 @@ impl Store {
                 let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
                     .map_err(|e| unavailable(format!("cannot open {CACHE_DIR}"), e))?;
                 root_only(dir.as_fd())?;
-                open_namespace(dir.as_fd())
-                    .ok_or_else(|| CacheError::Unavailable(format!("{CACHE_DIR}/{NS_FILE} is not a namespace after creating it")))?
+                open_namespace(dir.as_fd()).ok_or_else(|| {
+                    CacheError::Unavailable(format!(
+                        "{CACHE_DIR}/{NS_FILE} is not a namespace after creating it"
+                    ))
+                })?
             }
         };
-        let ns_ino = system::fstat(ns.as_fd()).map_err(|e| unavailable("cannot stat the cache namespace".into(), e))?.ino;
-        Ok(Some(Store { lock, ns, ns_ino, timeout_ms, limits, stranded, secret: Cell::new(None) }))
+        let ns_ino = system::fstat(ns.as_fd())
+            .map_err(|e| unavailable("cannot stat the cache namespace".into(), e))?
+            .ino;
+        Ok(Some(Store {
+            lock,
+            ns,
+            ns_ino,
+            timeout_ms,
+            limits,
+            stranded,
+            secret: Cell::new(None),
+        }))
     }
 
     fn lock(&self, kind: LockKind) -> Result<LockGuard<'_>, CacheError> {
@@ -108,12 +125,18 @@ impl Store {
     /// root), with the namespace's secret (made now if `make_secret` and
     /// there is none). Refuses a namespace without our marker. A visit that
     /// cannot return ends the process or thread (`stranded`).
-    fn visit<T>(&self, make_secret: bool, f: impl FnOnce(Option<&[u8; 32]>) -> Result<T, CacheError>) -> Result<T, CacheError> {
+    fn visit<T>(
+        &self,
+        make_secret: bool,
+        f: impl FnOnce(Option<&[u8; 32]>) -> Result<T, CacheError>,
+    ) -> Result<T, CacheError> {
         let known = self.secret.get();
         let r = system::in_mount_namespace(self.ns.as_fd(), || {
             let here = system::working_dir();
             if !matches!(system::stat_at(here, MARKER), Ok(id) if id.is_regular()) {
-                return Err(CacheError::Unavailable(format!("{CACHE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace")));
+                return Err(CacheError::Unavailable(format!(
+                    "{CACHE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace"
+                )));
             }
             let secret = match known {
                 Some(s) => Some(s),
@@ -127,7 +150,9 @@ impl Store {
                 Ok(t)
             }
             Ok(Err(e)) => Err(e),
-            Err(VisitError::Enter(e)) => Err(CacheError::Unavailable(format!("cannot enter the cache namespace: {e}"))),
+            Err(VisitError::Enter(e)) => Err(CacheError::Unavailable(format!(
+                "cannot enter the cache namespace: {e}"
+            ))),
             Err(VisitError::Stranded(s)) => (self.stranded)(&s),
         }
     }
@@ -141,8 +166,20 @@ impl Store {
             .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
         let _g = self.lock(LockKind::Shared)?;
         self.visit(false, |secret| {
-            let Some(secret) = secret else { return Ok(wanted.iter().map(|_| Vec::new()).collect()) };
-            Ok(wanted.iter().map(|(id, copies)| clones_of(&entry_name(secret, id.dev, id.ino), id, *copies, dev.as_fd())).collect())
+            let Some(secret) = secret else {
+                return Ok(wanted.iter().map(|_| Vec::new()).collect());
+            };
+            Ok(wanted
+                .iter()
+                .map(|(id, copies)| {
+                    clones_of(
+                        &entry_name(secret, id.dev, id.ino),
+                        id,
+                        *copies,
+                        dev.as_fd(),
+                    )
+                })
+                .collect())
         })
     }
 
@@ -153,30 +190,53 @@ impl Store {
     /// what `protected` names: the launch's own images); otherwise the offer
     /// comes back, to be used privately. On an error the offers not yet
     /// placed come back with it.
-    pub fn place(&self, offers: Vec<Offer>, protected: &HashSet<(u64, u64)>) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
+    pub fn place(
+        &self,
+        offers: Vec<Offer>,
+        protected: &HashSet<(u64, u64)>,
+    ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         let prepared = (|| {
             let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
                 .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
             let guard = self.lock(LockKind::Exclusive)?;
             let entries = self.visit(true, |_| list_entries())?;
-            let secret = self.secret.get().ok_or_else(|| CacheError::Unavailable("the cache namespace has no secret".into()))?;
+            let secret = self.secret.get().ok_or_else(|| {
+                CacheError::Unavailable("the cache namespace has no secret".into())
+            })?;
             Ok((dev, guard, entries, secret))
         })();
         let (dev, _guard, entries, secret) = match prepared {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
-        let protected_names: HashSet<String> = protected.iter().map(|(d, i)| entry_name(&secret, *d, *i)).collect();
-        let offered: HashSet<String> = offers.iter().map(|o| entry_name(&secret, o.meta.dev, o.meta.ino)).collect();
+        let protected_names: HashSet<String> = protected
+            .iter()
+            .map(|(d, i)| entry_name(&secret, *d, *i))
+            .collect();
+        let offered: HashSet<String> = offers
+            .iter()
+            .map(|o| entry_name(&secret, o.meta.dev, o.meta.ino))
+            .collect();
         let cands = self.candidates(&entries, 0, None, &protected_names, usage::AT_LAUNCH);
         let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
         // Stale entries of the offered files go in any case.
-        let stale: Vec<usize> = (0..entries.len()).filter(|&i| offered.contains(&entries[i].name) && !entries[i].valid && !evict.contains(&i)).collect();
+        let stale: Vec<usize> = (0..entries.len())
+            .filter(|&i| {
+                offered.contains(&entries[i].name) && !entries[i].valid && !evict.contains(&i)
+            })
+            .collect();
         evict.extend(stale);
         let gone: Vec<&str> = evict.iter().map(|&i| entries[i].name.as_str()).collect();
-        let staying = || entries.iter().filter(|e| e.valid && !gone.contains(&e.name.as_str()));
+        let staying = || {
+            entries
+                .iter()
+                .filter(|e| e.valid && !gone.contains(&e.name.as_str()))
+        };
         let mut count = staying().count();
-        let mut bytes: u64 = staying().filter_map(|e| e.meta.as_ref()).map(|m| evict::instance_cost(m.block_size)).sum();
+        let mut bytes: u64 = staying()
+            .filter_map(|e| e.meta.as_ref())
+            .map(|m| evict::instance_cost(m.block_size))
+            .sum();
         let pending = std::cell::RefCell::new(offers);
         let placed = self.visit(false, |_| {
             for name in &gone {
@@ -190,7 +250,9 @@ impl Store {
                     out.push(Placed::Cached(theirs));
                     continue;
                 }
-                if !evict::has_room(count, bytes, offer.cost, self.limits) || remove_entry(&name).is_err() {
+                if !evict::has_room(count, bytes, offer.cost, self.limits)
+                    || remove_entry(&name).is_err()
+                {
                     out.push(Placed::Private(offer));
                     continue;
                 }
@@ -226,7 +288,13 @@ impl Store {
     /// Evicts what `mode` allows for the user `uid` (exclusive lock);
     /// `target` is `--gc IMAGE`'s entry name. Returns every entry with
     /// whether it was evicted.
-    pub fn collect(&self, mode: Mode, uid: u32, target: Option<&str>, budget: ScanBudget) -> Result<Vec<(Entry, bool)>, CacheError> {
+    pub fn collect(
+        &self,
+        mode: Mode,
+        uid: u32,
+        target: Option<&str>,
+        budget: ScanBudget,
+    ) -> Result<Vec<(Entry, bool)>, CacheError> {
         let _g = self.lock(LockKind::Exclusive)?;
         self.collect_locked(mode, uid, target, budget)
     }
@@ -235,13 +303,18 @@ impl Store {
     /// holds the lock: a bounded collection.
     pub fn maintain(&self, interval: i64) {
         let now = system::unix_time();
-        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else { return };
+        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else {
+            return;
+        };
         if let Ok(st) = system::stat_at(dir.as_fd(), super::GC_STAMP) {
             if st.mtime.0 <= now && now - st.mtime.0 < interval {
                 return;
             }
         }
-        if !matches!(system::try_lock(self.lock.as_fd(), LockKind::Exclusive), Ok(true)) {
+        if !matches!(
+            system::try_lock(self.lock.as_fd(), LockKind::Exclusive),
+            Ok(true)
+        ) {
             return;
         }
         let _g = LockGuard(self.lock.as_fd());
@@ -250,32 +323,63 @@ impl Store {
         let _ = self.collect_locked(Mode::Launch, u32::MAX, None, usage::AT_LAUNCH);
     }
 
-    fn collect_locked(&self, mode: Mode, uid: u32, target: Option<&str>, budget: ScanBudget) -> Result<Vec<(Entry, bool)>, CacheError> {
+    fn collect_locked(
+        &self,
+        mode: Mode,
+        uid: u32,
+        target: Option<&str>,
+        budget: ScanBudget,
+    ) -> Result<Vec<(Entry, bool)>, CacheError> {
         let entries = self.visit(false, |_| list_entries())?;
         let cands = self.candidates(&entries, uid, target, &HashSet::new(), budget);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
-            self.visit(false, |_| chosen.iter().try_for_each(|&i| remove_entry(&entries[i].name)))?;
+            self.visit(false, |_| {
+                chosen
+                    .iter()
+                    .try_for_each(|&i| remove_entry(&entries[i].name))
+            })?;
         }
-        Ok(entries.into_iter().enumerate().map(|(i, e)| (e, chosen.contains(&i))).collect())
+        Ok(entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| (e, chosen.contains(&i)))
+            .collect())
     }
 
     /// The eviction plan's view of `entries`; the usage scan runs only when
     /// some unused instance would be evicted by it.
-    fn candidates(&self, entries: &[Entry], uid: u32, target: Option<&str>, protected: &HashSet<String>, budget: ScanBudget) -> Vec<Candidate> {
-        let devs: HashSet<u64> = entries.iter().filter(|e| e.valid).filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev)).collect();
+    fn candidates(
+        &self,
+        entries: &[Entry],
+        uid: u32,
+        target: Option<&str>,
+        protected: &HashSet<String>,
+        budget: ScanBudget,
+    ) -> Vec<Candidate> {
+        let devs: HashSet<u64> = entries
+            .iter()
+            .filter(|e| e.valid)
+            .filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev))
+            .collect();
         let used = usage::devices_in_use(&devs, self.ns_ino, budget).used;
         entries
             .iter()
             .map(|e| Candidate {
                 valid: e.valid,
-                deleted: e.meta.as_ref().is_some_and(|m| e.valid && loop_file_deleted(m)),
+                deleted: e
+                    .meta
+                    .as_ref()
+                    .is_some_and(|m| e.valid && loop_file_deleted(m)),
                 in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.loop_rdev)),
                 mine: e.meta.as_ref().is_some_and(|m| m.uid == uid) || uid == 0,
                 target: target == Some(e.name.as_str()),
                 protected: protected.contains(&e.name),
                 last_used: e.last_used,
-                cost: e.meta.as_ref().map_or(0, |m| evict::instance_cost(m.block_size)),
+                cost: e
+                    .meta
+                    .as_ref()
+                    .map_or(0, |m| evict::instance_cost(m.block_size)),
             })
             .collect()
     }
@@ -283,7 +387,11 @@ impl Store {
     /// The loop devices of `entries` that some namespace uses (for
     /// `--cache-status`), and whether the scan saw every namespace.
     pub fn usage(&self, entries: &[Entry]) -> usage::Usage {
-        let devs: HashSet<u64> = entries.iter().filter(|e| e.valid).filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev)).collect();
+        let devs: HashSet<u64> = entries
+            .iter()
+            .filter(|e| e.valid)
+            .filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev))
+            .collect();
         usage::devices_in_use(&devs, self.ns_ino, usage::ON_REQUEST)
     }
 }
@@ -294,13 +402,21 @@ fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
 }
 
-fn lock_with_timeout(fd: BorrowedFd<'_>, kind: LockKind, timeout_ms: u64) -> Result<LockGuard<'_>, CacheError> {
+fn lock_with_timeout(
+    fd: BorrowedFd<'_>,
+    kind: LockKind,
+    timeout_ms: u64,
+) -> Result<LockGuard<'_>, CacheError> {
     let (mut waited, mut step) = (0u64, 1u64);
     loop {
         match system::try_lock(fd, kind) {
             Ok(true) => return Ok(LockGuard(fd)),
             Ok(false) => {}
-            Err(e) => return Err(CacheError::Unavailable(format!("cannot lock {CACHE_DIR}/{LOCK_FILE}: {e}"))),
+            Err(e) => {
+                return Err(CacheError::Unavailable(format!(
+                    "cannot lock {CACHE_DIR}/{LOCK_FILE}: {e}"
+                )))
+            }
         }
         if waited >= timeout_ms {
             return Err(CacheError::Busy(waited));
@@ -317,9 +433,12 @@ fn loop_file_deleted(meta: &Meta) -> bool {
     if major != LOOP_MAJOR {
         return false;
     }
-    match system::read_file_at(system::working_dir(), &format!("/sys/dev/block/{major}:{minor}/loop/backing_file"), 8192) {
+    match system::read_file_at(
+        system::working_dir(),
+        &format!("/sys/dev/block/{major}:{minor}/loop/backing_file"),
+        8192,
+    ) {
         Ok((text, false)) => evict::backing_file_deleted(&text, &meta.path),
         _ => false,
     }
 }
-

@@ -20,9 +20,17 @@ pub struct ScanBudget {
 }
 
 /// A launch's opportunistic collection must not slow the launch down.
-pub const AT_LAUNCH: ScanBudget = ScanBudget { time: Duration::from_millis(50), bytes: 16 << 20, per_namespace: 1 << 20 };
+pub const AT_LAUNCH: ScanBudget = ScanBudget {
+    time: Duration::from_millis(50),
+    bytes: 16 << 20,
+    per_namespace: 1 << 20,
+};
 /// `--gc` and `--cache-status` may take longer.
-pub const ON_REQUEST: ScanBudget = ScanBudget { time: Duration::from_secs(2), bytes: 256 << 20, per_namespace: 8 << 20 };
+pub const ON_REQUEST: ScanBudget = ScanBudget {
+    time: Duration::from_secs(2),
+    bytes: 256 << 20,
+    per_namespace: 8 << 20,
+};
 
 /// The scan's answer: the devices among those asked for that were found
 /// mounted, and whether every namespace could be read within the budget.
@@ -42,7 +50,9 @@ pub fn devices_in_use(devs: &HashSet<u64>, cache_ns_ino: u64, budget: ScanBudget
     }
     let started = Instant::now();
     let here = system::working_dir();
-    let Ok((pids, more)) = system::list_dir(here, "/proc", 1 << 22) else { return usage };
+    let Ok((pids, more)) = system::list_dir(here, "/proc", 1 << 22) else {
+        return usage;
+    };
     let mut seen = HashSet::from([cache_ns_ino]);
     let mut read = 0usize;
     let mut complete = !more;
@@ -56,14 +66,22 @@ pub fn devices_in_use(devs: &HashSet<u64>, cache_ns_ino: u64, budget: ScanBudget
             break;
         }
         let pid = String::from_utf8_lossy(pid);
-        let Ok(ns) = system::stat_following(here, &format!("/proc/{pid}/ns/mnt")) else { continue };
+        let Ok(ns) = system::stat_following(here, &format!("/proc/{pid}/ns/mnt")) else {
+            continue;
+        };
         if !seen.insert(ns.ino) {
             continue;
         }
-        match system::read_file_at(here, &format!("/proc/{pid}/mountinfo"), budget.per_namespace) {
+        match system::read_file_at(
+            here,
+            &format!("/proc/{pid}/mountinfo"),
+            budget.per_namespace,
+        ) {
             Ok((text, longer)) => {
                 read += text.len();
-                usage.used.extend(mountinfo_devices(&text).intersection(devs));
+                usage
+                    .used
+                    .extend(mountinfo_devices(&text).intersection(devs));
                 complete &= !longer;
             }
             // The process exited meanwhile; its namespace, if still alive,

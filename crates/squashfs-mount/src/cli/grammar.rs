@@ -4,7 +4,6 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-
 /// One `<image>:<mountpoint>` or `--union=<image>,...:<mountpoint>`
 /// request, as given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,7 +19,11 @@ impl MountRequest {
     /// non-UTF-8 bytes).
     pub fn describe(&self) -> String {
         let images: Vec<_> = self.images.iter().map(|i| i.to_string_lossy()).collect();
-        format!("{}:{}", images.join(","), self.mount_point.to_string_lossy())
+        format!(
+            "{}:{}",
+            images.join(","),
+            self.mount_point.to_string_lossy()
+        )
     }
 }
 
@@ -46,13 +49,20 @@ impl LayerSize {
         let text_str = std::str::from_utf8(text).map_err(|_| bad("not UTF-8".into()))?;
         if let Some(percent) = text_str.strip_suffix('%') {
             return match percent.parse::<u8>() {
-                Ok(n @ 1..=100) if percent.bytes().all(|b| b.is_ascii_digit()) => Ok(LayerSize::PercentOfRam(n)),
-                _ => Err(bad("a percentage must be a whole number from 1 to 100".into())),
+                Ok(n @ 1..=100) if percent.bytes().all(|b| b.is_ascii_digit()) => {
+                    Ok(LayerSize::PercentOfRam(n))
+                }
+                _ => Err(bad(
+                    "a percentage must be a whole number from 1 to 100".into()
+                )),
             };
         }
         let bytes = squashfs_format::size::parse_size(text_str).map_err(|e| bad(e.to_string()))?;
         if bytes < 1 << 20 {
-            return Err(UsageError(format!("--writable size '{}' is too small: give at least 1M", lossy(text))));
+            return Err(UsageError(format!(
+                "--writable size '{}' is too small: give at least 1M",
+                lossy(text)
+            )));
         }
         Ok(LayerSize::Bytes(bytes))
     }
@@ -66,11 +76,14 @@ impl LayerSize {
     }
 }
 
-
 /// Parses one `<image>:<mountpoint>` pair.
 pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
     let (images, mount_point) = split_pair(arg)?;
-    Ok(MountRequest { images: vec![images], mount_point, union: false })
+    Ok(MountRequest {
+        images: vec![images],
+        mount_point,
+        union: false,
+    })
 }
 
 /// Most layers one union may have (overlayfs allows 500 lower layers).
@@ -85,7 +98,10 @@ pub fn parse_union(arg: &[u8]) -> Result<MountRequest, UsageError> {
         .map(|i| OsString::from_vec(i.to_vec()))
         .collect();
     if images.iter().any(|i| i.is_empty()) {
-        return Err(UsageError(format!("--union='{}': an image path is empty", lossy(arg))));
+        return Err(UsageError(format!(
+            "--union='{}': an image path is empty",
+            lossy(arg)
+        )));
     }
     if images.len() > MAX_UNION_LAYERS {
         return Err(UsageError(format!(
@@ -93,7 +109,11 @@ pub fn parse_union(arg: &[u8]) -> Result<MountRequest, UsageError> {
             images.len()
         )));
     }
-    Ok(MountRequest { images, mount_point, union: true })
+    Ok(MountRequest {
+        images,
+        mount_point,
+        union: true,
+    })
 }
 
 fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
@@ -113,10 +133,16 @@ fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
     let at = arg.iter().position(|&b| b == b':').unwrap_or(0);
     let (image, mount_point) = (&arg[..at], &arg[at + 1..]);
     if image.is_empty() {
-        return Err(UsageError(format!("'{}': the image path is empty", lossy(arg))));
+        return Err(UsageError(format!(
+            "'{}': the image path is empty",
+            lossy(arg)
+        )));
     }
     if mount_point.is_empty() {
-        return Err(UsageError(format!("'{}': the mount point is empty", lossy(arg))));
+        return Err(UsageError(format!(
+            "'{}': the mount point is empty",
+            lossy(arg)
+        )));
     }
     for part in [image, mount_point] {
         if part.contains(&b'\n') {
@@ -134,7 +160,6 @@ fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
         OsString::from_vec(mount_point.to_vec()),
     ))
 }
-
 
 /// `SQFSMNT_FWD_<NAME>=<value>` becomes `<NAME>=<value>`: returns NAME.
 pub fn forwarded_name(name: &OsStr) -> Option<&OsStr> {

@@ -14,7 +14,10 @@ mod tests;
 mod usage;
 
 use grammar::lossy;
-pub use grammar::{forwarded_name, parse_pair, parse_union, LayerSize, MountRequest, UsageError, MAX_UNION_LAYERS, NO_COMMAND};
+pub use grammar::{
+    forwarded_name, parse_pair, parse_union, LayerSize, MountRequest, UsageError, MAX_UNION_LAYERS,
+    NO_COMMAND,
+};
 pub use usage::USAGE;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,11 +26,19 @@ pub enum Invocation {
     Version,
     Run(RunRequest),
     /// `--gc [--all | --expired | IMAGE]`: evict cached image instances.
-    Gc { all: bool, expired: bool, image: Option<OsString> },
+    Gc {
+        all: bool,
+        expired: bool,
+        image: Option<OsString>,
+    },
     /// `--cache-status [--json]`: list cached image instances.
-    CacheStatus { json: bool },
+    CacheStatus {
+        json: bool,
+    },
     /// `--policy [IMAGE...]`: the site policy, and each image's route.
-    Policy { images: Vec<OsString> },
+    Policy {
+        images: Vec<OsString>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +70,14 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     if let Some(maintenance) = parse_maintenance(args)? {
         return Ok(maintenance);
     }
-    let mut r = RunRequest { mounts: Vec::new(), writable: None, command: Vec::new(), no_cache: false, verbose: false, quiet: false };
+    let mut r = RunRequest {
+        mounts: Vec::new(),
+        writable: None,
+        command: Vec::new(),
+        no_cache: false,
+        verbose: false,
+        quiet: false,
+    };
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].as_bytes();
@@ -80,7 +98,9 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             _ if arg.starts_with(b"--sqfs=") => {
                 let list = &arg[b"--sqfs=".len()..];
                 if list.is_empty() {
-                    return Err(UsageError("--sqfs= needs <image>:<mountpoint>[,...]".into()));
+                    return Err(UsageError(
+                        "--sqfs= needs <image>:<mountpoint>[,...]".into(),
+                    ));
                 }
                 for pair in list.split(|&b| b == b',') {
                     r.mounts.push(parse_pair(pair)?);
@@ -99,7 +119,13 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 // `--writable 1G`: the next word is its size when it is a
                 // size (never a pair, an option or the '--').
                 match args.get(i).map(|a| a.as_bytes()) {
-                    Some(next) if !looks_like_pair(next) && !next.starts_with(b"-") && next.first().is_some_and(|b| b.is_ascii_digit() || *b == b'.') => {
+                    Some(next)
+                        if !looks_like_pair(next)
+                            && !next.starts_with(b"-")
+                            && next
+                                .first()
+                                .is_some_and(|b| b.is_ascii_digit() || *b == b'.') =>
+                    {
                         r.writable = Some(LayerSize::parse(next)?);
                         i += 1;
                     }
@@ -114,7 +140,9 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             }
             b"--union" => {
                 let Some(spec) = args.get(i) else {
-                    return Err(UsageError("--union needs <image>,<image>[,...]:<mountpoint>".into()));
+                    return Err(UsageError(
+                        "--union needs <image>,<image>[,...]:<mountpoint>".into(),
+                    ));
                 };
                 i += 1;
                 r.mounts.push(parse_union(spec.as_bytes())?);
@@ -137,11 +165,17 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
 /// `--gc [--all | IMAGE]`, `--cache-status [--json]` and `--policy
 /// [IMAGE...]` stand alone: None when none is given before `--`.
 fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError> {
-    let own: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).take_while(|a| *a != b"--").collect();
+    let own: Vec<&[u8]> = args
+        .iter()
+        .map(|a| a.as_bytes())
+        .take_while(|a| *a != b"--")
+        .collect();
     let has = |w: &[u8]| own.contains(&w);
     let (gc, status, policy) = (has(b"--gc"), has(b"--cache-status"), has(b"--policy"));
     if [gc, status, policy].iter().filter(|&&x| x).count() > 1 {
-        return Err(UsageError("give only one of --gc, --cache-status and --policy".into()));
+        return Err(UsageError(
+            "give only one of --gc, --cache-status and --policy".into(),
+        ));
     }
     if !gc && !status && !policy {
         if has(b"--all") || has(b"--expired") {
@@ -153,27 +187,60 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
         return Ok(None);
     }
     let words: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    let rest: Vec<&[u8]> = words.iter().copied().filter(|a| !matches!(*a, b"--gc" | b"--cache-status" | b"--policy")).collect();
+    let rest: Vec<&[u8]> = words
+        .iter()
+        .copied()
+        .filter(|a| !matches!(*a, b"--gc" | b"--cache-status" | b"--policy"))
+        .collect();
     if policy {
         if let Some(opt) = rest.iter().find(|a| a.starts_with(b"-")) {
-            return Err(UsageError(format!("'{}' cannot be combined with --policy", lossy(opt))));
+            return Err(UsageError(format!(
+                "'{}' cannot be combined with --policy",
+                lossy(opt)
+            )));
         }
-        return Ok(Some(Invocation::Policy { images: rest.iter().map(|a| OsString::from_vec(a.to_vec())).collect() }));
+        return Ok(Some(Invocation::Policy {
+            images: rest
+                .iter()
+                .map(|a| OsString::from_vec(a.to_vec()))
+                .collect(),
+        }));
     }
     if status {
         return match rest.as_slice() {
             [] => Ok(Some(Invocation::CacheStatus { json: false })),
             [b"--json"] => Ok(Some(Invocation::CacheStatus { json: true })),
             [b"--all", ..] | [_, b"--all", ..] => Err(UsageError("--all goes with --gc".into())),
-            [extra, ..] => Err(UsageError(format!("'{}' cannot be combined with --cache-status", lossy(extra)))),
+            [extra, ..] => Err(UsageError(format!(
+                "'{}' cannot be combined with --cache-status",
+                lossy(extra)
+            ))),
         };
     }
     match rest.as_slice() {
-        [] => Ok(Some(Invocation::Gc { all: false, expired: false, image: None })),
-        [b"--all"] => Ok(Some(Invocation::Gc { all: true, expired: false, image: None })),
-        [b"--expired"] => Ok(Some(Invocation::Gc { all: false, expired: true, image: None })),
-        [image] if !image.starts_with(b"-") => Ok(Some(Invocation::Gc { all: false, expired: false, image: Some(OsString::from_vec(image.to_vec())) })),
-        [extra, ..] => Err(UsageError(format!("'{}' cannot be combined with --gc (give --all, --expired, or one image)", lossy(extra)))),
+        [] => Ok(Some(Invocation::Gc {
+            all: false,
+            expired: false,
+            image: None,
+        })),
+        [b"--all"] => Ok(Some(Invocation::Gc {
+            all: true,
+            expired: false,
+            image: None,
+        })),
+        [b"--expired"] => Ok(Some(Invocation::Gc {
+            all: false,
+            expired: true,
+            image: None,
+        })),
+        [image] if !image.starts_with(b"-") => Ok(Some(Invocation::Gc {
+            all: false,
+            expired: false,
+            image: Some(OsString::from_vec(image.to_vec())),
+        })),
+        [extra, ..] => Err(UsageError(format!(
+            "'{}' cannot be combined with --gc (give --all, --expired, or one image)",
+            lossy(extra)
+        ))),
     }
 }
-

@@ -44,7 +44,10 @@ fn help_and_version() {
     assert_eq!(parse(&args(&["--version"])).unwrap(), Invocation::Version);
     assert_eq!(parse(&args(&["-v"])).unwrap(), Invocation::Version);
     // After '--' everything belongs to the command.
-    assert!(matches!(parse(&args(&["--", "x", "-h"])).unwrap(), Invocation::Run(_)));
+    assert!(matches!(
+        parse(&args(&["--", "x", "-h"])).unwrap(),
+        Invocation::Run(_)
+    ));
 }
 
 #[test]
@@ -73,7 +76,9 @@ fn non_utf8_paths_are_kept_exactly() {
         "--".into(),
         "true".into(),
     ];
-    let Invocation::Run(r) = parse(&a).unwrap() else { panic!() };
+    let Invocation::Run(r) = parse(&a).unwrap() else {
+        panic!()
+    };
     assert_eq!(r.mounts[0].images[0].as_bytes(), b"im\xffg");
     assert_eq!(r.mounts[0].mount_point.as_bytes(), b"/mn\xfet");
 }
@@ -85,17 +90,69 @@ fn cache_options() {
     assert!(run(&["a:/m", "--no-cache", "--", "true"]).no_cache);
     // After '--' it belongs to the command.
     assert!(!run(&["a:/m", "--", "true", "--no-cache"]).no_cache);
-    assert_eq!(parse(&args(&["--gc"])).unwrap(), Invocation::Gc { all: false, expired: false, image: None });
-    assert_eq!(parse(&args(&["--gc", "--all"])).unwrap(), Invocation::Gc { all: true, expired: false, image: None });
-    assert_eq!(parse(&args(&["--all", "--gc"])).unwrap(), Invocation::Gc { all: true, expired: false, image: None });
-    assert_eq!(parse(&args(&["--gc", "a.sqfs"])).unwrap(), Invocation::Gc { all: false, expired: false, image: Some("a.sqfs".into()) });
-    assert_eq!(parse(&args(&["--gc", "--expired"])).unwrap(), Invocation::Gc { all: false, expired: true, image: None });
-    assert_eq!(parse(&args(&["--cache-status"])).unwrap(), Invocation::CacheStatus { json: false });
-    assert_eq!(parse(&args(&["--cache-status", "--json"])).unwrap(), Invocation::CacheStatus { json: true });
-    assert_eq!(parse(&args(&["--policy"])).unwrap(), Invocation::Policy { images: vec![] });
-    assert_eq!(parse(&args(&["--policy", "a", "b"])).unwrap(), Invocation::Policy { images: args(&["a", "b"]) });
+    assert_eq!(
+        parse(&args(&["--gc"])).unwrap(),
+        Invocation::Gc {
+            all: false,
+            expired: false,
+            image: None
+        }
+    );
+    assert_eq!(
+        parse(&args(&["--gc", "--all"])).unwrap(),
+        Invocation::Gc {
+            all: true,
+            expired: false,
+            image: None
+        }
+    );
+    assert_eq!(
+        parse(&args(&["--all", "--gc"])).unwrap(),
+        Invocation::Gc {
+            all: true,
+            expired: false,
+            image: None
+        }
+    );
+    assert_eq!(
+        parse(&args(&["--gc", "a.sqfs"])).unwrap(),
+        Invocation::Gc {
+            all: false,
+            expired: false,
+            image: Some("a.sqfs".into())
+        }
+    );
+    assert_eq!(
+        parse(&args(&["--gc", "--expired"])).unwrap(),
+        Invocation::Gc {
+            all: false,
+            expired: true,
+            image: None
+        }
+    );
+    assert_eq!(
+        parse(&args(&["--cache-status"])).unwrap(),
+        Invocation::CacheStatus { json: false }
+    );
+    assert_eq!(
+        parse(&args(&["--cache-status", "--json"])).unwrap(),
+        Invocation::CacheStatus { json: true }
+    );
+    assert_eq!(
+        parse(&args(&["--policy"])).unwrap(),
+        Invocation::Policy { images: vec![] }
+    );
+    assert_eq!(
+        parse(&args(&["--policy", "a", "b"])).unwrap(),
+        Invocation::Policy {
+            images: args(&["a", "b"])
+        }
+    );
     // A command may be called --gc.
-    assert!(matches!(parse(&args(&["--", "--gc"])).unwrap(), Invocation::Run(_)));
+    assert!(matches!(
+        parse(&args(&["--", "--gc"])).unwrap(),
+        Invocation::Run(_)
+    ));
     for bad in [
         &["--gc", "a:/m", "--", "true"][..],
         &["--gc", "--cache-status"],
@@ -124,7 +181,10 @@ fn mistakes_get_hints() {
     assert!(e(&["a:/m"]).starts_with("no command given: put the command to run after '--'"));
     assert!(e(&["a:/m", "--"]).starts_with("no command given"));
     let bare = e(&["img.sqfs:/mnt", "ls", "/mnt"]);
-    assert!(bare.contains("'ls'") && bare.contains("did you forget '--'"), "{bare}");
+    assert!(
+        bare.contains("'ls'") && bare.contains("did you forget '--'"),
+        "{bare}"
+    );
     // A first word without ':' is not "a command after pairs".
     assert!(!e(&["img.sqfs", "--", "true"]).contains("forget"));
 }
@@ -138,36 +198,94 @@ fn verbose_quiet_and_version() {
 
 #[test]
 fn writable_size_as_the_next_word() {
-    assert_eq!(run(&["--writable", "1G", "a:/m", "--", "true"]).writable, Some(LayerSize::Bytes(1 << 30)));
-    assert_eq!(run(&["--writable", "25%", "a:/m", "--", "true"]).writable, Some(LayerSize::PercentOfRam(25)));
+    assert_eq!(
+        run(&["--writable", "1G", "a:/m", "--", "true"]).writable,
+        Some(LayerSize::Bytes(1 << 30))
+    );
+    assert_eq!(
+        run(&["--writable", "25%", "a:/m", "--", "true"]).writable,
+        Some(LayerSize::PercentOfRam(25))
+    );
     // A pair, an option or '--' after it is not its size.
     let r = run(&["--writable", "a:/m", "--", "true"]);
     assert_eq!((r.writable, r.mounts.len()), (Some(LayerSize::DEFAULT), 1));
-    assert_eq!(run(&["a:/m", "--writable", "--", "true"]).writable, Some(LayerSize::DEFAULT));
-    assert_eq!(run(&["--writable", "--no-cache", "a:/m", "--", "true"]).writable, Some(LayerSize::DEFAULT));
+    assert_eq!(
+        run(&["a:/m", "--writable", "--", "true"]).writable,
+        Some(LayerSize::DEFAULT)
+    );
+    assert_eq!(
+        run(&["--writable", "--no-cache", "a:/m", "--", "true"]).writable,
+        Some(LayerSize::DEFAULT)
+    );
     assert!(parse(&args(&["--writable", "1Q", "a:/m", "--", "true"])).is_err());
 }
 
 #[test]
 fn unions_and_writable() {
-    let r = run(&["--union=a,b,c:/u", "x:/y", "--union", "d,e:/v", "--writable", "--", "true"]);
+    let r = run(&[
+        "--union=a,b,c:/u",
+        "x:/y",
+        "--union",
+        "d,e:/v",
+        "--writable",
+        "--",
+        "true",
+    ]);
     assert_eq!(r.mounts.len(), 3);
     assert!(r.mounts[0].union && !r.mounts[1].union && r.mounts[2].union);
     assert_eq!(r.mounts[0].images, ["a", "b", "c"]);
     assert_eq!(r.mounts[0].describe(), "a,b,c:/u");
     assert_eq!(r.writable, Some(LayerSize::DEFAULT));
-    assert_eq!(run(&["--writable=2G", "--", "true"]).writable, Some(LayerSize::Bytes(2 << 30)));
-    assert_eq!(run(&["--writable=25%", "--", "true"]).writable, Some(LayerSize::PercentOfRam(25)));
-    for (spelling, bytes) in [("2GB", 2u64 << 30), ("2GiB", 2 << 30), ("1.5G", 3 << 29), ("512m", 512 << 20)] {
+    assert_eq!(
+        run(&["--writable=2G", "--", "true"]).writable,
+        Some(LayerSize::Bytes(2 << 30))
+    );
+    assert_eq!(
+        run(&["--writable=25%", "--", "true"]).writable,
+        Some(LayerSize::PercentOfRam(25))
+    );
+    for (spelling, bytes) in [
+        ("2GB", 2u64 << 30),
+        ("2GiB", 2 << 30),
+        ("1.5G", 3 << 29),
+        ("512m", 512 << 20),
+    ] {
         let arg = format!("--writable={spelling}");
-        assert_eq!(run(&[&arg, "--", "true"]).writable, Some(LayerSize::Bytes(bytes)), "{spelling}");
+        assert_eq!(
+            run(&[&arg, "--", "true"]).writable,
+            Some(LayerSize::Bytes(bytes)),
+            "{spelling}"
+        );
     }
     assert_eq!(run(&["a:/m", "--", "true"]).writable, None);
-    let many: String = (0..64).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
-    assert_eq!(run(&[&format!("--union={many}:/d"), "--", "true"]).mounts[0].images.len(), 64);
-    for bad in ["--writable=", "--writable=0", "--writable=12", "--writable=101%", "--writable=0%", "--writable=1.5%", "--writable=1X",
-                "--writable=-5", "--writable=99999999999999999G", "--union=a,,b:/m", "--union=a:b:/m", "--union=:/m"] {
-        assert!(parse(&args(&[bad, "--", "true"])).is_err(), "{bad} accepted");
+    let many: String = (0..64)
+        .map(|i| format!("i{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        run(&[&format!("--union={many}:/d"), "--", "true"]).mounts[0]
+            .images
+            .len(),
+        64
+    );
+    for bad in [
+        "--writable=",
+        "--writable=0",
+        "--writable=12",
+        "--writable=101%",
+        "--writable=0%",
+        "--writable=1.5%",
+        "--writable=1X",
+        "--writable=-5",
+        "--writable=99999999999999999G",
+        "--union=a,,b:/m",
+        "--union=a:b:/m",
+        "--union=:/m",
+    ] {
+        assert!(
+            parse(&args(&[bad, "--", "true"])).is_err(),
+            "{bad} accepted"
+        );
     }
     assert_eq!(LayerSize::Bytes(1 << 20).tmpfs_value(), "1048576");
     assert_eq!(LayerSize::PercentOfRam(50).tmpfs_value(), "50%");
@@ -175,8 +293,14 @@ fn unions_and_writable() {
 
 #[test]
 fn forwarding_names() {
-    assert_eq!(forwarded_name(OsStr::new("SQFSMNT_FWD_LD_LIBRARY_PATH")).unwrap(), "LD_LIBRARY_PATH");
-    assert_eq!(forwarded_name(OsStr::new("SQFSMNT_FWD_BASH_FUNC_f%%")).unwrap(), "BASH_FUNC_f%%");
+    assert_eq!(
+        forwarded_name(OsStr::new("SQFSMNT_FWD_LD_LIBRARY_PATH")).unwrap(),
+        "LD_LIBRARY_PATH"
+    );
+    assert_eq!(
+        forwarded_name(OsStr::new("SQFSMNT_FWD_BASH_FUNC_f%%")).unwrap(),
+        "BASH_FUNC_f%%"
+    );
     assert!(forwarded_name(OsStr::new("SQFSMNT_FWD_")).is_none());
     assert!(forwarded_name(OsStr::new("PATH")).is_none());
 }

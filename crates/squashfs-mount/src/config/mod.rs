@@ -146,7 +146,9 @@ pub fn load() -> Settings {
         }
     };
     if n > MAX_CONFIG_BYTES {
-        warn(format!("ignored: larger than {MAX_CONFIG_BYTES} bytes; using the built-in defaults"));
+        warn(format!(
+            "ignored: larger than {MAX_CONFIG_BYTES} bytes; using the built-in defaults"
+        ));
         return Settings::default();
     }
     let (settings, problems) = parse::parse(&buf[..n], &resolve_from_files);

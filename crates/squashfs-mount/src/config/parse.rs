@@ -93,7 +93,13 @@ fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, Stri
     for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
         let id = match item.parse::<u32>() {
             Ok(n) if n != u32::MAX => n,
-            _ => resolve(item, user).ok_or_else(|| format!("unknown {} '{}'", if user { "user" } else { "group" }, item.escape_debug()))?,
+            _ => resolve(item, user).ok_or_else(|| {
+                format!(
+                    "unknown {} '{}'",
+                    if user { "user" } else { "group" },
+                    item.escape_debug()
+                )
+            })?,
         };
         if !out.contains(&id) {
             out.push(id);
@@ -110,7 +116,10 @@ fn parse_dirs(v: &str) -> Result<Vec<OsString>, String> {
             return Err(format!("'{}' is not an absolute path", item.escape_debug()));
         }
         if paths::components(item.as_bytes()).contains(&&b".."[..]) {
-            return Err(format!("'{}' contains '..'; give the directory itself", item.escape_debug()));
+            return Err(format!(
+                "'{}' contains '..'; give the directory itself",
+                item.escape_debug()
+            ));
         }
         let tidy = paths::absolute(std::ffi::OsStr::new("/"), std::ffi::OsStr::new(item));
         if tidy.as_bytes() == b"/" {
@@ -149,15 +158,15 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                 "all" => {
                     let _: () = p.kernel_images = KernelImages::All;
                     Ok(())
-                },
+                }
                 "trusted" => {
                     let _: () = p.kernel_images = KernelImages::Trusted;
                     Ok(())
-                },
+                }
                 "none" => {
                     let _: () = p.kernel_images = KernelImages::None;
                     Ok(())
-                },
+                }
                 _ => Err("use all, trusted or none".into()),
             },
             "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = v),
@@ -167,11 +176,11 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                 "any" => {
                     let _: () = p.trusted_match = TrustedMatch::Any;
                     Ok(())
-                },
+                }
                 "all" => {
                     let _: () = p.trusted_match = TrustedMatch::All;
                     Ok(())
-                },
+                }
                 _ => Err("use any or all".into()),
             },
             "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = v),
@@ -182,44 +191,83 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                     None => {
                         let _: () = p.mount_points = v;
                         Ok(())
-                    },
+                    }
                 }
             }),
-            "allow-writable" => parse_bool(value).map(|v| p.allow_writable = v).ok_or_else(String::new),
-            "allow-union" => parse_bool(value).map(|v| p.allow_union = v).ok_or_else(String::new),
+            "allow-writable" => parse_bool(value)
+                .map(|v| p.allow_writable = v)
+                .ok_or_else(String::new),
+            "allow-union" => parse_bool(value)
+                .map(|v| p.allow_union = v)
+                .ok_or_else(String::new),
             "max-images-per-call" => parse_count(value, MAX_IMAGES_PER_CALL as u64)
                 .filter(|&n| n > 0)
                 .map(|v| p.max_images_per_call = v as usize)
                 .ok_or_else(|| format!("use 1 to {MAX_IMAGES_PER_CALL}")),
-            "max-loop-devices" => parse_count(value, 1 << 20).map(|v| s.max_loop_devices = v as u32).ok_or_else(String::new),
-            "max-launches-per-user" => parse_count(value, 4096).filter(|&n| n > 0).map(|v| s.max_launches_per_user = v as u32).ok_or_else(String::new),
-            "max-launches-wait" => parse_duration(value).filter(|&v| v <= 3600).map(|v| s.max_launches_wait_ms = v * 1000).ok_or_else(String::new),
-            "cache" => parse_bool(value).map(|v| s.cache = v).ok_or_else(String::new),
-            "cache-max-idle" => parse_duration(value).map(|v| s.cache_max_idle = v).ok_or_else(String::new),
+            "max-loop-devices" => parse_count(value, 1 << 20)
+                .map(|v| s.max_loop_devices = v as u32)
+                .ok_or_else(String::new),
+            "max-launches-per-user" => parse_count(value, 4096)
+                .filter(|&n| n > 0)
+                .map(|v| s.max_launches_per_user = v as u32)
+                .ok_or_else(String::new),
+            "max-launches-wait" => parse_duration(value)
+                .filter(|&v| v <= 3600)
+                .map(|v| s.max_launches_wait_ms = v * 1000)
+                .ok_or_else(String::new),
+            "cache" => parse_bool(value)
+                .map(|v| s.cache = v)
+                .ok_or_else(String::new),
+            "cache-max-idle" => parse_duration(value)
+                .map(|v| s.cache_max_idle = v)
+                .ok_or_else(String::new),
             "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
                 .map(|v| s.cache_max_instances = v as u32)
                 .ok_or_else(|| format!("use 0 to {}", crate::cache::store::MAX_ENTRIES)),
-            "cache-max-memory" => parse_memory(value).map(|v| s.cache_max_memory = v).ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),
-            "cache-lock-timeout" => parse_duration(value).filter(|&v| v <= 600).map(|v| s.cache_lock_timeout_ms = v * 1000).ok_or_else(String::new),
-            "loop-direct-io" => parse_bool(value).map(|v| s.loop_options.direct_io = v).ok_or_else(String::new),
+            "cache-max-memory" => parse_memory(value)
+                .map(|v| s.cache_max_memory = v)
+                .ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),
+            "cache-lock-timeout" => parse_duration(value)
+                .filter(|&v| v <= 600)
+                .map(|v| s.cache_lock_timeout_ms = v * 1000)
+                .ok_or_else(String::new),
+            "loop-direct-io" => parse_bool(value)
+                .map(|v| s.loop_options.direct_io = v)
+                .ok_or_else(String::new),
             "loop-block-size" => match value {
                 "0" | "512" | "1024" | "2048" | "4096" => {
                     let _: () = s.loop_options.block_size = value.parse().unwrap_or(0);
                     Ok(())
-                },
+                }
                 _ => Err("use 0, 512, 1024, 2048 or 4096".into()),
             },
-            "squashfs-threads" => parse_threads(value).map(|v| s.loop_options.threads = v).ok_or_else(String::new),
-            "fuse-threads" => parse_count(value, 64).map(|v| s.fuse_threads = v as u32).ok_or_else(|| "use 0 (automatic) to 64".into()),
-            "verbose" => parse_bool(value).map(|v| s.verbose = v).ok_or_else(String::new),
+            "squashfs-threads" => parse_threads(value)
+                .map(|v| s.loop_options.threads = v)
+                .ok_or_else(String::new),
+            "fuse-threads" => parse_count(value, 64)
+                .map(|v| s.fuse_threads = v as u32)
+                .ok_or_else(|| "use 0 (automatic) to 64".into()),
+            "verbose" => parse_bool(value)
+                .map(|v| s.verbose = v)
+                .ok_or_else(String::new),
             _ => {
-                problems.push(format!("line {lineno}: unknown key '{}'; skipped", key.escape_debug()));
+                problems.push(format!(
+                    "line {lineno}: unknown key '{}'; skipped",
+                    key.escape_debug()
+                ));
                 continue;
             }
         };
         if let Err(why) = ok {
-            let why = if why.is_empty() { String::new() } else { format!(" ({why})") };
-            problems.push(format!("line {lineno}: invalid value '{}' for {key}{why}; using the default", value.escape_debug()));
+            let why = if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            };
+            problems.push(format!(
+                "line {lineno}: invalid value '{}' for {key}{why}; using the default",
+                value.escape_debug()
+            ));
         }
     }
     (s, problems)
@@ -251,7 +299,14 @@ mod tests {
               cache-lock-timeout = 1s\nloop-direct-io = on\nloop-block-size = 512\nsquashfs-threads = 8\ncache-max-memory = 3%\n");
         assert!(problems.is_empty(), "{problems:?}");
         assert!(!s.cache);
-        assert_eq!((s.cache_max_idle, s.cache_max_instances, s.cache_lock_timeout_ms), (120, 5, 1000));
+        assert_eq!(
+            (
+                s.cache_max_idle,
+                s.cache_max_instances,
+                s.cache_lock_timeout_ms
+            ),
+            (120, 5, 1000)
+        );
         assert!(s.loop_options.direct_io);
         assert_eq!(s.loop_options.block_size, 512);
         assert_eq!(s.loop_options.threads, SquashfsThreads::Count(8));
@@ -268,12 +323,22 @@ mod tests {
         assert_eq!(pol.kernel_images, KernelImages::None);
         assert_eq!(pol.trusted_owners, [0, 1000, 42]);
         assert_eq!(pol.trusted_groups, [300]);
-        assert_eq!(pol.trusted_dirs, [OsString::from("/apps/images"), OsString::from("/opt/x")]);
+        assert_eq!(
+            pol.trusted_dirs,
+            [OsString::from("/apps/images"), OsString::from("/opt/x")]
+        );
         assert_eq!(pol.trusted_match, TrustedMatch::All);
         assert_eq!(pol.allowed_groups, [300]);
         assert!(!pol.allow_writable && !pol.allow_union);
         assert_eq!(pol.max_images_per_call, 64);
-        assert_eq!((s.max_loop_devices, s.max_launches_per_user, s.max_launches_wait_ms), (100, 3, 2000));
+        assert_eq!(
+            (
+                s.max_loop_devices,
+                s.max_launches_per_user,
+                s.max_launches_wait_ms
+            ),
+            (100, 3, 2000)
+        );
         // An empty list is a list: nobody is a trusted owner.
         assert!(p("trusted-owners =\n").0.policy.trusted_owners.is_empty());
         assert_eq!(Policy::default().trusted_owners, [0]);
@@ -295,7 +360,10 @@ mod tests {
     fn every_key_is_known_to_the_parser() {
         for key in KEYS {
             let (_, problems) = p(&format!("{key} = \u{1}\n"));
-            assert!(problems.iter().all(|m| !m.contains("unknown key")), "{key}: {problems:?}");
+            assert!(
+                problems.iter().all(|m| !m.contains("unknown key")),
+                "{key}: {problems:?}"
+            );
         }
     }
 
@@ -306,7 +374,10 @@ mod tests {
     fn setting_line(line: &str) -> Option<(String, String)> {
         let (k, v) = line.strip_prefix('#')?.split_once('=')?;
         let k = k.trim();
-        (!k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')).then(|| (k.to_string(), v.trim().to_string()))
+        (!k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        .then(|| (k.to_string(), v.trim().to_string()))
     }
 
     #[test]
@@ -314,20 +385,31 @@ mod tests {
         // As shipped (everything commented out) it changes nothing.
         assert_eq!(p(SHIPPED), (Settings::default(), vec![]));
         let lines: Vec<&str> = SHIPPED.lines().collect();
-        let documented: Vec<(String, String)> = lines.iter().filter_map(|l| setting_line(l)).collect();
+        let documented: Vec<(String, String)> =
+            lines.iter().filter_map(|l| setting_line(l)).collect();
         let keys: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, KEYS, "etc/squashfs-mount.conf must list every key once, commented out with its default, in the order of config::KEYS");
         // Each documented value is valid and is the built-in default.
         for (key, value) in &documented {
             let (s, problems) = p(&format!("{key} = {value}\n"));
-            assert!(problems.is_empty(), "etc/squashfs-mount.conf: '{key} = {value}': {problems:?}");
-            assert_eq!(s, Settings::default(), "etc/squashfs-mount.conf: '{key} = {value}' is not the built-in default");
+            assert!(
+                problems.is_empty(),
+                "etc/squashfs-mount.conf: '{key} = {value}': {problems:?}"
+            );
+            assert_eq!(
+                s,
+                Settings::default(),
+                "etc/squashfs-mount.conf: '{key} = {value}' is not the built-in default"
+            );
         }
         // Each has its explanation on the line above.
         for (i, line) in lines.iter().enumerate() {
             if setting_line(line).is_some() {
                 let above = if i > 0 { lines[i - 1] } else { "" };
-                assert!(above.starts_with("# ") && above.len() > 10 && setting_line(above).is_none(), "etc/squashfs-mount.conf: '{line}' needs a one-line explanation above it");
+                assert!(
+                    above.starts_with("# ") && above.len() > 10 && setting_line(above).is_none(),
+                    "etc/squashfs-mount.conf: '{line}' needs a one-line explanation above it"
+                );
             }
         }
     }

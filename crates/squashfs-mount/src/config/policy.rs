@@ -75,12 +75,16 @@ impl Default for Policy {
 pub struct Provenance {
     pub uid: u32,
     pub gid: u32,
+    /// The file's permission bits.
+    pub mode: u32,
     /// The kernel's name of the opened file.
     pub real_path: OsString,
-    /// The caller can write the file, or change its mode (owns it).
+    /// The caller can write the file, or change its mode (owns it). Root
+    /// can write everything, so for root this is false and the directories
+    /// are judged by who else could change them.
     pub caller_can_write_file: bool,
-    /// The first directory on the real path the caller can write (or owns),
-    /// if any.
+    /// The first directory on the real path where the caller (for root:
+    /// group or others) could replace the next entry, if any.
     pub caller_writable_dir: Option<OsString>,
     /// The file system serving the file is a FUSE mount not made by root:
     /// its server, not the file's owner, decides every byte.
@@ -100,9 +104,17 @@ pub struct Route {
 impl Policy {
     /// Whether the kernel's squashfs driver may mount the image.
     pub fn route(&self, p: &Provenance) -> Route {
-        let fuse = |why: String| Route { kernel: false, reason: why };
+        let fuse = |why: String| Route {
+            kernel: false,
+            reason: why,
+        };
         match self.kernel_images {
-            KernelImages::All => return Route { kernel: true, reason: "kernel-images = all".into() },
+            KernelImages::All => {
+                return Route {
+                    kernel: true,
+                    reason: "kernel-images = all".into(),
+                }
+            }
             KernelImages::None => return fuse("kernel-images = none".into()),
             KernelImages::Trusted => {}
         }
@@ -112,14 +124,32 @@ impl Policy {
         if p.caller_can_write_file {
             return fuse("you can write (or own) the file".into());
         }
+        if p.mode & 0o002 != 0 {
+            return fuse("anyone can write the file (mode o+w)".into());
+        }
+        if p.mode & 0o020 != 0 && !self.trusted_groups.contains(&p.gid) {
+            return fuse(format!(
+                "its group {} can write the file (mode g+w) and is not in trusted-groups",
+                p.gid
+            ));
+        }
         if let Some(dir) = &p.caller_writable_dir {
-            return fuse(format!("you can write (or own) {}, a directory on its path", dir.to_string_lossy()));
+            return fuse(format!(
+                "{}, a directory on its path, lets you (root: its group or others) replace the file",
+                dir.to_string_lossy()
+            ));
         }
         if p.path_unverified {
             return fuse("its path could not be verified from / to the opened file".into());
         }
-        let owner = self.trusted_owners.contains(&p.uid).then(|| format!("owned by uid {} (trusted-owners)", p.uid));
-        let group = self.trusted_groups.contains(&p.gid).then(|| format!("group {} (trusted-groups)", p.gid));
+        let owner = self
+            .trusted_owners
+            .contains(&p.uid)
+            .then(|| format!("owned by uid {} (trusted-owners)", p.uid));
+        let group = self
+            .trusted_groups
+            .contains(&p.gid)
+            .then(|| format!("group {} (trusted-groups)", p.gid));
         let dir = self
             .trusted_dirs
             .iter()
@@ -132,11 +162,20 @@ impl Policy {
         ];
         let trusted = match self.trusted_match {
             TrustedMatch::Any => listed.iter().any(|(_, hit)| hit.is_some()),
-            TrustedMatch::All => listed.iter().any(|(has, _)| *has) && listed.iter().all(|(has, hit)| !has || hit.is_some()),
+            TrustedMatch::All => {
+                listed.iter().any(|(has, _)| *has)
+                    && listed.iter().all(|(has, hit)| !has || hit.is_some())
+            }
         };
         let hits: Vec<&str> = listed.iter().filter_map(|(_, h)| h.as_deref()).collect();
         if trusted {
-            Route { kernel: true, reason: format!("trusted: {}, and you cannot write it or its directories", hits.join(", ")) }
+            Route {
+                kernel: true,
+                reason: format!(
+                    "trusted: {}, and you cannot write it or its directories",
+                    hits.join(", ")
+                ),
+            }
         } else {
             fuse(format!(
                 "not trusted: owned by uid {} group {}, not matching trusted-owners/trusted-groups/trusted-dirs ({})",
@@ -156,7 +195,10 @@ impl Policy {
         if self.allowed_users.is_empty() && self.allowed_groups.is_empty() {
             return Ok(());
         }
-        if uid == 0 || self.allowed_users.contains(&uid) || gids.iter().any(|g| self.allowed_groups.contains(g)) {
+        if uid == 0
+            || self.allowed_users.contains(&uid)
+            || gids.iter().any(|g| self.allowed_groups.contains(g))
+        {
             return Ok(());
         }
         Err("the site policy does not allow you to use squashfs-mount (allowed-users, allowed-groups in /etc/squashfs-mount.conf); ask your administrator".into())
@@ -164,10 +206,16 @@ impl Policy {
 
     /// Whether images may be mounted on `real` (a resolved mount point).
     pub fn allows_mount_point(&self, real: &std::ffi::OsStr) -> Result<(), String> {
-        if self.mount_points.is_empty() || self.mount_points.iter().any(|m| paths::is_within(real, m)) {
+        if self.mount_points.is_empty()
+            || self.mount_points.iter().any(|m| paths::is_within(real, m))
+        {
             return Ok(());
         }
-        let list: Vec<String> = self.mount_points.iter().map(|m| m.to_string_lossy().into_owned()).collect();
+        let list: Vec<String> = self
+            .mount_points
+            .iter()
+            .map(|m| m.to_string_lossy().into_owned())
+            .collect();
         Err(format!(
             "refusing to mount on {}: the site policy allows mount points only at or below {} (mount-points in /etc/squashfs-mount.conf)",
             real.to_string_lossy(),
@@ -184,6 +232,7 @@ mod tests {
         Provenance {
             uid,
             gid: uid,
+            mode: 0o644,
             real_path: path.into(),
             caller_can_write_file: false,
             caller_writable_dir: None,
@@ -197,45 +246,121 @@ mod tests {
         let p = Policy::default();
         assert!(p.route(&prov(0, "/apps/stack.sqfs")).kernel);
         assert!(!p.route(&prov(1000, "/home/u/stack.sqfs")).kernel);
-        let writable = Provenance { caller_can_write_file: true, ..prov(0, "/x.sqfs") };
+        let writable = Provenance {
+            caller_can_write_file: true,
+            ..prov(0, "/x.sqfs")
+        };
         assert!(p.route(&writable).reason.contains("write"));
-        let dir = Provenance { caller_writable_dir: Some("/scratch/u".into()), ..prov(0, "/scratch/u/x.sqfs") };
+        let dir = Provenance {
+            caller_writable_dir: Some("/scratch/u".into()),
+            ..prov(0, "/scratch/u/x.sqfs")
+        };
         assert!(!p.route(&dir).kernel);
-        assert!(!p.route(&Provenance { user_filesystem: true, ..prov(0, "/x") }).kernel);
-        assert!(!p.route(&Provenance { path_unverified: true, ..prov(0, "/x") }).kernel);
+        assert!(
+            !p.route(&Provenance {
+                user_filesystem: true,
+                ..prov(0, "/x")
+            })
+            .kernel
+        );
+        assert!(
+            !p.route(&Provenance {
+                path_unverified: true,
+                ..prov(0, "/x")
+            })
+            .kernel
+        );
     }
 
     #[test]
     fn modes_and_lists() {
-        let all = Policy { kernel_images: KernelImages::All, ..Policy::default() };
-        assert!(all.route(&Provenance { caller_can_write_file: true, ..prov(1000, "/x") }).kernel);
-        let none = Policy { kernel_images: KernelImages::None, ..Policy::default() };
+        let all = Policy {
+            kernel_images: KernelImages::All,
+            ..Policy::default()
+        };
+        assert!(
+            all.route(&Provenance {
+                caller_can_write_file: true,
+                ..prov(1000, "/x")
+            })
+            .kernel
+        );
+        let none = Policy {
+            kernel_images: KernelImages::None,
+            ..Policy::default()
+        };
         assert!(!none.route(&prov(0, "/x")).kernel);
-        let dirs = Policy { trusted_owners: vec![], trusted_dirs: vec!["/apps/images".into()], ..Policy::default() };
+        let dirs = Policy {
+            trusted_owners: vec![],
+            trusted_dirs: vec!["/apps/images".into()],
+            ..Policy::default()
+        };
         assert!(dirs.route(&prov(500, "/apps/images/a/b.sqfs")).kernel);
         // Whole components, never string prefixes.
         assert!(!dirs.route(&prov(0, "/apps/images2/b.sqfs")).kernel);
-        let both = Policy { trusted_dirs: vec!["/apps".into()], trusted_match: TrustedMatch::All, ..Policy::default() };
+        let both = Policy {
+            trusted_dirs: vec!["/apps".into()],
+            trusted_match: TrustedMatch::All,
+            ..Policy::default()
+        };
         assert!(both.route(&prov(0, "/apps/b.sqfs")).kernel);
         assert!(!both.route(&prov(0, "/opt/b.sqfs")).kernel);
         assert!(!both.route(&prov(7, "/apps/b.sqfs")).kernel);
-        let group = Policy { trusted_owners: vec![], trusted_groups: vec![42], ..Policy::default() };
-        assert!(group.route(&Provenance { gid: 42, ..prov(7, "/x") }).kernel);
+        let group = Policy {
+            trusted_owners: vec![],
+            trusted_groups: vec![42],
+            ..Policy::default()
+        };
+        assert!(
+            group
+                .route(&Provenance {
+                    gid: 42,
+                    ..prov(7, "/x")
+                })
+                .kernel
+        );
+        // A file others can write is never trusted; a group-writable one
+        // only when its group is trusted.
+        for (mode, gid, kernel) in [(0o666, 0, false), (0o664, 0, false), (0o664, 42, true)] {
+            let f = Provenance {
+                mode,
+                gid,
+                ..prov(0, "/x")
+            };
+            let g = Policy {
+                trusted_groups: vec![42],
+                ..Policy::default()
+            };
+            assert_eq!(g.route(&f).kernel, kernel, "{mode:o} {gid}");
+        }
         // Nothing listed at all: nothing is trusted.
-        let nothing = Policy { trusted_owners: vec![], ..Policy::default() };
+        let nothing = Policy {
+            trusted_owners: vec![],
+            ..Policy::default()
+        };
         assert!(!nothing.route(&prov(0, "/x")).kernel);
     }
 
     #[test]
     fn users_and_mount_points() {
-        let p = Policy { allowed_groups: vec![100], allowed_users: vec![7], ..Policy::default() };
+        let p = Policy {
+            allowed_groups: vec![100],
+            allowed_users: vec![7],
+            ..Policy::default()
+        };
         assert!(p.admits(7, &[7]).is_ok());
         assert!(p.admits(8, &[8, 100]).is_ok());
         let e = p.admits(8, &[8]).unwrap_err();
         assert!(e.contains("allowed-users") && e.contains("allowed-groups"));
         assert!(Policy::default().admits(8, &[]).is_ok());
-        let m = Policy { mount_points: vec!["/user-environment".into()], ..Policy::default() };
+        let m = Policy {
+            mount_points: vec!["/user-environment".into()],
+            ..Policy::default()
+        };
         assert!(m.allows_mount_point("/user-environment/x".as_ref()).is_ok());
-        assert!(m.allows_mount_point("/user-environment2".as_ref()).unwrap_err().contains("mount-points"));
+        assert!(m
+            .allows_mount_point("/user-environment2".as_ref())
+            .unwrap_err()
+            .contains("mount-points"));
     }
 }

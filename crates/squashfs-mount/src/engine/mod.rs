@@ -86,7 +86,11 @@ struct Opened {
 /// Any failure returns before the command runs; the namespace, its mounts,
 /// the autoclear loop devices and the FUSE servers go away with the
 /// process (or the worker thread).
-pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Context<'_>) -> Result<Mounted, Failure> {
+pub fn mount_all<C: Credentials>(
+    creds: &mut C,
+    request: &RunRequest,
+    ctx: &Context<'_>,
+) -> Result<Mounted, Failure> {
     let settings = ctx.settings;
     let policy = &settings.policy;
     // 1.
@@ -108,12 +112,20 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
     let server = match (&ctx.fuse_server, needs_fuse) {
         (Some(s), true) => Some(s.clone()),
         (None, true) => {
-            let first = opened.iter().find(|o| !o.kernel).map(|o| o.image.path.to_string_lossy().into_owned()).unwrap_or_default();
-            return Err(Failure::new(format!("{first}: the site policy serves this image through FUSE, but {} is not installed", fuse::SERVER_NAME)));
+            let first = opened
+                .iter()
+                .find(|o| !o.kernel)
+                .map(|o| o.image.path.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Err(Failure::new(format!(
+                "{first}: the site policy serves this image through FUSE, but {} is not installed",
+                fuse::SERVER_NAME
+            )));
         }
         _ => None,
     };
-    let use_cache = !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
+    let use_cache =
+        !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
     let stranded: crate::cache::store::Stranded = C::stranded;
     let mut kernel = if ctx.rootless || !opened.iter().any(|o| o.kernel) {
         None
@@ -128,7 +140,9 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
         let mut starting = Vec::new();
         for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
             let subject = o.image.given.to_string_lossy().into_owned();
-            let (mount, s) = creds.as_root(|| fuse::instance(&o.image, &caller, run_as, server, threads, &subject))??;
+            let (mount, s) = creds.as_root(|| {
+                fuse::instance(&o.image, &caller, run_as, server, threads, &subject)
+            })??;
             starting.push(s);
             let mut all = Vec::with_capacity(copies[i]);
             for _ in 1..copies[i] {
@@ -148,10 +162,27 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
         .iter()
         .enumerate()
         .filter(|(_, o)| o.kernel)
-        .map(|(i, o)| (i, Wanted { image: &o.image, copies: copies[i], cacheable: use_cache && o.public && !o.on_fuse, subject: "" }))
+        .map(|(i, o)| {
+            (
+                i,
+                Wanted {
+                    image: &o.image,
+                    copies: copies[i],
+                    cacheable: use_cache && o.public && !o.on_fuse,
+                    subject: "",
+                },
+            )
+        })
         .collect();
-    let subjects: Vec<String> = wanted.iter().map(|(i, _)| subject_of(&plan, &layers, *i)).collect();
-    let wanted_refs: Vec<Wanted<'_>> = wanted.iter().zip(&subjects).map(|((_, w), s)| Wanted { subject: s, ..*w }).collect();
+    let subjects: Vec<String> = wanted
+        .iter()
+        .map(|(i, _)| subject_of(&plan, &layers, *i))
+        .collect();
+    let wanted_refs: Vec<Wanted<'_>> = wanted
+        .iter()
+        .zip(&subjects)
+        .map(|((_, w), s)| Wanted { subject: s, ..*w })
+        .collect();
     let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fuse_mounts;
     if let Some(source) = kernel.as_mut() {
         let made = creds.as_root(|| source.instances(&wanted_refs))??;
@@ -173,16 +204,31 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
             .map_err(|e| Failure::new(format!("{e}{}", plan::tilde_hint(&m.mount_point))))?;
         plan::check_resolved(&mounted, &target.real, &m.subject)?;
         plan::check_allowed(&target.real, policy, ctx.front, &m.subject)?;
-        let trees: Vec<OwnedFd> = l
-            .iter()
-            .map(|i| instances.get_mut(i).and_then(Vec::pop).ok_or_else(|| Failure::about(&m.subject, "internal error: no instance left")))
-            .collect::<Result<_, _>>()?;
+        let trees: Vec<OwnedFd> =
+            l.iter()
+                .map(|i| {
+                    instances.get_mut(i).and_then(Vec::pop).ok_or_else(|| {
+                        Failure::about(&m.subject, "internal error: no instance left")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
         creds.as_root(|| -> Result<(), Failure> {
             let tree = if trees.len() == 1 && writable.is_none() {
-                trees.into_iter().next().ok_or_else(|| Failure::about(&m.subject, "internal error: no instance"))?
+                trees
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Failure::about(&m.subject, "internal error: no instance"))?
             } else {
-                let top = system::fstat(trees[0].as_fd()).map_err(|e| Failure::about(&m.subject, format!("cannot stat the image's root: {e}")))?;
-                let root = overlay::RootAttributes::sanitized(top.uid, top.gid, top.mode, caller_uid, &caller_gids);
+                let top = system::fstat(trees[0].as_fd()).map_err(|e| {
+                    Failure::about(&m.subject, format!("cannot stat the image's root: {e}"))
+                })?;
+                let root = overlay::RootAttributes::sanitized(
+                    top.uid,
+                    top.gid,
+                    top.mode,
+                    caller_uid,
+                    &caller_gids,
+                );
                 overlay::stack(&trees, writable.as_mut(), root, &m.subject)?
             };
             mount::attach(&tree, &target, &m.subject)
@@ -192,13 +238,22 @@ pub fn mount_all<C: Credentials>(creds: &mut C, request: &RunRequest, ctx: &Cont
             list.push((opened[i].image.path.clone(), target.real.clone()));
         }
     }
-    let warning = kernel.as_ref().and_then(|k| k.note()).filter(|(serious, _)| *serious).map(|(_, w)| w.clone());
+    let warning = kernel
+        .as_ref()
+        .and_then(|k| k.note())
+        .filter(|(serious, _)| *serious)
+        .map(|(_, w)| w.clone());
     if let Some((_, note)) = kernel.as_ref().and_then(|k| k.note()) {
         notes.push(note.clone());
     }
-    let mount_list = environment::mount_list(list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
+    let mount_list =
+        environment::mount_list(list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
     reenter_working_directory(&ctx.cwd, &mounted, &mut notes);
-    Ok(Mounted { mount_list, notes, warning })
+    Ok(Mounted {
+        mount_list,
+        notes,
+        warning,
+    })
 }
 
 /// A working directory at or below a mount point would show the tree the
@@ -221,7 +276,11 @@ type Routed = (Vec<Opened>, Vec<Vec<usize>>, Vec<String>);
 /// Step 2: every image of the plan opened as the caller (once per file),
 /// checked, judged and routed (kernel or FUSE); for each mount, the indices
 /// of its images; one note per image for `--verbose`.
-fn open_and_route<C: Credentials>(creds: &C, plan: &Plan, ctx: &Context<'_>) -> Result<Routed, Failure> {
+fn open_and_route<C: Credentials>(
+    creds: &C,
+    plan: &Plan,
+    ctx: &Context<'_>,
+) -> Result<Routed, Failure> {
     let caller_uid = creds.caller().uid.as_raw();
     // Read once, when the first kernel-routed image needs it.
     let mut kernel_config: Option<Option<squashfs_format::kernel::KernelConfig>> = None;
@@ -251,9 +310,18 @@ fn open_and_route<C: Credentials>(creds: &C, plan: &Plan, ctx: &Context<'_>) -> 
                 img.check_kernel_support(config.as_ref(), &m.subject)?;
                 img.check_loop_fit(&m.subject)?;
             }
-            notes.push(format!("{}: {} ({why})", img.path.to_string_lossy(), if kernel { "kernel" } else { "FUSE" }));
+            notes.push(format!(
+                "{}: {} ({why})",
+                img.path.to_string_lossy(),
+                if kernel { "kernel" } else { "FUSE" }
+            ));
             index.insert(key, opened.len());
-            opened.push(Opened { image: img, kernel, public, on_fuse });
+            opened.push(Opened {
+                image: img,
+                kernel,
+                public,
+                on_fuse,
+            });
         }
         if m.union {
             plan::check_union_layers(&ids, &m.images, &m.subject)?;
@@ -265,5 +333,10 @@ fn open_and_route<C: Credentials>(creds: &C, plan: &Plan, ctx: &Context<'_>) -> 
 
 /// The subject (`image:mountpoint`) of the first mount using image `i`.
 fn subject_of(plan: &Plan, layers: &[Vec<usize>], i: usize) -> String {
-    plan.mounts.iter().zip(layers).find(|(_, l)| l.contains(&i)).map(|(m, _)| m.subject.clone()).unwrap_or_default()
+    plan.mounts
+        .iter()
+        .zip(layers)
+        .find(|(_, l)| l.contains(&i))
+        .map(|(m, _)| m.subject.clone())
+        .unwrap_or_default()
 }

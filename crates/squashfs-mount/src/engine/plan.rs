@@ -55,19 +55,34 @@ pub struct Plan {
 impl Plan {
     /// Every image of the plan, with the mount it belongs to.
     pub fn images(&self) -> impl Iterator<Item = (usize, &OsString)> {
-        self.mounts.iter().enumerate().flat_map(|(i, m)| m.images.iter().map(move |img| (i, img)))
+        self.mounts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| m.images.iter().map(move |img| (i, img)))
     }
 }
 
 /// Checks `request` against the policy and the front end's rules and
 /// orders its mounts. `cwd` is the absolute current directory;
 /// `total_memory` sizes `--writable=N%`.
-pub fn build(request: &RunRequest, cwd: &OsStr, policy: &Policy, front: &FrontEnd, total_memory: u64) -> Result<Plan, Failure> {
+pub fn build(
+    request: &RunRequest,
+    cwd: &OsStr,
+    policy: &Policy,
+    front: &FrontEnd,
+    total_memory: u64,
+) -> Result<Plan, Failure> {
     let layers: usize = request.mounts.iter().map(|m| m.images.len()).sum();
     let max = policy.max_images_per_call.min(MAX_IMAGES_PER_CALL);
     if layers > max {
-        let key = if max < MAX_IMAGES_PER_CALL { " (max-images-per-call in /etc/squashfs-mount.conf)" } else { "" };
-        return Err(Failure::new(format!("{layers} images given; at most {max} can be mounted in one call{key}")));
+        let key = if max < MAX_IMAGES_PER_CALL {
+            " (max-images-per-call in /etc/squashfs-mount.conf)"
+        } else {
+            ""
+        };
+        return Err(Failure::new(format!(
+            "{layers} images given; at most {max} can be mounted in one call{key}"
+        )));
     }
     if request.writable.is_some() && !policy.allow_writable {
         return Err(Failure::new("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"));
@@ -94,14 +109,20 @@ pub fn build(request: &RunRequest, cwd: &OsStr, policy: &Policy, front: &FrontEn
                 ));
             }
             if !req.mount_point.as_bytes().starts_with(b"/") {
-                return Err(Failure::about(&subject, "the mount point must be an absolute path"));
+                return Err(Failure::about(
+                    &subject,
+                    "the mount point must be an absolute path",
+                ));
             }
         }
         let key = paths::absolute(cwd, &req.mount_point);
         if !keys.insert(key.clone()) {
             return Err(Failure::about(
                 &subject,
-                format!("the mount point {} is given more than once; give each mount point once", key.to_string_lossy()),
+                format!(
+                    "the mount point {} is given more than once; give each mount point once",
+                    key.to_string_lossy()
+                ),
             ));
         }
         // Judged lexically now when the path has no `..`; again on the
@@ -109,20 +130,43 @@ pub fn build(request: &RunRequest, cwd: &OsStr, policy: &Policy, front: &FrontEn
         if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
             check_allowed(&key, policy, front, &subject)?;
         }
-        mounts.push(Planned { subject, images: req.images.clone(), mount_point: req.mount_point.clone(), key, union: req.union && req.images.len() > 1 });
+        mounts.push(Planned {
+            subject,
+            images: req.images.clone(),
+            mount_point: req.mount_point.clone(),
+            key,
+            union: req.union && req.images.len() > 1,
+        });
     }
     let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
     let order = paths::mount_order(&keys);
     let mounts = order.into_iter().map(|i| mounts[i].clone()).collect();
-    Ok(Plan { mounts, writable, no_cache: request.no_cache })
+    Ok(Plan {
+        mounts,
+        writable,
+        no_cache: request.no_cache,
+    })
 }
 
 /// Whether the site policy and the front end allow a mount on `path` (a
 /// tidy absolute path, or the kernel's name of a resolved directory).
-pub fn check_allowed(path: &OsStr, policy: &Policy, front: &FrontEnd, subject: &str) -> Result<(), Failure> {
-    policy.allows_mount_point(path).map_err(|why| Failure::about(subject, why))?;
-    if !front.mount_points.is_empty() && !front.mount_points.iter().any(|m| paths::is_within(path, m)) {
-        let list: Vec<String> = front.mount_points.iter().map(|m| m.to_string_lossy().into_owned()).collect();
+pub fn check_allowed(
+    path: &OsStr,
+    policy: &Policy,
+    front: &FrontEnd,
+    subject: &str,
+) -> Result<(), Failure> {
+    policy
+        .allows_mount_point(path)
+        .map_err(|why| Failure::about(subject, why))?;
+    if !front.mount_points.is_empty()
+        && !front.mount_points.iter().any(|m| paths::is_within(path, m))
+    {
+        let list: Vec<String> = front
+            .mount_points
+            .iter()
+            .map(|m| m.to_string_lossy().into_owned())
+            .collect();
         return Err(Failure::about(
             subject,
             format!(
@@ -140,7 +184,11 @@ pub fn check_allowed(path: &OsStr, policy: &Policy, front: &FrontEnd, subject: &
 /// with ':'; a resolved path containing those (or a newline) would make it
 /// ambiguous, so it is refused.
 pub fn refuse_separators(path: &OsStr, subject: &str, what: &str) -> Result<(), Failure> {
-    if path.as_bytes().iter().any(|b| matches!(b, b':' | b',' | b'\n')) {
+    if path
+        .as_bytes()
+        .iter()
+        .any(|b| matches!(b, b':' | b',' | b'\n'))
+    {
         return Err(Failure::about(
             subject,
             format!(
@@ -160,7 +208,10 @@ pub fn check_resolved(mounted: &[OsString], real: &OsStr, subject: &str) -> Resu
     if mounted.iter().any(|m| m == real) {
         return Err(Failure::about(
             subject,
-            format!("the mount point resolves to {}, which is already a mount point of this call", real.to_string_lossy()),
+            format!(
+                "the mount point resolves to {}, which is already a mount point of this call",
+                real.to_string_lossy()
+            ),
         ));
     }
     if let Some(hidden) = mounted.iter().find(|m| paths::is_within(m, real)) {
@@ -178,13 +229,20 @@ pub fn check_resolved(mounted: &[OsString], real: &OsStr, subject: &str) -> Resu
 
 /// The same image file (device, inode) twice in one union is refused:
 /// overlayfs cannot stack a layer on itself.
-pub fn check_union_layers(ids: &[(u64, u64)], names: &[OsString], subject: &str) -> Result<(), Failure> {
+pub fn check_union_layers(
+    ids: &[(u64, u64)],
+    names: &[OsString],
+    subject: &str,
+) -> Result<(), Failure> {
     let mut seen = HashSet::new();
     for (id, name) in ids.iter().zip(names) {
         if !seen.insert(*id) {
             return Err(Failure::about(
                 subject,
-                format!("the image {} is named twice in one union; name each image once", name.to_string_lossy()),
+                format!(
+                    "the image {} is named twice in one union; name each image once",
+                    name.to_string_lossy()
+                ),
             ));
         }
     }
@@ -218,7 +276,13 @@ mod tests {
         }
     }
     fn plan(args: &[&str]) -> Result<Plan, Failure> {
-        build(&req(args), OsStr::new("/home/u"), &Policy::default(), &FrontEnd::default(), 8 << 30)
+        build(
+            &req(args),
+            OsStr::new("/home/u"),
+            &Policy::default(),
+            &FrontEnd::default(),
+            8 << 30,
+        )
     }
     fn err(r: Result<Plan, Failure>) -> String {
         r.unwrap_err().0
@@ -227,7 +291,11 @@ mod tests {
     #[test]
     fn order_and_keys() {
         let p = plan(&["a:/x/y/z", "b:/x", "c:rel", "d:/x/y", "--", "true"]).unwrap();
-        let keys: Vec<_> = p.mounts.iter().map(|m| m.key.to_string_lossy().into_owned()).collect();
+        let keys: Vec<_> = p
+            .mounts
+            .iter()
+            .map(|m| m.key.to_string_lossy().into_owned())
+            .collect();
         assert_eq!(keys, ["/home/u/rel", "/x", "/x/y", "/x/y/z"]);
         assert_eq!(p.images().count(), 4);
     }
@@ -235,22 +303,65 @@ mod tests {
     #[test]
     fn refusals() {
         assert!(err(plan(&["a:/m", "b:/m/.//", "--", "true"])).contains("more than once"));
-        let many: String = (0..501).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
+        let many: String = (0..501)
+            .map(|i| format!("i{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
         // The parser allows 500 per union; 501 in all across two mounts.
-        let half: String = (0..300).map(|i| format!("i{i}")).collect::<Vec<_>>().join(",");
-        let other: String = (0..201).map(|i| format!("j{i}")).collect::<Vec<_>>().join(",");
-        assert!(err(plan(&[&format!("--union={half}:/a"), &format!("--union={other}:/b"), "--", "true"])).contains("at most 500"));
-        assert!(cli::parse(&[format!("--union={many}:/a").into(), "--".into(), "true".into()]).is_err());
+        let half: String = (0..300)
+            .map(|i| format!("i{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let other: String = (0..201)
+            .map(|i| format!("j{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(err(plan(&[
+            &format!("--union={half}:/a"),
+            &format!("--union={other}:/b"),
+            "--",
+            "true"
+        ]))
+        .contains("at most 500"));
+        assert!(cli::parse(&[
+            format!("--union={many}:/a").into(),
+            "--".into(),
+            "true".into()
+        ])
+        .is_err());
         assert!(err(plan(&["--writable=90%", "a:/m", "--", "true"])).contains("at most 50%"));
     }
 
     #[test]
     fn policy_refusals_name_the_key() {
-        let strict = Policy { allow_writable: false, allow_union: false, max_images_per_call: 2, mount_points: vec!["/user-environment".into()], ..Policy::default() };
-        let b = |args: &[&str]| build(&req(args), OsStr::new("/"), &strict, &FrontEnd::default(), 8 << 30);
-        assert!(err(b(&["--writable", "a:/user-environment", "--", "true"])).contains("allow-writable"));
+        let strict = Policy {
+            allow_writable: false,
+            allow_union: false,
+            max_images_per_call: 2,
+            mount_points: vec!["/user-environment".into()],
+            ..Policy::default()
+        };
+        let b = |args: &[&str]| {
+            build(
+                &req(args),
+                OsStr::new("/"),
+                &strict,
+                &FrontEnd::default(),
+                8 << 30,
+            )
+        };
+        assert!(
+            err(b(&["--writable", "a:/user-environment", "--", "true"])).contains("allow-writable")
+        );
         assert!(err(b(&["--union=a,b:/user-environment", "--", "true"])).contains("allow-union"));
-        assert!(err(b(&["a:/user-environment", "b:/user-environment/x", "c:/user-environment/y", "--", "true"])).contains("max-images-per-call"));
+        assert!(err(b(&[
+            "a:/user-environment",
+            "b:/user-environment/x",
+            "c:/user-environment/y",
+            "--",
+            "true"
+        ]))
+        .contains("max-images-per-call"));
         assert!(err(b(&["a:/opt", "--", "true"])).contains("mount-points"));
         // A union of one image is a plain mount, allowed without allow-union.
         let p = b(&["--union=a:/user-environment", "--", "true"]).unwrap();
@@ -259,12 +370,27 @@ mod tests {
 
     #[test]
     fn front_end_rules() {
-        let slurm = FrontEnd { require_absolute: true, mount_points: vec!["/user-environment".into()], mount_points_source: "mountpoints= in plugstack.conf" };
-        let b = |args: &[&str]| build(&req(args), OsStr::new("/"), &Policy::default(), &slurm, 8 << 30);
+        let slurm = FrontEnd {
+            require_absolute: true,
+            mount_points: vec!["/user-environment".into()],
+            mount_points_source: "mountpoints= in plugstack.conf",
+        };
+        let b = |args: &[&str]| {
+            build(
+                &req(args),
+                OsStr::new("/"),
+                &Policy::default(),
+                &slurm,
+                8 << 30,
+            )
+        };
         assert!(err(b(&["a.sqfs:/user-environment", "--", "true"])).contains("absolute"));
         assert!(err(b(&["/a.sqfs:rel", "--", "true"])).contains("absolute"));
         let e = err(b(&["/a.sqfs:/etc", "--", "true"]));
-        assert!(e.contains("refusing to mount on /etc") && e.contains("plugstack.conf"), "{e}");
+        assert!(
+            e.contains("refusing to mount on /etc") && e.contains("plugstack.conf"),
+            "{e}"
+        );
         assert!(err(b(&["/a.sqfs:/user-environment2", "--", "true"])).contains("refusing"));
         // `..` is judged on the resolved directory, not here.
         assert!(b(&["/a.sqfs:/user-environment/../etc", "--", "true"]).is_ok());
@@ -275,12 +401,22 @@ mod tests {
     fn resolved_checks() {
         let mounted: Vec<OsString> = vec!["/a".into(), "/b/c".into()];
         assert!(check_resolved(&mounted, OsStr::new("/a/x"), "s").is_ok());
-        assert!(err_of(check_resolved(&mounted, OsStr::new("/a"), "s")).contains("already a mount point"));
+        assert!(err_of(check_resolved(&mounted, OsStr::new("/a"), "s"))
+            .contains("already a mount point"));
         assert!(err_of(check_resolved(&mounted, OsStr::new("/b"), "s")).contains("would hide /b/c"));
-        assert!(err_of(check_resolved(&mounted, OsStr::new("/x:y"), "s")).contains("UENV_MOUNT_LIST"));
-        assert!(err_of(check_resolved(&mounted, OsStr::new("/x,y"), "s")).contains("UENV_MOUNT_LIST"));
+        assert!(
+            err_of(check_resolved(&mounted, OsStr::new("/x:y"), "s")).contains("UENV_MOUNT_LIST")
+        );
+        assert!(
+            err_of(check_resolved(&mounted, OsStr::new("/x,y"), "s")).contains("UENV_MOUNT_LIST")
+        );
         assert!(check_union_layers(&[(1, 2), (1, 3)], &["a".into(), "b".into()], "s").is_ok());
-        assert!(err_of(check_union_layers(&[(1, 2), (1, 2)], &["a".into(), "b".into()], "s")).contains("named twice"));
+        assert!(err_of(check_union_layers(
+            &[(1, 2), (1, 2)],
+            &["a".into(), "b".into()],
+            "s"
+        ))
+        .contains("named twice"));
         assert!(tilde_hint(OsStr::new("~/x")).contains("$HOME"));
         assert!(tilde_hint(OsStr::new("/x")).is_empty());
     }

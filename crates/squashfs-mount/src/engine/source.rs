@@ -42,10 +42,26 @@ impl KernelSource {
     /// Opens the cache (creating it if needed) unless `use_cache` is false,
     /// and runs the periodic bounded collection. Needs root, in the
     /// namespace the launch started in.
-    pub fn open(settings: &Settings, use_cache: bool, uid: u32, stranded: crate::cache::store::Stranded) -> KernelSource {
-        let mut source = KernelSource { store: None, note: None, options: settings.loop_options, max_loop_devices: settings.max_loop_devices, uid };
+    pub fn open(
+        settings: &Settings,
+        use_cache: bool,
+        uid: u32,
+        stranded: crate::cache::store::Stranded,
+    ) -> KernelSource {
+        let mut source = KernelSource {
+            store: None,
+            note: None,
+            options: settings.loop_options,
+            max_loop_devices: settings.max_loop_devices,
+            uid,
+        };
         if use_cache {
-            match Store::open(settings.cache_limits(), settings.cache_lock_timeout_ms, true, stranded) {
+            match Store::open(
+                settings.cache_limits(),
+                settings.cache_lock_timeout_ms,
+                true,
+                stranded,
+            ) {
                 Ok(Some(store)) => {
                     store.maintain(crate::cache::GC_INTERVAL);
                     source.store = Some(store);
@@ -59,7 +75,10 @@ impl KernelSource {
 
     fn miss(&mut self, e: CacheError) {
         let serious = matches!(e, CacheError::Unavailable(_));
-        self.note.get_or_insert((serious, format!("image cache unavailable ({e}); mounting private instances")));
+        self.note.get_or_insert((
+            serious,
+            format!("image cache unavailable ({e}); mounting private instances"),
+        ));
         self.store = None;
     }
 
@@ -74,7 +93,10 @@ impl KernelSource {
         let cached: Vec<usize> = (0..wanted.len()).filter(|&i| wanted[i].cacheable).collect();
         if let Some(store) = &self.store {
             if !cached.is_empty() {
-                let ask: Vec<(Identity, usize)> = cached.iter().map(|&i| (Identity::from(&wanted[i].image.id), wanted[i].copies)).collect();
+                let ask: Vec<(Identity, usize)> = cached
+                    .iter()
+                    .map(|&i| (Identity::from(&wanted[i].image.id), wanted[i].copies))
+                    .collect();
                 match store.reuse(&ask) {
                     Ok(clones) => {
                         for (&i, c) in cached.iter().zip(clones) {
@@ -91,31 +113,61 @@ impl KernelSource {
         }
         // Loop devices, counted and configured under the budget's lock;
         // then the superblocks, which read the images, without it.
-        let dev = system::open_dir_nofollow(system::working_dir(), "/dev").map_err(|e| Failure::new(format!("cannot open /dev: {e}")))?;
+        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
+            .map_err(|e| Failure::new(format!("cannot open /dev: {e}")))?;
         let devices: Vec<LoopDevice> = {
             let _budget = LoopBudget::reserve(missing.len(), self.max_loop_devices, dev.as_fd())?;
             missing
                 .iter()
-                .map(|&i| LoopDevice::attach(wanted[i].image, self.options, dev.as_fd(), wanted[i].subject))
+                .map(|&i| {
+                    LoopDevice::attach(
+                        wanted[i].image,
+                        self.options,
+                        dev.as_fd(),
+                        wanted[i].subject,
+                    )
+                })
                 .collect::<Result<_, _>>()?
         };
         let mut fresh = Vec::with_capacity(missing.len());
         for (&i, device) in missing.iter().zip(devices) {
-            fresh.push((i, instance::on_device(device, wanted[i].image, self.options, wanted[i].subject)?));
+            fresh.push((
+                i,
+                instance::on_device(device, wanted[i].image, self.options, wanted[i].subject)?,
+            ));
         }
         let (mut offers, mut private) = (Vec::new(), Vec::new());
         for (i, f) in fresh {
             let w = &wanted[i];
             if w.cacheable && self.store.is_some() {
                 let id = Identity::from(&w.image.id);
-                let meta = Meta::new(&id, w.image.superblock.block_size, f.loop_number, f.loop_rdev, self.uid, system::unix_time(), w.image.path.as_encoded_bytes());
-                offers.push((i, Offer { mount: f.mount, meta, cost: evict::instance_cost(w.image.superblock.block_size), copies: w.copies }));
+                let meta = Meta::new(
+                    &id,
+                    w.image.superblock.block_size,
+                    f.loop_number,
+                    f.loop_rdev,
+                    self.uid,
+                    system::unix_time(),
+                    w.image.path.as_encoded_bytes(),
+                );
+                offers.push((
+                    i,
+                    Offer {
+                        mount: f.mount,
+                        meta,
+                        cost: evict::instance_cost(w.image.superblock.block_size),
+                        copies: w.copies,
+                    },
+                ));
             } else {
                 private.push((i, f.mount));
             }
         }
         if !offers.is_empty() {
-            let protected: HashSet<(u64, u64)> = wanted.iter().map(|w| (w.image.id.dev, w.image.id.ino)).collect();
+            let protected: HashSet<(u64, u64)> = wanted
+                .iter()
+                .map(|w| (w.image.id.dev, w.image.id.ino))
+                .collect();
             let (index, offered): (Vec<usize>, Vec<Offer>) = offers.into_iter().unzip();
             let placed = match self.store.as_ref().map(|s| s.place(offered, &protected)) {
                 Some(Ok(placed)) => placed,

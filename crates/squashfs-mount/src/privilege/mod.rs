@@ -51,7 +51,9 @@ pub struct Caller {
 impl Caller {
     /// The caller's gid and supplementary groups, raw.
     pub fn all_gids(&self) -> Vec<u32> {
-        std::iter::once(self.gid.as_raw()).chain(self.groups.iter().map(|g| g.as_raw())).collect()
+        std::iter::once(self.gid.as_raw())
+            .chain(self.groups.iter().map(|g| g.as_raw()))
+            .collect()
     }
 }
 

@@ -43,7 +43,9 @@ impl Rootless {
         sys("capset", system::clear_capabilities())?;
         sys("prctl(PR_SET_NO_NEW_PRIVS)", system::set_no_new_privs())?;
         if !sys("capget", system::has_no_capabilities())? {
-            return Err(PrivilegeError::StillPrivileged("capabilities remain in the user namespace"));
+            return Err(PrivilegeError::StillPrivileged(
+                "capabilities remain in the user namespace",
+            ));
         }
         Ok(self.caller)
     }

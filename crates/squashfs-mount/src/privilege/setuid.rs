@@ -25,11 +25,13 @@ impl Privileges {
             // stay dumpable (its own /proc files).
             let setuid_file = system::stat_following(system::working_dir(), "/proc/self/exe")
                 .is_ok_and(|st| st.uid == 0 && st.mode & 0o4000 != 0);
-            return Err(if setuid_file && sys("prctl(PR_GET_NO_NEW_PRIVS)", system::no_new_privs())? {
-                PrivilegeError::InsideSession
-            } else {
-                PrivilegeError::NotSetuidRoot
-            });
+            return Err(
+                if setuid_file && sys("prctl(PR_GET_NO_NEW_PRIVS)", system::no_new_privs())? {
+                    PrivilegeError::InsideSession
+                } else {
+                    PrivilegeError::NotSetuidRoot
+                },
+            );
         }
         sys("prctl(PR_SET_DUMPABLE, 0)", system::set_not_dumpable())?;
         let caller = Caller {
@@ -49,8 +51,14 @@ impl Privileges {
 
     fn become_caller(&self) -> Result<(), PrivilegeError> {
         // gid first: once euid is not 0 we could no longer change it.
-        sys("setresgid(-1, caller, -1)", system::set_effective_gid(self.caller.gid))?;
-        sys("setresuid(-1, caller, -1)", system::set_effective_uid(self.caller.uid))?;
+        sys(
+            "setresgid(-1, caller, -1)",
+            system::set_effective_gid(self.caller.gid),
+        )?;
+        sys(
+            "setresuid(-1, caller, -1)",
+            system::set_effective_uid(self.caller.uid),
+        )?;
         Ok(())
     }
 
@@ -84,7 +92,9 @@ impl Credentials for Privileges {
         };
         // Whatever happened, go back to the caller's credentials.
         if let Err(e) = self.become_caller() {
-            Self::stranded(&format_args!("cannot return to the caller's credentials: {e}"));
+            Self::stranded(&format_args!(
+                "cannot return to the caller's credentials: {e}"
+            ));
         }
         out
     }

@@ -27,13 +27,20 @@ impl ThreadCredentials {
     /// namespaces without moving slurmstepd's other threads). Run only on a
     /// thread made for this, which ends when the work is done.
     pub fn switch(user: Caller) -> Result<Self, PrivilegeError> {
-        if user.uid.as_raw() == u32::MAX || user.gid.as_raw() == u32::MAX || user.groups.iter().any(|g| g.as_raw() == u32::MAX) {
+        if user.uid.as_raw() == u32::MAX
+            || user.gid.as_raw() == u32::MAX
+            || user.groups.iter().any(|g| g.as_raw() == u32::MAX)
+        {
             // -1 means "leave unchanged" to the set*id calls: never a user.
             return Err(PrivilegeError::InvalidUser);
         }
         super::sys("unshare(CLONE_FS)", system::unshare_fs_of_thread())?;
         let root_groups = super::sys("getgroups", system::supplementary_groups())?;
-        let me = ThreadCredentials { user, root_groups, _this_thread_only: PhantomData };
+        let me = ThreadCredentials {
+            user,
+            root_groups,
+            _this_thread_only: PhantomData,
+        };
         me.become_user()?;
         Ok(me)
     }
@@ -51,8 +58,12 @@ impl ThreadCredentials {
         if euid != self.user.uid.as_raw() || egid != self.user.gid.as_raw() {
             return Err(PrivilegeError::NotTakenEffect);
         }
-        if !self.user.uid.is_root() && !super::sys("capget", system::effective_capabilities_empty())? {
-            return Err(PrivilegeError::StillPrivileged("capabilities remain effective as the job user"));
+        if !self.user.uid.is_root()
+            && !super::sys("capget", system::effective_capabilities_empty())?
+        {
+            return Err(PrivilegeError::StillPrivileged(
+                "capabilities remain effective as the job user",
+            ));
         }
         Ok(())
     }
@@ -69,7 +80,9 @@ impl Credentials for ThreadCredentials {
         super::sys("setgroups", system::set_groups(&self.root_groups))?;
         let out = f();
         if let Err(e) = self.become_user() {
-            Self::stranded(&format_args!("cannot return to the job user's credentials: {e}"));
+            Self::stranded(&format_args!(
+                "cannot return to the job user's credentials: {e}"
+            ));
         }
         Ok(out)
     }

@@ -19,7 +19,9 @@ impl Unprivileged {
         let (ru, eu, su) = sys("getresuid", system::res_uid())?;
         let (rg, eg, sg) = sys("getresgid", system::res_gid())?;
         if ru != eu || eu != su || rg != eg || eg != sg {
-            return Err(PrivilegeError::StillPrivileged("real, effective and saved ids differ"));
+            return Err(PrivilegeError::StillPrivileged(
+                "real, effective and saved ids differ",
+            ));
         }
         if ru != 0 && !sys("capget", system::has_no_capabilities())? {
             return Err(PrivilegeError::StillPrivileged("capabilities are held"));

@@ -4,7 +4,6 @@ use rustix::io::Errno;
 
 use super::SysResult;
 
-
 /// The CPUs this process may run on (its affinity), to be restored with
 /// [`set_cpu_affinity`].
 pub struct CpuAffinity(rustix::thread::CpuSet);

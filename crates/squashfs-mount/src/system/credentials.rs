@@ -89,12 +89,10 @@ pub fn has_no_capabilities() -> SysResult<bool> {
     Ok(true)
 }
 
-
 /// is after the effective uid changed from 0 to another uid).
 pub fn effective_capabilities_empty() -> SysResult<bool> {
     Ok(rustix::thread::capabilities(None)?.effective.is_empty())
 }
-
 
 /// Clears every capability set of the calling thread (effective,
 /// permitted, inheritable; the ambient set follows the permitted one).
@@ -102,6 +100,10 @@ pub fn clear_capabilities() -> SysResult<()> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     rustix::thread::set_capabilities(
         None,
-        CapabilitySets { effective: CapabilitySet::empty(), permitted: CapabilitySet::empty(), inheritable: CapabilitySet::empty() },
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
     )
 }

@@ -124,7 +124,12 @@ pub fn open_dir_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResu
 /// Opens `path` relative to `dir` as an O_PATH fd (any file type), refusing
 /// a symlink in the last component.
 pub fn open_path_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResult<OwnedFd> {
-    rustix::fs::openat(dir, path.as_ref(), OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+    rustix::fs::openat(
+        dir,
+        path.as_ref(),
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 /// Opens `path` relative to `dir` for reading: no symlink in the last
@@ -158,8 +163,6 @@ pub fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysRe
     )
     .map(drop)
 }
-
-
 
 pub fn make_dir<Fd: AsFd>(dir: Fd, path: &str, mode: u32) -> SysResult<()> {
     rustix::fs::mkdirat(dir, path, Mode::from_raw_mode(mode))
@@ -251,11 +254,17 @@ pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
 /// Sets the modification time of `path` relative to `dir` to now.
 pub fn touch<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
     use rustix::fs::{Timespec, Timestamps, UTIME_NOW};
-    let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: UTIME_NOW,
+    };
     rustix::fs::utimensat(
         dir,
         path,
-        &Timestamps { last_access: now, last_modification: now },
+        &Timestamps {
+            last_access: now,
+            last_modification: now,
+        },
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     )
 }

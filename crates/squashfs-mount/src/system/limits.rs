@@ -7,7 +7,13 @@ use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use super::SysResult;
 
 /// The limits a caller can lower to disturb the privileged phase.
-const RESOURCES: [Resource; 5] = [Resource::Fsize, Resource::Nofile, Resource::As, Resource::Nproc, Resource::Core];
+const RESOURCES: [Resource; 5] = [
+    Resource::Fsize,
+    Resource::Nofile,
+    Resource::As,
+    Resource::Nproc,
+    Resource::Core,
+];
 
 /// The caller's limits, as found at start.
 pub struct CallerLimits(Vec<(Resource, Rlimit)>);
@@ -25,12 +31,27 @@ pub fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
         let want = match r {
             // The hard limit stays: a lowered hard limit could not be
             // raised back for the command.
-            Resource::Core => Rlimit { current: Some(0), maximum: old.maximum },
-            Resource::Nofile => Rlimit { current: Some(1 << 16), maximum: Some(1 << 16) },
-            _ => Rlimit { current: None, maximum: None },
+            Resource::Core => Rlimit {
+                current: Some(0),
+                maximum: old.maximum,
+            },
+            Resource::Nofile => Rlimit {
+                current: Some(1 << 16),
+                maximum: Some(1 << 16),
+            },
+            _ => Rlimit {
+                current: None,
+                maximum: None,
+            },
         };
         if setrlimit(*r, want).is_err() {
-            setrlimit(*r, Rlimit { current: old.maximum, maximum: old.maximum })?;
+            setrlimit(
+                *r,
+                Rlimit {
+                    current: old.maximum,
+                    maximum: old.maximum,
+                },
+            )?;
         }
     }
     Ok(CallerLimits(saved))

@@ -163,4 +163,3 @@ pub fn open_loop_device(dev_dir: BorrowedFd<'_>, number: u32) -> SysResult<Owned
         Mode::empty(),
     )
 }
-

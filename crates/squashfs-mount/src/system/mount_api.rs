@@ -6,10 +6,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{Mode, OFlags, CWD};
 use rustix::io::Errno;
-use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags,
+};
 
 use super::{Gid, SysResult, Uid};
-
 
 /// A filesystem context from fsopen(2).
 pub struct FsContext {
@@ -107,10 +108,11 @@ pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     rustix::mount::open_tree(
         fd,
         "",
-        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_EMPTY_PATH,
     )
 }
-
 
 /// statfs f_type of nsfs (a bind-mounted namespace file).
 pub const NSFS_MAGIC: u64 = 0x6e73_6673;
@@ -124,7 +126,12 @@ pub const FUSE_MAGIC: u64 = 0x6573_5546;
 /// STATX_ATTR_MOUNT_ROOT; symlinks not followed).
 pub fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {
     use rustix::fs::{AtFlags, StatxAttributes, StatxFlags};
-    let st = rustix::fs::statx(dir, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::BASIC_STATS)?;
+    let st = rustix::fs::statx(
+        dir,
+        path,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BASIC_STATS,
+    )?;
     if !st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
         return Err(Errno::NOSYS);
     }
@@ -158,18 +165,27 @@ pub fn clone_mount_at(path: &str) -> SysResult<OwnedFd> {
     rustix::mount::open_tree(
         CWD,
         path,
-        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
     )
 }
 
 /// umount2(path, MNT_DETACH).
 pub fn detach_mount(path: &str) -> SysResult<()> {
-    rustix::mount::unmount(path, rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW)
+    rustix::mount::unmount(
+        path,
+        rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW,
+    )
 }
 
 /// The per-mount flags of the mount holding `fd`: (read-only, nosuid, nodev).
 pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
     use rustix::fs::StatVfsMountFlags as F;
     let f = rustix::fs::fstatvfs(fd)?.f_flag;
-    Ok((f.contains(F::RDONLY), f.contains(F::NOSUID), f.contains(F::NODEV)))
+    Ok((
+        f.contains(F::RDONLY),
+        f.contains(F::NOSUID),
+        f.contains(F::NODEV),
+    ))
 }

@@ -61,13 +61,21 @@ pub fn enter_private_mount_namespace() -> SysResult<()> {
     // unshared: the fd table stays shared, so every fd remains valid in
     // every thread; no memory is involved.
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)? };
-    rustix::mount::mount_change("/", MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC)
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
 }
 
 /// An fd for the calling thread's mount namespace; it keeps the namespace
 /// and its mounts alive after the thread is gone.
 pub fn open_thread_mount_namespace() -> SysResult<OwnedFd> {
-    rustix::fs::openat(CWD, "/proc/thread-self/ns/mnt", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+    rustix::fs::openat(
+        CWD,
+        "/proc/thread-self/ns/mnt",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 /// setns(ns, CLONE_NEWNS): moves the calling process into the mount
@@ -123,7 +131,10 @@ fn change_dir_as_root_or_caller(dir: BorrowedFd<'_>) -> Result<(), Result<Errno,
         libc::setfsuid(u32::MAX) == 0 && libc::setfsgid(u32::MAX) == 0
     };
     if !restored {
-        return Err(Err(Stranded { what: "root's file system ids", errno: Errno::PERM }));
+        return Err(Err(Stranded {
+            what: "root's file system ids",
+            errno: Errno::PERM,
+        }));
     }
     r.map_err(Ok)
 }
@@ -133,11 +144,15 @@ impl NamespaceReturn {
     /// directory through /proc/thread-self/cwd, which needs no search
     /// permission on it), and checks that going back to them will work.
     fn capture() -> Result<Self, VisitError> {
-        let open = |path: &str, flags: OFlags| rustix::fs::openat(CWD, path, flags | OFlags::CLOEXEC, Mode::empty());
+        let open = |path: &str, flags: OFlags| {
+            rustix::fs::openat(CWD, path, flags | OFlags::CLOEXEC, Mode::empty())
+        };
         let back = NamespaceReturn {
             ns: open("/proc/thread-self/ns/mnt", OFlags::RDONLY).map_err(VisitError::Enter)?,
-            root: open("/proc/thread-self/root", OFlags::PATH | OFlags::DIRECTORY).map_err(VisitError::Enter)?,
-            cwd: open("/proc/thread-self/cwd", OFlags::PATH | OFlags::DIRECTORY).map_err(VisitError::Enter)?,
+            root: open("/proc/thread-self/root", OFlags::PATH | OFlags::DIRECTORY)
+                .map_err(VisitError::Enter)?,
+            cwd: open("/proc/thread-self/cwd", OFlags::PATH | OFlags::DIRECTORY)
+                .map_err(VisitError::Enter)?,
         };
         // Check that going back will work, changing nothing if it will
         // not: first the working directory alone (entering the directory
@@ -159,16 +174,27 @@ impl NamespaceReturn {
     /// chroot), then the working directory (relative paths given by the
     /// caller resolve against it, and the command starts in it).
     fn restore_directories(&self) -> Result<(), Stranded> {
-        let stranded = |what| move |e: Result<Errno, Stranded>| e.map_or_else(|s| s, |errno| Stranded { what, errno });
+        let stranded = |what| {
+            move |e: Result<Errno, Stranded>| e.map_or_else(|s| s, |errno| Stranded { what, errno })
+        };
         change_dir_as_root_or_caller(self.root.as_fd()).map_err(stranded("the root directory"))?;
-        rustix::process::chroot(".").map_err(|errno| Stranded { what: "the root directory", errno })?;
+        rustix::process::chroot(".").map_err(|errno| Stranded {
+            what: "the root directory",
+            errno,
+        })?;
         change_dir_as_root_or_caller(self.cwd.as_fd()).map_err(stranded("the working directory"))
     }
 
     /// setns back, then restore root and working directory.
     fn go_back(self) -> Result<(), Stranded> {
-        rustix::thread::move_into_link_name_space(self.ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Mount))
-            .map_err(|errno| Stranded { what: "the launch's mount namespace", errno })?;
+        rustix::thread::move_into_link_name_space(
+            self.ns.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Mount),
+        )
+        .map_err(|errno| Stranded {
+            what: "the launch's mount namespace",
+            errno,
+        })?;
         self.restore_directories()
     }
 }
@@ -192,7 +218,8 @@ pub fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> Result<(OwnedFd, T), 
     let back = NamespaceReturn::capture()?;
     // SAFETY: as in `enter_private_mount_namespace`: only the mount
     // namespace (and the fs_struct) is unshared, never the fd table.
-    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }.map_err(VisitError::Enter)?;
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }
+        .map_err(VisitError::Enter)?;
     let ns = match open_thread_mount_namespace() {
         Ok(ns) => ns,
         Err(e) => {
@@ -210,13 +237,20 @@ pub fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> Result<(OwnedFd, T), 
 /// namespace's root with pivot_root, detaching everything else, so that the
 /// namespace holds no reference to any other filesystem.
 pub fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
-    rustix::mount::mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)?;
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+    )?;
     let ctx = FsContext::open("tmpfs")?;
     ctx.set_string("mode", OsStr::new("0700"))?;
     ctx.set_string("size", OsStr::new(size))?;
     ctx.set_string("nr_inodes", OsStr::new("16k"))?;
     ctx.create().map_err(|(e, _)| e)?;
-    let tmpfs = ctx.mount(MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV | MountAttrFlags::MOUNT_ATTR_NOEXEC)?;
+    let tmpfs = ctx.mount(
+        MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV
+            | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+    )?;
     let target = open_dir_nofollow(CWD, onto)?;
     attach_mount(tmpfs.as_fd(), target.as_fd())?;
     rustix::process::fchdir(&tmpfs)?;
@@ -233,11 +267,18 @@ pub fn enter_user_and_mount_namespace(uid: u32, gid: u32) -> SysResult<()> {
     // SAFETY: as in `enter_private_mount_namespace`: the fd table is not
     // unshared and no memory is involved. CLONE_NEWUSER needs a
     // single-threaded process, which the kernel checks (EINVAL).
-    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNS)? };
+    unsafe {
+        rustix::thread::unshare_unsafe(
+            rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNS,
+        )?
+    };
     write_proc("/proc/self/setgroups", b"deny")?;
     write_proc("/proc/self/uid_map", format!("{uid} {uid} 1").as_bytes())?;
     write_proc("/proc/self/gid_map", format!("{gid} {gid} 1").as_bytes())?;
-    rustix::mount::mount_change("/", MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC)
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
 }
 
 fn write_proc(path: &str, bytes: &[u8]) -> SysResult<()> {

@@ -18,7 +18,13 @@ pub fn ignore_file_size_signal() -> CallerSignals {
     // SAFETY: installing SIG_IGN needs no handler code; signal() returns
     // the previous disposition, a plain value.
     let file_size = unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
-    CallerSignals { file_size: Some(if file_size == libc::SIG_ERR { libc::SIG_DFL } else { file_size }) }
+    CallerSignals {
+        file_size: Some(if file_size == libc::SIG_ERR {
+            libc::SIG_DFL
+        } else {
+            file_size
+        }),
+    }
 }
 
 impl CallerSignals {

@@ -29,14 +29,20 @@ pub fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
 /// A pidfd of this process (it stays valid across the exec of the
 /// command; it becomes readable when the process exits).
 pub fn own_pidfd() -> SysResult<OwnedFd> {
-    rustix::process::pidfd_open(rustix::process::getpid(), rustix::process::PidfdFlags::empty())
+    rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )
 }
 
 /// Waits up to `timeout_ms` for `fd` to be readable; false on timeout.
 pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    let t = Timespec { tv_sec: i64::from(timeout_ms / 1000), tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000 };
+    let t = Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    };
     loop {
         match poll(&mut fds, Some(&t)) {
             Ok(n) => return Ok(n > 0),
@@ -72,7 +78,13 @@ pub fn read_some(fd: BorrowedFd<'_>, limit: usize) -> SysResult<Vec<u8>> {
 /// no_new_privs, detached (double fork). Returns once the intermediate
 /// child has exited; the helper's own failure to start shows as EOF on a
 /// pipe it was given.
-pub fn spawn_detached(program: &CString, argv: &[CString], env: &[CString], keep: &[(BorrowedFd<'_>, RawFd)], run_as: Option<RunAs<'_>>) -> SysResult<()> {
+pub fn spawn_detached(
+    program: &CString,
+    argv: &[CString],
+    env: &[CString],
+    keep: &[(BorrowedFd<'_>, RawFd)],
+    run_as: Option<RunAs<'_>>,
+) -> SysResult<()> {
     // Everything the child needs, prepared before fork (no allocation after).
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
@@ -80,14 +92,24 @@ pub fn spawn_detached(program: &CString, argv: &[CString], env: &[CString], keep
     env_ptrs.push(std::ptr::null());
     let keep: Vec<(RawFd, RawFd)> = keep.iter().map(|(fd, at)| (fd.as_raw_fd(), *at)).collect();
     let first_free = keep.iter().map(|(_, at)| at + 1).max().unwrap_or(3);
-    let ids = run_as.map(|r| (r.uid.as_raw(), r.gid.as_raw(), r.groups.iter().map(|g| g.as_raw()).collect::<Vec<u32>>()));
+    let ids = run_as.map(|r| {
+        (
+            r.uid.as_raw(),
+            r.gid.as_raw(),
+            r.groups.iter().map(|g| g.as_raw()).collect::<Vec<u32>>(),
+        )
+    });
 
     // SAFETY: fork duplicates only the calling thread. The child runs only
     // async-signal-safe raw system calls on memory prepared above (no
     // allocation, no lock, no Rust std I/O) and ends in execve or _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)));
+        return Err(Errno::from_raw_os_error(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+        ));
     }
     if pid == 0 {
         // SAFETY: as above: in the forked child, only raw system calls.
@@ -111,7 +133,12 @@ pub fn spawn_detached(program: &CString, argv: &[CString], env: &[CString], keep
                     libc::_exit(126);
                 }
             }
-            libc::syscall(libc::SYS_close_range, first_free as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint);
+            libc::syscall(
+                libc::SYS_close_range,
+                first_free as libc::c_uint,
+                libc::c_uint::MAX,
+                0 as libc::c_uint,
+            );
             if let Some((uid, gid, groups)) = &ids {
                 if libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) != 0
                     || libc::syscall(libc::SYS_setresgid, *gid, *gid, *gid) != 0
@@ -141,5 +168,10 @@ pub fn spawn_detached(program: &CString, argv: &[CString], env: &[CString], keep
 /// Opens /dev/fuse (a new FUSE connection).
 pub fn open_fuse_device() -> SysResult<OwnedFd> {
     use rustix::fs::{Mode, OFlags, CWD};
-    rustix::fs::openat(CWD, "/dev/fuse", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+    rustix::fs::openat(
+        CWD,
+        "/dev/fuse",
+        OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }

@@ -92,6 +92,12 @@ fn main() -> ExitCode {
     }
     let cluster = Cluster::start(&Options {
         nodes,
+        fuse_server: Some(
+            std::env::current_exe()
+                .unwrap_or_default()
+                .with_file_name(sqfsmnt_test_support::install::FUSE_SERVER),
+        )
+        .filter(|s| s.exists()),
         plugin,
         plugin_args: String::new(),
         mount_points: vec![

@@ -75,6 +75,9 @@ pub struct Options {
     pub nodes: usize,
     /// The plugin to load (copied into the cluster's directory).
     pub plugin: PathBuf,
+    /// The FUSE server, copied next to the plugin (where the plugin looks
+    /// for it).
+    pub fuse_server: Option<PathBuf>,
     /// Arguments of the plugin's line in plugstack.conf.
     pub plugin_args: String,
     /// Mount points to create in the host (and so on every node) when
@@ -290,6 +293,9 @@ impl Cluster {
         fs::copy(&opts.plugin, &so)
             .unwrap_or_else(|e| panic!("copy {}: {e}", opts.plugin.display()));
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).expect("chmod");
+        if let Some(server) = &opts.fuse_server {
+            crate::install::copy_as_root(server, &d.join(crate::install::FUSE_SERVER), 0o755);
+        }
         fs::write(
             d.join("plugstack.conf"),
             format!("required {} {}\n", so.display(), opts.plugin_args),
