@@ -19,7 +19,7 @@ use server::{End, Fs};
 type FileFs = Fs<FileSource>;
 
 const USAGE: &str = "\
-usage: squashfs-mount-fuse --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--name NAME]
+usage: squashfs-mount-fuse --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--owner UID:GID] [--name NAME]
        squashfs-mount-fuse --mount IMAGE DIR [--threads T] [-- COMMAND [ARGS...]]
 
 Serves a SquashFS image read-only over FUSE, in userspace, with the
@@ -35,6 +35,9 @@ FUSE mount and passes the inherited descriptors:
                     'error <what is wrong and what to do>' (then exit 1)
   --watch-pidfd P   a pidfd; the server exits when that process exits
   --threads T       worker threads (0 or absent: from the number of CPUs, 2..8)
+  --owner UID:GID   show every file as owned by UID:GID (rootless mode: the
+                    user namespace maps no other ids, and a writable layer
+                    must copy files up with ids it maps)
   --name NAME       the image's path, for messages
 It serves until the file system is unmounted or the watched process exits,
 then exits 0. Nothing is printed unless the image turns out to be corrupt.
@@ -53,6 +56,7 @@ struct Args {
     ready_fd: Option<i32>,
     watch_pidfd: Option<i32>,
     threads: Option<usize>,
+    owner: Option<(u32, u32)>,
     name: Option<String>,
     mount: Option<(PathBuf, PathBuf)>,
     command: Vec<std::ffi::OsString>,
@@ -65,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
         ready_fd: None,
         watch_pidfd: None,
         threads: None,
+        owner: None,
         name: None,
         mount: None,
         command: Vec::new(),
@@ -90,6 +95,15 @@ fn parse_args() -> Result<Args, String> {
                 }
                 // 0: the default.
                 a.threads = (n > 0).then_some(n as usize);
+            }
+            "--owner" => {
+                let v = it.next().ok_or("--owner needs UID:GID")?;
+                let v = v.to_string_lossy();
+                let (u, g) = v
+                    .split_once(':')
+                    .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)))
+                    .ok_or_else(|| format!("--owner: not UID:GID: {v}"))?;
+                a.owner = Some((u, g));
             }
             "--name" => {
                 a.name = Some(
@@ -226,7 +240,9 @@ fn serve_fds(a: Args) -> ExitCode {
     }
     drop(ready);
     let n = threads(&a);
-    start_workers(Arc::new(Fs::new(archive, name)), fuse, n, false);
+    let mut fs = Fs::new(archive, name);
+    fs.owner = a.owner;
+    start_workers(Arc::new(fs), fuse, n, false);
     match watch {
         Some(pidfd) => loop {
             let mut p = [rustix::event::PollFd::new(

@@ -39,6 +39,9 @@ pub struct Fs<S> {
     zero_open: AtomicBool,
     /// READDIRPLUS gives attributes for subdirectories only.
     pub plus_dirs_only: bool,
+    /// Every file shown as owned by this user and group (`--owner`), not by
+    /// the ids stored in the image.
+    pub owner: Option<(u32, u32)>,
 }
 
 /// How a worker loop ended.
@@ -57,6 +60,7 @@ impl<S: Source> Fs<S> {
             reported: AtomicBool::new(false),
             zero_open: AtomicBool::new(false),
             plus_dirs_only: true,
+            owner: None,
         }
     }
 
@@ -105,8 +109,8 @@ impl<S: Source> Fs<S> {
             time: u64::from(i.mtime),
             mode: i.mode(),
             nlink: i.nlink,
-            uid: i.uid,
-            gid: i.gid,
+            uid: self.owner.map_or(i.uid, |o| o.0),
+            gid: self.owner.map_or(i.gid, |o| o.1),
             rdev: i.rdev(),
             blksize: self.archive.superblock().block_size,
         }

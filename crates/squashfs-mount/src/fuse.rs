@@ -139,9 +139,21 @@ pub fn instance(
         arg("6"),
         arg("--threads"),
         arg(&threads.to_string()),
-        arg("--name"),
-        name,
     ];
+    let mut argv = argv;
+    if !run_as {
+        // Rootless: the user namespace maps the caller's ids only; the
+        // image's others would show as nobody and could not be copied up
+        // into a writable layer. The caller can read every byte of the
+        // image anyway.
+        argv.push(arg("--owner"));
+        argv.push(arg(&format!(
+            "{}:{}",
+            caller.uid.as_raw(),
+            caller.gid.as_raw()
+        )));
+    }
+    argv.extend([arg("--name"), name]);
     let env = [arg("PATH=/usr/bin:/bin"), arg("LC_ALL=C")];
     let keep = [
         (device.as_fd(), 3),

@@ -61,18 +61,33 @@ pub struct RootAttributes {
     pub uid: u32,
     pub gid: u32,
     pub mode: u32,
+    /// Who creates the layer's directories: root, or in rootless mode the
+    /// caller (the only user and group its user namespace maps).
+    pub creator: (u32, u32),
 }
 
 impl RootAttributes {
-    /// The top image root's attributes, made harmless for a directory root
-    /// creates: no set-id bits, and an owner or group other than root's or
-    /// the caller's own is replaced by root's (so root never hands a
-    /// directory to an arbitrary id chosen by an image's author).
-    pub fn sanitized(uid: u32, gid: u32, mode: u32, caller_uid: u32, caller_gids: &[u32]) -> Self {
+    /// The top image root's attributes, made harmless for a directory the
+    /// `creator` (root, or the caller in rootless mode) makes: no set-id
+    /// bits, and an owner or group other than the creator's or the
+    /// caller's own is replaced by the creator's (so root never hands a
+    /// directory to an arbitrary id chosen by an image's author, and a user
+    /// namespace is never asked for an id it does not map).
+    pub fn sanitized(
+        (uid, gid, mode): (u32, u32, u32),
+        caller_uid: u32,
+        caller_gids: &[u32],
+        creator: (u32, u32),
+    ) -> Self {
         RootAttributes {
-            uid: if uid == caller_uid { uid } else { 0 },
-            gid: if caller_gids.contains(&gid) { gid } else { 0 },
+            uid: if uid == caller_uid { uid } else { creator.0 },
+            gid: if caller_gids.contains(&gid) {
+                gid
+            } else {
+                creator.1
+            },
             mode: mode & 0o1777,
+            creator,
         }
     }
 }
@@ -144,8 +159,14 @@ impl WritableTmpfs {
             root.gid,
         )
         .map_err(|e| sys_err(subject, "creating the upper directory", e))?;
-        let work = system::make_directory_in(self.tmpfs.as_fd(), &format!("work-{n}"), 0o700, 0, 0)
-            .map_err(|e| sys_err(subject, "creating the work directory", e))?;
+        let work = system::make_directory_in(
+            self.tmpfs.as_fd(),
+            &format!("work-{n}"),
+            0o700,
+            root.creator.0,
+            root.creator.1,
+        )
+        .map_err(|e| sys_err(subject, "creating the work directory", e))?;
         Ok((upper, work))
     }
 }
@@ -240,13 +261,17 @@ mod tests {
 
     #[test]
     fn root_attributes_are_sanitized() {
-        let r = RootAttributes::sanitized(1000, 6, 0o2777, 1000, &[1000]);
+        let r = RootAttributes::sanitized((1000, 6, 0o2777), 1000, &[1000], (0, 0));
         assert_eq!((r.uid, r.gid, r.mode), (1000, 0, 0o777));
-        let r = RootAttributes::sanitized(4242, 1000, 0o4755, 1000, &[1000, 5]);
+        let r = RootAttributes::sanitized((4242, 1000, 0o4755), 1000, &[1000, 5], (0, 0));
         assert_eq!((r.uid, r.gid, r.mode), (0, 1000, 0o755));
         assert_eq!(
-            RootAttributes::sanitized(0, 0, 0o1777, 1000, &[1000]).mode,
+            RootAttributes::sanitized((0, 0, 0o1777), 1000, &[1000], (0, 0)).mode,
             0o1777
         );
+        // Rootless: the caller creates the directories; ids the user
+        // namespace does not map become the caller's.
+        let r = RootAttributes::sanitized((0, 0, 0o755), 1000, &[1000], (1000, 1000));
+        assert_eq!((r.uid, r.gid, r.creator), (1000, 1000, (1000, 1000)));
     }
 }

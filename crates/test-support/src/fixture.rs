@@ -169,6 +169,16 @@ impl Fixture {
         image
     }
 
+    /// The image `name` (see [`Fixture::image`]) copied into the user's own
+    /// directory and owned by the user: by default the FUSE path serves it.
+    pub fn user_image(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let built = self.image(name, files, "");
+        let own = self.user_dir().join(format!("{name}.sqfs"));
+        fs::copy(&built, &own).expect("copy image");
+        self.user.chown(&own);
+        own
+    }
+
     /// A root-owned 0755 directory to mount on.
     pub fn mount_point(&self, name: &str) -> PathBuf {
         let p = self.root.join("mnt").join(name);

@@ -28,6 +28,7 @@ pub mod count;
 pub mod fixture;
 pub mod image;
 pub mod install;
+pub mod kernel;
 pub mod lock;
 pub mod refusals;
 pub mod site;

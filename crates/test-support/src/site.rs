@@ -36,6 +36,7 @@ impl Drop for FileGuard {
         match &self.old {
             Some((bytes, mode)) => {
                 let _ = fs::write(&self.path, bytes);
+                let _ = std::os::unix::fs::chown(&self.path, Some(0), Some(0));
                 let _ = fs::set_permissions(&self.path, fs::Permissions::from_mode(*mode));
             }
             None => {
@@ -43,6 +44,30 @@ impl Drop for FileGuard {
             }
         }
     }
+}
+
+impl FileGuard {
+    /// The file removed for the test's duration (restored afterwards).
+    pub fn absent(path: &Path) -> FileGuard {
+        let old = fs::read(path).ok().map(|b| {
+            (
+                b,
+                fs::metadata(path)
+                    .map(|m| m.permissions().mode())
+                    .unwrap_or(0o644),
+            )
+        });
+        let _ = fs::remove_file(path);
+        FileGuard {
+            path: path.to_path_buf(),
+            old,
+        }
+    }
+}
+
+/// No `/etc/squashfs-mount.conf`: the built-in defaults.
+pub fn no_config() -> FileGuard {
+    FileGuard::absent(Path::new("/etc/squashfs-mount.conf"))
 }
 
 /// `/etc/squashfs-mount.conf` with `text` (root-owned, 0644).

@@ -196,7 +196,14 @@ pub fn mount_all<C: Credentials>(
     };
 
     // 6.
-    let caller_gids = creds.caller().all_gids();
+    // Rootless: the user namespace maps the caller's uid and primary gid
+    // only; directories are created by the caller, as the caller.
+    let (caller_gids, creator) = if ctx.rootless {
+        let gid = creds.caller().gid.as_raw();
+        (vec![gid], (caller_uid, gid))
+    } else {
+        (creds.caller().all_gids(), (0, 0))
+    };
     let mut mounted: Vec<OsString> = Vec::new();
     let mut list: Vec<(OsString, OsString)> = Vec::new();
     for (m, l) in plan.mounts.iter().zip(&layers) {
@@ -223,11 +230,10 @@ pub fn mount_all<C: Credentials>(
                     Failure::about(&m.subject, format!("cannot stat the image's root: {e}"))
                 })?;
                 let root = overlay::RootAttributes::sanitized(
-                    top.uid,
-                    top.gid,
-                    top.mode,
+                    (top.uid, top.gid, top.mode),
                     caller_uid,
                     &caller_gids,
+                    creator,
                 );
                 overlay::stack(&trees, writable.as_mut(), root, &m.subject)?
             };

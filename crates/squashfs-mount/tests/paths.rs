@@ -1,0 +1,429 @@
+//! The three paths an image can take (issue 10, README "Security model"):
+//! the kernel's squashfs driver (root's images), the FUSE path (the
+//! caller's own images, served by squashfs-mount-fuse with the caller's
+//! rights) and rootless mode (the binary without its setuid bit: a user
+//! namespace, everything through FUSE). Each passes the same behaviour
+//! table, as an unprivileged test user; then what is particular to FUSE:
+//! a killed command leaves no server and no mount, damaged images give a
+//! clear error and never a hang.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqfsmnt_test_support::cmd::run;
+use sqfsmnt_test_support::{image, install, site, Fixture, Run};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn pair(img: &Path, mnt: &Path) -> String {
+    format!("{}:{}", img.display(), mnt.display())
+}
+
+/// One path: the program to run and the images it gets.
+struct Way<'a> {
+    fx: &'a Fixture,
+    bin: PathBuf,
+    /// The images: the user's own (FUSE) or root's (kernel).
+    own_images: bool,
+    /// What `stat -f -c %T` says on a mount point: "squashfs" or "fuse…".
+    fs_type: &'static str,
+    /// Options given first (rootless: -q).
+    first: Vec<String>,
+}
+
+impl Way<'_> {
+    /// The image `name`, with a directory anyone may write (`scratch`,
+    /// mode 1777) for the writable layer.
+    fn image(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let built = self.fx.image(name, files, "mkdir -m 1777 scratch");
+        if !self.own_images {
+            return built;
+        }
+        let own = self.fx.user_dir().join(format!("{name}.sqfs"));
+        fs::copy(&built, &own).unwrap();
+        self.fx.user.chown(&own);
+        own
+    }
+
+    fn command(&self) -> Command {
+        let mut c = self.fx.user.command(&self.bin);
+        c.args(&self.first)
+            .current_dir(&self.fx.root)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run<I: IntoIterator<Item = String>>(&self, args: I) -> Run {
+        run(self.command().args(args))
+    }
+
+    /// Runs and expects success with nothing on stderr; returns stdout.
+    fn ok<I: IntoIterator<Item = String>>(&self, args: I) -> String {
+        let r = self.run(args);
+        assert!(r.success(), "{}: {}", self.bin.display(), r.stderr());
+        assert!(
+            r.stderr().is_empty(),
+            "a successful launch prints nothing: {}",
+            r.stderr()
+        );
+        r.stdout()
+    }
+
+    fn is_our_fs(&self, t: &str) -> bool {
+        t.trim().starts_with(self.fs_type)
+    }
+}
+
+/// The behaviour table every path passes.
+fn behaviour_table(w: &Way) {
+    let fx = w.fx;
+    let a = w.image(
+        "ta",
+        &[
+            ("hello.txt", "hello from a\n"),
+            ("which", "a\n"),
+            ("sub/.keep", ""),
+        ],
+    );
+    let b = w.image("tb", &[("b.txt", "bee\n"), ("which", "b\n")]);
+    let m = fx.mount_point("table");
+    let m2 = fx.mount_point("table2");
+
+    // Contents, the file system type, and the command's exit status.
+    let r = w.run([
+        pair(&a, &m),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        format!("cat {0}/hello.txt; stat -f -c %T {0}; exit 7", s(&m)),
+    ]);
+    assert_eq!(r.code(), Some(7), "{}", r.stderr());
+    assert!(r.stderr().is_empty(), "{}", r.stderr());
+    let out = r.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "hello from a");
+    assert!(w.is_our_fs(lines[1]), "{out}");
+
+    // Several images, one nested in the other, and UENV_MOUNT_LIST.
+    let nested = m.join("sub");
+    let out = w.ok([
+        pair(&a, &m),
+        pair(&b, &nested),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cat {}/hello.txt {}/b.txt; echo \"$UENV_MOUNT_LIST\"",
+            s(&m),
+            s(&nested)
+        ),
+    ]);
+    assert_eq!(
+        out,
+        format!(
+            "hello from a\nbee\n{}:{},{}:{}\n",
+            s(&a),
+            s(&m),
+            s(&b),
+            s(&nested)
+        )
+    );
+
+    // A union: the first image on top; both images' files.
+    let out = w.ok([
+        format!("--union={},{}:{}", s(&b), s(&a), s(&m2)),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cat {0}/which {0}/hello.txt {0}/b.txt; touch {0}/x 2>/dev/null || echo read-only",
+            s(&m2)
+        ),
+    ]);
+    assert_eq!(out, "b\nhello from a\nbee\nread-only\n");
+
+    // A writable layer: writes succeed, the image is unchanged, and the
+    // next launch starts clean.
+    let script = format!(
+        "test -e {0}/scratch/new && echo stale; echo written > {0}/scratch/new && cat {0}/scratch/new {0}/hello.txt",
+        s(&m)
+    );
+    for _ in 0..2 {
+        let out = w.ok([
+            "--writable=16M".into(),
+            pair(&a, &m),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            script.clone(),
+        ]);
+        assert_eq!(out, "written\nhello from a\n");
+    }
+
+    // The environment: SQFSMNT_FWD_ names reach the command.
+    let out = run(w
+        .command()
+        .env("SQFSMNT_FWD_LD_LIBRARY_PATH", "fwd")
+        .env("SQFSMNT_FWD_MY_VAR", "mine")
+        .args([pair(&a, &m), "--".into(), "env".into()]));
+    assert!(out.success(), "{}", out.stderr());
+    let env = out.stdout();
+    assert!(env.lines().any(|l| l == "LD_LIBRARY_PATH=fwd"), "{env}");
+    assert!(env.lines().any(|l| l == "MY_VAR=mine"), "{env}");
+
+    // The command runs as the caller with no capabilities.
+    let out = w.ok([
+        pair(&a, &m),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        "id -u; grep ^CapEff /proc/self/status".into(),
+    ]);
+    assert_eq!(
+        out,
+        format!("{}\nCapEff:\t0000000000000000\n", fx.uid),
+        "{out}"
+    );
+}
+
+#[test]
+fn kernel_path_behaviour_table() {
+    case(|fx| {
+        let _conf = site::no_config();
+        behaviour_table(&Way {
+            fx,
+            bin: fx.bin.clone(),
+            own_images: false,
+            fs_type: "squashfs",
+            first: vec![],
+        });
+    });
+}
+
+#[test]
+fn fuse_path_behaviour_table() {
+    case(|fx| {
+        let _conf = site::no_config();
+        behaviour_table(&Way {
+            fx,
+            bin: fx.bin.clone(),
+            own_images: true,
+            fs_type: "fuse",
+            first: vec![],
+        });
+    });
+}
+
+/// The installed binary and its FUSE server copied into the user's
+/// directory without the setuid bit, as a user installs it.
+fn rootless_copy(fx: &Fixture) -> PathBuf {
+    let prefix = fx.path("user/own-prefix");
+    let bin = install::install(&fx.bin, &prefix, 0o755);
+    // The server installed next to the setuid binary (install_fuse_server
+    // takes a program beside it).
+    let installed_server = fx
+        .root
+        .join("lib/squashfs-mount")
+        .join(install::FUSE_SERVER);
+    install::install_fuse_server(&installed_server, &prefix);
+    for p in [&bin, &prefix] {
+        std::os::unix::fs::chown(p, Some(fx.uid), Some(fx.gid)).unwrap();
+    }
+    bin
+}
+
+#[test]
+fn rootless_behaviour_table() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let _fuse = site::FuseForUsers::enable();
+        let bin = rootless_copy(fx);
+        for own_images in [false, true] {
+            behaviour_table(&Way {
+                fx,
+                bin: bin.clone(),
+                own_images,
+                fs_type: "fuse",
+                first: vec!["-q".into()],
+            });
+        }
+        // Every file shows as the caller's: the user namespace maps no
+        // other id (root's files would be "nobody", and could not be copied
+        // up into a writable layer).
+        let m = fx.mount_point("owner");
+        let r = run(fx.user.command(&bin).args([
+            "-q".into(),
+            pair(&fx.image("ta", &[], ""), &m),
+            "--".into(),
+            "stat".into(),
+            "-c".into(),
+            "%u:%g".into(),
+            s(&m.join("hello.txt")),
+        ]));
+        assert_eq!(r.stdout(), format!("{}:{}\n", fx.uid, fx.gid), "{}", r.stderr());
+        // Without -q: one note on stderr, saying why it is slower.
+        let m = fx.mount_point("note");
+        let r = run(fx.user.command(&bin).args([
+            pair(&fx.image("ta", &[], ""), &m),
+            "--".into(),
+            "true".into(),
+        ]));
+        assert!(r.success(), "{}", r.stderr());
+        let err = r.stderr();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("not installed setuid root")
+                && err.contains("FUSE")
+                && err.contains("--quiet"),
+            "{err}"
+        );
+    });
+}
+
+/// Processes of `uid` (from /proc).
+fn processes_of(uid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let owner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|u| u.parse::<u32>().ok());
+        if owner == Some(uid) {
+            let name = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Name:"))
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            out.push(format!("{} {name}", e.file_name().to_string_lossy()));
+        }
+    }
+    out
+}
+
+#[test]
+fn sigkill_of_the_command_leaves_no_fuse_server_and_no_mount() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let own = fx.user_image("kill", &[("which", "own\n")]);
+        let m = fx.mount_point("kill");
+        for rootless in [false, true] {
+            let _fuse = rootless.then(site::FuseForUsers::enable);
+            let bin = if rootless {
+                rootless_copy(fx)
+            } else {
+                fx.bin.clone()
+            };
+            let mut child = fx
+                .user
+                .command(&bin)
+                .args([
+                    "-q".into(),
+                    pair(&own, &m),
+                    "--".into(),
+                    "sleep".into(),
+                    "600".into(),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            // runuser forks the tool: wait for the command (sleep) and the
+            // server to run as the user.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut procs;
+            loop {
+                procs = processes_of(fx.uid);
+                let sleeping = procs.iter().any(|p| p.ends_with(" sleep"));
+                let serving = procs.iter().any(|p| p.contains("squashfs-mount-"));
+                if sleeping && serving {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "rootless={rootless}: {procs:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let sleep_pid: i32 = procs
+                .iter()
+                .find(|p| p.ends_with(" sleep"))
+                .and_then(|p| p.split(' ').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap();
+            // SAFETY: kill(2) with a pid read from /proc and a signal number.
+            let killed = unsafe { libc::kill(sleep_pid, libc::SIGKILL) };
+            assert_eq!(killed, 0);
+            let _ = child.wait();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !processes_of(fx.uid).is_empty() {
+                assert!(
+                    Instant::now() < deadline,
+                    "rootless={rootless}: left running after SIGKILL of the command: {:?}",
+                    processes_of(fx.uid)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+            assert!(
+                !mounts
+                    .lines()
+                    .any(|l| l.contains(" fuse") && l.contains(&s(&own))),
+                "{mounts}"
+            );
+        }
+    });
+}
+
+#[test]
+fn damaged_own_images_give_a_clear_error_and_never_hang() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let good = fx.user_image("dmg", &[("which", "own\n"), ("sub/f", "f\n")]);
+        let m = fx.mount_point("damaged");
+        let bytes = fs::read(&good).unwrap();
+        let write = |name: &str, b: &[u8]| {
+            let p = fx.path(&format!("user/{name}"));
+            fs::write(&p, b).unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+            fx.user.chown(&p);
+            p
+        };
+        // Truncated: refused by the tool's own checks before any mount.
+        let trunc = fx.path("user/trunc.sqfs");
+        image::truncated_copy(&good, &trunc);
+        fx.user.chown(&trunc);
+        // Its inode table overwritten (superblock intact): only a reader
+        // that parses the metadata sees the damage; by policy that is the
+        // FUSE path here, never the kernel.
+        let mut crafted = bytes.clone();
+        let it = u64::from_le_bytes(crafted[64..72].try_into().unwrap()) as usize;
+        let dt = u64::from_le_bytes(crafted[72..80].try_into().unwrap()) as usize;
+        crafted[it..dt].fill(0xff);
+        let crafted = write("crafted.sqfs", &crafted);
+        for (img, needle) in [(trunc, "truncated"), (crafted, "corrupt")] {
+            let policy = fx.run(["--policy".to_string(), s(&img)]);
+            assert!(
+                !policy.stdout().contains(": kernel ("),
+                "STOP: would reach the kernel: {}",
+                policy.stdout()
+            );
+            let start = Instant::now();
+            let name = img.file_name().unwrap().to_string_lossy().into_owned();
+            fx.run([pair(&img, &m), "--".into(), "true".into()])
+                .refused(&[needle, &name]);
+            assert!(start.elapsed() < Duration::from_secs(20));
+        }
+    });
+}

@@ -1,0 +1,396 @@
+//! The site policy (issue 10, doc/policy.md): which images the kernel's
+//! squashfs driver may mount and which go to the FUSE path, who may use the
+//! tool, where images may be mounted, and a configuration file that cannot
+//! be trusted. As unprivileged test users against the installed setuid
+//! binary; each test sets the configuration it needs and restores the
+//! machine's afterwards.
+//!
+//! Which way an image went is read from inside the command
+//! (`stat -f -c %T`: "squashfs" for the kernel, "fuse…" for FUSE), not
+//! from the tool's own words.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use sqfsmnt_test_support::{kernel, site, Fixture};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn pair(img: &Path, mnt: &Path) -> String {
+    format!("{}:{}", img.display(), mnt.display())
+}
+
+/// A root-owned image in the fixture's root-only images/ directory.
+fn rooted(fx: &Fixture) -> PathBuf {
+    fx.image("rooted", &[("which", "root\n")], "")
+}
+
+/// The way each mount point was mounted, seen by the command, and what
+/// it reads from `which` there: "kernel root", "fuse own", ...
+fn ways(fx: &Fixture, pairs: &[(PathBuf, PathBuf)]) -> Vec<String> {
+    let mut args: Vec<String> = pairs.iter().map(|(i, m)| pair(i, m)).collect();
+    let script = pairs
+        .iter()
+        .map(|(_, m)| {
+            format!(
+                "t=$(stat -f -c %T {0}); case $t in squashfs) w=kernel;; fuse*) w=fuse;; *) w=$t;; esac; echo \"$w $(cat {0}/which)\"",
+                s(m)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    args.extend(["--".into(), "sh".into(), "-c".into(), script]);
+    let r = fx.run(&args);
+    assert!(r.success(), "{}", r.stderr());
+    assert!(
+        r.stderr().is_empty(),
+        "a successful launch prints nothing: {}",
+        r.stderr()
+    );
+    r.stdout().lines().map(String::from).collect()
+}
+
+/// `squashfs-mount --policy IMAGE` as the user: the image's line.
+fn policy_line(fx: &Fixture, image: &Path) -> String {
+    let r = fx.run(["--policy".to_string(), s(image)]);
+    assert!(r.success(), "{}", r.stderr());
+    r.stdout()
+        .lines()
+        .find(|l| l.starts_with(&format!("{}:", image.display())))
+        .unwrap_or_else(|| panic!("no line for {} in\n{}", image.display(), r.stdout()))
+        .to_string()
+}
+
+#[test]
+fn with_no_configuration_own_images_go_to_fuse_and_roots_to_the_kernel() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let own = fx.user_image("own", &[("which", "own\n")]);
+        let (m1, m2) = (fx.mount_point("p1"), fx.mount_point("p2"));
+        assert_eq!(
+            ways(fx, &[(own.clone(), m1.clone()), (rooted(fx), m2.clone())]),
+            ["fuse own", "kernel root"]
+        );
+        // --policy says the same, with the reason.
+        let line = policy_line(fx, &own);
+        assert!(line.contains("FUSE") && line.contains("write"), "{line}");
+        let line = policy_line(fx, &rooted(fx));
+        assert!(
+            line.contains("kernel") && line.contains("trusted-owners"),
+            "{line}"
+        );
+        // A root-owned image the user may write (mode 0666) is not
+        // trusted either: anyone could change it under the kernel.
+        let open = fx.path("user/open.sqfs");
+        fs::copy(rooted(fx), &open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(ways(fx, &[(open, m1)]), ["fuse root"]);
+    });
+}
+
+#[test]
+fn the_crash_image_is_served_by_fuse_and_the_kernel_stays_intact() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let img = fx.path("user/crash.sqfs");
+        fs::copy(kernel::crash_image(), &img).unwrap();
+        fx.user.chown(&img);
+        // Never go further unless the policy sends it to FUSE.
+        let line = policy_line(fx, &img);
+        assert!(
+            line.contains(": FUSE ("),
+            "STOP: the crash image would reach the kernel: {line}"
+        );
+        let before = kernel::problems();
+        let m = fx.mount_point("crash");
+        let r = fx.run([
+            pair(&img, &m),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "stat -f -c %T {0}; ls -laR {0} >/dev/null 2>&1; find {0} -type f -exec cat {{}} + >/dev/null 2>/tmp/.crash-$$; echo cat=$?; grep -c 'Input/output error' /tmp/.crash-$$; rm -f /tmp/.crash-$$",
+                s(&m)
+            ),
+        ]);
+        assert!(r.success(), "{}", r.stderr());
+        let out = r.stdout();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("fuse"), "{out}");
+        assert_eq!(lines[1], "cat=1", "reading the damaged files fails: {out}");
+        assert!(
+            lines[2].parse::<u32>().unwrap() > 0,
+            "with EIO, in the reader: {out}"
+        );
+        assert_eq!(kernel::problems(), before, "the kernel log changed");
+    });
+}
+
+#[test]
+fn trusted_directories_and_what_the_caller_can_write() {
+    case(|fx| {
+        let trusted = fx.path("trusted");
+        let _ = fs::remove_dir_all(&trusted);
+        fs::create_dir_all(trusted.join("shared")).unwrap();
+        fs::set_permissions(&trusted, fs::Permissions::from_mode(0o755)).unwrap();
+        let _conf = site::config(&format!(
+            "trusted-owners =\ntrusted-dirs = {}\n",
+            trusted.display()
+        ));
+        // Root's image below the trusted directory: the kernel.
+        let inside = trusted.join("stack.sqfs");
+        fs::copy(rooted(fx), &inside).unwrap();
+        // The same bytes outside it: no rule trusts them.
+        let outside = fx.path("images/rooted.sqfs");
+        // The user's own image in a directory of theirs below the trusted one.
+        let theirs = trusted.join("shared");
+        fx.user.chown(&theirs);
+        let own = theirs.join("own.sqfs");
+        fs::copy(fx.image("own", &[("which", "own\n")], ""), &own).unwrap();
+        fx.user.chown(&own);
+        // Root's image in that directory: the user could replace it.
+        let planted = theirs.join("rooted.sqfs");
+        fs::copy(rooted(fx), &planted).unwrap();
+        let (m1, m2, m3, m4) = (
+            fx.mount_point("t1"),
+            fx.mount_point("t2"),
+            fx.mount_point("t3"),
+            fx.mount_point("t4"),
+        );
+        assert_eq!(
+            ways(
+                fx,
+                &[
+                    (inside, m1),
+                    (outside, m2),
+                    (own, m3),
+                    (planted.clone(), m4)
+                ]
+            ),
+            ["kernel root", "fuse root", "fuse own", "fuse root"]
+        );
+        let line = policy_line(fx, &planted);
+        assert!(
+            line.contains("shared") && line.contains("replace"),
+            "{line}"
+        );
+        fs::remove_dir_all(&trusted).unwrap();
+    });
+}
+
+#[test]
+fn kernel_images_none_and_all() {
+    case(|fx| {
+        let own = fx.user_image("own", &[("which", "own\n")]);
+        let (m1, m2) = (fx.mount_point("n1"), fx.mount_point("n2"));
+        {
+            let _conf = site::config("kernel-images = none\n");
+            assert_eq!(
+                ways(fx, &[(rooted(fx), m1.clone()), (own.clone(), m2.clone())]),
+                ["fuse root", "fuse own"]
+            );
+            assert!(policy_line(fx, &rooted(fx)).contains("kernel-images = none"));
+        }
+        // "all" (the C tool's behaviour) with a valid image only.
+        let _conf = site::config("kernel-images = all\n");
+        assert_eq!(
+            ways(fx, &[(rooted(fx), m1), (own, m2)]),
+            ["kernel root", "kernel own"]
+        );
+    });
+}
+
+#[test]
+fn who_may_use_the_tool_and_where() {
+    case(|fx| {
+        let img = rooted(fx);
+        let allowed = fx.mount_point("allowed");
+        let other = fx.mount_point("other");
+        let run = |m: &Path| fx.run([pair(&img, m), "--".into(), "true".into()]);
+        {
+            let _conf = site::config("allowed-groups = 0\n");
+            run(&allowed).refused(&[
+                "allowed-users",
+                "allowed-groups",
+                "/etc/squashfs-mount.conf",
+            ]);
+        }
+        {
+            // The user's supplementary group is enough.
+            let _conf = site::config(&format!("allowed-groups = {}\n", fx.gid2));
+            run(&allowed).ok();
+        }
+        {
+            let _conf = site::config(&format!("allowed-users = {}\n", fx.uid));
+            run(&allowed).ok();
+        }
+        let _conf = site::config(&format!("mount-points = {}\n", allowed.display()));
+        run(&allowed).ok();
+        run(&other).refused(&["mount-points", &s(&other)]);
+    });
+}
+
+#[test]
+fn writable_union_and_image_count_can_be_forbidden() {
+    case(|fx| {
+        let img = rooted(fx);
+        let m = fx.mount_point("forbid");
+        let _conf =
+            site::config("allow-writable = no\nallow-union = no\nmax-images-per-call = 2\n");
+        fx.run([
+            "--writable".into(),
+            pair(&img, &m),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["--writable", "allow-writable"]);
+        fx.run([
+            format!(
+                "--union={},{}:{}",
+                s(&img),
+                s(&fx.image("u2", &[("x", "x\n")], "")),
+                s(&m)
+            ),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["--union", "allow-union"]);
+        let three: Vec<String> = ["f1", "f2", "f3"]
+            .iter()
+            .map(|n| pair(&img, &fx.mount_point(n)))
+            .collect();
+        fx.run(three.iter().cloned().chain(["--".into(), "true".into()]))
+            .refused(&["max-images-per-call"]);
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+    });
+}
+
+#[test]
+fn an_untrustworthy_configuration_file_is_ignored_with_a_warning() {
+    case(|fx| {
+        let m = fx.mount_point("conf");
+        for (mode, owner) in [(0o664, 0), (0o646, 0), (0o644, fx.uid)] {
+            let _conf = site::config("kernel-images = none\n");
+            fs::set_permissions("/etc/squashfs-mount.conf", fs::Permissions::from_mode(mode))
+                .unwrap();
+            std::os::unix::fs::chown("/etc/squashfs-mount.conf", Some(owner), None).unwrap();
+            let r = fx.run([
+                pair(&rooted(fx), &m),
+                "--".into(),
+                "stat".into(),
+                "-f".into(),
+                "-c".into(),
+                "%T".into(),
+                s(&m),
+            ]);
+            assert!(r.success(), "{}", r.stderr());
+            // The built-in defaults: root's image goes to the kernel.
+            assert_eq!(r.stdout(), "squashfs\n", "mode {mode:o} owner {owner}");
+            let err = r.stderr();
+            assert_eq!(err.lines().count(), 1, "one warning: {err}");
+            assert!(
+                err.contains("/etc/squashfs-mount.conf")
+                    && err.contains("ignored")
+                    && err.contains("owned by root"),
+                "{err}"
+            );
+            std::os::unix::fs::chown("/etc/squashfs-mount.conf", Some(0), None).unwrap();
+        }
+    });
+}
+
+/// Flips `link` between `a` and `b` (atomically, by renaming a fresh
+/// symlink over it) until `stop`.
+fn flipper(
+    link: PathBuf,
+    a: PathBuf,
+    b: PathBuf,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let tmp = link.with_extension("flip");
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let _ = fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(if n % 2 == 0 { &a } else { &b }, &tmp).unwrap();
+            fs::rename(&tmp, &link).unwrap();
+            n += 1;
+        }
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+#[test]
+fn swapping_the_image_or_a_directory_while_launching_never_fools_the_decision() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let own = fx.user_image("own", &[("which", "own\n")]);
+        let root_img = rooted(fx);
+        // A directory of the user's holding an image with the same name as
+        // root's, for the directory swap.
+        let mine = fx.path("user/mine");
+        fs::create_dir_all(&mine).unwrap();
+        fx.user.chown(&mine);
+        fs::copy(&own, mine.join("rooted.sqfs")).unwrap();
+        fx.user.chown(&mine.join("rooted.sqfs"));
+        let m = fx.mount_point("swap");
+        let cases = [
+            // The image itself.
+            (
+                fx.path("user/img.sqfs"),
+                own.clone(),
+                root_img.clone(),
+                fx.path("user/img.sqfs"),
+            ),
+            // A directory on its path.
+            (
+                fx.path("user/dir"),
+                mine.clone(),
+                root_img.parent().unwrap().to_path_buf(),
+                fx.path("user/dir/rooted.sqfs"),
+            ),
+        ];
+        for (link, a, b, image) in cases {
+            let stop = Arc::new(AtomicBool::new(false));
+            std::os::unix::fs::symlink(&a, &link).unwrap();
+            let t = flipper(link.clone(), a, b, stop.clone());
+            let mut seen = std::collections::BTreeMap::new();
+            for _ in 0..60 {
+                let r = fx.run([
+                    pair(&image, &m),
+                    "--".into(),
+                    "sh".into(),
+                    "-c".into(),
+                    format!("echo $(stat -f -c %T {0}) $(cat {0}/which)", s(&m)),
+                ]);
+                if !r.success() {
+                    // The path may dangle for an instant; a refusal is fine.
+                    continue;
+                }
+                let out = r.stdout();
+                let got = out.trim();
+                *seen.entry(got.to_string()).or_insert(0) += 1;
+                // The user's bytes never reach the kernel; root's may go
+                // either way (FUSE is always safe).
+                assert!(
+                    got == "squashfs root" || got.starts_with("fuse"),
+                    "the decision did not match the opened file: {got}"
+                );
+            }
+            stop.store(true, Ordering::Relaxed);
+            t.join().unwrap();
+            fs::remove_file(&link).unwrap();
+            assert!(!seen.is_empty(), "no launch succeeded");
+            eprintln!("{}: {seen:?}", image.display());
+        }
+    });
+}
