@@ -57,6 +57,14 @@ impl T {
 type Test = fn(&T);
 
 const TESTS: &[(&str, Test)] = &[
+    (
+        "the_users_own_image_is_served_by_fuse_on_every_node_and_no_server_outlives_the_step",
+        users_own_image_through_fuse,
+    ),
+    (
+        "the_site_policy_applies_to_the_plugin",
+        site_policy_applies_to_the_plugin,
+    ),
     ("srun_task_reads_the_image", srun_task_reads_the_image),
     (
         "srun_n2_tasks_share_one_namespace_that_is_not_the_hosts",
@@ -647,6 +655,98 @@ fn setup() -> Option<T> {
 // ---------------------------------------------------------------------------
 // One node at a time
 // ---------------------------------------------------------------------------
+
+/// Processes of `uid` whose name starts with `prefix` (host /proc: the
+/// nodes share the host's pid namespace).
+fn processes_named(uid: u32, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+        };
+        if field("Uid:").as_deref() == Some(&uid.to_string())
+            && field("Name:").is_some_and(|n| n.starts_with(prefix))
+        {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+fn users_own_image_through_fuse(t: &T) {
+    let own = t.c.dir.join("jobs/own-a.sqfs");
+    fs::copy(t.img("a.sqfs"), &own).expect("copy");
+    t.c.user.chown(&own);
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N3",
+            &format!("--squashfs={}:{UE}", own.display()),
+            "sh",
+            "-c",
+            "echo $(stat -f -c %T /user-environment) $(cat /user-environment/file)",
+        ],
+    );
+    let _ = fs::remove_file(&own);
+    assert!(r.success(), "{r:?}");
+    assert_eq!(
+        r.stdout().lines().collect::<Vec<_>>(),
+        ["fuseblk hello from A"; 3],
+        "{r:?}"
+    );
+    // "squashfs-mount-fuse" as the kernel names it (15 characters).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_named(t.c.user.uid, "squashfs-mount-").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "FUSE servers outlived the step: {:?}",
+            processes_named(t.c.user.uid, "squashfs-mount-")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn site_policy_applies_to_the_plugin(t: &T) {
+    let step = |opt: &str| {
+        t.user(
+            &[],
+            &[
+                "srun",
+                "-N1",
+                opt,
+                "sh",
+                "-c",
+                "echo $(stat -f -c %T /user-environment) $(cat /user-environment/file)",
+            ],
+        )
+    };
+    {
+        // Root's image: the kernel by default, FUSE with kernel-images = none.
+        let r = step(&t.opt("a.sqfs", UE));
+        assert_eq!(r.stdout(), "squashfs hello from A\n", "{r:?}");
+        let _conf = sqfsmnt_test_support::site::config("kernel-images = none\n");
+        let r = step(&t.opt("a.sqfs", UE));
+        assert_eq!(r.stdout(), "fuseblk hello from A\n", "{r:?}");
+    }
+    let _conf = sqfsmnt_test_support::site::config("allow-union = no\n");
+    let r = step(&format!(
+        "--squashfs-union={},{}:{UE}",
+        t.img("b.sqfs"),
+        t.img("a.sqfs")
+    ));
+    assert!(!r.success(), "{r:?}");
+    assert!(
+        r.stderr().contains("allow-union") && r.stderr().contains("/etc/squashfs-mount.conf"),
+        "{r:?}"
+    );
+}
 
 fn srun_task_reads_the_image(t: &T) {
     let r = t.user(

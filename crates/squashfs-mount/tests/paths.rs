@@ -269,7 +269,12 @@ fn rootless_behaviour_table() {
             "%u:%g".into(),
             s(&m.join("hello.txt")),
         ]));
-        assert_eq!(r.stdout(), format!("{}:{}\n", fx.uid, fx.gid), "{}", r.stderr());
+        assert_eq!(
+            r.stdout(),
+            format!("{}:{}\n", fx.uid, fx.gid),
+            "{}",
+            r.stderr()
+        );
         // Without -q: one note on stderr, saying why it is slower.
         let m = fx.mount_point("note");
         let r = run(fx.user.command(&bin).args([
