@@ -320,3 +320,104 @@ fn cache_commands_never_open_other_users_paths() {
         assert!(seen.contains("OPEN"), "the watch saw nothing: {seen:?}");
     });
 }
+
+/// An image on a FUSE file system its user controls (squashfuse with
+/// `allow_other`), whose server is stopped: the user's own launch may wait
+/// for it, but stays killable (root's SIGKILL ends it), and another user's
+/// launch meanwhile completes at once (no lock is held across a read of
+/// the stalled image). Under the default policy and under
+/// `kernel-images = all`, where the image would go to the kernel.
+#[test]
+fn a_stalled_fuse_image_stalls_only_its_own_launch() {
+    if !have("squashfuse") || !have("fusermount3") {
+        return loud_skip("stalled FUSE image test: squashfuse or fusermount3 missing (scripts/deps test installs them)");
+    }
+    case(|fx| {
+        let _fuse = site::FuseForUsers::enable();
+        let inner = fx.image("stall-inner", &[("x", "x\n")], "");
+        let outer = fx.image("stall-outer", &[], &format!("cp {} inner.sqfs", s(&inner)));
+        let other = Users::create(1, false);
+        let other = other.first();
+        let root_img = fx.image("stall-other", &[("y", "y\n")], "");
+        let m = fx.mount_point("stall");
+        for conf in ["", "kernel-images = all\n"] {
+            let _conf = site::config(conf);
+            let fusemnt = fx.path("user/fusemnt");
+            fs::create_dir_all(&fusemnt).unwrap();
+            fx.user.chown(&fusemnt);
+            // The user's own FUSE server, in the foreground.
+            let server = Kill(
+                fx.user
+                    .command("squashfuse")
+                    .args(["-f", "-o", "allow_other"])
+                    .arg(&outer)
+                    .arg(&fusemnt)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            let image = fusemnt.join("inner.sqfs");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !image.exists() {
+                assert!(Instant::now() < deadline, "squashfuse did not mount");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // SAFETY: kill(2) on the server we started.
+            let stopped = unsafe { libc::kill(server.0.id() as i32, libc::SIGSTOP) };
+            assert_eq!(stopped, 0);
+            // Dropped from the page cache, so that a read must ask the server.
+            let drop_caches = fs::write("/proc/sys/vm/drop_caches", "3");
+            let mut launch = Kill(
+                fx.user_cmd([pair(&image, &m), "--".into(), "true".into()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            std::thread::sleep(Duration::from_millis(500));
+            let still_waiting = launch.0.try_wait().unwrap().is_none();
+            // Another user's launch is not held up.
+            let start = Instant::now();
+            let r = sqfsmnt_test_support::cmd::run(other.command(&fx.bin).args([
+                pair(&root_img, &m),
+                "--".into(),
+                "cat".into(),
+                s(&m.join("y")),
+            ]));
+            let took = start.elapsed();
+            assert!(r.success(), "{}", r.stderr());
+            assert_eq!(r.stdout(), "y\n");
+            assert!(
+                took < Duration::from_secs(3),
+                "conf {conf:?}: another user's launch waited {took:?} for a stalled image"
+            );
+            // Root's SIGKILL ends the stalled launch.
+            if still_waiting {
+                let _ = launch.0.kill();
+                let start = Instant::now();
+                while launch.0.try_wait().unwrap().is_none() {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "conf {conf:?}: a stalled launch survives SIGKILL"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            eprintln!(
+                "conf {conf:?}: stalled launch {} (drop_caches {:?}); other user's launch {took:?}",
+                if still_waiting {
+                    "waited, was killed"
+                } else {
+                    "had finished"
+                },
+                drop_caches.is_ok()
+            );
+            // SAFETY: kill(2) on the server we started.
+            unsafe { libc::kill(server.0.id() as i32, libc::SIGCONT) };
+            let _ = Command::new("fusermount3").arg("-u").arg(&fusemnt).status();
+            drop(server);
+            let _ = Command::new("umount").arg("-l").arg(&fusemnt).status();
+        }
+    });
+}
