@@ -229,3 +229,42 @@ fn the_command_gets_the_callers_signal_dispositions() {
         assert!(r.stderr().is_empty(), "{}", r.stderr());
     });
 }
+
+/// `make demo` (scripts/demo, on the built programs): it succeeds, says
+/// where its directory stays, leaves no setuid binary, no demo user, no
+/// loop device and no mount behind.
+#[test]
+fn the_demo_leaves_its_directory_and_nothing_else() {
+    case(|_fx| {
+        let built = Path::new(env!("CARGO_BIN_EXE_squashfs-mount"));
+        let target = built.parent().and_then(Path::parent).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/demo");
+        let out = sqfsmnt_test_support::cmd::run(
+            std::process::Command::new(&script).env("CARGO_TARGET_DIR", target),
+        );
+        let stdout = out.stdout();
+        assert!(out.success(), "{stdout}\n{}", out.stderr());
+        assert!(stdout.contains("file system type: fuse"), "{stdout}");
+        let dir = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("The demo directory stays in "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| {
+                panic!("the demo does not say where it left its directory:\n{stdout}")
+            });
+        let dir = Path::new(dir);
+        let bin = dir.join("prefix/bin/squashfs-mount");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&bin).unwrap().permissions().mode();
+        assert_eq!(mode & 0o4000, 0, "{} is still setuid", bin.display());
+        assert!(dir.join("stack.sqfs").exists());
+        let user = std::process::Command::new("id")
+            .arg("sqfsmnt-demo")
+            .output()
+            .unwrap();
+        assert!(!user.status.success(), "the demo user is left");
+        assert!(sqfsmnt_test_support::count::loops_under(dir).is_empty());
+        assert!(sqfsmnt_test_support::count::mounts_under(dir).is_empty());
+        fs::remove_dir_all(dir).unwrap();
+    });
+}
