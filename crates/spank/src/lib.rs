@@ -8,7 +8,8 @@
 //! - [`remote`]: mounting in slurmstepd (worker thread, namespace, tasks).
 //! - [`local`]: checks in srun/sbatch/salloc before the job is queued.
 //! - [`request`], [`config`]: the option and plugstack.conf arguments (pure).
-//! - `ffi`: the only `unsafe`: Slurm's C API and the exported callbacks.
+//! - `spank_api`, `exports`: the only `unsafe`: Slurm's functions the
+//!   plugin calls, and the symbols and callbacks Slurm looks up.
 #![deny(unsafe_code)]
 
 pub mod abi;
@@ -21,6 +22,8 @@ pub mod request;
 // The FFI refers to symbols only Slurm's programs provide; unit tests (a
 // normal executable) are built without it.
 #[cfg(not(test))]
-mod ffi;
+mod exports;
 #[cfg(not(test))]
 mod plugin;
+#[cfg(not(test))]
+mod spank_api;

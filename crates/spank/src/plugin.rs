@@ -1,4 +1,4 @@
-//! What each SPANK callback does, in Rust terms (ffi.rs converts).
+//! What each SPANK callback does, in Rust terms (exports.rs converts).
 //!
 //! | callback             | srun (local) / sbatch, salloc (allocator)  | slurmstepd (remote)                          |
 //! |----------------------|--------------------------------------------|----------------------------------------------|
@@ -23,10 +23,10 @@ use std::sync::{Mutex, Once, OnceLock};
 
 use crate::abi::SLURM_EXTERN_CONT;
 use crate::config::{self, Config};
-use crate::ffi::{self, Context, Spank};
 use crate::local;
 use crate::remote::{self, JobUser, Prepared};
 use crate::request::{self, Given};
+use crate::spank_api::{self, Context, Spank};
 
 const PREFIX: &str = "squashfs-mount";
 
@@ -60,12 +60,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn report(msg: impl std::fmt::Display) {
-    ffi::error(&format!("{PREFIX}: {msg}"));
+    spank_api::error(&format!("{PREFIX}: {msg}"));
 }
 
 /// A panic prints nothing by itself (the default hook would read
 /// RUST_BACKTRACE from slurmstepd's environment and write to its stderr);
-/// it goes to Slurm's log, and the callback returns -1 (ffi::boundary).
+/// it goes to Slurm's log, and the callback returns -1 (spank_api::boundary).
 fn install_panic_hook() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
@@ -74,23 +74,29 @@ fn install_panic_hook() {
                 .location()
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
                 .unwrap_or_default();
-            ffi::error(&format!("{PREFIX}: internal error{at}"));
+            spank_api::error(&format!("{PREFIX}: internal error{at}"));
         }))
     });
 }
 
-pub fn init(spank: &Spank, args: &[Vec<u8>]) -> Result<(), ()> {
+/// `register_options` registers the --squashfs* options with Slurm (the
+/// table lives with the exported callbacks).
+pub fn init(
+    _spank: &Spank,
+    args: &[Vec<u8>],
+    register_options: impl FnOnce() -> Result<(), std::ffi::c_int>,
+) -> Result<(), ()> {
     if cfg!(not(panic = "unwind")) {
         // A panic would abort srun or slurmstepd: refuse to run at all.
         report("this build of spank_squashfs_mount.so aborts on a panic, which would kill slurmstepd; rebuild it with 'make build' (cargo build --profile spank) and reinstall it");
         return Err(());
     }
     install_panic_hook();
-    let ctx = ffi::context();
+    let ctx = spank_api::context();
     let config = config::parse(args).map_err(report)?;
     let _ = CONFIG.set(config);
     if matches!(ctx, Context::Local | Context::Allocator | Context::Remote) {
-        spank.register_options().map_err(|rc| {
+        register_options().map_err(|rc| {
             report(format!(
                 "cannot register the --{}* options (spank error {rc})",
                 request::OPTION
@@ -100,7 +106,7 @@ pub fn init(spank: &Spank, args: &[Vec<u8>]) -> Result<(), ()> {
     Ok(())
 }
 
-/// Which option a callback is for (its `val` in ffi.rs).
+/// Which option a callback is for (its `val` in exports.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Option_ {
     Pairs,
@@ -123,7 +129,7 @@ fn config() -> Config {
 }
 
 pub fn init_post_opt(spank: &Spank) -> Result<(), ()> {
-    match ffi::context() {
+    match spank_api::context() {
         Context::Local | Context::Allocator => local_check(),
         Context::Remote => {
             let outcome = remote_prepare(spank);
@@ -195,7 +201,7 @@ fn remote_prepare(spank: &Spank) -> Step {
                     "cannot set UENV_MOUNT_LIST in the job's environment (spank error {rc})"
                 ));
             }
-            ffi::verbose(&format!(
+            spank_api::verbose(&format!(
                 "{PREFIX}: mounted {}",
                 OsStr::new(&prepared.mount_list).to_string_lossy()
             ));
@@ -204,7 +210,7 @@ fn remote_prepare(spank: &Spank) -> Step {
         Err(e) => {
             // For the admin's log now; for the user from the tasks.
             let e = from_source(g.source, e);
-            ffi::info(&format!("{PREFIX}: {e}"));
+            spank_api::info(&format!("{PREFIX}: {e}"));
             Step::Failed(e)
         }
     }
@@ -228,7 +234,7 @@ fn job_user(spank: &Spank) -> Result<JobUser, String> {
 /// In each forked task (root, single-threaded), before Slurm drops to the
 /// user and execs the task.
 pub fn task_init_privileged(spank: &Spank) -> Result<(), ()> {
-    if ffi::context() != Context::Remote {
+    if spank_api::context() != Context::Remote {
         return Ok(());
     }
     let step = lock(&STEP);
@@ -248,7 +254,7 @@ pub fn task_init_privileged(spank: &Spank) -> Result<(), ()> {
 }
 
 pub fn exit(_spank: &Spank) -> Result<(), ()> {
-    if ffi::context() == Context::Remote {
+    if spank_api::context() == Context::Remote {
         // Closing the namespace fd lets the namespace, its mounts and the
         // autoclear loop devices go as soon as the last task has exited.
         *lock(&STEP) = Step::Nothing;

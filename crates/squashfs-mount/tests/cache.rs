@@ -20,8 +20,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
-use sqfsmnt_test_support::cleanup::{remove_tree, run_dir};
+use sqfsmnt_test_support::cleanup::run_dir;
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
+use sqfsmnt_test_support::unmount::remove_tree;
 use sqfsmnt_test_support::{have, loud_skip, User, Users};
 
 /// The serialising lock and the installed tool; None (after saying why,

@@ -321,7 +321,7 @@ fn flipper(
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
             let _ = fs::remove_file(&tmp);
-            std::os::unix::fs::symlink(if n % 2 == 0 { &a } else { &b }, &tmp).unwrap();
+            std::os::unix::fs::symlink(if n.is_multiple_of(2) { &a } else { &b }, &tmp).unwrap();
             fs::rename(&tmp, &link).unwrap();
             n += 1;
         }

@@ -5,10 +5,9 @@
 //! `sqfsmnt-slurm-<pid>-...` for clusters), so a later run recognises it by a
 //! pid that no longer runs.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Mutex, Once};
 
+use crate::unmount::remove_tree;
 use crate::users::pid_alive;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -44,20 +43,6 @@ pub fn at_exit(job: impl FnOnce() + Send + 'static) {
 /// The directory of this process named `sqfsmnt-it-<pid>-<what>` in /tmp.
 pub fn run_dir(what: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("/tmp/sqfsmnt-it-{}-{what}", std::process::id()))
-}
-
-/// Unmounts (lazily) whatever is mounted under `dir` in this namespace,
-/// then removes it.
-pub fn remove_tree(dir: &Path) {
-    let mut mounts = crate::count::mounts_under(dir);
-    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-    for m in mounts {
-        let _ = Command::new("umount")
-            .args(["-l", &m])
-            .stderr(Stdio::null())
-            .status();
-    }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 static STALE: Once = Once::new();

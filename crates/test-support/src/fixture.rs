@@ -12,9 +12,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use crate::cleanup::{at_exit, remove_tree, run_dir};
+use crate::cleanup::{at_exit, run_dir};
 use crate::cmd::{run, Run};
 use crate::count::{loops_under, mounts_under};
+use crate::unmount::remove_tree;
 use crate::users::{User, Users};
 
 /// The tools the squashfs-mount suites need.

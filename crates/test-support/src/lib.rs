@@ -35,6 +35,7 @@ pub mod site;
 pub mod skip;
 pub mod slurm;
 pub mod tree;
+pub mod unmount;
 pub mod userns;
 pub mod users;
 

@@ -42,6 +42,7 @@
 pub mod commands;
 mod entries;
 pub mod evict;
+mod lock;
 pub mod meta;
 mod namespace;
 pub mod store;

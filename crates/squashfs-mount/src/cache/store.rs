@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry};
 pub use super::entries::{Entry, MAX_ENTRIES};
 use super::evict::{self, Candidate, Limits, Mode};
+use super::lock::{lock_with_timeout, LockGuard};
 use super::meta::{dev_major_minor, entry_name, Identity, Meta};
 use super::usage::{self, ScanBudget};
 use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
@@ -52,14 +53,6 @@ pub struct Offer {
 pub enum Placed {
     Cached(Vec<OwnedFd>),
     Private(Offer),
-}
-
-struct LockGuard<'a>(BorrowedFd<'a>);
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        let _ = system::unlock(self.0);
-    }
 }
 
 impl Store {
@@ -317,7 +310,7 @@ impl Store {
         ) {
             return;
         }
-        let _g = LockGuard(self.lock.as_fd());
+        let _g = LockGuard::held(self.lock.as_fd());
         let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
         let _ = system::touch(dir.as_fd(), super::GC_STAMP);
         let _ = self.collect_locked(Mode::Launch, u32::MAX, None, usage::AT_LAUNCH);
@@ -400,31 +393,6 @@ impl Store {
 fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     let fd = system::open_read_nofollow(dir, NS_FILE).ok()?;
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
-}
-
-fn lock_with_timeout(
-    fd: BorrowedFd<'_>,
-    kind: LockKind,
-    timeout_ms: u64,
-) -> Result<LockGuard<'_>, CacheError> {
-    let (mut waited, mut step) = (0u64, 1u64);
-    loop {
-        match system::try_lock(fd, kind) {
-            Ok(true) => return Ok(LockGuard(fd)),
-            Ok(false) => {}
-            Err(e) => {
-                return Err(CacheError::Unavailable(format!(
-                    "cannot lock {CACHE_DIR}/{LOCK_FILE}: {e}"
-                )))
-            }
-        }
-        if waited >= timeout_ms {
-            return Err(CacheError::Busy(waited));
-        }
-        system::pause_millis(step);
-        waited += step;
-        step = (step * 2).min(16);
-    }
 }
 
 /// Whether the file behind the instance's loop device was deleted.

@@ -243,7 +243,7 @@ impl Cluster {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let dir = PathBuf::from(format!("/tmp/sqfsmnt-slurm-{pid}-{seq}"));
-        crate::cleanup::remove_tree(&dir);
+        crate::unmount::remove_tree(&dir);
         mkdir(&dir, 0o755);
         let users = Users::create(1, true);
         let user = users.first().clone();
@@ -719,7 +719,7 @@ PlugStackConfig={dd}/plugstack.conf
                 self.dir.display()
             );
         } else {
-            crate::cleanup::remove_tree(&self.dir);
+            crate::unmount::remove_tree(&self.dir);
         }
         self.users.take();
     }
@@ -826,7 +826,7 @@ pub fn remove_stale() {
         for d in by_kind.get("dir").into_iter().flatten() {
             let _ = fs::remove_dir(d);
         }
-        crate::cleanup::remove_tree(&e.path());
+        crate::unmount::remove_tree(&e.path());
     }
     let links = Command::new("ip")
         .args(["-o", "link"])

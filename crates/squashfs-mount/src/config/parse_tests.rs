@@ -1,0 +1,149 @@
+//! Unit tests of parse.rs.
+use super::*;
+use crate::config::policy::Policy;
+
+fn resolve(name: &str, user: bool) -> Option<u32> {
+    match (name, user) {
+        ("root", _) => Some(0),
+        ("alice", true) => Some(1000),
+        ("hpc", false) => Some(300),
+        _ => None,
+    }
+}
+fn p(text: &str) -> (Settings, Vec<String>) {
+    parse(text.as_bytes(), &resolve)
+}
+
+#[test]
+fn defaults_and_overrides() {
+    let (s, problems) = p("");
+    assert_eq!(s, Settings::default());
+    assert!(problems.is_empty());
+    let (s, problems) = p("# comment\ncache = off\ncache-max-idle = 2m  # two minutes\ncache-max-instances=5\n\
+          cache-lock-timeout = 1s\nloop-direct-io = on\nloop-block-size = 512\nsquashfs-threads = 8\ncache-max-memory = 3%\n");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(!s.cache);
+    assert_eq!(
+        (
+            s.cache_max_idle,
+            s.cache_max_instances,
+            s.cache_lock_timeout_ms
+        ),
+        (120, 5, 1000)
+    );
+    assert!(s.loop_options.direct_io);
+    assert_eq!(s.loop_options.block_size, 512);
+    assert_eq!(s.loop_options.threads, SquashfsThreads::Count(8));
+    assert_eq!(s.cache_max_memory, Memory::PercentOfRam(3));
+}
+
+#[test]
+fn policy_keys() {
+    let (s, problems) = p("kernel-images = none\ntrusted-owners = root, alice 42\ntrusted-groups = hpc\n\
+          trusted-dirs = /apps//images/, /opt/x\ntrusted-match = all\nallowed-groups = hpc\nmount-points = /user-environment\n\
+          allow-writable = no\nallow-union = no\nmax-images-per-call = 64\nmax-loop-devices = 100\nmax-launches-per-user = 3\nmax-launches-wait = 2s\n");
+    assert!(problems.is_empty(), "{problems:?}");
+    let pol = &s.policy;
+    assert_eq!(pol.kernel_images, KernelImages::None);
+    assert_eq!(pol.trusted_owners, [0, 1000, 42]);
+    assert_eq!(pol.trusted_groups, [300]);
+    assert_eq!(
+        pol.trusted_dirs,
+        [OsString::from("/apps/images"), OsString::from("/opt/x")]
+    );
+    assert_eq!(pol.trusted_match, TrustedMatch::All);
+    assert_eq!(pol.allowed_groups, [300]);
+    assert!(!pol.allow_writable && !pol.allow_union);
+    assert_eq!(pol.max_images_per_call, 64);
+    assert_eq!(
+        (
+            s.max_loop_devices,
+            s.max_launches_per_user,
+            s.max_launches_wait_ms
+        ),
+        (100, 3, 2000)
+    );
+    // An empty list is a list: nobody is a trusted owner.
+    assert!(p("trusted-owners =\n").0.policy.trusted_owners.is_empty());
+    assert_eq!(Policy::default().trusted_owners, [0]);
+}
+
+#[test]
+fn bad_lines_are_reported_and_skipped() {
+    let text = b"cache = maybe\nbogus = 1\nno equals sign\ncache-max-idle = -5\ncache-max-idle = 99999999999h\nloop-block-size = 3000\nsquashfs-threads = 0\n\xff\n\
+          kernel-images = some\ntrusted-owners = nobody-here\ntrusted-dirs = relative\ntrusted-dirs = /a/../b\ntrusted-dirs = /\n\
+          mount-points = /proc/x\nmax-images-per-call = 501\nmax-images-per-call = 0\n";
+    let (s, problems) = parse(text, &resolve);
+    assert_eq!(s, Settings::default());
+    assert_eq!(problems.len(), 16, "{problems:?}");
+    assert!(problems[1].contains("unknown key"));
+    assert!(problems[9].contains("unknown user"), "{}", problems[9]);
+}
+
+#[test]
+fn every_key_is_known_to_the_parser() {
+    for key in KEYS {
+        let (_, problems) = p(&format!("{key} = \u{1}\n"));
+        assert!(
+            problems.iter().all(|m| !m.contains("unknown key")),
+            "{key}: {problems:?}"
+        );
+    }
+}
+
+/// The documented configuration file installed by the packages.
+const SHIPPED: &str = include_str!("../../../../etc/squashfs-mount.conf");
+
+/// `(key, value)` of a commented-out setting line `#key = value`.
+fn setting_line(line: &str) -> Option<(String, String)> {
+    let (k, v) = line.strip_prefix('#')?.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+    .then(|| (k.to_string(), v.trim().to_string()))
+}
+
+#[test]
+fn the_shipped_configuration_lists_every_key() {
+    // As shipped (everything commented out) it changes nothing.
+    assert_eq!(p(SHIPPED), (Settings::default(), vec![]));
+    let lines: Vec<&str> = SHIPPED.lines().collect();
+    let documented: Vec<(String, String)> = lines.iter().filter_map(|l| setting_line(l)).collect();
+    let keys: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, KEYS, "etc/squashfs-mount.conf must list every key once, commented out with its default, in the order of config::KEYS");
+    // Each documented value is valid and is the built-in default.
+    for (key, value) in &documented {
+        let (s, problems) = p(&format!("{key} = {value}\n"));
+        assert!(
+            problems.is_empty(),
+            "etc/squashfs-mount.conf: '{key} = {value}': {problems:?}"
+        );
+        assert_eq!(
+            s,
+            Settings::default(),
+            "etc/squashfs-mount.conf: '{key} = {value}' is not the built-in default"
+        );
+    }
+    // Each has its explanation on the line above.
+    for (i, line) in lines.iter().enumerate() {
+        if setting_line(line).is_some() {
+            let above = if i > 0 { lines[i - 1] } else { "" };
+            assert!(
+                above.starts_with("# ") && above.len() > 10 && setting_line(above).is_none(),
+                "etc/squashfs-mount.conf: '{line}' needs a one-line explanation above it"
+            );
+        }
+    }
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_duration("0"), Some(0));
+    assert_eq!(parse_duration("30s"), Some(30));
+    assert_eq!(parse_duration("10m"), Some(600));
+    assert_eq!(parse_duration("1h"), Some(3600));
+    assert_eq!(parse_duration("m"), None);
+    assert_eq!(parse_duration("1.5m"), None);
+    assert_eq!(parse_duration("+5"), None);
+}
