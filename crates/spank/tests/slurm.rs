@@ -65,6 +65,10 @@ const TESTS: &[(&str, Test)] = &[
         "the_site_policy_applies_to_the_plugin",
         site_policy_applies_to_the_plugin,
     ),
+    (
+        "squashfs_mount_in_a_task_says_it_is_already_inside_a_session",
+        squashfs_mount_inside_a_task,
+    ),
     ("srun_task_reads_the_image", srun_task_reads_the_image),
     (
         "srun_n2_tasks_share_one_namespace_that_is_not_the_hosts",
@@ -711,6 +715,34 @@ fn users_own_image_through_fuse(t: &T) {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// A task of a step with --squashfs (no_new_privs) runs squashfs-mount to
+/// add an image: told it is inside a session and to name all images in one
+/// call, not that the tool is not installed setuid.
+fn squashfs_mount_inside_a_task(t: &T) {
+    let cli = setuid_cli(t);
+    let pair = format!("{}:{UT}", t.img("b.sqfs"));
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            &t.opt("a.sqfs", UE),
+            &cli,
+            &pair,
+            "--",
+            "true",
+        ],
+    );
+    assert!(!r.success(), "{r:?}");
+    let err = r.stderr();
+    assert!(
+        err.contains("already inside a squashfs-mount session")
+            && err.contains("name all images in one call")
+            && !err.contains("not installed setuid"),
+        "{r:?}"
+    );
 }
 
 fn site_policy_applies_to_the_plugin(t: &T) {

@@ -193,6 +193,9 @@ pub struct Cluster {
     users: Option<Users>,
     /// Mounts under `dir` in each node at start (the `node/` bind).
     baseline: Vec<Vec<String>>,
+    /// Squashfs mounts each node had at start (the host's own, such as
+    /// snaps, copied into the node's namespace): not the tests'.
+    squashfs_baseline: Vec<Vec<String>>,
     teardown: PathBuf,
 }
 
@@ -262,6 +265,7 @@ impl Cluster {
             created_dirs: Vec::new(),
             users: Some(users),
             baseline: Vec::new(),
+            squashfs_baseline: Vec::new(),
         };
         c.setup(opts, seq);
         eprintln!(
@@ -458,6 +462,7 @@ PlugStackConfig={dd}/plugstack.conf
             .iter()
             .map(|n| n.mounts_under(&self.dir))
             .collect();
+        self.squashfs_baseline = self.nodes.iter().map(Node::squashfs_mounts).collect();
     }
 
     fn spawn_munged(&mut self, name: &str, mut cmd: Command, own: &Path) {
@@ -657,10 +662,16 @@ PlugStackConfig={dd}/plugstack.conf
                     .map(|x| format!("host: mount {x}")),
             );
         }
-        for (n, base) in self.nodes.iter().zip(&self.baseline) {
+        for ((n, base), sq_base) in self
+            .nodes
+            .iter()
+            .zip(&self.baseline)
+            .zip(&self.squashfs_baseline)
+        {
             left.extend(
                 n.squashfs_mounts()
                     .into_iter()
+                    .filter(|x| !sq_base.contains(x))
                     .map(|x| format!("{}: squashfs mount {x}", n.name)),
             );
             for m in mount_points {
