@@ -1,6 +1,8 @@
-//! Facts about this process and machine.
+//! Facts about this process and machine; its standard fds.
+#![allow(unsafe_code)]
 
 use rustix::fs::{Mode, OFlags, CWD};
+use rustix::io::Errno;
 
 use super::SysResult;
 
@@ -8,6 +10,48 @@ use super::SysResult;
 pub fn total_memory() -> u64 {
     let info = rustix::system::sysinfo();
     (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+}
+
+/// Makes fds 0, 1 and 2 valid, opening /dev/null for each closed one (as
+/// the Rust runtime's start-up does, which the binary does without): a
+/// closed one would otherwise be reused by the next open (an image, a
+/// lock) and receive what is written to stdout or stderr. For a setuid
+/// start the C library has done it already.
+pub fn ensure_standard_fds() -> SysResult<()> {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: poll reads and writes the three pollfd structures of the
+    // local array, whose length it is given; it has no other effect (the
+    // fds are only looked at, with no events requested and no wait).
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    let closed: Vec<i32> = if rc >= 0 {
+        fds.iter()
+            .filter(|p| p.revents & libc::POLLNVAL != 0)
+            .map(|p| p.fd)
+            .collect()
+    } else {
+        // poll refused (EINVAL with RLIMIT_NOFILE below 3, ENOMEM): ask
+        // fcntl about each.
+        // SAFETY: F_GETFD only reads the fd's flags; a closed fd gives
+        // EBADF. No memory is involved.
+        (0..3)
+            .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1)
+            .collect()
+    };
+    // In increasing order: each open takes the lowest free fd, the closed
+    // one (all lower ones are open by then).
+    for fd in closed {
+        let null = rustix::fs::openat(CWD, "/dev/null", OFlags::RDWR, Mode::empty())?;
+        if std::os::fd::AsRawFd::as_raw_fd(&null) != fd {
+            return Err(Errno::BADF);
+        }
+        // Kept open for ever, as fd `fd`.
+        std::mem::forget(null);
+    }
+    Ok(())
 }
 
 /// Number of threads of this process (from /proc/self/stat is not needed:
