@@ -21,7 +21,7 @@ use crate::config::Settings;
 use crate::environment;
 use crate::error::Failure;
 use crate::fuse;
-use crate::image::{self, Image};
+use crate::image::Image;
 use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::overlay::{self, WritableTmpfs};
@@ -71,7 +71,8 @@ struct Opened {
 ///     rules (pure, `plan::build`);
 ///  2. as the caller: open every image, check its superblock, judge where
 ///     it comes from on the opened fd and route it (kernel or FUSE, by the
-///     site policy); kernel-routed images must suit the kernel;
+///     site policy); kernel-routed images must suit a loop device (and,
+///     when no cached instance exists, the kernel's compressors: step 5);
 ///  3. as root, in the namespace the launch started in: the image cache
 ///     (opened, or created once) and, for FUSE-routed images, the FUSE
 ///     mounts, whose servers start as the caller; then wait for them;
@@ -282,8 +283,6 @@ fn open_and_route<C: Credentials>(
     ctx: &Context<'_>,
 ) -> Result<Routed, Failure> {
     let caller_uid = creds.caller().uid.as_raw();
-    // Read once, when the first kernel-routed image needs it.
-    let mut kernel_config: Option<Option<squashfs_format::kernel::KernelConfig>> = None;
     let (mut opened, mut notes) = (Vec::new(), Vec::new());
     let mut index: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     let mut layers = Vec::with_capacity(plan.mounts.len());
@@ -306,8 +305,10 @@ fn open_and_route<C: Credentials>(
                 (route.kernel, public, route.reason)
             };
             if kernel {
-                let config = kernel_config.get_or_insert_with(image::kernel_config);
-                img.check_kernel_support(config.as_ref(), &m.subject)?;
+                // Whether the kernel has the image's compressor is checked
+                // when a fresh instance is made (`KernelSource::instances`):
+                // a cached one proves it, and reading the kernel's
+                // configuration costs every launch about 12 us.
                 img.check_loop_fit(&m.subject)?;
             }
             notes.push(format!(

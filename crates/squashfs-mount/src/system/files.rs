@@ -1,6 +1,7 @@
 //! Opening, reading, writing and listing files: every `open` of the tool.
 //! Paths given by users are opened only by the functions that say so, and
 //! only ever as the caller (see `privilege`).
+#![allow(unsafe_code)]
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -304,14 +305,44 @@ pub fn as_bytes(s: &OsStr) -> &[u8] {
 /// AT_EACCESS: mode bits, ACLs, read-only mounts all count).
 pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
     use rustix::fs::{Access, AtFlags};
-    // Through the fd's magic link (faccessat2 takes no AT_EMPTY_PATH in
-    // rustix): the check is on the very inode the fd refers to.
-    let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
-    match rustix::fs::accessat(CWD, link.as_str(), Access::WRITE_OK, AtFlags::EACCESS) {
+    let verdict = |r: SysResult<()>| match r {
         Ok(()) => Ok(true),
         Err(Errno::ACCESS) | Err(Errno::PERM) | Err(Errno::ROFS) | Err(Errno::TXTBSY) => Ok(false),
         Err(e) => Err(e),
+    };
+    // faccessat2(fd, "", W_OK, AT_EACCESS | AT_EMPTY_PATH) asks about the
+    // very inode the fd refers to (rustix's accessat takes no
+    // AT_EMPTY_PATH, hence the raw call).
+    // SAFETY: the path is a valid NUL-terminated empty string that the
+    // kernel only reads; `fd` is a descriptor borrowed for the call; the
+    // other arguments are plain integers. faccessat2 changes nothing.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::W_OK,
+            libc::AT_EACCESS | libc::AT_EMPTY_PATH,
+        )
+    };
+    let errno = || Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO);
+    match rc {
+        0 => return Ok(true),
+        _ => match errno() {
+            // Kernels before 5.8 (no faccessat2): through the fd's magic
+            // link, which resolves to the same inode (a /proc lookup, about
+            // 5 us, where the call above takes 0.5 us).
+            Errno::NOSYS | Errno::INVAL => {}
+            e => return verdict(Err(e)),
+        },
     }
+    let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
+    verdict(rustix::fs::accessat(
+        CWD,
+        link.as_str(),
+        Access::WRITE_OK,
+        AtFlags::EACCESS,
+    ))
 }
 
 /// The id of the mount `fd` is on (statx STATX_MNT_ID), as in mountinfo's

@@ -54,24 +54,22 @@ pub fn ensure_standard_fds() -> SysResult<()> {
     Ok(())
 }
 
-/// Number of threads of this process (from /proc/self/stat is not needed:
-/// /proc/self/task has one entry per thread).
-pub fn thread_count() -> SysResult<usize> {
-    let dir = rustix::fs::openat(
-        CWD,
-        "/proc/self/task",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut n = 0;
-    let mut d = rustix::fs::Dir::read_from(&dir)?;
-    while let Some(e) = d.read() {
-        let e = e?;
-        if e.file_name().to_bytes().first() != Some(&b'.') {
-            n += 1;
-        }
+/// Whether this process has a single thread: `unshare(CLONE_THREAD)`
+/// fails with EINVAL when the thread group has other threads and is a no-op
+/// otherwise (unshare(2)). One system call, where listing /proc/self/task
+/// took about 20 us at every launch (BENCHMARKS.md, "Launch cost").
+pub fn is_single_threaded() -> SysResult<bool> {
+    // SAFETY: with CLONE_THREAD alone, unshare only checks that no other
+    // thread shares the thread group (EINVAL otherwise) and changes
+    // nothing: no file table, fs_struct, namespace or memory is unshared.
+    let rc = unsafe { libc::unshare(libc::CLONE_THREAD) };
+    if rc == 0 {
+        return Ok(true);
     }
-    Ok(n)
+    match Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO) {
+        Errno::INVAL => Ok(false),
+        e => Err(e),
+    }
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
