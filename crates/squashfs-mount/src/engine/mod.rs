@@ -30,14 +30,32 @@ use crate::system;
 pub use plan::{FrontEnd, Plan};
 use source::{KernelSource, Wanted};
 
+/// Where `squashfs-mount-fuse` is. Looked up only when an image needs it:
+/// finding the program's own location costs a /proc lookup.
+pub enum FuseServer {
+    /// Known (None: no FUSE path available).
+    At(Option<OsString>),
+    /// Next to the running program (`fuse::server_for_command`).
+    NextToProgram,
+}
+
+impl FuseServer {
+    fn locate(&self) -> Option<OsString> {
+        match self {
+            FuseServer::At(path) => path.clone(),
+            FuseServer::NextToProgram => fuse::server_for_command(),
+        }
+    }
+}
+
 /// What a front end tells the sequence besides the request.
 pub struct Context<'a> {
     pub settings: &'a Settings,
     pub front: &'a FrontEnd,
     /// The absolute current directory relative paths are resolved against.
     pub cwd: OsString,
-    /// Where `squashfs-mount-fuse` is (None: no FUSE path available).
-    pub fuse_server: Option<OsString>,
+    /// Where `squashfs-mount-fuse` is.
+    pub fuse_server: FuseServer,
     /// Rootless: no kernel path at all (no root, no loop devices, no cache).
     pub rootless: bool,
 }
@@ -95,7 +113,13 @@ pub fn mount_all<C: Credentials>(
     let settings = ctx.settings;
     let policy = &settings.policy;
     // 1.
-    let plan = plan::build(request, &ctx.cwd, policy, ctx.front, system::total_memory())?;
+    // RAM sizes only `--writable=N%`.
+    let ram = if request.writable.is_some() {
+        system::total_memory()
+    } else {
+        0
+    };
+    let plan = plan::build(request, &ctx.cwd, policy, ctx.front, ram)?;
 
     // 2.
     let caller_uid = creds.caller().uid.as_raw();
@@ -110,9 +134,9 @@ pub fn mount_all<C: Credentials>(
 
     // 3.
     let needs_fuse = opened.iter().any(|o| !o.kernel);
-    let server = match (&ctx.fuse_server, needs_fuse) {
-        (Some(s), true) => Some(s.clone()),
-        (None, true) => {
+    let server = match needs_fuse.then(|| ctx.fuse_server.locate()) {
+        Some(Some(s)) => Some(s),
+        Some(None) => {
             let first = opened
                 .iter()
                 .find(|o| !o.kernel)
@@ -123,7 +147,7 @@ pub fn mount_all<C: Credentials>(
                 fuse::SERVER_NAME
             )));
         }
-        _ => None,
+        None => None,
     };
     let use_cache =
         !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);

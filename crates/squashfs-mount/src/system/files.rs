@@ -366,13 +366,20 @@ pub fn set_attribute(path: &str, name: &str, value: &[u8]) -> SysResult<()> {
 /// The extended attribute `name` of `path` (no symlink followed), at most
 /// `limit` bytes; None when it is not set.
 pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u8>>> {
-    let mut buf = vec![0u8; limit];
-    match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
-        Ok(n) => {
-            buf.truncate(n);
-            Ok(Some(buf))
+    // Records are a few hundred bytes: a small buffer first (a large one
+    // is zeroed page by page in a process that has just started), the
+    // whole limit only when the value does not fit (ERANGE).
+    let mut size = limit.min(1024);
+    loop {
+        let mut buf = vec![0u8; size];
+        match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(Some(buf));
+            }
+            Err(Errno::RANGE) if size < limit => size = limit,
+            Err(Errno::NODATA) => return Ok(None),
+            Err(e) => return Err(e),
         }
-        Err(Errno::NODATA) => Ok(None),
-        Err(e) => Err(e),
     }
 }

@@ -6,10 +6,14 @@ use rustix::io::Errno;
 
 use super::SysResult;
 
-/// Total RAM in bytes (sysinfo).
+/// Total RAM in bytes (sysinfo, asked once per process: the kernel counts
+/// every block device's pages for it).
 pub fn total_memory() -> u64 {
-    let info = rustix::system::sysinfo();
-    (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let info = rustix::system::sysinfo();
+        (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+    })
 }
 
 /// Makes fds 0, 1 and 2 valid, opening /dev/null for each closed one (as
