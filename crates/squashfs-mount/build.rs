@@ -13,7 +13,11 @@
 fn main() {
     let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
         && std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu");
-    if linux_gnu {
+    // A static build (-C target-feature=+crt-static) links libgcc_eh.a
+    // itself.
+    let crt_static = std::env::var("CARGO_CFG_TARGET_FEATURE")
+        .is_ok_and(|f| f.split(',').any(|f| f == "crt-static"));
+    if linux_gnu && !crt_static {
         println!(
             "cargo:rustc-link-arg-bin=squashfs-mount=-Wl,--whole-archive,-lgcc_eh,--no-whole-archive"
         );
