@@ -33,7 +33,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 
 use squashfs_mount::cli::RunRequest;
 use squashfs_mount::config::{self, Settings};
-use squashfs_mount::engine::{self, Context, FrontEnd};
+use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer};
 use squashfs_mount::error::Failure;
 use squashfs_mount::privilege::{Caller, Credentials, ThreadCredentials};
 use squashfs_mount::system::{self, Gid, Uid};
@@ -117,7 +117,7 @@ fn on_worker_thread(
         settings: &settings,
         front: &front,
         cwd: OsString::from("/"),
-        fuse_server,
+        fuse_server: FuseServer::At(fuse_server),
         rootless: false,
     };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;

@@ -7,9 +7,8 @@ use std::ffi::OsString;
 
 use crate::cli::RunRequest;
 use crate::config::{self, Settings};
-use crate::engine::{self, Context, FrontEnd};
+use crate::engine::{self, Context, FrontEnd, FuseServer};
 use crate::error::{self, Failure};
-use crate::fuse;
 use crate::limits::LaunchSlot;
 use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, Rootless};
 use crate::system;
@@ -74,7 +73,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
         settings: &settings,
         front: &FrontEnd::default(),
         cwd,
-        fuse_server: fuse::server_for_command(),
+        fuse_server: FuseServer::NextToProgram,
         rootless: false,
     };
     let mounted = engine::mount_all(&mut privileges, request, &ctx)?;
@@ -123,7 +122,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         settings: &settings,
         front: &FrontEnd::default(),
         cwd,
-        fuse_server: fuse::server_for_command(),
+        fuse_server: FuseServer::NextToProgram,
         rootless: true,
     };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;

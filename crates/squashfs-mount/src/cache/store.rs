@@ -37,6 +37,9 @@ pub struct Store {
     pub limits: Limits,
     stranded: Stranded,
     secret: Cell<Option<[u8; 32]>>,
+    /// When the last opportunistic collection ran (the stamp's mtime, read
+    /// while the state directory was open).
+    last_gc: Option<i64>,
 }
 
 /// A fresh instance a launch made (without the lock) and offers the cache.
@@ -99,6 +102,9 @@ impl Store {
         let ns_ino = system::fstat(ns.as_fd())
             .map_err(|e| unavailable("cannot stat the cache namespace".into(), e))?
             .ino;
+        let last_gc = system::stat_at(dir.as_fd(), super::GC_STAMP)
+            .ok()
+            .map(|st| st.mtime.0);
         Ok(Some(Store {
             lock,
             ns,
@@ -107,6 +113,7 @@ impl Store {
             limits,
             stranded,
             secret: Cell::new(None),
+            last_gc,
         }))
     }
 
@@ -296,14 +303,14 @@ impl Store {
     /// holds the lock: a bounded collection.
     pub fn maintain(&self, interval: i64) {
         let now = system::unix_time();
-        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else {
-            return;
-        };
-        if let Ok(st) = system::stat_at(dir.as_fd(), super::GC_STAMP) {
-            if st.mtime.0 <= now && now - st.mtime.0 < interval {
+        if let Some(last) = self.last_gc {
+            if last <= now && now - last < interval {
                 return;
             }
         }
+        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else {
+            return;
+        };
         if !matches!(
             system::try_lock(self.lock.as_fd(), LockKind::Exclusive),
             Ok(true)

@@ -21,7 +21,7 @@ use crate::config::Settings;
 use crate::environment;
 use crate::error::Failure;
 use crate::fuse;
-use crate::image::{self, Image};
+use crate::image::Image;
 use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::overlay::{self, WritableTmpfs};
@@ -30,14 +30,32 @@ use crate::system;
 pub use plan::{FrontEnd, Plan};
 use source::{KernelSource, Wanted};
 
+/// Where `squashfs-mount-fuse` is. Looked up only when an image needs it:
+/// finding the program's own location costs a /proc lookup.
+pub enum FuseServer {
+    /// Known (None: no FUSE path available).
+    At(Option<OsString>),
+    /// Next to the running program (`fuse::server_for_command`).
+    NextToProgram,
+}
+
+impl FuseServer {
+    fn locate(&self) -> Option<OsString> {
+        match self {
+            FuseServer::At(path) => path.clone(),
+            FuseServer::NextToProgram => fuse::server_for_command(),
+        }
+    }
+}
+
 /// What a front end tells the sequence besides the request.
 pub struct Context<'a> {
     pub settings: &'a Settings,
     pub front: &'a FrontEnd,
     /// The absolute current directory relative paths are resolved against.
     pub cwd: OsString,
-    /// Where `squashfs-mount-fuse` is (None: no FUSE path available).
-    pub fuse_server: Option<OsString>,
+    /// Where `squashfs-mount-fuse` is.
+    pub fuse_server: FuseServer,
     /// Rootless: no kernel path at all (no root, no loop devices, no cache).
     pub rootless: bool,
 }
@@ -71,7 +89,8 @@ struct Opened {
 ///     rules (pure, `plan::build`);
 ///  2. as the caller: open every image, check its superblock, judge where
 ///     it comes from on the opened fd and route it (kernel or FUSE, by the
-///     site policy); kernel-routed images must suit the kernel;
+///     site policy); kernel-routed images must suit a loop device (and,
+///     when no cached instance exists, the kernel's compressors: step 5);
 ///  3. as root, in the namespace the launch started in: the image cache
 ///     (opened, or created once) and, for FUSE-routed images, the FUSE
 ///     mounts, whose servers start as the caller; then wait for them;
@@ -94,7 +113,13 @@ pub fn mount_all<C: Credentials>(
     let settings = ctx.settings;
     let policy = &settings.policy;
     // 1.
-    let plan = plan::build(request, &ctx.cwd, policy, ctx.front, system::total_memory())?;
+    // RAM sizes only `--writable=N%`.
+    let ram = if request.writable.is_some() {
+        system::total_memory()
+    } else {
+        0
+    };
+    let plan = plan::build(request, &ctx.cwd, policy, ctx.front, ram)?;
 
     // 2.
     let caller_uid = creds.caller().uid.as_raw();
@@ -109,9 +134,9 @@ pub fn mount_all<C: Credentials>(
 
     // 3.
     let needs_fuse = opened.iter().any(|o| !o.kernel);
-    let server = match (&ctx.fuse_server, needs_fuse) {
-        (Some(s), true) => Some(s.clone()),
-        (None, true) => {
+    let server = match needs_fuse.then(|| ctx.fuse_server.locate()) {
+        Some(Some(s)) => Some(s),
+        Some(None) => {
             let first = opened
                 .iter()
                 .find(|o| !o.kernel)
@@ -122,7 +147,7 @@ pub fn mount_all<C: Credentials>(
                 fuse::SERVER_NAME
             )));
         }
-        _ => None,
+        None => None,
     };
     let use_cache =
         !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
@@ -288,8 +313,6 @@ fn open_and_route<C: Credentials>(
     ctx: &Context<'_>,
 ) -> Result<Routed, Failure> {
     let caller_uid = creds.caller().uid.as_raw();
-    // Read once, when the first kernel-routed image needs it.
-    let mut kernel_config: Option<Option<squashfs_format::kernel::KernelConfig>> = None;
     let (mut opened, mut notes) = (Vec::new(), Vec::new());
     let mut index: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     let mut layers = Vec::with_capacity(plan.mounts.len());
@@ -312,8 +335,10 @@ fn open_and_route<C: Credentials>(
                 (route.kernel, public, route.reason)
             };
             if kernel {
-                let config = kernel_config.get_or_insert_with(image::kernel_config);
-                img.check_kernel_support(config.as_ref(), &m.subject)?;
+                // Whether the kernel has the image's compressor is checked
+                // when a fresh instance is made (`KernelSource::instances`):
+                // a cached one proves it, and reading the kernel's
+                // configuration costs every launch about 12 us.
                 img.check_loop_fit(&m.subject)?;
             }
             notes.push(format!(

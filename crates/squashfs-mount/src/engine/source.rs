@@ -111,6 +111,15 @@ impl KernelSource {
         if missing.is_empty() {
             return Ok(out);
         }
+        // Can the kernel decompress them (the same verdict as `sqfs
+        // inspect`'s)? Only asked for fresh instances: a cached one was
+        // mounted by this kernel already.
+        let config = crate::image::kernel_config();
+        for &i in &missing {
+            wanted[i]
+                .image
+                .check_kernel_support(config.as_ref(), wanted[i].subject)?;
+        }
         // Loop devices, counted and configured under the budget's lock;
         // then the superblocks, which read the images, without it.
         let dev = system::open_dir_nofollow(system::working_dir(), "/dev")

@@ -72,10 +72,10 @@ impl Privileges {
 }
 
 fn single_threaded() -> Result<(), PrivilegeError> {
-    match system::thread_count() {
-        Ok(1) => Ok(()),
-        Ok(_) => Err(PrivilegeError::Threads),
-        Err(e) => Err(PrivilegeError::Syscall("counting threads", e)),
+    match system::is_single_threaded() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(PrivilegeError::Threads),
+        Err(e) => Err(PrivilegeError::Syscall("unshare(CLONE_THREAD)", e)),
     }
 }
 

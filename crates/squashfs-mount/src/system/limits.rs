@@ -15,7 +15,7 @@ const RESOURCES: [Resource; 5] = [
     Resource::Core,
 ];
 
-/// The caller's limits, as found at start.
+/// The caller's limits that were changed, as found at start.
 pub struct CallerLimits(Vec<(Resource, Rlimit)>);
 
 /// Records the caller's limits and raises them for the privileged phase:
@@ -26,8 +26,9 @@ pub struct CallerLimits(Vec<(Resource, Rlimit)>);
 /// one, and what a lowered hard limit still stops fails as an error the
 /// tool handles (SIGXFSZ is ignored), never as a signal half-way.
 pub fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
-    let saved: Vec<(Resource, Rlimit)> = RESOURCES.iter().map(|&r| (r, getrlimit(r))).collect();
-    for (r, old) in &saved {
+    let mut changed = Vec::with_capacity(RESOURCES.len());
+    for r in RESOURCES {
+        let old = getrlimit(r);
         let want = match r {
             // The hard limit stays: a lowered hard limit could not be
             // raised back for the command.
@@ -44,17 +45,24 @@ pub fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
                 maximum: None,
             },
         };
-        if setrlimit(*r, want).is_err() {
-            setrlimit(
-                *r,
-                Rlimit {
-                    current: old.maximum,
-                    maximum: old.maximum,
-                },
-            )?;
+        // Limits that are already what the phase needs (an unlimited file
+        // size, no core dumps, ...) are left alone, and not restored.
+        if old == want {
+            continue;
         }
+        let fallback = Rlimit {
+            current: old.maximum,
+            maximum: old.maximum,
+        };
+        if setrlimit(r, want).is_err() {
+            if old == fallback {
+                continue;
+            }
+            setrlimit(r, fallback)?;
+        }
+        changed.push((r, old));
     }
-    Ok(CallerLimits(saved))
+    Ok(CallerLimits(changed))
 }
 
 impl CallerLimits {

@@ -20,7 +20,7 @@
 //! | `signals`       | signal dispositions                                  |
 //! | `limits`        | resource limits                                      |
 //! | `spawn`         | starting the FUSE server as the caller               |
-//! | `process`       | facts about the process and machine, time            |
+//! | `process`       | facts about the process and machine, time, fds 0-2   |
 
 pub mod cpu;
 pub mod credentials;

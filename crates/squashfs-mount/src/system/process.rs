@@ -1,33 +1,79 @@
-//! Facts about this process and machine.
+//! Facts about this process and machine; its standard fds.
+#![allow(unsafe_code)]
 
 use rustix::fs::{Mode, OFlags, CWD};
+use rustix::io::Errno;
 
 use super::SysResult;
 
-/// Total RAM in bytes (sysinfo).
+/// Total RAM in bytes (sysinfo, asked once per process: the kernel counts
+/// every block device's pages for it).
 pub fn total_memory() -> u64 {
-    let info = rustix::system::sysinfo();
-    (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let info = rustix::system::sysinfo();
+        (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+    })
 }
 
-/// Number of threads of this process (from /proc/self/stat is not needed:
-/// /proc/self/task has one entry per thread).
-pub fn thread_count() -> SysResult<usize> {
-    let dir = rustix::fs::openat(
-        CWD,
-        "/proc/self/task",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut n = 0;
-    let mut d = rustix::fs::Dir::read_from(&dir)?;
-    while let Some(e) = d.read() {
-        let e = e?;
-        if e.file_name().to_bytes().first() != Some(&b'.') {
-            n += 1;
+/// Makes fds 0, 1 and 2 valid, opening /dev/null for each closed one (as
+/// the Rust runtime's start-up does, which the binary does without): a
+/// closed one would otherwise be reused by the next open (an image, a
+/// lock) and receive what is written to stdout or stderr. For a setuid
+/// start the C library has done it already.
+pub fn ensure_standard_fds() -> SysResult<()> {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: poll reads and writes the three pollfd structures of the
+    // local array, whose length it is given; it has no other effect (the
+    // fds are only looked at, with no events requested and no wait).
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    let closed: Vec<i32> = if rc >= 0 {
+        fds.iter()
+            .filter(|p| p.revents & libc::POLLNVAL != 0)
+            .map(|p| p.fd)
+            .collect()
+    } else {
+        // poll refused (EINVAL with RLIMIT_NOFILE below 3, ENOMEM): ask
+        // fcntl about each.
+        // SAFETY: F_GETFD only reads the fd's flags; a closed fd gives
+        // EBADF. No memory is involved.
+        (0..3)
+            .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1)
+            .collect()
+    };
+    // In increasing order: each open takes the lowest free fd, the closed
+    // one (all lower ones are open by then).
+    for fd in closed {
+        let null = rustix::fs::openat(CWD, "/dev/null", OFlags::RDWR, Mode::empty())?;
+        if std::os::fd::AsRawFd::as_raw_fd(&null) != fd {
+            return Err(Errno::BADF);
         }
+        // Kept open for ever, as fd `fd`.
+        std::mem::forget(null);
     }
-    Ok(n)
+    Ok(())
+}
+
+/// Whether this process has a single thread: `unshare(CLONE_THREAD)`
+/// fails with EINVAL when the thread group has other threads and is a no-op
+/// otherwise (unshare(2)). One system call, where listing /proc/self/task
+/// took about 20 us at every launch (BENCHMARKS.md, "Launch cost").
+pub fn is_single_threaded() -> SysResult<bool> {
+    // SAFETY: with CLONE_THREAD alone, unshare only checks that no other
+    // thread shares the thread group (EINVAL otherwise) and changes
+    // nothing: no file table, fs_struct, namespace or memory is unshared.
+    let rc = unsafe { libc::unshare(libc::CLONE_THREAD) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    match Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO) {
+        Errno::INVAL => Ok(false),
+        e => Err(e),
+    }
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).

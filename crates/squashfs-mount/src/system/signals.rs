@@ -4,6 +4,16 @@
 //! `env` or `sudo`.
 #![allow(unsafe_code)]
 
+/// Ignores SIGPIPE while the tool runs: a message to a closed pipe fails
+/// with EPIPE (ignored) instead of killing the process half-way.
+/// [`CallerSignals::restore`] sets the default back for the command.
+pub fn ignore_broken_pipe_signal() {
+    // SAFETY: installing SIG_IGN needs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
 /// What the caller had for the signals the tool changes.
 #[derive(Debug)]
 pub struct CallerSignals {
@@ -34,9 +44,9 @@ impl CallerSignals {
     }
 
     /// Before exec: SIGXFSZ as the caller had it, and SIGPIPE to its
-    /// default (the Rust runtime ignores it at start, and the caller's
-    /// disposition is lost by then; programs expect the default). Every
-    /// other disposition and the signal mask were never changed.
+    /// default (ignored since start, see [`ignore_broken_pipe_signal`];
+    /// programs expect the default). Every other disposition and the
+    /// signal mask were never changed.
     pub fn restore(&self) {
         // SAFETY: installing SIG_DFL, SIG_IGN or the caller's previous
         // disposition (the tool installs no handler of its own, so that
