@@ -487,7 +487,7 @@ fn run_all(
             ..PackOptions::default()
         };
         let quiet = Bar::hidden(); // the bench bar counts whole builds
-        let (_, build_seconds) = pack::build(
+        let (_, build_seconds, _) = pack::build(
             dir,
             &image,
             &opts,

@@ -38,6 +38,8 @@ pub struct PackOptions {
     pub no_xattrs: bool,
     pub processors: Option<u32>,
     pub force: bool,
+    /// Files to store first, in this order (`--order`, a hot list).
+    pub order: Option<crate::order::HotList>,
 }
 
 impl Default for PackOptions {
@@ -51,6 +53,7 @@ impl Default for PackOptions {
             no_xattrs: false,
             processors: None,
             force: false,
+            order: None,
         }
     }
 }
@@ -120,6 +123,8 @@ pub struct Packed {
     pub mkfs_time: u32,
     pub mkfs_time_utc: String,
     pub reproducible: bool,
+    /// With `--order`: the hot files stored first (null without).
+    pub ordered: Option<usize>,
 }
 
 /// The `bytes_used / file data` ratio as a phrase for the summary line:
@@ -224,7 +229,7 @@ pub fn build(
     excludes: &[&OsStr],
     input_bytes: u64,
     bar: &Bar,
-) -> Result<(u32, f64), String> {
+) -> Result<(u32, f64, Option<usize>), String> {
     if !opts.force && std::fs::symlink_metadata(image).is_ok() {
         return Err(format!(
             "{} exists; pass --force to replace it",
@@ -288,6 +293,47 @@ pub fn build(
             )
         })?;
         cmd.arg("-ef").arg(&exclude_file);
+    }
+    // --order: every file gets a -sort priority (see order.rs).
+    let mut sort_path = tmp.clone().into_os_string();
+    sort_path.push(".sort");
+    let sort_path = PathBuf::from(sort_path);
+    let _cleanup_sort = RemoveOnDrop(sort_path.clone());
+    let mut ordered = None;
+    if let Some(hot) = &opts.order {
+        let excluded: Vec<PathBuf> = excludes.iter().map(PathBuf::from).collect();
+        let files = crate::order::files_in_pack_order(dir, &excluded)?;
+        let plan = crate::order::sort_file(&files, hot);
+        if plan.missing_count > 0 {
+            let shown: Vec<String> = plan
+                .missing
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            eprintln!(
+                "sqfs: warning: {} of the {} entries of the hot list are not files packed from {} ({}{}); they are ignored",
+                plan.missing_count,
+                hot.paths.len(),
+                dir.display(),
+                shown.join(", "),
+                if plan.missing_count > shown.len() { ", ..." } else { "" }
+            );
+        }
+        if plan.unlisted > 0 {
+            eprintln!(
+                "sqfs: warning: {} file names contain a newline, which mksquashfs's sort file cannot express; they are stored after the hot files",
+                plan.unlisted
+            );
+        }
+        std::fs::write(&sort_path, &plan.text).map_err(|e| {
+            format!(
+                "cannot write the sort file {}: {}",
+                sort_path.display(),
+                units::io_error(&e)
+            )
+        })?;
+        cmd.arg("-sort").arg(&sort_path);
+        ordered = Some(plan.hot);
     }
     if !on_line.is_empty() {
         cmd.arg("-e");
@@ -382,7 +428,7 @@ pub fn build(
         let _ = std::fs::remove_file(&tmp);
         format!("cannot move the new image to {}: {e}", image.display())
     })?;
-    Ok((mkfs_time, seconds))
+    Ok((mkfs_time, seconds, ordered))
 }
 
 /// Removes a file when dropped (a temporary file of a build).
@@ -449,7 +495,7 @@ pub fn pack(
     scan.finish(dir, true)?;
     let excluded: Vec<&OsStr> = scan.excluded.iter().map(|p| p.as_os_str()).collect();
     let bar = Bar::bytes("mksquashfs", stats.bytes);
-    let (mkfs_time, seconds) = build(
+    let (mkfs_time, seconds, ordered) = build(
         dir,
         image,
         opts,
@@ -478,6 +524,7 @@ pub fn pack(
         mkfs_time,
         mkfs_time_utc: units::utc(i64::from(mkfs_time)),
         reproducible: opts.reproducible,
+        ordered,
     })
 }
 
