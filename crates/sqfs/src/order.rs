@@ -13,6 +13,14 @@
 //! priority (reversed inside a run, which readahead does not mind). The
 //! sort file depends only on the tree's names and the list, so the same
 //! tree and list give the same image.
+//!
+//! The list of the files found is stored in the image as
+//! `/.squashfs-mount/hot.list` (pseudo files with the image's time stamp),
+//! which squashfs-mount prefetches at launch.
+
+/// Where the image carries its hot list (squashfs-mount reads it there).
+pub const IMAGE_LIST_DIR: &str = ".squashfs-mount";
+pub const IMAGE_LIST: &str = ".squashfs-mount/hot.list";
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -132,6 +140,8 @@ pub struct SortPlan {
     pub text: Vec<u8>,
     /// Hot files found in the tree (packed first).
     pub hot: usize,
+    /// The hot list as stored in the image: the files found, in order.
+    pub list: Vec<u8>,
     /// Hot list entries that are not regular files to be packed (missing,
     /// excluded, directories, links), the first few named.
     pub missing: Vec<PathBuf>,
@@ -153,6 +163,10 @@ pub fn sort_file(files: &[PathBuf], hot: &HotList) -> SortPlan {
             lines.push((p, prio));
             hot_set.insert(p);
             plan.hot += 1;
+            if !p.as_os_str().as_bytes().contains(&b'\n') {
+                plan.list.extend_from_slice(p.as_os_str().as_bytes());
+                plan.list.push(b'\n');
+            }
         } else {
             plan.missing_count += 1;
             if plan.missing.len() < 5 {

@@ -245,8 +245,21 @@ pub fn build(
     let tmp = image.with_file_name(tmp_name);
     let (times, drop_sde, mkfs_time) = time_args(opts, newest_mtime)?;
 
+    // With --order mksquashfs runs in a staging directory (see below), so
+    // every path it is given is absolute.
+    let cwd = std::env::current_dir()
+        .map_err(|e| format!("the current directory: {}", units::io_error(&e)))?;
+    let absolute = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        }
+    };
+    let tmp = absolute(&tmp);
+    let dir_abs = absolute(dir);
     let mut cmd = Command::new("mksquashfs");
-    cmd.arg(dir).arg(&tmp);
+    cmd.arg(&dir_abs).arg(&tmp);
     cmd.args([
         "-noappend",
         "-quiet",
@@ -299,6 +312,14 @@ pub fn build(
     sort_path.push(".sort");
     let sort_path = PathBuf::from(sort_path);
     let _cleanup_sort = RemoveOnDrop(sort_path.clone());
+    let mut list_path = tmp.clone().into_os_string();
+    list_path.push(".hot");
+    let list_path = PathBuf::from(list_path);
+    let _cleanup_list = RemoveOnDrop(list_path.clone());
+    let mut stage = tmp.clone().into_os_string();
+    stage.push(".stage");
+    let stage = PathBuf::from(stage);
+    let _cleanup_stage = RemoveTreeOnDrop(stage.clone());
     let mut ordered = None;
     if let Some(hot) = &opts.order {
         let excluded: Vec<PathBuf> = excludes.iter().map(PathBuf::from).collect();
@@ -334,6 +355,58 @@ pub fn build(
         })?;
         cmd.arg("-sort").arg(&sort_path);
         ordered = Some(plan.hot);
+        // The list goes into the image too, for squashfs-mount's prefetch,
+        // unless the tree has its own: pseudo files with the image's time.
+        // mksquashfs 4.5 reads pseudo files by their path relative to its
+        // working directory when -sort is given (instead of running their
+        // command), so it runs in a staging directory that holds the list
+        // at that path.
+        if dir
+            .join(crate::order::IMAGE_LIST_DIR)
+            .symlink_metadata()
+            .is_ok()
+        {
+            eprintln!(
+                "sqfs: warning: {} has its own {}; the hot list is not stored in the image",
+                dir.display(),
+                crate::order::IMAGE_LIST_DIR
+            );
+        } else {
+            let in_stage = stage.join(crate::order::IMAGE_LIST_DIR);
+            std::fs::create_dir_all(&in_stage)
+                .and_then(|()| std::fs::write(&list_path, &plan.list))
+                .and_then(|()| std::fs::write(stage.join(crate::order::IMAGE_LIST), &plan.list))
+                // What mksquashfs stores is this file's time (see above).
+                .and_then(|()| {
+                    std::fs::File::options()
+                        .write(true)
+                        .open(stage.join(crate::order::IMAGE_LIST))?
+                        .set_modified(
+                            std::time::UNIX_EPOCH
+                                + std::time::Duration::from_secs(u64::from(mkfs_time)),
+                        )
+                })
+                .map_err(|e| {
+                    format!(
+                        "cannot write {}: {}",
+                        list_path.display(),
+                        units::io_error(&e)
+                    )
+                })?;
+            cmd.current_dir(&stage);
+            let quoted = format!(
+                "'{}'",
+                list_path.display().to_string().replace('\'', "'\\''")
+            );
+            cmd.arg("-p").arg(format!(
+                "{} D {mkfs_time} 755 0 0",
+                crate::order::IMAGE_LIST_DIR
+            ));
+            cmd.arg("-p").arg(format!(
+                "{} F {mkfs_time} 644 0 0 cat {quoted}",
+                crate::order::IMAGE_LIST
+            ));
+        }
     }
     if !on_line.is_empty() {
         cmd.arg("-e");
@@ -437,6 +510,15 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Removes a directory tree when dropped (a build's staging directory).
+struct RemoveTreeOnDrop(PathBuf);
+
+impl Drop for RemoveTreeOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

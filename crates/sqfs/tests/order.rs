@@ -167,6 +167,28 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
             (p.1, p.2)
         );
     }
+    // The image carries the list of the files found, for squashfs-mount's
+    // prefetch, with the image's time stamp.
+    if have("unsquashfs") {
+        let o = ok(std::process::Command::new("unsquashfs")
+            .arg("-cat")
+            .arg(img("1.sqfs"))
+            .arg(".squashfs-mount/hot.list"));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "c/big2\nb/small1\na/small3\ntop file\n"
+        );
+        let o = ok(std::process::Command::new("unsquashfs")
+            .arg("-lls")
+            .arg(img("1.sqfs")));
+        let listing = String::from_utf8_lossy(&o.stdout);
+        let date = |suffix: &str| {
+            let l = listing.lines().find(|l| l.ends_with(suffix)).unwrap();
+            l.split_whitespace().nth(3).unwrap().to_string() + l.split_whitespace().nth(4).unwrap()
+        };
+        // Both made from the image's time stamp (not the time of the build).
+        assert_eq!(date("/.squashfs-mount/hot.list"), date("/.squashfs-mount"));
+    }
     // A list leaving the tree is refused.
     std::fs::write(&list, "../etc/passwd\n").unwrap();
     let r = run(sqfs()
