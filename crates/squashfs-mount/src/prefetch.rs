@@ -48,12 +48,9 @@ pub fn start(mount_list: &OsStr) {
     let Ok(launch) = system::own_pidfd() else {
         return;
     };
-    match system::fork_detached() {
-        Ok(true) => {
-            run(launch, &mount_points);
-            system::exit_now(0)
-        }
-        Ok(false) | Err(_) => {}
+    if let Ok(true) = system::fork_detached() {
+        run(launch, &mount_points);
+        system::exit_now(0)
     }
 }
 
