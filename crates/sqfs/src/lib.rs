@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod compat;
+pub mod erofs;
 pub use squashfs_reader::decompress;
 pub mod exclude;
 pub mod format;

@@ -5,7 +5,7 @@
 //! every regular file under DIR are first evicted (`posix_fadvise
 //! (DONTNEED)` on a read-only descriptor: any user may do that to files they
 //! can open; pages that running programs map, or that are dirty, stay),
-//! then the command runs, and afterwards the files with pages in the cache
+//! (after writing back any dirty pages) then the command runs, and afterwards the files with pages in the cache
 //! are the ones it read (`fincore` from util-linux asks the kernel with
 //! `mincore`). Files still cached before the command started cannot be
 //! told apart and are left out (and counted). This works the same on a
@@ -78,7 +78,10 @@ pub fn trace(dir: &Path, output: &Path, command: &[OsString]) -> Result<Traced, 
     for rel in &files {
         match std::fs::File::open(dir.join(rel)) {
             Ok(f) => {
+                // Dirty pages (a file just written) cannot be dropped:
+                // write them back first (nothing to do for clean files).
                 // Best effort: a file whose pages stay is found below.
+                let _ = rustix::fs::fdatasync(&f);
                 let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
                 traced.push(rel);
             }

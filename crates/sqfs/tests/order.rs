@@ -272,3 +272,41 @@ fn trace_lists_the_files_a_command_read() {
     assert_eq!(r.code(), Some(1));
     assert!(r.stderr().contains("cannot run /nonexistent/cmd"), "{r:?}");
 }
+
+#[test]
+fn erofs_images_are_deterministic() {
+    if !have("mkfs.erofs") {
+        loud_skip("erofs_images_are_deterministic: mkfs.erofs (erofs-utils) is not installed");
+        return;
+    }
+    let t = TempDir::new("order-erofs");
+    let tree = t.path().join("tree");
+    make(&tree);
+    let img = |n: &str| t.path().join(n);
+    ok(sqfs()
+        .args(["pack", "-q", "--format", "erofs"])
+        .arg(&tree)
+        .arg(img("1.erofs")));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    ok(sqfs()
+        .args(["pack", "-q", "--format", "erofs"])
+        .arg(&tree)
+        .arg(img("2.erofs")));
+    let first = std::fs::read(img("1.erofs")).unwrap();
+    assert_eq!(
+        &first[1024..1028],
+        &[0xe2, 0xe1, 0xf5, 0xe0],
+        "no EROFS magic"
+    );
+    assert!(
+        first == std::fs::read(img("2.erofs")).unwrap(),
+        "two EROFS packs differ"
+    );
+    // Only what EROFS can do here.
+    let r = run(sqfs()
+        .args(["pack", "--format", "erofs", "--comp", "xz"])
+        .arg(&tree)
+        .arg(img("3.erofs")));
+    assert_eq!(r.code(), Some(1));
+    assert!(r.stderr().contains("lz4"), "{r:?}");
+}
