@@ -356,7 +356,7 @@ pub fn build(
         cmd.arg("-sort").arg(&sort_path);
         ordered = Some(plan.hot);
         // The list goes into the image too, for squashfs-mount's prefetch,
-        // unless the tree has its own: pseudo files with the image's time.
+        // unless it is empty or the tree has its own: pseudo files with the image's time.
         // mksquashfs 4.5 reads pseudo files by their path relative to its
         // working directory when -sort is given (instead of running their
         // command), so it runs in a staging directory that holds the list
