@@ -240,12 +240,14 @@ the machine spreads over all of them.
 
 Examples:
   sqfs bench /usr/lib/python3.11 --run 'python3.11 -c \"import email, json, asyncio\"'
-  sqfs bench ./stack --comp zstd:3,zstd:19,lz4 --runs 10 --svg stack.svg")]
+  sqfs bench ./stack --comp zstd:3,zstd:19,lz4 --runs 10 --svg stack.svg
+  sqfs bench ./stack --comp zstd:15@32K,zstd:15@128K,lz4 --run './stack/bin/app --version'")]
 struct BenchArgs {
     /// The tree to pack; by default it is also the mount point, so the command sees the
     /// image where the tree was
     dir: PathBuf,
-    /// Comma-separated compressors, each NAME or NAME:LEVEL
+    /// Comma-separated compressors, each NAME or NAME:LEVEL, optionally with @BLOCK_SIZE
+    /// (zstd:15@32K) to compare block sizes too
     #[arg(long, value_name = "LIST", default_value = bench::DEFAULT_VARIANTS)]
     comp: String,
     /// The command to time inside the image, run with sh -c (default: read every file)

@@ -361,7 +361,9 @@ pub fn build(
         // working directory when -sort is given (instead of running their
         // command), so it runs in a staging directory that holds the list
         // at that path.
-        if dir
+        if plan.hot == 0 {
+            // Nothing to prefetch.
+        } else if dir
             .join(crate::order::IMAGE_LIST_DIR)
             .symlink_metadata()
             .is_ok()

@@ -8,7 +8,13 @@
 //! (after writing back any dirty pages) then the command runs, and afterwards the files with pages in the cache
 //! are the ones it read (`fincore` from util-linux asks the kernel with
 //! `mincore`). Files still cached before the command started cannot be
-//! told apart and are left out (and counted). This works the same on a
+//! told apart and are left out (and counted). Linux answers `mincore`
+//! truthfully only for files the caller owns or may write (for others it
+//! says every page is cached, since 5.0, against page-cache side
+//! channels): the files traced must be the caller's (a tree they pack, an
+//! image built from it), or sqfs trace runs as root; a tree where every
+//! file still looks cached after eviction is refused with that
+//! explanation. Within that, it works the same on a
 //! plain directory, on an image squashfs-mount mounted through the kernel
 //! (a cached instance too) and on a FUSE mount, since all of them keep file
 //! data in the page cache; it needs no ptrace, no LD_PRELOAD (which misses
@@ -89,6 +95,21 @@ pub fn trace(dir: &Path, output: &Path, command: &[OsString]) -> Result<Traced, 
         }
     }
     let before = resident(dir, &traced)?;
+    // Files with data that the eviction emptied: none means mincore is not
+    // answering truthfully (or nothing could be evicted).
+    let evicted = traced
+        .iter()
+        .zip(&before)
+        .filter(|(rel, r)| {
+            *r == &Some(0) && std::fs::symlink_metadata(dir.join(rel)).is_ok_and(|m| m.len() > 0)
+        })
+        .count();
+    if evicted == 0 && before.iter().any(|r| r.is_some_and(|r| r > 0)) {
+        return Err(format!(
+            "cannot trace in {}: every file still looks cached after eviction; Linux reports which pages are cached (mincore) only for files you own or may write, and says 'all of them' for others, so trace a tree whose files are yours (the tree you pack, or an image built from it), or run sqfs trace as root",
+            dir.display()
+        ));
+    }
     let status = Command::new(program)
         .args(&command[1..])
         .status()
