@@ -128,6 +128,7 @@ bench:
 	@scripts/deps bench
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/run
+	bench/cold
 	bench/slurm-cluster
 
 # The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).

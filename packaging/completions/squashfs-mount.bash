@@ -73,7 +73,7 @@ _squashfs_mount()
             return
             ;;
         -*)
-            COMPREPLY=($(compgen -W '--sqfs= --union= --writable --writable= --no-cache
+            COMPREPLY=($(compgen -W '--sqfs= --union= --writable --writable= --no-cache --prefetch --no-prefetch
                 --verbose -q --quiet --gc --all --expired --cache-status --json --policy
                 -h --help -v -V --version --' -- "$cur"))
             [[ ${COMPREPLY-} == *= ]] && compopt -o nospace

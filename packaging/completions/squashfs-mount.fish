@@ -53,6 +53,8 @@ complete -c squashfs-mount -n $plain -l sqfs -x -a '(__squashfs_mount_pairs (str
 complete -c squashfs-mount -n $plain -l union -x -a '(__squashfs_mount_pairs (string replace -r -- "^--union=" "" (commandline -ct)))' -d 'Stack images at one mount point: image,image[,...]:mountpoint'
 complete -c squashfs-mount -n $plain -l writable -d 'Private writable layer on a fresh tmpfs (--writable=SIZE: 512M, 2G, 2GiB... or N% of RAM)'
 complete -c squashfs-mount -n $plain -l no-cache -d 'Mount private instances; do not use or fill the image cache'
+complete -c squashfs-mount -n $plain -l prefetch -d 'Read the files images list in /.squashfs-mount/hot.list while the command starts (default)'
+complete -c squashfs-mount -n $plain -l no-prefetch -d 'Do not prefetch the hot lists images carry'
 complete -c squashfs-mount -n $plain -s h -l help -d 'Print the help and exit'
 complete -c squashfs-mount -n $plain -s v -s V -l version -d 'Print the version and exit'
 complete -c squashfs-mount -n $plain -l verbose -d 'Say which way each image was mounted'

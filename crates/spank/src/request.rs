@@ -147,6 +147,8 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
         no_cache: false,
         verbose: false,
         quiet: true,
+        // The plugin does not prefetch (the tasks start later, elsewhere).
+        prefetch: false,
     })
 }
 

@@ -27,13 +27,22 @@ pub struct Variant {
     #[serde(serialize_with = "crate::format::serialize_compressor")]
     pub compressor: Compressor,
     pub level: Option<u32>,
+    /// `@SIZE`: this variant's block size (else `--block-size`).
+    pub block_size: Option<u32>,
 }
 
-/// Parses `gzip,lz4:9,zstd:3,...`.
+/// Parses `gzip,lz4:9,zstd:3,zstd:15@32K,...` (NAME[:LEVEL][@BLOCK_SIZE]).
 pub fn parse_variants(list: &str) -> Result<Vec<Variant>, String> {
     let mut out: Vec<Variant> = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (name, level) = match item.split_once(':') {
+        let (spec, block_size) = match item.split_once('@') {
+            Some((spec, b)) => (
+                spec,
+                Some(pack::parse_block_size(b).map_err(|e| format!("'{item}': {e}"))?),
+            ),
+            None => (item, None),
+        };
+        let (name, level) = match spec.split_once(':') {
             Some((n, l)) => (
                 n,
                 Some(
@@ -41,7 +50,7 @@ pub fn parse_variants(list: &str) -> Result<Vec<Variant>, String> {
                         .map_err(|_| format!("'{item}': the level must be a number"))?,
                 ),
             ),
-            None => (item, None),
+            None => (spec, None),
         };
         let compressor = pack::parse_compressor(name)?;
         pack::compressor_args(compressor, level).map_err(|e| format!("'{item}': {e}"))?;
@@ -52,6 +61,7 @@ pub fn parse_variants(list: &str) -> Result<Vec<Variant>, String> {
             label: item.to_string(),
             compressor,
             level,
+            block_size,
         });
     }
     if out.is_empty() {
@@ -478,16 +488,16 @@ fn run_all(
     let mut images = Vec::new();
     for v in &o.variants {
         bar.set_message(format!("building {}", v.label));
-        let image = work.join(format!("{}.sqfs", v.label.replace(':', "-")));
+        let image = work.join(format!("{}.sqfs", v.label.replace([':', '@'], "-")));
         let opts = PackOptions {
             comp: v.compressor,
             level: v.level,
-            block_size: o.block_size,
+            block_size: v.block_size.unwrap_or(o.block_size),
             force: true,
             ..PackOptions::default()
         };
         let quiet = Bar::hidden(); // the bench bar counts whole builds
-        let (_, build_seconds) = pack::build(
+        let (_, build_seconds, _) = pack::build(
             dir,
             &image,
             &opts,
@@ -756,9 +766,23 @@ mod tests {
             Variant {
                 label: "zstd:3".into(),
                 compressor: Compressor::Zstd,
-                level: Some(3)
+                level: Some(3),
+                block_size: None,
             }
         );
+        let v = parse_variants("zstd:15@32K,zstd:15,lz4@1M").unwrap();
+        assert_eq!(
+            v.iter()
+                .map(|v| (v.level, v.block_size))
+                .collect::<Vec<_>>(),
+            [
+                (Some(15), Some(32 << 10)),
+                (Some(15), None),
+                (None, Some(1 << 20))
+            ]
+        );
+        assert!(parse_variants("zstd@3K").is_err());
+        assert!(parse_variants("zstd:3@").is_err());
         assert!(parse_variants("zstd:30").is_err());
         assert!(parse_variants("xz:3").is_err());
         assert!(parse_variants("lzma").is_err());

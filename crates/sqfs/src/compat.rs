@@ -26,6 +26,9 @@ const VALUE_OPTIONS: &[&str] = &[
     "--mountpoint",
     "--work-dir",
     "--svg",
+    "--order",
+    "--output",
+    "--format",
 ];
 
 /// mksquashfs 4.5/4.6 options sqfs does not offer (see [`answer`]).
@@ -99,6 +102,7 @@ fn answer(option: &str, sub: &str) -> String {
         "-nopad" => "sqfs pack always pads images to 4 KiB: without padding the kernel cannot read the end of an image from a loop device".to_string(),
         "-mkfs-time" | "-fstime" | "-all-time" | "-root-time" => "sqfs pack sets the image's time stamp to the newest file time in the tree; set SOURCE_DATE_EPOCH to choose it, or use --reproducible to set every file's time too".to_string(),
         "-force-uid" | "-force-gid" | "-root-uid" | "-root-gid" => "sqfs pack keeps owners, or makes root own everything with --all-root (--reproducible does that too)".to_string(),
+        "-sort" => "sqfs pack --order FILE takes a list of paths to store first (as 'sqfs trace' writes it) and gives mksquashfs the priorities".to_string(),
         "-regex" => "sqfs pack's --exclude takes glob patterns (*, ?, [..], **), not regular expressions; see 'sqfs pack --help'".to_string(),
         "-o" | "-offset" => "sqfs pack writes images that start at the beginning of the file, as squashfs-mount needs".to_string(),
         _ => format!("sqfs {sub} does not offer it; see 'sqfs {sub} --help' for what it does offer, or run mksquashfs yourself and check the image with 'sqfs inspect'"),

@@ -5,15 +5,18 @@
 
 pub mod bench;
 pub mod compat;
+pub mod erofs;
 pub use squashfs_reader::decompress;
 pub mod exclude;
 pub mod format;
 pub mod inspect;
 pub mod kernel;
+pub mod order;
 pub use squashfs_reader::lzo;
 pub mod pack;
 pub mod progress;
 pub mod split;
 pub mod svg;
+pub mod trace;
 pub mod tree;
 pub mod units;

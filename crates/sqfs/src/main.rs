@@ -11,7 +11,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use sqfs::exclude::{Excludes, Origin};
 
 use sqfs::format::Compressor;
-use sqfs::{bench, inspect, pack, split, units};
+use sqfs::{bench, inspect, order, pack, split, trace, units};
 
 const PACK_DEFAULTS: &str = "\
 Defaults, chosen for software stacks (many small files, started often):
@@ -83,6 +83,9 @@ enum Cmd {
     Inspect(InspectArgs),
     /// Compare compressors: size, build time, cold and warm launch times
     Bench(BenchArgs),
+    /// Record which files of a tree a command reads (a hot list for 'pack --order')
+    #[command(after_long_help = TRACE_HELP)]
+    Trace(TraceArgs),
     /// Print a completion script for SHELL on standard output (the packages install them)
     #[command(hide = true)]
     Completions {
@@ -163,6 +166,48 @@ struct PackArgs {
     /// Show no progress bar
     #[arg(long)]
     no_progress: bool,
+    /// Store the files listed in FILE first and together, in its order (a hot list, as
+    /// 'sqfs trace' writes it: one path a line, relative to DIR), so a cold start reads
+    /// a few contiguous blocks
+    #[arg(long, value_name = "FILE", conflicts_with = "split")]
+    order: Option<PathBuf>,
+    /// Image format: squashfs (default), or erofs (mkfs.erofs from erofs-utils, lz4hc;
+    /// for measuring: squashfs-mount does not mount EROFS images)
+    #[arg(long, value_name = "FORMAT", default_value = "squashfs", value_parser = ["squashfs", "erofs"])]
+    format: String,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+const TRACE_HELP: &str = "\
+Evicts the files under DIR from the page cache (posix_fadvise DONTNEED, which
+any user may do to files they can open), runs COMMAND (without a shell), and
+lists the files that are in the page cache afterwards (util-linux fincore):
+the files COMMAND read, readahead included. Works as an ordinary user on a
+plain directory, on an image squashfs-mount mounted (through the kernel or
+FUSE) and on any other file system with a page cache. Files that stay cached
+while programs use them cannot be traced and are left out (counted).
+
+The list (one path a line, relative to DIR, in the order the image stores
+files; '#' lines are comments) is what 'sqfs pack --order' takes.
+
+Examples:
+  sqfs trace --output hot.list ./stack -- ./stack/bin/python3 -c 'import numpy'
+  squashfs-mount stack.sqfs:/user-environment -- \\
+      sqfs trace --output hot.list /user-environment -- /user-environment/bin/python3 -c 'import numpy'
+  sqfs pack --order hot.list ./stack stack.sqfs";
+
+#[derive(Args)]
+struct TraceArgs {
+    /// Where to write the hot list
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+    /// The tree whose files are traced (a plain directory or a mounted image)
+    dir: PathBuf,
+    /// The command to run, after --
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<std::ffi::OsString>,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
@@ -195,12 +240,14 @@ the machine spreads over all of them.
 
 Examples:
   sqfs bench /usr/lib/python3.11 --run 'python3.11 -c \"import email, json, asyncio\"'
-  sqfs bench ./stack --comp zstd:3,zstd:19,lz4 --runs 10 --svg stack.svg")]
+  sqfs bench ./stack --comp zstd:3,zstd:19,lz4 --runs 10 --svg stack.svg
+  sqfs bench ./stack --comp zstd:15@32K,zstd:15@128K,lz4 --run './stack/bin/app --version'")]
 struct BenchArgs {
     /// The tree to pack; by default it is also the mount point, so the command sees the
     /// image where the tree was
     dir: PathBuf,
-    /// Comma-separated compressors, each NAME or NAME:LEVEL
+    /// Comma-separated compressors, each NAME or NAME:LEVEL, optionally with @BLOCK_SIZE
+    /// (zstd:15@32K) to compare block sizes too
     #[arg(long, value_name = "LIST", default_value = bench::DEFAULT_VARIANTS)]
     comp: String,
     /// The command to time inside the image, run with sh -c (default: read every file)
@@ -265,6 +312,7 @@ fn run(command: Cmd) -> Result<(), String> {
                 no_xattrs: a.no_xattrs,
                 processors: a.processors,
                 force: a.force,
+                order: a.order.as_deref().map(order::read).transpose()?,
             };
             pack::compressor_args(opts.comp, opts.level)?;
             if a.quiet || a.no_progress {
@@ -279,6 +327,30 @@ fn run(command: Cmd) -> Result<(), String> {
             }
             for f in &a.exclude_from {
                 excludes.add_file(f, Origin::Quiet)?;
+            }
+            if a.format == "erofs" {
+                if a.split.is_some() || a.order.is_some() || !excludes.is_empty() {
+                    return Err("--format erofs takes no --split, --order or exclusions (yet); pack a tree that holds what the image should".into());
+                }
+                let comp_given = std::env::args_os().any(|x| {
+                    x == "--comp" || x == "-comp" || x.to_string_lossy().starts_with("--comp=")
+                });
+                let p = sqfs::erofs::pack(&a.dir, &a.output, &opts, comp_given)?;
+                if a.json {
+                    return print_json(&p);
+                }
+                if !a.quiet {
+                    println!(
+                        "{}: {} (EROFS, {}), {} entries, {} of file data, built in {}",
+                        p.image,
+                        units::bytes(p.file_size),
+                        p.compressor,
+                        p.entries,
+                        units::bytes(p.file_bytes),
+                        units::seconds(p.seconds)
+                    );
+                }
+                return Ok(());
             }
             if let Some(max) = a.split {
                 let m = split::split(&a.dir, &a.output, max, a.depth, &opts, &excludes)?;
@@ -321,8 +393,12 @@ fn run(command: Cmd) -> Result<(), String> {
                 1 => ", 1 excluded".to_string(),
                 n => format!(", {n} excluded"),
             };
+            let ordered = match p.ordered {
+                Some(n) => format!(", {n} listed files first"),
+                None => String::new(),
+            };
             println!(
-                "{}: {} ({}), {} {}{excluded}, {}{level}, {} blocks, built in {}{}",
+                "{}: {} ({}), {} {}{excluded}{ordered}, {}{level}, {} blocks, built in {}{}",
                 p.image,
                 units::bytes(p.file_size),
                 pack::ratio_phrase(p.bytes_used, p.file_bytes),
@@ -334,6 +410,38 @@ fn run(command: Cmd) -> Result<(), String> {
                 if p.reproducible { ", reproducible" } else { "" }
             );
             Ok(())
+        }
+        Cmd::Trace(a) => {
+            let t = trace::trace(&a.dir, &a.output, &a.command)?;
+            if a.json {
+                print_json(&t)?;
+            } else {
+                println!(
+                    "{}: {} of {} files read ({}){}",
+                    t.output,
+                    t.hot,
+                    t.files,
+                    units::bytes(t.hot_bytes),
+                    if t.stayed_cached > 0 {
+                        format!(
+                            "; {} files stayed cached while programs used them and are not listed",
+                            t.stayed_cached
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            match t.exit_status {
+                Some(0) => Ok(()),
+                Some(n) => Err(format!(
+                    "the command exited with status {n}; the list of what it read is written anyway"
+                )),
+                None => Err(
+                    "the command was killed by a signal; the list of what it read is written anyway"
+                        .into(),
+                ),
+            }
         }
         Cmd::Inspect(a) => {
             let r = inspect::inspect_file(&a.image)
@@ -407,7 +515,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             };
             let sub = std::env::args()
                 .skip(1)
-                .find(|a| ["pack", "inspect", "bench"].contains(&a.as_str()))
+                .find(|a| ["pack", "inspect", "bench", "trace"].contains(&a.as_str()))
                 .map(|s| format!("{s} "))
                 .unwrap_or_default();
             let what = if arg.starts_with('-') {

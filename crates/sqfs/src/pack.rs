@@ -38,6 +38,8 @@ pub struct PackOptions {
     pub no_xattrs: bool,
     pub processors: Option<u32>,
     pub force: bool,
+    /// Files to store first, in this order (`--order`, a hot list).
+    pub order: Option<crate::order::HotList>,
 }
 
 impl Default for PackOptions {
@@ -51,6 +53,7 @@ impl Default for PackOptions {
             no_xattrs: false,
             processors: None,
             force: false,
+            order: None,
         }
     }
 }
@@ -120,6 +123,8 @@ pub struct Packed {
     pub mkfs_time: u32,
     pub mkfs_time_utc: String,
     pub reproducible: bool,
+    /// With `--order`: the hot files stored first (null without).
+    pub ordered: Option<usize>,
 }
 
 /// The `bytes_used / file data` ratio as a phrase for the summary line:
@@ -224,7 +229,7 @@ pub fn build(
     excludes: &[&OsStr],
     input_bytes: u64,
     bar: &Bar,
-) -> Result<(u32, f64), String> {
+) -> Result<(u32, f64, Option<usize>), String> {
     if !opts.force && std::fs::symlink_metadata(image).is_ok() {
         return Err(format!(
             "{} exists; pass --force to replace it",
@@ -240,8 +245,21 @@ pub fn build(
     let tmp = image.with_file_name(tmp_name);
     let (times, drop_sde, mkfs_time) = time_args(opts, newest_mtime)?;
 
+    // With --order mksquashfs runs in a staging directory (see below), so
+    // every path it is given is absolute.
+    let cwd = std::env::current_dir()
+        .map_err(|e| format!("the current directory: {}", units::io_error(&e)))?;
+    let absolute = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        }
+    };
+    let tmp = absolute(&tmp);
+    let dir_abs = absolute(dir);
     let mut cmd = Command::new("mksquashfs");
-    cmd.arg(dir).arg(&tmp);
+    cmd.arg(&dir_abs).arg(&tmp);
     cmd.args([
         "-noappend",
         "-quiet",
@@ -288,6 +306,109 @@ pub fn build(
             )
         })?;
         cmd.arg("-ef").arg(&exclude_file);
+    }
+    // --order: every file gets a -sort priority (see order.rs).
+    let mut sort_path = tmp.clone().into_os_string();
+    sort_path.push(".sort");
+    let sort_path = PathBuf::from(sort_path);
+    let _cleanup_sort = RemoveOnDrop(sort_path.clone());
+    let mut list_path = tmp.clone().into_os_string();
+    list_path.push(".hot");
+    let list_path = PathBuf::from(list_path);
+    let _cleanup_list = RemoveOnDrop(list_path.clone());
+    let mut stage = tmp.clone().into_os_string();
+    stage.push(".stage");
+    let stage = PathBuf::from(stage);
+    let _cleanup_stage = RemoveTreeOnDrop(stage.clone());
+    let mut ordered = None;
+    if let Some(hot) = &opts.order {
+        let excluded: Vec<PathBuf> = excludes.iter().map(PathBuf::from).collect();
+        let files = crate::order::files_in_pack_order(dir, &excluded)?;
+        let plan = crate::order::sort_file(&files, hot);
+        if plan.missing_count > 0 {
+            let shown: Vec<String> = plan
+                .missing
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            eprintln!(
+                "sqfs: warning: {} of the {} entries of the hot list are not files packed from {} ({}{}); they are ignored",
+                plan.missing_count,
+                hot.paths.len(),
+                dir.display(),
+                shown.join(", "),
+                if plan.missing_count > shown.len() { ", ..." } else { "" }
+            );
+        }
+        if plan.unlisted > 0 {
+            eprintln!(
+                "sqfs: warning: {} file names contain a newline, which mksquashfs's sort file cannot express; they are stored after the hot files",
+                plan.unlisted
+            );
+        }
+        std::fs::write(&sort_path, &plan.text).map_err(|e| {
+            format!(
+                "cannot write the sort file {}: {}",
+                sort_path.display(),
+                units::io_error(&e)
+            )
+        })?;
+        cmd.arg("-sort").arg(&sort_path);
+        ordered = Some(plan.hot);
+        // The list goes into the image too, for squashfs-mount's prefetch,
+        // unless it is empty or the tree has its own: pseudo files with the image's time.
+        // mksquashfs 4.5 reads pseudo files by their path relative to its
+        // working directory when -sort is given (instead of running their
+        // command), so it runs in a staging directory that holds the list
+        // at that path.
+        if plan.hot == 0 {
+            // Nothing to prefetch.
+        } else if dir
+            .join(crate::order::IMAGE_LIST_DIR)
+            .symlink_metadata()
+            .is_ok()
+        {
+            eprintln!(
+                "sqfs: warning: {} has its own {}; the hot list is not stored in the image",
+                dir.display(),
+                crate::order::IMAGE_LIST_DIR
+            );
+        } else {
+            let in_stage = stage.join(crate::order::IMAGE_LIST_DIR);
+            std::fs::create_dir_all(&in_stage)
+                .and_then(|()| std::fs::write(&list_path, &plan.list))
+                .and_then(|()| std::fs::write(stage.join(crate::order::IMAGE_LIST), &plan.list))
+                // What mksquashfs stores is this file's time (see above).
+                .and_then(|()| {
+                    std::fs::File::options()
+                        .write(true)
+                        .open(stage.join(crate::order::IMAGE_LIST))?
+                        .set_modified(
+                            std::time::UNIX_EPOCH
+                                + std::time::Duration::from_secs(u64::from(mkfs_time)),
+                        )
+                })
+                .map_err(|e| {
+                    format!(
+                        "cannot write {}: {}",
+                        list_path.display(),
+                        units::io_error(&e)
+                    )
+                })?;
+            cmd.current_dir(&stage);
+            let quoted = format!(
+                "'{}'",
+                list_path.display().to_string().replace('\'', "'\\''")
+            );
+            cmd.arg("-p").arg(format!(
+                "{} D {mkfs_time} 755 0 0",
+                crate::order::IMAGE_LIST_DIR
+            ));
+            cmd.arg("-p").arg(format!(
+                "{} F {mkfs_time} 644 0 0 cat {quoted}",
+                crate::order::IMAGE_LIST
+            ));
+        }
     }
     if !on_line.is_empty() {
         cmd.arg("-e");
@@ -382,7 +503,7 @@ pub fn build(
         let _ = std::fs::remove_file(&tmp);
         format!("cannot move the new image to {}: {e}", image.display())
     })?;
-    Ok((mkfs_time, seconds))
+    Ok((mkfs_time, seconds, ordered))
 }
 
 /// Removes a file when dropped (a temporary file of a build).
@@ -391,6 +512,15 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Removes a directory tree when dropped (a build's staging directory).
+struct RemoveTreeOnDrop(PathBuf);
+
+impl Drop for RemoveTreeOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -449,7 +579,7 @@ pub fn pack(
     scan.finish(dir, true)?;
     let excluded: Vec<&OsStr> = scan.excluded.iter().map(|p| p.as_os_str()).collect();
     let bar = Bar::bytes("mksquashfs", stats.bytes);
-    let (mkfs_time, seconds) = build(
+    let (mkfs_time, seconds, ordered) = build(
         dir,
         image,
         opts,
@@ -478,6 +608,7 @@ pub fn pack(
         mkfs_time,
         mkfs_time_utc: units::utc(i64::from(mkfs_time)),
         reproducible: opts.reproducible,
+        ordered,
     })
 }
 

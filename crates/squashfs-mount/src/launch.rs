@@ -84,6 +84,9 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     // Verified inside (ids, groups, capabilities, root not regainable).
     let caller = privileges.drop_for_good()?;
     report(&mounted, request.verbose || settings.verbose);
+    if request.prefetch {
+        crate::prefetch::start(&mounted.mount_list);
+    }
     Ok(Ready {
         caller,
         command: request.command.clone(),
@@ -128,6 +131,9 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     let caller = creds.finish()?;
     report(&mounted, request.verbose || settings.verbose);
+    if request.prefetch {
+        crate::prefetch::start(&mounted.mount_list);
+    }
     Ok(Ready {
         caller,
         command: request.command.clone(),

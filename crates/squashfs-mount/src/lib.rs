@@ -29,6 +29,7 @@ pub mod mountpoint;
 pub mod overlay;
 pub mod paths;
 pub mod policy_command;
+pub mod prefetch;
 pub mod privilege;
 pub mod system;
 

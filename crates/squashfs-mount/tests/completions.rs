@@ -78,6 +78,8 @@ fn usage_lists_the_options() {
         "--union",
         "--writable",
         "--no-cache",
+        "--prefetch",
+        "--no-prefetch",
         "--gc",
         "--all",
         "--cache-status",

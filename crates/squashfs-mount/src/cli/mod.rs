@@ -54,6 +54,9 @@ pub struct RunRequest {
     pub verbose: bool,
     /// `--quiet`: no note about running without setuid.
     pub quiet: bool,
+    /// Prefetch the hot lists images carry (`--prefetch`, the default;
+    /// `--no-prefetch` turns it off).
+    pub prefetch: bool,
 }
 
 /// Whether `word` looks like `<image>:<mountpoint>` (or a `--sqfs`/`--union`
@@ -77,6 +80,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         no_cache: false,
         verbose: false,
         quiet: false,
+        prefetch: true,
     };
     let mut i = 0;
     while i < args.len() {
@@ -93,6 +97,8 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             b"-h" | b"--help" => return Ok(Invocation::Help),
             b"-V" | b"-v" | b"--version" => return Ok(Invocation::Version),
             b"--no-cache" => r.no_cache = true,
+            b"--prefetch" => r.prefetch = true,
+            b"--no-prefetch" => r.prefetch = false,
             b"--verbose" => r.verbose = true,
             b"-q" | b"--quiet" => r.quiet = true,
             _ if arg.starts_with(b"--sqfs=") => {

@@ -25,6 +25,10 @@ Options:
                                       changes vanish at exit
   --no-cache                          mount private instances; do not use or
                                       fill the image cache
+  --prefetch, --no-prefetch           read the files an image lists in
+                                      /.squashfs-mount/hot.list (as sqfs
+                                      pack stores it) in the background
+                                      while the command starts (default: on)
   --verbose                           say which way each image was mounted
   -q, --quiet                         no note when running without setuid
   --gc                                evict unused cached instances you

@@ -21,6 +21,7 @@
 //! | `limits`        | resource limits                                      |
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
+//! | `prefetch`      | the prefetcher's detached process and reads          |
 
 pub mod cpu;
 pub mod credentials;
@@ -30,6 +31,7 @@ pub mod locks;
 pub mod loop_device;
 pub mod mount_api;
 pub mod namespace;
+pub mod prefetch;
 pub mod process;
 pub mod signals;
 pub mod spawn;
@@ -41,6 +43,7 @@ pub use locks::*;
 pub use loop_device::*;
 pub use mount_api::*;
 pub use namespace::*;
+pub use prefetch::*;
 pub use process::*;
 pub use signals::*;
 pub use spawn::*;
