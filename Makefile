@@ -128,6 +128,7 @@ bench:
 	@scripts/deps bench
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/run
+	bench/fuse-rows
 	bench/cold
 	bench/slurm-cluster
 

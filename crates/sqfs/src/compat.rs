@@ -28,7 +28,6 @@ const VALUE_OPTIONS: &[&str] = &[
     "--svg",
     "--order",
     "--output",
-    "--format",
 ];
 
 /// mksquashfs 4.5/4.6 options sqfs does not offer (see [`answer`]).

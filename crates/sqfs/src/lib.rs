@@ -5,7 +5,6 @@
 
 pub mod bench;
 pub mod compat;
-pub mod erofs;
 pub use squashfs_reader::decompress;
 pub mod exclude;
 pub mod format;

@@ -171,10 +171,6 @@ struct PackArgs {
     /// a few contiguous blocks
     #[arg(long, value_name = "FILE", conflicts_with = "split")]
     order: Option<PathBuf>,
-    /// Image format: squashfs (default), or erofs (mkfs.erofs from erofs-utils, lz4hc;
-    /// for measuring: squashfs-mount does not mount EROFS images)
-    #[arg(long, value_name = "FORMAT", default_value = "squashfs", value_parser = ["squashfs", "erofs"])]
-    format: String,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
@@ -327,30 +323,6 @@ fn run(command: Cmd) -> Result<(), String> {
             }
             for f in &a.exclude_from {
                 excludes.add_file(f, Origin::Quiet)?;
-            }
-            if a.format == "erofs" {
-                if a.split.is_some() || a.order.is_some() || !excludes.is_empty() {
-                    return Err("--format erofs takes no --split, --order or exclusions (yet); pack a tree that holds what the image should".into());
-                }
-                let comp_given = std::env::args_os().any(|x| {
-                    x == "--comp" || x == "-comp" || x.to_string_lossy().starts_with("--comp=")
-                });
-                let p = sqfs::erofs::pack(&a.dir, &a.output, &opts, comp_given)?;
-                if a.json {
-                    return print_json(&p);
-                }
-                if !a.quiet {
-                    println!(
-                        "{}: {} (EROFS, {}), {} entries, {} of file data, built in {}",
-                        p.image,
-                        units::bytes(p.file_size),
-                        p.compressor,
-                        p.entries,
-                        units::bytes(p.file_bytes),
-                        units::seconds(p.seconds)
-                    );
-                }
-                return Ok(());
             }
             if let Some(max) = a.split {
                 let m = split::split(&a.dir, &a.output, max, a.depth, &opts, &excludes)?;

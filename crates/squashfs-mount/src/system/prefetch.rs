@@ -17,7 +17,7 @@ use super::SysResult;
 /// single thread (checked: `Err(EBUSY)` otherwise), so that the child may
 /// run ordinary code.
 pub fn fork_detached() -> SysResult<bool> {
-    if super::thread_count()? != 1 {
+    if !super::is_single_threaded()? {
         return Err(Errno::BUSY);
     }
     // SAFETY: the process has one thread (checked above), so the child is a
