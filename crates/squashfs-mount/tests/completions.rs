@@ -267,7 +267,7 @@ const ZSH_HARNESS: &str = r#"
 zmodload zsh/zpty || exit 3
 fpath_dir=$1 dir=$2 out=$3; shift 3
 zpty z zsh -f -i
-zpty -w z "fpath=($fpath_dir \$fpath); autoload -U compinit; compinit -u -D; PROMPT='> '"
+zpty -w z "fpath=($fpath_dir \$fpath); autoload -U compinit; compinit -u -D; PROMPT='> '; LISTMAX=100000; unsetopt auto_list list_beep"
 zpty -w z "_capture() { compadd() { local -a m; builtin compadd -O m \"\$@\"; print -rl -- \${^m} >> \$CAPTURE; builtin compadd \"\$@\" }; _main_complete; unfunction compadd; print -r -- END >> \$CAPTURE }"
 zpty -w z 'zle -C capture complete-word _capture; bindkey "^T" capture'
 zpty -w z "cd $dir"

@@ -289,10 +289,11 @@ fn preload_reaches_only_the_unprivileged_command() {
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).unwrap();
         let m = fx.mount_point("preload");
         let p = pair(&image_b(fx), &m);
-        // A directory with a fake C runtime library that announces itself.
+        // A directory with a fake C library (the first library the binary
+        // needs; the loader stops at it, naming the directory).
         let libdir = fx.path("user/fakelib");
         fs::create_dir_all(&libdir).unwrap();
-        fs::copy(&so, libdir.join("libgcc_s.so.1")).unwrap();
+        fs::copy(&so, libdir.join("libc.so.6")).unwrap();
         fs::set_permissions(&libdir, fs::Permissions::from_mode(0o755)).unwrap();
         let plain = fx.path("user/plain-for-preload");
         fs::copy(&fx.bin, &plain).unwrap();
