@@ -10,7 +10,10 @@
 //! ignored while the tool runs (EPIPE instead of death; the command gets
 //! the default back). A stack overflow now ends the process with SIGSEGV
 //! instead of a message.
-#![no_main]
+// (Under `cargo test` the harness's own `main` is kept: this file has no
+// tests, and the test binary must not run the tool.)
+#![cfg_attr(not(test), no_main)]
+#![cfg_attr(test, allow(dead_code))]
 #![deny(unsafe_code)]
 
 use std::ffi::OsString;
@@ -31,6 +34,7 @@ fn fail(msg: impl std::fmt::Display) -> u8 {
 // The attribute is all the `unsafe_code` lint objects to: this binary has
 // no Rust `main` (`#![no_main]`), so the C runtime's `main` symbol must be
 // this function, and no other item defines it.
+#[cfg(not(test))]
 #[allow(unsafe_code)]
 #[no_mangle]
 extern "C" fn main(
