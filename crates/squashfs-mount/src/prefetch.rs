@@ -84,6 +84,9 @@ fn run(launch: std::os::fd::OwnedFd, mount_points: &[&[u8]]) {
             if text.len() > MAX_LIST {
                 break;
             }
+            if ended() {
+                return;
+            }
         }
         for line in text.split(|&b| b == b'\n') {
             if line.is_empty() || line.starts_with(b"#") {

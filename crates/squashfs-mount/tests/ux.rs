@@ -217,7 +217,8 @@ fn the_command_gets_the_callers_signal_dispositions() {
         ));
         r.ok();
         assert_eq!(r.stdout(), "alive\n");
-        // SIGPIPE is the default again (the tool's runtime ignores it).
+        // SIGPIPE as the caller had it: the default (the tool ignores it
+        // while it runs).
         let r = fx.user_sh(&format!(
             "\"$SQM\" {}:{} -- sh -c 'yes | head -1'",
             s(&image(fx)),
@@ -227,6 +228,14 @@ fn the_command_gets_the_callers_signal_dispositions() {
         assert_eq!(r.stdout(), "y\n");
         // (With SIGPIPE ignored, yes would report "Broken pipe".)
         assert!(r.stderr().is_empty(), "{}", r.stderr());
+        // And a caller who ignores SIGPIPE passes that on.
+        let r = fx.user_sh(&format!(
+            "trap '' PIPE; \"$SQM\" {}:{} -- sh -c 'yes | head -1'",
+            s(&image(fx)),
+            s(&m)
+        ));
+        r.ok();
+        assert!(r.stderr().contains("Broken pipe"), "{}", r.stderr());
     });
 }
 

@@ -155,7 +155,9 @@ pub fn mount_all<C: Credentials>(
     let mut kernel = if ctx.rootless || !opened.iter().any(|o| o.kernel) {
         None
     } else {
-        Some(creds.as_root(|| KernelSource::open(settings, use_cache, caller_uid, stranded))?)
+        Some(away_from_working_dir(creds, || {
+            KernelSource::open(settings, use_cache, caller_uid, stranded)
+        })?)
     };
     let caller = creds.caller().clone();
     let run_as = !ctx.rootless;
@@ -210,7 +212,7 @@ pub fn mount_all<C: Credentials>(
         .collect();
     let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fuse_mounts;
     if let Some(source) = kernel.as_mut() {
-        let made = creds.as_root(|| source.instances(&wanted_refs))??;
+        let made = away_from_working_dir(creds, || source.instances(&wanted_refs))??;
         for ((i, _), m) in wanted.iter().zip(made) {
             instances.insert(*i, m);
         }
@@ -370,4 +372,25 @@ fn subject_of(plan: &Plan, layers: &[Vec<usize>], i: usize) -> String {
         .find(|(_, l)| l.contains(&i))
         .map(|(m, _)| m.subject.clone())
         .unwrap_or_default()
+}
+
+/// Runs `f` as root from "/", then goes back to the working directory: `f`
+/// visits the image cache under its lock, and the working directory may be
+/// on a file system the caller serves (FUSE), whose stalled answer to
+/// root's fchdir back into it must not hold the lock for everyone. The
+/// way back happens after `f`, lock released (it can stall only this
+/// launch).
+fn away_from_working_dir<C: Credentials, T>(
+    creds: &mut C,
+    f: impl FnOnce() -> T,
+) -> Result<T, Failure> {
+    creds.as_root(|| {
+        let away = system::leave_working_dir()
+            .map_err(|e| Failure::new(format!("cannot leave the working directory for /: {e}")))?;
+        let t = f();
+        if let Err(s) = system::return_to_working_dir(away) {
+            C::stranded(&s);
+        }
+        Ok(t)
+    })?
 }

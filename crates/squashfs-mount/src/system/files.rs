@@ -307,7 +307,12 @@ pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
     use rustix::fs::{Access, AtFlags};
     let verdict = |r: SysResult<()>| match r {
         Ok(()) => Ok(true),
-        Err(Errno::ACCESS) | Err(Errno::PERM) | Err(Errno::ROFS) | Err(Errno::TXTBSY) => Ok(false),
+        Err(Errno::ACCESS) | Err(Errno::ROFS) | Err(Errno::TXTBSY) => Ok(false),
+        // EPERM: an immutable file, or a seccomp filter that answers the
+        // call with EPERM (some container runtimes). The safe reading is
+        // "writable" (the image then goes to FUSE, never wrongly to the
+        // kernel).
+        Err(Errno::PERM) => Ok(true),
         Err(e) => Err(e),
     };
     // faccessat2(fd, "", W_OK, AT_EACCESS | AT_EMPTY_PATH) asks about the

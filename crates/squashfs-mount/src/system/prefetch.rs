@@ -15,9 +15,25 @@ use super::SysResult;
 /// Returns `Ok(true)` in the detached grandchild, `Ok(false)` in the
 /// launch once the intermediate child is gone. Only for a process with a
 /// single thread (checked: `Err(EBUSY)` otherwise), so that the child may
-/// run ordinary code.
+/// run ordinary code, and not a child subreaper (`Err(EBUSY)` too).
 pub fn fork_detached() -> SysResult<bool> {
     if !super::is_single_threaded()? {
+        return Err(Errno::BUSY);
+    }
+    // A launch that is a child subreaper (set by whoever exec'd it; the
+    // flag survives exec) would adopt the grandchild: the command would
+    // get its SIGCHLD and a zombie. Then no detached process.
+    let mut subreaper: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int to the pointer, which
+    // points at `subreaper`, alive for the call.
+    if unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut subreaper as *mut libc::c_int,
+        )
+    } != 0
+        || subreaper != 0
+    {
         return Err(Errno::BUSY);
     }
     // SAFETY: the process has one thread (checked above), so the child is a
@@ -84,24 +100,28 @@ pub fn detach_descriptors(keep: OwnedFd) -> SysResult<OwnedFd> {
     let kept = rustix::io::fcntl_dupfd_cloexec(&keep, 3)?;
     drop(keep);
     let k = kept.as_raw_fd() as libc::c_uint;
+    // A failure (a kernel without close_range, before 5.9) is an error:
+    // the process must not keep the command's pipes open.
     // SAFETY: closes every descriptor from 3 up except the kept one; this
     // process (a forked child that ends with exit_now) never uses them
     // again, and the objects that owned them are never dropped.
-    unsafe {
-        if k > 3 {
-            libc::syscall(
+    let closed = unsafe {
+        (k == 3
+            || libc::syscall(
                 libc::SYS_close_range,
                 3 as libc::c_uint,
                 k - 1,
                 0 as libc::c_uint,
-            );
-        }
-        libc::syscall(
-            libc::SYS_close_range,
-            k + 1,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        );
+            ) == 0)
+            && libc::syscall(
+                libc::SYS_close_range,
+                k + 1,
+                libc::c_uint::MAX,
+                0 as libc::c_uint,
+            ) == 0
+    };
+    if !closed {
+        return Err(Errno::NOSYS);
     }
     Ok(kept)
 }
@@ -111,8 +131,8 @@ pub fn set_process_name(name: &std::ffi::CStr) -> SysResult<()> {
     rustix::thread::set_name(name)
 }
 
-/// Opens `path` for reading beneath the directory `dir` (never outside it,
-/// no magic links, the last component not a symbolic link, no blocking on
+/// Opens `path` for reading beneath the directory `dir` (never outside it
+/// nor into another mount, no magic links, the last component not a symbolic link, no blocking on
 /// FIFOs), close-on-exec.
 pub fn open_beneath(dir: BorrowedFd<'_>, path: &OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat2(
@@ -120,7 +140,9 @@ pub fn open_beneath(dir: BorrowedFd<'_>, path: &OsStr) -> SysResult<OwnedFd> {
         path,
         OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY,
         Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        // NO_XDEV: only the image's own files, never those of another
+        // image mounted below it.
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV,
     )
 }
 

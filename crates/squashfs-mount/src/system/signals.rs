@@ -4,13 +4,21 @@
 //! `env` or `sudo`.
 #![allow(unsafe_code)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The caller's SIGPIPE disposition, kept by [`ignore_broken_pipe_signal`]
+/// (SIG_DFL or SIG_IGN: the tool starts by exec, which resets handlers).
+static CALLER_PIPE: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+
 /// Ignores SIGPIPE while the tool runs: a message to a closed pipe fails
 /// with EPIPE (ignored) instead of killing the process half-way.
-/// [`CallerSignals::restore`] sets the default back for the command.
+/// [`CallerSignals::restore`] gives the command the caller's disposition.
 pub fn ignore_broken_pipe_signal() {
-    // SAFETY: installing SIG_IGN needs no handler code.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    // SAFETY: installing SIG_IGN needs no handler code; signal() returns
+    // the previous disposition, a plain value.
+    let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    if before != libc::SIG_ERR {
+        CALLER_PIPE.store(before, Ordering::Relaxed);
     }
 }
 
@@ -43,10 +51,9 @@ impl CallerSignals {
         CallerSignals { file_size: None }
     }
 
-    /// Before exec: SIGXFSZ as the caller had it, and SIGPIPE to its
-    /// default (ignored since start, see [`ignore_broken_pipe_signal`];
-    /// programs expect the default). Every other disposition and the
-    /// signal mask were never changed.
+    /// Before exec: SIGXFSZ and SIGPIPE as the caller had them (SIGPIPE
+    /// was ignored since start, see [`ignore_broken_pipe_signal`]). Every
+    /// other disposition and the signal mask were never changed.
     pub fn restore(&self) {
         // SAFETY: installing SIG_DFL, SIG_IGN or the caller's previous
         // disposition (the tool installs no handler of its own, so that
@@ -55,7 +62,7 @@ impl CallerSignals {
             if let Some(file_size) = self.file_size {
                 libc::signal(libc::SIGXFSZ, file_size);
             }
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::signal(libc::SIGPIPE, CALLER_PIPE.load(Ordering::Relaxed));
         }
     }
 }
