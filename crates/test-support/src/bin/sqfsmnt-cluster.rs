@@ -215,6 +215,14 @@ fn bench(c: &Cluster, runs: usize) -> i32 {
     println!("  srun {n} true                                    median {ma:7.1}  min {min_a:7.1}  max {max_a:7.1}");
     println!("  srun {n} --squashfs=<img>:/user-environment true median {mb:7.1}  min {min_b:7.1}  max {max_b:7.1}");
     println!("  difference of the medians: {:+.1} ms", mb - ma);
+    // The plugin keeps image instances cached on each node (by design):
+    // evict them before looking for leftovers.
+    let cli = std::env::current_exe()
+        .unwrap_or_default()
+        .with_file_name("squashfs-mount");
+    for node in &c.nodes {
+        let _ = node.command(&cli).args(["--gc", "--all"]).output();
+    }
     let left = c.leftovers(&[Path::new("/user-environment")]);
     if !left.is_empty() {
         eprintln!("sqfsmnt-cluster: left behind: {left:?}");
