@@ -25,7 +25,9 @@ Defaults, chosen for software stacks (many small files, started often):
   --block-size 128K: mksquashfs's default; every read of a block decompresses
       all of it, so small blocks keep random reads of large files (shared
       libraries) cheap; 1M blocks give images 1-10% smaller and suit large
-      files read from start to end. Measure with 'sqfs bench --block-size'.
+      files read from start to end; datasets of small files read one by one:
+      16K (the kernel's squashfs readahead fills a whole block of page cache
+      for each small file it reads). Measure with 'sqfs bench --block-size'.
   Fragments on (small files share blocks), duplicates merged, no NFS export
       table (-no-exports: these images are mounted privately, never exported).
 

@@ -12,8 +12,9 @@
 //! stdout and stderr are /dev/null; a pipe reader never waits for it),
 //! and ends when its list is read or when the command exits (a pidfd of
 //! the launch, which becomes the command, is checked between reads of at
-//! most 256 KiB). Starting it costs the launch one fork; a failure to start
-//! it is silent: prefetching is an optimisation, never a reason to fail.
+//! most 256 KiB). Starting it costs the launch one stat per mount point,
+//! and a fork when an image has a list; a failure to start it is silent:
+//! prefetching is an optimisation, never a reason to fail.
 //! Measured in BENCHMARKS.md ("Cold starts").
 
 use std::ffi::OsStr;
@@ -40,6 +41,22 @@ pub fn start(mount_list: &OsStr) {
             pair.iter()
                 .rposition(|&b| b == b':')
                 .map(|at| &pair[at + 1..])
+        })
+        .collect();
+    // Only mount points whose image carries a hot list (one stat each, as
+    // the caller, in the command's namespace): a launch of images without
+    // one forks nothing. The prefetcher opens the lists again, beneath the
+    // mount points.
+    let mount_points: Vec<&[u8]> = mount_points
+        .into_iter()
+        .filter(|mp| {
+            let mut p = mp.to_vec();
+            p.push(b'/');
+            p.extend_from_slice(HOT_LIST.as_bytes());
+            match std::str::from_utf8(&p) {
+                Ok(p) => system::stat_at(system::working_dir(), p).is_ok_and(|st| st.is_regular()),
+                Err(_) => true,
+            }
         })
         .collect();
     if mount_points.is_empty() {
