@@ -140,30 +140,40 @@ fn change_dir_as_root_or_caller(dir: BorrowedFd<'_>) -> Result<(), Result<Errno,
 }
 
 /// The working directory, held as an fd while the process works from "/"
-/// (see [`leave_working_dir`]).
-pub struct AwayFromWorkingDir(OwnedFd);
+/// (see [`leave_working_dir`]); None: the process stayed where it was.
+pub struct AwayFromWorkingDir(Option<OwnedFd>);
 
 /// Pins the working directory as an fd and moves to "/". For the steps
 /// that hold the cache lock: a working directory on a file system the
 /// caller serves (FUSE) could otherwise stall root's later fchdir back into
 /// it while the lock is held, and with it every other user's launch.
-/// Come back with [`return_to_working_dir`] once the lock is released, in
-/// the same mount namespace (an fd taken before unshare names the old
-/// namespace's mounts).
+/// Leaves only if coming back will work (checked by entering the directory
+/// it is in, which changes nothing); otherwise stays, and the cache visits
+/// see for themselves that they could not come back. Come back with
+/// [`return_to_working_dir`] once the lock is released, in the same mount
+/// namespace (an fd taken before unshare names the old namespace's mounts).
 pub fn leave_working_dir() -> SysResult<AwayFromWorkingDir> {
     let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(CWD, ".", dir, Mode::empty()) {
         Ok(fd) => fd,
         Err(_) => rustix::fs::openat(CWD, "/proc/thread-self/cwd", dir, Mode::empty())?,
     };
+    match change_dir_as_root_or_caller(fd.as_fd()) {
+        Ok(()) => {}
+        Err(Ok(_)) => return Ok(AwayFromWorkingDir(None)),
+        Err(Err(stranded)) => return Err(stranded.errno),
+    }
     rustix::process::chdir("/")?;
-    Ok(AwayFromWorkingDir(fd))
+    Ok(AwayFromWorkingDir(Some(fd)))
 }
 
 /// Back to the working directory [`leave_working_dir`] left (as root, or
 /// with the caller's file system ids where root is refused).
 pub fn return_to_working_dir(away: AwayFromWorkingDir) -> Result<(), Stranded> {
-    change_dir_as_root_or_caller(away.0.as_fd()).map_err(|e| {
+    let Some(fd) = away.0 else {
+        return Ok(());
+    };
+    change_dir_as_root_or_caller(fd.as_fd()).map_err(|e| {
         e.map_or_else(
             |s| s,
             |errno| Stranded {
