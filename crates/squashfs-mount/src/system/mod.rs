@@ -49,6 +49,15 @@ pub use signals::*;
 pub use spawn::*;
 
 pub use rustix::io::Errno as Error;
+
+/// The errno of the last failed libc call (EIO if there is none).
+pub(crate) fn last_errno() -> rustix::io::Errno {
+    rustix::io::Errno::from_raw_os_error(
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO),
+    )
+}
 pub use rustix::process::{Gid, Uid};
 
 /// The result of a system call: an errno on failure.

@@ -40,11 +40,7 @@ pub fn fork_detached() -> SysResult<bool> {
     // complete copy in which any code may run.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(Errno::from_raw_os_error(
-            std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-        ));
+        return Err(super::last_errno());
     }
     if pid == 0 {
         // SAFETY: single-threaded child; fork again and let the
@@ -89,11 +85,7 @@ pub fn detach_descriptors(keep: OwnedFd) -> SysResult<OwnedFd> {
         // SAFETY: dup2 onto the standard descriptors, which this process
         // owns; `null` stays open until the end of this function.
         if unsafe { libc::dup2(null.as_raw_fd(), target) } < 0 {
-            return Err(Errno::from_raw_os_error(
-                std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO),
-            ));
+            return Err(super::last_errno());
         }
     }
     drop(null);

@@ -105,11 +105,7 @@ pub fn spawn_detached(
     // allocation, no lock, no Rust std I/O) and ends in execve or _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(Errno::from_raw_os_error(
-            std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-        ));
+        return Err(super::last_errno());
     }
     if pid == 0 {
         // SAFETY: as above: in the forked child, only raw system calls.
