@@ -105,11 +105,10 @@ fn run() -> u8 {
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
     ready.signals.restore();
     let program = &ready.command[0];
-    let err = Command::new(program)
-        .args(&ready.command[1..])
-        .env_clear()
-        .envs(env)
-        .exec();
+    let mut command = Command::new(program);
+    command.args(&ready.command[1..]).env_clear().envs(env);
+    squashfs_mount::system::keep_callers_pipe_signal(&mut command);
+    let err = command.exec();
     let code = if err.kind() == std::io::ErrorKind::NotFound {
         127
     } else {

@@ -66,3 +66,22 @@ impl CallerSignals {
         }
     }
 }
+
+/// Makes `command` start with the caller's SIGPIPE disposition: Rust's
+/// `Command` sets SIGPIPE to the default in the child just before exec
+/// (it assumes its own runtime ignored it), after which the hooks given to
+/// `pre_exec` run; this hook sets the caller's disposition again.
+pub fn keep_callers_pipe_signal(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let caller = CALLER_PIPE.load(Ordering::Relaxed);
+    // SAFETY: the hook runs in the child between fork (or vfork) and exec;
+    // it only calls signal(2) with SIG_DFL or SIG_IGN (a plain value, no
+    // handler code), which is async-signal-safe, and touches no memory
+    // but its captured integer.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(libc::SIGPIPE, caller);
+            Ok(())
+        });
+    }
+}
