@@ -10,18 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::Fixture;
+use sqfsmnt_test_support::{pair, s};
 
 /// One case against the installed setuid binary, as a fresh test user
 /// (see `sqfsmnt_test_support::fixture::case`).
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-fn pair(img: &Path, mnt: &Path) -> String {
-    format!("{}:{}", img.display(), mnt.display())
 }
 
 fn image_a(fx: &Fixture) -> PathBuf {

@@ -6,24 +6,17 @@
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::users::Users;
 use sqfsmnt_test_support::{have, loud_skip, site, Fixture};
+use sqfsmnt_test_support::{pair, s};
 
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn pair(img: &Path, mnt: &Path) -> String {
-    format!("{}:{}", img.display(), mnt.display())
 }
 
 /// Images `n` (distinct content), root-owned, in the fixture's images/.

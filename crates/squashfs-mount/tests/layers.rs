@@ -5,16 +5,13 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use sqfsmnt_test_support::s;
 use sqfsmnt_test_support::Fixture;
 
 /// One case against the installed setuid binary, as a fresh test user
 /// (see `sqfsmnt_test_support::fixture::case`).
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 fn sha256(p: &Path) -> String {

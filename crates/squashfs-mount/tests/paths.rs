@@ -9,23 +9,16 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::cmd::run;
 use sqfsmnt_test_support::{image, install, site, Fixture, Run};
+use sqfsmnt_test_support::{pair, s};
 
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn pair(img: &Path, mnt: &Path) -> String {
-    format!("{}:{}", img.display(), mnt.display())
 }
 
 /// One path: the program to run and the images it gets.

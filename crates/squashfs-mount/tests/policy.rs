@@ -16,17 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sqfsmnt_test_support::{kernel, site, Fixture};
+use sqfsmnt_test_support::{pair, s};
 
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn pair(img: &Path, mnt: &Path) -> String {
-    format!("{}:{}", img.display(), mnt.display())
 }
 
 /// A root-owned image in the fixture's root-only images/ directory.

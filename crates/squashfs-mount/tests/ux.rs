@@ -5,14 +5,11 @@
 use std::fs;
 use std::path::Path;
 
+use sqfsmnt_test_support::s;
 use sqfsmnt_test_support::Fixture;
 
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 fn image(fx: &Fixture) -> std::path::PathBuf {

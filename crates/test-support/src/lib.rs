@@ -21,6 +21,7 @@
 //! - [`slurm`]: a multi-node Slurm cluster in network, UTS and mount
 //!   namespaces.
 
+pub mod args;
 pub mod cachens;
 pub mod cleanup;
 pub mod cmd;
@@ -39,6 +40,7 @@ pub mod unmount;
 pub mod userns;
 pub mod users;
 
+pub use args::{pair, s};
 pub use cmd::{run_with_timeout, Run};
 pub use fixture::{case, Fixture};
 pub use skip::{have, is_root, loud_skip};
