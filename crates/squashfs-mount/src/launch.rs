@@ -83,16 +83,13 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     drop(slot);
     // Verified inside (ids, groups, capabilities, root not regainable).
     let caller = privileges.drop_for_good()?;
-    report(&mounted, request.verbose || settings.verbose);
-    if request.prefetch {
-        crate::prefetch::start(&mounted.mount_list);
-    }
-    Ok(Ready {
+    Ok(mounted_ready(
         caller,
-        command: request.command.clone(),
-        mount_list: Some(mounted.mount_list),
+        request,
+        mounted,
+        settings.verbose,
         signals,
-    })
+    ))
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
@@ -130,16 +127,34 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     let caller = creds.finish()?;
-    report(&mounted, request.verbose || settings.verbose);
+    Ok(mounted_ready(
+        caller,
+        request,
+        mounted,
+        settings.verbose,
+        system::CallerSignals::unchanged(),
+    ))
+}
+
+/// After the mounts, privileges gone: what was done (quietly, unless
+/// asked), the prefetcher, and what the command needs.
+fn mounted_ready(
+    caller: Caller,
+    request: &RunRequest,
+    mounted: engine::Mounted,
+    site_verbose: bool,
+    signals: system::CallerSignals,
+) -> Ready {
+    report(&mounted, request.verbose || site_verbose);
     if request.prefetch {
         crate::prefetch::start(&mounted.mount_list);
     }
-    Ok(Ready {
+    Ready {
         caller,
         command: request.command.clone(),
         mount_list: Some(mounted.mount_list),
-        signals: system::CallerSignals::unchanged(),
-    })
+        signals,
+    }
 }
 
 /// Quiet success: only a warning worth the user's attention, or with
