@@ -160,11 +160,12 @@ fn mounted_ready(
 /// Quiet success: only a warning worth the user's attention, or with
 /// `--verbose` what was done.
 fn report(mounted: &engine::Mounted, verbose: bool) {
+    for w in &mounted.warnings {
+        error::warn(w);
+    }
     if verbose {
         for note in &mounted.notes {
             error::report(note);
         }
-    } else if let Some(w) = &mounted.warning {
-        error::warn(w);
     }
 }

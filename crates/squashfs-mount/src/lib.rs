@@ -31,6 +31,7 @@ pub mod paths;
 pub mod policy_command;
 pub mod prefetch;
 pub mod privilege;
+pub mod shared_lock;
 pub mod system;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

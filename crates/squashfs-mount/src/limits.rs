@@ -1,19 +1,23 @@
 //! Shared resources one user must not exhaust: launches in their
-//! privileged phase per user, and loop devices attached by the tool in all.
-//! Counted under the root-only runtime directory with `flock`, which the
-//! kernel releases when a launch ends in any way (exec, exit, SIGKILL).
+//! privileged phase per user, and loop devices attached by the tool (in
+//! all, and per user). Counted under the root-only runtime directory with
+//! `flock`, which the kernel releases when a launch ends in any way (exec,
+//! exit, SIGKILL); the loop-device lock, which every user's launches share,
+//! through `shared_lock` (no user can stall it).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::cache::CACHE_DIR;
 use crate::error::Failure;
 use crate::loopdev;
+use crate::shared_lock::{self, Held, Reach};
 use crate::system::{self, Error, LockKind};
 
 const SLOTS_DIR: &str = "launches";
 const LOOP_LOCK: &str = "loop-lock";
 /// Longest wait for the loop-device lock (held only while devices are
-/// counted and configured, never across I/O on an image).
+/// counted and configured, never across I/O on an image); then a launch
+/// counts without it.
 const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
 
 /// The runtime directory, or None where it cannot be used (a read-only
@@ -94,58 +98,65 @@ impl LaunchSlot {
     }
 }
 
-/// The right to attach loop devices, held while they are counted and
-/// configured.
-pub struct LoopBudget {
-    lock: Option<OwnedFd>,
+/// How many loop devices the tool may attach: in all, and for one user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopLimits {
+    /// `max-loop-devices`.
+    pub all: u32,
+    /// `max-loop-devices-per-user`.
+    pub per_user: u32,
 }
 
-impl Drop for LoopBudget {
-    fn drop(&mut self) {
-        if let Some(lock) = &self.lock {
-            let _ = system::unlock(lock.as_fd());
-        }
-    }
+/// The right to attach loop devices, held while they are counted and
+/// configured (the lock, when it could be taken; see `shared_lock`).
+pub struct LoopBudget {
+    _lock: Option<Held<OwnedFd>>,
+    /// Why the devices were counted without the lock, if they were.
+    pub note: Option<String>,
 }
 
 impl LoopBudget {
-    /// Takes the loop-device lock and checks that `wanted` more devices stay
-    /// within `max` (counting every device the tool has attached). Needs
+    /// Takes the loop-device lock and checks that `wanted` more devices
+    /// stay within `limits`, `private` of them counted for the user `uid`
+    /// (the others are made to be cached: the cache's limits bound them).
+    /// A lock that cannot be taken in time (or whose holder is stopped)
+    /// does not fail the launch: the devices are then counted without it,
+    /// and concurrent launches may overshoot the limits by a few. Needs
     /// root.
     pub fn reserve(
         wanted: usize,
-        max: u32,
+        private: usize,
+        limits: LoopLimits,
+        uid: u32,
         dev_dir: BorrowedFd<'_>,
     ) -> Result<LoopBudget, Failure> {
-        let lock = match state_dir()? {
-            Some(dir) => Some(
-                system::open_lock_file(dir.as_fd(), LOOP_LOCK, 0o600).map_err(|e| {
-                    Failure::new(format!("cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}"))
-                })?,
-            ),
-            // Counted without the lock: concurrent launches may overshoot.
-            None => None,
+        let mut budget = LoopBudget {
+            _lock: None,
+            note: None,
         };
-        if let Some(lock) = &lock {
-            let (mut waited, mut step) = (0u64, 1u64);
-            while !system::try_lock(lock.as_fd(), LockKind::Exclusive)
-                .map_err(|e| Failure::new(format!("cannot lock {CACHE_DIR}/{LOOP_LOCK}: {e}")))?
-            {
-                if waited >= LOOP_LOCK_TIMEOUT_MS {
-                    return Err(Failure::new(
-                        "too many launches are attaching loop devices right now; try again",
-                    ));
+        if let Some(dir) = state_dir()? {
+            let lock = system::open_lock_file(dir.as_fd(), LOOP_LOCK, 0o600)
+                .map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}")))?;
+            match shared_lock::take(lock, LockKind::Exclusive, Reach::Out, LOOP_LOCK_TIMEOUT_MS) {
+                Ok((held, _)) => budget._lock = Some(held),
+                Err(busy) => {
+                    budget.note = Some(format!(
+                        "loop devices counted without {CACHE_DIR}/{LOOP_LOCK}: {busy}"
+                    ))
                 }
-                system::pause_millis(step);
-                waited += step;
-                step = (step * 2).min(16);
             }
         }
-        let budget = LoopBudget { lock };
-        let attached = loopdev::owned_count(dev_dir);
-        if attached + wanted > max as usize {
+        let now = loopdev::attached(dev_dir, uid);
+        if private > 0 && now.users + private > limits.per_user as usize {
             return Err(Failure::new(format!(
-                "{attached} loop devices are attached by squashfs-mount now and this call needs {wanted} more, beyond the limit of {max} (max-loop-devices in /etc/squashfs-mount.conf); try again later or mount fewer images"
+                "you have {} private image instances on loop devices now and this call needs {private} more, beyond your share of {} (max-loop-devices-per-user in /etc/squashfs-mount.conf); end some of your running commands that use squashfs-mount, or let the cache keep the images (without --no-cache)",
+                now.users, limits.per_user
+            )));
+        }
+        if now.all + wanted > limits.all as usize {
+            return Err(Failure::new(format!(
+                "{} loop devices are attached by squashfs-mount now and this call needs {wanted} more, beyond the limit of {} (max-loop-devices in /etc/squashfs-mount.conf); try again later or mount fewer images",
+                now.all, limits.all
             )));
         }
         Ok(budget)

@@ -7,31 +7,89 @@ use crate::error::Failure;
 use crate::image::Image;
 use crate::system::{self, Error};
 
-/// The name the tool gives its loop devices (`lo_file_name`).
+/// The name the tool gives its loop devices (`lo_file_name`): this marker,
+/// a NUL, then whom the device counts for: the decimal uid of the user a
+/// private instance was made for, or `cache` for an instance made to be
+/// cached (shared by every user, bounded by the cache's own limits). Tools
+/// such as losetup show the marker only; only root can read the name.
 pub const MARKER: &[u8] = b"squashfs-mount";
+const CACHED: &[u8] = b"cache";
 
-/// How many loop devices the tool has attached now (cached and private
-/// instances of every user): those bound and named [`MARKER`]. Needs root
-/// (it reads each bound device's status).
-pub fn owned_count(dev_dir: BorrowedFd<'_>) -> usize {
+/// Whom a loop device of the tool counts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// A private instance of this user's.
+    User(u32),
+    /// A cached instance.
+    Cache,
+}
+
+/// The `lo_file_name` of a device counted for `owner`.
+pub fn device_name(owner: Owner) -> Vec<u8> {
+    let mut name = MARKER.to_vec();
+    name.push(0);
+    match owner {
+        Owner::User(uid) => name.extend_from_slice(uid.to_string().as_bytes()),
+        Owner::Cache => name.extend_from_slice(CACHED),
+    }
+    name
+}
+
+/// Whether a `lo_file_name` is the tool's, and whom it counts for (None
+/// for devices of older versions, which recorded nobody).
+fn owner_of(name: &[u8]) -> Option<Option<Owner>> {
+    let rest = name.strip_prefix(MARKER)?.strip_prefix(&[0u8])?;
+    let tag: &[u8] = rest.split(|&b| b == 0).next().unwrap_or(&[]);
+    if tag == CACHED {
+        return Some(Some(Owner::Cache));
+    }
+    Some(
+        std::str::from_utf8(tag)
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .map(Owner::User),
+    )
+}
+
+/// Counts a private instance's device for `owner` from now on (an instance
+/// made to be cached that the cache did not take). Needs root.
+pub fn count_for(dev_dir: BorrowedFd<'_>, number: u32, owner: Owner) -> Result<(), Error> {
+    let device = system::open_loop_device(dev_dir, number)?;
+    system::loop_set_name(device.as_fd(), &device_name(owner))
+}
+
+/// Loop devices the tool has attached now (cached and private instances
+/// of every user): those bound and named [`MARKER`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attached {
+    pub all: usize,
+    /// The private instances of the user asked about.
+    pub users: usize,
+}
+
+/// Counts the tool's loop devices, and those of them counted for `uid`
+/// (its private instances).
+/// Needs root (it reads each bound device's status).
+pub fn attached(dev_dir: BorrowedFd<'_>, uid: u32) -> Attached {
     let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else {
-        return 0;
+        return Attached::default();
     };
-    names
+    let owners = names
         .iter()
         .filter_map(|n| n.to_str()?.strip_prefix("loop")?.parse::<u32>().ok())
         .filter(|n| {
             system::stat_at(system::working_dir(), &format!("/sys/block/loop{n}/loop")).is_ok()
         })
-        .filter(|&n| {
-            system::open_loop_device(dev_dir, n)
+        .filter_map(|n| {
+            let info = system::open_loop_device(dev_dir, n)
                 .and_then(|fd| system::loop_status(fd.as_fd()))
-                .is_ok_and(|info| {
-                    info.lo_file_name.starts_with(MARKER)
-                        && info.lo_file_name.get(MARKER.len()) == Some(&0)
-                })
-        })
-        .count()
+                .ok()?;
+            owner_of(&info.lo_file_name)
+        });
+    owners.fold(Attached::default(), |a, owner| Attached {
+        all: a.all + 1,
+        users: a.users + usize::from(owner == Some(Owner::User(uid))),
+    })
 }
 
 /// Attempts on EBUSY/EAGAIN races with other processes taking the same free
@@ -138,16 +196,19 @@ impl LoopDevice {
         format!("/dev/loop{}", self.number)
     }
 
-    /// Binds `image.fd` to a free loop device, read-only and autoclear.
-    /// Needs root. The device's name (`lo_file_name`, which only root can
-    /// read) marks it as the tool's, for `owned_count`; users see the
-    /// backing file's path in sysfs, as with any loop device.
+    /// Binds `image.fd` to a free loop device, read-only and autoclear,
+    /// counted for `owner`. Needs root. The device's name (`lo_file_name`,
+    /// which only root can read) marks it as the tool's and whose, for
+    /// [`attached`]; users see the backing file's path in sysfs, as with
+    /// any loop device.
     pub fn attach(
         image: &Image,
         options: LoopOptions,
         dev_dir: BorrowedFd<'_>,
+        owner: Owner,
         subject: &str,
     ) -> Result<LoopDevice, Failure> {
+        let name = device_name(owner);
         let control = system::open_loop_control().map_err(|e| {
             Failure::about(
                 subject,
@@ -182,7 +243,7 @@ impl LoopDevice {
                     ))
                 }
             };
-            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, MARKER) {
+            match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, &name) {
                 Ok(()) => {}
                 Err(e @ (Error::BUSY | Error::AGAIN)) => {
                     last = e;
@@ -234,6 +295,21 @@ impl LoopDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_names_record_whom_they_count_for() {
+        for owner in [Owner::User(1234), Owner::User(0), Owner::Cache] {
+            let mut field = [0u8; 64];
+            let name = device_name(owner);
+            field[..name.len()].copy_from_slice(&name);
+            assert_eq!(owner_of(&field), Some(Some(owner)));
+        }
+        let mut old = [0u8; 64];
+        old[..MARKER.len()].copy_from_slice(MARKER);
+        assert_eq!(owner_of(&old), Some(None));
+        assert_eq!(owner_of(b"/home/a/img.sqfs\0"), None);
+        assert_eq!(owner_of(b"squashfs-mountX\0"), None);
+    }
 
     #[test]
     fn block_size_only_when_the_image_fills_whole_blocks() {

@@ -39,6 +39,7 @@
 //! | `namespace.rs`| creating the cache namespace (root)            |
 //! | `commands.rs` | `--gc` and `--cache-status`                    |
 
+pub mod claim;
 pub mod commands;
 mod entries;
 pub mod evict;
@@ -77,15 +78,15 @@ pub const GC_INTERVAL: i64 = 10;
 pub enum CacheError {
     /// Something is wrong with the cache's state or the system.
     Unavailable(String),
-    /// The lock was busy for this many milliseconds.
-    Busy(u64),
+    /// The lock could not be taken in time (see `shared_lock`).
+    Busy(crate::shared_lock::Busy),
 }
 
 impl fmt::Display for CacheError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CacheError::Unavailable(why) => f.write_str(why),
-            CacheError::Busy(ms) => write!(f, "the cache lock was busy for {ms} ms"),
+            CacheError::Busy(why) => write!(f, "its lock cannot be taken now: {why}"),
         }
     }
 }

@@ -14,10 +14,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry};
 pub use super::entries::{Entry, MAX_ENTRIES};
 use super::evict::{self, Candidate, Limits, Mode};
-use super::lock::{lock_with_timeout, LockGuard};
+use super::lock::lock_with_timeout;
 use super::meta::{dev_major_minor, entry_name, Identity, Meta};
 use super::usage::{self, ScanBudget};
 use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
+use crate::shared_lock::{self, Held, Reach};
 use crate::system::{self, Error, LockKind, VisitError};
 
 /// Loop devices' block major number.
@@ -117,7 +118,7 @@ impl Store {
         }))
     }
 
-    fn lock(&self, kind: LockKind) -> Result<LockGuard<'_>, CacheError> {
+    fn lock(&self, kind: LockKind) -> Result<Held<BorrowedFd<'_>>, CacheError> {
         lock_with_timeout(self.lock.as_fd(), kind, self.timeout_ms)
     }
 
@@ -311,13 +312,11 @@ impl Store {
         let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else {
             return;
         };
-        if !matches!(
-            system::try_lock(self.lock.as_fd(), LockKind::Exclusive),
-            Ok(true)
-        ) {
+        let Ok(Some(_g)) =
+            shared_lock::try_take(self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
+        else {
             return;
-        }
-        let _g = LockGuard::held(self.lock.as_fd());
+        };
         let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
         let _ = system::touch(dir.as_fd(), super::GC_STAMP);
         let _ = self.collect_locked(Mode::Launch, u32::MAX, None, usage::AT_LAUNCH);
@@ -330,6 +329,9 @@ impl Store {
         target: Option<&str>,
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
+        if let Ok(claims) = super::claim::Claims::open() {
+            claims.tidy();
+        }
         let entries = self.visit(false, |_| list_entries())?;
         let cands = self.candidates(&entries, uid, target, &HashSet::new(), budget);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);

@@ -14,6 +14,7 @@ use std::os::fd::AsFd;
 
 use crate::cache::Limits;
 use crate::error;
+use crate::limits::LoopLimits;
 use crate::loopdev::LoopOptions;
 use crate::system;
 pub use parse::KEYS;
@@ -23,6 +24,13 @@ pub use policy::Policy;
 pub const CONFIG_PATH: &str = "/etc/squashfs-mount.conf";
 /// Largest configuration file read.
 const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// A number of things, or a percentage of a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Count(u32),
+    Percent(u8),
+}
 
 /// An amount of memory: bytes, or a share of RAM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +68,9 @@ pub struct Settings {
     /// Loop devices attached by squashfs-mount at once (cached and private
     /// instances of every user together).
     pub max_loop_devices: u32,
+    /// Loop devices attached for one user at once: a number, or a share
+    /// of `max_loop_devices`.
+    pub max_loop_devices_per_user: Share,
     /// Launches of one user in their privileged phase at once.
     pub max_launches_per_user: u32,
     /// How long a launch waits for one of its user's launch slots.
@@ -81,6 +92,7 @@ impl Default for Settings {
             cache_lock_timeout_ms: 5000,
             loop_options: LoopOptions::default(),
             max_loop_devices: 2048,
+            max_loop_devices_per_user: Share::Percent(10),
             max_launches_per_user: 16,
             max_launches_wait_ms: 30_000,
             fuse_threads: 0,
@@ -90,6 +102,21 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The loop-device limits: `max-loop-devices`, and each user's share
+    /// (by default a tenth of it, so that one user leaves most of the
+    /// budget to the others; at least 1, never more than the whole).
+    pub fn loop_limits(&self) -> LoopLimits {
+        let all = self.max_loop_devices;
+        let per_user = match self.max_loop_devices_per_user {
+            Share::Count(n) => n,
+            Share::Percent(p) => (u64::from(all) * u64::from(p) / 100) as u32,
+        };
+        LoopLimits {
+            all,
+            per_user: per_user.clamp(1, all.max(1)),
+        }
+    }
+
     /// The image cache's limits on this machine.
     pub fn cache_limits(&self) -> Limits {
         Limits {
@@ -161,6 +188,26 @@ pub fn load() -> Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_user_gets_a_tenth_of_the_loop_devices_by_default() {
+        let mut s = Settings::default();
+        assert_eq!(
+            s.loop_limits(),
+            LoopLimits {
+                all: 2048,
+                per_user: 204
+            }
+        );
+        s.max_loop_devices = 3;
+        assert_eq!(s.loop_limits().per_user, 1);
+        s.max_loop_devices_per_user = Share::Count(10);
+        assert_eq!(s.loop_limits().per_user, 3);
+        s.max_loop_devices = 100;
+        assert_eq!(s.loop_limits().per_user, 10);
+        s.max_loop_devices_per_user = Share::Percent(50);
+        assert_eq!(s.loop_limits().per_user, 50);
+    }
 
     #[test]
     fn memory() {

@@ -5,13 +5,13 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
 use super::policy::{KernelImages, TrustedMatch, MAX_IMAGES_PER_CALL};
-use super::{Memory, Settings};
+use super::{Memory, Settings, Share};
 use crate::loopdev::SquashfsThreads;
 use crate::paths;
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
-pub const KEYS: [&str; 24] = [
+pub const KEYS: [&str; 25] = [
     "kernel-images",
     "trusted-owners",
     "trusted-groups",
@@ -24,6 +24,7 @@ pub const KEYS: [&str; 24] = [
     "allow-union",
     "max-images-per-call",
     "max-loop-devices",
+    "max-loop-devices-per-user",
     "max-launches-per-user",
     "max-launches-wait",
     "cache",
@@ -68,6 +69,18 @@ fn parse_count(v: &str, max: u64) -> Option<u64> {
         return None;
     }
     v.parse::<u64>().ok().filter(|&n| n <= max)
+}
+
+/// A positive count, or `N%` (1 to 100).
+fn parse_share(v: &str) -> Option<Share> {
+    match v.strip_suffix('%') {
+        Some(p) => parse_count(p, 100)
+            .filter(|&p| p > 0)
+            .map(|p| Share::Percent(p as u8)),
+        None => parse_count(v, 1 << 20)
+            .filter(|&n| n > 0)
+            .map(|n| Share::Count(n as u32)),
+    }
 }
 
 fn parse_threads(v: &str) -> Option<SquashfsThreads> {
@@ -207,6 +220,12 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
             "max-loop-devices" => parse_count(value, 1 << 20)
                 .map(|v| s.max_loop_devices = v as u32)
                 .ok_or_else(String::new),
+            "max-loop-devices-per-user" => parse_share(value)
+                .map(|v| s.max_loop_devices_per_user = v)
+                .ok_or_else(|| {
+                    "use a number such as 64, or a percentage of max-loop-devices such as 10%"
+                        .into()
+                }),
             "max-launches-per-user" => parse_count(value, 4096)
                 .filter(|&n| n > 0)
                 .map(|v| s.max_launches_per_user = v as u32)

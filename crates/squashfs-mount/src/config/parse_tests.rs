@@ -147,3 +147,25 @@ fn durations() {
     assert_eq!(parse_duration("1.5m"), None);
     assert_eq!(parse_duration("+5"), None);
 }
+
+#[test]
+fn loop_share_per_user() {
+    use crate::config::Share;
+    assert_eq!(
+        p("max-loop-devices-per-user = 5\n")
+            .0
+            .max_loop_devices_per_user,
+        Share::Count(5)
+    );
+    assert_eq!(
+        p("max-loop-devices-per-user = 25%\n")
+            .0
+            .max_loop_devices_per_user,
+        Share::Percent(25)
+    );
+    for bad in ["0", "0%", "101%", "x", "-1", "5 %"] {
+        let (s, problems) = p(&format!("max-loop-devices-per-user = {bad}\n"));
+        assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+        assert_eq!(s, Settings::default(), "{bad}");
+    }
+}

@@ -68,9 +68,9 @@ pub struct Mounted {
     pub mount_list: OsString,
     /// What `--verbose` reports: one line per image (which path, why).
     pub notes: Vec<String>,
-    /// A warning worth printing even without `--verbose` (the cache could
-    /// not be used although it should have been).
-    pub warning: Option<String>,
+    /// Warnings worth printing even without `--verbose` (the cache or the
+    /// loop-device budget could not be used as they should have been).
+    pub warnings: Vec<String>,
 }
 
 /// One opened image and the way it is mounted.
@@ -271,13 +271,12 @@ pub fn mount_all<C: Credentials>(
             list.push((opened[i].image.path.clone(), target.real.clone()));
         }
     }
-    let warning = kernel
+    let warnings = kernel
         .as_ref()
-        .and_then(|k| k.note())
-        .filter(|(serious, _)| *serious)
-        .map(|(_, w)| w.clone());
-    if let Some((_, note)) = kernel.as_ref().and_then(|k| k.note()) {
-        notes.push(note.clone());
+        .map(|k| k.warnings().to_vec())
+        .unwrap_or_default();
+    if let Some(k) = &kernel {
+        notes.extend(k.notes().iter().cloned());
     }
     let mount_list =
         environment::mount_list(list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
@@ -285,7 +284,7 @@ pub fn mount_all<C: Credentials>(
     Ok(Mounted {
         mount_list,
         notes,
-        warning,
+        warnings,
     })
 }
 

@@ -107,3 +107,72 @@ pub fn clear_capabilities() -> SysResult<()> {
         },
     )
 }
+
+/// Sets only the real uid (effective and saved stay). With the effective
+/// uid 0, any uid may be set.
+pub fn set_real_uid(uid: Uid) -> SysResult<()> {
+    rustix::thread::set_thread_res_uid(uid, None, None)
+}
+
+/// Held while the process holds something other users' launches wait on
+/// (see `shared_lock`): its real uid is 0, so that its caller can neither
+/// signal nor trace it (kill(2) and ptrace check the sender's ids against
+/// the target's real and saved uid, both 0 now; the process is also not
+/// dumpable), and the terminal's stop signals are blocked. Needs an
+/// effective uid of 0. Guards may overlap and be dropped in any order: the
+/// real uid and mask come back when the last one goes (a stop that arrived
+/// meanwhile then takes effect).
+pub struct OutOfReach {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// What the first guard of this thread changed: the real uid and mask to
+/// give back, and how many guards are alive.
+struct Reach {
+    depth: usize,
+    restore: Option<(Uid, super::SignalMask)>,
+}
+
+thread_local! {
+    static REACH: std::cell::RefCell<Reach> =
+        const { std::cell::RefCell::new(Reach { depth: 0, restore: None }) };
+}
+
+impl OutOfReach {
+    pub fn enter() -> SysResult<OutOfReach> {
+        REACH.with_borrow_mut(|r| {
+            if r.depth == 0 {
+                let mask = super::block_job_control()?;
+                let real = real_uid();
+                if let Err(e) = set_real_uid(Uid::ROOT) {
+                    mask.restore();
+                    return Err(e);
+                }
+                r.restore = Some((real, mask));
+            }
+            r.depth += 1;
+            Ok(OutOfReach {
+                _not_send: std::marker::PhantomData,
+            })
+        })
+    }
+}
+
+impl Drop for OutOfReach {
+    fn drop(&mut self) {
+        REACH.with_borrow_mut(|r| {
+            r.depth -= 1;
+            if r.depth > 0 {
+                return;
+            }
+            if let Some((real, mask)) = r.restore.take() {
+                // Cannot fail with an effective uid of 0. Were it to, the
+                // real uid would stay 0: the process would only stay out of
+                // its caller's reach, and the drop of privileges sets every
+                // id anyway.
+                let _ = set_real_uid(real);
+                mask.restore();
+            }
+        });
+    }
+}

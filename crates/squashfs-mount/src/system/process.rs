@@ -4,7 +4,7 @@
 use rustix::fs::{Mode, OFlags, CWD};
 use rustix::io::Errno;
 
-use super::SysResult;
+use super::{working_dir, SysResult};
 
 /// Total RAM in bytes (sysinfo, asked once per process: the kernel counts
 /// every block device's pages for it).
@@ -108,4 +108,62 @@ pub fn own_executable() -> SysResult<std::ffi::OsString> {
     use std::os::unix::ffi::OsStringExt;
     let target = rustix::fs::readlinkat(CWD, "/proc/self/exe", Vec::new())?;
     Ok(std::ffi::OsString::from_vec(target.into_bytes()))
+}
+
+/// Why the process `pid` cannot make progress now, when that is visible:
+/// stopped (SIGSTOP, ^Z), stopped by its tracer, or frozen by a cgroup
+/// freezer (v2 `cgroup.freeze`/`cgroup.events`, v1 `freezer.state`).
+/// None when it runs, sleeps, waits for I/O, is gone, or cannot be seen.
+pub fn stalled(pid: u32) -> Option<&'static str> {
+    let here = working_dir();
+    let (stat, _) = super::read_file_at(here, &format!("/proc/{pid}/stat"), 4096).ok()?;
+    let stat = String::from_utf8_lossy(&stat);
+    // "pid (comm) S ...": the state follows the last ')'.
+    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+    match state {
+        'T' => return Some("stopped"),
+        't' => return Some("stopped by a tracer"),
+        _ => {}
+    }
+    let (groups, _) = super::read_file_at(here, &format!("/proc/{pid}/cgroup"), 16 << 10).ok()?;
+    String::from_utf8_lossy(&groups)
+        .lines()
+        .any(frozen_cgroup)
+        .then_some("frozen by a cgroup freezer")
+}
+
+/// Whether the cgroup of one line of /proc/PID/cgroup is frozen.
+fn frozen_cgroup(line: &str) -> bool {
+    let mut parts = line.splitn(3, ':');
+    let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let read = |file: String| {
+        super::read_file_at(working_dir(), &file, 4096)
+            .map(|(t, _)| String::from_utf8_lossy(&t).into_owned())
+            .unwrap_or_default()
+    };
+    if controllers.is_empty() {
+        // cgroup v2: mounted on /sys/fs/cgroup, or beside v1 controllers
+        // on /sys/fs/cgroup/unified.
+        let base = if super::stat_at(working_dir(), "/sys/fs/cgroup/cgroup.controllers").is_ok() {
+            "/sys/fs/cgroup"
+        } else {
+            "/sys/fs/cgroup/unified"
+        };
+        let dir = format!("{base}{}", path.trim_end_matches('/'));
+        read(format!("{dir}/cgroup.freeze")).trim() == "1"
+            || read(format!("{dir}/cgroup.events"))
+                .lines()
+                .any(|l| l.trim() == "frozen 1")
+    } else if controllers.split(',').any(|c| c == "freezer") {
+        let state = read(format!(
+            "/sys/fs/cgroup/freezer{}/freezer.state",
+            path.trim_end_matches('/')
+        ));
+        matches!(state.trim(), "FROZEN" | "FREEZING")
+    } else {
+        false
+    }
 }

@@ -85,3 +85,43 @@ pub fn keep_callers_pipe_signal(command: &mut std::process::Command) {
         });
     }
 }
+
+/// The terminal's stop signals (^Z, background reads and writes), which the
+/// terminal sends to the foreground process group whoever its members are.
+const JOB_CONTROL: [libc::c_int; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// The calling thread's signal mask before [`block_job_control`].
+pub struct SignalMask(libc::sigset_t);
+
+/// Blocks SIGTSTP, SIGTTIN and SIGTTOU for the calling thread (a stop that
+/// arrives meanwhile waits until [`SignalMask::restore`]). Returns the mask
+/// before.
+pub fn block_job_control() -> super::SysResult<SignalMask> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before
+    // sigaddset and pthread_sigmask read it; `old` is written by
+    // pthread_sigmask before it is read. No handler is involved.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        for s in JOB_CONTROL {
+            libc::sigaddset(&mut block, s);
+        }
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        if rc != 0 {
+            return Err(rustix::io::Errno::from_raw_os_error(rc));
+        }
+        Ok(SignalMask(old))
+    }
+}
+
+impl SignalMask {
+    /// Gives the calling thread this mask again.
+    pub fn restore(&self) {
+        // SAFETY: the set was filled by pthread_sigmask in
+        // `block_job_control`; a null old-set pointer is allowed.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut());
+        }
+    }
+}

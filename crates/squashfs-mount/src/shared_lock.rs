@@ -1,0 +1,139 @@
+//! Locks that other users' launches wait on: the image cache's lock, the
+//! loop-device budget's, and the one that makes a launch wait for another
+//! launch making the same instance (single flight). No user may stall
+//! them (doc/threat-model.md, "Fairness"):
+//!
+//! - **the holder is out of its caller's reach**: from before it tries the
+//!   lock until it has released it, its real uid is 0, so its caller can
+//!   neither signal (SIGSTOP) nor trace it, and the terminal's stop signals
+//!   are blocked (`system::OutOfReach`). Waiting happens within reach: a
+//!   launch can always be interrupted while it only waits.
+//! - **a waiter trusts no holder**: when the lock is busy it looks at the
+//!   holders (/proc/locks); one that is stopped, stopped by a tracer or
+//!   frozen by a cgroup freezer (which a user with a delegated cgroup can
+//!   do to their own launches) will not release it in time, so the waiter
+//!   carries on at once without the lock; others are waited for, bounded.
+//! - the kernel releases a lock when its holder dies in any way.
+//!
+//! What "carry on without the lock" means is the caller's choice: a private
+//! instance instead of the cache, counting loop devices unlocked, making an
+//! instance another launch is making too.
+
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use crate::system::{self, LockKind, OutOfReach};
+
+/// First look at the holders after this many milliseconds of waiting, then
+/// again every [`LOOK_EVERY_MS`].
+const FIRST_LOOK_MS: u64 = 0;
+const LOOK_EVERY_MS: u64 = 100;
+
+/// Whether the holder is kept out of its caller's reach while it holds the
+/// lock: for locks held only across short work that reads no image (the
+/// cache, the loop budget). A lock held across I/O on an image (a claim of
+/// making an instance) stays within reach, so that a user can always end
+/// their own launch; its waiters do not wait for a stopped holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    Out,
+    Within,
+}
+
+/// A lock held on `F` (a lock file's fd, owned or borrowed) until dropped.
+pub struct Held<F: AsFd> {
+    fd: F,
+    _reach: Option<OutOfReach>,
+}
+
+impl<F: AsFd> Drop for Held<F> {
+    fn drop(&mut self) {
+        // Unlock first; `_reach` (dropped after this) then puts the
+        // process back within its caller's reach.
+        let _ = system::unlock(self.fd.as_fd());
+    }
+}
+
+/// Why a lock was not taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Busy {
+    /// A holder cannot release it in time.
+    Stalled { pid: u32, how: &'static str },
+    /// Held for longer than the wait allowed.
+    Timeout { waited_ms: u64 },
+    /// The lock could not be used at all.
+    Failed(system::Error),
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Busy::Stalled { pid, how } => write!(f, "it is held by process {pid}, which is {how}"),
+            Busy::Timeout { waited_ms } => {
+                write!(f, "it was busy for {:.1} s", *waited_ms as f64 / 1000.0)
+            }
+            Busy::Failed(e) => write!(f, "it cannot be locked: {e}"),
+        }
+    }
+}
+
+/// Takes `kind` on `fd`, waiting at most `timeout_ms` for holders that
+/// make progress and not at all for one that cannot. Needs an effective
+/// uid of 0 (call inside `as_root`). Returns how long it waited, in
+/// milliseconds, with the lock.
+pub fn take<F: AsFd>(
+    fd: F,
+    kind: LockKind,
+    reach: Reach,
+    timeout_ms: u64,
+) -> Result<(Held<F>, u64), Busy> {
+    let (mut waited, mut step, mut next_look) = (0u64, 1u64, FIRST_LOOK_MS);
+    loop {
+        let reach = enter(reach)?;
+        match system::try_lock(fd.as_fd(), kind) {
+            Ok(true) => return Ok((Held { fd, _reach: reach }, waited)),
+            Ok(false) => {}
+            Err(e) => return Err(Busy::Failed(e)),
+        }
+        drop(reach);
+        if waited >= next_look {
+            if let Some(stalled) = stalled_holder(fd.as_fd()) {
+                return Err(stalled);
+            }
+            next_look = waited + LOOK_EVERY_MS;
+        }
+        if waited >= timeout_ms {
+            return Err(Busy::Timeout { waited_ms: waited });
+        }
+        system::pause_millis(step);
+        waited += step;
+        step = (step * 2).min(16);
+    }
+}
+
+/// One attempt, without waiting or looking at holders: None when busy.
+pub fn try_take<F: AsFd>(fd: F, kind: LockKind, reach: Reach) -> Result<Option<Held<F>>, Busy> {
+    let reach = enter(reach)?;
+    match system::try_lock(fd.as_fd(), kind) {
+        Ok(true) => Ok(Some(Held { fd, _reach: reach })),
+        Ok(false) => Ok(None),
+        Err(e) => Err(Busy::Failed(e)),
+    }
+}
+
+fn enter(reach: Reach) -> Result<Option<OutOfReach>, Busy> {
+    match reach {
+        Reach::Out => OutOfReach::enter().map(Some).map_err(Busy::Failed),
+        Reach::Within => Ok(None),
+    }
+}
+
+/// A holder of the lock on `fd` that cannot make progress, if any.
+fn stalled_holder(fd: BorrowedFd<'_>) -> Option<Busy> {
+    let me = std::process::id();
+    let holders = system::lock_holders(fd).ok()?;
+    holders
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .find_map(|pid| system::stalled(pid).map(|how| Busy::Stalled { pid, how }))
+}
