@@ -95,11 +95,12 @@ fn a_huge_mountinfo_does_not_stop_eviction() {
 }
 
 /// `max-loop-devices` bounds the loop devices the tool attaches (every
-/// user's together), with a message that names it.
+/// user's together), with a message that names it. (The user's own share,
+/// `max-loop-devices-per-user`, is the whole here: tests/fairness.rs.)
 #[test]
 fn loop_devices_are_capped() {
     case(|fx| {
-        let _conf = site::config("max-loop-devices = 3\n");
+        let _conf = site::config("max-loop-devices = 3\nmax-loop-devices-per-user = 100%\n");
         let imgs = images(fx, "cap", 4);
         let mnts: Vec<PathBuf> = (0..4).map(|i| fx.mount_point(&format!("cap{i}"))).collect();
         let pairs: Vec<String> = imgs.iter().zip(&mnts).map(|(i, m)| pair(i, m)).collect();

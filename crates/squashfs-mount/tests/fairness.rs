@@ -1,0 +1,439 @@
+//! Fairness between users (issue 19, findings 1, 4 and 5): no user can
+//! stop or starve another user's launch through what launches share (the
+//! image cache's lock, the loop-device budget, the making of an instance).
+//! As unprivileged test users against the installed setuid binary; bounded
+//! in time; every process, configuration and cgroup made is undone.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqfsmnt_test_support::count::{attached_loops, loops_under};
+use sqfsmnt_test_support::users::{User, Users};
+use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+/// The lock files every user's launches share.
+const SHARED_LOCKS: [&str; 2] = ["/run/squashfs-mount/lock", "/run/squashfs-mount/loop-lock"];
+
+/// `MAJ:MIN:INO` of a file, as /proc/locks names it.
+fn lock_id(path: &str) -> Option<String> {
+    let m = fs::metadata(path).ok()?;
+    let dev = m.dev();
+    Some(format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        m.ino()
+    ))
+}
+
+/// The pids holding a lock on one of the files `ids`.
+fn holders(ids: &[String]) -> Vec<u32> {
+    fs::read_to_string("/proc/locks")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("->"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6 && ids.iter().any(|id| id == f[5])).then(|| f[4].parse().ok())?
+        })
+        .collect()
+}
+
+fn shared_lock_ids() -> Vec<String> {
+    SHARED_LOCKS.iter().filter_map(|p| lock_id(p)).collect()
+}
+
+fn state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+use std::os::unix::process::CommandExt;
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// User `a` launching in a loop, in a process group of its own: fresh
+/// private instances (the loop-device lock), cached launches of a fresh
+/// image each round (the cache lock, exclusively), and `--gc` (the same).
+/// It starts once its stdin is closed (after the caller put it where it
+/// wants it).
+fn adversary(fx: &Fixture, a: &User, imgs: &[PathBuf], m: &Path) -> Kill {
+    let list: Vec<String> = imgs.iter().map(|i| s(i)).collect();
+    let script = format!(
+        "read _ <&0 || true\n\
+         while :; do for i in {list}; do \
+           \"$SQM\" --no-cache \"$i:{m}\" -- true 2>/dev/null; \
+           \"$SQM\" \"$i:{m}\" -- true 2>/dev/null; \
+           \"$SQM\" --gc >/dev/null 2>&1; \
+         done; done",
+        list = list.join(" "),
+        m = s(m)
+    );
+    let child = a
+        .command("sh")
+        .args(["-c", &script])
+        .env("SQM", &fx.bin)
+        .current_dir(&fx.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("adversary");
+    Kill(child)
+}
+
+/// User `b`'s launches of a root image while the shared state may be held
+/// by a stalled process of another user: a cached launch and a private one
+/// both succeed within 1 s. Returns their stderr.
+fn others_are_served(fx: &Fixture, b: &User, img: &Path, m: &Path) -> Vec<String> {
+    let mut errs = Vec::new();
+    for cache in [true, false] {
+        let mut args = vec![];
+        if !cache {
+            args.push("--no-cache".to_string());
+        }
+        args.extend([pair(img, m), "--".into(), "true".into()]);
+        let started = Instant::now();
+        let out = b
+            .command(&fx.bin)
+            .args(&args)
+            .current_dir(&fx.root)
+            .stdin(Stdio::null())
+            .output()
+            .expect("b's launch");
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "user b's launch {args:?} failed: {err}"
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "user b's launch {args:?} took {took:?}: {err}"
+        );
+        errs.push(err);
+    }
+    errs
+}
+
+/// Finding 1: a user who stops (SIGSTOP) their own launch at the moment it
+/// holds the cache's or the loop devices' lock stalls nobody. The holder
+/// is out of its caller's reach (its real uid is 0 while it holds them):
+/// the stop is refused, or lands only once the lock is released.
+#[test]
+fn a_stopped_launch_holds_nothing_others_wait_on() {
+    case(|fx| {
+        let others = Users::create(1, false);
+        let b = others.first();
+        let imgs: Vec<PathBuf> = (0..4)
+            .map(|i| fx.image(&format!("stop{i}"), &[("n", &format!("{i}\n"))], ""))
+            .collect();
+        let img_b = fx.image("stop-b", &[("b", "b\n")], "");
+        let (ma, mb) = (fx.mount_point("stop-a"), fx.mount_point("stop-b"));
+        // The state directory and its locks exist before we watch them.
+        fx.run([pair(&img_b, &mb), "--".into(), "true".into()]).ok();
+        let ids = shared_lock_ids();
+        assert_eq!(ids.len(), 2, "{SHARED_LOCKS:?} were not made");
+        let mut a = adversary(fx, &fx.user, &imgs, &ma);
+        drop(a.0.stdin.take());
+        let (mut tried, mut stopped) = (0, 0);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && tried < 40 {
+            let Some(&pid) = holders(&ids).first() else {
+                continue;
+            };
+            tried += 1;
+            let kill = fx
+                .user
+                .command("kill")
+                .args(["-STOP", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .expect("kill");
+            if !kill.success() {
+                continue;
+            }
+            // Stopped: give the signal time to land, then look.
+            let t = Instant::now();
+            while state(pid).is_some_and(|c| c != 'T') && t.elapsed() < Duration::from_millis(200) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if state(pid) == Some('T') {
+                stopped += 1;
+                let still = holders(&ids).contains(&pid);
+                if !still {
+                    others_are_served(fx, b, &img_b, &mb);
+                }
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                assert!(
+                    !still,
+                    "user a stopped its launch {pid} while it held {SHARED_LOCKS:?}"
+                );
+            }
+        }
+        assert!(
+            tried >= 10,
+            "only {tried} launches of user a were seen holding a lock"
+        );
+        // Whatever was stopped, user b is served now.
+        others_are_served(fx, b, &img_b, &mb);
+        eprintln!("fairness: {tried} stops tried on lock holders, {stopped} landed after release");
+        drop(a);
+    });
+}
+
+/// A cgroup v2 of the test's own, whose freezer user `a` may use (as a
+/// delegated cgroup of a systemd user session is).
+struct Freezer {
+    dir: PathBuf,
+}
+
+impl Freezer {
+    fn make(a: &User) -> Option<Freezer> {
+        let base = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            .into_iter()
+            .find(|b| Path::new(b).join("cgroup.controllers").exists())?;
+        let dir = Path::new(base).join(format!("sqfsmnt-freeze-{}", std::process::id()));
+        fs::create_dir(&dir).ok()?;
+        if !dir.join("cgroup.freeze").exists() {
+            let _ = fs::remove_dir(&dir);
+            return None;
+        }
+        a.chown(&dir.join("cgroup.freeze"));
+        Some(Freezer { dir })
+    }
+
+    fn enter(&self, pid: u32) {
+        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).expect("move into the cgroup");
+    }
+
+    fn frozen(&self) -> bool {
+        fs::read_to_string(self.dir.join("cgroup.events"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == "frozen 1")
+    }
+
+    fn thaw(&self) {
+        let _ = fs::write(self.dir.join("cgroup.freeze"), "0");
+    }
+}
+
+impl Drop for Freezer {
+    fn drop(&mut self) {
+        self.thaw();
+        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        let t = Instant::now();
+        while fs::remove_dir(&self.dir).is_err() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Finding 1, the way signals cannot reach: a user with a cgroup of their
+/// own (systemd delegates one to every session) freezes it while their
+/// launch holds a shared lock. Other users' launches see the frozen holder,
+/// do not wait for it, and run (a private instance, one line saying why).
+#[test]
+fn a_frozen_launch_stalls_nobody() {
+    case(|fx| {
+        let Some(freezer) = Freezer::make(&fx.user) else {
+            loud_skip("a_frozen_launch_stalls_nobody: no cgroup v2 with cgroup.freeze here");
+            return;
+        };
+        let others = Users::create(1, false);
+        let b = others.first();
+        let imgs: Vec<PathBuf> = (0..4)
+            .map(|i| fx.image(&format!("frz{i}"), &[("n", &format!("{i}\n"))], ""))
+            .collect();
+        let img_b = fx.image("frz-b", &[("b", "b\n")], "");
+        let (ma, mb) = (fx.mount_point("frz-a"), fx.mount_point("frz-b"));
+        fx.run([pair(&img_b, &mb), "--".into(), "true".into()]).ok();
+        let ids = shared_lock_ids();
+        let mut a = adversary(fx, &fx.user, &imgs, &ma);
+        freezer.enter(a.0.id());
+        drop(a.0.stdin.take());
+        let (mut caught, mut tries) = (0, 0);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && caught < 3 && tries < 200 {
+            let Some(&pid) = holders(&ids).first() else {
+                continue;
+            };
+            tries += 1;
+            let froze = fx.user.sh(&format!(
+                "echo 1 > {}",
+                s(&freezer.dir.join("cgroup.freeze"))
+            ));
+            assert!(
+                froze.success(),
+                "user a cannot use its cgroup's freezer: {}",
+                froze.stderr()
+            );
+            let t = Instant::now();
+            while !freezer.frozen() && t.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if freezer.frozen() && holders(&ids).contains(&pid) {
+                caught += 1;
+                let errs = others_are_served(fx, b, &img_b, &mb);
+                let said = errs.iter().filter(|e| e.contains("frozen")).count();
+                assert!(said >= 1, "no launch said why it did not wait: {errs:?}");
+                for e in &errs {
+                    assert!(e.lines().count() <= 1, "more than one line: {e}");
+                }
+            }
+            freezer.thaw();
+        }
+        assert!(
+            caught >= 1,
+            "user a's launch was never frozen while holding a shared lock ({tries} tries)"
+        );
+        drop(a);
+        drop(freezer);
+    });
+}
+
+/// Finding 5: 128 concurrent cold launches of one image share one fresh
+/// instance: at no moment is more than one loop device backed by it.
+#[test]
+fn a_burst_of_cold_launches_attaches_one_loop_device() {
+    case(|fx| {
+        let _conf = site::config("max-launches-per-user = 128\n");
+        let img = fx.image("burst", &[("x", "x\n")], "");
+        let m = fx.mount_point("burst");
+        let path = s(&img);
+        let done = Arc::new(AtomicBool::new(false));
+        let most = Arc::new(AtomicUsize::new(0));
+        let sampler = {
+            let (done, most, path) = (done.clone(), most.clone(), path.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    let n = attached_loops().iter().filter(|(_, f)| *f == path).count();
+                    most.fetch_max(n, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            })
+        };
+        let launches: Vec<Child> = (0..128)
+            .map(|_| {
+                fx.user_cmd([pair(&img, &m), "--".into(), "cat".into(), s(&m.join("x"))])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("launch")
+            })
+            .collect();
+        let mut failed = Vec::new();
+        for c in launches {
+            let out = c.wait_with_output().expect("wait");
+            if !out.status.success() || out.stdout != b"x\n" || !out.stderr.is_empty() {
+                failed.push(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        assert!(
+            failed.is_empty(),
+            "{} launches failed or spoke: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(3)]
+        );
+        let most = most.load(Ordering::Relaxed);
+        assert!(most >= 1, "the sampler never saw the image's loop device");
+        assert_eq!(
+            most, 1,
+            "{most} loop devices were backed by the image at once"
+        );
+        assert_eq!(loops_under(&img).len(), 1, "the cache keeps one instance");
+    });
+}
+
+/// Finding 4: one user's private instances are capped by their share
+/// (`max-loop-devices-per-user`), with a refusal that names it; another
+/// user's launches are not affected.
+#[test]
+fn each_user_has_a_share_of_the_loop_devices() {
+    case(|fx| {
+        let _conf = site::config("max-loop-devices-per-user = 2\n");
+        let img = fx.image("share", &[("x", "x\n")], "");
+        let m = fx.mount_point("share");
+        let hold = |u: &User| {
+            let c = u
+                .command(&fx.bin)
+                .args([
+                    "--no-cache".into(),
+                    pair(&img, &m),
+                    "--".into(),
+                    "sleep".into(),
+                    "60".into(),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .expect("launch");
+            Kill(c)
+        };
+        let held = [hold(&fx.user), hold(&fx.user)];
+        let t = Instant::now();
+        while loops_under(&img).len() < 2 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            loops_under(&img).len(),
+            2,
+            "two private instances of user a"
+        );
+        fx.run([
+            "--no-cache".into(),
+            pair(&img, &m),
+            "--".into(),
+            "true".into(),
+        ])
+        .refused(&["max-loop-devices-per-user", "2"]);
+        // The cache is not the user's share: a cached launch works.
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let others = Users::create(1, false);
+        let out = others
+            .first()
+            .command(&fx.bin)
+            .args([
+                "--no-cache".into(),
+                pair(&img, &m),
+                "--".into(),
+                "true".into(),
+            ])
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        drop(held);
+    });
+}
