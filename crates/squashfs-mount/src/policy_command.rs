@@ -74,7 +74,7 @@ pub fn run(images: &[OsString]) -> Result<(), Failure> {
                 let subject = given.to_string_lossy();
                 let line = match Image::open(&privileges, given, &subject) {
                     Ok(img) => {
-                        let (prov, _) = img.provenance(&privileges, caller.uid.as_raw());
+                        let (prov, _) = img.provenance(&privileges, &caller);
                         let route = settings.policy.route(&prov);
                         format!(
                             "{}: {} ({})\n",

@@ -314,7 +314,6 @@ fn open_and_route<C: Credentials>(
     plan: &Plan,
     ctx: &Context<'_>,
 ) -> Result<Routed, Failure> {
-    let caller_uid = creds.caller().uid.as_raw();
     let (mut opened, mut notes) = (Vec::new(), Vec::new());
     let mut index: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     let mut layers = Vec::with_capacity(plan.mounts.len());
@@ -332,7 +331,7 @@ fn open_and_route<C: Credentials>(
             let (kernel, public, why) = if ctx.rootless {
                 (false, false, "rootless mode: no kernel path".to_string())
             } else {
-                let (prov, public) = img.provenance(creds, caller_uid);
+                let (prov, public) = img.provenance(creds, creds.caller());
                 let route = ctx.settings.policy.route(&prov);
                 (route.kernel, public, route.reason)
             };

@@ -350,6 +350,31 @@ pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
     ))
 }
 
+/// The POSIX access ACL (`system.posix_acl_access`) of the inode `fd`
+/// refers to, an O_PATH fd too; None when it has none (or the file system
+/// has no ACLs). ERANGE when it is larger than 4 KiB.
+pub fn access_acl(fd: BorrowedFd<'_>) -> SysResult<Option<Vec<u8>>> {
+    const NAME: &str = "system.posix_acl_access";
+    let mut buf = vec![0u8; 4096];
+    let got = match rustix::fs::fgetxattr(fd, NAME, &mut buf[..]) {
+        // An O_PATH fd: through its magic link, which resolves to the same
+        // inode.
+        Err(Errno::BADF) => {
+            let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
+            rustix::fs::getxattr(link.as_str(), NAME, &mut buf[..])
+        }
+        other => other,
+    };
+    match got {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        Err(Errno::NODATA | Errno::NOTSUP) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The id of the mount `fd` is on (statx STATX_MNT_ID), as in mountinfo's
 /// first field.
 pub fn mount_id(fd: BorrowedFd<'_>) -> SysResult<u64> {
