@@ -98,7 +98,10 @@ mod tests {
             (0x20, 5, OBJ),
         ]);
         let w = writers(&acl);
-        assert_eq!((w.users, w.groups, w.unknown), (vec![1000], vec![300], false));
+        assert_eq!(
+            (w.users, w.groups, w.unknown),
+            (vec![1000], vec![300], false)
+        );
         // A mask without write: nobody named can write.
         let masked = encode(&[(0x01, 7, OBJ), (USER, 7, 1000), (MASK, 5, OBJ)]);
         assert_eq!(writers(&masked), AclWriters::default());

@@ -123,29 +123,49 @@ impl Image {
     /// (walked from `/` without following symlinks, and checked to lead to
     /// this very file), what the kernel says the caller may write, whether
     /// a FUSE server provides it, and whether its path is open to everyone.
-    pub fn provenance(&self, _as_caller: &impl ActingAsCaller, caller: &Caller) -> (Provenance, bool) {
+    pub fn provenance(
+        &self,
+        _as_caller: &impl ActingAsCaller,
+        caller: &Caller,
+    ) -> (Provenance, bool) {
         let fd = self.fd.as_fd();
         // Root may write everything: the kernel's answer says nothing then.
         let ask = (caller.uid.as_raw() != 0).then_some(caller.uid.as_raw());
-        let walk = walk_path(&self.path, &self.id, ask);
-        let prov = Provenance {
-            real_path: self.path.clone(),
-            file: writers(fd, &self.id),
-            dirs: walk.dirs,
-            caller: CallerAccess {
-                uid: caller.uid.as_raw(),
-                gids: caller.all_gids(),
-                can_write_file: ask.is_some() && system::may_write(fd).unwrap_or(true),
-                writable_dir: walk.caller_writable_dir,
-            },
-            user_filesystem: on_user_filesystem(fd),
-            path_unverified: !walk.verified,
-        };
-        // Its path is no secret when every directory on it lets anyone pass
-        // (the file's own mode does not hide its name).
-        let public = walk.verified && walk.searchable_by_all;
+        let (mut prov, public) = facts(fd, &self.path, &self.id, ask);
+        prov.caller.uid = caller.uid.as_raw();
+        prov.caller.gids = caller.all_gids();
+        prov.caller.can_write_file = ask.is_some() && system::may_write(fd).unwrap_or(true);
         (prov, public)
     }
+}
+
+/// Who can change the file `fd` (named `real` by the kernel, with
+/// metadata `id`) and every directory on its path, judged as for an image
+/// (the caller's part left empty).
+pub fn provenance_of(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId) -> Provenance {
+    facts(fd, real, id, None).0
+}
+
+/// The facts of [`Image::provenance`], and whether the path is open to
+/// everyone; with `ask` (the caller's uid), the first directory where the
+/// kernel lets the caller replace the entry on the path.
+fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<u32>) -> (Provenance, bool) {
+    let walk = walk_path(real, id, ask);
+    let prov = Provenance {
+        real_path: real.to_owned(),
+        file: writers(fd, id),
+        dirs: walk.dirs,
+        caller: CallerAccess {
+            writable_dir: walk.caller_writable_dir,
+            ..CallerAccess::default()
+        },
+        user_filesystem: on_user_filesystem(fd),
+        path_unverified: !walk.verified,
+    };
+    // Its path is no secret when every directory on it lets anyone pass
+    // (the file's own mode does not hide its name).
+    let public = walk.verified && walk.searchable_by_all;
+    (prov, public)
 }
 
 /// Who can change the inode `fd` (owner, group, mode, ACL); an ACL that
@@ -229,7 +249,14 @@ fn walk_path(real: &OsStr, id: &FileId, ask: Option<u32>) -> Walk {
 
 /// Notes the directory `dir` (named `path`) and who can change it, given
 /// the owner of its entry on the path (`entry_uid`).
-fn note(walk: &mut Walk, dir: &OwnedFd, st: &FileId, entry_uid: u32, path: &[u8], ask: Option<u32>) {
+fn note(
+    walk: &mut Walk,
+    dir: &OwnedFd,
+    st: &FileId,
+    entry_uid: u32,
+    path: &[u8],
+    ask: Option<u32>,
+) {
     if st.mode & 0o001 == 0 {
         walk.searchable_by_all = false;
     }

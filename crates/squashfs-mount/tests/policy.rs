@@ -75,7 +75,10 @@ fn with_no_configuration_own_images_go_to_fuse_and_roots_to_the_kernel() {
         );
         // --policy says the same, with the reason.
         let line = policy_line(fx, &own);
-        assert!(line.contains("FUSE") && line.contains("write"), "{line}");
+        assert!(
+            line.contains("FUSE") && line.contains(&format!("owned by uid {}", fx.uid)),
+            "{line}"
+        );
         let line = policy_line(fx, &rooted(fx));
         assert!(
             line.contains("kernel") && line.contains("trusted-owners"),
@@ -391,9 +394,17 @@ fn swapping_the_image_or_a_directory_while_launching_never_fools_the_decision() 
 /// `squashfs-mount --policy IMAGE` as user A (the case's user), as another
 /// user B and as root: whether each would mount it with the kernel, and
 /// B's line (with the reasons).
-fn verdicts(fx: &Fixture, b: &sqfsmnt_test_support::users::User, image: &Path) -> ([bool; 3], String) {
+fn verdicts(
+    fx: &Fixture,
+    b: &sqfsmnt_test_support::users::User,
+    image: &Path,
+) -> ([bool; 3], String) {
     let line_of = |out: std::process::Output| {
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.lines()
             .find(|l| l.starts_with(&format!("{}:", image.display())))
@@ -408,7 +419,10 @@ fn verdicts(fx: &Fixture, b: &sqfsmnt_test_support::users::User, image: &Path) -
         policy(b.command(&fx.bin)),
         policy(std::process::Command::new(&fx.bin)),
     ];
-    (lines.clone().map(|l| l.contains(": kernel (")), lines[1].clone())
+    (
+        lines.clone().map(|l| l.contains(": kernel (")),
+        lines[1].clone(),
+    )
 }
 
 /// Gives `uid` read and write on `path` through its POSIX access ACL
@@ -470,17 +484,35 @@ fn trust_is_the_same_for_every_caller() {
         assert!(why.contains(&format!("owned by uid {}", fx.uid)), "{why}");
         let (seen, why) = verdicts(fx, b, &planted);
         assert_eq!(seen, [false; 3], "root's image in A's directory: {why}");
-        assert!(why.contains(&s(&top.join("a"))) && why.contains("replace"), "{why}");
+        assert!(
+            why.contains(&s(&top.join("a"))) && why.contains("replace"),
+            "{why}"
+        );
         // Mounted by B: FUSE, read from inside the command.
         let m = fx.mount_point("every");
         let out = b
             .command(&fx.bin)
-            .args([pair(&own, &m), "--".into(), "stat".into(), "-f".into(), "-c".into(), "%T".into(), s(&m)])
+            .args([
+                pair(&own, &m),
+                "--".into(),
+                "stat".into(),
+                "-f".into(),
+                "-c".into(),
+                "%T".into(),
+                s(&m),
+            ])
             .current_dir(&fx.root)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8_lossy(&out.stdout).starts_with("fuse"), "{out:?}");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("fuse"),
+            "{out:?}"
+        );
 
         // Root's image in a directory of root's that group gid2 (A's
         // supplementary group) can write.
@@ -511,5 +543,61 @@ fn trust_is_the_same_for_every_caller() {
         assert_eq!(seen, [false; 3], "{why}");
         assert!(why.contains(&format!("uid {} (its ACL)", b.uid)), "{why}");
         fs::remove_dir_all(&top).unwrap();
+    });
+}
+
+/// Issue 19, finding 6: a FUSE mount made by this tool never counts as
+/// root's file system. Root launches a user's image (FUSE: its bytes are
+/// the user's); from inside, root's `--policy` and a real launch of a
+/// valid image packed inside it both take the FUSE path, never the kernel.
+#[test]
+fn an_image_inside_this_tools_fuse_mount_is_never_roots() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let inner = fx.image("nested-inner", &[("which", "inner\n")], "");
+        let built = fx.image("nested-outer", &[], &format!("cp {} inner.sqfs", s(&inner)));
+        let outer = fx.path("user/outer.sqfs");
+        fs::copy(&built, &outer).unwrap();
+        fx.user.chown(&outer);
+        let (m, m2) = (fx.mount_point("outer"), fx.mount_point("nested"));
+        let nested = m.join("inner.sqfs");
+        let script = format!(
+            "stat -f -c %T {m}; {bin} --policy {n}; {bin} --verbose {n}:{m2} -- stat -f -c %T {m2}",
+            m = s(&m),
+            m2 = s(&m2),
+            n = s(&nested),
+            bin = s(&fx.bin)
+        );
+        let r = sqfsmnt_test_support::cmd::run(
+            std::process::Command::new(&fx.bin)
+                .args([
+                    pair(&outer, &m),
+                    "--".into(),
+                    "sh".into(),
+                    "-c".into(),
+                    script,
+                ])
+                .current_dir(&fx.root),
+        );
+        assert!(r.success(), "{}", r.stderr());
+        let out = r.stdout();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("fuse"),
+            "root's launch of the user's image: {out}"
+        );
+        let policy = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{}:", nested.display())))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            policy.contains(": FUSE (") && policy.contains("FUSE file system"),
+            "{policy}"
+        );
+        assert!(
+            lines.last().unwrap().starts_with("fuse"),
+            "the nested launch: {out}"
+        );
+        assert!(r.stderr().contains(": FUSE ("), "{}", r.stderr());
     });
 }

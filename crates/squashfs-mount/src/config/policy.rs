@@ -5,8 +5,8 @@
 
 use std::ffi::OsString;
 
-use crate::paths;
 pub use super::trust::Provenance;
+use crate::paths;
 
 /// Which images the kernel's squashfs driver may mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -162,16 +162,19 @@ impl Policy {
     }
 
     /// What the kernel says the caller could change although the modes and
-    /// ACLs above did not show it (another mechanism: an NFSv4 ACL, a
-    /// network file system's own rules). Asked only for callers who are
-    /// not trusted themselves.
+    /// ACLs did not show it (another mechanism: an NFSv4 ACL, a network
+    /// file system's own rules): asked only when nothing else was found,
+    /// for callers who are not trusted themselves.
     fn caller_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
         let c = &p.caller;
-        if self.caller_trusted(c) {
+        if !out.is_empty() || self.caller_trusted(c) {
             return;
         }
         if c.can_write_file {
-            out.push("you can write the file (the kernel says so; its mode and ACL do not show why)".into());
+            out.push(
+                "you can write the file (the kernel says so; its mode and ACL do not show why)"
+                    .into(),
+            );
         }
         if let Some(d) = &c.writable_dir {
             out.push(format!(
@@ -185,8 +188,15 @@ impl Policy {
     fn restriction_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
         let within = |d: &OsString| paths::is_within(&p.real_path, d);
         if !self.trusted_dirs.is_empty() && !self.trusted_dirs.iter().any(within) {
-            let list: Vec<_> = self.trusted_dirs.iter().map(|d| d.to_string_lossy()).collect();
-            out.push(format!("it is not below {} (trusted-dirs)", list.join(", ")));
+            let list: Vec<_> = self
+                .trusted_dirs
+                .iter()
+                .map(|d| d.to_string_lossy())
+                .collect();
+            out.push(format!(
+                "it is not below {} (trusted-dirs)",
+                list.join(", ")
+            ));
         }
         let all = self.trusted_match == TrustedMatch::All;
         if all && !self.trusted_groups.is_empty() && !self.group_trusted(p.file.gid) {

@@ -75,8 +75,16 @@ fn a_users_image_below_a_trusted_directory_is_fuse_for_every_caller() {
     own.file = writers(A, A, 0o644);
     own.caller.can_write_file = true;
     assert_eq!(for_everyone(&p, &own), [false; 3]);
-    let why = p.route(&Provenance { caller: CallerAccess::default(), ..own.clone() }).reason;
-    assert!(why.contains("owned by uid 1000") && why.contains("/apps/a"), "{why}");
+    let why = p
+        .route(&Provenance {
+            caller: CallerAccess::default(),
+            ..own.clone()
+        })
+        .reason;
+    assert!(
+        why.contains("owned by uid 1000") && why.contains("/apps/a"),
+        "{why}"
+    );
     // Root's file in that directory: A can replace it.
     own.file = writers(0, 0, 0o644);
     own.caller.can_write_file = false;
@@ -144,7 +152,10 @@ fn acl_writers_must_be_trusted() {
     let mut p = prov(A);
     p.dirs[1].writers.acl.users = vec![B];
     let why = g.route(&p).reason;
-    assert!(!g.route(&p).kernel && why.contains("/apps") && why.contains("uid 1001"), "{why}");
+    assert!(
+        !g.route(&p).kernel && why.contains("/apps") && why.contains("uid 1001"),
+        "{why}"
+    );
 }
 
 #[test]
