@@ -1,14 +1,16 @@
 //! The FUSE path: an image the site policy does not trust for the kernel's
 //! squashfs driver is served by `squashfs-mount-fuse`, a userspace reader
-//! that runs with the caller's credentials (never root unless the caller
-//! is), reading the fd the caller opened. The mount is made here
+//! that runs as the caller in every way (credentials, resource limits, not
+//! dumpable; never root unless the caller is), on a `/dev/fuse` the caller
+//! opened, reading the fd the caller opened. The mount is made here
 //! (read-only, nosuid, nodev, `default_permissions` so that the kernel
 //! checks modes as for the kernel path, `allow_other` so that overlayfs and
-//! root's lookups of nested mount points reach it; it lives in the
-//! command's private namespace only). The server lives exactly as long as
-//! the mount: when the last reference to it goes (the command's namespace
-//! ends) its connection ends and it exits; it also exits when the process
-//! it watches (the launch, which becomes the command) does.
+//! root's lookups of nested mount points reach it, type
+//! `fuse.squashfs-mount` with an opaque source; it lives in the command's
+//! private namespace only). The server lives exactly as long as the mount:
+//! when the last reference to it goes (the command's namespace ends) its
+//! connection ends and it exits; it also exits when the process it watches
+//! (the launch, which becomes the command) does.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

@@ -126,9 +126,9 @@ impl Prepared {
 pub fn spawn_detached(h: &Helper<'_>) -> SysResult<OwnedFd> {
     let p = Prepared::new(h);
     // The intermediate child sends the helper's pid on `pid`, then waits
-    // for a byte on `ack`: until then the helper is its child (alive or a
+    // for EOF on `ack`: until then the helper is its child (alive or a
     // zombie), so the pid cannot name another process when the pidfd is
-    // opened.
+    // opened. (The helper closes its copies of both pipes first thing.)
     let (pid_read, pid_write) = pipe()?;
     let (ack_read, ack_write) = pipe()?;
     let ends = [
@@ -154,7 +154,8 @@ pub fn spawn_detached(h: &Helper<'_>) -> SysResult<OwnedFd> {
         let pid = rustix::process::Pid::from_raw(pid).ok_or(Errno::SRCH)?;
         rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
     });
-    let _ = rustix::io::write(&ack_write, &[1]);
+    // EOF, not a byte: a write to a pipe whose reader is gone would raise
+    // SIGPIPE, which slurmstepd may not ignore.
     drop(ack_write);
     let mut status = 0;
     // SAFETY: waits for the intermediate child we just forked; `status` is
@@ -182,9 +183,9 @@ fn read_pid(fd: BorrowedFd<'_>) -> SysResult<i32> {
     Ok(i32::from_ne_bytes(buf))
 }
 
-/// The intermediate child: forks the helper, sends its pid, waits for the
-/// parent's byte (or EOF) and exits. `ends`: the pid pipe's read and write
-/// ends, the ack pipe's read and write ends.
+/// The intermediate child: forks the helper, sends its pid, waits for EOF
+/// on the ack pipe (the parent has the pidfd) and exits. `ends`: the pid
+/// pipe's read and write ends, the ack pipe's read and write ends.
 ///
 /// # Safety
 /// Only in a child just forked: raw system calls on prepared memory.
@@ -198,7 +199,8 @@ unsafe fn intermediate(p: &Prepared, ends: [RawFd; 4]) -> ! {
     // SAFETY: fork in a single-threaded child.
     let helper = unsafe { libc::fork() };
     if helper == 0 {
-        // SAFETY: the helper: close the pipes, then `helper` (raw calls).
+        // SAFETY: the helper: closes the pipes, then `exec_helper` (raw
+        // calls only).
         unsafe {
             libc::close(pid_write);
             libc::close(ack_read);
