@@ -19,7 +19,7 @@ use server::{End, Fs};
 type FileFs = Fs<FileSource>;
 
 const USAGE: &str = "\
-usage: squashfs-mount-fuse --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--owner UID:GID] [--name NAME]
+usage: squashfs-mount-fuse [--run-as UID:GID:GROUPS] --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--owner UID:GID] [--name NAME]
        squashfs-mount-fuse --mount IMAGE DIR [--threads T] [-- COMMAND [ARGS...]]
 
 Serves a SquashFS image read-only over FUSE, in userspace, with the
@@ -29,6 +29,9 @@ structure is checked; corruption makes the affected operations fail with EIO.
 The first form is how squashfs-mount runs it (installed as
 <prefix>/lib/squashfs-mount/squashfs-mount-fuse): squashfs-mount creates the
 FUSE mount and passes the inherited descriptors:
+  --run-as U:G:GS   first, when started as root: become uid U, gid G and
+                    groups GS (comma-separated) for good, not dumpable,
+                    with no_new_privs, before anything else
   --fuse-fd N       the /dev/fuse descriptor of the mount
   --image-fd M      the image, opened for reading
   --ready-fd R      receives one line once the image is checked: 'ready' or
@@ -38,7 +41,8 @@ FUSE mount and passes the inherited descriptors:
   --owner UID:GID   show every file as owned by UID:GID (rootless mode: the
                     user namespace maps no other ids, and a writable layer
                     must copy files up with ids it maps)
-  --name NAME       the image's path, for messages
+  --name NAME       the image's name in messages (default: the path of the
+                    image descriptor, which other users cannot see)
 It serves until the file system is unmounted or the watched process exits,
 then exits 0. Nothing is printed unless the image turns out to be corrupt.
 
@@ -74,7 +78,11 @@ fn parse_args() -> Result<Args, String> {
         mount: None,
         command: Vec::new(),
     };
-    let mut it = std::env::args_os().skip(1);
+    let mut it = std::env::args_os().skip(1).peekable();
+    // Done by `become_caller` before anything else.
+    if it.peek().is_some_and(|a| a == "--run-as") {
+        it.nth(1);
+    }
     let num = |v: Option<std::ffi::OsString>, opt: &str| -> Result<i32, String> {
         let v = v.ok_or_else(|| format!("{opt} needs a value"))?;
         v.to_str()
@@ -105,6 +113,7 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or_else(|| format!("--owner: not UID:GID: {v}"))?;
                 a.owner = Some((u, g));
             }
+            "--run-as" => return Err("--run-as must come first".into()),
             "--name" => {
                 a.name = Some(
                     it.next()
@@ -221,9 +230,15 @@ fn serve_fds(a: Args) -> ExitCode {
     };
     let ready = File::from(adopt(ready, "--ready-fd"));
     let fuse = adopt(fuse, "--fuse-fd");
+    // The image's path for messages, from the kernel, not the command
+    // line (which every user can read).
+    let name = a.name.clone().unwrap_or_else(|| {
+        std::fs::read_link(format!("/proc/self/fd/{image}"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "image".into())
+    });
     let image = File::from(adopt(image, "--image-fd"));
     let watch = a.watch_pidfd.map(|n| adopt(n, "--watch-pidfd"));
-    let name = a.name.clone().unwrap_or_else(|| "image".into());
     let archive = FileSource::new(image)
         .map_err(|e| FormatError::Io(e.to_string()))
         .and_then(Archive::open);
@@ -348,7 +363,34 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
     }
 }
 
+/// `--run-as UID:GID:GROUPS` (only as the first argument): started as
+/// root by squashfs-mount, become the caller before reading any input.
+fn become_caller() -> Result<(), String> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|a| a != "--run-as") {
+        return Ok(());
+    }
+    let spec = args.next().ok_or("--run-as needs UID:GID:GROUPS")?;
+    let spec = spec.to_string_lossy();
+    let bad = || format!("--run-as: not UID:GID:GROUPS: {spec}");
+    let mut parts = spec.splitn(3, ':');
+    let mut id = || parts.next().and_then(|v| v.parse::<u32>().ok());
+    let (uid, gid) = (id().ok_or_else(bad)?, id().ok_or_else(bad)?);
+    let groups = parts.next().ok_or_else(bad)?;
+    let groups: Vec<u32> = groups
+        .split(',')
+        .filter(|g| !g.is_empty())
+        .map(|g| g.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    sys::become_user(uid, gid, &groups)
+}
+
 fn main() -> ExitCode {
+    if let Err(e) = become_caller() {
+        eprintln!("squashfs-mount-fuse: {e}");
+        return ExitCode::from(126);
+    }
+    sys::set_process_name();
     let a = match parse_args() {
         Ok(a) => a,
         Err(e) => {

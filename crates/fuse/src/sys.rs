@@ -1,7 +1,7 @@
-//! The few operations that need `unsafe`: adopting inherited file
-//! descriptors, the FUSE_DEV_IOC_CLONE ioctl, and waiting for SIGINT,
-//! SIGTERM or SIGHUP in `--mount` mode. Everything else goes
-//! through rustix's safe wrappers.
+//! The server's system calls beyond plain I/O: becoming the caller when
+//! started as root, adopting inherited file descriptors, the
+//! FUSE_DEV_IOC_CLONE ioctl, and waiting for SIGINT, SIGTERM or SIGHUP in
+//! `--mount` mode.
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 
@@ -77,4 +77,89 @@ pub fn wait_termination() {
     // SAFETY: `set` is initialised and `sig` is a valid place for the
     // signal number.
     while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+}
+
+/// Becomes `uid`:`gid` with `groups` for good, from root, before anything
+/// else runs (squashfs-mount starts the server as root, so that the caller
+/// can never trace it, write its memory or take its /dev/fuse descriptor):
+/// not dumpable first; every id change makes the process as dumpable as
+/// fs.suid_dumpable says (1: dumpable), so the saved uid stays root (which
+/// alone denies the caller ptrace) until it is not dumpable again. Then no
+/// capability, no_new_privs, and all of it verified. The process must be
+/// single-threaded (the calls are per thread).
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+    use rustix::process::{set_dumpable_behavior, DumpableBehavior, Gid, Uid};
+    use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
+    let step = |what: &str, r: rustix::io::Result<()>| r.map_err(|e| format!("{what}: {e}"));
+    let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    let gids: Vec<Gid> = groups.iter().map(|&g| Gid::from_raw(g)).collect();
+    let not_dumpable = || set_dumpable_behavior(DumpableBehavior::NotDumpable);
+    step("prctl(PR_SET_DUMPABLE)", not_dumpable())?;
+    step("setgroups", set_thread_groups(&gids))?;
+    step("setresgid", set_thread_res_gid(g, g, g))?;
+    step("setresuid", set_thread_res_uid(u, u, Uid::ROOT))?;
+    step("prctl(PR_SET_DUMPABLE)", not_dumpable())?;
+    step("setresuid", set_thread_res_uid(u, u, u))?;
+    step("capset", clear_capabilities())?;
+    step(
+        "prctl(PR_SET_NO_NEW_PRIVS)",
+        rustix::thread::set_no_new_privs(true),
+    )?;
+    verify_user(uid, gid, groups)
+}
+
+fn clear_capabilities() -> rustix::io::Result<()> {
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    rustix::thread::set_capabilities(
+        None,
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )
+}
+
+/// Checks what [`become_user`] did: all ids, the groups, no capability,
+/// not dumpable, no_new_privs.
+fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    let (mut rg, mut eg, mut sg) = (0, 0, 0);
+    // SAFETY: getresuid and getresgid write three ids each through valid,
+    // exclusive pointers to locals; they have no other effect.
+    let rc = unsafe {
+        libc::getresuid(&mut r, &mut e, &mut s) | libc::getresgid(&mut rg, &mut eg, &mut sg)
+    };
+    let mut have: Vec<u32> = rustix::process::getgroups()
+        .map_err(|e| format!("getgroups: {e}"))?
+        .iter()
+        .map(|g| g.as_raw())
+        .collect();
+    let mut want = groups.to_vec();
+    have.sort_unstable();
+    want.sort_unstable();
+    let caps = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    let ok = rc == 0
+        && [r, e, s] == [uid; 3]
+        && [rg, eg, sg] == [gid; 3]
+        && have == want
+        && caps.permitted.is_empty()
+        && caps.effective.is_empty()
+        && rustix::process::dumpable_behavior().ok()
+            == Some(rustix::process::DumpableBehavior::NotDumpable)
+        && rustix::thread::no_new_privs().unwrap_or(false);
+    if ok {
+        Ok(())
+    } else {
+        Err(
+            "the server's credentials are not the caller's after the switch; refusing to serve"
+                .into(),
+        )
+    }
+}
+
+/// Names the process (its comm, 15 bytes at most) whatever the kernel
+/// made of an exec by fd.
+pub fn set_process_name() {
+    let _ = rustix::thread::set_name(c"squashfs-mount-");
 }

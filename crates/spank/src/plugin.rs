@@ -8,7 +8,8 @@
 //! |                      | as the user; refuse the job on error       | UENV_MOUNT_LIST; keep an error for the tasks |
 //! | task_init_privileged | -                                          | join the namespace, no_new_privs; or report  |
 //! |                      |                                            | the step's error and fail the task           |
-//! | exit                 | -                                          | close the namespace fd                       |
+//! | exit                 | -                                          | kill the step's FUSE servers; close the      |
+//! |                      |                                            | namespace fd                                 |
 //!
 //! Why errors wait for the tasks: a failing `init_post_opt` in slurmstepd
 //! reaches the user only as "launch failed: Plugin initialization failed",
@@ -255,9 +256,12 @@ pub fn task_init_privileged(spank: &Spank) -> Result<(), ()> {
 
 pub fn exit(_spank: &Spank) -> Result<(), ()> {
     if spank_api::context() == Context::Remote {
-        // Closing the namespace fd lets the namespace, its mounts and the
-        // autoclear loop devices go as soon as the last task has exited.
-        *lock(&STEP) = Step::Nothing;
+        // The step's FUSE servers go now; closing the namespace fd lets the
+        // namespace, its mounts and the autoclear loop devices go as soon
+        // as the last task has exited.
+        if let Step::Ready(prepared) = std::mem::replace(&mut *lock(&STEP), Step::Nothing) {
+            prepared.end();
+        }
     }
     Ok(())
 }

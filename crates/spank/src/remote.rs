@@ -29,7 +29,7 @@
 //! allow-listed mount points (nothing under /etc, /lib, /usr...) are allowed.
 
 use std::ffi::OsString;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use squashfs_mount::cli::RunRequest;
 use squashfs_mount::config::{self, Settings};
@@ -56,6 +56,24 @@ pub struct Prepared {
     pub namespace: OwnedFd,
     /// `UENV_MOUNT_LIST` for the tasks.
     pub mount_list: OsString,
+    /// Pidfds of the FUSE servers started for the step.
+    pub servers: Vec<OwnedFd>,
+}
+
+impl Prepared {
+    /// The step is over: its FUSE servers are killed, whatever the tasks
+    /// did to them. A server normally exits by itself once the step's
+    /// namespace is gone, but one a task stopped (SIGSTOP) cannot, and it
+    /// is no process of the step for Slurm's process tracking where that
+    /// follows parents (proctrack/linuxproc: the server's parent exited,
+    /// it belongs to PID 1). Dropping the value then closes the namespace
+    /// fd: the namespace, its mounts and the autoclear loop devices go
+    /// with the last task.
+    pub fn end(self) {
+        for server in &self.servers {
+            let _ = system::kill_by_pidfd(server.as_fd());
+        }
+    }
 }
 
 /// The plugin's rules for the engine.
@@ -119,6 +137,8 @@ fn on_worker_thread(
         cwd: OsString::from("/"),
         fuse_server: FuseServer::At(fuse_server),
         rootless: false,
+        // slurmstepd's limits are the node's, not raised by the plugin.
+        caller_limits: None,
     };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     // The namespace, kept by fd once this thread is gone.
@@ -128,6 +148,7 @@ fn on_worker_thread(
     Ok(Prepared {
         namespace,
         mount_list: mounted.mount_list,
+        servers: mounted.servers,
     })
 }
 

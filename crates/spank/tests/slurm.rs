@@ -39,6 +39,8 @@ struct T {
     /// The panic = "abort" build of the plugin.
     abort_plugin: PathBuf,
     host_mnt_ns: PathBuf,
+    /// /dev/fuse open to the job user (the plugin opens it as the user).
+    _fuse: sqfsmnt_test_support::site::FuseDevice,
 }
 
 impl T {
@@ -60,6 +62,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "the_users_own_image_is_served_by_fuse_on_every_node_and_no_server_outlives_the_step",
         users_own_image_through_fuse,
+    ),
+    (
+        "a_fuse_server_a_task_stopped_does_not_outlive_the_step",
+        stopped_server_does_not_outlive_the_step,
     ),
     (
         "the_site_policy_applies_to_the_plugin",
@@ -653,6 +659,7 @@ fn setup() -> Option<T> {
         c,
         abort_plugin,
         host_mnt_ns,
+        _fuse: sqfsmnt_test_support::site::FuseDevice::open_to_all(),
     })
 }
 
@@ -713,6 +720,43 @@ fn users_own_image_through_fuse(t: &T) {
             "FUSE servers outlived the step: {:?}",
             processes_named(t.c.user.uid, "squashfs-mount-")
         );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Issue 19, finding 3: a task stops its FUSE server (SIGSTOP, which it
+/// may: the server runs as the user); once the step is over no server of
+/// the user is left (the plugin kills the step's servers at its end).
+fn stopped_server_does_not_outlive_the_step(t: &T) {
+    let own = t.c.dir.join("jobs/own-stop.sqfs");
+    fs::copy(t.img("a.sqfs"), &own).expect("copy");
+    t.c.user.chown(&own);
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            &format!("--squashfs={}:{UE}", own.display()),
+            "sh",
+            "-c",
+            "cat /user-environment/file; p=$(pgrep -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
+        ],
+    );
+    let _ = fs::remove_file(&own);
+    assert!(r.success(), "{r:?}");
+    assert!(r.stdout().contains("hello from A\nstopped "), "{r:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = processes_named(t.c.user.uid, "squashfs-mount-");
+        if left.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            for pid in &left {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+            panic!("a stopped FUSE server outlived its step: {left:?}");
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

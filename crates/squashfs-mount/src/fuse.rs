@@ -1,23 +1,27 @@
 //! The FUSE path: an image the site policy does not trust for the kernel's
 //! squashfs driver is served by `squashfs-mount-fuse`, a userspace reader
-//! that runs with the caller's credentials (never root unless the caller
-//! is), reading the fd the caller opened. The mount is made here
+//! that runs as the caller in every way (credentials, resource limits, not
+//! dumpable; never root unless the caller is), on a `/dev/fuse` the caller
+//! opened, reading the fd the caller opened. The mount is made here
 //! (read-only, nosuid, nodev, `default_permissions` so that the kernel
 //! checks modes as for the kernel path, `allow_other` so that overlayfs and
-//! root's lookups of nested mount points reach it; it lives in the
-//! command's private namespace only). The server lives exactly as long as
-//! the mount: when the last reference to it goes (the command's namespace
-//! ends) its connection ends and it exits; it also exits when the process
-//! it watches (the launch, which becomes the command) does.
+//! root's lookups of nested mount points reach it, type
+//! `fuse.squashfs-mount` with an opaque source; it lives in the command's
+//! private namespace only). The server lives exactly as long as the mount:
+//! when the last reference to it goes (the command's namespace ends) its
+//! connection ends and it exits; it also exits when the process it watches
+//! (the launch, which becomes the command) does.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
+use crate::config::Policy;
 use crate::error::Failure;
-use crate::image::Image;
-use crate::privilege::Caller;
-use crate::system::{self, FsContext, RunAs};
+use crate::image::{self, Image};
+use crate::privilege::{ActingAsCaller, Caller};
+use crate::system::limits::CallerLimits;
+use crate::system::{self, FsContext, Helper};
 
 /// The server's file name, installed in `<prefix>/lib/squashfs-mount/`.
 pub const SERVER_NAME: &str = "squashfs-mount-fuse";
@@ -55,49 +59,110 @@ impl SplitByte for [u8] {
     }
 }
 
+/// The server program of a launch, pinned as an fd: every server of the
+/// launch is executed from that very file.
+pub struct Server {
+    fd: OwnedFd,
+    path: OsString,
+}
+
+impl Server {
+    /// Opens the server `path` as the caller. When it will be started as
+    /// root (`as_root`: it then drops to the caller by itself), only root
+    /// may be able to change it or any directory on its path (the same
+    /// judgement as for an image, with root the only trusted owner): a
+    /// server in a user's directory (a hard link to the setuid binary
+    /// there, say) is refused.
+    pub fn pin(
+        _as_caller: &impl ActingAsCaller,
+        path: &OsStr,
+        as_root: bool,
+    ) -> Result<Server, Failure> {
+        let shown = path.to_string_lossy();
+        let fail = |why: String| Failure::new(format!("FUSE path: the server {shown} {why}"));
+        let fd = system::open_program(path).map_err(|e| {
+            fail(format!(
+                "cannot be opened ({e}); install {SERVER_NAME} there (make install)"
+            ))
+        })?;
+        let id =
+            system::fstat(fd.as_fd()).map_err(|e| fail(format!("cannot be examined ({e})")))?;
+        if as_root {
+            let real = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| path.to_owned());
+            let route = Policy::default().route(&image::provenance_of(fd.as_fd(), &real, &id));
+            if !route.kernel || !id.is_regular() || id.mode & 0o111 == 0 {
+                return Err(fail(format!(
+                    "is not safe to start: it must be an executable file that only root can change, in directories only root can change ({}); reinstall squashfs-mount (make install)",
+                    route.reason
+                )));
+            }
+        }
+        Ok(Server {
+            fd,
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// How a launch starts its servers.
+pub struct Launcher<'a> {
+    pub server: &'a Server,
+    pub caller: &'a Caller,
+    /// The server starts as root and becomes the caller by itself (setuid
+    /// tool, Slurm plugin); false in rootless mode, where it already is.
+    pub drop_to_caller: bool,
+    pub threads: u32,
+    /// The caller's resource limits, which the server gets back.
+    pub limits: Option<&'a CallerLimits>,
+}
+
 /// A server started, not yet confirmed ready.
 pub struct Starting {
     ready: OwnedFd,
     subject: String,
+    /// The server's pidfd.
+    server: OwnedFd,
 }
 
-/// Makes a FUSE mount for `image` (detached, read-only, nosuid, nodev) and
-/// starts its server as `caller` (`run_as`: None when the process already
-/// is the caller, in rootless mode). Needs CAP_SYS_ADMIN over the current
-/// mount namespace (root, or the rootless user namespace).
-pub fn instance(
-    image: &Image,
-    caller: &Caller,
-    run_as: bool,
-    server: &OsStr,
-    threads: u32,
-    subject: &str,
-) -> Result<(OwnedFd, Starting), Failure> {
-    let fail =
-        |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
-    let device = system::open_fuse_device().map_err(|e| {
+/// Opens /dev/fuse as the caller: a site that restricts FUSE (mode 0600,
+/// a group) restricts it for this tool too.
+pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<OwnedFd, Failure> {
+    system::open_fuse_device().map_err(|e| {
         let what = match e {
             system::Error::ACCESS | system::Error::PERM => {
-                "you may not open it (it is usually mode 0666); ask your administrator"
+                let who = system::stat_following(system::working_dir(), "/dev/fuse")
+                    .map(|st| format!(" (mode {:04o}, owner uid {}, group {})", st.mode & 0o7777, st.uid, st.gid))
+                    .unwrap_or_default();
+                format!("this site does not let you use FUSE{who}; images the site policy does not trust for the kernel need it: ask your administrator for access to /dev/fuse, or for the image to be installed where the policy trusts it (squashfs-mount --policy IMAGE says why it does not)")
             }
             system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => {
-                "the fuse module is not loaded; ask your administrator"
+                "the fuse module is not loaded; ask your administrator".into()
             }
-            _ => "ask your administrator",
+            _ => "ask your administrator".into(),
         };
         Failure::about(
             subject,
             format!("the FUSE path needs /dev/fuse, which cannot be opened ({e}): {what}"),
         )
-    })?;
+    })
+}
+
+/// A detached FUSE mount (read-only, nosuid, nodev) on the connection
+/// `device`, of type `fuse.squashfs-mount` and with an opaque source: its
+/// mountinfo line names no image. Needs CAP_SYS_ADMIN over the current
+/// mount namespace (root, or the rootless user namespace).
+fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<OwnedFd, Failure> {
+    let fail =
+        |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
     let ctx = FsContext::open("fuse").map_err(|e| fail("fsopen(fuse)", e))?;
-    let fd_number = std::os::fd::AsRawFd::as_raw_fd(&device).to_string();
     for (key, value) in [
-        ("fd", fd_number),
+        ("fd", device.as_raw_fd().to_string()),
         ("rootmode", "40000".to_string()),
         ("user_id", caller.uid.as_raw().to_string()),
         ("group_id", caller.gid.as_raw().to_string()),
         ("max_read", (1u32 << 20).to_string()),
+        ("subtype", system::OUR_FUSE_SUBTYPE.to_string()),
+        ("source", system::OUR_FUSE_SUBTYPE.to_string()),
     ] {
         ctx.set_string(key, OsStr::new(&value))
             .map_err(|e| fail(&format!("fuse {key}"), e))?;
@@ -106,8 +171,6 @@ pub fn instance(
         ctx.set_flag(flag)
             .map_err(|e| fail(&format!("fuse {flag}"), e))?;
     }
-    let source = CString::new(image.path.as_bytes()).unwrap_or_default();
-    let _ = ctx.set_string("source", OsStr::from_bytes(source.as_bytes()));
     if let Err((e, log)) = ctx.create() {
         return Err(Failure::about(
             subject,
@@ -117,31 +180,40 @@ pub fn instance(
             ),
         ));
     }
-    let mount = ctx
-        .mount(system::safe_mount_attributes())
-        .map_err(|e| fail("fsmount(fuse)", e))?;
-    let (ready_read, ready_write) = system::pipe().map_err(|e| fail("pipe", e))?;
-    let watch = system::own_pidfd().map_err(|e| fail("pidfd_open", e))?;
-    let program = CString::new(server.as_bytes())
-        .map_err(|_| Failure::about(subject, "FUSE path: bad server path"))?;
-    let name = CString::new(image.path.as_bytes())
-        .unwrap_or_else(|_| CString::new("image").unwrap_or_default());
+    ctx.mount(system::safe_mount_attributes())
+        .map_err(|e| fail("fsmount(fuse)", e))
+}
+
+/// The server's arguments: no image path (they are world-readable in
+/// /proc/PID/cmdline); it finds the image's name from the fd it is given.
+fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
     let arg = |s: &str| CString::new(s).unwrap_or_default();
-    let argv = vec![
-        program.clone(),
-        arg("--fuse-fd"),
-        arg("3"),
-        arg("--image-fd"),
-        arg("4"),
-        arg("--ready-fd"),
-        arg("5"),
-        arg("--watch-pidfd"),
-        arg("6"),
-        arg("--threads"),
-        arg(&threads.to_string()),
-    ];
-    let mut argv = argv;
-    if !run_as {
+    let caller = l.caller;
+    let mut argv = vec![arg(SERVER_NAME)];
+    if l.drop_to_caller {
+        let groups: Vec<String> = caller
+            .groups
+            .iter()
+            .map(|g| g.as_raw().to_string())
+            .collect();
+        argv.push(arg("--run-as"));
+        argv.push(arg(&format!(
+            "{}:{}:{}",
+            caller.uid.as_raw(),
+            caller.gid.as_raw(),
+            groups.join(",")
+        )));
+    }
+    for (opt, value) in [
+        ("--fuse-fd", "3"),
+        ("--image-fd", "4"),
+        ("--ready-fd", "5"),
+        ("--watch-pidfd", "6"),
+    ] {
+        argv.extend([arg(opt), arg(value)]);
+    }
+    argv.extend([arg("--threads"), arg(&l.threads.to_string())]);
+    if !l.drop_to_caller {
         // Rootless: the user namespace maps the caller's ids only; the
         // image's others would show as nobody and could not be copied up
         // into a writable layer. The caller can read every byte of the
@@ -153,34 +225,54 @@ pub fn instance(
             caller.gid.as_raw()
         )));
     }
-    argv.extend([arg("--name"), name]);
-    let env = [arg("PATH=/usr/bin:/bin"), arg("LC_ALL=C")];
+    argv
+}
+
+/// Makes a FUSE mount for `image` on the connection `device` (opened as
+/// the caller, [`open_device`]) and starts its server, which becomes the
+/// caller with the caller's resource limits before it reads anything.
+pub fn instance(
+    image: &Image,
+    device: OwnedFd,
+    l: &Launcher<'_>,
+    subject: &str,
+) -> Result<(OwnedFd, Starting), Failure> {
+    let fail =
+        |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
+    let mount = fuse_mount(device.as_fd(), l.caller, subject)?;
+    let (ready_read, ready_write) = system::pipe().map_err(|e| fail("pipe", e))?;
+    let watch = system::own_pidfd().map_err(|e| fail("pidfd_open", e))?;
+    let argv = server_argv(l);
     let keep = [
         (device.as_fd(), 3),
         (image.fd.as_fd(), 4),
         (ready_write.as_fd(), 5),
         (watch.as_fd(), 6),
     ];
-    let as_caller = RunAs {
-        uid: caller.uid,
-        gid: caller.gid,
-        groups: &caller.groups,
-    };
-    system::spawn_detached(&program, &argv, &env, &keep, run_as.then_some(as_caller))
-        .map_err(|e| fail("starting the FUSE server", e))?;
+    let server = system::spawn_detached(&Helper {
+        program: l.server.fd.as_fd(),
+        argv: &argv,
+        keep: &keep,
+        as_root: l.drop_to_caller,
+        limits: l.limits,
+    })
+    .map_err(|e| fail("starting the FUSE server", e))?;
     drop(ready_write);
     Ok((
         mount,
         Starting {
             ready: ready_read,
             subject: subject.to_string(),
+            server,
         },
     ))
 }
 
 /// Waits for each server's answer: `ready`, or the reason it refused the
-/// image (corrupt, truncated...), or that it could not start.
-pub fn wait_ready(starting: Vec<Starting>, server: &OsStr) -> Result<(), Failure> {
+/// image (corrupt, truncated...), or that it could not start. Returns the
+/// servers' pidfds.
+pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedFd>, Failure> {
+    let mut servers = Vec::with_capacity(starting.len());
     for s in starting {
         let answered = system::wait_readable(s.ready.as_fd(), READY_TIMEOUT_MS).map_err(|e| {
             Failure::about(
@@ -195,6 +287,7 @@ pub fn wait_ready(starting: Vec<Starting>, server: &OsStr) -> Result<(), Failure
         let line = String::from_utf8_lossy(&line);
         let line = line.trim_end();
         if line == "ready" {
+            servers.push(s.server);
             continue;
         }
         if let Some(why) = line.strip_prefix("error ") {
@@ -203,12 +296,12 @@ pub fn wait_ready(starting: Vec<Starting>, server: &OsStr) -> Result<(), Failure
         return Err(Failure::about(
             &s.subject,
             format!(
-                "FUSE path: the server {} did not start; the image is served in userspace because the site policy does not let the kernel mount it (see squashfs-mount --policy); install {SERVER_NAME} there (make install)",
-                server.to_string_lossy()
+                "FUSE path: the server {} did not start (its message, if any, is above); the image is served in userspace because the site policy does not let the kernel mount it (see squashfs-mount --policy); check that {SERVER_NAME} is installed there (make install)",
+                server.path.to_string_lossy()
             ),
         ));
     }
-    Ok(())
+    Ok(servers)
 }
 
 #[cfg(test)]

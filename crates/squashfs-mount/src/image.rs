@@ -9,11 +9,12 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use squashfs_format::kernel::KernelConfig;
 use squashfs_format::{parse_superblock, Superblock, SUPERBLOCK_SIZE};
 
-use crate::config::policy::Provenance;
+use crate::acl;
+use crate::config::trust::{AclWriters, CallerAccess, PathDir, Provenance, Writers};
 use crate::engine::plan::tilde_hint;
 use crate::error::{explain_errno, Failure};
 use crate::paths;
-use crate::privilege::ActingAsCaller;
+use crate::privilege::{ActingAsCaller, Caller};
 use crate::system::{self, FileId};
 
 /// An image file the caller could open for reading.
@@ -118,56 +119,91 @@ impl Image {
     }
 
     /// Where the image comes from, judged on the opened fd, as the caller:
-    /// who owns it, whether the caller can write it or any directory on
-    /// its real path (walked from `/` without following symlinks, and
-    /// checked to lead to this very file), whether a user's FUSE server
-    /// provides it, and whether its path is open to everyone.
+    /// who owns and who may write it and every directory on its real path
+    /// (walked from `/` without following symlinks, and checked to lead to
+    /// this very file), what the kernel says the caller may write, whether
+    /// a FUSE server provides it, and whether its path is open to everyone.
     pub fn provenance(
         &self,
         _as_caller: &impl ActingAsCaller,
-        caller_uid: u32,
+        caller: &Caller,
     ) -> (Provenance, bool) {
         let fd = self.fd.as_fd();
-        // Root can write everything: what matters then is whether anyone
-        // else could (the mode bits, judged by the policy).
-        let owned_or_writable = |f: BorrowedFd<'_>, owner: u32| {
-            caller_uid != 0 && (owner == caller_uid || system::may_write(f).unwrap_or(true))
-        };
-        let walk = walk_path(&self.path, &self.id, caller_uid);
-        let prov = Provenance {
-            uid: self.id.uid,
-            gid: self.id.gid,
-            mode: self.id.mode & 0o7777,
-            real_path: self.path.clone(),
-            caller_can_write_file: owned_or_writable(fd, self.id.uid),
-            caller_writable_dir: walk.writable_dir,
-            user_filesystem: on_user_filesystem(fd),
-            path_unverified: !walk.verified,
-        };
-        // Its path is no secret when every directory on it lets anyone pass
-        // (the file's own mode does not hide its name).
-        let public = walk.verified && walk.searchable_by_all;
+        // Root may write everything: the kernel's answer says nothing then.
+        let ask = (caller.uid.as_raw() != 0).then_some(caller.uid.as_raw());
+        let (mut prov, public) = facts(fd, &self.path, &self.id, ask);
+        prov.caller.uid = caller.uid.as_raw();
+        prov.caller.gids = caller.all_gids();
+        prov.caller.can_write_file = ask.is_some() && system::may_write(fd).unwrap_or(true);
         (prov, public)
+    }
+}
+
+/// Who can change the file `fd` (named `real` by the kernel, with
+/// metadata `id`) and every directory on its path, judged as for an image
+/// (the caller's part left empty).
+pub fn provenance_of(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId) -> Provenance {
+    facts(fd, real, id, None).0
+}
+
+/// The facts of [`Image::provenance`], and whether the path is open to
+/// everyone; with `ask` (the caller's uid), the first directory where the
+/// kernel lets the caller replace the entry on the path.
+fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<u32>) -> (Provenance, bool) {
+    let walk = walk_path(real, id, ask);
+    let prov = Provenance {
+        real_path: real.to_owned(),
+        file: writers(fd, id),
+        dirs: walk.dirs,
+        caller: CallerAccess {
+            writable_dir: walk.caller_writable_dir,
+            ..CallerAccess::default()
+        },
+        user_filesystem: on_user_filesystem(fd),
+        path_unverified: !walk.verified,
+    };
+    // Its path is no secret when every directory on it lets anyone pass
+    // (the file's own mode does not hide its name).
+    let public = walk.verified && walk.searchable_by_all;
+    (prov, public)
+}
+
+/// Who can change the inode `fd` (owner, group, mode, ACL); an ACL that
+/// cannot be read counts as letting anyone write.
+fn writers(fd: BorrowedFd<'_>, id: &FileId) -> Writers {
+    let acl = match system::access_acl(fd) {
+        Ok(None) => AclWriters::default(),
+        Ok(Some(bytes)) => acl::writers(&bytes),
+        Err(_) => AclWriters {
+            unknown: true,
+            ..AclWriters::default()
+        },
+    };
+    Writers {
+        uid: id.uid,
+        gid: id.gid,
+        mode: id.mode & 0o7777,
+        acl,
     }
 }
 
 struct Walk {
     verified: bool,
-    writable_dir: Option<OsString>,
+    dirs: Vec<PathDir>,
+    caller_writable_dir: Option<OsString>,
     searchable_by_all: bool,
 }
 
 /// Walks the kernel's name of the file from `/`, one directory at a time
-/// with O_PATH|O_NOFOLLOW, noting the first directory whose entry on the
-/// path the caller could replace (a directory the caller owns, or can write
-/// unless it is sticky and the entry is not the caller's; for root, which
-/// can write everything: a directory its group or others can write unless
-/// it is sticky and the entry is root's), and checks that it ends at the
-/// file `id`.
-fn walk_path(real: &OsStr, id: &FileId, caller_uid: u32) -> Walk {
+/// with O_PATH|O_NOFOLLOW, noting who can change each directory and, for a
+/// caller other than root (`ask`), the first one where the kernel lets
+/// the caller replace the entry on the path; checks that the walk ends at
+/// the file `id`.
+fn walk_path(real: &OsStr, id: &FileId, ask: Option<u32>) -> Walk {
     let mut walk = Walk {
         verified: false,
-        writable_dir: None,
+        dirs: Vec::new(),
+        caller_writable_dir: None,
         searchable_by_all: true,
     };
     let comps = paths::components(real.as_bytes());
@@ -195,13 +231,13 @@ fn walk_path(real: &OsStr, id: &FileId, caller_uid: u32) -> Walk {
         let Ok(next_id) = system::fstat(next.as_fd()) else {
             return walk;
         };
-        note(&mut walk, &dir, &dir_id, next_id.uid, &dir_name, caller_uid);
+        note(&mut walk, &dir, &dir_id, next_id.uid, &dir_name, ask);
         prefix.push(b'/');
         prefix.extend_from_slice(name);
         dir_name = prefix.clone();
         (dir, dir_id) = (next, next_id);
     }
-    note(&mut walk, &dir, &dir_id, id.uid, &dir_name, caller_uid);
+    note(&mut walk, &dir, &dir_id, id.uid, &dir_name, ask);
     walk.verified = match system::open_path_nofollow(dir.as_fd(), OsStr::from_bytes(last))
         .and_then(|f| system::fstat(f.as_fd()))
     {
@@ -211,32 +247,39 @@ fn walk_path(real: &OsStr, id: &FileId, caller_uid: u32) -> Walk {
     walk
 }
 
-/// Notes what the directory `dir` (named `path`) allows, given the owner of
-/// its entry on the path (`entry_uid`).
-fn note(walk: &mut Walk, dir: &OwnedFd, st: &FileId, entry_uid: u32, path: &[u8], caller_uid: u32) {
+/// Notes the directory `dir` (named `path`) and who can change it, given
+/// the owner of its entry on the path (`entry_uid`).
+fn note(
+    walk: &mut Walk,
+    dir: &OwnedFd,
+    st: &FileId,
+    entry_uid: u32,
+    path: &[u8],
+    ask: Option<u32>,
+) {
     if st.mode & 0o001 == 0 {
         walk.searchable_by_all = false;
     }
-    if walk.writable_dir.is_some() {
-        return;
+    let path = OsString::from_vec(path.to_vec());
+    if let Some(caller) = ask.filter(|_| walk.caller_writable_dir.is_none()) {
+        let sticky = st.mode & 0o1000 != 0;
+        if system::may_write(dir.as_fd()).unwrap_or(true) && (!sticky || entry_uid == caller) {
+            walk.caller_writable_dir = Some(path.clone());
+        }
     }
-    let sticky = st.mode & 0o1000 != 0;
-    let replaceable = if caller_uid == 0 {
-        st.mode & 0o022 != 0 && (!sticky || entry_uid != 0)
-    } else {
-        st.uid == caller_uid
-            || (system::may_write(dir.as_fd()).unwrap_or(true)
-                && (!sticky || entry_uid == caller_uid))
-    };
-    if replaceable {
-        walk.writable_dir = Some(OsString::from_vec(path.to_vec()));
-    }
+    walk.dirs.push(PathDir {
+        path,
+        writers: writers(dir.as_fd(), st),
+        entry_uid,
+    });
 }
 
-/// Whether the file is served by a FUSE mount that root did not make (its
-/// server decides every byte and can stall every read): the mount's
-/// `user_id=` in this namespace's mountinfo, read up to a bound; anything
-/// unclear counts as a user's.
+/// Whether the file is served by a FUSE mount that root did not make for
+/// itself (its server decides every byte and can stall every read): one
+/// of this tool's own (type `fuse.squashfs-mount`: its server serves a
+/// user's image, even for root), or one whose `user_id=` is not 0, in
+/// this namespace's mountinfo, read up to a bound; anything unclear counts
+/// as a user's.
 fn on_user_filesystem(fd: BorrowedFd<'_>) -> bool {
     if system::filesystem_type(fd).ok() != Some(system::FUSE_MAGIC) {
         return false;
@@ -259,8 +302,15 @@ fn on_user_filesystem(fd: BorrowedFd<'_>) -> bool {
         return true;
     };
     let line = String::from_utf8_lossy(line);
-    let super_options = line.rsplit(' ').next().unwrap_or("");
-    !super_options.split(',').any(|o| o == "user_id=0")
+    // "... - fstype source super_options": spaces inside fields are
+    // escaped (\040).
+    let Some((_, tail)) = line.split_once(" - ") else {
+        return true;
+    };
+    let mut fields = tail.split(' ');
+    let (fs_type, super_options) = (fields.next(), fields.nth(1).unwrap_or(""));
+    let ours = fs_type.and_then(|t| t.strip_prefix("fuse.")) == Some(system::OUR_FUSE_SUBTYPE);
+    ours || !super_options.split(',').any(|o| o == "user_id=0")
 }
 
 /// The running kernel's configuration, when it is readable as plain text.

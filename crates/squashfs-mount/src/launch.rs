@@ -75,6 +75,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
         cwd,
         fuse_server: FuseServer::NextToProgram,
         rootless: false,
+        caller_limits: Some(&limits),
     };
     let mounted = engine::mount_all(&mut privileges, request, &ctx)?;
     privileges
@@ -124,6 +125,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         cwd,
         fuse_server: FuseServer::NextToProgram,
         rootless: true,
+        caller_limits: None,
     };
     let mounted = engine::mount_all(&mut creds, request, &ctx)?;
     let caller = creds.finish()?;

@@ -12,6 +12,7 @@
 //!   checks (fuzzed, unit-tested without root).
 #![deny(unsafe_code)]
 
+pub mod acl;
 pub mod cache;
 pub mod cli;
 pub mod config;

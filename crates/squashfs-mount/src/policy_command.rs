@@ -46,7 +46,9 @@ pub fn describe(p: &Policy) -> String {
     format!(
         "kernel-images = {kernel}\ntrusted-owners = {}\ntrusted-groups = {}\ntrusted-dirs = {}\ntrusted-match = {m}\n\
          allowed-users = {}\nallowed-groups = {}\nmount-points = {}\nallow-writable = {}\nallow-union = {}\nmax-images-per-call = {}\n",
-        ids(&p.trusted_owners),
+        ids(&std::iter::once(0)
+            .chain(p.trusted_owners.iter().copied().filter(|&u| u != 0))
+            .collect::<Vec<_>>()),
         ids(&p.trusted_groups),
         dirs(&p.trusted_dirs),
         if p.allowed_users.is_empty() && p.allowed_groups.is_empty() { "(everyone)".to_string() } else { ids(&p.allowed_users) },
@@ -74,7 +76,7 @@ pub fn run(images: &[OsString]) -> Result<(), Failure> {
                 let subject = given.to_string_lossy();
                 let line = match Image::open(&privileges, given, &subject) {
                     Ok(img) => {
-                        let (prov, _) = img.provenance(&privileges, caller.uid.as_raw());
+                        let (prov, _) = img.provenance(&privileges, &caller);
                         let route = settings.policy.route(&prov);
                         format!(
                             "{}: {} ({})\n",

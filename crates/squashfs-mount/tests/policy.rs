@@ -75,7 +75,10 @@ fn with_no_configuration_own_images_go_to_fuse_and_roots_to_the_kernel() {
         );
         // --policy says the same, with the reason.
         let line = policy_line(fx, &own);
-        assert!(line.contains("FUSE") && line.contains("write"), "{line}");
+        assert!(
+            line.contains("FUSE") && line.contains(&format!("owned by uid {}", fx.uid)),
+            "{line}"
+        );
         let line = policy_line(fx, &rooted(fx));
         assert!(
             line.contains("kernel") && line.contains("trusted-owners"),
@@ -385,5 +388,216 @@ fn swapping_the_image_or_a_directory_while_launching_never_fools_the_decision() 
             assert!(!seen.is_empty(), "no launch succeeded");
             eprintln!("{}: {seen:?}", image.display());
         }
+    });
+}
+
+/// `squashfs-mount --policy IMAGE` as user A (the case's user), as another
+/// user B and as root: whether each would mount it with the kernel, and
+/// B's line (with the reasons).
+fn verdicts(
+    fx: &Fixture,
+    b: &sqfsmnt_test_support::users::User,
+    image: &Path,
+) -> ([bool; 3], String) {
+    let line_of = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find(|l| l.starts_with(&format!("{}:", image.display())))
+            .unwrap_or_else(|| panic!("no line for {} in\n{text}", image.display()))
+            .to_string()
+    };
+    let policy = |mut c: std::process::Command| {
+        line_of(c.args(["--policy".to_string(), s(image)]).output().unwrap())
+    };
+    let lines = [
+        policy_line(fx, image),
+        policy(b.command(&fx.bin)),
+        policy(std::process::Command::new(&fx.bin)),
+    ];
+    (
+        lines.clone().map(|l| l.contains(": kernel (")),
+        lines[1].clone(),
+    )
+}
+
+/// Gives `uid` read and write on `path` through its POSIX access ACL
+/// (written as the raw extended attribute: no setfacl needed).
+fn acl_grant_write(path: &Path, uid: u32) {
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in [
+        (0x01u16, 6u16, u32::MAX),
+        (0x02, 6, uid),
+        (0x04, 6, u32::MAX),
+        (0x10, 6, u32::MAX),
+        (0x20, 4, u32::MAX),
+    ] {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&perm.to_le_bytes());
+        acl.extend_from_slice(&id.to_le_bytes());
+    }
+    let c = std::ffi::CString::new(s(path)).unwrap();
+    // SAFETY: setxattr with a valid path, name and value buffer.
+    let rc = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            acl.as_ptr().cast(),
+            acl.len(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+}
+
+/// Issue 19, finding 2: an image is trusted only if nobody outside the
+/// trusted owners and groups can change its bytes, and the verdict is the
+/// same for every caller: user A, user B and root. A's image in A's own
+/// directory below a `trusted-dirs` directory (the kernel for B and root
+/// before), a directory or file an untrusted group can write, and a POSIX
+/// ACL that lets another user write a file whose group is trusted.
+#[test]
+fn trust_is_the_same_for_every_caller() {
+    case(|fx| {
+        let other = sqfsmnt_test_support::users::Users::create(1, false);
+        let b = other.first();
+        let top = fx.path("trusted");
+        let _ = fs::remove_dir_all(&top);
+        for d in ["a", "grp", "acl"] {
+            fs::create_dir_all(top.join(d)).unwrap();
+        }
+        let _conf = site::config(&format!("trusted-dirs = {}\n", top.display()));
+        // A's image in A's directory below the trusted one, and root's
+        // image planted there.
+        fx.user.chown(&top.join("a"));
+        let own = top.join("a/own.sqfs");
+        fs::copy(fx.image("own", &[("which", "own\n")], ""), &own).unwrap();
+        fx.user.chown(&own);
+        let planted = top.join("a/rooted.sqfs");
+        fs::copy(rooted(fx), &planted).unwrap();
+        let (seen, why) = verdicts(fx, b, &own);
+        assert_eq!(seen, [false; 3], "A's image: {why}");
+        assert!(why.contains(&format!("owned by uid {}", fx.uid)), "{why}");
+        let (seen, why) = verdicts(fx, b, &planted);
+        assert_eq!(seen, [false; 3], "root's image in A's directory: {why}");
+        assert!(
+            why.contains(&s(&top.join("a"))) && why.contains("replace"),
+            "{why}"
+        );
+        // Mounted by B: FUSE, read from inside the command.
+        let m = fx.mount_point("every");
+        let out = b
+            .command(&fx.bin)
+            .args([
+                pair(&own, &m),
+                "--".into(),
+                "stat".into(),
+                "-f".into(),
+                "-c".into(),
+                "%T".into(),
+                s(&m),
+            ])
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("fuse"),
+            "{out:?}"
+        );
+
+        // Root's image in a directory of root's that group gid2 (A's
+        // supplementary group) can write.
+        let grp = top.join("grp");
+        std::os::unix::fs::chown(&grp, Some(0), Some(fx.gid2)).unwrap();
+        fs::set_permissions(&grp, fs::Permissions::from_mode(0o775)).unwrap();
+        let in_grp = grp.join("rooted.sqfs");
+        fs::copy(rooted(fx), &in_grp).unwrap();
+        let (seen, why) = verdicts(fx, b, &in_grp);
+        assert_eq!(seen, [false; 3], "{why}");
+        assert!(why.contains(&format!("group {}", fx.gid2)), "{why}");
+
+        // A file of group gid2 (g+w), with or without an ACL that lets B
+        // write it; the group is trusted from here on.
+        let with_acl = top.join("acl/rooted.sqfs");
+        fs::copy(rooted(fx), &with_acl).unwrap();
+        std::os::unix::fs::chown(&with_acl, Some(0), Some(fx.gid2)).unwrap();
+        fs::set_permissions(&with_acl, fs::Permissions::from_mode(0o664)).unwrap();
+        let _conf = site::config(&format!(
+            "trusted-dirs = {}\ntrusted-groups = {}\n",
+            top.display(),
+            fx.gid2
+        ));
+        assert_eq!(verdicts(fx, b, &in_grp).0, [true; 3]);
+        assert_eq!(verdicts(fx, b, &with_acl).0, [true; 3]);
+        acl_grant_write(&with_acl, b.uid);
+        let (seen, why) = verdicts(fx, b, &with_acl);
+        assert_eq!(seen, [false; 3], "{why}");
+        assert!(why.contains(&format!("uid {} (its ACL)", b.uid)), "{why}");
+        fs::remove_dir_all(&top).unwrap();
+    });
+}
+
+/// Issue 19, finding 6: a FUSE mount made by this tool never counts as
+/// root's file system. Root launches a user's image (FUSE: its bytes are
+/// the user's); from inside, root's `--policy` and a real launch of a
+/// valid image packed inside it both take the FUSE path, never the kernel.
+#[test]
+fn an_image_inside_this_tools_fuse_mount_is_never_roots() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let inner = fx.image("nested-inner", &[("which", "inner\n")], "");
+        let built = fx.image("nested-outer", &[], &format!("cp {} inner.sqfs", s(&inner)));
+        let outer = fx.path("user/outer.sqfs");
+        fs::copy(&built, &outer).unwrap();
+        fx.user.chown(&outer);
+        let (m, m2) = (fx.mount_point("outer"), fx.mount_point("nested"));
+        let nested = m.join("inner.sqfs");
+        let script = format!(
+            "stat -f -c %T {m}; {bin} --policy {n}; {bin} --verbose {n}:{m2} -- stat -f -c %T {m2}",
+            m = s(&m),
+            m2 = s(&m2),
+            n = s(&nested),
+            bin = s(&fx.bin)
+        );
+        let r = sqfsmnt_test_support::cmd::run(
+            std::process::Command::new(&fx.bin)
+                .args([
+                    pair(&outer, &m),
+                    "--".into(),
+                    "sh".into(),
+                    "-c".into(),
+                    script,
+                ])
+                .current_dir(&fx.root),
+        );
+        assert!(r.success(), "{}", r.stderr());
+        let out = r.stdout();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("fuse"),
+            "root's launch of the user's image: {out}"
+        );
+        let policy = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{}:", nested.display())))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            policy.contains(": FUSE (") && policy.contains("FUSE file system"),
+            "{policy}"
+        );
+        assert!(
+            lines.last().unwrap().starts_with("fuse"),
+            "the nested launch: {out}"
+        );
+        assert!(r.stderr().contains(": FUSE ("), "{}", r.stderr());
     });
 }

@@ -123,7 +123,10 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
     };
     evict_cached_instances(&fx.bin);
     let (loops, mounts) = (loops_under(&fx.root).len(), mounts_under(&fx.root).len());
+    // The FUSE path opens /dev/fuse as the user.
+    let fuse = crate::site::FuseDevice::open_to_all();
     f(&fx);
+    drop(fuse);
     evict_cached_instances(&fx.bin);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while loops_under(&fx.root).len() != loops && std::time::Instant::now() < deadline {

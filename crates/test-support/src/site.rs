@@ -75,6 +75,42 @@ pub fn config(text: &str) -> FileGuard {
     FileGuard::replace(Path::new("/etc/squashfs-mount.conf"), text, 0o644)
 }
 
+/// /dev/fuse open to every user (mode 0666, Debian's default) for the
+/// guard's lifetime, its mode restored afterwards: squashfs-mount opens it
+/// with the caller's rights, and some machines have it 0600.
+pub struct FuseDevice {
+    mode: u32,
+    gid: u32,
+}
+
+impl FuseDevice {
+    pub fn open_to_all() -> FuseDevice {
+        FuseDevice::with(0, 0o666)
+    }
+
+    /// /dev/fuse of group `gid` with `mode` for the guard's lifetime.
+    pub fn with(gid: u32, mode: u32) -> FuseDevice {
+        use std::os::unix::fs::MetadataExt;
+        let (old_mode, old_gid) = fs::metadata("/dev/fuse")
+            .map(|m| (m.permissions().mode() & 0o7777, m.gid()))
+            .unwrap_or((0o666, 0));
+        std::os::unix::fs::chown("/dev/fuse", None, Some(gid)).expect("chgrp /dev/fuse");
+        fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(mode))
+            .expect("chmod /dev/fuse");
+        FuseDevice {
+            mode: old_mode,
+            gid: old_gid,
+        }
+    }
+}
+
+impl Drop for FuseDevice {
+    fn drop(&mut self) {
+        let _ = std::os::unix::fs::chown("/dev/fuse", None, Some(self.gid));
+        let _ = fs::set_permissions("/dev/fuse", fs::Permissions::from_mode(self.mode));
+    }
+}
+
 /// What an unprivileged user needs to mount FUSE file systems with
 /// `allow_other` (Debian's defaults are /dev/fuse 0666 and no
 /// `user_allow_other`; some machines have /dev/fuse 0600).

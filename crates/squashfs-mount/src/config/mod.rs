@@ -9,6 +9,7 @@
 
 pub mod parse;
 pub mod policy;
+pub mod trust;
 
 use std::os::fd::AsFd;
 

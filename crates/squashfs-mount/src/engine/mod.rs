@@ -27,6 +27,7 @@ use crate::mountpoint::MountPoint;
 use crate::overlay::{self, WritableTmpfs};
 use crate::privilege::Credentials;
 use crate::system;
+use crate::system::limits::CallerLimits;
 pub use plan::{FrontEnd, Plan};
 use source::{KernelSource, Wanted};
 
@@ -58,6 +59,9 @@ pub struct Context<'a> {
     pub fuse_server: FuseServer,
     /// Rootless: no kernel path at all (no root, no loop devices, no cache).
     pub rootless: bool,
+    /// The caller's resource limits, when the front end raised them for
+    /// the privileged phase: the FUSE servers get them back.
+    pub caller_limits: Option<&'a CallerLimits>,
 }
 
 /// The outcome: everything is mounted in the (process's or thread's)
@@ -71,6 +75,9 @@ pub struct Mounted {
     /// Warnings worth printing even without `--verbose` (the cache or the
     /// loop-device budget could not be used as they should have been).
     pub warnings: Vec<String>,
+    /// Pidfds of the FUSE servers started (the Slurm plugin kills them
+    /// when the step ends).
+    pub servers: Vec<OwnedFd>,
 }
 
 /// One opened image and the way it is mounted.
@@ -160,16 +167,23 @@ pub fn mount_all<C: Credentials>(
         })?)
     };
     let caller = creds.caller().clone();
-    let run_as = !ctx.rootless;
-    let threads = settings.fuse_threads;
     let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
+    let mut servers = Vec::new();
     if let Some(server) = &server {
+        let program = fuse::Server::pin(&*creds, server, !ctx.rootless)?;
+        let launcher = fuse::Launcher {
+            server: &program,
+            caller: &caller,
+            drop_to_caller: !ctx.rootless,
+            threads: settings.fuse_threads,
+            limits: ctx.caller_limits,
+        };
         let mut starting = Vec::new();
         for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
             let subject = o.image.given.to_string_lossy().into_owned();
-            let (mount, s) = creds.as_root(|| {
-                fuse::instance(&o.image, &caller, run_as, server, threads, &subject)
-            })??;
+            let device = fuse::open_device(&*creds, &subject)?;
+            let (mount, s) =
+                creds.as_root(|| fuse::instance(&o.image, device, &launcher, &subject))??;
             starting.push(s);
             let mut all = Vec::with_capacity(copies[i]);
             for _ in 1..copies[i] {
@@ -178,7 +192,7 @@ pub fn mount_all<C: Credentials>(
             all.insert(0, mount);
             fuse_mounts.insert(i, all);
         }
-        fuse::wait_ready(starting, server)?;
+        servers = fuse::wait_ready(starting, &program)?;
     }
 
     // 4.
@@ -285,6 +299,7 @@ pub fn mount_all<C: Credentials>(
         mount_list,
         notes,
         warnings,
+        servers,
     })
 }
 
@@ -313,7 +328,6 @@ fn open_and_route<C: Credentials>(
     plan: &Plan,
     ctx: &Context<'_>,
 ) -> Result<Routed, Failure> {
-    let caller_uid = creds.caller().uid.as_raw();
     let (mut opened, mut notes) = (Vec::new(), Vec::new());
     let mut index: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     let mut layers = Vec::with_capacity(plan.mounts.len());
@@ -331,7 +345,7 @@ fn open_and_route<C: Credentials>(
             let (kernel, public, why) = if ctx.rootless {
                 (false, false, "rootless mode: no kernel path".to_string())
             } else {
-                let (prov, public) = img.provenance(creds, caller_uid);
+                let (prov, public) = img.provenance(creds, creds.caller());
                 let route = ctx.settings.policy.route(&prov);
                 (route.kernel, public, route.reason)
             };

@@ -66,6 +66,22 @@ pub fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
 }
 
 impl CallerLimits {
+    /// The caller's limits as (resource, limit) for prlimit64 in a forked
+    /// child, where nothing may be allocated.
+    pub(crate) fn raw(&self) -> Vec<(libc::c_int, libc::rlimit64)> {
+        let value = |v: Option<u64>| v.unwrap_or(libc::RLIM64_INFINITY);
+        self.0
+            .iter()
+            .map(|(r, lim)| {
+                let raw = libc::rlimit64 {
+                    rlim_cur: value(lim.current),
+                    rlim_max: value(lim.maximum),
+                };
+                (*r as libc::c_int, raw)
+            })
+            .collect()
+    }
+
     /// Sets the caller's limits again (after the drop of privileges,
     /// before exec: lowering a limit needs no privilege).
     pub fn restore(&self) -> SysResult<()> {

@@ -122,6 +122,9 @@ pub const SQUASHFS_MAGIC: u64 = 0x7371_7368;
 pub const TMPFS_MAGIC: u64 = 0x0102_1994;
 /// statfs f_type of FUSE.
 pub const FUSE_MAGIC: u64 = 0x6573_5546;
+/// The subtype of this tool's own FUSE mounts: mountinfo names their type
+/// `fuse.squashfs-mount`.
+pub const OUR_FUSE_SUBTYPE: &str = "squashfs-mount";
 
 /// STATX_ATTR_MOUNT_ROOT; symlinks not followed).
 pub fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {

@@ -1,0 +1,251 @@
+//! Whether the kernel's squashfs driver may mount an image
+//! (`kernel-images = trusted`): only when nobody outside the trusted
+//! owners and groups can change its bytes. Pure: decided from facts
+//! gathered on the opened fd (`image::Image::provenance`), the same for
+//! every caller, root included.
+//!
+//! The invariant, for the file and for every directory on its real path:
+//! - its owner is trusted (root always, and `trusted-owners`): an owner
+//!   can chmod, so an untrusted owner could always write;
+//! - whoever else can write it (its group with g+w, others with o+w, the
+//!   users and groups its POSIX ACL names) is trusted (`trusted-groups`
+//!   for groups), except that a sticky directory protects the entries of
+//!   trusted owners from everyone else.
+//!
+//! `trusted-dirs` and `trusted-match = all` only narrow this down; they
+//! never trust bytes an untrusted user can change.
+
+use std::ffi::OsString;
+
+use super::policy::{KernelImages, Policy, Route, TrustedMatch};
+use crate::paths;
+
+/// Users and groups an inode's POSIX access ACL lets write, beyond its
+/// owner, its group and others (entries the mask allows).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AclWriters {
+    pub users: Vec<u32>,
+    pub groups: Vec<u32>,
+    /// There is an ACL that could not be read or understood: anyone may
+    /// write, as far as the tool knows.
+    pub unknown: bool,
+}
+
+/// Who can change an inode, as the inode itself says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Writers {
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits, sticky bit included.
+    pub mode: u32,
+    pub acl: AclWriters,
+}
+
+/// A directory on the image's real path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathDir {
+    pub path: OsString,
+    pub writers: Writers,
+    /// The owner of its entry on the path (the next directory, or the file).
+    pub entry_uid: u32,
+}
+
+/// What the kernel says the caller may write (faccessat2: modes, ACLs,
+/// and whatever else the file system decides). Only asked for callers
+/// other than root (root may write everything).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallerAccess {
+    pub uid: u32,
+    pub gids: Vec<u32>,
+    pub can_write_file: bool,
+    /// The first directory on the path where the caller could replace the
+    /// next entry.
+    pub writable_dir: Option<OsString>,
+}
+
+/// What is known about an opened image file, judged on its fd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    /// The kernel's name of the opened file.
+    pub real_path: OsString,
+    pub file: Writers,
+    /// The directories from `/` down to the file's, as walked.
+    pub dirs: Vec<PathDir>,
+    pub caller: CallerAccess,
+    /// The file system serving the file is a FUSE mount root did not make
+    /// for itself (a user's, or one of this tool's for any caller): its
+    /// server, not the file's owner, decides every byte.
+    pub user_filesystem: bool,
+    /// The path could not be walked from `/` to the same file (renamed or
+    /// replaced meanwhile, or a directory on it cannot be searched).
+    pub path_unverified: bool,
+}
+
+impl Policy {
+    /// Root, and the users of `trusted-owners`.
+    pub fn owner_trusted(&self, uid: u32) -> bool {
+        uid == 0 || self.trusted_owners.contains(&uid)
+    }
+
+    fn group_trusted(&self, gid: u32) -> bool {
+        self.trusted_groups.contains(&gid)
+    }
+
+    /// Whether the caller is one of those trusted to change images.
+    fn caller_trusted(&self, c: &CallerAccess) -> bool {
+        self.owner_trusted(c.uid) || c.gids.iter().any(|&g| self.group_trusted(g))
+    }
+
+    /// Who, besides its owner, could write an inode and is not trusted.
+    fn untrusted_writers(&self, w: &Writers) -> Vec<String> {
+        let mut out = Vec::new();
+        if w.mode & 0o020 != 0 && !self.group_trusted(w.gid) {
+            out.push(format!(
+                "its group {} (mode g+w; not in trusted-groups)",
+                w.gid
+            ));
+        }
+        if w.mode & 0o002 != 0 {
+            out.push("everyone (mode o+w)".into());
+        }
+        let users = w.acl.users.iter().filter(|&&u| !self.owner_trusted(u));
+        out.extend(users.map(|u| format!("uid {u} (its ACL)")));
+        let groups = w.acl.groups.iter().filter(|&&g| !self.group_trusted(g));
+        out.extend(groups.map(|g| format!("group {g} (its ACL)")));
+        if w.acl.unknown {
+            out.push("whoever its ACL names (it cannot be read)".into());
+        }
+        out
+    }
+
+    /// What breaks the invariant for the file itself.
+    fn file_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+        let f = &p.file;
+        if !self.owner_trusted(f.uid) {
+            out.push(format!(
+                "the file is owned by uid {}, not a trusted owner (root, trusted-owners), who can change it",
+                f.uid
+            ));
+        }
+        let w = self.untrusted_writers(f);
+        if !w.is_empty() {
+            out.push(format!(
+                "the file (mode {:o}) can be written by {}",
+                f.mode & 0o7777,
+                w.join(", ")
+            ));
+        }
+    }
+
+    /// What breaks the invariant on the directories of the path.
+    fn dir_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+        for d in &p.dirs {
+            let name = d.path.to_string_lossy();
+            let w = &d.writers;
+            if !self.owner_trusted(w.uid) {
+                out.push(format!(
+                    "{name} is owned by uid {}, not a trusted owner, who can replace what is below it",
+                    w.uid
+                ));
+                continue;
+            }
+            let writers = self.untrusted_writers(w);
+            let sticky_protects = w.mode & 0o1000 != 0 && self.owner_trusted(d.entry_uid);
+            if !writers.is_empty() && !sticky_protects {
+                out.push(format!(
+                    "{name} (mode {:o}) can be written by {}, who can replace its entry on the path",
+                    w.mode & 0o7777,
+                    writers.join(", ")
+                ));
+            }
+        }
+    }
+
+    /// What the kernel says the caller could change although the modes and
+    /// ACLs did not show it (another mechanism: an NFSv4 ACL, a network
+    /// file system's own rules): asked only when nothing else was found,
+    /// for callers who are not trusted themselves.
+    fn caller_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+        let c = &p.caller;
+        if !out.is_empty() || self.caller_trusted(c) {
+            return;
+        }
+        if c.can_write_file {
+            out.push(
+                "you can write the file (the kernel says so; its mode and ACL do not show why)"
+                    .into(),
+            );
+        }
+        if let Some(d) = &c.writable_dir {
+            out.push(format!(
+                "you can replace its entry in {} (the kernel says so)",
+                d.to_string_lossy()
+            ));
+        }
+    }
+
+    /// The restrictions of `trusted-dirs` and `trusted-match = all`.
+    fn restriction_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+        let within = |d: &OsString| paths::is_within(&p.real_path, d);
+        if !self.trusted_dirs.is_empty() && !self.trusted_dirs.iter().any(within) {
+            let list: Vec<_> = self
+                .trusted_dirs
+                .iter()
+                .map(|d| d.to_string_lossy())
+                .collect();
+            out.push(format!(
+                "it is not below {} (trusted-dirs)",
+                list.join(", ")
+            ));
+        }
+        let all = self.trusted_match == TrustedMatch::All;
+        if all && !self.trusted_groups.is_empty() && !self.group_trusted(p.file.gid) {
+            out.push(format!(
+                "its group {} is not in trusted-groups (trusted-match = all)",
+                p.file.gid
+            ));
+        }
+    }
+
+    /// Whether the kernel's squashfs driver may mount the image, and why
+    /// (every reason that sends it to FUSE).
+    pub fn route(&self, p: &Provenance) -> Route {
+        let fuse = |reason: String| Route {
+            kernel: false,
+            reason,
+        };
+        match self.kernel_images {
+            KernelImages::All => return Route::kernel("kernel-images = all".into()),
+            KernelImages::None => return fuse("kernel-images = none".into()),
+            KernelImages::Trusted => {}
+        }
+        if p.user_filesystem {
+            return fuse("the file is on a FUSE file system that a user, or this tool, serves (its server decides its bytes)".into());
+        }
+        let mut why = Vec::new();
+        self.file_breaches(p, &mut why);
+        self.dir_breaches(p, &mut why);
+        self.caller_breaches(p, &mut why);
+        if p.path_unverified {
+            why.push("its path could not be verified from / to the opened file".into());
+        }
+        self.restriction_breaches(p, &mut why);
+        if !why.is_empty() {
+            return fuse(format!("not trusted: {}", why.join("; ")));
+        }
+        let below = self
+            .trusted_dirs
+            .iter()
+            .find(|d| paths::is_within(&p.real_path, d))
+            .map(|d| format!(", below {} (trusted-dirs)", d.to_string_lossy()))
+            .unwrap_or_default();
+        Route::kernel(format!(
+            "trusted: owned by uid {} (root, trusted-owners){below}, and nobody outside trusted-owners and trusted-groups can change it or a directory on its path",
+            p.file.uid
+        ))
+    }
+}
+
+#[cfg(test)]
+#[path = "trust_tests.rs"]
+mod tests;
