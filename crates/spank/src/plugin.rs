@@ -39,6 +39,8 @@ static GIVEN: Mutex<Given> = Mutex::new(Given {
     writable: None,
     session: None,
     source: request::Source::Options,
+    binds: None,
+    mutable_root: None,
 });
 /// The step's outcome in slurmstepd (remote init_post_opt), read by the
 /// forked tasks. Only plugin callbacks on slurmstepd's main thread touch it,
@@ -112,6 +114,8 @@ pub enum Option_ {
     Pairs,
     Unions,
     Writable,
+    Bind,
+    MutableRoot,
 }
 
 pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(), ()> {
@@ -120,6 +124,15 @@ pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(),
         Option_::Pairs => g.pairs = Some(value),
         Option_::Unions => g.unions = Some(value),
         Option_::Writable => g.writable = Some(value),
+        // Given twice: both lists.
+        Option_::Bind => match &mut g.binds {
+            Some(earlier) if !earlier.is_empty() && !value.is_empty() => {
+                earlier.push(b',');
+                earlier.extend_from_slice(&value)
+            }
+            _ => g.binds = Some(value),
+        },
+        Option_::MutableRoot => g.mutable_root = Some(value),
     }
     Ok(())
 }

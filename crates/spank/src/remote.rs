@@ -64,6 +64,10 @@ pub fn front_end(config: &Config) -> FrontEnd {
         require_absolute: true,
         mount_points: config.mount_points.clone(),
         mount_points_source: "mountpoints= in plugstack.conf",
+        refuse_mutable_root: (!config.mutable_root).then_some(
+            "--squashfs-mutable-root is not allowed on this cluster (mutable-root=yes in plugstack.conf allows it); ask the administrators to create the mount point on the nodes",
+        ),
+        mutable_root_option: Some("--squashfs-mutable-root (where the cluster allows it)"),
     }
 }
 

@@ -106,7 +106,7 @@ const TESTS: &[(&str, Test)] = &[
         srun_refuses(
             t,
             &format!("{}:{UE}", t.img("secret.sqfs")),
-            "cannot open the image: permission denied",
+            "(Permission denied)",
         )
     }),
     ("srun_refuses_disallowed_mount_point", |t| {
@@ -273,7 +273,7 @@ fn stale_session_list(t: &T) {
     assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
     assert!(
         r.stderr().contains("deleted.sqfs")
-            && r.stderr().contains("no such file")
+            && r.stderr().contains("No such file or directory")
             && r.stderr().contains("UENV_MOUNT_LIST"),
         "{r:?}"
     );
@@ -421,6 +421,20 @@ fn shared_refusal_table(t: &T) {
                 .map(|i| dir.join(i).display().to_string())
                 .collect();
             args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
+        }
+        if !r.binds.is_empty() {
+            let binds: Vec<String> = r
+                .binds
+                .iter()
+                .map(|(src, sub)| {
+                    format!(
+                        "{}:{}",
+                        dir.join(src).display(),
+                        refusals::mount_point(Path::new(UE), sub).display()
+                    )
+                })
+                .collect();
+            args.push(format!("--squashfs-bind={}", binds.join(",")));
         }
         args.extend(["echo".into(), "RAN".into()]);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1066,7 +1080,7 @@ fn batch_step_refuses_image_unreadable_at_start(t: &T) {
     let out = fs::read_to_string(&out_file).unwrap_or_default();
     assert_eq!(state, "FAILED", "job {job}: {out}");
     assert!(
-        !out.contains("RAN") && out.contains("cannot open the image: permission denied"),
+        !out.contains("RAN") && out.contains("unable to read squashfs") && out.contains("(Permission denied)"),
         "job {job}: {out:?}"
     );
 }

@@ -23,6 +23,13 @@ fn the_shared_refusal_table() {
                     refusals::mount_point(&root, sub).display()
                 ));
             }
+            for (src, sub) in r.binds {
+                args.push(format!(
+                    "--bind-mount={}:{}",
+                    dir.join(src).display(),
+                    refusals::mount_point(&root, sub).display()
+                ));
+            }
             if !r.union.is_empty() {
                 let list: Vec<String> = r
                     .union

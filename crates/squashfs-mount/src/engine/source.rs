@@ -28,6 +28,30 @@ pub struct Wanted<'a> {
     pub subject: &'a str,
 }
 
+/// What [`KernelSource::instances`] did for one wanted image (for
+/// `--verbose`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Clones of an instance the cache held.
+    Reused,
+    /// A new instance, now in the cache.
+    Cached,
+    /// A new instance for this launch only, and why.
+    Private(NotCached),
+}
+
+/// Why a new instance is not in the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotCached {
+    /// The image may not be cached (`Wanted::cacheable`; the caller knows
+    /// why).
+    NotCacheable,
+    /// The cache is not in use for this launch (off, or unavailable).
+    NoCache,
+    /// The cache did not take it (no room, or it could not be stored).
+    Refused,
+}
+
 /// The kernel instances of one launch.
 pub struct KernelSource {
     store: Option<Store>,
@@ -36,6 +60,8 @@ pub struct KernelSource {
     options: LoopOptions,
     max_loop_devices: u32,
     uid: u32,
+    /// What the last `instances` call did, per wanted image.
+    outcomes: Vec<Outcome>,
 }
 
 impl KernelSource {
@@ -54,6 +80,7 @@ impl KernelSource {
             options: settings.loop_options,
             max_loop_devices: settings.max_loop_devices,
             uid,
+            outcomes: Vec::new(),
         };
         if use_cache {
             match Store::open(
@@ -87,9 +114,22 @@ impl KernelSource {
         self.note.as_ref()
     }
 
+    /// What the last [`KernelSource::instances`] did, per wanted image.
+    pub fn outcomes(&self) -> &[Outcome] {
+        &self.outcomes
+    }
+
     /// `copies` detached mounts of each wanted image, in order.
     pub fn instances(&mut self, wanted: &[Wanted<'_>]) -> Result<Vec<Vec<OwnedFd>>, Failure> {
         let mut out: Vec<Vec<OwnedFd>> = wanted.iter().map(|_| Vec::new()).collect();
+        let not_cached = |w: &Wanted<'_>| {
+            Outcome::Private(if w.cacheable {
+                NotCached::NoCache
+            } else {
+                NotCached::NotCacheable
+            })
+        };
+        self.outcomes = wanted.iter().map(not_cached).collect();
         let cached: Vec<usize> = (0..wanted.len()).filter(|&i| wanted[i].cacheable).collect();
         if let Some(store) = &self.store {
             if !cached.is_empty() {
@@ -100,6 +140,9 @@ impl KernelSource {
                 match store.reuse(&ask) {
                     Ok(clones) => {
                         for (&i, c) in cached.iter().zip(clones) {
+                            if !c.is_empty() {
+                                self.outcomes[i] = Outcome::Reused;
+                            }
                             out[i] = c;
                         }
                     }
@@ -188,8 +231,16 @@ impl KernelSource {
             };
             for (i, p) in index.into_iter().zip(placed) {
                 match p {
-                    Placed::Cached(clones) => out[i] = clones,
-                    Placed::Private(offer) => private.push((i, offer.mount)),
+                    Placed::Cached(clones) => {
+                        self.outcomes[i] = Outcome::Cached;
+                        out[i] = clones
+                    }
+                    Placed::Private(offer) => {
+                        if self.store.is_some() {
+                            self.outcomes[i] = Outcome::Private(NotCached::Refused);
+                        }
+                        private.push((i, offer.mount))
+                    }
                 }
             }
         }
