@@ -124,14 +124,10 @@ pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(),
         Option_::Pairs => g.pairs = Some(value),
         Option_::Unions => g.unions = Some(value),
         Option_::Writable => g.writable = Some(value),
-        // Given twice: both lists.
-        Option_::Bind => match &mut g.binds {
-            Some(earlier) if !earlier.is_empty() && !value.is_empty() => {
-                earlier.push(b',');
-                earlier.extend_from_slice(&value)
-            }
-            _ => g.binds = Some(value),
-        },
+        // As for the others, the last value given counts: Slurm passes
+        // one value of an option to slurmstepd (and calls the callback
+        // there more than once), so a list goes in one option.
+        Option_::Bind => g.binds = Some(value),
         Option_::MutableRoot => g.mutable_root = Some(value),
     }
     Ok(())

@@ -78,7 +78,8 @@ pub struct Given {
     /// `UENV_MOUNT_LIST` (source 3 only).
     pub session: Option<Vec<u8>>,
     pub source: Source,
-    /// `--squashfs-bind` values (given twice: joined with ',').
+    /// `--squashfs-bind` (a comma-separated list: the last value given
+    /// counts, as for every option).
     pub binds: Option<Vec<u8>>,
     /// `--squashfs-mutable-root` (Some: given; the value is unused).
     pub mutable_root: Option<Vec<u8>>,
