@@ -522,7 +522,11 @@ fn shared_refusal_table(t: &T) {
     let dir = t.c.dir.join("refusals");
     refusals::make_images(&dir);
     for r in TABLE {
+        let _site = r.site.map(sqfsmnt_test_support::site::config);
         let mut args: Vec<String> = vec!["srun".into(), "-N1".into()];
+        if r.mutable_root {
+            args.push("--squashfs-mutable-root".into());
+        }
         if let Some(w) = r.writable {
             args.push(format!("--squashfs-writable={w}"));
         }

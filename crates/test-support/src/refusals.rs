@@ -20,6 +20,10 @@ pub struct Refusal {
     /// below the root: "" is the root).
     pub binds: &'static [(&'static str, &'static str)],
     pub writable: Option<&'static str>,
+    /// `-r` (the plugin: `--squashfs-mutable-root`).
+    pub mutable_root: bool,
+    /// `/etc/squashfs-mount.conf` while the row runs (None: as it is).
+    pub site: Option<&'static str>,
     /// Words the one-line refusal must contain.
     pub expect: &'static [&'static str],
 }
@@ -31,6 +35,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["is used to mount more than one squashfs"],
     },
     Refusal {
@@ -39,6 +45,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["unable to read squashfs", "secret.sqfs", "(Permission denied)"],
     },
     Refusal {
@@ -47,6 +55,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["unable to read squashfs", "missing.sqfs", "(No such file or directory)"],
     },
     Refusal {
@@ -55,6 +65,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["invalid squashfs", "dir.sqfs", "is not a regular file"],
     },
     Refusal {
@@ -63,6 +75,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["random.sqfs", "not a valid squashfs file", "not a SquashFS image"],
     },
     Refusal {
@@ -71,6 +85,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["truncated.sqfs", "truncated"],
     },
     Refusal {
@@ -79,6 +95,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["UENV_MOUNT_LIST cannot carry"],
     },
     Refusal {
@@ -87,6 +105,8 @@ pub const TABLE: &[Refusal] = &[
         union: &["a.sqfs", "a.sqfs"],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["named twice in one union"],
     },
     Refusal {
@@ -95,6 +115,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: Some("90%"),
+        mutable_root: false,
+        site: None,
         expect: &["--writable", "at most 50% of RAM"],
     },
     Refusal {
@@ -103,6 +125,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["the mount path", "/missing does not exist"],
     },
     Refusal {
@@ -111,6 +135,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[("no-such-dir", "")],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["the bind source", "no-such-dir", "(No such file or directory)"],
     },
     Refusal {
@@ -119,6 +145,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[("a.sqfs", "")],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["the bind source", "a.sqfs is not a directory"],
     },
     Refusal {
@@ -127,6 +155,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[("private/inner", "")],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["the bind source", "private/inner", "(Permission denied)"],
     },
     Refusal {
@@ -135,6 +165,8 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[("bindsrc", "missing")],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["the bind destination", "/missing does not exist"],
     },
     Refusal {
@@ -143,7 +175,19 @@ pub const TABLE: &[Refusal] = &[
         union: &[],
         binds: &[("bindsrc", ".")],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["is used more than once"],
+    },
+    Refusal {
+        name: "-r where the site policy does not allow it",
+        pairs: &[("a.sqfs", "missing")],
+        union: &[],
+        binds: &[],
+        writable: None,
+        mutable_root: true,
+        site: Some("allow-mutable-root = no\n"),
+        expect: &["is not allowed by the site policy", "allow-mutable-root"],
     },
 ];
 

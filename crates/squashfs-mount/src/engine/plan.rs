@@ -106,6 +106,9 @@ pub fn build(
         None => None,
     };
     if request.mutable_root {
+        if !policy.allow_mutable_root {
+            return Err(Failure::new("-r (--mutable-root) is not allowed by the site policy (allow-mutable-root in /etc/squashfs-mount.conf); ask the administrators to create the mount point"));
+        }
         if let Some(why) = front.refuse_mutable_root {
             return Err(Failure::new(why));
         }

@@ -164,6 +164,18 @@ fn binds_in_path_order_with_the_images() {
     assert_eq!(p.images().count(), 2);
     assert!(!p.mutable_root);
     assert!(plan(&["-r", "a:/m", "--", "true"]).unwrap().mutable_root);
+    let no_r = Policy {
+        allow_mutable_root: false,
+        ..Policy::default()
+    };
+    let r = build(
+        &req(&["-r", "a:/m", "--", "true"]),
+        OsStr::new("/"),
+        &no_r,
+        &FrontEnd::default(),
+        8 << 30,
+    );
+    assert!(err(r).contains("allow-mutable-root"));
     // A destination is a mount point: given twice is refused, in uenv's
     // words when both are images.
     assert!(err(plan(&["a:/m", "b:/m", "--", "true"]))
