@@ -214,6 +214,9 @@ fn remote_prepare(spank: &Spank) -> Step {
                 "{PREFIX}: mounted {}",
                 OsStr::new(&prepared.mount_list).to_string_lossy()
             ));
+            for note in &prepared.notes {
+                spank_api::verbose(&format!("{PREFIX}: {note}"));
+            }
             Step::Ready(prepared)
         }
         Err(e) => {

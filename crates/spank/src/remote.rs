@@ -56,6 +56,9 @@ pub struct Prepared {
     pub namespace: OwnedFd,
     /// `UENV_MOUNT_LIST` for the tasks.
     pub mount_list: OsString,
+    /// What was done for each image, bind and `-r` directory (the
+    /// command's `--verbose` lines), for Slurm's log.
+    pub notes: Vec<String>,
 }
 
 /// The plugin's rules for the engine.
@@ -132,6 +135,12 @@ fn on_worker_thread(
     Ok(Prepared {
         namespace,
         mount_list: mounted.mount_list,
+        notes: mounted
+            .notes
+            .into_iter()
+            .filter(|(level, _)| *level == 1)
+            .map(|(_, note)| note)
+            .collect(),
     })
 }
 

@@ -64,7 +64,7 @@ fn mutable_root_leaves_the_host_alone_and_the_view_read_only() {
             format!(
                 "cat {0}/x.txt {1}/deeper/x.txt; touch /new 2>&1; mkdir {1}/more 2>&1; \
                  echo w > /tmp/sqfsmnt-views-$$ && rm /tmp/sqfsmnt-views-$$ && echo tmp-writable; \
-                 stat -c '%U %a' / {1}; pwd",
+                 cat /proc/self/comm; stat -c '%U %a' / {1}; pwd",
                 s(&one),
                 s(&two)
             ),
@@ -78,7 +78,8 @@ fn mutable_root_leaves_the_host_alone_and_the_view_read_only() {
         assert!(out.contains("mkdir: cannot create directory"), "{out}");
         // The entries keep what they were: /tmp is as writable as before.
         assert!(out.contains("tmp-writable"), "{out}");
-        assert!(out.contains("root 755\nroot 755\n"), "{out}");
+        // The mounts below / are there (proc, a mount of its own).
+        assert!(out.contains("cat\nroot 755\nroot 755\n"), "{out}");
         // The command starts where it was called.
         assert!(out.ends_with(&format!("{}\n", s(&fx.root))), "{out}");
         // One copy of / for both missing mount points.
@@ -337,6 +338,11 @@ fn verbose_says_which_path_and_which_instance() {
         assert!(warm.contains("cached instance reused"), "{warm}");
         let off = run(&["-v", "--no-cache"]);
         assert!(off.contains("new private instance, not cached: --no-cache"), "{off}");
+        {
+            let _conf = sqfsmnt_test_support::site::config("cache = no\n");
+            let off = run(&["-v"]);
+            assert!(off.contains("not cached: the image cache is off for this launch (cache = no)"), "{off}");
+        }
         // -vv: where the mount point resolved; -vvv: the time of each step.
         let vv = run(&["-vv"]);
         assert!(vv.contains(&format!("mount path resolved to {}", s(&m))), "{vv}");

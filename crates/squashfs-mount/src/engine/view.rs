@@ -65,11 +65,14 @@ impl Mirror {
         } else {
             ""
         };
+        let entries = match self.entries {
+            1 => "its 1 entry".to_string(),
+            n => format!("its {n} entries"),
+        };
         format!(
-            "-r: created {} in the command's view only: {} is shown through a read-only copy of its {} entries{writable}",
+            "-r: created {} in the command's view only: {} is shown through a read-only copy of {entries}{writable}",
             created.join(", "),
             self.dir.to_string_lossy(),
-            self.entries
         )
     }
 }
