@@ -14,5 +14,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(!m.images.is_empty() && !m.mount_point.is_empty());
             let _ = m.describe();
         }
+        for b in &r.binds {
+            assert!(!b.source.is_empty() && !b.destination.is_empty());
+            let _ = b.describe();
+        }
+        assert!(r.verbose <= squashfs_mount::cli::MAX_VERBOSITY);
     }
 });

@@ -37,45 +37,56 @@ _squashfs_mount()
                 _filedir
                 return
                 ;;
-            -h | --help | -v | -V | --version) return ;;
+            -h | --help | -V | --version) return ;;
         esac
     done
 
+    # An option's value: --sqfs=<image>:<mountpoint>[,...] (or -s/--sqfs
+    # <list> as the next word), --union=<image>[,...]:<mountpoint>,
+    # --bind-mount=<source>:<destination>[,...], or a bare
+    # <image>:<mountpoint>. Images are files, mount points and bind
+    # sources and destinations directories; the part after the last ','
+    # or ':' is completed.
+    local opt= value= in_value=
+    case $prev in
+        -s | --sqfs | --union | --bind-mount) opt=$prev value=$cur in_value=1 ;;
+    esac
+    if [[ -z $in_value ]]; then
+        case $cur in
+            --writable=*) return ;; # SIZE: 512M, 2G, 2GiB, 1.5G... or N% of RAM
+            -*=*) opt=${cur%%=*} value=${cur#*=} in_value=1 ;;
+            [!-]*:*) value=$cur in_value=1 ;;
+        esac
+    fi
+    if [[ -n $in_value ]]; then
+        case $opt in
+            '' | -s | --sqfs | --union | --bind-mount) ;;
+            *) return ;;
+        esac
+        local last=${value##*[,:]} sep=${value: -${#last}-1:1}
+        # readline's word starts after the last '=' or ':' (both are in
+        # COMP_WORDBREAKS): the replies leave out what comes before.
+        local head=${value%"$last"} IFS=$'\n' f
+        [[ $value == "$last" ]] && sep=
+        COMPREPLY=()
+        if [[ $sep == : || $opt == --bind-mount ]]; then
+            for f in $(compgen -d -- "$last"); do COMPREPLY+=("$head$f/"); done
+        else
+            for f in $(compgen -f -- "$last"); do
+                [[ -d $f ]] && f+=/
+                COMPREPLY+=("$head$f")
+            done
+        fi
+        compopt -o nospace
+        __ltrim_colon_completions "$value"
+        return
+    fi
+
     case $cur in
-        --writable=*)
-            return # SIZE: 512M, 2G, 2GiB, 1.5G... or N% of RAM
-            ;;
-        -*=* | [!-]*:*)
-            # --sqfs=<image>:<mountpoint>[,...], --union=<image>[,...]:<mountpoint>
-            # or <image>:<mountpoint>: images are files, mount points
-            # directories; complete the part after the last ',' or ':'.
-            local value=$cur opt=
-            if [[ $cur == -*=* ]]; then
-                opt=${cur%%=*}= value=${cur#*=}
-                [[ $opt == --sqfs= || $opt == --union= ]] || return
-            fi
-            local last=${value##*[,:]} sep=${value: -${#last}-1:1}
-            # readline's word starts after the last '=' or ':' (both are in
-            # COMP_WORDBREAKS): the replies leave out what comes before.
-            local head=${value%"$last"} IFS=$'\n' f
-            [[ $value == "$last" ]] && sep=
-            COMPREPLY=()
-            if [[ $sep == : ]]; then
-                for f in $(compgen -d -- "$last"); do COMPREPLY+=("$head$f/"); done
-            else
-                for f in $(compgen -f -- "$last"); do
-                    [[ -d $f ]] && f+=/
-                    COMPREPLY+=("$head$f")
-                done
-            fi
-            compopt -o nospace
-            __ltrim_colon_completions "$value"
-            return
-            ;;
         -*)
-            COMPREPLY=($(compgen -W '--sqfs= --union= --writable --writable= --no-cache --prefetch --no-prefetch
-                --verbose -q --quiet --gc --all --expired --cache-status --json --policy
-                -h --help -v -V --version --' -- "$cur"))
+            COMPREPLY=($(compgen -W '-s --sqfs= --bind-mount= -r --mutable-root --union= --writable --writable=
+                --no-cache --prefetch --no-prefetch -v --verbose -q --quiet --gc --all --expired --cache-status
+                --json --policy -h --help -V --version --' -- "$cur"))
             [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
             return
             ;;

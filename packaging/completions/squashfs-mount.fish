@@ -24,6 +24,16 @@ function __squashfs_mount_complete_command
     complete -C (string join -- ' ' (string escape -- $command[1..-2]) $command[-1])
 end
 
+# --bind-mount=<source>:<destination>[,...]: directories on both sides.
+function __squashfs_mount_binds
+    set -l value $argv[1]
+    set -l head (string match -r -- '^.*[,:]' $value)
+    set -l last (string replace -r -- '^.*[,:]' '' $value)
+    for d in (__fish_complete_directories $last '')
+        printf '%s%s\n' "$head" (string split -m1 -- \t $d)[1]
+    end
+end
+
 # <image>:<mountpoint>, --sqfs=<image>:<mountpoint>[,...] and
 # --union=<image>[,...]:<mountpoint>: image files, then the mount point (a
 # directory) after ':'. $argv[1]: the text typed so far (option value).
@@ -49,15 +59,17 @@ complete -c squashfs-mount -f
 complete -c squashfs-mount -n '__squashfs_mount_has_command' -x -a '(__squashfs_mount_complete_command)'
 
 set -l plain 'not __squashfs_mount_has_command; and not __squashfs_mount_maintenance'
-complete -c squashfs-mount -n $plain -l sqfs -x -a '(__squashfs_mount_pairs (string replace -r -- "^--sqfs=" "" (commandline -ct)))' -d 'Images to mount: image:mountpoint[,...]'
+complete -c squashfs-mount -n $plain -s s -l sqfs -x -a '(__squashfs_mount_pairs (string replace -r -- "^(--sqfs=|-s)" "" (commandline -ct)))' -d 'Images to mount: image:mountpoint[,...]'
+complete -c squashfs-mount -n $plain -l bind-mount -x -a '(__squashfs_mount_binds (string replace -r -- "^--bind-mount=" "" (commandline -ct)))' -d 'Show a directory also at another place: source:destination[,...]'
+complete -c squashfs-mount -n $plain -s r -l mutable-root -d "Create missing mount points in the command's view only"
 complete -c squashfs-mount -n $plain -l union -x -a '(__squashfs_mount_pairs (string replace -r -- "^--union=" "" (commandline -ct)))' -d 'Stack images at one mount point: image,image[,...]:mountpoint'
 complete -c squashfs-mount -n $plain -l writable -d 'Private writable layer on a fresh tmpfs (--writable=SIZE: 512M, 2G, 2GiB... or N% of RAM)'
 complete -c squashfs-mount -n $plain -l no-cache -d 'Mount private instances; do not use or fill the image cache'
 complete -c squashfs-mount -n $plain -l prefetch -d 'Read the files images list in /.squashfs-mount/hot.list while the command starts (default)'
 complete -c squashfs-mount -n $plain -l no-prefetch -d 'Do not prefetch the hot lists images carry'
 complete -c squashfs-mount -n $plain -s h -l help -d 'Print the help and exit'
-complete -c squashfs-mount -n $plain -s v -s V -l version -d 'Print the version and exit'
-complete -c squashfs-mount -n $plain -l verbose -d 'Say which way each image was mounted'
+complete -c squashfs-mount -n $plain -s V -l version -d 'Print the version and exit'
+complete -c squashfs-mount -n $plain -s v -l verbose -d 'Say which way each image was mounted and why (-vv, -vvv: more)'
 complete -c squashfs-mount -n $plain -s q -l quiet -d 'No note when running without setuid'
 complete -c squashfs-mount -n $plain -l gc -d 'Evict unused cached instances you created (root: all unused)'
 complete -c squashfs-mount -n $plain -l cache-status -d 'List your cached instances (root: all)'

@@ -1,7 +1,7 @@
 //! The plugin's arguments from plugstack.conf. Pure: no system calls.
 //!
 //! ```text
-//! required /usr/local/lib/squashfs-mount/spank_squashfs_mount.so [mountpoints=/a,/b] [cache=yes|no]
+//! required /usr/local/lib/squashfs-mount/spank_squashfs_mount.so [mountpoints=/a,/b] [cache=yes|no] [mutable-root=yes|no]
 //! ```
 //! - `mountpoints=`: the only directories (and directories below them) that
 //!   images may be mounted on, as absolute paths separated by ','; replaces
@@ -11,6 +11,12 @@
 //! - `cache=yes|no`: whether job steps use squashfs-mount's image cache
 //!   (default yes, as for the command; the site configuration's `cache`
 //!   applies too: both must allow it).
+//! - `mutable-root=yes|no`: whether jobs may ask for missing mount points
+//!   (and bind destinations) to be created in the job's view
+//!   (`--squashfs-mutable-root`; default no). Creating `/user-environment`
+//!   shows the node's `/` to the tasks through a read-only copy of its
+//!   entries, in which root's slurmstepd code also runs until it becomes
+//!   the user: the site decides.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -25,6 +31,8 @@ pub struct Config {
     pub mount_points: Vec<OsString>,
     /// `cache=`: job steps use the image cache (default yes).
     pub cache: bool,
+    /// `mutable-root=`: jobs may use `--squashfs-mutable-root` (default no).
+    pub mutable_root: bool,
 }
 
 impl Default for Config {
@@ -32,6 +40,7 @@ impl Default for Config {
         Config {
             mount_points: DEFAULT_MOUNT_POINTS.iter().map(OsString::from).collect(),
             cache: true,
+            mutable_root: false,
         }
     }
 }
@@ -48,24 +57,31 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, String> {
         if let Some(list) = arg.strip_prefix(b"mountpoints=") {
             config.mount_points = parse_mount_points(list)?;
         } else if let Some(v) = arg.strip_prefix(b"cache=") {
-            config.cache = match v {
-                b"yes" => true,
-                b"no" => false,
-                _ => {
-                    return Err(format!(
-                        "plugstack.conf: '{}': cache= takes yes or no",
-                        lossy(arg)
-                    ))
-                }
-            };
+            config.cache = yes_or_no(arg, v)?;
+        } else if let Some(v) = arg.strip_prefix(b"mutable-root=") {
+            config.mutable_root = yes_or_no(arg, v)?;
         } else {
             return Err(format!(
-                "plugstack.conf: unknown argument '{}' (known: mountpoints=<dir>[,<dir>...], cache=yes|no)",
+                "plugstack.conf: unknown argument '{}' (known: mountpoints=<dir>[,<dir>...], cache=yes|no, mutable-root=yes|no)",
                 lossy(arg)
             ));
         }
     }
     Ok(config)
+}
+
+fn yes_or_no(arg: &[u8], value: &[u8]) -> Result<bool, String> {
+    match value {
+        b"yes" => Ok(true),
+        b"no" => Ok(false),
+        _ => {
+            let key = lossy(arg.split(|&b| b == b'=').next().unwrap_or_default());
+            Err(format!(
+                "plugstack.conf: '{}': {key}= takes yes or no",
+                lossy(arg)
+            ))
+        }
+    }
 }
 
 fn parse_mount_points(list: &[u8]) -> Result<Vec<OsString>, String> {
@@ -167,6 +183,9 @@ mod tests {
         assert!(!allowed(&c, "/opt/stack2"));
         assert!(!allowed(&c, "/user-environment"));
         assert!(!parse(&["cache=no"]).unwrap().cache);
+        assert!(!c.mutable_root);
+        assert!(parse(&["mutable-root=yes"]).unwrap().mutable_root);
+        assert!(!parse(&["mutable-root=no"]).unwrap().mutable_root);
     }
 
     #[test]
@@ -181,6 +200,7 @@ mod tests {
             "mountpoints=/sys/fs",
             "mountpoints=/a/../etc",
             "cache=maybe",
+            "mutable-root=1",
             "cache",
             "allowed=/x",
             "",

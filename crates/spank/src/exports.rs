@@ -131,6 +131,8 @@ extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: c_int) 
         let which = match val {
             0 => plugin::Option_::Pairs,
             1 => plugin::Option_::Unions,
+            3 => plugin::Option_::Bind,
+            4 => plugin::Option_::MutableRoot,
             _ => plugin::Option_::Writable,
         };
         let value = if optarg.is_null() {
@@ -149,7 +151,7 @@ extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: c_int) 
 // ---------------------------------------------------------------------------
 
 /// The options' descriptions (registered by `plugin::init`).
-static OPTIONS: OptionTable<3> = OptionTable::new([
+static OPTIONS: OptionTable<5> = OptionTable::new([
     SpankOption {
         name: c"squashfs".as_ptr(),
         arginfo: c"image:mountpoint[,image:mountpoint...]".as_ptr(),
@@ -175,6 +177,24 @@ static OPTIONS: OptionTable<3> = OptionTable::new([
             .as_ptr(),
         has_arg: 2,
         val: 2,
+        cb: Some(option_callback),
+    },
+    SpankOption {
+        name: c"squashfs-bind".as_ptr(),
+        arginfo: c"source:destination[,source:destination...]".as_ptr(),
+        usage: c"Show your directory source also at destination (an allowed mount point) for every task, as squashfs-mount --bind-mount. Default: $SLURM_SQUASHFS_BIND"
+            .as_ptr(),
+        has_arg: 1,
+        val: 3,
+        cb: Some(option_callback),
+    },
+    SpankOption {
+        name: c"squashfs-mutable-root".as_ptr(),
+        arginfo: std::ptr::null(),
+        usage: c"Create missing mount points in the job's view only, as squashfs-mount -r (if the cluster allows it). Default: $SLURM_SQUASHFS_MUTABLE_ROOT"
+            .as_ptr(),
+        has_arg: 0,
+        val: 4,
         cb: Some(option_callback),
     },
 ]);

@@ -2,13 +2,15 @@
 //! queued, the checks that can be made there, with the engine's own plan
 //! step and image checks, so the refusals and messages are the command's:
 //! syntax, limits, policy switches, allowed mount points (lexically; the
-//! login node need not have them), and that the caller can open every image
-//! and that it is a SquashFS image.
+//! login node need not have them), that the caller can open every image
+//! and that it is a SquashFS image, and that every bind source is a
+//! directory the caller can reach.
 
 use std::ffi::OsStr;
 
 use squashfs_mount::cli::RunRequest;
 use squashfs_mount::config;
+use squashfs_mount::engine::bind;
 use squashfs_mount::engine::plan::{self, FrontEnd};
 use squashfs_mount::error::Failure;
 use squashfs_mount::image::Image;
@@ -35,5 +37,6 @@ pub fn validate(request: &RunRequest, front: &FrontEnd) -> Result<(), Failure> {
             Image::open(&me, image, &m.subject)?;
         }
     }
+    bind::open_sources(&me, &plan)?;
     Ok(())
 }

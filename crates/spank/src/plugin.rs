@@ -40,6 +40,8 @@ static GIVEN: Mutex<Given> = Mutex::new(Given {
     writable: None,
     session: None,
     source: request::Source::Options,
+    binds: None,
+    mutable_root: None,
 });
 /// The step's outcome in slurmstepd (remote init_post_opt), read by the
 /// forked tasks. Only plugin callbacks on slurmstepd's main thread touch it,
@@ -113,6 +115,8 @@ pub enum Option_ {
     Pairs,
     Unions,
     Writable,
+    Bind,
+    MutableRoot,
 }
 
 pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(), ()> {
@@ -121,6 +125,11 @@ pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(),
         Option_::Pairs => g.pairs = Some(value),
         Option_::Unions => g.unions = Some(value),
         Option_::Writable => g.writable = Some(value),
+        // As for the others, the last value given counts: Slurm passes
+        // one value of an option to slurmstepd (and calls the callback
+        // there more than once), so a list goes in one option.
+        Option_::Bind => g.binds = Some(value),
+        Option_::MutableRoot => g.mutable_root = Some(value),
     }
     Ok(())
 }
@@ -206,6 +215,9 @@ fn remote_prepare(spank: &Spank) -> Step {
                 "{PREFIX}: mounted {}",
                 OsStr::new(&prepared.mount_list).to_string_lossy()
             ));
+            for note in &prepared.notes {
+                spank_api::verbose(&format!("{PREFIX}: {note}"));
+            }
             Step::Ready(prepared)
         }
         Err(e) => {

@@ -58,6 +58,9 @@ pub struct Prepared {
     pub mount_list: OsString,
     /// Pidfds of the FUSE servers started for the step.
     pub servers: Vec<OwnedFd>,
+    /// What was done for each image, bind and `-r` directory (the
+    /// command's `--verbose` lines), for Slurm's log.
+    pub notes: Vec<String>,
 }
 
 impl Prepared {
@@ -82,6 +85,10 @@ pub fn front_end(config: &Config) -> FrontEnd {
         require_absolute: true,
         mount_points: config.mount_points.clone(),
         mount_points_source: "mountpoints= in plugstack.conf",
+        refuse_mutable_root: (!config.mutable_root).then_some(
+            "--squashfs-mutable-root is not allowed on this cluster (mutable-root=yes in plugstack.conf allows it); ask the administrators to create the mount point on the nodes",
+        ),
+        mutable_root_option: Some("--squashfs-mutable-root (where the cluster allows it)"),
     }
 }
 
@@ -149,6 +156,12 @@ fn on_worker_thread(
         namespace,
         mount_list: mounted.mount_list,
         servers: mounted.servers,
+        notes: mounted
+            .notes
+            .into_iter()
+            .filter(|(level, _)| *level == 1)
+            .map(|(_, note)| note)
+            .collect(),
     })
 }
 

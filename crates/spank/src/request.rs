@@ -6,7 +6,13 @@
 //! --squashfs=<image>:<mountpoint>[,<image>:<mountpoint>...]    ($SLURM_SQUASHFS)
 //! --squashfs-union=<image>,<image>[,...]:<mountpoint>[;...]    ($SLURM_SQUASHFS_UNION)
 //! --squashfs-writable[=SIZE]                                   ($SLURM_SQUASHFS_WRITABLE)
+//! --squashfs-bind=<source>:<destination>[,...]                 ($SLURM_SQUASHFS_BIND)
+//! --squashfs-mutable-root                                      ($SLURM_SQUASHFS_MUTABLE_ROOT)
 //! ```
+//!
+//! Bind mounts and `--squashfs-mutable-root` do not take part in the
+//! precedence of the images below: each comes from its option, else its
+//! variable (a session's `UENV_MOUNT_LIST` lists images only).
 //!
 //! Where a step's images come from, first match wins (checked by srun,
 //! sbatch and salloc before the job is queued, and again on the nodes):
@@ -29,10 +35,15 @@ use squashfs_mount::cli::{self, LayerSize, RunRequest};
 pub const OPTION: &str = "squashfs";
 pub const OPTION_UNION: &str = "squashfs-union";
 pub const OPTION_WRITABLE: &str = "squashfs-writable";
+pub const OPTION_BIND: &str = "squashfs-bind";
+pub const OPTION_MUTABLE_ROOT: &str = "squashfs-mutable-root";
 /// Read when the option is not given.
 pub const ENV_FALLBACK: &str = "SLURM_SQUASHFS";
 pub const ENV_UNION: &str = "SLURM_SQUASHFS_UNION";
 pub const ENV_WRITABLE: &str = "SLURM_SQUASHFS_WRITABLE";
+pub const ENV_BIND: &str = "SLURM_SQUASHFS_BIND";
+/// Set (to anything but "" or "0"): as `--squashfs-mutable-root`.
+pub const ENV_MUTABLE_ROOT: &str = "SLURM_SQUASHFS_MUTABLE_ROOT";
 /// What a squashfs-mount session (or a step with images) sets for its
 /// command, read last.
 pub const ENV_SESSION: &str = "UENV_MOUNT_LIST";
@@ -67,6 +78,11 @@ pub struct Given {
     /// `UENV_MOUNT_LIST` (source 3 only).
     pub session: Option<Vec<u8>>,
     pub source: Source,
+    /// `--squashfs-bind` (a comma-separated list: the last value given
+    /// counts, as for every option).
+    pub binds: Option<Vec<u8>>,
+    /// `--squashfs-mutable-root` (Some: given; the value is unused).
+    pub mutable_root: Option<Vec<u8>>,
 }
 
 impl Given {
@@ -75,6 +91,7 @@ impl Given {
         self.pairs.as_ref().is_none_or(|p| p.is_empty())
             && self.unions.as_ref().is_none_or(|u| u.is_empty())
             && self.session.as_ref().is_none_or(|s| s.is_empty())
+            && self.binds.as_ref().is_none_or(|b| b.is_empty())
     }
 
     /// Whether any option or variable was given (even empty).
@@ -88,9 +105,19 @@ impl Given {
         self,
         get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>,
     ) -> Result<Given, String> {
+        let binds = match self.binds.clone() {
+            Some(b) => Some(b),
+            None => get(ENV_BIND)?,
+        };
+        let mutable_root = match self.mutable_root.clone() {
+            Some(m) => Some(m),
+            None => get(ENV_MUTABLE_ROOT)?.filter(|v| !matches!(v.as_slice(), b"" | b"0")),
+        };
         if self.any() {
             return Ok(Given {
                 source: Source::Options,
+                binds,
+                mutable_root,
                 ..self
             });
         }
@@ -100,6 +127,8 @@ impl Given {
             writable: get(ENV_WRITABLE)?,
             session: None,
             source: Source::Variables,
+            binds: binds.clone(),
+            mutable_root: mutable_root.clone(),
         };
         if vars.any() {
             return Ok(vars);
@@ -107,6 +136,8 @@ impl Given {
         Ok(Given {
             session: get(ENV_SESSION)?.filter(|v| !v.is_empty()),
             source: Source::Session,
+            binds,
+            mutable_root,
             ..Given::default()
         })
     }
@@ -140,12 +171,20 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
             "--{OPTION_WRITABLE} needs images: give --{OPTION}= or --{OPTION_UNION}="
         ));
     }
+    let mut binds = Vec::new();
+    if let Some(spec) = given.binds.as_deref().filter(|s| !s.is_empty()) {
+        for bind in spec.split(|&b| b == b',') {
+            binds.push(cli::parse_bind(bind).map_err(|e| format!("--{OPTION_BIND}: {}", e.0))?);
+        }
+    }
     Ok(RunRequest {
         mounts,
         writable,
         command: vec![OsString::from("(tasks)")],
         no_cache: false,
-        verbose: false,
+        verbose: 0,
+        mutable_root: given.mutable_root.is_some(),
+        binds,
         quiet: true,
         // The plugin does not prefetch (the tasks start later, elsewhere).
         prefetch: false,
@@ -280,6 +319,53 @@ mod tests {
         })
         .unwrap_err()
         .contains("$UENV_MOUNT_LIST"));
+    }
+
+    #[test]
+    fn binds_and_mutable_root_beside_the_images() {
+        let env = |name: &str| -> Result<Option<Vec<u8>>, String> {
+            Ok(match name {
+                "UENV_MOUNT_LIST" => Some(b"/s/a.sqfs:/user-environment".to_vec()),
+                "SLURM_SQUASHFS_BIND" => Some(b"/scratch/in:/user-tools/in".to_vec()),
+                "SLURM_SQUASHFS_MUTABLE_ROOT" => Some(b"1".to_vec()),
+                _ => None,
+            })
+        };
+        // The variables give binds and -r; the session still gives images.
+        let g = Given::default().resolve(env).unwrap();
+        let r = parse(&g).unwrap();
+        assert_eq!(g.source, Source::Session);
+        assert_eq!(r.mounts.len(), 1);
+        assert!(r.mutable_root);
+        assert_eq!(r.binds[0].describe(), "/scratch/in:/user-tools/in");
+        // The option replaces the variable.
+        let g = Given {
+            binds: Some(b"/a:/b,/c:/d".to_vec()),
+            ..Given::default()
+        }
+        .resolve(env)
+        .unwrap();
+        assert_eq!(parse(&g).unwrap().binds.len(), 2);
+        // Binds alone are something to mount.
+        assert!(!Given {
+            binds: Some(b"/a:/b".to_vec()),
+            ..Given::default()
+        }
+        .is_empty());
+        assert!(parse(&Given {
+            binds: Some(b"/a".to_vec()),
+            ..Given::default()
+        })
+        .unwrap_err()
+        .contains("--squashfs-bind"));
+        let off = |name: &str| -> Result<Option<Vec<u8>>, String> {
+            Ok((name == "SLURM_SQUASHFS_MUTABLE_ROOT").then(|| b"0".to_vec()))
+        };
+        assert!(Given::default()
+            .resolve(off)
+            .unwrap()
+            .mutable_root
+            .is_none());
     }
 
     #[test]

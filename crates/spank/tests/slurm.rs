@@ -112,7 +112,7 @@ const TESTS: &[(&str, Test)] = &[
         srun_refuses(
             t,
             &format!("{}:{UE}", t.img("secret.sqfs")),
-            "cannot open the image: permission denied",
+            "(Permission denied)",
         )
     }),
     ("srun_refuses_disallowed_mount_point", |t| {
@@ -201,7 +201,145 @@ const TESTS: &[(&str, Test)] = &[
         "an_empty_squashfs_option_opts_out_of_the_session",
         session_opt_out,
     ),
+    (
+        "squashfs_bind_shows_a_directory_on_an_allowed_place_only",
+        binds_through_the_plugin,
+    ),
+    (
+        "squashfs_mutable_root_only_where_the_site_allows_it_and_only_in_the_job",
+        mutable_root_through_the_plugin,
+    ),
 ];
+
+/// Extra plugin arguments in plugstack.conf (read by srun and by each
+/// step's slurmstepd), until dropped.
+struct PlugstackArgs {
+    path: PathBuf,
+    before: String,
+}
+
+impl PlugstackArgs {
+    fn add(t: &T, extra: &str) -> PlugstackArgs {
+        let path = t.c.dir.join("plugstack.conf");
+        let before = fs::read_to_string(&path).expect("plugstack.conf");
+        fs::write(&path, format!("{} {extra}\n", before.trim_end())).expect("plugstack.conf");
+        PlugstackArgs { path, before }
+    }
+}
+
+impl Drop for PlugstackArgs {
+    fn drop(&mut self) {
+        let _ = fs::write(&self.path, &self.before);
+    }
+}
+
+/// `--squashfs-bind`: the user's directory shown on an allowed mount
+/// point of every task, with the images; anywhere else refused at
+/// submission; UENV_MOUNT_LIST lists the images only.
+fn binds_through_the_plugin(t: &T) {
+    let src = t.c.dir.join("bindsrc");
+    fs::create_dir_all(&src).expect("mkdir");
+    fs::write(src.join("file"), "bound\n").expect("write");
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bind = format!("--squashfs-bind={}:{UT}", src.display());
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N2",
+            &t.opt("a.sqfs", UE),
+            &bind,
+            "sh",
+            "-c",
+            "echo \"$(cat /user-environment/file) $(cat /user-tools/file) $UENV_MOUNT_LIST\"",
+        ],
+    );
+    let line = format!("hello from A bound {}:{UE}", t.img("a.sqfs"));
+    assert!(r.success(), "{r:?}");
+    assert_eq!(sorted_lines(&r.stdout()), [line.clone(), line], "{r:?}");
+    // The variable works as the option.
+    let var = format!("{}:{UT}", src.display());
+    let r = t.user(
+        &[("SLURM_SQUASHFS_BIND", &var)],
+        &["srun", "-N1", "cat", "/user-tools/file"],
+    );
+    assert!(r.success() && r.stdout() == "bound\n", "{r:?}");
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            &format!("--squashfs-bind={}:/tmp", src.display()),
+            "echo",
+            "RAN",
+        ],
+    );
+    assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
+    assert!(r.stderr().contains("refusing to mount on /tmp"), "{r:?}");
+}
+
+/// `--squashfs-mutable-root`: refused at submission unless plugstack.conf
+/// says mutable-root=yes; then a missing mount point below an allowed one
+/// and a new top-level one (the copy of / becomes the job's root) exist
+/// in the job's view only.
+fn mutable_root_through_the_plugin(t: &T) {
+    let new = format!("{UE}/sqfsmnt-new");
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            "--squashfs-mutable-root",
+            &t.opt("a.sqfs", &new),
+            "echo",
+            "RAN",
+        ],
+    );
+    assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
+    assert!(
+        r.stderr()
+            .contains("--squashfs-mutable-root is not allowed")
+            && r.stderr().contains("mutable-root=yes in plugstack.conf"),
+        "{r:?}"
+    );
+    // Without it, a missing mount point fails on the node in uenv's words.
+    step_fails(
+        t,
+        &format!("{}:{new}", t.img("a.sqfs")),
+        &format!("the mount path {new} does not exist"),
+    );
+    let top = format!("/sqfsmnt-{}-slurm", std::process::id());
+    let _args = PlugstackArgs::add(t, &format!("mutable-root=yes mountpoints={UE},{UT},{top}"));
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N2",
+            "--squashfs-mutable-root",
+            &format!("--squashfs={}:{new},{}:{top}", t.img("a.sqfs"), t.img("b.sqfs")),
+            "sh",
+            "-c",
+            &format!("echo \"$(cat {new}/file) $(cat {top}/file) $(touch /x 2>/dev/null || echo ro) $(cat /proc/self/comm)\""),
+        ],
+    );
+    assert!(r.success(), "{r:?}");
+    let line = "hello from A hello from B ro cat".to_string();
+    assert_eq!(sorted_lines(&r.stdout()), [line.clone(), line], "{r:?}");
+    assert!(!Path::new(&top).exists() && !Path::new(&new).exists());
+    let r = t.user(
+        &[("SLURM_SQUASHFS_MUTABLE_ROOT", "1")],
+        &[
+            "srun",
+            "-N1",
+            &t.opt("b.sqfs", &top),
+            "cat",
+            &format!("{top}/file"),
+        ],
+    );
+    assert!(r.success() && r.stdout() == "hello from B\n", "{r:?}");
+    for n in &t.c.nodes {
+        assert!(n.mounts_under(Path::new(&top)).is_empty());
+    }
+}
 
 /// The squashfs-mount command installed setuid root on the login node.
 fn setuid_cli(t: &T) -> String {
@@ -279,7 +417,7 @@ fn stale_session_list(t: &T) {
     assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
     assert!(
         r.stderr().contains("deleted.sqfs")
-            && r.stderr().contains("no such file")
+            && r.stderr().contains("No such file or directory")
             && r.stderr().contains("UENV_MOUNT_LIST"),
         "{r:?}"
     );
@@ -402,7 +540,11 @@ fn shared_refusal_table(t: &T) {
     let dir = t.c.dir.join("refusals");
     refusals::make_images(&dir);
     for r in TABLE {
+        let _site = r.site.map(sqfsmnt_test_support::site::config);
         let mut args: Vec<String> = vec!["srun".into(), "-N1".into()];
+        if r.mutable_root {
+            args.push("--squashfs-mutable-root".into());
+        }
         if let Some(w) = r.writable {
             args.push(format!("--squashfs-writable={w}"));
         }
@@ -427,6 +569,20 @@ fn shared_refusal_table(t: &T) {
                 .map(|i| dir.join(i).display().to_string())
                 .collect();
             args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
+        }
+        if !r.binds.is_empty() {
+            let binds: Vec<String> = r
+                .binds
+                .iter()
+                .map(|(src, sub)| {
+                    format!(
+                        "{}:{}",
+                        dir.join(src).display(),
+                        refusals::mount_point(Path::new(UE), sub).display()
+                    )
+                })
+                .collect();
+            args.push(format!("--squashfs-bind={}", binds.join(",")));
         }
         args.extend(["echo".into(), "RAN".into()]);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1110,7 +1266,9 @@ fn batch_step_refuses_image_unreadable_at_start(t: &T) {
     let out = fs::read_to_string(&out_file).unwrap_or_default();
     assert_eq!(state, "FAILED", "job {job}: {out}");
     assert!(
-        !out.contains("RAN") && out.contains("cannot open the image: permission denied"),
+        !out.contains("RAN")
+            && out.contains("unable to read squashfs")
+            && out.contains("(Permission denied)"),
         "job {job}: {out:?}"
     );
 }

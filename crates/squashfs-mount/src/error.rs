@@ -19,8 +19,10 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // One line, whatever the parts contained.
-        write!(f, "{}", self.0.replace('\n', " "))
+        // One line, whatever the parts contained, and the C library's
+        // words for a system error without Rust's " (os error N)" (the
+        // plugin prints failures through Slurm, not through `report`).
+        write!(f, "{}", without_os_error(&self.0.replace('\n', " ")))
     }
 }
 
@@ -81,21 +83,21 @@ pub fn io_message(e: &std::io::Error) -> String {
     without_os_error(&e.to_string())
 }
 
-/// Plain-language reading of an errno for messages about a path.
-pub fn explain_errno(e: crate::system::Error) -> String {
+/// The C library's words for an errno, as glibc's strerror prints them
+/// ("Permission denied", "No such file or directory"): scripts and uenv's
+/// tests match them.
+pub fn errno_words(e: crate::system::Error) -> String {
+    io_message(&std::io::Error::from_raw_os_error(e.raw_os_error()))
+}
+
+/// What to do about an errno met on a path the caller gave ("" when the
+/// words say it all).
+pub fn errno_hint(e: crate::system::Error) -> &'static str {
     use crate::system::Error as Errno;
     match e {
-        Errno::ACCESS | Errno::PERM => {
-            "permission denied (you cannot read it with your own rights)".into()
-        }
-        Errno::NOENT => "no such file or directory".into(),
-        Errno::NOTDIR => "a path component is not a directory".into(),
-        Errno::LOOP => "too many levels of symbolic links".into(),
-        Errno::NAMETOOLONG => "the path is too long".into(),
-        Errno::MFILE | Errno::NFILE => {
-            "too many open files (raise the open-file limit, ulimit -n)".into()
-        }
-        other => format!("{other}"),
+        Errno::ACCESS | Errno::PERM => "; you cannot reach it with your own rights",
+        Errno::MFILE | Errno::NFILE => "; raise the open-file limit (ulimit -n)",
+        _ => "",
     }
 }
 
@@ -114,5 +116,18 @@ mod tests {
             "(os error x) stays (os error )"
         );
         assert_eq!(without_os_error("plain"), "plain");
+    }
+
+    #[test]
+    fn system_errors_in_the_c_librarys_words() {
+        use crate::system::Error as Errno;
+        assert_eq!(errno_words(Errno::ACCESS), "Permission denied");
+        assert_eq!(errno_words(Errno::NOENT), "No such file or directory");
+        assert_eq!(errno_words(Errno::NOTDIR), "Not a directory");
+        assert_eq!(errno_words(Errno::NAMETOOLONG), "File name too long");
+        assert_eq!(
+            Failure::about("x", format!("a: {}", Errno::ACCESS)).to_string(),
+            "x: a: Permission denied"
+        );
     }
 }

@@ -7,12 +7,12 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use squashfs_format::kernel::KernelConfig;
-use squashfs_format::{parse_superblock, Superblock, SUPERBLOCK_SIZE};
+use squashfs_format::{parse_superblock, FormatError, Superblock, SUPERBLOCK_SIZE};
 
 use crate::acl;
 use crate::config::trust::{AclWriters, CallerAccess, PathDir, Provenance, Writers};
 use crate::engine::plan::tilde_hint;
-use crate::error::{explain_errno, Failure};
+use crate::error::{errno_hint, errno_words, Failure};
 use crate::paths;
 use crate::privilege::{ActingAsCaller, Caller};
 use crate::system::{self, FileId};
@@ -39,12 +39,15 @@ impl Image {
         given: &OsStr,
         subject: &str,
     ) -> Result<Image, Failure> {
+        // uenv's words: "unable to read squashfs <path> (<strerror>)".
         let fd = system::open_image(given).map_err(|e| {
             Failure::about(
                 subject,
                 format!(
-                    "cannot open the image: {}{}",
-                    explain_errno(e),
+                    "unable to read squashfs {} ({}){}{}",
+                    given.to_string_lossy(),
+                    errno_words(e),
+                    errno_hint(e),
                     tilde_hint(given)
                 ),
             )
@@ -55,7 +58,8 @@ impl Image {
             return Err(Failure::about(
                 subject,
                 format!(
-                    "the image is a {}, not a regular file; give the path of a SquashFS image file",
+                    "invalid squashfs {} (is not a regular file: it is a {}); give the path of a SquashFS image file",
+                    given.to_string_lossy(),
                     id.kind()
                 ),
             ));
@@ -63,8 +67,17 @@ impl Image {
         let mut head = [0u8; SUPERBLOCK_SIZE];
         let n = system::read_head(fd.as_fd(), &mut head)
             .map_err(|e| Failure::about(subject, format!("cannot read the image: {e}")))?;
-        let superblock =
-            parse_superblock(&head[..n], id.size).map_err(|e| Failure::about(subject, e))?;
+        let superblock = parse_superblock(&head[..n], id.size).map_err(|e| match e {
+            // uenv's words for a file without the magic number.
+            FormatError::Empty | FormatError::BadMagic { .. } => Failure::about(
+                subject,
+                format!(
+                    "unable to read squashfs {} (not a valid squashfs file): {e}",
+                    given.to_string_lossy()
+                ),
+            ),
+            e => Failure::about(subject, e),
+        })?;
         let path = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| given.to_owned());
         Ok(Image {
             given: given.to_owned(),

@@ -34,7 +34,7 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         Err(PrivilegeError::NotSetuidRoot) => return rootless(request),
         Err(e) => return Err(e.into()),
     };
-    if request.mounts.is_empty() {
+    if request.mounts.is_empty() && request.binds.is_empty() {
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let caller = privileges.drop_for_good()?;
@@ -95,7 +95,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
-    if request.mounts.is_empty() {
+    if request.mounts.is_empty() && request.binds.is_empty() {
         system::set_no_new_privs()
             .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
         let caller = Caller {
@@ -147,7 +147,7 @@ fn mounted_ready(
     site_verbose: bool,
     signals: system::CallerSignals,
 ) -> Ready {
-    report(&mounted, request.verbose || site_verbose);
+    report(&mounted, request.verbose.max(u8::from(site_verbose)));
     if request.prefetch {
         crate::prefetch::start(&mounted.mount_list);
     }
@@ -160,13 +160,13 @@ fn mounted_ready(
 }
 
 /// Quiet success: only a warning worth the user's attention, or with
-/// `--verbose` what was done.
-fn report(mounted: &engine::Mounted, verbose: bool) {
+/// `--verbose` what was done (as much as the verbosity asks for).
+fn report(mounted: &engine::Mounted, verbose: u8) {
     for w in &mounted.warnings {
         error::warn(w);
     }
-    if verbose {
-        for note in &mounted.notes {
+    if verbose > 0 {
+        for (_, note) in mounted.notes.iter().filter(|(level, _)| *level <= verbose) {
             error::report(note);
         }
     }

@@ -4,10 +4,10 @@
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::error::{explain_errno, Failure};
+use crate::error::{errno_hint, errno_words, Failure};
 use crate::paths;
 use crate::privilege::ActingAsCaller;
-use crate::system::{self, FileId};
+use crate::system::{self, Error as Errno, FileId};
 
 #[derive(Debug)]
 pub struct MountPoint {
@@ -20,27 +20,38 @@ pub struct MountPoint {
 impl MountPoint {
     /// Resolves `path` as the caller (symlinks followed exactly as the
     /// caller's own lookup would), pins it, and refuses `/`, anything in
-    /// /proc, /sys, /dev or on a kernel API filesystem.
+    /// /proc, /sys, /dev or on a kernel API filesystem. `what` names it in
+    /// messages ("mount path", "bind destination"); `create_hint` says how
+    /// to have a missing one created.
     pub fn resolve(
         _as_caller: &impl ActingAsCaller,
         path: &OsStr,
         subject: &str,
+        what: &str,
+        create_hint: &str,
     ) -> Result<MountPoint, Failure> {
+        let shown = path.to_string_lossy();
+        // uenv's words for the refusals it makes.
         let fd = system::open_directory_path(path).map_err(|e| {
             Failure::about(
                 subject,
-                format!(
-                    "cannot use the mount point: {}; it must be an existing directory you can reach",
-                    explain_errno(e)
-                ),
+                match e {
+                    Errno::NOENT => format!("the {what} {shown} does not exist; {create_hint}"),
+                    Errno::NOTDIR => format!("the {what} {shown} is not a directory"),
+                    e => format!(
+                        "unable to access the {what} {shown} ({}){}; it must be an existing directory you can reach",
+                        errno_words(e),
+                        errno_hint(e)
+                    ),
+                },
             )
         })?;
         let id = system::fstat(fd.as_fd())
-            .map_err(|e| Failure::about(subject, format!("cannot stat the mount point: {e}")))?;
+            .map_err(|e| Failure::about(subject, format!("cannot stat the {what}: {e}")))?;
         if !id.is_dir() {
             return Err(Failure::about(
                 subject,
-                "the mount point is not a directory",
+                format!("the {what} {shown} is not a directory"),
             ));
         }
         let real = system::path_of_fd(fd.as_fd()).map_err(|e| {

@@ -45,7 +45,7 @@ pub fn describe(p: &Policy) -> String {
     };
     format!(
         "kernel-images = {kernel}\ntrusted-owners = {}\ntrusted-groups = {}\ntrusted-dirs = {}\ntrusted-match = {m}\n\
-         allowed-users = {}\nallowed-groups = {}\nmount-points = {}\nallow-writable = {}\nallow-union = {}\nmax-images-per-call = {}\n",
+         allowed-users = {}\nallowed-groups = {}\nmount-points = {}\nallow-writable = {}\nallow-union = {}\nallow-mutable-root = {}\nmax-images-per-call = {}\n",
         ids(&std::iter::once(0)
             .chain(p.trusted_owners.iter().copied().filter(|&u| u != 0))
             .collect::<Vec<_>>()),
@@ -56,6 +56,7 @@ pub fn describe(p: &Policy) -> String {
         if p.mount_points.is_empty() { "(anywhere but /, /proc, /sys, /dev)".to_string() } else { dirs(&p.mount_points) },
         if p.allow_writable { "yes" } else { "no" },
         if p.allow_union { "yes" } else { "no" },
+        if p.allow_mutable_root { "yes" } else { "no" },
         p.max_images_per_call,
     )
 }

@@ -267,7 +267,7 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
     assert!(!out.status.success(), "user2 must be refused");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
     assert!(
-        stderr(&out).contains("permission denied"),
+        stderr(&out).contains("Permission denied"),
         "{}",
         stderr(&out)
     );

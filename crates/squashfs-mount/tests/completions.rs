@@ -74,7 +74,13 @@ fn has_word(text: &str, word: &str) -> bool {
 fn usage_lists_the_options() {
     let opts = usage_options();
     for o in [
+        "-s",
         "--sqfs",
+        "--bind-mount",
+        "-r",
+        "--mutable-root",
+        "--verbose",
+        "-V",
         "--union",
         "--writable",
         "--no-cache",
@@ -170,6 +176,10 @@ fn bash_offers_exactly_the_options() {
         "squashfs-mount --sqfs=img.sqfs:dir1,i",
         "squashfs-mount --union=img.sqfs,img.sqfs:d",
         "squashfs-mount img.sqfs:dir1 -- ech",
+        "squashfs-mount -s img.sqfs:d",
+        "squashfs-mount --bind-mount=d",
+        "squashfs-mount --bind-mount dir1:d",
+        "squashfs-mount --bind-mount=dir1:dir2,d",
     ];
     let out = Command::new("bash")
         .arg("-c")
@@ -206,6 +216,10 @@ fn bash_offers_exactly_the_options() {
         "the command after -- is completed: {}",
         got[6]
     );
+    assert_eq!(got[7], "dir1/|dir2/|", "-s <image>:<TAB>");
+    assert_eq!(got[8], "dir1/|dir2/|", "--bind-mount=<TAB>: directories");
+    assert_eq!(got[9], "dir1/|dir2/|", "--bind-mount <source>:<TAB>");
+    assert_eq!(got[10], "dir2,dir1/|dir2,dir2/|", "--bind-mount=...,<TAB>");
 }
 
 #[test]
@@ -258,6 +272,14 @@ fn fish_offers_exactly_the_options() {
         set("--sqfs=img.sqfs:dir1,img.sqfs", '|')
     );
     assert!(query("squashfs-mount img.sqfs:dir1 -- ech").contains("echo"));
+    assert_eq!(
+        query("squashfs-mount --bind-mount=dir1:d"),
+        set("--bind-mount=dir1:dir1/|--bind-mount=dir1:dir2/", '|')
+    );
+    assert_eq!(
+        query("squashfs-mount -simg.sqfs:d"),
+        set("-simg.sqfs:dir1/|-simg.sqfs:dir2/", '|')
+    );
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -300,6 +322,8 @@ fn zsh_offers_exactly_the_options() {
         "squashfs-mount img.sqfs:d",
         "squashfs-mount --sqfs=img.sqfs:dir1,i",
         "squashfs-mount img.sqfs:dir1 -- ech",
+        "squashfs-mount --bind-mount=dir1:d",
+        "squashfs-mount -s img.sqfs:d",
     ];
     let start = Instant::now();
     let st = Command::new("zsh")
@@ -340,4 +364,6 @@ fn zsh_offers_exactly_the_options() {
     assert_eq!(got[2], set("dir1|dir2", '|'));
     assert_eq!(got[3], set("img.sqfs", '|'));
     assert!(got[4].contains("echo"), "{:?}", got[4]);
+    assert_eq!(got[5], set("dir1|dir2", '|'), "--bind-mount=<source>:<TAB>");
+    assert_eq!(got[6], set("dir1|dir2", '|'), "-s <image>:<TAB>");
 }

@@ -406,6 +406,6 @@ fn bad_union_and_size_arguments_are_refused() {
             "--".into(),
             "true".into(),
         ])
-        .refused(&["u.sqfs", "permission denied"]);
+        .refused(&["u.sqfs", "Permission denied"]);
     });
 }

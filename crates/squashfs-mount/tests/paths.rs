@@ -162,6 +162,43 @@ fn behaviour_table(w: &Way) {
         assert_eq!(out, "written\nhello from a\n");
     }
 
+    // -r and --bind-mount (uenv's squashfs-mount): a mount point that
+    // does not exist, and a bind destination missing inside the image,
+    // are created in the command's view only; the bind is written through
+    // as the caller; UENV_MOUNT_LIST lists the image only.
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let top = PathBuf::from(format!("/sqfsmnt-{}-table-{n}", std::process::id()));
+    let src = fx.user_dir().join(format!("bindsrc-{n}"));
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("f"), "bound\n").unwrap();
+    fx.user.chown(&src);
+    let out = w.ok([
+        "-r".into(),
+        pair(&a, &top),
+        format!("--bind-mount={}:{}/bound", s(&src), s(&top)),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cat {0}/hello.txt {0}/bound/f; echo \"$UENV_MOUNT_LIST\"; echo w > {0}/bound/w; touch /new 2>/dev/null || echo read-only",
+            s(&top)
+        ),
+    ]);
+    assert_eq!(
+        out,
+        format!("hello from a\nbound\n{}:{}\nread-only\n", s(&a), s(&top))
+    );
+    assert!(
+        fs::symlink_metadata(&top).is_err(),
+        "{} made on the host",
+        s(&top)
+    );
+    assert_eq!(fs::read_to_string(src.join("w")).unwrap(), "w\n");
+    let st = fs::metadata(src.join("w")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((st.uid(), st.gid()), (fx.uid, fx.gid));
+
     // The environment: SQFSMNT_FWD_ names reach the command.
     let out = run(w
         .command()

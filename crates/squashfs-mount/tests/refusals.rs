@@ -12,7 +12,11 @@ fn the_shared_refusal_table() {
         refusals::make_images(&dir);
         let root = fx.mount_point("refusals");
         for r in TABLE {
+            let _site = r.site.map(sqfsmnt_test_support::site::config);
             let mut args: Vec<String> = Vec::new();
+            if r.mutable_root {
+                args.push("-r".into());
+            }
             if let Some(w) = r.writable {
                 args.push(format!("--writable={w}"));
             }
@@ -20,6 +24,13 @@ fn the_shared_refusal_table() {
                 args.push(format!(
                     "{}:{}",
                     dir.join(img).display(),
+                    refusals::mount_point(&root, sub).display()
+                ));
+            }
+            for (src, sub) in r.binds {
+                args.push(format!(
+                    "--bind-mount={}:{}",
+                    dir.join(src).display(),
                     refusals::mount_point(&root, sub).display()
                 ));
             }

@@ -16,7 +16,14 @@ pub struct Refusal {
     pub pairs: &'static [(&'static str, &'static str)],
     /// One union: its images, on the root.
     pub union: &'static [&'static str],
+    /// Bind mounts: (source directory in the table's directory, destination
+    /// below the root: "" is the root).
+    pub binds: &'static [(&'static str, &'static str)],
     pub writable: Option<&'static str>,
+    /// `-r` (the plugin: `--squashfs-mutable-root`).
+    pub mutable_root: bool,
+    /// `/etc/squashfs-mount.conf` while the row runs (None: as it is).
+    pub site: Option<&'static str>,
     /// Words the one-line refusal must contain.
     pub expect: &'static [&'static str],
 }
@@ -26,64 +33,177 @@ pub const TABLE: &[Refusal] = &[
         name: "duplicate mount point",
         pairs: &[("a.sqfs", ""), ("b.sqfs", ".")],
         union: &[],
+        binds: &[],
         writable: None,
-        expect: &["more than once"],
+        mutable_root: false,
+        site: None,
+        expect: &["is used to mount more than one squashfs"],
     },
     Refusal {
         name: "image the user cannot read",
         pairs: &[("secret.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: None,
-        expect: &["secret.sqfs", "permission denied"],
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "unable to read squashfs",
+            "secret.sqfs",
+            "(Permission denied)",
+        ],
     },
     Refusal {
         name: "missing image",
         pairs: &[("missing.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: None,
-        expect: &["missing.sqfs", "no such file or directory"],
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "unable to read squashfs",
+            "missing.sqfs",
+            "(No such file or directory)",
+        ],
     },
     Refusal {
         name: "image that is a directory",
         pairs: &[("dir.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: None,
-        expect: &["dir.sqfs", "not a regular file"],
+        mutable_root: false,
+        site: None,
+        expect: &["invalid squashfs", "dir.sqfs", "is not a regular file"],
     },
     Refusal {
         name: "random bytes",
         pairs: &[("random.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: None,
-        expect: &["random.sqfs", "not a SquashFS image"],
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "random.sqfs",
+            "not a valid squashfs file",
+            "not a SquashFS image",
+        ],
     },
     Refusal {
         name: "truncated image",
         pairs: &[("truncated.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["truncated.sqfs", "truncated"],
     },
     Refusal {
         name: "image whose real path has a comma",
         pairs: &[("comma-link.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["UENV_MOUNT_LIST cannot carry"],
     },
     Refusal {
         name: "the same image twice in a union",
         pairs: &[],
         union: &["a.sqfs", "a.sqfs"],
+        binds: &[],
         writable: None,
+        mutable_root: false,
+        site: None,
         expect: &["named twice in one union"],
     },
     Refusal {
         name: "writable layer beyond the RAM ceiling",
         pairs: &[("a.sqfs", "")],
         union: &[],
+        binds: &[],
         writable: Some("90%"),
+        mutable_root: false,
+        site: None,
         expect: &["--writable", "at most 50% of RAM"],
+    },
+    Refusal {
+        name: "mount point that does not exist (without -r)",
+        pairs: &[("a.sqfs", "missing")],
+        union: &[],
+        binds: &[],
+        writable: None,
+        mutable_root: false,
+        site: None,
+        expect: &["the mount path", "/missing does not exist"],
+    },
+    Refusal {
+        name: "missing bind source",
+        pairs: &[],
+        union: &[],
+        binds: &[("no-such-dir", "")],
+        writable: None,
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "the bind source",
+            "no-such-dir",
+            "(No such file or directory)",
+        ],
+    },
+    Refusal {
+        name: "bind source that is a file",
+        pairs: &[],
+        union: &[],
+        binds: &[("a.sqfs", "")],
+        writable: None,
+        mutable_root: false,
+        site: None,
+        expect: &["the bind source", "a.sqfs is not a directory"],
+    },
+    Refusal {
+        name: "bind source the user cannot reach",
+        pairs: &[],
+        union: &[],
+        binds: &[("private/inner", "")],
+        writable: None,
+        mutable_root: false,
+        site: None,
+        expect: &["the bind source", "private/inner", "(Permission denied)"],
+    },
+    Refusal {
+        name: "bind destination that does not exist (without -r)",
+        pairs: &[],
+        union: &[],
+        binds: &[("bindsrc", "missing")],
+        writable: None,
+        mutable_root: false,
+        site: None,
+        expect: &["the bind destination", "/missing does not exist"],
+    },
+    Refusal {
+        name: "bind destination that is an image's mount point",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[("bindsrc", ".")],
+        writable: None,
+        mutable_root: false,
+        site: None,
+        expect: &["is used more than once"],
+    },
+    Refusal {
+        name: "-r where the site policy does not allow it",
+        pairs: &[("a.sqfs", "missing")],
+        union: &[],
+        binds: &[],
+        writable: None,
+        mutable_root: true,
+        site: Some("allow-mutable-root = no\n"),
+        expect: &["is not allowed by the site policy", "allow-mutable-root"],
     },
 ];
 
@@ -114,6 +234,10 @@ pub fn make_images(dir: &Path) {
     for f in ["random.sqfs", "truncated.sqfs", "with,comma.sqfs"] {
         fs::set_permissions(img(f), fs::Permissions::from_mode(0o644)).expect("chmod");
     }
+    // Bind sources: one anyone may reach, one inside a root-only directory.
+    fs::create_dir_all(img("bindsrc")).expect("mkdir");
+    fs::create_dir_all(img("private/inner")).expect("mkdir");
+    fs::set_permissions(img("private"), fs::Permissions::from_mode(0o700)).expect("chmod");
 }
 
 /// The mount point of `sub` below `root` (`.` and "" are the root).

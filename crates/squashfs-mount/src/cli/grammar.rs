@@ -1,5 +1,6 @@
 //! The grammar of one argument: `<image>:<mountpoint>` pairs, unions,
-//! writable sizes, forwarded variable names. Pure; fuzzed.
+//! `<source>:<destination>` bind mounts, writable sizes, forwarded
+//! variable names. Pure; fuzzed.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -26,6 +27,52 @@ impl MountRequest {
         )
     }
 }
+
+/// One `--bind-mount=<source>:<destination>` request, as given: the
+/// directory `source` shown at `destination` in the command's view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindRequest {
+    pub source: OsString,
+    pub destination: OsString,
+}
+
+impl BindRequest {
+    /// `source:destination` for messages (lossy for non-UTF-8 bytes).
+    pub fn describe(&self) -> String {
+        format!(
+            "{}:{}",
+            self.source.to_string_lossy(),
+            self.destination.to_string_lossy()
+        )
+    }
+}
+
+/// Parses one `<source>:<destination>` of `--bind-mount`.
+pub fn parse_bind(arg: &[u8]) -> Result<BindRequest, UsageError> {
+    let (source, destination) = split(arg, &BIND)?;
+    Ok(BindRequest {
+        source,
+        destination,
+    })
+}
+
+/// How the two halves of a `a:b` argument are named in messages.
+struct Form {
+    whole: &'static str,
+    first: &'static str,
+    second: &'static str,
+}
+
+const PAIR: Form = Form {
+    whole: "<image>:<mountpoint>",
+    first: "the image path",
+    second: "the mount point",
+};
+const BIND: Form = Form {
+    whole: "<source>:<destination>",
+    first: "the bind source",
+    second: "the bind destination",
+};
 
 /// Size limit of the tmpfs under a writable layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,34 +164,32 @@ pub fn parse_union(arg: &[u8]) -> Result<MountRequest, UsageError> {
 }
 
 fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
+    split(arg, &PAIR)
+}
+
+fn split(arg: &[u8], form: &Form) -> Result<(OsString, OsString), UsageError> {
     let colons = arg.iter().filter(|&&b| b == b':').count();
     if colons == 0 {
         return Err(UsageError(format!(
-            "'{}' is not of the form <image>:<mountpoint>",
-            lossy(arg)
+            "'{}' is not of the form {}",
+            lossy(arg),
+            form.whole
         )));
     }
     if colons > 1 {
         return Err(UsageError(format!(
-            "'{}' has more than one ':'; paths containing ':' are not supported, use a symlink without ':' to the image or mount point",
+            "'{}' has more than one ':'; paths containing ':' are not supported, use a symlink without ':' to the file or directory",
             lossy(arg)
         )));
     }
     let at = arg.iter().position(|&b| b == b':').unwrap_or(0);
-    let (image, mount_point) = (&arg[..at], &arg[at + 1..]);
-    if image.is_empty() {
-        return Err(UsageError(format!(
-            "'{}': the image path is empty",
-            lossy(arg)
-        )));
+    let (first, second) = (&arg[..at], &arg[at + 1..]);
+    for (part, name) in [(first, form.first), (second, form.second)] {
+        if part.is_empty() {
+            return Err(UsageError(format!("'{}': {name} is empty", lossy(arg))));
+        }
     }
-    if mount_point.is_empty() {
-        return Err(UsageError(format!(
-            "'{}': the mount point is empty",
-            lossy(arg)
-        )));
-    }
-    for part in [image, mount_point] {
+    for part in [first, second] {
         if part.contains(&b'\n') {
             return Err(UsageError(format!(
                 "'{}': paths containing a newline are not supported",
@@ -156,8 +201,8 @@ fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
         }
     }
     Ok((
-        OsString::from_vec(image.to_vec()),
-        OsString::from_vec(mount_point.to_vec()),
+        OsString::from_vec(first.to_vec()),
+        OsString::from_vec(second.to_vec()),
     ))
 }
 

@@ -4,6 +4,12 @@
 //! squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
 //! squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
 //! ```
+//!
+//! The options of uenv's squashfs-mount are understood as it spells them:
+//! `-s LIST` for `--sqfs`, `-v`/`-vv`/`-vvv` for `--verbose`, `-r` for
+//! `--mutable-root`, `--bind-mount=SRC:DST[,...]` (repeatable); `-V` and
+//! `--version` print the version. An option that takes a value never takes
+//! the `--` that starts the command.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -15,8 +21,8 @@ mod usage;
 
 use grammar::lossy;
 pub use grammar::{
-    forwarded_name, parse_pair, parse_union, LayerSize, MountRequest, UsageError, MAX_UNION_LAYERS,
-    NO_COMMAND,
+    forwarded_name, parse_bind, parse_pair, parse_union, BindRequest, LayerSize, MountRequest,
+    UsageError, MAX_UNION_LAYERS, NO_COMMAND,
 };
 pub use usage::USAGE;
 
@@ -50,14 +56,25 @@ pub struct RunRequest {
     pub command: Vec<OsString>,
     /// `--no-cache`: private instances, the image cache is left alone.
     pub no_cache: bool,
-    /// `--verbose`: say which way each image was mounted.
-    pub verbose: bool,
+    /// `-v`/`--verbose` (once or more, `-vv`, `-vvv`): how much to say
+    /// about what was done (0: nothing; at most [`MAX_VERBOSITY`]).
+    pub verbose: u8,
+    /// `-r`/`--mutable-root`: mount points and bind destinations that do
+    /// not exist are created in the command's view only.
+    pub mutable_root: bool,
+    /// `--bind-mount=<source>:<destination>`: directories shown elsewhere
+    /// in the command's view, in the order given.
+    pub binds: Vec<BindRequest>,
     /// `--quiet`: no note about running without setuid.
     pub quiet: bool,
     /// Prefetch the hot lists images carry (`--prefetch`, the default;
     /// `--no-prefetch` turns it off).
     pub prefetch: bool,
 }
+
+/// The most `-v` counts for (`-vvv`: every detail and the time each step
+/// took).
+pub const MAX_VERBOSITY: u8 = 3;
 
 /// Whether `word` looks like `<image>:<mountpoint>` (or a `--sqfs`/`--union`
 /// option), for the hints below.
@@ -78,7 +95,9 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         writable: None,
         command: Vec::new(),
         no_cache: false,
-        verbose: false,
+        verbose: 0,
+        mutable_root: false,
+        binds: Vec::new(),
         quiet: false,
         prefetch: true,
     };
@@ -95,14 +114,27 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 return Ok(Invocation::Run(r));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
-            b"-V" | b"-v" | b"--version" => return Ok(Invocation::Version),
+            b"-V" | b"--version" => return Ok(Invocation::Version),
             b"--no-cache" => r.no_cache = true,
             b"--prefetch" => r.prefetch = true,
             b"--no-prefetch" => r.prefetch = false,
-            b"--verbose" => r.verbose = true,
-            b"-q" | b"--quiet" => r.quiet = true,
-            _ if arg.starts_with(b"--sqfs=") => {
-                let list = &arg[b"--sqfs=".len()..];
+            b"--verbose" => r.verbose = r.verbose.saturating_add(1).min(MAX_VERBOSITY),
+            b"--mutable-root" => r.mutable_root = true,
+            b"--quiet" => r.quiet = true,
+            _ if arg.starts_with(b"--verbose=") => {
+                r.verbose = verbosity(&arg[b"--verbose=".len()..])?
+            }
+            _ if is_short_flags(arg) => short_flags(&arg[1..], &mut r),
+            b"--sqfs" | b"-s" => {
+                let list = value(args, &mut i, lossy(arg), "<image>:<mountpoint>[,...]")?;
+                for pair in list.split(|&b| b == b',') {
+                    r.mounts.push(parse_pair(pair)?);
+                }
+            }
+            _ if arg.starts_with(b"--sqfs=")
+                || (arg.starts_with(b"-s") && !arg.starts_with(b"--")) =>
+            {
+                let list = arg.strip_prefix(b"--sqfs=").unwrap_or(&arg[2..]);
                 if list.is_empty() {
                     return Err(UsageError(
                         "--sqfs= needs <image>:<mountpoint>[,...]".into(),
@@ -112,13 +144,21 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                     r.mounts.push(parse_pair(pair)?);
                 }
             }
-            b"--sqfs" => {
-                let Some(list) = args.get(i) else {
-                    return Err(UsageError("--sqfs needs <image>:<mountpoint>[,...]".into()));
-                };
-                i += 1;
-                for pair in list.as_bytes().split(|&b| b == b',') {
-                    r.mounts.push(parse_pair(pair)?);
+            b"--bind-mount" => {
+                let list = value(args, &mut i, lossy(arg), "<source>:<destination>[,...]")?;
+                for bind in list.split(|&b| b == b',') {
+                    r.binds.push(parse_bind(bind)?);
+                }
+            }
+            _ if arg.starts_with(b"--bind-mount=") => {
+                let list = &arg[b"--bind-mount=".len()..];
+                if list.is_empty() {
+                    return Err(UsageError(
+                        "--bind-mount= needs <source>:<destination>[,...]".into(),
+                    ));
+                }
+                for bind in list.split(|&b| b == b',') {
+                    r.binds.push(parse_bind(bind)?);
                 }
             }
             b"--writable" => {
@@ -145,13 +185,13 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 r.mounts.push(parse_union(&arg[b"--union=".len()..])?);
             }
             b"--union" => {
-                let Some(spec) = args.get(i) else {
-                    return Err(UsageError(
-                        "--union needs <image>,<image>[,...]:<mountpoint>".into(),
-                    ));
-                };
-                i += 1;
-                r.mounts.push(parse_union(spec.as_bytes())?);
+                let spec = value(
+                    args,
+                    &mut i,
+                    lossy(arg),
+                    "<image>,<image>[,...]:<mountpoint>",
+                )?;
+                r.mounts.push(parse_union(spec)?);
             }
             _ if arg.starts_with(b"-") => {
                 return Err(UsageError(format!("unknown option '{}'", lossy(arg))));
@@ -166,6 +206,50 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         }
     }
     Err(UsageError(format!("{NO_COMMAND}: put the command to run after '--', e.g. squashfs-mount image.sqfs:/mnt -- bash")))
+}
+
+/// The value of an option given as the next word (`--sqfs LIST`), which
+/// is never the `--` that starts the command.
+fn value<'a>(
+    args: &'a [OsString],
+    i: &mut usize,
+    option: String,
+    what: &str,
+) -> Result<&'a [u8], UsageError> {
+    match args.get(*i).map(|a| a.as_bytes()) {
+        Some(v) if v != b"--" && !v.is_empty() => {
+            *i += 1;
+            Ok(v)
+        }
+        _ => Err(UsageError(format!("{option} needs {what} before '--'"))),
+    }
+}
+
+/// `-r`, `-q`, `-v`, and several of them in one word (`-rvv`), as uenv's
+/// command line allows.
+fn is_short_flags(arg: &[u8]) -> bool {
+    arg.len() > 1 && arg[0] == b'-' && arg[1..].iter().all(|b| matches!(b, b'r' | b'q' | b'v'))
+}
+
+fn short_flags(flags: &[u8], r: &mut RunRequest) {
+    for f in flags {
+        match f {
+            b'r' => r.mutable_root = true,
+            b'q' => r.quiet = true,
+            _ => r.verbose = r.verbose.saturating_add(1).min(MAX_VERBOSITY),
+        }
+    }
+}
+
+/// `--verbose=N`, N from 0 to [`MAX_VERBOSITY`].
+fn verbosity(text: &[u8]) -> Result<u8, UsageError> {
+    match text {
+        [d @ b'0'..=b'9'] if d - b'0' <= MAX_VERBOSITY => Ok(d - b'0'),
+        _ => Err(UsageError(format!(
+            "--verbose={}: give a level from 0 to {MAX_VERBOSITY} (or -v, -vv, -vvv)",
+            lossy(text)
+        ))),
+    }
 }
 
 /// `--gc [--all | IMAGE]`, `--cache-status [--json]` and `--policy

@@ -42,7 +42,10 @@ fn no_pairs_is_passthrough() {
 fn help_and_version() {
     assert_eq!(parse(&args(&["-h"])).unwrap(), Invocation::Help);
     assert_eq!(parse(&args(&["--version"])).unwrap(), Invocation::Version);
-    assert_eq!(parse(&args(&["-v"])).unwrap(), Invocation::Version);
+    assert_eq!(parse(&args(&["-V"])).unwrap(), Invocation::Version);
+    // -v is uenv's --verbose, no longer the C tool's --version: alone it
+    // asks for a command.
+    assert!(parse(&args(&["-v"])).unwrap_err().0.starts_with(NO_COMMAND));
     // After '--' everything belongs to the command.
     assert!(matches!(
         parse(&args(&["--", "x", "-h"])).unwrap(),
@@ -192,8 +195,102 @@ fn mistakes_get_hints() {
 #[test]
 fn verbose_quiet_and_version() {
     assert!(run(&["-q", "--verbose", "a:/m", "--", "true"]).quiet);
-    assert!(run(&["--verbose", "a:/m", "--", "true"]).verbose);
+    assert_eq!(run(&["a:/m", "--", "true"]).verbose, 0);
+    for (words, level) in [
+        (&["--verbose"][..], 1),
+        (&["-v"], 1),
+        (&["-vv"], 2),
+        (&["-v", "-v"], 2),
+        (&["-vvv"], 3),
+        (&["-vvvvv"], 3),
+        (&["--verbose", "-vv"], 3),
+        (&["--verbose=2"], 2),
+        (&["--verbose=0"], 0),
+        (&["-qv"], 1),
+    ] {
+        let mut list = words.to_vec();
+        list.extend(["a:/m", "--", "true"]);
+        assert_eq!(run(&list).verbose, level, "{words:?}");
+    }
+    assert!(run(&["-qv", "a:/m", "--", "true"]).quiet);
+    for bad in ["--verbose=4", "--verbose=", "--verbose=x", "-vx"] {
+        assert!(parse(&args(&[bad, "a:/m", "--", "true"])).is_err(), "{bad}");
+    }
     assert_eq!(parse(&args(&["-V"])).unwrap(), Invocation::Version);
+    // The command's own -v is the command's.
+    assert_eq!(run(&["a:/m", "--", "ls", "-v"]).verbose, 0);
+}
+
+#[test]
+fn uenv_spellings() {
+    // -s LIST, -sLIST, --sqfs LIST, --sqfs=LIST
+    for words in [
+        &["-s", "a:/x,b:/y"][..],
+        &["-sa:/x,b:/y"],
+        &["--sqfs", "a:/x,b:/y"],
+        &["--sqfs=a:/x,b:/y"],
+    ] {
+        let mut list = words.to_vec();
+        list.extend(["--", "true"]);
+        let got: Vec<_> = run(&list).mounts.iter().map(|m| m.describe()).collect();
+        assert_eq!(got, ["a:/x", "b:/y"], "{words:?}");
+    }
+    // -r and --mutable-root; combined short flags.
+    assert!(!run(&["a:/m", "--", "true"]).mutable_root);
+    assert!(run(&["-r", "a:/m", "--", "true"]).mutable_root);
+    assert!(run(&["--mutable-root", "a:/m", "--", "true"]).mutable_root);
+    let r = run(&["-rvv", "-s", "a:/m", "--", "true"]);
+    assert!(r.mutable_root && r.verbose == 2);
+}
+
+#[test]
+fn bind_mounts() {
+    let r = run(&[
+        "--bind-mount=/src1:/dst1,/src2:/dst2",
+        "--bind-mount",
+        "/src3:/dst3",
+        "-r",
+        "-s",
+        "a:/m",
+        "--",
+        "sh",
+        "-c",
+        "true",
+    ]);
+    let got: Vec<_> = r.binds.iter().map(|b| b.describe()).collect();
+    assert_eq!(got, ["/src1:/dst1", "/src2:/dst2", "/src3:/dst3"]);
+    assert_eq!(r.binds[0].source, "/src1");
+    assert_eq!(r.binds[0].destination, "/dst1");
+    assert_eq!(r.command, args(&["sh", "-c", "true"]));
+    // Binds alone are a request of their own.
+    assert_eq!(run(&["--bind-mount=/a:/b", "--", "true"]).binds.len(), 1);
+    for bad in [
+        &["--bind-mount=", "--", "true"][..],
+        &["--bind-mount=/a", "--", "true"],
+        &["--bind-mount=:/b", "--", "true"],
+        &["--bind-mount=/a:", "--", "true"],
+        &["--bind-mount=/a:/b:/c", "--", "true"],
+        &["--bind-mount=/a:/b,", "--", "true"],
+        &["--bind-mount=/a\n:/b", "--", "true"],
+    ] {
+        assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
+    }
+    let e = parse(&args(&["--bind-mount=/a", "--", "true"]))
+        .unwrap_err()
+        .0;
+    assert!(e.contains("<source>:<destination>"), "{e}");
+}
+
+#[test]
+fn options_never_take_the_double_dash() {
+    for opt in ["--bind-mount", "--sqfs", "-s", "--union"] {
+        let e = parse(&args(&[opt, "--", "sh", "-c", "true"]))
+            .unwrap_err()
+            .0;
+        assert!(e.contains("before '--'") && e.contains(opt), "{opt}: {e}");
+        let e = parse(&args(&[opt])).unwrap_err().0;
+        assert!(e.contains("before '--'"), "{opt}: {e}");
+    }
 }
 
 #[test]

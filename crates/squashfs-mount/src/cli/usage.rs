@@ -2,7 +2,7 @@
 
 pub const USAGE: &str = "\
 Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
-       squashfs-mount [OPTIONS] --sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
+       squashfs-mount [OPTIONS] -s|--sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
        squashfs-mount --gc [--all | --expired | <image>]
        squashfs-mount --cache-status [--json]
        squashfs-mount --policy [<image>...]
@@ -14,7 +14,18 @@ images the kernel mounts; the others are served by a FUSE server running as
 you (see --policy).
 
 Options:
-  --sqfs=<image>:<mountpoint>[,...]   images to mount (comma-separated list)
+  -s, --sqfs=<image>:<mountpoint>[,...]
+                                      images to mount (comma-separated list)
+  --bind-mount=<source>:<destination>[,...]
+                                      show the directory <source> (looked up
+                                      as you) also at <destination>: nosuid,
+                                      nodev, with its submounts, writable
+                                      where <source> is; repeatable
+  -r, --mutable-root                  create mount points and bind
+                                      destinations that do not exist, in the
+                                      command's view only (the directory
+                                      that gets them is read-only at its top
+                                      level for the command)
   --union=<image>,<image>[,...]:<mountpoint>
                                       stack several images at one mount point
                                       (overlayfs, read-only; the first image
@@ -29,7 +40,12 @@ Options:
                                       /.squashfs-mount/hot.list (as sqfs
                                       pack stores it) in the background
                                       while the command starts (default: on)
-  --verbose                           say which way each image was mounted
+  -v, --verbose                       say which way each image was mounted
+                                      (kernel or FUSE, and why) and whether
+                                      a cached instance was reused or made;
+                                      given twice: also where each mount
+                                      point resolved; three times: also how
+                                      long each step took
   -q, --quiet                         no note when running without setuid
   --gc                                evict unused cached instances you
                                       created (root: all unused ones); with
@@ -43,7 +59,7 @@ Options:
                                       each <image>, which way it would be
                                       mounted and why
   -h, --help                          print this help and exit
-  -V, -v, --version                   print the version and exit
+  -V, --version                       print the version and exit
 
 Environment:
   SQFSMNT_FWD_<NAME>=<value>  passed to <command> as <NAME>=<value>

@@ -11,7 +11,7 @@ use crate::paths;
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
-pub const KEYS: [&str; 25] = [
+pub const KEYS: [&str; 26] = [
     "kernel-images",
     "trusted-owners",
     "trusted-groups",
@@ -22,6 +22,7 @@ pub const KEYS: [&str; 25] = [
     "mount-points",
     "allow-writable",
     "allow-union",
+    "allow-mutable-root",
     "max-images-per-call",
     "max-loop-devices",
     "max-loop-devices-per-user",
@@ -212,6 +213,9 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                 .ok_or_else(String::new),
             "allow-union" => parse_bool(value)
                 .map(|v| p.allow_union = v)
+                .ok_or_else(String::new),
+            "allow-mutable-root" => parse_bool(value)
+                .map(|v| p.allow_mutable_root = v)
                 .ok_or_else(String::new),
             "max-images-per-call" => parse_count(value, MAX_IMAGES_PER_CALL as u64)
                 .filter(|&n| n > 0)

@@ -41,7 +41,7 @@ fn defaults_and_overrides() {
 fn policy_keys() {
     let (s, problems) = p("kernel-images = none\ntrusted-owners = root, alice 42\ntrusted-groups = hpc\n\
           trusted-dirs = /apps//images/, /opt/x\ntrusted-match = all\nallowed-groups = hpc\nmount-points = /user-environment\n\
-          allow-writable = no\nallow-union = no\nmax-images-per-call = 64\nmax-loop-devices = 100\nmax-launches-per-user = 3\nmax-launches-wait = 2s\n");
+          allow-writable = no\nallow-union = no\nallow-mutable-root = no\nmax-images-per-call = 64\nmax-loop-devices = 100\nmax-launches-per-user = 3\nmax-launches-wait = 2s\n");
     assert!(problems.is_empty(), "{problems:?}");
     let pol = &s.policy;
     assert_eq!(pol.kernel_images, KernelImages::None);
@@ -53,7 +53,7 @@ fn policy_keys() {
     );
     assert_eq!(pol.trusted_match, TrustedMatch::All);
     assert_eq!(pol.allowed_groups, [300]);
-    assert!(!pol.allow_writable && !pol.allow_union);
+    assert!(!pol.allow_writable && !pol.allow_union && !pol.allow_mutable_root);
     assert_eq!(pol.max_images_per_call, 64);
     assert_eq!(
         (

@@ -49,6 +49,8 @@ pub struct Policy {
     pub mount_points: Vec<OsString>,
     pub allow_writable: bool,
     pub allow_union: bool,
+    /// `-r` (`--mutable-root`): missing mount points made in the view.
+    pub allow_mutable_root: bool,
     pub max_images_per_call: usize,
 }
 
@@ -68,6 +70,7 @@ impl Default for Policy {
             mount_points: Vec::new(),
             allow_writable: true,
             allow_union: true,
+            allow_mutable_root: true,
             max_images_per_call: MAX_IMAGES_PER_CALL,
         }
     }

@@ -7,10 +7,16 @@
 //! |-------------|-------------------------------------------------------|
 //! | `plan.rs`   | checks without system calls, mount order (pure)       |
 //! | `source.rs` | kernel instances: cached clones or fresh              |
+//! | `bind.rs`   | `--bind-mount`: sources pinned as the caller, copies   |
+//! | `view.rs`   | `-r`: missing mount points made in the view only      |
+//! | `report.rs` | what `--verbose` says about each image                |
 //! | `mod.rs`    | the sequence                                          |
 
+pub mod bind;
 pub mod plan;
+mod report;
 pub mod source;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -70,8 +76,10 @@ pub struct Context<'a> {
 pub struct Mounted {
     /// `UENV_MOUNT_LIST` for the command.
     pub mount_list: OsString,
-    /// What `--verbose` reports: one line per image (which path, why).
-    pub notes: Vec<String>,
+    /// What `--verbose` reports, each line with the verbosity it needs
+    /// (1: which path each image took and why, cache reuse, binds, `-r`;
+    /// 2: where each mount point resolved; 3: how long each step took).
+    pub notes: Vec<(u8, String)>,
     /// Warnings worth printing even without `--verbose` (the cache or the
     /// loop-device budget could not be used as they should have been).
     pub warnings: Vec<String>,
@@ -105,9 +113,14 @@ struct Opened {
 ///  5. as root: the kernel instances (cached clones, or fresh: loop device
 ///     bound to the image fd and verified, squashfs ro,nosuid,nodev) and
 ///     the writable layer's tmpfs;
-///  6. for each mount point in path order: as the caller, resolve and pin
-///     it, refuse forbidden places and what would hide an earlier mount;
-///     as root, stack (unions, `--writable`) and attach onto the pinned fd.
+///  6. for each mount point and bind destination in path order: with
+///     `-r`, if it is missing, make it in the view (`view.rs`); as the
+///     caller, resolve and pin it, refuse forbidden places and what would
+///     hide an earlier mount; as root, stack (unions, `--writable`) and
+///     attach onto the pinned fd (a bind: the copy made in step 3).
+///
+/// Bind sources are pinned as the caller in step 2 and copied as root in
+/// step 3, in the namespace they are on (`bind.rs`).
 ///
 /// Any failure returns before the command runs; the namespace, its mounts,
 /// the autoclear loop devices and the FUSE servers go away with the
@@ -118,7 +131,7 @@ pub fn mount_all<C: Credentials>(
     ctx: &Context<'_>,
 ) -> Result<Mounted, Failure> {
     let settings = ctx.settings;
-    let policy = &settings.policy;
+    let mut clock = report::Clock::start();
     // 1.
     // RAM sizes only `--writable=N%`.
     let ram = if request.writable.is_some() {
@@ -126,11 +139,13 @@ pub fn mount_all<C: Credentials>(
     } else {
         0
     };
-    let plan = plan::build(request, &ctx.cwd, policy, ctx.front, ram)?;
+    let plan = plan::build(request, &ctx.cwd, &settings.policy, ctx.front, ram)?;
+    clock.lap("plan");
 
     // 2.
-    let caller_uid = creds.caller().uid.as_raw();
-    let (opened, layers, mut notes) = open_and_route(creds, &plan, ctx)?;
+    let (opened, layers, route_notes) = open_and_route(creds, &plan, ctx)?;
+    let sources = bind::open_sources(creds, &plan)?;
+    clock.lap("open and route the images, pin the bind sources");
     // How many detached mounts of each image the call needs.
     let mut copies = vec![0usize; opened.len()];
     for l in &layers {
@@ -140,25 +155,11 @@ pub fn mount_all<C: Credentials>(
     }
 
     // 3.
-    let needs_fuse = opened.iter().any(|o| !o.kernel);
-    let server = match needs_fuse.then(|| ctx.fuse_server.locate()) {
-        Some(Some(s)) => Some(s),
-        Some(None) => {
-            let first = opened
-                .iter()
-                .find(|o| !o.kernel)
-                .map(|o| o.image.path.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            return Err(Failure::new(format!(
-                "{first}: the site policy serves this image through FUSE, but {} is not installed",
-                fuse::SERVER_NAME
-            )));
-        }
-        None => None,
-    };
+    let (fuse_mounts, servers) = fuse_instances(creds, &opened, &copies, ctx)?;
     let use_cache =
         !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
     let stranded: crate::cache::store::Stranded = C::stranded;
+    let caller_uid = creds.caller().uid.as_raw();
     let mut kernel = if ctx.rootless || !opened.iter().any(|o| o.kernel) {
         None
     } else {
@@ -166,34 +167,8 @@ pub fn mount_all<C: Credentials>(
             KernelSource::open(settings, use_cache, caller_uid, stranded)
         })?)
     };
-    let caller = creds.caller().clone();
-    let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
-    let mut servers = Vec::new();
-    if let Some(server) = &server {
-        let program = fuse::Server::pin(&*creds, server, !ctx.rootless)?;
-        let launcher = fuse::Launcher {
-            server: &program,
-            caller: &caller,
-            drop_to_caller: !ctx.rootless,
-            threads: settings.fuse_threads,
-            limits: ctx.caller_limits,
-        };
-        let mut starting = Vec::new();
-        for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
-            let subject = o.image.given.to_string_lossy().into_owned();
-            let device = fuse::open_device(&*creds, &subject)?;
-            let (mount, s) =
-                creds.as_root(|| fuse::instance(&o.image, device, &launcher, &subject))??;
-            starting.push(s);
-            let mut all = Vec::with_capacity(copies[i]);
-            for _ in 1..copies[i] {
-                all.push(creds.as_root(|| crate::instance::clone(&mount, &o.image, &subject))??);
-            }
-            all.insert(0, mount);
-            fuse_mounts.insert(i, all);
-        }
-        servers = fuse::wait_ready(starting, &program)?;
-    }
+    let mut bound = bind::copies(creds, &plan, &sources)?;
+    clock.lap("FUSE servers, the image cache, the bind copies");
 
     // 4.
     creds.enter_private_mount_namespace()?;
@@ -225,33 +200,88 @@ pub fn mount_all<C: Credentials>(
         .map(|((_, w), s)| Wanted { subject: s, ..*w })
         .collect();
     let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fuse_mounts;
+    let mut notes: Vec<(u8, String)> = Vec::new();
+    let mut outcomes: Vec<Option<source::Outcome>> = vec![None; opened.len()];
     if let Some(source) = kernel.as_mut() {
         let made = away_from_working_dir(creds, || source.instances(&wanted_refs))??;
-        for ((i, _), m) in wanted.iter().zip(made) {
+        for (((i, _), m), outcome) in wanted.iter().zip(made).zip(source.outcomes()) {
             instances.insert(*i, m);
+            outcomes[*i] = Some(*outcome);
         }
+    }
+    let why_not_cached = report::why_not_cached(ctx, &plan, settings);
+    for (i, (o, note)) in opened.iter().zip(route_notes).enumerate() {
+        let cache = report::instance(o.kernel, outcomes[i], &why_not_cached, o.public, o.on_fuse);
+        notes.push((1, format!("{note}; {cache}")));
     }
     let mut writable = match plan.writable {
         Some(limits) => Some(creds.as_root(|| WritableTmpfs::create(limits))??),
         None => None,
     };
+    clock.lap("kernel instances, the writable layer");
 
     // 6.
     // Rootless: the user namespace maps the caller's uid and primary gid
     // only; directories are created by the caller, as the caller.
-    let (caller_gids, creator) = if ctx.rootless {
+    let owners = if ctx.rootless {
         let gid = creds.caller().gid.as_raw();
-        (vec![gid], (caller_uid, gid))
+        view::Owners {
+            caller_uid,
+            caller_gids: vec![gid],
+            creator: (caller_uid, gid),
+        }
     } else {
-        (creds.caller().all_gids(), (0, 0))
+        view::Owners {
+            caller_uid,
+            caller_gids: creds.caller().all_gids(),
+            creator: (0, 0),
+        }
+    };
+    let create_hint = match ctx.front.mutable_root_option {
+        Some(option) => format!("create it, or give {option} to create it in the job's view only"),
+        None => {
+            "create it, or give -r (--mutable-root) to create it in the command's view only".into()
+        }
     };
     let mut mounted: Vec<OsString> = Vec::new();
+    let mut mirrored: Vec<OsString> = Vec::new();
     let mut list: Vec<(OsString, OsString)> = Vec::new();
-    for (m, l) in plan.mounts.iter().zip(&layers) {
-        let target = MountPoint::resolve(creds, &m.key, &m.subject)
+    for (k, (m, l)) in plan.mounts.iter().zip(&layers).enumerate() {
+        if plan.mutable_root {
+            if let Some(mirror) = view::make_missing(creds, &plan, k, &owners)? {
+                notes.push((1, mirror.note()));
+                mirrored.push(mirror.dir);
+            }
+        }
+        let what = if m.bind.is_some() {
+            "bind destination"
+        } else {
+            "mount path"
+        };
+        let target = MountPoint::resolve(creds, &m.key, &m.subject, what, &create_hint)
             .map_err(|e| Failure::new(format!("{e}{}", plan::tilde_hint(&m.mount_point))))?;
         plan::check_resolved(&mounted, &target.real, &m.subject)?;
-        plan::check_allowed(&target.real, policy, ctx.front, &m.subject)?;
+        plan::check_allowed(&target.real, &settings.policy, ctx.front, &m.subject)?;
+        notes.push((
+            2,
+            format!(
+                "{}: {} resolved to {}",
+                m.subject,
+                what,
+                target.real.to_string_lossy()
+            ),
+        ));
+        if m.bind.is_some() {
+            let copy = bound
+                .remove(&k)
+                .ok_or_else(|| Failure::about(&m.subject, "internal error: no bind copy"))?;
+            creds.as_root(|| mount::attach(&copy, &target, &m.subject))??;
+            if let Some(source) = sources.get(&k) {
+                notes.push((1, bind::note(source, &target.real)));
+            }
+            mounted.push(target.real.clone());
+            continue;
+        }
         let trees: Vec<OwnedFd> =
             l.iter()
                 .map(|i| {
@@ -273,8 +303,8 @@ pub fn mount_all<C: Credentials>(
                 let root = overlay::RootAttributes::sanitized(
                     (top.uid, top.gid, top.mode),
                     caller_uid,
-                    &caller_gids,
-                    creator,
+                    &owners.caller_gids,
+                    owners.creator,
                 );
                 overlay::stack(&trees, writable.as_mut(), root, &m.subject)?
             };
@@ -285,16 +315,19 @@ pub fn mount_all<C: Credentials>(
             list.push((opened[i].image.path.clone(), target.real.clone()));
         }
     }
+    clock.lap("mount points resolved and mounted");
     let warnings = kernel
         .as_ref()
         .map(|k| k.warnings().to_vec())
         .unwrap_or_default();
     if let Some(k) = &kernel {
-        notes.extend(k.notes().iter().cloned());
+        notes.extend(k.notes().iter().map(|n| (1, n.clone())));
     }
     let mount_list =
         environment::mount_list(list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())));
+    mounted.extend(mirrored);
     reenter_working_directory(&ctx.cwd, &mounted, &mut notes);
+    notes.extend(clock.notes());
     Ok(Mounted {
         mount_list,
         notes,
@@ -303,19 +336,69 @@ pub fn mount_all<C: Credentials>(
     })
 }
 
+/// Step 3, FUSE: a server and mount for every FUSE-routed image (started
+/// as the caller), with as many clones as the call needs; then wait for
+/// the servers.
+fn fuse_instances<C: Credentials>(
+    creds: &mut C,
+    opened: &[Opened],
+    copies: &[usize],
+    ctx: &Context<'_>,
+) -> Result<FuseInstances, Failure> {
+    let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
+    let Some(first) = opened.iter().find(|o| !o.kernel) else {
+        return Ok((fuse_mounts, Vec::new()));
+    };
+    let Some(server) = ctx.fuse_server.locate() else {
+        return Err(Failure::new(format!(
+            "{}: the site policy serves this image through FUSE, but {} is not installed",
+            first.image.path.to_string_lossy(),
+            fuse::SERVER_NAME
+        )));
+    };
+    let caller = creds.caller().clone();
+    let program = fuse::Server::pin(&*creds, &server, !ctx.rootless)?;
+    let launcher = fuse::Launcher {
+        server: &program,
+        caller: &caller,
+        drop_to_caller: !ctx.rootless,
+        threads: ctx.settings.fuse_threads,
+        limits: ctx.caller_limits,
+    };
+    let mut starting = Vec::new();
+    for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
+        let subject = o.image.given.to_string_lossy().into_owned();
+        let device = fuse::open_device(&*creds, &subject)?;
+        let (mount, s) =
+            creds.as_root(|| fuse::instance(&o.image, device, &launcher, &subject))??;
+        starting.push(s);
+        let mut all = Vec::with_capacity(copies[i]);
+        for _ in 1..copies[i] {
+            all.push(creds.as_root(|| crate::instance::clone(&mount, &o.image, &subject))??);
+        }
+        all.insert(0, mount);
+        fuse_mounts.insert(i, all);
+    }
+    let servers = fuse::wait_ready(starting, &program)?;
+    Ok((fuse_mounts, servers))
+}
+
 /// A working directory at or below a mount point would show the tree the
 /// mount hides: enter it again by its path, as the caller, so that the
 /// command starts in the mounted tree (as container runtimes do). Where
 /// that path does not exist in the mounted tree the command starts where
 /// it was.
-fn reenter_working_directory(cwd: &OsString, mounted: &[OsString], notes: &mut Vec<String>) {
+fn reenter_working_directory(cwd: &OsString, mounted: &[OsString], notes: &mut Vec<(u8, String)>) {
     if !mounted.iter().any(|m| crate::paths::is_within(cwd, m)) {
         return;
     }
     if let Err(e) = system::change_dir(cwd) {
-        notes.push(format!("the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides", cwd.to_string_lossy()));
+        notes.push((1, format!("the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides", cwd.to_string_lossy())));
     }
 }
+
+/// The FUSE instances of each image (by index) and the servers' pidfds.
+type FuseInstances = (BTreeMap<usize, Vec<OwnedFd>>, Vec<OwnedFd>);
 
 /// Opened images, for each mount the indices of its images, and notes.
 type Routed = (Vec<Opened>, Vec<Vec<usize>>, Vec<String>);
@@ -361,6 +444,7 @@ fn open_and_route<C: Credentials>(
                 img.path.to_string_lossy(),
                 if kernel { "kernel" } else { "FUSE" }
             ));
+            debug_assert_eq!(notes.len(), opened.len() + 1);
             index.insert(key, opened.len());
             opened.push(Opened {
                 image: img,

@@ -3,7 +3,7 @@
 //! call. Pure; unit-tested without root. The refusals here are the same for
 //! every front end (the setuid command and the Slurm plugin).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
@@ -24,6 +24,12 @@ pub struct FrontEnd {
     /// rule. With the message that names where they are configured.
     pub mount_points: Vec<OsString>,
     pub mount_points_source: &'static str,
+    /// Why `-r` (`--mutable-root`) is refused here, if it is (the Slurm
+    /// plugin's default: root's code runs in the job's view).
+    pub refuse_mutable_root: Option<&'static str>,
+    /// How this front end spells `-r`, for the message about a missing
+    /// mount point (None: the command's `-r`).
+    pub mutable_root_option: Option<&'static str>,
 }
 
 /// One mount of the plan: one image, or the layers of a union, on a mount
@@ -41,6 +47,9 @@ pub struct Planned {
     pub key: OsString,
     /// Stacked with overlayfs (a union of two or more images).
     pub union: bool,
+    /// A bind mount of this directory (`--bind-mount`); `images` is then
+    /// empty.
+    pub bind: Option<OsString>,
 }
 
 /// The validated plan: mounts in the order they are made (parents before
@@ -50,7 +59,12 @@ pub struct Plan {
     pub mounts: Vec<Planned>,
     pub writable: Option<WritableLimits>,
     pub no_cache: bool,
+    /// `-r`: missing mount points are created in the command's view.
+    pub mutable_root: bool,
 }
+
+/// The most bind mounts one call may ask for.
+pub const MAX_BINDS_PER_CALL: usize = 64;
 
 impl Plan {
     /// Every image of the plan, with the mount it belongs to.
@@ -91,8 +105,22 @@ pub fn build(
         Some(size) => Some(WritableLimits::new(size, total_memory).map_err(Failure::new)?),
         None => None,
     };
-    let mut mounts = Vec::with_capacity(request.mounts.len());
-    let mut keys = HashSet::new();
+    if request.mutable_root {
+        if !policy.allow_mutable_root {
+            return Err(Failure::new("-r (--mutable-root) is not allowed by the site policy (allow-mutable-root in /etc/squashfs-mount.conf); ask the administrators to create the mount point"));
+        }
+        if let Some(why) = front.refuse_mutable_root {
+            return Err(Failure::new(why));
+        }
+    }
+    if request.binds.len() > MAX_BINDS_PER_CALL {
+        return Err(Failure::new(format!(
+            "{} bind mounts given; at most {MAX_BINDS_PER_CALL} can be made in one call",
+            request.binds.len()
+        )));
+    }
+    let mut mounts = Vec::with_capacity(request.mounts.len() + request.binds.len());
+    let mut keys: HashMap<OsString, bool> = HashMap::new();
     for req in &request.mounts {
         let subject = req.describe();
         if req.union && req.images.len() > 1 && !policy.allow_union {
@@ -115,27 +143,51 @@ pub fn build(
                 ));
             }
         }
-        let key = paths::absolute(cwd, &req.mount_point);
-        if !keys.insert(key.clone()) {
-            return Err(Failure::about(
-                &subject,
-                format!(
-                    "the mount point {} is given more than once; give each mount point once",
-                    key.to_string_lossy()
-                ),
-            ));
-        }
-        // Judged lexically now when the path has no `..`; again on the
-        // resolved directory later.
-        if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
-            check_allowed(&key, policy, front, &subject)?;
-        }
+        let key = planned_key(
+            cwd,
+            &req.mount_point,
+            false,
+            &mut keys,
+            policy,
+            front,
+            &subject,
+        )?;
         mounts.push(Planned {
             subject,
             images: req.images.clone(),
             mount_point: req.mount_point.clone(),
             key,
             union: req.union && req.images.len() > 1,
+            bind: None,
+        });
+    }
+    for req in &request.binds {
+        let subject = format!("bind {}", req.describe());
+        if front.require_absolute
+            && !(req.source.as_bytes().starts_with(b"/")
+                && req.destination.as_bytes().starts_with(b"/"))
+        {
+            return Err(Failure::about(
+                &subject,
+                "the bind source and destination must be absolute paths, because the job may start in another directory",
+            ));
+        }
+        let key = planned_key(
+            cwd,
+            &req.destination,
+            true,
+            &mut keys,
+            policy,
+            front,
+            &subject,
+        )?;
+        mounts.push(Planned {
+            subject,
+            images: Vec::new(),
+            mount_point: req.destination.clone(),
+            key,
+            union: false,
+            bind: Some(paths::absolute(cwd, &req.source)),
         });
     }
     let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
@@ -145,7 +197,42 @@ pub fn build(
         mounts,
         writable,
         no_cache: request.no_cache,
+        mutable_root: request.mutable_root,
     })
+}
+
+/// The key of a mount point or bind destination (absolute, tidy), refused
+/// when an earlier one of the call has the same key, or when the policy or
+/// the front end does not allow it (judged lexically now when the path has
+/// no `..`; again on the resolved directory later). `keys` remembers
+/// whether each key is a bind's.
+fn planned_key(
+    cwd: &OsStr,
+    given: &OsStr,
+    bind: bool,
+    keys: &mut HashMap<OsString, bool>,
+    policy: &Policy,
+    front: &FrontEnd,
+    subject: &str,
+) -> Result<OsString, Failure> {
+    let key = paths::absolute(cwd, given);
+    if let Some(&earlier_bind) = keys.get(&key) {
+        let why = if bind || earlier_bind {
+            "is used more than once (by bind mounts or images); give each mount point once"
+        } else {
+            // uenv's words.
+            "is used to mount more than one squashfs; give each mount point once"
+        };
+        return Err(Failure::about(
+            subject,
+            format!("the mount point {} {why}", key.to_string_lossy()),
+        ));
+    }
+    keys.insert(key.clone(), bind);
+    if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
+        check_allowed(&key, policy, front, subject)?;
+    }
+    Ok(key)
 }
 
 /// Whether the site policy and the front end allow a mount on `path` (a
@@ -170,7 +257,7 @@ pub fn check_allowed(
         return Err(Failure::about(
             subject,
             format!(
-                "refusing to mount on {}: images may only be mounted on {} (or below) ({}); choose one of these",
+                "refusing to mount on {}: images and bind mounts may only be mounted on {} (or below) ({}); choose one of these",
                 path.to_string_lossy(),
                 list.join(", "),
                 front.mount_points_source

@@ -36,7 +36,7 @@ fn order_and_keys() {
 
 #[test]
 fn refusals() {
-    assert!(err(plan(&["a:/m", "b:/m/.//", "--", "true"])).contains("more than once"));
+    assert!(err(plan(&["a:/m", "b:/m/.//", "--", "true"])).contains("more than one squashfs"));
     let many: String = (0..501)
         .map(|i| format!("i{i}"))
         .collect::<Vec<_>>()
@@ -106,6 +106,8 @@ fn front_end_rules() {
         require_absolute: true,
         mount_points: vec!["/user-environment".into()],
         mount_points_source: "mountpoints= in plugstack.conf",
+        refuse_mutable_root: Some("not here"),
+        mutable_root_option: Some("--squashfs-mutable-root"),
     };
     let b = |args: &[&str]| {
         build(
@@ -127,6 +129,83 @@ fn front_end_rules() {
     // `..` is judged on the resolved directory, not here.
     assert!(b(&["/a.sqfs:/user-environment/../etc", "--", "true"]).is_ok());
     assert!(b(&["/a.sqfs:/user-environment/sub", "--", "true"]).is_ok());
+    // -r as the front end says; binds only on allowed places, absolute.
+    assert_eq!(
+        err(b(&["-r", "/a.sqfs:/user-environment", "--", "true"])),
+        "not here"
+    );
+    let e = err(b(&["--bind-mount=/scratch:/etc", "--", "true"]));
+    assert!(
+        e.starts_with("bind /scratch:/etc: refusing to mount on /etc"),
+        "{e}"
+    );
+    assert!(err(b(&["--bind-mount=scratch:/user-environment", "--", "true"])).contains("absolute"));
+    assert!(b(&["--bind-mount=/scratch:/user-environment/in", "--", "true"]).is_ok());
+}
+
+#[test]
+fn binds_in_path_order_with_the_images() {
+    let p = plan(&[
+        "--bind-mount=/src:/x/y/in,data:/z",
+        "-s",
+        "a:/x/y,b:/x",
+        "--",
+        "true",
+    ])
+    .unwrap();
+    let got: Vec<_> = p
+        .mounts
+        .iter()
+        .map(|m| (m.key.to_string_lossy().into_owned(), m.bind.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("/x".into(), None),
+            ("/x/y".into(), None),
+            ("/x/y/in".into(), Some("/src".into())),
+            ("/z".into(), Some("/home/u/data".into())),
+        ]
+    );
+    assert_eq!(p.images().count(), 2);
+    assert!(!p.mutable_root);
+    assert!(plan(&["-r", "a:/m", "--", "true"]).unwrap().mutable_root);
+    let no_r = Policy {
+        allow_mutable_root: false,
+        ..Policy::default()
+    };
+    let r = build(
+        &req(&["-r", "a:/m", "--", "true"]),
+        OsStr::new("/"),
+        &no_r,
+        &FrontEnd::default(),
+        8 << 30,
+    );
+    assert!(err(r).contains("allow-mutable-root"));
+    // A destination is a mount point: given twice is refused, in uenv's
+    // words when both are images.
+    assert!(err(plan(&["a:/m", "b:/m", "--", "true"]))
+        .contains("the mount point /m is used to mount more than one squashfs"));
+    assert!(
+        err(plan(&["--bind-mount=/s:/m", "a:/m", "--", "true"])).contains("used more than once")
+    );
+    assert!(err(plan(&["--bind-mount=/s:/m,/t:/m/", "--", "true"])).contains("used more than once"));
+    // The policy's mount-points apply to bind destinations too.
+    let policy = Policy {
+        mount_points: vec!["/user-environment".into()],
+        ..Policy::default()
+    };
+    let r = build(
+        &req(&["--bind-mount=/s:/opt", "--", "true"]),
+        OsStr::new("/"),
+        &policy,
+        &FrontEnd::default(),
+        8 << 30,
+    );
+    assert!(err(r).contains("mount-points"));
+    let many: Vec<String> = (0..65).map(|i| format!("/s{i}:/d{i}")).collect();
+    let arg = format!("--bind-mount={}", many.join(","));
+    assert!(err(plan(&[&arg, "--", "true"])).contains("at most 64"));
 }
 
 #[test]

@@ -31,6 +31,31 @@ pub struct Wanted<'a> {
     pub subject: &'a str,
 }
 
+/// What [`KernelSource::instances`] did for one wanted image (for
+/// `--verbose`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Clones of an instance the cache held (or another launch made
+    /// meanwhile).
+    Reused,
+    /// A new instance, now in the cache.
+    Cached,
+    /// A new instance for this launch only, and why.
+    Private(NotCached),
+}
+
+/// Why a new instance is not in the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotCached {
+    /// The image may not be cached (`Wanted::cacheable`; the caller knows
+    /// why).
+    NotCacheable,
+    /// The cache is not in use for this launch (off, or unavailable).
+    NoCache,
+    /// The cache did not take it (no room, or it could not be stored).
+    Refused,
+}
+
 /// The kernel instances of one launch.
 pub struct KernelSource {
     store: Option<Store>,
@@ -44,6 +69,8 @@ pub struct KernelSource {
     /// How long a launch waits for another making the same instance.
     wait_ms: u64,
     uid: u32,
+    /// What the last `instances` call did, per wanted image.
+    outcomes: Vec<Outcome>,
 }
 
 /// `copies` detached mounts of each wanted image, in order (empty: none yet).
@@ -67,6 +94,7 @@ impl KernelSource {
             loop_limits: settings.loop_limits(),
             wait_ms: settings.cache_lock_timeout_ms,
             uid,
+            outcomes: Vec::new(),
         };
         if use_cache {
             match Store::open(
@@ -104,9 +132,23 @@ impl KernelSource {
         &self.notes
     }
 
+    /// What the last [`KernelSource::instances`] did, per wanted image.
+    pub fn outcomes(&self) -> &[Outcome] {
+        &self.outcomes
+    }
+
     /// `copies` detached mounts of each wanted image, in order.
     pub fn instances(&mut self, wanted: &[Wanted<'_>]) -> Result<Instances, Failure> {
         let mut out: Instances = wanted.iter().map(|_| Vec::new()).collect();
+        self.outcomes = wanted
+            .iter()
+            .map(|w| {
+                Outcome::Private(match w.cacheable {
+                    true => NotCached::NoCache,
+                    false => NotCached::NotCacheable,
+                })
+            })
+            .collect();
         let cacheable: Vec<usize> = (0..wanted.len()).filter(|&i| wanted[i].cacheable).collect();
         self.reuse(wanted, &cacheable, &mut out);
         if out.iter().all(|o| !o.is_empty()) {
@@ -153,6 +195,7 @@ impl KernelSource {
             Ok(clones) => {
                 for (&i, c) in which.iter().zip(clones) {
                     if !c.is_empty() {
+                        self.outcomes[i] = Outcome::Reused;
                         out[i] = c;
                     }
                 }
@@ -228,8 +271,14 @@ impl KernelSource {
         }
         for (i, placed) in self.place(wanted, offers) {
             match placed {
-                Placed::Cached(clones) => out[i] = clones,
+                Placed::Cached(clones) => {
+                    self.outcomes[i] = Outcome::Cached;
+                    out[i] = clones
+                }
                 Placed::Private(offer) => {
+                    if self.store.is_some() {
+                        self.outcomes[i] = Outcome::Private(NotCached::Refused);
+                    }
                     // Made for the cache, kept by this launch alone: it
                     // counts for the user's share from now on.
                     self.count_as_private(offer.meta.loop_number);

@@ -15,6 +15,7 @@
 //! | `locks`         | flock                                                |
 //! | `loop_device`   | loop device ioctls                                   |
 //! | `mount_api`     | fsopen/fsconfig/fsmount/move_mount/open_tree         |
+//! | `mount_tree`    | recursive clones, mount_setattr, a mirror's entries  |
 //! | `namespace`     | private and visited mount namespaces                 |
 //! | `cpu`           | CPU affinity                                         |
 //! | `signals`       | signal dispositions                                  |
@@ -30,6 +31,7 @@ pub mod limits;
 pub mod locks;
 pub mod loop_device;
 pub mod mount_api;
+pub mod mount_tree;
 pub mod namespace;
 pub mod prefetch;
 pub mod process;
@@ -42,6 +44,7 @@ pub use files::*;
 pub use locks::*;
 pub use loop_device::*;
 pub use mount_api::*;
+pub use mount_tree::*;
 pub use namespace::*;
 pub use prefetch::*;
 pub use process::*;
@@ -84,6 +87,9 @@ impl FileId {
     }
     pub fn is_dir(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFDIR
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFLNK
     }
     pub fn kind(&self) -> &'static str {
         match self.mode & libc::S_IFMT {

@@ -312,6 +312,18 @@ pub fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
     rustix::process::chdir("/")
 }
 
+/// Makes `new_root`, the root directory of a mount attached on top of the
+/// namespace's root, the root of the mount namespace (pivot_root with the
+/// old root stacked on the new one, then detached, as the namespace's
+/// other mounts copied into the new root do not need it). The calling
+/// thread's root and working directory become the new root.
+pub fn pivot_onto(new_root: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::process::fchdir(new_root)?;
+    rustix::process::pivot_root(".", ".")?;
+    rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)?;
+    rustix::process::chdir("/")
+}
+
 /// unshare(CLONE_NEWUSER | CLONE_NEWNS) with the caller mapped to itself
 /// (uid and gid; setgroups denied, as an unprivileged user namespace
 /// requires), then every mount a slave of the host's. The calling process
