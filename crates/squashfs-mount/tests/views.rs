@@ -440,7 +440,8 @@ fn verbose_says_which_path_and_which_instance() {
         r.ok();
         let err = r.stderr();
         assert!(
-            err.contains("FUSE (you can write (or own) the file)"),
+            err.contains("FUSE (not trusted: the file is owned by uid")
+                && err.contains("not a trusted owner"),
             "{err}"
         );
         assert!(err.contains("FUSE instances are never cached"), "{err}");
