@@ -3,6 +3,7 @@
 //! mounting for `--mount` ([`mount`]) and the few `unsafe` system calls
 //! ([`sys`]). The binary (main.rs) is the command line around them; the
 //! fuzz target `fuse_requests` drives [`server::Fs::respond`].
+#![deny(unsafe_code)]
 
 pub mod mount;
 pub mod proto;

@@ -2,6 +2,7 @@
 //! connection that squashfs-mount created (or, with `--mount`, that
 //! fusermount3 creates). Runs with the caller's credentials; never mounts
 //! anything itself in the first form. See `--help` and doc/fuse.md.
+#![deny(unsafe_code)]
 
 use squashfs_mount_fuse::{mount, server, sys};
 

@@ -1,7 +1,9 @@
 //! The server's system calls beyond plain I/O: becoming the caller when
 //! started as root, adopting inherited file descriptors, the
 //! FUSE_DEV_IOC_CLONE ioctl, and waiting for SIGINT, SIGTERM or SIGHUP in
-//! `--mount` mode.
+//! `--mount` mode. The crate's only `unsafe` code is here (`#![deny(unsafe_code)]`
+//! in lib.rs and main.rs).
+#![allow(unsafe_code)]
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 

@@ -24,12 +24,13 @@
 //! mount(2)) and /dev/fuse, and must run under the machine-wide lock:
 //! `flock /tmp/sqfsmnt-integration.lock cargo test -p squashfs-mount-fuse`.
 //! Without them they are skipped, loudly.
+#![deny(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -590,13 +591,10 @@ fn spawn_with_fds(
     watch: Option<&OwnedFd>,
 ) -> (std::process::Child, String) {
     let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-    let mut keep = vec![fuse.as_raw_fd(), image.as_raw_fd(), ready_w.as_raw_fd()];
-    keep.extend(watch.map(|w| w.as_raw_fd()));
+    let mut keep = vec![fuse.as_fd(), image.as_fd(), ready_w.as_fd()];
+    keep.extend(watch.map(|w| w.as_fd()));
     for &fd in &keep {
-        // SAFETY: these descriptors are open and owned by this function's
-        // caller for the duration of the spawn.
-        let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        rustix::io::fcntl_setfd(b, rustix::io::FdFlags::empty()).unwrap();
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).unwrap();
     }
     let mut cmd = Command::new(BIN);
     cmd.args([
@@ -616,10 +614,9 @@ fn spawn_with_fds(
     }
     let child = cmd.stderr(Stdio::piped()).spawn().unwrap();
     for &fd in &keep {
-        // SAFETY: as above.
-        let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        rustix::io::fcntl_setfd(b, rustix::io::FdFlags::CLOEXEC).unwrap();
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).unwrap();
     }
+    drop(keep);
     drop(ready_w);
     let mut line = String::new();
     BufReader::new(fs::File::from(ready_r))

@@ -83,9 +83,10 @@ pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
         }
     }
     let mut b = [0u8; 1];
-    // SAFETY: reads one byte from our pipe end.
+    // SAFETY: reads one byte from our pipe end into `b`, one byte long.
+    let got = unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), 1) };
     assert_eq!(
-        unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), 1) },
+        got,
         1,
         "the child did not make its user namespace"
     );
