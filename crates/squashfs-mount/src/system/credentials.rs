@@ -3,7 +3,6 @@
 //! `privilege`, which decides when they may run).
 #![allow(unsafe_code)]
 
-use rustix::io::Errno;
 
 use super::{Gid, SysResult, Uid};
 
@@ -27,7 +26,7 @@ pub fn res_uid() -> SysResult<(u32, u32, u32)> {
     // to locals; it has no other effect.
     let rc = unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
     if rc != 0 {
-        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+        return Err(super::last_errno());
     }
     Ok((r, e, s))
 }
@@ -38,7 +37,7 @@ pub fn res_gid() -> SysResult<(u32, u32, u32)> {
     // SAFETY: as for getresuid above: three valid out-pointers to locals.
     let rc = unsafe { libc::getresgid(&mut r, &mut e, &mut s) };
     if rc != 0 {
-        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+        return Err(super::last_errno());
     }
     Ok((r, e, s))
 }

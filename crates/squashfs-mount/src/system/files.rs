@@ -46,16 +46,7 @@ pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
 /// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;
 /// returns how many were read.
 pub fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match rustix::io::pread(fd, &mut buf[done..], done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
+    super::fill(fd, buf, super::Position::At(0), |_| false)
 }
 
 /// Where `fd` really is, as the kernel names it in this mount namespace
@@ -81,15 +72,7 @@ pub fn current_dir() -> SysResult<OsString> {
 pub fn read_small_file(path: &str, limit: usize) -> SysResult<Vec<u8>> {
     let fd = rustix::fs::openat(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
     let mut out = vec![0u8; limit];
-    let mut done = 0;
-    while done < limit {
-        match rustix::io::read(&fd, &mut out[done..]) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    let done = super::fill(fd.as_fd(), &mut out, super::Position::Current, |_| false)?;
     out.truncate(done);
     Ok(out)
 }
@@ -191,11 +174,9 @@ pub fn write_new_file<Fd: AsFd>(dir: Fd, path: &str, bytes: &[u8], mode: u32) ->
     )?;
     let mut done = 0;
     while done < bytes.len() {
-        match rustix::io::write(&fd, &bytes[done..]) {
-            Ok(0) => return Err(Errno::IO),
-            Ok(n) => done += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
+        match super::retry(|| rustix::io::write(&fd, &bytes[done..]))? {
+            0 => return Err(Errno::IO),
+            n => done += n,
         }
     }
     Ok(())
@@ -211,15 +192,7 @@ pub fn read_file_at<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(V
         Mode::empty(),
     )?;
     let mut out = vec![0u8; limit.saturating_add(1)];
-    let mut done = 0;
-    while done < out.len() {
-        match rustix::io::read(&fd, &mut out[done..]) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    let done = super::fill(fd.as_fd(), &mut out, super::Position::Current, |_| false)?;
     let longer = done > limit;
     out.truncate(done.min(limit));
     Ok((out, longer))
@@ -352,7 +325,7 @@ fn access(fd: BorrowedFd<'_>, mode: libc::c_int) -> SysResult<()> {
     if rc == 0 {
         return Ok(());
     }
-    match Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO) {
+    match super::last_errno() {
         // Kernels before 5.8 (no faccessat2): through the fd's magic
         // link, which resolves to the same inode (a /proc lookup, about
         // 5 us, where the call above takes 0.5 us).

@@ -4,7 +4,6 @@
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{Mode, OFlags, CWD};
-use rustix::io::Errno;
 
 use super::SysResult;
 
@@ -66,10 +65,6 @@ impl LoopInfo64 {
     }
 }
 
-fn errno() -> Errno {
-    Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO)
-}
-
 pub fn open_loop_control() -> SysResult<OwnedFd> {
     rustix::fs::openat(
         CWD,
@@ -85,7 +80,7 @@ pub fn loop_get_free(control: BorrowedFd<'_>) -> SysResult<u32> {
     // number; `control` is a valid open fd for the duration of the call.
     let rc = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
     if rc < 0 {
-        return Err(errno());
+        return Err(super::last_errno());
     }
     Ok(rc as u32)
 }
@@ -119,7 +114,7 @@ pub fn loop_configure(
         )
     };
     if rc < 0 {
-        return Err(errno());
+        return Err(super::last_errno());
     }
     Ok(())
 }
@@ -138,7 +133,7 @@ pub fn loop_status(device: BorrowedFd<'_>) -> SysResult<LoopInfo64> {
         )
     };
     if rc < 0 {
-        return Err(errno());
+        return Err(super::last_errno());
     }
     Ok(info)
 }
@@ -162,7 +157,7 @@ pub fn loop_set_name(device: BorrowedFd<'_>, name: &[u8]) -> SysResult<()> {
         )
     };
     if rc < 0 {
-        return Err(errno());
+        return Err(super::last_errno());
     }
     Ok(())
 }
@@ -172,7 +167,7 @@ pub fn loop_clear(device: BorrowedFd<'_>) -> SysResult<()> {
     // SAFETY: LOOP_CLR_FD takes no argument; `device` is open for the call.
     let rc = unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
     if rc < 0 {
-        return Err(errno());
+        return Err(super::last_errno());
     }
     Ok(())
 }

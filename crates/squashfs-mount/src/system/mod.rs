@@ -53,6 +53,47 @@ pub use spawn::*;
 
 pub use rustix::io::Errno as Error;
 
+/// Runs a system call again for as long as a signal interrupts it (EINTR).
+pub(crate) fn retry<T>(mut call: impl FnMut() -> SysResult<T>) -> SysResult<T> {
+    loop {
+        match call() {
+            Err(Error::INTR) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Where [`fill`] reads: at the file's current offset (a pipe, a
+/// socket), or from an offset of the file without moving it (pread).
+#[derive(Clone, Copy)]
+pub(crate) enum Position {
+    Current,
+    At(u64),
+}
+
+/// Reads from `fd` into `buf` until it is full, the end of the file, or
+/// `enough` of what was read so far; returns how many bytes were read.
+/// The one read loop of the tool: interrupted reads are retried.
+pub(crate) fn fill(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+    from: Position,
+    enough: impl Fn(&[u8]) -> bool,
+) -> SysResult<usize> {
+    let mut done = 0;
+    while done < buf.len() && !enough(&buf[..done]) {
+        let n = retry(|| match from {
+            Position::Current => rustix::io::read(fd, &mut buf[done..]),
+            Position::At(at) => rustix::io::pread(fd, &mut buf[done..], at + done as u64),
+        })?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
 /// The errno of the last failed libc call (EIO if there is none).
 pub(crate) fn last_errno() -> rustix::io::Errno {
     rustix::io::Errno::from_raw_os_error(

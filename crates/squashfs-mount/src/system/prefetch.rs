@@ -52,14 +52,7 @@ pub fn fork_detached() -> SysResult<bool> {
         }
         return Ok(true);
     }
-    let mut status = 0;
-    // SAFETY: waits for the intermediate child forked above; `status` is a
-    // valid out-pointer.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            break;
-        }
-    }
+    super::reap(pid);
     Ok(false)
 }
 
@@ -140,10 +133,5 @@ pub fn open_beneath(dir: BorrowedFd<'_>, path: &OsStr) -> SysResult<OwnedFd> {
 
 /// Reads from `fd` into `buf`: bytes read (0 at the end).
 pub fn read_into<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> SysResult<usize> {
-    loop {
-        match rustix::io::read(&fd, &mut *buf) {
-            Err(Errno::INTR) => continue,
-            r => return r,
-        }
-    }
+    super::retry(|| rustix::io::read(&fd, &mut *buf))
 }

@@ -70,9 +70,22 @@ pub fn is_single_threaded() -> SysResult<bool> {
     if rc == 0 {
         return Ok(true);
     }
-    match Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO) {
+    match super::last_errno() {
         Errno::INVAL => Ok(false),
         e => Err(e),
+    }
+}
+
+/// Waits until the child `pid` (one this process forked) has ended, and
+/// reaps it.
+pub(crate) fn reap(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waits for a child of this process; `status` is a valid
+    // out-pointer for the call.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if super::last_errno() != Errno::INTR {
+            break;
+        }
     }
 }
 
@@ -94,11 +107,9 @@ pub fn random_bytes<const N: usize>() -> SysResult<[u8; N]> {
     let mut out = [0u8; N];
     let mut done = 0;
     while done < N {
-        match rustix::rand::getrandom(&mut out[done..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => done += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
+        done += super::retry(|| {
+            rustix::rand::getrandom(&mut out[done..], rustix::rand::GetRandomFlags::empty())
+        })?;
     }
     Ok(out)
 }

@@ -38,32 +38,13 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
         tv_sec: i64::from(timeout_ms / 1000),
         tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
     };
-    loop {
-        match poll(&mut fds, Some(&t)) {
-            Ok(n) => return Ok(n > 0),
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    super::retry(|| poll(&mut fds, Some(&t))).map(|n| n > 0)
 }
 
 /// Reads what is available from `fd` (at most `limit` bytes, until EOF).
 pub fn read_some(fd: BorrowedFd<'_>, limit: usize) -> SysResult<Vec<u8>> {
     let mut out = vec![0u8; limit];
-    let mut done = 0;
-    while done < limit {
-        match rustix::io::read(fd, &mut out[done..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                if out[..done].contains(&b'\n') {
-                    break;
-                }
-            }
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    let done = super::fill(fd, &mut out, super::Position::Current, |read| read.contains(&b'\n'))?;
     out.truncate(done);
     Ok(out)
 }
@@ -157,28 +138,15 @@ pub fn spawn_detached(h: &Helper<'_>) -> SysResult<OwnedFd> {
     // EOF, not a byte: a write to a pipe whose reader is gone would raise
     // SIGPIPE, which slurmstepd may not ignore.
     drop(ack_write);
-    let mut status = 0;
-    // SAFETY: waits for the intermediate child we just forked; `status` is
-    // a valid out-pointer.
-    while unsafe { libc::waitpid(child, &mut status, 0) } < 0 {
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            break;
-        }
-    }
+    super::reap(child);
     pidfd
 }
 
 /// The helper's pid, as the intermediate child sends it.
 fn read_pid(fd: BorrowedFd<'_>) -> SysResult<i32> {
     let mut buf = [0u8; 4];
-    let mut done = 0;
-    while done < buf.len() {
-        match rustix::io::read(fd, &mut buf[done..]) {
-            Ok(0) => return Err(Errno::CHILD),
-            Ok(n) => done += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        }
+    if super::fill(fd, &mut buf, super::Position::Current, |_| false)? < buf.len() {
+        return Err(Errno::CHILD);
     }
     Ok(i32::from_ne_bytes(buf))
 }
