@@ -98,11 +98,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() && request.binds.is_empty() {
         system::set_no_new_privs()
             .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
-        let caller = Caller {
-            uid: system::real_uid(),
-            gid: system::real_gid(),
-            groups: system::supplementary_groups().unwrap_or_default(),
-        };
+        let caller = Caller::of_this_process()?;
         return Ok(Ready {
             caller,
             command: request.command.clone(),

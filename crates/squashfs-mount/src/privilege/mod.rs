@@ -49,6 +49,16 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The user who started this process: its real uid and gid, and its
+    /// supplementary groups.
+    pub fn of_this_process() -> Result<Caller, PrivilegeError> {
+        Ok(Caller {
+            uid: system::real_uid(),
+            gid: system::real_gid(),
+            groups: sys("getgroups", system::supplementary_groups())?,
+        })
+    }
+
     /// The caller's gid and supplementary groups, raw.
     pub fn all_gids(&self) -> Vec<u32> {
         std::iter::once(self.gid.as_raw())

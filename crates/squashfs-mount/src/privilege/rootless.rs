@@ -23,11 +23,7 @@ impl ActingAsCaller for Rootless {}
 impl Rootless {
     /// Enters the user and mount namespaces, or says why it cannot.
     pub fn enter() -> Result<Rootless, Failure> {
-        let caller = Caller {
-            uid: system::real_uid(),
-            gid: system::real_gid(),
-            groups: system::supplementary_groups().unwrap_or_default(),
-        };
+        let caller = Caller::of_this_process()?;
         match system::enter_user_and_mount_namespace(caller.uid.as_raw(), caller.gid.as_raw()) {
             Ok(()) => Ok(Rootless { caller }),
             Err(e @ (system::Error::PERM | system::Error::NOSPC | system::Error::ACCESS | system::Error::INVAL)) => Err(Failure::new(format!(

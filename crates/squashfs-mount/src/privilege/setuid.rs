@@ -34,11 +34,7 @@ impl Privileges {
             );
         }
         sys("prctl(PR_SET_DUMPABLE, 0)", system::set_not_dumpable())?;
-        let caller = Caller {
-            uid: system::real_uid(),
-            gid: system::real_gid(),
-            groups: sys("getgroups", system::supplementary_groups())?,
-        };
+        let caller = Caller::of_this_process()?;
         // The credential calls below are per-thread system calls: they
         // change the whole process only while it has one thread. The tool
         // starts no thread, so one check here holds until the drop, which
