@@ -29,16 +29,47 @@
 //! allow-listed mount points (nothing under /etc, /lib, /usr...) are allowed.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use squashfs_mount::cli::RunRequest;
-use squashfs_mount::config::{self, Settings};
-use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer};
+use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
 use squashfs_mount::error::Failure;
-use squashfs_mount::privilege::{Caller, Credentials, ThreadCredentials};
+use squashfs_mount::privilege::{
+    Caller, Credentials, PrivilegeError, RootPhase, ThreadCredentials,
+};
 use squashfs_mount::system::{self, Gid, Uid};
 
 use crate::config::Config;
+
+/// What the plugin could not do in slurmstepd around the engine.
+#[derive(Debug)]
+pub enum StepError {
+    Thread(std::io::Error),
+    /// The worker thread stopped (a panic).
+    WorkerStopped,
+    OpenNamespace(system::Error),
+    JoinNamespace(system::Error),
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StepError::Thread(e) => write!(f, "cannot start a thread in slurmstepd: {e}"),
+            StepError::WorkerStopped => f.write_str(
+                "internal error while mounting (the worker thread stopped); please report it",
+            ),
+            StepError::OpenNamespace(e) => {
+                write!(f, "cannot open the step's mount namespace: {e}")
+            }
+            StepError::JoinNamespace(e) => {
+                write!(f, "cannot join the step's mount namespace: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StepError {}
 
 /// The job's user, as Slurm reports it (S_JOB_UID, S_JOB_GID,
 /// S_JOB_SUPPLEMENTARY_GIDS).
@@ -83,12 +114,14 @@ impl Prepared {
 pub fn front_end(config: &Config) -> FrontEnd {
     FrontEnd {
         require_absolute: true,
-        mount_points: config.mount_points.clone(),
+        mount_points: config.mount_points.clone().into(),
         mount_points_source: "mountpoints= in plugstack.conf",
         refuse_mutable_root: (!config.mutable_root).then_some(
             "--squashfs-mutable-root is not allowed on this cluster (mutable-root=yes in plugstack.conf allows it); ask the administrators to create the mount point on the nodes",
         ),
         mutable_root_option: Some("--squashfs-mutable-root (where the cluster allows it)"),
+        // The plugin's `cache=no` turns the cache off for its steps.
+        cache_off: !config.cache,
     }
 }
 
@@ -107,12 +140,10 @@ pub fn prepare(
         // environment.
         .stack_size(2 << 20)
         .spawn(move || on_worker_thread(user, &request, &config, fuse_server))
-        .map_err(|e| Failure::new(format!("cannot start a thread in slurmstepd: {e}")))?;
+        .map_err(|e| Failure::new(StepError::Thread(e)))?;
     match worker.join() {
         Ok(result) => result,
-        Err(_) => Err(Failure::new(
-            "internal error while mounting (the worker thread stopped); please report it",
-        )),
+        Err(_) => Err(Failure::new(StepError::WorkerStopped)),
     }
 }
 
@@ -127,31 +158,23 @@ fn on_worker_thread(
         gid: Gid::from_raw(user.gid),
         groups: user.groups.iter().map(|&g| Gid::from_raw(g)).collect(),
     };
-    let mut creds = ThreadCredentials::switch(caller)?;
-    // The site's configuration applies to jobs as to the command; the
-    // plugin's `cache=no` turns the cache off for its steps.
-    let mut settings: Settings = creds.as_root(config::load)?;
-    settings.cache &= config.cache;
-    let me = creds.caller().clone();
-    settings
-        .policy
-        .admits(me.uid.as_raw(), &me.all_gids())
-        .map_err(Failure::new)?;
+    let phase = RootPhase::mounts(request.writable.is_some(), request.mutable_root);
+    let mut creds = ThreadCredentials::switch(caller, phase)?;
+    // The site's configuration and admission apply to jobs as to the
+    // command (the engine's first stage).
     let front = front_end(config);
     let ctx = Context {
-        settings: &settings,
         front: &front,
-        cwd: OsString::from("/"),
+        cwd: WorkingDir::At(OsString::from("/")),
         fuse_server: FuseServer::At(fuse_server),
-        rootless: false,
         // slurmstepd's limits are the node's, not raised by the plugin.
         caller_limits: None,
     };
-    let mounted = engine::mount_all(&mut creds, request, &ctx)?;
+    let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
     // The namespace, kept by fd once this thread is gone.
     let namespace = creds
-        .as_root(system::open_thread_mount_namespace)?
-        .map_err(|e| Failure::new(format!("cannot open the step's mount namespace: {e}")))?;
+        .as_root(|_root| system::open_thread_mount_namespace())?
+        .map_err(|e| Failure::new(StepError::OpenNamespace(e)))?;
     Ok(Prepared {
         namespace,
         mount_list: mounted.mount_list,
@@ -170,9 +193,9 @@ fn on_worker_thread(
 /// user and exec.
 pub fn enter_namespace(namespace: BorrowedFd<'_>) -> Result<(), Failure> {
     system::join_mount_namespace(namespace)
-        .map_err(|e| Failure::new(format!("cannot join the step's mount namespace: {e}")))?;
+        .map_err(|e| Failure::new(StepError::JoinNamespace(e)))?;
     system::set_no_new_privs()
-        .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))
+        .map_err(|e| Failure::new(PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e)))
 }
 
 /// The directory the plugin's shared object was loaded from (the FUSE

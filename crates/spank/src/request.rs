@@ -148,12 +148,15 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
     let mut mounts = Vec::new();
     if let Some(spec) = given.pairs.as_deref().filter(|s| !s.is_empty()) {
         for pair in spec.split(|&b| b == b',') {
-            mounts.push(cli::parse_pair(pair).map_err(|e| format!("--{OPTION}: {}", e.0))?);
+            mounts.push(cli::parse_pair(pair).map_err(|e| format!("--{OPTION}: {}", e.message()))?);
         }
     }
     if let Some(spec) = given.unions.as_deref().filter(|s| !s.is_empty()) {
         for union in spec.split(|&b| b == b';') {
-            mounts.push(cli::parse_union(union).map_err(|e| format!("--{OPTION_UNION}: {}", e.0))?);
+            mounts.push(
+                cli::parse_union(union)
+                    .map_err(|e| format!("--{OPTION_UNION}: {}", e.message()))?,
+            );
         }
     }
     if let Some(list) = given.session.as_deref().filter(|s| !s.is_empty()) {
@@ -162,9 +165,9 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
     let writable = match given.writable.as_deref() {
         None => None,
         Some([]) => Some(LayerSize::DEFAULT),
-        Some(size) => {
-            Some(LayerSize::parse(size).map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.0))?)
-        }
+        Some(size) => Some(
+            LayerSize::parse(size).map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.message()))?,
+        ),
     };
     if mounts.is_empty() && writable.is_some() {
         return Err(format!(
@@ -174,7 +177,9 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
     let mut binds = Vec::new();
     if let Some(spec) = given.binds.as_deref().filter(|s| !s.is_empty()) {
         for bind in spec.split(|&b| b == b',') {
-            binds.push(cli::parse_bind(bind).map_err(|e| format!("--{OPTION_BIND}: {}", e.0))?);
+            binds.push(
+                cli::parse_bind(bind).map_err(|e| format!("--{OPTION_BIND}: {}", e.message()))?,
+            );
         }
     }
     Ok(RunRequest {
@@ -196,7 +201,7 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
 fn from_mount_list(list: &[u8]) -> Result<Vec<cli::MountRequest>, String> {
     let mut out: Vec<cli::MountRequest> = Vec::new();
     for pair in list.split(|&b| b == b',') {
-        let req = cli::parse_pair(pair).map_err(|e| format!("${ENV_SESSION}: {}", e.0))?;
+        let req = cli::parse_pair(pair).map_err(|e| format!("${ENV_SESSION}: {}", e.message()))?;
         match out.last_mut() {
             Some(last) if last.mount_point == req.mount_point => {
                 last.images.extend(req.images);

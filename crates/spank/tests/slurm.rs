@@ -209,6 +209,10 @@ const TESTS: &[(&str, Test)] = &[
         "squashfs_mutable_root_only_where_the_site_allows_it_and_only_in_the_job",
         mutable_root_through_the_plugin,
     ),
+    (
+        "the_worker_threads_capabilities_leave_slurmstepds_alone",
+        tasks_keep_slurmstepds_bounding_set,
+    ),
 ];
 
 /// Extra plugin arguments in plugstack.conf (read by srun and by each
@@ -1071,6 +1075,37 @@ fn task_process_state(t: &T) {
         out.lines().any(|l| l == t.img("a.sqfs")),
         "a loop device backed by the image: {r:?}"
     );
+}
+
+/// The worker thread gives up what its root phase does not need for
+/// itself alone: the tasks, forked by slurmstepd's main thread, have the
+/// bounding set they have without --squashfs (slurmstepd's), which holds
+/// more than the worker's root phase keeps.
+fn tasks_keep_slurmstepds_bounding_set(t: &T) {
+    let bounding = |with: &[&str]| {
+        let mut args = vec!["srun"];
+        args.extend(with);
+        args.extend(["grep", "^CapBnd", "/proc/self/status"]);
+        let r = t.user(&[], &args);
+        assert!(r.success(), "{r:?}");
+        let v = r
+            .stdout()
+            .trim()
+            .trim_start_matches("CapBnd:")
+            .trim()
+            .to_string();
+        u64::from_str_radix(&v, 16).unwrap_or_else(|_| panic!("{r:?}"))
+    };
+    let opt = t.opt("a.sqfs", UE);
+    let with = bounding(&[&opt]);
+    let without = bounding(&[]);
+    assert_eq!(
+        with, without,
+        "CapBnd {with:#x} with --squashfs, {without:#x} without"
+    );
+    // CAP_NET_ADMIN (12), CAP_SYS_MODULE (16), CAP_MKNOD (27): none is
+    // kept by the worker's root phase.
+    assert_ne!(with & (1 << 12 | 1 << 16 | 1 << 27), 0, "{with:#x}");
 }
 
 fn srun_without_squashfs_changes_nothing(t: &T) {

@@ -7,7 +7,18 @@
 //! mode's group bits are the ACL's mask, which bounds every named entry
 //! and the owning group; a mask without write leaves no extra writer.
 
-use crate::config::trust::AclWriters;
+use crate::system::{Gid, Uid};
+
+/// Users and groups an inode's POSIX access ACL lets write, beyond its
+/// owner, its group and others (entries the mask allows).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AclWriters {
+    pub users: Vec<Uid>,
+    pub groups: Vec<Gid>,
+    /// There is an ACL that could not be read or understood: anyone may
+    /// write, as far as the tool knows.
+    pub unknown: bool,
+}
 
 const VERSION: u32 = 2;
 const USER: u16 = 0x02;
@@ -42,8 +53,8 @@ pub fn writers(xattr: &[u8]) -> AclWriters {
             .collect()
     };
     AclWriters {
-        users: named(USER),
-        groups: named(GROUP),
+        users: named(USER).into_iter().map(Uid::from_raw).collect(),
+        groups: named(GROUP).into_iter().map(Gid::from_raw).collect(),
         unknown: false,
     }
 }
@@ -100,7 +111,7 @@ mod tests {
         let w = writers(&acl);
         assert_eq!(
             (w.users, w.groups, w.unknown),
-            (vec![1000], vec![300], false)
+            (vec![Uid::from_raw(1000)], vec![Gid::from_raw(300)], false)
         );
         // A mask without write: nobody named can write.
         let masked = encode(&[(0x01, 7, OBJ), (USER, 7, 1000), (MASK, 5, OBJ)]);

@@ -1,29 +1,75 @@
-//! The one kind of failure the tool reports: a sentence naming the image or
-//! mount point concerned, what went wrong and what to do. Printed as one line
-//! on stderr; the process then exits 1.
+//! The one kind of failure the tool reports: a typed error of the module
+//! that found it (`ImageError`, `PlanError`, `PolicyError`, ...), with the
+//! image or mount point concerned, whose `Display` is a sentence saying
+//! what went wrong and what to do. Printed as one line on stderr; the
+//! process then exits 1. Also what prints it.
 
+use std::error::Error;
 use std::fmt;
 
+/// A typed error and, for most, the subject (`image:mountpoint`, the
+/// image, the bind) it is about. Tests and the plugin ask for the kind
+/// ([`Failure::kind`]); the words are for people.
 #[derive(Debug)]
-pub struct Failure(pub String);
+pub struct Failure {
+    subject: Option<String>,
+    error: Box<dyn Error + Send + Sync + 'static>,
+}
 
 impl Failure {
-    pub fn new(msg: impl Into<String>) -> Self {
-        Failure(msg.into())
+    pub fn new<E: Error + Send + Sync + 'static>(error: E) -> Self {
+        Failure {
+            subject: None,
+            error: Box::new(error),
+        }
     }
-    /// Prefixes the `image:mountpoint` (or other subject) concerned.
-    pub fn about(subject: &str, msg: impl fmt::Display) -> Self {
-        Failure(format!("{subject}: {msg}"))
+
+    /// The `image:mountpoint` (or other subject) concerned, said first.
+    pub fn about<E: Error + Send + Sync + 'static>(subject: &str, error: E) -> Self {
+        Failure {
+            subject: Some(subject.to_string()),
+            error: Box::new(error),
+        }
+    }
+
+    /// The error, if it is of the kind `E`.
+    pub fn kind<E: Error + 'static>(&self) -> Option<&E> {
+        self.error.downcast_ref()
+    }
+
+    /// What it is about, if said.
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
     }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match &self.subject {
+            Some(subject) => format!("{subject}: {}", self.error),
+            None => self.error.to_string(),
+        };
         // One line, whatever the parts contained, and the C library's
         // words for a system error without Rust's " (os error N)" (the
         // plugin prints failures through Slurm, not through `report`).
-        write!(f, "{}", without_os_error(&self.0.replace('\n', " ")))
+        write!(f, "{}", without_os_error(&text.replace('\n', " ")))
     }
+}
+
+impl Error for Failure {}
+
+/// Implements `Error` for a module's error type whose `Display` is its
+/// sentences.
+#[macro_export]
+macro_rules! error_kind {
+    ($t:ty) => {
+        impl std::error::Error for $t {}
+        impl From<$t> for $crate::error::Failure {
+            fn from(e: $t) -> Self {
+                $crate::error::Failure::new(e)
+            }
+        }
+    };
 }
 
 /// `text` without the " (os error N)" that error values append: the
@@ -126,8 +172,8 @@ mod tests {
         assert_eq!(errno_words(Errno::NOTDIR), "Not a directory");
         assert_eq!(errno_words(Errno::NAMETOOLONG), "File name too long");
         assert_eq!(
-            Failure::about("x", format!("a: {}", Errno::ACCESS)).to_string(),
-            "x: a: Permission denied"
+            Failure::about("x", Errno::ACCESS).to_string(),
+            "x: Permission denied"
         );
     }
 }

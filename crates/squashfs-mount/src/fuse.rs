@@ -13,13 +13,14 @@
 //! (the launch, which becomes the command) does.
 
 use std::ffi::{CString, OsStr, OsString};
+use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use crate::config::Policy;
 use crate::error::Failure;
 use crate::image::{self, Image};
-use crate::privilege::{ActingAsCaller, Caller};
+use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::limits::CallerLimits;
 use crate::system::{self, FsContext, Helper};
 
@@ -27,6 +28,75 @@ use crate::system::{self, FsContext, Helper};
 pub const SERVER_NAME: &str = "squashfs-mount-fuse";
 /// How long a server may take to check its image and answer.
 const READY_TIMEOUT_MS: i32 = 30_000;
+
+/// What went wrong on the FUSE path.
+#[derive(Debug)]
+pub enum FuseError {
+    /// The server is not installed where it is looked for (an image's
+    /// path, for the message).
+    NotInstalled(OsString),
+    /// The server program (as given) could not be opened.
+    ServerOpen(String, system::Error),
+    ServerStat(String, system::Error),
+    /// Started as root, it must be root's alone; why it is not.
+    ServerUnsafe(String, String),
+    /// /dev/fuse cannot be opened as the caller, and what to do.
+    Device(system::Error, String),
+    /// A step that failed (fsopen, fsconfig, pipe, pidfd, the start).
+    Step(String, system::Error),
+    Refused(system::Refused),
+    NoAnswer,
+    /// The server's own refusal of the image.
+    ServerSays(String),
+    /// The server (its path) did not start.
+    NotStarted(OsString),
+}
+
+impl fmt::Display for FuseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FuseError::NotInstalled(image) => write!(
+                f,
+                "{}: the site policy serves this image through FUSE, but {SERVER_NAME} is not installed",
+                image.to_string_lossy()
+            ),
+            FuseError::ServerOpen(shown, e) => write!(
+                f,
+                "FUSE path: the server {shown} cannot be opened ({e}); install {SERVER_NAME} there (make install)"
+            ),
+            FuseError::ServerStat(shown, e) => {
+                write!(f, "FUSE path: the server {shown} cannot be examined ({e})")
+            }
+            FuseError::ServerUnsafe(shown, why) => write!(
+                f,
+                "FUSE path: the server {shown} is not safe to start: it must be an executable file that only root can change, in directories only root can change ({why}); reinstall squashfs-mount (make install)"
+            ),
+            FuseError::Device(e, what) => write!(
+                f,
+                "the FUSE path needs /dev/fuse, which cannot be opened ({e}): {what}"
+            ),
+            FuseError::Step(what, e) => write!(f, "FUSE path: {what}: {e}"),
+            FuseError::Refused(r) => write!(
+                f,
+                "FUSE path: the kernel refused the FUSE mount: {}",
+                r.with_log()
+            ),
+            FuseError::NoAnswer => write!(
+                f,
+                "FUSE path: the server did not answer within {} s; is the image on a file system that hangs?",
+                READY_TIMEOUT_MS / 1000
+            ),
+            FuseError::ServerSays(why) => f.write_str(why),
+            FuseError::NotStarted(server) => write!(
+                f,
+                "FUSE path: the server {} did not start (its message, if any, is above); the image is served in userspace because the site policy does not let the kernel mount it (see squashfs-mount --policy); check that {SERVER_NAME} is installed there (make install)",
+                server.to_string_lossy()
+            ),
+        }
+    }
+}
+
+crate::error_kind!(FuseError);
 
 /// Where the server is: next to the setuid binary's installation
 /// (`<prefix>/bin/squashfs-mount` → `<prefix>/lib/squashfs-mount/`), or
@@ -78,23 +148,16 @@ impl Server {
         path: &OsStr,
         as_root: bool,
     ) -> Result<Server, Failure> {
-        let shown = path.to_string_lossy();
-        let fail = |why: String| Failure::new(format!("FUSE path: the server {shown} {why}"));
-        let fd = system::open_program(path).map_err(|e| {
-            fail(format!(
-                "cannot be opened ({e}); install {SERVER_NAME} there (make install)"
-            ))
-        })?;
-        let id =
-            system::fstat(fd.as_fd()).map_err(|e| fail(format!("cannot be examined ({e})")))?;
+        let shown = || path.to_string_lossy().into_owned();
+        let fd = system::open_program(path)
+            .map_err(|e| Failure::new(FuseError::ServerOpen(shown(), e)))?;
+        let id = system::fstat(fd.as_fd())
+            .map_err(|e| Failure::new(FuseError::ServerStat(shown(), e)))?;
         if as_root {
             let real = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| path.to_owned());
             let route = Policy::default().route(&image::provenance_of(fd.as_fd(), &real, &id));
             if !route.kernel || !id.is_regular() || id.mode & 0o111 == 0 {
-                return Err(fail(format!(
-                    "is not safe to start: it must be an executable file that only root can change, in directories only root can change ({}); reinstall squashfs-mount (make install)",
-                    route.reason
-                )));
+                return Err(Failure::new(FuseError::ServerUnsafe(shown(), route.reason)));
             }
         }
         Ok(Server {
@@ -124,6 +187,17 @@ pub struct Starting {
     server: OwnedFd,
 }
 
+impl Starting {
+    /// The server `server` (a pidfd) answers on `ready` about `subject`.
+    pub fn new(ready: OwnedFd, subject: &str, server: OwnedFd) -> Starting {
+        Starting {
+            ready,
+            subject: subject.to_string(),
+            server,
+        }
+    }
+}
+
 /// Opens /dev/fuse as the caller: a site that restricts FUSE (mode 0600,
 /// a group) restricts it for this tool too.
 pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<OwnedFd, Failure> {
@@ -140,10 +214,7 @@ pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<Ow
             }
             _ => "ask your administrator".into(),
         };
-        Failure::about(
-            subject,
-            format!("the FUSE path needs /dev/fuse, which cannot be opened ({e}): {what}"),
-        )
+        Failure::about(subject, FuseError::Device(e, what))
     })
 }
 
@@ -152,8 +223,9 @@ pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<Ow
 /// mountinfo line names no image. Needs CAP_SYS_ADMIN over the current
 /// mount namespace (root, or the rootless user namespace).
 fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<OwnedFd, Failure> {
-    let fail =
-        |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
+    let fail = |what: &str, e: system::Error| {
+        Failure::about(subject, FuseError::Step(what.to_string(), e))
+    };
     let ctx = FsContext::open("fuse").map_err(|e| fail("fsopen(fuse)", e))?;
     for (key, value) in [
         ("fd", device.as_raw_fd().to_string()),
@@ -171,15 +243,8 @@ fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<
         ctx.set_flag(flag)
             .map_err(|e| fail(&format!("fuse {flag}"), e))?;
     }
-    if let Err((e, log)) = ctx.create() {
-        return Err(Failure::about(
-            subject,
-            format!(
-                "FUSE path: the kernel refused the FUSE mount: {e} {}",
-                log.join("; ")
-            ),
-        ));
-    }
+    ctx.create()
+        .map_err(|r| Failure::about(subject, FuseError::Refused(r)))?;
     ctx.mount(system::safe_mount_attributes())
         .map_err(|e| fail("fsmount(fuse)", e))
 }
@@ -232,13 +297,15 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
 /// the caller, [`open_device`]) and starts its server, which becomes the
 /// caller with the caller's resource limits before it reads anything.
 pub fn instance(
+    _root: &AsRoot,
     image: &Image,
     device: OwnedFd,
     l: &Launcher<'_>,
     subject: &str,
 ) -> Result<(OwnedFd, Starting), Failure> {
-    let fail =
-        |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
+    let fail = |what: &str, e: system::Error| {
+        Failure::about(subject, FuseError::Step(what.to_string(), e))
+    };
     let mount = fuse_mount(device.as_fd(), l.caller, subject)?;
     let (ready_read, ready_write) = system::pipe().map_err(|e| fail("pipe", e))?;
     let watch = system::own_pidfd().map_err(|e| fail("pidfd_open", e))?;
@@ -258,14 +325,7 @@ pub fn instance(
     })
     .map_err(|e| fail("starting the FUSE server", e))?;
     drop(ready_write);
-    Ok((
-        mount,
-        Starting {
-            ready: ready_read,
-            subject: subject.to_string(),
-            server,
-        },
-    ))
+    Ok((mount, Starting::new(ready_read, subject, server)))
 }
 
 /// Waits for each server's answer: `ready`, or the reason it refused the
@@ -277,11 +337,11 @@ pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedF
         let answered = system::wait_readable(s.ready.as_fd(), READY_TIMEOUT_MS).map_err(|e| {
             Failure::about(
                 &s.subject,
-                format!("FUSE path: waiting for the server: {e}"),
+                FuseError::Step("waiting for the server".into(), e),
             )
         })?;
         if !answered {
-            return Err(Failure::about(&s.subject, format!("FUSE path: the server did not answer within {} s; is the image on a file system that hangs?", READY_TIMEOUT_MS / 1000)));
+            return Err(Failure::about(&s.subject, FuseError::NoAnswer));
         }
         let line = system::read_some(s.ready.as_fd(), 4096).unwrap_or_default();
         let line = String::from_utf8_lossy(&line);
@@ -291,14 +351,14 @@ pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedF
             continue;
         }
         if let Some(why) = line.strip_prefix("error ") {
-            return Err(Failure::about(&s.subject, why));
+            return Err(Failure::about(
+                &s.subject,
+                FuseError::ServerSays(why.to_string()),
+            ));
         }
         return Err(Failure::about(
             &s.subject,
-            format!(
-                "FUSE path: the server {} did not start (its message, if any, is above); the image is served in userspace because the site policy does not let the kernel mount it (see squashfs-mount --policy); check that {SERVER_NAME} is installed there (make install)",
-                server.path.to_string_lossy()
-            ),
+            FuseError::NotStarted(server.path.clone()),
         ));
     }
     Ok(servers)

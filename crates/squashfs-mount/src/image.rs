@@ -3,19 +3,85 @@
 //! that fd.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use squashfs_format::kernel::KernelConfig;
 use squashfs_format::{parse_superblock, FormatError, Superblock, SUPERBLOCK_SIZE};
 
-use crate::acl;
-use crate::config::trust::{AclWriters, CallerAccess, PathDir, Provenance, Writers};
-use crate::engine::plan::tilde_hint;
+use crate::acl::{self, AclWriters};
 use crate::error::{errno_hint, errno_words, Failure};
-use crate::paths;
+use crate::paths::{self, tilde_hint};
 use crate::privilege::{ActingAsCaller, Caller};
-use crate::system::{self, FileId};
+use crate::provenance::{CallerAccess, PathDir, Provenance, Writers};
+use crate::system::{self, Error as Errno, FileId, Uid};
+
+/// What is wrong with an image (the path as given, where it matters).
+#[derive(Debug)]
+pub enum ImageError {
+    /// uenv's words: "unable to read squashfs <path> (<strerror>)".
+    Unreadable {
+        given: OsString,
+        errno: Errno,
+    },
+    Stat(Errno),
+    NotRegular {
+        given: OsString,
+        kind: &'static str,
+    },
+    Read(Errno),
+    /// uenv's words for a file without the magic number.
+    NotSquashfs {
+        given: OsString,
+        error: FormatError,
+    },
+    Format(FormatError),
+    /// The kernel cannot decompress it (the verdict's reason).
+    KernelLacks(String),
+    /// Its last block does not fill 1 KiB (`mksquashfs -nopad`).
+    NotPadded {
+        given: OsString,
+        size: u64,
+        needed: u64,
+    },
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageError::Unreadable { given, errno } => write!(
+                f,
+                "unable to read squashfs {} ({}){}{}",
+                given.to_string_lossy(),
+                errno_words(*errno),
+                errno_hint(*errno),
+                tilde_hint(given)
+            ),
+            ImageError::Stat(e) => write!(f, "cannot stat the image: {e}"),
+            ImageError::NotRegular { given, kind } => write!(
+                f,
+                "invalid squashfs {} (is not a regular file: it is a {kind}); give the path of a SquashFS image file",
+                given.to_string_lossy()
+            ),
+            ImageError::Read(e) => write!(f, "cannot read the image: {e}"),
+            ImageError::NotSquashfs { given, error } => write!(
+                f,
+                "unable to read squashfs {} (not a valid squashfs file): {error}",
+                given.to_string_lossy()
+            ),
+            ImageError::Format(e) => write!(f, "{e}"),
+            ImageError::KernelLacks(reason) => f.write_str(reason),
+            ImageError::NotPadded { given, size, needed } => write!(
+                f,
+                "the image is {size} bytes long, not padded to whole 1 KiB blocks (built with mksquashfs -nopad?), so the kernel cannot read its end from a loop device; pad it with 'truncate -s %4096 {}' (or rebuild it without -nopad); {needed} bytes would do",
+                given.to_string_lossy()
+            ),
+        }
+    }
+}
+
+crate::error_kind!(ImageError);
 
 /// An image file the caller could open for reading.
 #[derive(Debug)]
@@ -39,44 +105,28 @@ impl Image {
         given: &OsStr,
         subject: &str,
     ) -> Result<Image, Failure> {
-        // uenv's words: "unable to read squashfs <path> (<strerror>)".
-        let fd = system::open_image(given).map_err(|e| {
-            Failure::about(
-                subject,
-                format!(
-                    "unable to read squashfs {} ({}){}{}",
-                    given.to_string_lossy(),
-                    errno_words(e),
-                    errno_hint(e),
-                    tilde_hint(given)
-                ),
-            )
+        let fail = |e: ImageError| Failure::about(subject, e);
+        let fd = system::open_image(given).map_err(|errno| {
+            fail(ImageError::Unreadable {
+                given: given.to_owned(),
+                errno,
+            })
         })?;
-        let id = system::fstat(fd.as_fd())
-            .map_err(|e| Failure::about(subject, format!("cannot stat the image: {e}")))?;
+        let id = system::fstat(fd.as_fd()).map_err(|e| fail(ImageError::Stat(e)))?;
         if !id.is_regular() {
-            return Err(Failure::about(
-                subject,
-                format!(
-                    "invalid squashfs {} (is not a regular file: it is a {}); give the path of a SquashFS image file",
-                    given.to_string_lossy(),
-                    id.kind()
-                ),
-            ));
+            return Err(fail(ImageError::NotRegular {
+                given: given.to_owned(),
+                kind: id.kind(),
+            }));
         }
         let mut head = [0u8; SUPERBLOCK_SIZE];
-        let n = system::read_head(fd.as_fd(), &mut head)
-            .map_err(|e| Failure::about(subject, format!("cannot read the image: {e}")))?;
-        let superblock = parse_superblock(&head[..n], id.size).map_err(|e| match e {
-            // uenv's words for a file without the magic number.
-            FormatError::Empty | FormatError::BadMagic { .. } => Failure::about(
-                subject,
-                format!(
-                    "unable to read squashfs {} (not a valid squashfs file): {e}",
-                    given.to_string_lossy()
-                ),
-            ),
-            e => Failure::about(subject, e),
+        let n = system::read_head(fd.as_fd(), &mut head).map_err(|e| fail(ImageError::Read(e)))?;
+        let superblock = parse_superblock(&head[..n], id.size).map_err(|error| match error {
+            FormatError::Empty | FormatError::BadMagic { .. } => fail(ImageError::NotSquashfs {
+                given: given.to_owned(),
+                error,
+            }),
+            e => fail(ImageError::Format(e)),
         })?;
         let path = system::path_of_fd(fd.as_fd()).unwrap_or_else(|_| given.to_owned());
         Ok(Image {
@@ -93,7 +143,7 @@ impl Image {
     /// inspect`'s). Without a readable configuration only lzma, which no
     /// Linux kernel can decompress, is refused here; the kernel's own
     /// refusal of any other compressor it lacks is explained by
-    /// `mount::explain_mount_error`.
+    /// `mount::MountError::Refused`.
     pub fn check_kernel_support(
         &self,
         kernel: Option<&KernelConfig>,
@@ -110,7 +160,10 @@ impl Image {
             None => return Ok(()),
         };
         if !verdict.can_mount {
-            return Err(Failure::about(subject, verdict.reason));
+            return Err(Failure::about(
+                subject,
+                ImageError::KernelLacks(verdict.reason),
+            ));
         }
         Ok(())
     }
@@ -118,15 +171,18 @@ impl Image {
     /// Refuses an image whose last block a loop device cannot hold
     /// (`mksquashfs -nopad`), saying how to pad it.
     pub fn check_loop_fit(&self, subject: &str) -> Result<(), Failure> {
-        match squashfs_format::superblock::loop_padding_needed(self.superblock.bytes_used, self.id.size) {
+        match squashfs_format::superblock::loop_padding_needed(
+            self.superblock.bytes_used,
+            self.id.size,
+        ) {
             None => Ok(()),
             Some(needed) => Err(Failure::about(
                 subject,
-                format!(
-                    "the image is {} bytes long, not padded to whole 1 KiB blocks (built with mksquashfs -nopad?), so the kernel cannot read its end from a loop device; pad it with 'truncate -s %4096 {}' (or rebuild it without -nopad); {needed} bytes would do",
-                    self.id.size,
-                    self.given.to_string_lossy()
-                ),
+                ImageError::NotPadded {
+                    given: self.given.clone(),
+                    size: self.id.size,
+                    needed,
+                },
             )),
         }
     }
@@ -143,9 +199,9 @@ impl Image {
     ) -> (Provenance, bool) {
         let fd = self.fd.as_fd();
         // Root may write everything: the kernel's answer says nothing then.
-        let ask = (caller.uid.as_raw() != 0).then_some(caller.uid.as_raw());
+        let ask = (!caller.uid.is_root()).then_some(caller.uid);
         let (mut prov, public) = facts(fd, &self.path, &self.id, ask);
-        prov.caller.uid = caller.uid.as_raw();
+        prov.caller.uid = caller.uid;
         prov.caller.gids = caller.all_gids();
         prov.caller.can_write_file = ask.is_some() && system::may_write(fd).unwrap_or(true);
         (prov, public)
@@ -162,7 +218,7 @@ pub fn provenance_of(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId) -> Provenanc
 /// The facts of [`Image::provenance`], and whether the path is open to
 /// everyone; with `ask` (the caller's uid), the first directory where the
 /// kernel lets the caller replace the entry on the path.
-fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<u32>) -> (Provenance, bool) {
+fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<Uid>) -> (Provenance, bool) {
     let walk = walk_path(real, id, ask);
     let prov = Provenance {
         real_path: real.to_owned(),
@@ -212,7 +268,7 @@ struct Walk {
 /// caller other than root (`ask`), the first one where the kernel lets
 /// the caller replace the entry on the path; checks that the walk ends at
 /// the file `id`.
-fn walk_path(real: &OsStr, id: &FileId, ask: Option<u32>) -> Walk {
+fn walk_path(real: &OsStr, id: &FileId, ask: Option<Uid>) -> Walk {
     let mut walk = Walk {
         verified: false,
         dirs: Vec::new(),
@@ -266,9 +322,9 @@ fn note(
     walk: &mut Walk,
     dir: &OwnedFd,
     st: &FileId,
-    entry_uid: u32,
+    entry_uid: Uid,
     path: &[u8],
-    ask: Option<u32>,
+    ask: Option<Uid>,
 ) {
     if st.mode & 0o001 == 0 {
         walk.searchable_by_all = false;

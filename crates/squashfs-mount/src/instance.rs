@@ -1,6 +1,6 @@
 //! A kernel instance of an image: a squashfs superblock on a loop device
 //! bound to the caller's image fd, handed out as a detached mount
-//! (fsmount) ready to be attached, stacked or cached. Needs root.
+//! (fsmount) ready to be attached, stacked or cached.
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -8,6 +8,7 @@ use crate::error::Failure;
 use crate::image::Image;
 use crate::loopdev::{LoopDevice, LoopOptions};
 use crate::mount;
+use crate::privilege::AsRoot;
 
 /// A fresh instance with the loop device it sits on.
 #[derive(Debug)]
@@ -22,12 +23,13 @@ pub struct Fresh {
 /// held. The loop device fd closes on return; the superblock keeps the
 /// device busy and autoclear detaches it once the last mount of it is gone.
 pub fn on_device(
+    root: &AsRoot,
     device: LoopDevice,
     image: &Image,
     options: LoopOptions,
     subject: &str,
 ) -> Result<Fresh, Failure> {
-    let mount = mount::squashfs_on(&device, image, options.threads, subject)?;
+    let mount = mount::squashfs_on(root, &device, image, options.threads, subject)?;
     Ok(Fresh {
         mount,
         loop_number: device.number,
@@ -37,14 +39,12 @@ pub fn on_device(
 
 /// Another detached mount of the instance `tree` (for an image used twice
 /// in one call), made where `tree` was made.
-pub fn clone(tree: &OwnedFd, image: &Image, subject: &str) -> Result<OwnedFd, Failure> {
-    crate::system::clone_mount(tree.as_fd()).map_err(|e| {
-        Failure::about(
-            subject,
-            format!(
-                "cannot clone the mount of {}: {e}",
-                image.path.to_string_lossy()
-            ),
-        )
-    })
+pub fn clone(
+    _root: &AsRoot,
+    tree: &OwnedFd,
+    image: &Image,
+    subject: &str,
+) -> Result<OwnedFd, Failure> {
+    crate::system::clone_mount(tree.as_fd())
+        .map_err(|e| Failure::about(subject, mount::MountError::Clone(image.path.clone(), e)))
 }

@@ -1,17 +1,34 @@
-//! The setuid command's front end: privileges, the site's admission rules
-//! and resource limits around the one privileged sequence
-//! (`engine::mount_all`), then the drop of every privilege. Rootless when
-//! the binary is not setuid root.
+//! The setuid command's front end: privileges and resource limits around
+//! the one privileged sequence (`engine::mount_all`, which admits the
+//! caller first), then the drop of every privilege. Rootless when the
+//! binary is not setuid root.
 
 use std::ffi::OsString;
+use std::fmt;
 
 use crate::cli::RunRequest;
-use crate::config::{self, Settings};
-use crate::engine::{self, Context, FrontEnd, FuseServer};
+use crate::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
 use crate::error::{self, Failure};
-use crate::limits::LaunchSlot;
-use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, Rootless};
+use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, RootPhase, Rootless};
 use crate::system;
+
+/// What the setuid command's front end could not do.
+#[derive(Debug)]
+pub enum LaunchError {
+    RaiseLimits(system::Error),
+    RestoreLimits(system::Error),
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchError::RaiseLimits(e) => write!(f, "cannot set resource limits: {e}"),
+            LaunchError::RestoreLimits(e) => write!(f, "cannot restore resource limits: {e}"),
+        }
+    }
+}
+
+crate::error_kind!(LaunchError);
 
 /// What is left to do once privileges are gone: run the command.
 #[derive(Debug)]
@@ -29,12 +46,17 @@ pub struct Ready {
 /// credentials (verified), no_new_privs is set, and the caller's resource
 /// limits are back.
 pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
-    let privileges = match Privileges::acquire() {
+    let nothing_to_mount = request.mounts.is_empty() && request.binds.is_empty();
+    let phase = match nothing_to_mount {
+        true => RootPhase::IDS,
+        false => RootPhase::mounts(request.writable.is_some(), request.mutable_root).with_limits(),
+    };
+    let privileges = match Privileges::acquire(phase) {
         Ok(p) => p,
         Err(PrivilegeError::NotSetuidRoot) => return rootless(request),
         Err(e) => return Err(e.into()),
     };
-    if request.mounts.is_empty() && request.binds.is_empty() {
+    if nothing_to_mount {
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let caller = privileges.drop_for_good()?;
@@ -51,85 +73,50 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
 fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Failure> {
     // A caller's lowered limits must not stop the privileged phase half-way.
     let signals = system::ignore_file_size_signal();
-    let caller = privileges.caller().clone();
-    let (limits, settings, slot) = privileges.as_root(|| {
-        let limits = system::limits::raise_for_privileged_phase()
-            .map_err(|e| Failure::new(format!("cannot set resource limits: {e}")))?;
-        let settings: Settings = config::load();
-        settings
-            .policy
-            .admits(caller.uid.as_raw(), &caller.all_gids())
-            .map_err(Failure::new)?;
-        let slot = LaunchSlot::take(
-            caller.uid.as_raw(),
-            settings.max_launches_per_user,
-            settings.max_launches_wait_ms,
-        )?;
-        Ok::<_, Failure>((limits, settings, slot))
-    })??;
-    let cwd = system::current_dir()
-        .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
+    let limits = privileges
+        .as_root(|_root| system::limits::raise_for_privileged_phase())?
+        .map_err(LaunchError::RaiseLimits)?;
     let ctx = Context {
-        settings: &settings,
         front: &FrontEnd::default(),
-        cwd,
+        cwd: WorkingDir::Current,
         fuse_server: FuseServer::NextToProgram,
-        rootless: false,
         caller_limits: Some(&limits),
     };
-    let mounted = engine::mount_all(&mut privileges, request, &ctx)?;
+    let mut mounted = engine::mount_all(&mut privileges, &mut System::default(), request, &ctx)?;
     privileges
-        .as_root(|| limits.restore())?
-        .map_err(|e| Failure::new(format!("cannot restore resource limits: {e}")))?;
-    drop(slot);
+        .as_root(|_root| limits.restore())?
+        .map_err(LaunchError::RestoreLimits)?;
+    drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
     let caller = privileges.drop_for_good()?;
-    Ok(mounted_ready(
-        caller,
-        request,
-        mounted,
-        settings.verbose,
-        signals,
-    ))
+    Ok(mounted_ready(caller, request, mounted, signals))
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() && request.binds.is_empty() {
         system::set_no_new_privs()
-            .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
-        let caller = Caller::of_this_process()?;
+            .map_err(|e| PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e))?;
         return Ok(Ready {
-            caller,
+            caller: Caller::of_this_process()?,
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
         });
     }
-    // The configuration file tunes, but cannot grant anything here: there
-    // is nothing to grant.
-    let settings = config::load();
-    let cwd = system::current_dir()
-        .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
-    let mut creds = Rootless::enter()?;
-    if !request.quiet {
-        error::report("running unprivileged (the binary is not installed setuid root): images are served through FUSE in a user namespace, which is slower than the kernel's squashfs; --quiet hides this note");
-    }
+    let mut creds = Rootless::new()?;
     let ctx = Context {
-        settings: &settings,
         front: &FrontEnd::default(),
-        cwd,
+        cwd: WorkingDir::Current,
         fuse_server: FuseServer::NextToProgram,
-        rootless: true,
         caller_limits: None,
     };
-    let mounted = engine::mount_all(&mut creds, request, &ctx)?;
+    let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
     let caller = creds.finish()?;
     Ok(mounted_ready(
         caller,
         request,
         mounted,
-        settings.verbose,
         system::CallerSignals::unchanged(),
     ))
 }
@@ -140,10 +127,9 @@ fn mounted_ready(
     caller: Caller,
     request: &RunRequest,
     mounted: engine::Mounted,
-    site_verbose: bool,
     signals: system::CallerSignals,
 ) -> Ready {
-    report(&mounted, request.verbose.max(u8::from(site_verbose)));
+    report(&mounted);
     if request.prefetch {
         crate::prefetch::start(&mounted.mount_list);
     }
@@ -157,13 +143,12 @@ fn mounted_ready(
 
 /// Quiet success: only a warning worth the user's attention, or with
 /// `--verbose` what was done (as much as the verbosity asks for).
-fn report(mounted: &engine::Mounted, verbose: u8) {
+fn report(mounted: &engine::Mounted) {
     for w in &mounted.warnings {
         error::warn(w);
     }
-    if verbose > 0 {
-        for (_, note) in mounted.notes.iter().filter(|(level, _)| *level <= verbose) {
-            error::report(note);
-        }
+    let verbose = mounted.verbosity;
+    for (_, note) in mounted.notes.iter().filter(|(level, _)| *level <= verbose) {
+        error::report(note);
     }
 }

@@ -15,6 +15,7 @@
 pub mod acl;
 pub mod cache;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod environment;
@@ -29,9 +30,9 @@ pub mod mount;
 pub mod mountpoint;
 pub mod overlay;
 pub mod paths;
-pub mod policy_command;
 pub mod prefetch;
 pub mod privilege;
+pub mod provenance;
 pub mod shared_lock;
 pub mod system;
 

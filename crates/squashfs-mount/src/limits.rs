@@ -5,13 +5,15 @@
 //! exit, SIGKILL); the loop-device lock, which every user's launches share,
 //! through `shared_lock` (no user can stall it).
 
+use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::cache::CACHE_DIR;
+use crate::cache::{CacheError, CACHE_DIR};
 use crate::error::Failure;
 use crate::loopdev;
+use crate::privilege::AsRoot;
 use crate::shared_lock::{self, Held, Reach};
-use crate::system::{self, Error, LockKind};
+use crate::system::{self, Error, LockKind, Uid};
 
 const SLOTS_DIR: &str = "launches";
 const LOOP_LOCK: &str = "loop-lock";
@@ -19,6 +21,65 @@ const LOOP_LOCK: &str = "loop-lock";
 /// counted and configured, never across I/O on an image); then a launch
 /// counts without it.
 const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
+
+/// A limit reached, or its bookkeeping broken.
+#[derive(Debug)]
+pub enum LimitsError {
+    StateDir(Error),
+    NotRootOnly(CacheError),
+    SlotsDir(&'static str, Error),
+    SlotOpen(Error),
+    SlotLock(Error),
+    /// Every one of the user's `max` slots stayed taken for `wait_ms`.
+    Slots {
+        max: u32,
+        wait_ms: u64,
+    },
+    LoopLock(Error),
+    /// Beyond the user's share of loop devices.
+    UserShare {
+        now: usize,
+        more: usize,
+        share: u32,
+    },
+    /// Beyond every user's loop devices together.
+    AllLoops {
+        now: usize,
+        more: usize,
+        limit: u32,
+    },
+}
+
+impl fmt::Display for LimitsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitsError::StateDir(e) => write!(f, "cannot use {CACHE_DIR}: {e}"),
+            LimitsError::NotRootOnly(e) => write!(f, "{e}"),
+            LimitsError::SlotsDir(what, e) => write!(f, "cannot {what} {CACHE_DIR}/{SLOTS_DIR}: {e}"),
+            LimitsError::SlotOpen(e) => write!(
+                f,
+                "cannot open a launch slot in {CACHE_DIR}/{SLOTS_DIR}: {e}"
+            ),
+            LimitsError::SlotLock(e) => write!(f, "cannot lock a launch slot: {e}"),
+            LimitsError::Slots { max, wait_ms } => write!(
+                f,
+                "you have had {max} launches of squashfs-mount setting up at once for {:.0} s (max-launches-per-user, max-launches-wait in /etc/squashfs-mount.conf); some are stuck (an image on a file system that hangs?), or run fewer at a time",
+                *wait_ms as f64 / 1000.0
+            ),
+            LimitsError::LoopLock(e) => write!(f, "cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}"),
+            LimitsError::UserShare { now, more, share } => write!(
+                f,
+                "you have {now} private image instances on loop devices now and this call needs {more} more, beyond your share of {share} (max-loop-devices-per-user in /etc/squashfs-mount.conf); end some of your running commands that use squashfs-mount, or let the cache keep the images (without --no-cache)"
+            ),
+            LimitsError::AllLoops { now, more, limit } => write!(
+                f,
+                "{now} loop devices are attached by squashfs-mount now and this call needs {more} more, beyond the limit of {limit} (max-loop-devices in /etc/squashfs-mount.conf); try again later or mount fewer images"
+            ),
+        }
+    }
+}
+
+crate::error_kind!(LimitsError);
 
 /// The runtime directory, or None where it cannot be used (a read-only
 /// /run): the limits are a protection against exhaustion, not a security
@@ -32,9 +93,9 @@ fn state_dir() -> Result<Option<OwnedFd>, Failure> {
     }) {
         Ok(dir) => dir,
         Err(Error::ROFS | Error::ACCESS | Error::PERM | Error::NOENT) => return Ok(None),
-        Err(e) => return Err(Failure::new(format!("cannot use {CACHE_DIR}: {e}"))),
+        Err(e) => return Err(Failure::new(LimitsError::StateDir(e))),
     };
-    crate::cache::root_only(dir.as_fd()).map_err(|e| Failure::new(e.to_string()))?;
+    crate::cache::root_only(dir.as_fd()).map_err(|e| Failure::new(LimitsError::NotRootOnly(e)))?;
     Ok(Some(dir))
 }
 
@@ -44,29 +105,31 @@ pub struct LaunchSlot {
 }
 
 impl LaunchSlot {
+    /// A slot that holds nothing: where the limit cannot be enforced.
+    pub fn unbounded() -> LaunchSlot {
+        LaunchSlot { _lock: None }
+    }
+
     /// Takes a free slot of `uid` among `max`, waiting for one at most
     /// `wait_ms` (`max-launches-wait`): launches queue up rather than fail
     /// (128 at once by one user are normal in a job script), but one whose
-    /// setup is stuck cannot block the user's others forever. Needs root.
-    pub fn take(uid: u32, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
+    /// setup is stuck cannot block the user's others forever.
+    pub fn take(_root: &AsRoot, uid: Uid, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
+        let uid = uid.as_raw();
         let Some(dir) = state_dir()? else {
-            return Ok(LaunchSlot { _lock: None });
+            return Ok(LaunchSlot::unbounded());
         };
         let slots = match system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR) {
             Err(Error::NOENT) => {
                 match system::make_dir(dir.as_fd(), SLOTS_DIR, 0o700) {
                     Ok(()) | Err(Error::EXIST) => {}
-                    Err(e) => {
-                        return Err(Failure::new(format!(
-                            "cannot create {CACHE_DIR}/{SLOTS_DIR}: {e}"
-                        )))
-                    }
+                    Err(e) => return Err(Failure::new(LimitsError::SlotsDir("create", e))),
                 }
                 system::open_dir_nofollow(dir.as_fd(), SLOTS_DIR)
             }
             other => other,
         }
-        .map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{SLOTS_DIR}: {e}")))?;
+        .map_err(|e| Failure::new(LimitsError::SlotsDir("open", e)))?;
         // Start at a slot chosen by the pid, so that waiting launches spread.
         let first = std::process::id() % max.max(1);
         let (mut waited, mut step) = (0u64, 1u64);
@@ -74,22 +137,15 @@ impl LaunchSlot {
             for k in 0..max {
                 let n = (first + k) % max;
                 let lock = system::open_lock_file(slots.as_fd(), &format!("{uid}.{n}"), 0o600)
-                    .map_err(|e| {
-                        Failure::new(format!(
-                            "cannot open a launch slot in {CACHE_DIR}/{SLOTS_DIR}: {e}"
-                        ))
-                    })?;
+                    .map_err(|e| Failure::new(LimitsError::SlotOpen(e)))?;
                 if system::try_lock(lock.as_fd(), LockKind::Exclusive)
-                    .map_err(|e| Failure::new(format!("cannot lock a launch slot: {e}")))?
+                    .map_err(|e| Failure::new(LimitsError::SlotLock(e)))?
                 {
                     return Ok(LaunchSlot { _lock: Some(lock) });
                 }
             }
             if waited >= wait_ms {
-                return Err(Failure::new(format!(
-                    "you have had {max} launches of squashfs-mount setting up at once for {:.0} s (max-launches-per-user, max-launches-wait in /etc/squashfs-mount.conf); some are stuck (an image on a file system that hangs?), or run fewer at a time",
-                    wait_ms as f64 / 1000.0
-                )));
+                return Err(Failure::new(LimitsError::Slots { max, wait_ms }));
             }
             system::pause_millis(step);
             waited += step;
@@ -121,13 +177,13 @@ impl LoopBudget {
     /// (the others are made to be cached: the cache's limits bound them).
     /// A lock that cannot be taken in time (or whose holder is stopped)
     /// does not fail the launch: the devices are then counted without it,
-    /// and concurrent launches may overshoot the limits by a few. Needs
-    /// root.
+    /// and concurrent launches may overshoot the limits by a few.
     pub fn reserve(
+        root: &AsRoot,
         wanted: usize,
         private: usize,
         limits: LoopLimits,
-        uid: u32,
+        uid: Uid,
         dev_dir: BorrowedFd<'_>,
     ) -> Result<LoopBudget, Failure> {
         let mut budget = LoopBudget {
@@ -136,8 +192,14 @@ impl LoopBudget {
         };
         if let Some(dir) = state_dir()? {
             let lock = system::open_lock_file(dir.as_fd(), LOOP_LOCK, 0o600)
-                .map_err(|e| Failure::new(format!("cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}")))?;
-            match shared_lock::take(lock, LockKind::Exclusive, Reach::Out, LOOP_LOCK_TIMEOUT_MS) {
+                .map_err(|e| Failure::new(LimitsError::LoopLock(e)))?;
+            match shared_lock::take(
+                root,
+                lock,
+                LockKind::Exclusive,
+                Reach::Out,
+                LOOP_LOCK_TIMEOUT_MS,
+            ) {
                 Ok((held, _)) => budget._lock = Some(held),
                 Err(busy) => {
                     budget.note = Some(format!(
@@ -146,18 +208,20 @@ impl LoopBudget {
                 }
             }
         }
-        let now = loopdev::attached(dev_dir, uid);
+        let now = loopdev::attached(root, dev_dir, uid);
         if private > 0 && now.users + private > limits.per_user as usize {
-            return Err(Failure::new(format!(
-                "you have {} private image instances on loop devices now and this call needs {private} more, beyond your share of {} (max-loop-devices-per-user in /etc/squashfs-mount.conf); end some of your running commands that use squashfs-mount, or let the cache keep the images (without --no-cache)",
-                now.users, limits.per_user
-            )));
+            return Err(Failure::new(LimitsError::UserShare {
+                now: now.users,
+                more: private,
+                share: limits.per_user,
+            }));
         }
         if now.all + wanted > limits.all as usize {
-            return Err(Failure::new(format!(
-                "{} loop devices are attached by squashfs-mount now and this call needs {wanted} more, beyond the limit of {} (max-loop-devices in /etc/squashfs-mount.conf); try again later or mount fewer images",
-                now.all, limits.all
-            )));
+            return Err(Failure::new(LimitsError::AllLoops {
+                now: now.all,
+                more: wanted,
+                limit: limits.all,
+            }));
         }
         Ok(budget)
     }

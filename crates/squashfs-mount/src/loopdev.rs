@@ -1,11 +1,13 @@
 //! Loop devices bound to an image fd with LOOP_CONFIGURE (read-only,
 //! autoclear), verified to be backed by that very file.
 
+use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::error::Failure;
 use crate::image::Image;
-use crate::system::{self, Error};
+use crate::privilege::AsRoot;
+use crate::system::{self, Error, Uid};
 
 /// The name the tool gives its loop devices (`lo_file_name`): this marker,
 /// a NUL, then whom the device counts for: the decimal uid of the user a
@@ -15,11 +17,60 @@ use crate::system::{self, Error};
 pub const MARKER: &[u8] = b"squashfs-mount";
 const CACHED: &[u8] = b"cache";
 
+/// What went wrong attaching a loop device (`/dev/loopN` as named).
+#[derive(Debug)]
+pub enum LoopError {
+    Control(Error),
+    NoFree(Error),
+    Open(u32, Error),
+    Configure(u32, Error),
+    Status(String, Error),
+    /// Another process changed the device between configuring and checking.
+    NotBacked(String),
+    NotReadOnly(String),
+    /// Every attempt raced with other launches.
+    Busy {
+        attempts: u32,
+        seconds: f64,
+        last: Error,
+    },
+}
+
+impl fmt::Display for LoopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoopError::Control(e) => write!(
+                f,
+                "cannot open /dev/loop-control: {e}; is the loop driver available?"
+            ),
+            LoopError::NoFree(e) => write!(f, "no free loop device: {e}"),
+            LoopError::Open(n, e) => write!(f, "cannot open /dev/loop{n}: {e}"),
+            LoopError::Configure(n, e) => write!(f, "cannot configure /dev/loop{n}: {e}"),
+            LoopError::Status(path, e) => write!(f, "cannot read the status of {path}: {e}"),
+            LoopError::NotBacked(path) => write!(
+                f,
+                "{path} is not backed by the opened image (another process changed it); try again"
+            ),
+            LoopError::NotReadOnly(path) => write!(f, "{path} is not read-only and autoclear"),
+            LoopError::Busy {
+                attempts,
+                seconds,
+                last,
+            } => write!(
+                f,
+                "could not get a loop device after {attempts} attempts in {seconds:.1} s (last error: {last}); too many parallel launches? try again"
+            ),
+        }
+    }
+}
+
+crate::error_kind!(LoopError);
+
 /// Whom a loop device of the tool counts for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owner {
     /// A private instance of this user's.
-    User(u32),
+    User(Uid),
     /// A cached instance.
     Cache,
 }
@@ -29,7 +80,7 @@ pub fn device_name(owner: Owner) -> Vec<u8> {
     let mut name = MARKER.to_vec();
     name.push(0);
     match owner {
-        Owner::User(uid) => name.extend_from_slice(uid.to_string().as_bytes()),
+        Owner::User(uid) => name.extend_from_slice(uid.as_raw().to_string().as_bytes()),
         Owner::Cache => name.extend_from_slice(CACHED),
     }
     name
@@ -47,13 +98,18 @@ fn owner_of(name: &[u8]) -> Option<Option<Owner>> {
         std::str::from_utf8(tag)
             .ok()
             .and_then(|d| d.parse().ok())
-            .map(Owner::User),
+            .map(|uid| Owner::User(Uid::from_raw(uid))),
     )
 }
 
 /// Counts a private instance's device for `owner` from now on (an instance
-/// made to be cached that the cache did not take). Needs root.
-pub fn count_for(dev_dir: BorrowedFd<'_>, number: u32, owner: Owner) -> Result<(), Error> {
+/// made to be cached that the cache did not take).
+pub fn count_for(
+    _root: &AsRoot,
+    dev_dir: BorrowedFd<'_>,
+    number: u32,
+    owner: Owner,
+) -> Result<(), Error> {
     let device = system::open_loop_device(dev_dir, number)?;
     system::loop_set_name(device.as_fd(), &device_name(owner))
 }
@@ -68,9 +124,8 @@ pub struct Attached {
 }
 
 /// Counts the tool's loop devices, and those of them counted for `uid`
-/// (its private instances).
-/// Needs root (it reads each bound device's status).
-pub fn attached(dev_dir: BorrowedFd<'_>, uid: u32) -> Attached {
+/// (its private instances). Root reads each bound device's status.
+pub fn attached(_root: &AsRoot, dev_dir: BorrowedFd<'_>, uid: Uid) -> Attached {
     let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else {
         return Attached::default();
     };
@@ -197,11 +252,12 @@ impl LoopDevice {
     }
 
     /// Binds `image.fd` to a free loop device, read-only and autoclear,
-    /// counted for `owner`. Needs root. The device's name (`lo_file_name`,
+    /// counted for `owner`. The device's name (`lo_file_name`,
     /// which only root can read) marks it as the tool's and whose, for
     /// [`attached`]; users see the backing file's path in sysfs, as with
     /// any loop device.
     pub fn attach(
+        _root: &AsRoot,
         image: &Image,
         options: LoopOptions,
         dev_dir: BorrowedFd<'_>,
@@ -209,12 +265,8 @@ impl LoopDevice {
         subject: &str,
     ) -> Result<LoopDevice, Failure> {
         let name = device_name(owner);
-        let control = system::open_loop_control().map_err(|e| {
-            Failure::about(
-                subject,
-                format!("cannot open /dev/loop-control: {e}; is the loop driver available?"),
-            )
-        })?;
+        let fail = |e: LoopError| Failure::about(subject, e);
+        let control = system::open_loop_control().map_err(|e| fail(LoopError::Control(e)))?;
         let mut flags = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
         if options.direct_io {
             flags |= system::LO_FLAGS_DIRECT_IO;
@@ -228,20 +280,15 @@ impl LoopDevice {
                 backoff(attempts);
             }
             attempts += 1;
-            let number = system::loop_get_free(control.as_fd())
-                .map_err(|e| Failure::about(subject, format!("no free loop device: {e}")))?;
+            let number =
+                system::loop_get_free(control.as_fd()).map_err(|e| fail(LoopError::NoFree(e)))?;
             let fd = match system::open_loop_device(dev_dir, number) {
                 Ok(fd) => fd,
                 Err(e @ (Error::NOENT | Error::NXIO | Error::BUSY | Error::AGAIN)) => {
                     last = e;
                     continue;
                 }
-                Err(e) => {
-                    return Err(Failure::about(
-                        subject,
-                        format!("cannot open /dev/loop{number}: {e}"),
-                    ))
-                }
+                Err(e) => return Err(fail(LoopError::Open(number, e))),
             };
             match system::loop_configure(fd.as_fd(), image.fd.as_fd(), flags, block_size, &name) {
                 Ok(()) => {}
@@ -249,44 +296,34 @@ impl LoopDevice {
                     last = e;
                     continue;
                 }
-                Err(e) => {
-                    return Err(Failure::about(
-                        subject,
-                        format!("cannot configure /dev/loop{number}: {e}"),
-                    ))
-                }
+                Err(e) => return Err(fail(LoopError::Configure(number, e))),
             }
             let rdev = system::fstat(fd.as_fd()).map(|s| s.rdev).unwrap_or(0);
             let dev = LoopDevice { number, fd, rdev };
             if let Err(e) = dev.verify_backed_by(image) {
                 let _ = system::loop_clear(dev.fd.as_fd());
-                return Err(Failure::about(subject, e));
+                return Err(fail(e));
             }
             return Ok(dev);
         }
-        Err(Failure::about(
-            subject,
-            format!(
-                "could not get a loop device after {attempts} attempts in {:.1} s (last error: {last}); too many parallel launches? try again",
-                started.elapsed().as_secs_f64()
-            ),
-        ))
+        Err(fail(LoopError::Busy {
+            attempts,
+            seconds: started.elapsed().as_secs_f64(),
+            last,
+        }))
     }
 
     /// Checks with LOOP_GET_STATUS64 that the device is backed by the file
     /// `image.fd` refers to (device and inode), read-only and autoclear.
-    pub fn verify_backed_by(&self, image: &Image) -> Result<(), String> {
-        let info = system::loop_status(self.fd.as_fd())
-            .map_err(|e| format!("cannot read the status of {}: {e}", self.path()))?;
+    pub fn verify_backed_by(&self, image: &Image) -> Result<(), LoopError> {
+        let info =
+            system::loop_status(self.fd.as_fd()).map_err(|e| LoopError::Status(self.path(), e))?;
         if info.lo_device != image.id.dev || info.lo_inode != image.id.ino {
-            return Err(format!(
-                "{} is not backed by the opened image (another process changed it); try again",
-                self.path()
-            ));
+            return Err(LoopError::NotBacked(self.path()));
         }
         let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
         if info.lo_flags & want != want {
-            return Err(format!("{} is not read-only and autoclear", self.path()));
+            return Err(LoopError::NotReadOnly(self.path()));
         }
         Ok(())
     }
@@ -298,7 +335,11 @@ mod tests {
 
     #[test]
     fn device_names_record_whom_they_count_for() {
-        for owner in [Owner::User(1234), Owner::User(0), Owner::Cache] {
+        for owner in [
+            Owner::User(Uid::from_raw(1234)),
+            Owner::User(Uid::ROOT),
+            Owner::Cache,
+        ] {
             let mut field = [0u8; 64];
             let name = device_name(owner);
             field[..name.len()].copy_from_slice(&name);

@@ -22,7 +22,7 @@ use std::process::Command;
 
 use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
 use squashfs_mount::error::{print_stdout, report};
-use squashfs_mount::{cache, environment, launch, policy_command, VERSION};
+use squashfs_mount::{commands, environment, launch, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> u8 {
     report(msg);
@@ -86,10 +86,10 @@ fn run() -> u8 {
             all,
             expired,
             image,
-        }) => return done(cache::commands::gc_command(all, expired, image.as_deref())),
-        Ok(Invocation::CacheStatus { json }) => return done(cache::commands::status_command(json)),
-        Ok(Invocation::Policy { images }) => return done(policy_command::run(&images)),
-        Err(e) if e.0 == NO_COMMAND => {
+        }) => return done(commands::gc_command(all, expired, image.as_deref())),
+        Ok(Invocation::CacheStatus { json }) => return done(commands::status_command(json)),
+        Ok(Invocation::Policy { images }) => return done(commands::policy::run(&images)),
+        Err(cli::UsageError::NoCommand) => {
             squashfs_mount::error::print_stderr(cli::USAGE);
             return fail(NO_COMMAND);
         }

@@ -10,11 +10,13 @@
 //! cannot redirect lookups or pull data from elsewhere.
 
 use std::ffi::OsStr;
+use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::cli::LayerSize;
 use crate::error::Failure;
-use crate::system::{self, FsContext};
+use crate::privilege::{AsRoot, Credentials};
+use crate::system::{self, FsContext, Gid, Uid};
 use rustix::mount::MountAttrFlags;
 
 /// The writable layers of one call share one tmpfs, so that the call's
@@ -26,6 +28,51 @@ pub const WRITABLE_MAX_PERCENT_OF_RAM: u64 = 50;
 pub const WRITABLE_BYTES_PER_INODE: u64 = 4096;
 pub const WRITABLE_MIN_INODES: u64 = 1024;
 
+/// What went wrong with a union or a writable layer.
+#[derive(Debug)]
+pub enum OverlayError {
+    /// `--writable=SIZE` beyond the ceiling (MiB).
+    TooLarge {
+        asked: u64,
+        ceiling: u64,
+    },
+    /// The kernel has no overlayfs.
+    NoOverlay(system::Error),
+    /// A step that failed (fsopen, fsconfig, fsmount, a directory).
+    Step(String, system::Error),
+    TmpfsRefused(system::Refused),
+    LayersRefused(system::Refused),
+    /// The top image's root could not be examined.
+    TopRoot(system::Error),
+}
+
+impl fmt::Display for OverlayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OverlayError::TooLarge { asked, ceiling } => write!(
+                f,
+                "--writable: {asked} MiB asked for, but the writable layers of one call may use at most {WRITABLE_MAX_PERCENT_OF_RAM}% of RAM ({ceiling} MiB); give a smaller size"
+            ),
+            OverlayError::NoOverlay(e) => write!(
+                f,
+                "the kernel offers no overlay filesystem ({e}); unions and --writable need overlayfs"
+            ),
+            OverlayError::Step(what, e) => write!(f, "{what} failed: {e}"),
+            OverlayError::TmpfsRefused(r) => write!(
+                f,
+                "cannot create the writable layer's tmpfs: {}",
+                r.with_log()
+            ),
+            OverlayError::LayersRefused(r) => {
+                write!(f, "overlayfs refused the layers: {}{}", r.errno, r.kernel_said())
+            }
+            OverlayError::TopRoot(e) => write!(f, "cannot stat the image's root: {e}"),
+        }
+    }
+}
+
+crate::error_kind!(OverlayError);
+
 /// Size and inode limits of a call's writable tmpfs, checked against RAM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WritableLimits {
@@ -35,7 +82,7 @@ pub struct WritableLimits {
 
 impl WritableLimits {
     /// Refuses sizes above the ceiling rather than silently clamping.
-    pub fn new(size: LayerSize, total_memory: u64) -> Result<WritableLimits, String> {
+    pub fn new(size: LayerSize, total_memory: u64) -> Result<WritableLimits, OverlayError> {
         let percent = |p: u64| (u128::from(total_memory) * u128::from(p) / 100) as u64;
         let ceiling = percent(WRITABLE_MAX_PERCENT_OF_RAM);
         let bytes = match size {
@@ -43,50 +90,82 @@ impl WritableLimits {
             LayerSize::PercentOfRam(p) => percent(u64::from(p)),
         };
         if bytes > ceiling {
-            return Err(format!(
-                "--writable: {} MiB asked for, but the writable layers of one call may use at most {WRITABLE_MAX_PERCENT_OF_RAM}% of RAM ({} MiB); give a smaller size",
-                bytes >> 20,
-                ceiling >> 20
-            ));
+            return Err(OverlayError::TooLarge {
+                asked: bytes >> 20,
+                ceiling: ceiling >> 20,
+            });
         }
         let inodes = (bytes / WRITABLE_BYTES_PER_INODE).max(WRITABLE_MIN_INODES);
         Ok(WritableLimits { bytes, inodes })
     }
 }
 
-/// Owner and mode of the union's root directory: the top image's root, so a
-/// writable layer does not change who may create files at the top level.
+/// Who the directories the tool makes (a writable layer's, a `-r`
+/// mirror's) belong to.
+pub struct Owners {
+    pub caller_uid: Uid,
+    pub caller_gids: Vec<Gid>,
+    /// Who creates them: root, or in rootless mode the caller (the only
+    /// user and group its user namespace maps).
+    pub creator: (Uid, Gid),
+}
+
+impl Owners {
+    /// The caller's, for `creds`: root creates the directories; in
+    /// rootless mode the caller does, and the user namespace maps only the
+    /// caller's uid and primary gid.
+    pub fn of<C: Credentials>(creds: &C) -> Owners {
+        let caller = creds.caller();
+        if C::MODE.has_root() {
+            Owners {
+                caller_uid: caller.uid,
+                caller_gids: caller.all_gids(),
+                creator: (Uid::ROOT, Gid::ROOT),
+            }
+        } else {
+            Owners {
+                caller_uid: caller.uid,
+                caller_gids: vec![caller.gid],
+                creator: (caller.uid, caller.gid),
+            }
+        }
+    }
+}
+
+/// Owner and mode of a directory the tool makes in the image of another:
+/// the union's root gets the top image root's, so a writable layer does
+/// not change who may create files at the top level; a `-r` mirror gets
+/// the mirrored directory's.
 #[derive(Clone, Copy, Debug)]
 pub struct RootAttributes {
-    pub uid: u32,
-    pub gid: u32,
+    pub uid: Uid,
+    pub gid: Gid,
     pub mode: u32,
-    /// Who creates the layer's directories: root, or in rootless mode the
-    /// caller (the only user and group its user namespace maps).
-    pub creator: (u32, u32),
+    /// Who creates the layer's directories (see [`Owners::creator`]).
+    pub creator: (Uid, Gid),
 }
 
 impl RootAttributes {
-    /// The top image root's attributes, made harmless for a directory the
-    /// `creator` (root, or the caller in rootless mode) makes: no set-id
-    /// bits, and an owner or group other than the creator's or the
-    /// caller's own is replaced by the creator's (so root never hands a
-    /// directory to an arbitrary id chosen by an image's author, and a user
-    /// namespace is never asked for an id it does not map).
-    pub fn sanitized(
-        (uid, gid, mode): (u32, u32, u32),
-        caller_uid: u32,
-        caller_gids: &[u32],
-        creator: (u32, u32),
-    ) -> Self {
+    /// The attributes of `model` (as fstat gave them), made harmless for a
+    /// directory the creator makes: no set-id bits, and an owner or group
+    /// other than the creator's or the caller's own is replaced by the
+    /// creator's (so root never hands a directory to an arbitrary id
+    /// chosen by an image's author, and a user namespace is never asked
+    /// for an id it does not map).
+    pub fn sanitized(model: &system::FileId, owners: &Owners) -> Self {
+        let creator = owners.creator;
         RootAttributes {
-            uid: if uid == caller_uid { uid } else { creator.0 },
-            gid: if caller_gids.contains(&gid) {
-                gid
+            uid: if model.uid == owners.caller_uid {
+                model.uid
+            } else {
+                creator.0
+            },
+            gid: if owners.caller_gids.contains(&model.gid) {
+                model.gid
             } else {
                 creator.1
             },
-            mode: mode & 0o1777,
+            mode: model.mode & 0o1777,
             creator,
         }
     }
@@ -112,12 +191,12 @@ pub struct WritableTmpfs {
 }
 
 fn sys_err(subject: &str, what: &str, e: system::Error) -> Failure {
-    Failure::about(subject, format!("{what} failed: {e}"))
+    Failure::about(subject, OverlayError::Step(what.to_string(), e))
 }
 
 impl WritableTmpfs {
-    /// A fresh tmpfs, nosuid, nodev, size- and inode-limited. Needs root.
-    pub fn create(limits: WritableLimits) -> Result<WritableTmpfs, Failure> {
+    /// A fresh tmpfs, nosuid, nodev, size- and inode-limited.
+    pub fn create(_root: &AsRoot, limits: WritableLimits) -> Result<WritableTmpfs, Failure> {
         let subject = "--writable";
         let ctx = FsContext::open("tmpfs").map_err(|e| sys_err(subject, "fsopen(tmpfs)", e))?;
         for (key, value) in [
@@ -128,15 +207,8 @@ impl WritableTmpfs {
             ctx.set_string(key, OsStr::new(&value))
                 .map_err(|e| sys_err(subject, &format!("tmpfs {key}={value}"), e))?;
         }
-        if let Err((e, log)) = ctx.create() {
-            return Err(Failure::about(
-                subject,
-                format!(
-                    "cannot create the writable layer's tmpfs: {e} {}",
-                    log.join("; ")
-                ),
-            ));
-        }
+        ctx.create()
+            .map_err(|r| Failure::about(subject, OverlayError::TmpfsRefused(r)))?;
         let tmpfs = ctx
             .mount(MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV)
             .map_err(|e| sys_err(subject, "fsmount(tmpfs)", e))?;
@@ -174,15 +246,16 @@ impl WritableTmpfs {
 /// Stacks `layers` (detached read-only mounts, top first) with overlayfs,
 /// with a writable tmpfs layer on top when `writable` is given. Returns the
 /// detached overlay mount (nosuid, nodev; read-only without a writable
-/// layer). Needs root.
+/// layer).
 pub fn stack(
+    _root: &AsRoot,
     layers: &[OwnedFd],
     writable: Option<&mut WritableTmpfs>,
     root: RootAttributes,
     subject: &str,
 ) -> Result<OwnedFd, Failure> {
     let ctx = FsContext::open("overlay")
-        .map_err(|e| Failure::about(subject, format!("the kernel offers no overlay filesystem ({e}); unions and --writable need overlayfs")))?;
+        .map_err(|e| Failure::about(subject, OverlayError::NoOverlay(e)))?;
     for (key, value) in SAFE_OVERLAY_PARAMETERS {
         ctx.set_string(key, OsStr::new(value))
             .map_err(|e| sys_err(subject, &format!("overlay {key}={value}"), e))?;
@@ -207,19 +280,8 @@ pub fn stack(
         }
         None => None,
     };
-    if let Err((e, log)) = ctx.create() {
-        return Err(Failure::about(
-            subject,
-            format!(
-                "overlayfs refused the layers: {e}{}",
-                if log.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (kernel: {})", log.join("; "))
-                }
-            ),
-        ));
-    }
+    ctx.create()
+        .map_err(|r| Failure::about(subject, OverlayError::LayersRefused(r)))?;
     let attrs = if upper.is_some() {
         MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV
     } else {
@@ -261,17 +323,43 @@ mod tests {
 
     #[test]
     fn root_attributes_are_sanitized() {
-        let r = RootAttributes::sanitized((1000, 6, 0o2777), 1000, &[1000], (0, 0));
-        assert_eq!((r.uid, r.gid, r.mode), (1000, 0, 0o777));
-        let r = RootAttributes::sanitized((4242, 1000, 0o4755), 1000, &[1000, 5], (0, 0));
-        assert_eq!((r.uid, r.gid, r.mode), (0, 1000, 0o755));
+        let id = |uid: u32, gid: u32, mode: u32| system::FileId {
+            dev: 0,
+            ino: 0,
+            mode,
+            size: 0,
+            nlink: 1,
+            uid: Uid::from_raw(uid),
+            gid: Gid::from_raw(gid),
+            mtime: (0, 0),
+            ctime: (0, 0),
+            rdev: 0,
+        };
+        let owners = |gids: &[u32], creator: (u32, u32)| Owners {
+            caller_uid: Uid::from_raw(1000),
+            caller_gids: gids.iter().map(|&g| Gid::from_raw(g)).collect(),
+            creator: (Uid::from_raw(creator.0), Gid::from_raw(creator.1)),
+        };
+        let raw = |r: RootAttributes| (r.uid.as_raw(), r.gid.as_raw(), r.mode);
+        let root = owners(&[1000], (0, 0));
         assert_eq!(
-            RootAttributes::sanitized((0, 0, 0o1777), 1000, &[1000], (0, 0)).mode,
+            raw(RootAttributes::sanitized(&id(1000, 6, 0o2777), &root)),
+            (1000, 0, 0o777)
+        );
+        let two = owners(&[1000, 5], (0, 0));
+        assert_eq!(
+            raw(RootAttributes::sanitized(&id(4242, 1000, 0o4755), &two)),
+            (0, 1000, 0o755)
+        );
+        assert_eq!(
+            RootAttributes::sanitized(&id(0, 0, 0o1777), &root).mode,
             0o1777
         );
         // Rootless: the caller creates the directories; ids the user
         // namespace does not map become the caller's.
-        let r = RootAttributes::sanitized((0, 0, 0o755), 1000, &[1000], (1000, 1000));
-        assert_eq!((r.uid, r.gid, r.creator), (1000, 1000, (1000, 1000)));
+        let rootless = owners(&[1000], (1000, 1000));
+        let r = RootAttributes::sanitized(&id(0, 0, 0o755), &rootless);
+        assert_eq!((raw(r).0, raw(r).1), (1000, 1000));
+        assert_eq!(r.creator, rootless.creator);
     }
 }

@@ -35,6 +35,54 @@ pub fn absolute(cwd: &OsStr, path: &OsStr) -> OsString {
     OsString::from_vec(out)
 }
 
+/// Directories a path must be at or below (none listed: no restriction):
+/// the site's `mount-points` and `trusted-dirs`, the plugin's
+/// `mountpoints=`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Places(Vec<OsString>);
+
+impl From<Vec<OsString>> for Places {
+    fn from(dirs: Vec<OsString>) -> Places {
+        Places(dirs)
+    }
+}
+
+impl Places {
+    pub fn dirs(&self) -> &[OsString] {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The one `path` is at or below, if any.
+    pub fn containing(&self, path: &OsStr) -> Option<&OsString> {
+        self.0.iter().find(|d| is_within(path, d))
+    }
+
+    /// Whether `path` may be there: at or below one of them, or anywhere
+    /// when none is listed.
+    pub fn allow(&self, path: &OsStr) -> bool {
+        self.0.is_empty() || self.containing(path).is_some()
+    }
+
+    /// `a, b` for messages.
+    pub fn list(&self) -> String {
+        let names: Vec<_> = self.0.iter().map(|d| d.to_string_lossy()).collect();
+        names.join(", ")
+    }
+}
+
+/// A hint for a path the shell did not expand (`~` after `:` or `=`).
+pub fn tilde_hint(given: &OsStr) -> &'static str {
+    if given.as_bytes().starts_with(b"~") {
+        "; '~' was not expanded by the shell (it is not, after ':' or '='): write $HOME instead"
+    } else {
+        ""
+    }
+}
+
 /// Whether `inner` is `outer` or lies below it, component-wise.
 pub fn is_within(inner: &OsStr, outer: &OsStr) -> bool {
     let (i, o) = (components(inner.as_bytes()), components(outer.as_bytes()));

@@ -22,6 +22,7 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
 
+use crate::privilege::AsRoot;
 use crate::system::{self, LockKind, OutOfReach};
 
 /// First look at the holders after this many milliseconds of waiting, then
@@ -78,10 +79,10 @@ impl fmt::Display for Busy {
 }
 
 /// Takes `kind` on `fd`, waiting at most `timeout_ms` for holders that
-/// make progress and not at all for one that cannot. Needs an effective
-/// uid of 0 (call inside `as_root`). Returns how long it waited, in
-/// milliseconds, with the lock.
+/// make progress and not at all for one that cannot. Returns how long it
+/// waited, in milliseconds, with the lock.
 pub fn take<F: AsFd>(
+    _root: &AsRoot,
     fd: F,
     kind: LockKind,
     reach: Reach,
@@ -112,7 +113,12 @@ pub fn take<F: AsFd>(
 }
 
 /// One attempt, without waiting or looking at holders: None when busy.
-pub fn try_take<F: AsFd>(fd: F, kind: LockKind, reach: Reach) -> Result<Option<Held<F>>, Busy> {
+pub fn try_take<F: AsFd>(
+    _root: &AsRoot,
+    fd: F,
+    kind: LockKind,
+    reach: Reach,
+) -> Result<Option<Held<F>>, Busy> {
     let reach = enter(reach)?;
     match system::try_lock(fd.as_fd(), kind) {
         Ok(true) => Ok(Some(Held { fd, _reach: reach })),

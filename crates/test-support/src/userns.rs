@@ -85,11 +85,7 @@ pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
     let mut b = [0u8; 1];
     // SAFETY: reads one byte from our pipe end into `b`, one byte long.
     let got = unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), 1) };
-    assert_eq!(
-        got,
-        1,
-        "the child did not make its user namespace"
-    );
+    assert_eq!(got, 1, "the child did not make its user namespace");
     let map = |file: &str, id: u32| {
         std::fs::write(
             format!("/proc/{pid}/{file}"),

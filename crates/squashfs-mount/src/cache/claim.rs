@@ -17,6 +17,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 use super::{root_only, CacheError, CACHE_DIR};
+use crate::privilege::AsRoot;
 use crate::shared_lock::{self, Busy, Held, Reach};
 use crate::system::{self, Error, LockKind};
 
@@ -31,11 +32,10 @@ pub struct Claims {
 pub type Claim = Held<OwnedFd>;
 
 impl Claims {
-    /// Opens (or creates) the claims directory. Needs root.
-    pub fn open() -> Result<Claims, CacheError> {
-        let unavailable = |e: Error| {
-            CacheError::Unavailable(format!("cannot open {CACHE_DIR}/{MAKING_DIR}: {e}"))
-        };
+    /// Opens (or creates) the claims directory.
+    pub fn open(_root: &AsRoot) -> Result<Claims, CacheError> {
+        let unavailable =
+            |e: Error| CacheError::System(format!("cannot open {CACHE_DIR}/{MAKING_DIR}"), e);
         let state =
             system::open_dir_nofollow(system::working_dir(), CACHE_DIR).map_err(unavailable)?;
         root_only(state.as_fd())?;
@@ -50,33 +50,51 @@ impl Claims {
 
     fn file(&self, dev: u64, ino: u64) -> Result<OwnedFd, CacheError> {
         system::open_lock_file(self.dir.as_fd(), &name(dev, ino), 0o600).map_err(|e| {
-            CacheError::Unavailable(format!(
-                "cannot open a claim in {CACHE_DIR}/{MAKING_DIR}: {e}"
-            ))
+            CacheError::System(
+                format!("cannot open a claim in {CACHE_DIR}/{MAKING_DIR}"),
+                e,
+            )
         })
     }
 
     /// Claims the making of the instance of the file (`dev`, `ino`), unless
     /// another launch has: None then.
-    pub fn claim(&self, dev: u64, ino: u64) -> Result<Option<Claim>, CacheError> {
-        shared_lock::try_take(self.file(dev, ino)?, LockKind::Exclusive, Reach::Within)
-            .map_err(CacheError::Busy)
+    pub fn claim(&self, root: &AsRoot, dev: u64, ino: u64) -> Result<Option<Claim>, CacheError> {
+        shared_lock::try_take(
+            root,
+            self.file(dev, ino)?,
+            LockKind::Exclusive,
+            Reach::Within,
+        )
+        .map_err(CacheError::Busy)
     }
 
     /// Waits until the launch that claimed the file (`dev`, `ino`) has let
     /// go, at most until `deadline`; not at all for a maker that cannot
     /// make progress.
-    pub fn wait(&self, dev: u64, ino: u64, deadline: Instant) -> Result<(), CacheError> {
+    pub fn wait(
+        &self,
+        root: &AsRoot,
+        dev: u64,
+        ino: u64,
+        deadline: Instant,
+    ) -> Result<(), CacheError> {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .as_millis() as u64;
-        shared_lock::take(self.file(dev, ino)?, LockKind::Shared, Reach::Within, left)
-            .map(drop)
-            .map_err(|busy: Busy| CacheError::Busy(busy))
+        shared_lock::take(
+            root,
+            self.file(dev, ino)?,
+            LockKind::Shared,
+            Reach::Within,
+            left,
+        )
+        .map(drop)
+        .map_err(|busy: Busy| CacheError::Busy(busy))
     }
 
     /// Removes the claim files no launch holds (at a collection).
-    pub fn tidy(&self) {
+    pub fn tidy(&self, root: &AsRoot) {
         let Ok((names, _)) = system::list_dir(self.dir.as_fd(), ".", 1 << 20) else {
             return;
         };
@@ -87,7 +105,9 @@ impl Claims {
             // Removed while held: a launch that opened it before waits on
             // a file no one else will lock, and at worst makes an instance
             // another launch makes too.
-            if let Ok(Some(_held)) = shared_lock::try_take(fd, LockKind::Exclusive, Reach::Within) {
+            if let Ok(Some(_held)) =
+                shared_lock::try_take(root, fd, LockKind::Exclusive, Reach::Within)
+            {
                 let _ = system::remove_file(self.dir.as_fd(), n);
             }
         }

@@ -60,17 +60,12 @@ pub(super) fn read_secret(create: bool) -> Result<Option<[u8; 32]>, CacheError> 
         Ok(Some(bytes)) if bytes.len() == 32 => return Ok(bytes.try_into().ok()),
         Ok(None) if create => {}
         Ok(None) => return Ok(None),
-        _ => {
-            return Err(CacheError::Unavailable(
-                "the cache namespace's secret is unreadable".into(),
-            ))
-        }
+        _ => return Err(CacheError::SecretUnreadable),
     }
     // A namespace made by an earlier version has none yet.
-    let secret = system::random_bytes::<32>()
-        .map_err(|e| CacheError::Unavailable(format!("getrandom: {e}")))?;
+    let secret = system::random_bytes::<32>().map_err(CacheError::system("getrandom"))?;
     system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret)
-        .map_err(|e| CacheError::Unavailable(format!("cannot keep the cache's secret: {e}")))?;
+        .map_err(CacheError::system("cannot keep the cache's secret"))?;
     Ok(Some(secret))
 }
 
@@ -107,13 +102,17 @@ pub(super) fn clones_of(
     if info.lo_device != id.dev || info.lo_inode != id.ino || info.lo_flags & want != want {
         return Vec::new();
     }
-    let mut out = Vec::with_capacity(copies);
-    for _ in 0..copies.max(1) {
-        match system::clone_mount_at(&path(name, "mnt")) {
-            Ok(c) if check_clone(&c, meta.loop_rdev).is_ok() => out.push(c),
-            _ => return Vec::new(),
-        }
-    }
+    let checked = |c: system::SysResult<OwnedFd>| {
+        c.ok()
+            .filter(|c| check_clone(c, meta.loop_rdev).is_ok())
+            .ok_or(())
+    };
+    let Ok(out) = clones(name, copies)
+        .map(checked)
+        .collect::<Result<Vec<_>, ()>>()
+    else {
+        return Vec::new();
+    };
     let _ = system::touch(system::working_dir(), &path(name, ""));
     out
 }
@@ -124,9 +123,10 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
         Ok(d) => d,
         Err(Error::NOENT) => return Ok(None),
         Err(e) => {
-            return Err(CacheError::Unavailable(format!(
-                "cannot stat cache entry {name}: {e}"
-            )))
+            return Err(CacheError::System(
+                format!("cannot stat cache entry {name}"),
+                e,
+            ))
         }
     };
     let meta = if dir.is_dir() { read_meta(name) } else { None };
@@ -155,7 +155,7 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
 /// tool), listed as broken so that collection removes it.
 pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
     let (names, _) = system::list_dir(system::working_dir(), "/", MAX_ENTRIES)
-        .map_err(|e| CacheError::Unavailable(format!("cannot list the cache: {e}")))?;
+        .map_err(CacheError::system("cannot list the cache"))?;
     let mut out = Vec::new();
     for name in names {
         let name = name.as_bytes();
@@ -181,9 +181,10 @@ pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
             Ok(()) => continue,
             Err(Error::INVAL) | Err(Error::NOENT) | Err(Error::NOTDIR) => break,
             Err(e) => {
-                return Err(CacheError::Unavailable(format!(
-                    "cannot unmount cache entry {name}: {e}"
-                )))
+                return Err(CacheError::System(
+                    format!("cannot unmount cache entry {name}"),
+                    e,
+                ))
             }
         }
     }
@@ -196,7 +197,9 @@ pub(super) fn remove_entry(name: &str) -> Result<(), CacheError> {
             Err(Error::NOTDIR) => system::remove_file(here, &path(name, "")),
             other => ignore_missing(other),
         })
-        .map_err(|e| CacheError::Unavailable(format!("cannot remove cache entry {name}: {e}")))
+        .map_err(CacheError::system(format!(
+            "cannot remove cache entry {name}"
+        )))
 }
 
 /// Mounts the detached instance `mount` as entry `name`, commits `meta`
@@ -209,16 +212,20 @@ pub(super) fn insert_entry(
     copies: usize,
 ) -> Result<Vec<OwnedFd>, CacheError> {
     let here = system::working_dir();
-    let err = |what: &str, e: Error| {
-        CacheError::Unavailable(format!("cannot {what} cache entry {name}: {e}"))
-    };
+    let err =
+        |what: &str, e: Error| CacheError::System(format!("cannot {what} cache entry {name}"), e);
     system::make_dir(here, &path(name, ""), 0o700).map_err(|e| err("create", e))?;
     system::make_dir(here, &path(name, "mnt"), 0o700).map_err(|e| err("create", e))?;
     let target = system::open_dir_nofollow(here, path(name, "mnt")).map_err(|e| err("open", e))?;
     system::attach_mount(mount.as_fd(), target.as_fd()).map_err(|e| err("mount", e))?;
     system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes())
         .map_err(|e| err("commit", e))?;
-    (0..copies.max(1))
-        .map(|_| system::clone_mount_at(&path(name, "mnt")).map_err(|e| err("clone", e)))
+    clones(name, copies)
+        .map(|c| c.map_err(|e| err("clone", e)))
         .collect()
+}
+
+/// `copies` (at least one) detached clones of entry `name`'s instance.
+fn clones(name: &str, copies: usize) -> impl Iterator<Item = system::SysResult<OwnedFd>> + '_ {
+    (0..copies.max(1)).map(move |_| system::clone_mount_at(&path(name, "mnt")))
 }

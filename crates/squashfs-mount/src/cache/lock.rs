@@ -6,16 +6,18 @@
 use std::os::fd::BorrowedFd;
 
 use super::CacheError;
+use crate::privilege::AsRoot;
 use crate::shared_lock::{self, Held, Reach};
 use crate::system::LockKind;
 
 /// Takes the lock `kind` on `fd` for at most `timeout_ms`.
-pub fn lock_with_timeout(
-    fd: BorrowedFd<'_>,
+pub fn lock_with_timeout<'a>(
+    root: &AsRoot,
+    fd: BorrowedFd<'a>,
     kind: LockKind,
     timeout_ms: u64,
-) -> Result<Held<BorrowedFd<'_>>, CacheError> {
-    shared_lock::take(fd, kind, Reach::Out, timeout_ms)
+) -> Result<Held<BorrowedFd<'a>>, CacheError> {
+    shared_lock::take(root, fd, kind, Reach::Out, timeout_ms)
         .map(|(held, _)| held)
         .map_err(CacheError::Busy)
 }

@@ -1,7 +1,7 @@
 //! What the cache records about an instance, and the names of entries.
 //! Pure: no system calls.
 
-use crate::system::FileId;
+use crate::system::{FileId, Uid};
 
 /// Version of the on-disk format of the cache namespace's entries. An entry
 /// written by another version is not reused: it is evicted (and its image's
@@ -89,7 +89,7 @@ pub struct Meta {
     pub block_size: u32,
     /// Who created the instance: only they (and root) see it in
     /// `--cache-status` and may evict it with `--gc`.
-    pub uid: u32,
+    pub uid: Uid,
     pub created: i64,
     /// The kernel's name of the image file when the instance was created
     /// (shown to its creator and root only).
@@ -166,7 +166,7 @@ impl Meta {
             loop_number: one(field("loop"))?,
             loop_rdev: one(field("rdev"))?,
             block_size: one(field("block"))?,
-            uid: one(field("uid"))?,
+            uid: Uid::from_raw(one(field("uid"))?),
             created: one(field("created"))?,
             path: unhex(one::<String>(field("path"))?.as_str())?,
         };
@@ -200,7 +200,7 @@ impl Meta {
         block_size: u32,
         loop_number: u32,
         loop_rdev: u64,
-        uid: u32,
+        uid: Uid,
         created: i64,
         path: &[u8],
     ) -> Meta {
@@ -234,7 +234,7 @@ mod tests {
             loop_number: 3,
             loop_rdev: make_dev(7, 3),
             block_size: 131072,
-            uid: 1000,
+            uid: Uid::from_raw(1000),
             created: 1_700_000_002,
             path: b"/home/u/a b\n\xff.sqfs".to_vec(),
         }
@@ -271,8 +271,8 @@ mod tests {
             mode: 0o100644,
             size: m.size,
             nlink: 1,
-            uid: 0,
-            gid: 0,
+            uid: Uid::ROOT,
+            gid: crate::system::Gid::ROOT,
             mtime: m.mtime,
             ctime: m.ctime,
             rdev: 0,
@@ -285,7 +285,7 @@ mod tests {
                 131072,
                 3,
                 m.loop_rdev,
-                1000,
+                Uid::from_raw(1000),
                 m.created,
                 &m.path
             ),

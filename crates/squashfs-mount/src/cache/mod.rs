@@ -37,10 +37,11 @@
 //! | `usage.rs`    | which instances are in use (bounded scan)      |
 //! | `store.rs`    | reuse, place, list, collect (root)             |
 //! | `namespace.rs`| creating the cache namespace (root)            |
-//! | `commands.rs` | `--gc` and `--cache-status`                    |
+//! | `claim.rs`    | single flight: one launch makes an instance    |
+//!
+//! `--gc` and `--cache-status` are in `commands/`.
 
 pub mod claim;
-pub mod commands;
 mod entries;
 pub mod evict;
 mod lock;
@@ -73,32 +74,71 @@ const META_ATTRIBUTE: &str = "trusted.squashfs-mount.meta";
 pub const GC_INTERVAL: i64 = 10;
 
 /// Why the cache could not be used. A launch then mounts private
-/// instances (see `engine::source`).
+/// instances (see `engine::kernel`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CacheError {
-    /// Something is wrong with the cache's state or the system.
-    Unavailable(String),
+    /// A system call on the cache's state failed: what was being done.
+    System(String, system::Error),
+    /// The state directory is not root's and private.
+    NotRootOnly,
+    /// The namespace bound on the state directory is not the cache's.
+    NotOurs,
+    /// No namespace is bound there even after creating it.
+    NotNamespace,
+    /// The kernel refused to keep the cache namespace (ELOOP).
+    Loop,
+    SecretUnreadable,
+    NoSecret,
+    /// The launch does not use the cache.
+    NotOpen,
     /// The lock could not be taken in time (see `shared_lock`).
     Busy(crate::shared_lock::Busy),
+}
+
+impl CacheError {
+    /// A failed system call, said as "`what`: errno".
+    pub fn system(what: impl Into<String>) -> impl FnOnce(system::Error) -> CacheError {
+        let what = what.into();
+        move |e| CacheError::System(what, e)
+    }
 }
 
 impl fmt::Display for CacheError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CacheError::Unavailable(why) => f.write_str(why),
+            CacheError::System(what, e) => write!(f, "{what}: {e}"),
+            CacheError::NotRootOnly => write!(
+                f,
+                "{CACHE_DIR} is not a directory owned by root with mode 0700"
+            ),
+            CacheError::NotOurs => write!(
+                f,
+                "{CACHE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace"
+            ),
+            CacheError::NotNamespace => write!(
+                f,
+                "{CACHE_DIR}/{NS_FILE} is not a namespace after creating it"
+            ),
+            CacheError::Loop => {
+                f.write_str("the kernel refused to keep the cache namespace (ELOOP)")
+            }
+            CacheError::SecretUnreadable => {
+                f.write_str("the cache namespace's secret is unreadable")
+            }
+            CacheError::NoSecret => f.write_str("the cache namespace has no secret"),
+            CacheError::NotOpen => f.write_str("the image cache is not open"),
             CacheError::Busy(why) => write!(f, "its lock cannot be taken now: {why}"),
         }
     }
 }
 
+impl std::error::Error for CacheError {}
+
 /// Refuses a state directory that is not root's and private.
 pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), CacheError> {
-    let id = system::fstat(fd)
-        .map_err(|e| CacheError::Unavailable(format!("cannot stat {CACHE_DIR}: {e}")))?;
-    if !id.is_dir() || id.uid != 0 || id.mode & 0o077 != 0 {
-        return Err(CacheError::Unavailable(format!(
-            "{CACHE_DIR} is not a directory owned by root with mode 0700"
-        )));
+    let id = system::fstat(fd).map_err(CacheError::system(format!("cannot stat {CACHE_DIR}")))?;
+    if !id.is_dir() || !id.uid.is_root() || id.mode & 0o077 != 0 {
+        return Err(CacheError::NotRootOnly);
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 use std::os::fd::{AsFd, BorrowedFd};
 
 use super::{CacheError, CACHE_DIR, MARKER, NS_FILE, SECRET_ATTRIBUTE};
+use crate::privilege::AsRoot;
 use crate::system::{self, Error, VisitError};
 
 /// Size limit of the cache namespace's tmpfs (only directories and small
@@ -17,10 +18,11 @@ const MAX_CPU_ATTEMPTS: usize = 1024;
 /// Makes the state directory a private mount, creates the cache namespace
 /// and binds it on `<dir>/ns`. Root; exclusive lock held.
 pub fn create(
+    _root: &AsRoot,
     dir: BorrowedFd<'_>,
     stranded: fn(&dyn std::fmt::Display) -> !,
 ) -> Result<(), CacheError> {
-    let fail = |what: &str, e: Error| CacheError::Unavailable(format!("{what}: {e}"));
+    let fail = |what: &str, e: Error| CacheError::System(what.to_string(), e);
     // The bind of a mount-namespace file must not propagate (the kernel
     // refuses to copy one): make the state directory a private mount.
     match system::is_mount_root(dir, ".") {
@@ -70,9 +72,7 @@ pub fn create(
         let _ = system::set_cpu_affinity(a);
     }
     result.map_err(|a| match a {
-        Attempt::Loop => {
-            CacheError::Unavailable("the kernel refused to keep the cache namespace (ELOOP)".into())
-        }
+        Attempt::Loop => CacheError::Loop,
         Attempt::Failed(e) => e,
     })
 }
@@ -96,22 +96,25 @@ fn attempt(
     let (ns, setup) = match made {
         Ok(v) => v,
         Err(VisitError::Enter(e)) => {
-            return Err(Attempt::Failed(CacheError::Unavailable(format!(
-                "cannot create the cache namespace: {e}"
-            ))))
+            return Err(Attempt::Failed(CacheError::System(
+                "cannot create the cache namespace".into(),
+                e,
+            )))
         }
         Err(VisitError::Stranded(s)) => stranded(&s),
     };
     setup.map_err(|e| {
-        Attempt::Failed(CacheError::Unavailable(format!(
-            "cannot set up the cache namespace: {e}"
-        )))
+        Attempt::Failed(CacheError::System(
+            "cannot set up the cache namespace".into(),
+            e,
+        ))
     })?;
     match system::bind_namespace(ns.as_fd(), target) {
         Ok(()) => Ok(()),
         Err(Error::LOOP) => Err(Attempt::Loop),
-        Err(e) => Err(Attempt::Failed(CacheError::Unavailable(format!(
-            "cannot bind the cache namespace on {CACHE_DIR}/{NS_FILE}: {e}"
-        )))),
+        Err(e) => Err(Attempt::Failed(CacheError::System(
+            format!("cannot bind the cache namespace on {CACHE_DIR}/{NS_FILE}"),
+            e,
+        ))),
     }
 }

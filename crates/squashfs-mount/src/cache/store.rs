@@ -1,5 +1,5 @@
 //! The cache's state, in the cache namespace, and the operations on it.
-//! Everything here needs root (it runs inside `Credentials::as_root`).
+//! Everything here needs root: each operation takes the proof (`&AsRoot`).
 //!
 //! Locking: `flock` on `/run/squashfs-mount/lock`, shared to reuse
 //! instances, exclusive to insert or evict; never held across I/O on an
@@ -18,8 +18,9 @@ use super::lock::lock_with_timeout;
 use super::meta::{dev_major_minor, entry_name, Identity, Meta};
 use super::usage::{self, ScanBudget};
 use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
+use crate::privilege::AsRoot;
 use crate::shared_lock::{self, Held, Reach};
-use crate::system::{self, Error, LockKind, VisitError};
+use crate::system::{self, Error, LockKind, Uid, VisitError};
 
 /// Loop devices' block major number.
 const LOOP_MAJOR: u64 = 7;
@@ -63,12 +64,13 @@ impl Store {
     /// Opens the cache. With `create`, makes the state directory and the
     /// cache namespace when they do not exist; without, answers None then.
     pub fn open(
+        root: &AsRoot,
         limits: Limits,
         timeout_ms: u64,
         create: bool,
         stranded: Stranded,
     ) -> Result<Option<Store>, CacheError> {
-        let unavailable = |what: String, e: Error| CacheError::Unavailable(format!("{what}: {e}"));
+        let unavailable = |what: String, e: Error| CacheError::System(what, e);
         let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR) {
             Err(Error::NOENT) if create => system::open_or_create_dir(CACHE_DIR, 0o700),
             other => other,
@@ -85,19 +87,15 @@ impl Store {
             Some(ns) => ns,
             None if !create => return Ok(None),
             None => {
-                let _g = lock_with_timeout(lock.as_fd(), LockKind::Exclusive, timeout_ms)?;
+                let _g = lock_with_timeout(root, lock.as_fd(), LockKind::Exclusive, timeout_ms)?;
                 if open_namespace(dir.as_fd()).is_none() {
-                    super::namespace::create(dir.as_fd(), stranded)?;
+                    super::namespace::create(root, dir.as_fd(), stranded)?;
                 }
                 // The directory is now a private mount of its own: open again.
                 let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
                     .map_err(|e| unavailable(format!("cannot open {CACHE_DIR}"), e))?;
                 root_only(dir.as_fd())?;
-                open_namespace(dir.as_fd()).ok_or_else(|| {
-                    CacheError::Unavailable(format!(
-                        "{CACHE_DIR}/{NS_FILE} is not a namespace after creating it"
-                    ))
-                })?
+                open_namespace(dir.as_fd()).ok_or(CacheError::NotNamespace)?
             }
         };
         let ns_ino = system::fstat(ns.as_fd())
@@ -118,8 +116,8 @@ impl Store {
         }))
     }
 
-    fn lock(&self, kind: LockKind) -> Result<Held<BorrowedFd<'_>>, CacheError> {
-        lock_with_timeout(self.lock.as_fd(), kind, self.timeout_ms)
+    fn lock(&self, root: &AsRoot, kind: LockKind) -> Result<Held<BorrowedFd<'_>>, CacheError> {
+        lock_with_timeout(root, self.lock.as_fd(), kind, self.timeout_ms)
     }
 
     /// Runs `f` inside the cache namespace (paths are relative to its
@@ -135,9 +133,7 @@ impl Store {
         let r = system::in_mount_namespace(self.ns.as_fd(), || {
             let here = system::working_dir();
             if !matches!(system::stat_at(here, MARKER), Ok(id) if id.is_regular()) {
-                return Err(CacheError::Unavailable(format!(
-                    "{CACHE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace"
-                )));
+                return Err(CacheError::NotOurs);
             }
             let secret = match known {
                 Some(s) => Some(s),
@@ -151,9 +147,10 @@ impl Store {
                 Ok(t)
             }
             Ok(Err(e)) => Err(e),
-            Err(VisitError::Enter(e)) => Err(CacheError::Unavailable(format!(
-                "cannot enter the cache namespace: {e}"
-            ))),
+            Err(VisitError::Enter(e)) => Err(CacheError::System(
+                "cannot enter the cache namespace".into(),
+                e,
+            )),
             Err(VisitError::Stranded(s)) => (self.stranded)(&s),
         }
     }
@@ -161,11 +158,15 @@ impl Store {
     /// Clones of the cached instances of the files `wanted` (identity as
     /// opened now, and how many clones), in one visit under the shared
     /// lock. An empty list for a file means: not cached (or stale).
-    pub fn reuse(&self, wanted: &[(Identity, usize)]) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
+    pub fn reuse(
+        &self,
+        root: &AsRoot,
+        wanted: &[(Identity, usize)],
+    ) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
         // /dev, for the loop device checks inside the cache namespace.
         let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-            .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
-        let _g = self.lock(LockKind::Shared)?;
+            .map_err(CacheError::system("cannot open /dev"))?;
+        let _g = self.lock(root, LockKind::Shared)?;
         self.visit(false, |secret| {
             let Some(secret) = secret else {
                 return Ok(wanted.iter().map(|_| Vec::new()).collect());
@@ -193,40 +194,23 @@ impl Store {
     /// placed come back with it.
     pub fn place(
         &self,
+        root: &AsRoot,
         offers: Vec<Offer>,
         protected: &HashSet<(u64, u64)>,
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         let prepared = (|| {
             let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-                .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
-            let guard = self.lock(LockKind::Exclusive)?;
+                .map_err(CacheError::system("cannot open /dev"))?;
+            let guard = self.lock(root, LockKind::Exclusive)?;
             let entries = self.visit(true, |_| list_entries())?;
-            let secret = self.secret.get().ok_or_else(|| {
-                CacheError::Unavailable("the cache namespace has no secret".into())
-            })?;
+            let secret = self.secret.get().ok_or(CacheError::NoSecret)?;
             Ok((dev, guard, entries, secret))
         })();
         let (dev, _guard, entries, secret) = match prepared {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
-        let protected_names: HashSet<String> = protected
-            .iter()
-            .map(|(d, i)| entry_name(&secret, *d, *i))
-            .collect();
-        let offered: HashSet<String> = offers
-            .iter()
-            .map(|o| entry_name(&secret, o.meta.dev, o.meta.ino))
-            .collect();
-        let cands = self.candidates(&entries, 0, None, &protected_names, usage::AT_LAUNCH);
-        let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
-        // Stale entries of the offered files go in any case.
-        let stale: Vec<usize> = (0..entries.len())
-            .filter(|&i| {
-                offered.contains(&entries[i].name) && !entries[i].valid && !evict.contains(&i)
-            })
-            .collect();
-        evict.extend(stale);
+        let evict = self.evictions(root, &entries, &secret, &offers, protected);
         let gone: Vec<&str> = evict.iter().map(|&i| entries[i].name.as_str()).collect();
         let staying = || {
             entries
@@ -274,9 +258,46 @@ impl Store {
         placed.map_err(|e| (e, pending.into_inner()))
     }
 
+    /// What a launch placing `offers` evicts of `entries`: what the plan
+    /// of a launch allows (never what `protected` names), and the stale
+    /// entries of the offered files in any case.
+    fn evictions(
+        &self,
+        root: &AsRoot,
+        entries: &[Entry],
+        secret: &[u8; 32],
+        offers: &[Offer],
+        protected: &HashSet<(u64, u64)>,
+    ) -> Vec<usize> {
+        let protected_names: HashSet<String> = protected
+            .iter()
+            .map(|(d, i)| entry_name(secret, *d, *i))
+            .collect();
+        let offered: HashSet<String> = offers
+            .iter()
+            .map(|o| entry_name(secret, o.meta.dev, o.meta.ino))
+            .collect();
+        let cands = self.candidates(
+            root,
+            entries,
+            None,
+            None,
+            &protected_names,
+            usage::AT_LAUNCH,
+        );
+        let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
+        let stale: Vec<usize> = (0..entries.len())
+            .filter(|&i| {
+                offered.contains(&entries[i].name) && !entries[i].valid && !evict.contains(&i)
+            })
+            .collect();
+        evict.extend(stale);
+        evict
+    }
+
     /// Lists the entries (shared lock).
-    pub fn entries(&self) -> Result<Vec<Entry>, CacheError> {
-        let _g = self.lock(LockKind::Shared)?;
+    pub fn entries(&self, root: &AsRoot) -> Result<Vec<Entry>, CacheError> {
+        let _g = self.lock(root, LockKind::Shared)?;
         self.visit(false, |_| list_entries())
     }
 
@@ -286,23 +307,24 @@ impl Store {
         self.secret.get().map(|s| entry_name(&s, dev, ino))
     }
 
-    /// Evicts what `mode` allows for the user `uid` (exclusive lock);
+    /// Evicts what `mode` allows for the user `asker` (exclusive lock);
     /// `target` is `--gc IMAGE`'s entry name. Returns every entry with
     /// whether it was evicted.
     pub fn collect(
         &self,
+        root: &AsRoot,
         mode: Mode,
-        uid: u32,
+        asker: Option<Uid>,
         target: Option<&str>,
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
-        let _g = self.lock(LockKind::Exclusive)?;
-        self.collect_locked(mode, uid, target, budget)
+        let _g = self.lock(root, LockKind::Exclusive)?;
+        self.collect_locked(root, mode, asker, target, budget)
     }
 
     /// At a launch, at most every `interval` seconds and only if nobody
     /// holds the lock: a bounded collection.
-    pub fn maintain(&self, interval: i64) {
+    pub fn maintain(&self, root: &AsRoot, interval: i64) {
         let now = system::unix_time();
         if let Some(last) = self.last_gc {
             if last <= now && now - last < interval {
@@ -313,27 +335,28 @@ impl Store {
             return;
         };
         let Ok(Some(_g)) =
-            shared_lock::try_take(self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
+            shared_lock::try_take(root, self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
         else {
             return;
         };
         let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
         let _ = system::touch(dir.as_fd(), super::GC_STAMP);
-        let _ = self.collect_locked(Mode::Launch, u32::MAX, None, usage::AT_LAUNCH);
+        let _ = self.collect_locked(root, Mode::Launch, None, None, usage::AT_LAUNCH);
     }
 
     fn collect_locked(
         &self,
+        root: &AsRoot,
         mode: Mode,
-        uid: u32,
+        asker: Option<Uid>,
         target: Option<&str>,
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
-        if let Ok(claims) = super::claim::Claims::open() {
-            claims.tidy();
+        if let Ok(claims) = super::claim::Claims::open(root) {
+            claims.tidy(root);
         }
         let entries = self.visit(false, |_| list_entries())?;
-        let cands = self.candidates(&entries, uid, target, &HashSet::new(), budget);
+        let cands = self.candidates(root, &entries, asker, target, &HashSet::new(), budget);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
             self.visit(false, |_| {
@@ -353,8 +376,9 @@ impl Store {
     /// some unused instance would be evicted by it.
     fn candidates(
         &self,
+        root: &AsRoot,
         entries: &[Entry],
-        uid: u32,
+        asker: Option<Uid>,
         target: Option<&str>,
         protected: &HashSet<String>,
         budget: ScanBudget,
@@ -364,7 +388,7 @@ impl Store {
             .filter(|e| e.valid)
             .filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev))
             .collect();
-        let used = usage::devices_in_use(&devs, self.ns_ino, budget).used;
+        let used = usage::devices_in_use(root, &devs, self.ns_ino, budget).used;
         entries
             .iter()
             .map(|e| Candidate {
@@ -374,7 +398,8 @@ impl Store {
                     .as_ref()
                     .is_some_and(|m| e.valid && loop_file_deleted(m)),
                 in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.loop_rdev)),
-                mine: e.meta.as_ref().is_some_and(|m| m.uid == uid) || uid == 0,
+                mine: asker
+                    .is_some_and(|u| u.is_root() || e.meta.as_ref().is_some_and(|m| m.uid == u)),
                 target: target == Some(e.name.as_str()),
                 protected: protected.contains(&e.name),
                 last_used: e.last_used,
@@ -388,13 +413,13 @@ impl Store {
 
     /// The loop devices of `entries` that some namespace uses (for
     /// `--cache-status`), and whether the scan saw every namespace.
-    pub fn usage(&self, entries: &[Entry]) -> usage::Usage {
+    pub fn usage(&self, root: &AsRoot, entries: &[Entry]) -> usage::Usage {
         let devs: HashSet<u64> = entries
             .iter()
             .filter(|e| e.valid)
             .filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev))
             .collect();
-        usage::devices_in_use(&devs, self.ns_ino, usage::ON_REQUEST)
+        usage::devices_in_use(root, &devs, self.ns_ino, usage::ON_REQUEST)
     }
 }
 

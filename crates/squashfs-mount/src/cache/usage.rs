@@ -8,6 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use super::evict::mountinfo_devices;
+use crate::privilege::AsRoot;
 use crate::system;
 
 /// Bounds of one scan.
@@ -41,8 +42,14 @@ pub struct Usage {
 }
 
 /// The loop devices among `devs` that some mount namespace other than the
-/// cache's (`cache_ns_ino`) has mounted. Needs root and /proc.
-pub fn devices_in_use(devs: &HashSet<u64>, cache_ns_ino: u64, budget: ScanBudget) -> Usage {
+/// cache's (`cache_ns_ino`) has mounted. Root looks at other users'
+/// processes (CAP_SYS_PTRACE: without it every instance reads as unused).
+pub fn devices_in_use(
+    _root: &AsRoot,
+    devs: &HashSet<u64>,
+    cache_ns_ino: u64,
+    budget: ScanBudget,
+) -> Usage {
     let mut usage = Usage::default();
     if devs.is_empty() {
         usage.complete = true;

@@ -3,6 +3,8 @@
 //! variable names. Pure; fuzzed.
 
 use std::ffi::{OsStr, OsString};
+
+use super::error::UsageError;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// One `<image>:<mountpoint>` or `--union=<image>,...:<mountpoint>`
@@ -87,12 +89,7 @@ impl LayerSize {
     /// `N%` of RAM, or a size in the grammar both tools share
     /// (`squashfs_format::size`: `64k`, `512M`, `1.5G`, `2GB`, `2GiB`, ...).
     pub fn parse(text: &[u8]) -> Result<LayerSize, UsageError> {
-        let bad = |why: String| {
-            UsageError(format!(
-                "invalid --writable size '{}': {why}; use a size such as 512M, 2G or 2GiB, or a percentage of RAM such as 25%",
-                lossy(text)
-            ))
-        };
+        let bad = |why: String| UsageError::WritableSize(lossy(text), why);
         let text_str = std::str::from_utf8(text).map_err(|_| bad("not UTF-8".into()))?;
         if let Some(percent) = text_str.strip_suffix('%') {
             return match percent.parse::<u8>() {
@@ -106,10 +103,7 @@ impl LayerSize {
         }
         let bytes = squashfs_format::size::parse_size(text_str).map_err(|e| bad(e.to_string()))?;
         if bytes < 1 << 20 {
-            return Err(UsageError(format!(
-                "--writable size '{}' is too small: give at least 1M",
-                lossy(text)
-            )));
+            return Err(UsageError::WritableTooSmall(lossy(text)));
         }
         Ok(LayerSize::Bytes(bytes))
     }
@@ -145,16 +139,13 @@ pub fn parse_union(arg: &[u8]) -> Result<MountRequest, UsageError> {
         .map(|i| OsString::from_vec(i.to_vec()))
         .collect();
     if images.iter().any(|i| i.is_empty()) {
-        return Err(UsageError(format!(
-            "--union='{}': an image path is empty",
-            lossy(arg)
-        )));
+        return Err(UsageError::UnionEmptyImage(lossy(arg)));
     }
     if images.len() > MAX_UNION_LAYERS {
-        return Err(UsageError(format!(
-            "--union: {} images given, at most {MAX_UNION_LAYERS} can be stacked",
-            images.len()
-        )));
+        return Err(UsageError::UnionTooMany {
+            given: images.len(),
+            max: MAX_UNION_LAYERS,
+        });
     }
     Ok(MountRequest {
         images,
@@ -170,34 +161,24 @@ fn split_pair(arg: &[u8]) -> Result<(OsString, OsString), UsageError> {
 fn split(arg: &[u8], form: &Form) -> Result<(OsString, OsString), UsageError> {
     let colons = arg.iter().filter(|&&b| b == b':').count();
     if colons == 0 {
-        return Err(UsageError(format!(
-            "'{}' is not of the form {}",
-            lossy(arg),
-            form.whole
-        )));
+        return Err(UsageError::NoColon(lossy(arg), form.whole));
     }
     if colons > 1 {
-        return Err(UsageError(format!(
-            "'{}' has more than one ':'; paths containing ':' are not supported, use a symlink without ':' to the file or directory",
-            lossy(arg)
-        )));
+        return Err(UsageError::ManyColons(lossy(arg)));
     }
     let at = arg.iter().position(|&b| b == b':').unwrap_or(0);
     let (first, second) = (&arg[..at], &arg[at + 1..]);
     for (part, name) in [(first, form.first), (second, form.second)] {
         if part.is_empty() {
-            return Err(UsageError(format!("'{}': {name} is empty", lossy(arg))));
+            return Err(UsageError::EmptyPart(lossy(arg), name));
         }
     }
     for part in [first, second] {
         if part.contains(&b'\n') {
-            return Err(UsageError(format!(
-                "'{}': paths containing a newline are not supported",
-                lossy(arg).escape_debug()
-            )));
+            return Err(UsageError::Newline(lossy(arg)));
         }
         if part.contains(&0) {
-            return Err(UsageError("paths cannot contain a NUL byte".into()));
+            return Err(UsageError::Nul);
         }
     }
     Ok((
@@ -213,25 +194,6 @@ pub fn forwarded_name(name: &OsStr) -> Option<&OsStr> {
         return None;
     }
     Some(OsStr::from_bytes(rest))
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-/// The message for a call without any argument (the wording of the C tool
-/// and of uenv, which scripts match); `main` prints the usage first.
-pub const NO_COMMAND: &str = "no command given";
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (see squashfs-mount --help)", self.0)
-    }
-}
-
-impl From<UsageError> for crate::error::Failure {
-    fn from(e: UsageError) -> Self {
-        crate::error::Failure::new(e.to_string())
-    }
 }
 
 pub(super) fn lossy(s: &[u8]) -> String {

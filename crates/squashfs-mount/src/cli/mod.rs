@@ -14,15 +14,17 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
+mod error;
 mod grammar;
 #[cfg(test)]
 mod tests;
 mod usage;
 
+pub use error::{UsageError, NO_COMMAND};
 use grammar::lossy;
 pub use grammar::{
     forwarded_name, parse_bind, parse_pair, parse_union, BindRequest, LayerSize, MountRequest,
-    UsageError, MAX_UNION_LAYERS, NO_COMMAND,
+    MAX_UNION_LAYERS,
 };
 pub use usage::USAGE;
 
@@ -85,7 +87,7 @@ fn looks_like_pair(word: &[u8]) -> bool {
 /// Parses the arguments after argv[0].
 pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     if args.is_empty() {
-        return Err(UsageError(NO_COMMAND.into()));
+        return Err(UsageError::NoCommand);
     }
     if let Some(maintenance) = parse_maintenance(args)? {
         return Ok(maintenance);
@@ -109,103 +111,125 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             b"--" => {
                 r.command = args[i..].to_vec();
                 if r.command.is_empty() {
-                    return Err(UsageError(format!("{NO_COMMAND} after '--'")));
+                    return Err(UsageError::NoCommandAfterDashes);
                 }
                 return Ok(Invocation::Run(r));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
             b"-V" | b"--version" => return Ok(Invocation::Version),
-            b"--no-cache" => r.no_cache = true,
-            b"--prefetch" => r.prefetch = true,
-            b"--no-prefetch" => r.prefetch = false,
-            b"--verbose" => r.verbose = r.verbose.saturating_add(1).min(MAX_VERBOSITY),
-            b"--mutable-root" => r.mutable_root = true,
-            b"--quiet" => r.quiet = true,
-            _ if arg.starts_with(b"--verbose=") => {
-                r.verbose = verbosity(&arg[b"--verbose=".len()..])?
-            }
-            _ if is_short_flags(arg) => short_flags(&arg[1..], &mut r),
-            b"--sqfs" | b"-s" => {
-                let list = value(args, &mut i, lossy(arg), "<image>:<mountpoint>[,...]")?;
-                for pair in list.split(|&b| b == b',') {
-                    r.mounts.push(parse_pair(pair)?);
-                }
-            }
-            _ if arg.starts_with(b"--sqfs=")
-                || (arg.starts_with(b"-s") && !arg.starts_with(b"--")) =>
-            {
-                let list = arg.strip_prefix(b"--sqfs=").unwrap_or(&arg[2..]);
-                if list.is_empty() {
-                    return Err(UsageError(
-                        "--sqfs= needs <image>:<mountpoint>[,...]".into(),
-                    ));
-                }
-                for pair in list.split(|&b| b == b',') {
-                    r.mounts.push(parse_pair(pair)?);
-                }
-            }
-            b"--bind-mount" => {
-                let list = value(args, &mut i, lossy(arg), "<source>:<destination>[,...]")?;
-                for bind in list.split(|&b| b == b',') {
-                    r.binds.push(parse_bind(bind)?);
-                }
-            }
-            _ if arg.starts_with(b"--bind-mount=") => {
-                let list = &arg[b"--bind-mount=".len()..];
-                if list.is_empty() {
-                    return Err(UsageError(
-                        "--bind-mount= needs <source>:<destination>[,...]".into(),
-                    ));
-                }
-                for bind in list.split(|&b| b == b',') {
-                    r.binds.push(parse_bind(bind)?);
-                }
-            }
-            b"--writable" => {
-                // `--writable 1G`: the next word is its size when it is a
-                // size (never a pair, an option or the '--').
-                match args.get(i).map(|a| a.as_bytes()) {
-                    Some(next)
-                        if !looks_like_pair(next)
-                            && !next.starts_with(b"-")
-                            && next
-                                .first()
-                                .is_some_and(|b| b.is_ascii_digit() || *b == b'.') =>
-                    {
-                        r.writable = Some(LayerSize::parse(next)?);
-                        i += 1;
-                    }
-                    _ => r.writable = Some(LayerSize::DEFAULT),
-                }
-            }
-            _ if arg.starts_with(b"--writable=") => {
-                r.writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
-            }
-            _ if arg.starts_with(b"--union=") => {
-                r.mounts.push(parse_union(&arg[b"--union=".len()..])?);
-            }
-            b"--union" => {
-                let spec = value(
-                    args,
-                    &mut i,
-                    lossy(arg),
-                    "<image>,<image>[,...]:<mountpoint>",
-                )?;
-                r.mounts.push(parse_union(spec)?);
-            }
-            _ if arg.starts_with(b"-") => {
-                return Err(UsageError(format!("unknown option '{}'", lossy(arg))));
-            }
+            _ if flag(arg, &mut r)? || mounts(arg, args, &mut i, &mut r)? => {}
+            _ if arg.starts_with(b"-") => return Err(UsageError::UnknownOption(lossy(arg))),
             _ if !looks_like_pair(arg) && !r.mounts.is_empty() => {
-                return Err(UsageError(format!(
-                    "'{}' is not of the form <image>:<mountpoint>; did you forget '--' before the command?",
-                    lossy(arg)
-                )));
+                return Err(UsageError::NotAPair(lossy(arg)))
             }
             _ => r.mounts.push(parse_pair(arg)?),
         }
     }
-    Err(UsageError(format!("{NO_COMMAND}: put the command to run after '--', e.g. squashfs-mount image.sqfs:/mnt -- bash")))
+    Err(UsageError::NoCommandAtEnd)
+}
+
+/// A flag of the run (`--no-cache`, `-v`, `-rq`, ...): whether `arg` is one.
+fn flag(arg: &[u8], r: &mut RunRequest) -> Result<bool, UsageError> {
+    match arg {
+        b"--no-cache" => r.no_cache = true,
+        b"--prefetch" => r.prefetch = true,
+        b"--no-prefetch" => r.prefetch = false,
+        b"--verbose" => r.verbose = r.verbose.saturating_add(1).min(MAX_VERBOSITY),
+        b"--mutable-root" => r.mutable_root = true,
+        b"--quiet" => r.quiet = true,
+        _ if arg.starts_with(b"--verbose=") => r.verbose = verbosity(&arg[b"--verbose=".len()..])?,
+        _ if is_short_flags(arg) => short_flags(&arg[1..], r),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// An option that adds mounts or a writable layer (`--sqfs`, `-s`,
+/// `--bind-mount`, `--union`, `--writable`), with its value: whether
+/// `arg` is one. `i` is the next word's index.
+fn mounts(
+    arg: &[u8],
+    args: &[OsString],
+    i: &mut usize,
+    r: &mut RunRequest,
+) -> Result<bool, UsageError> {
+    match arg {
+        b"--sqfs" | b"-s" => {
+            let list = value(args, i, lossy(arg), "<image>:<mountpoint>[,...]")?;
+            pairs(list, r)?;
+        }
+        _ if arg.starts_with(b"--sqfs=") || (arg.starts_with(b"-s") && !arg.starts_with(b"--")) => {
+            let list = arg.strip_prefix(b"--sqfs=").unwrap_or(&arg[2..]);
+            if list.is_empty() {
+                return Err(UsageError::EmptyValue(
+                    "--sqfs",
+                    "<image>:<mountpoint>[,...]",
+                ));
+            }
+            pairs(list, r)?;
+        }
+        b"--bind-mount" => {
+            let list = value(args, i, lossy(arg), "<source>:<destination>[,...]")?;
+            binds(list, r)?;
+        }
+        _ if arg.starts_with(b"--bind-mount=") => {
+            let list = &arg[b"--bind-mount=".len()..];
+            if list.is_empty() {
+                return Err(UsageError::EmptyValue(
+                    "--bind-mount",
+                    "<source>:<destination>[,...]",
+                ));
+            }
+            binds(list, r)?;
+        }
+        b"--writable" => r.writable = Some(writable_size(args, i)?),
+        _ if arg.starts_with(b"--writable=") => {
+            r.writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
+        }
+        _ if arg.starts_with(b"--union=") => {
+            r.mounts.push(parse_union(&arg[b"--union=".len()..])?);
+        }
+        b"--union" => {
+            let spec = value(args, i, lossy(arg), "<image>,<image>[,...]:<mountpoint>")?;
+            r.mounts.push(parse_union(spec)?);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// `<image>:<mountpoint>[,...]`.
+fn pairs(list: &[u8], r: &mut RunRequest) -> Result<(), UsageError> {
+    for pair in list.split(|&b| b == b',') {
+        r.mounts.push(parse_pair(pair)?);
+    }
+    Ok(())
+}
+
+/// `<source>:<destination>[,...]`.
+fn binds(list: &[u8], r: &mut RunRequest) -> Result<(), UsageError> {
+    for bind in list.split(|&b| b == b',') {
+        r.binds.push(parse_bind(bind)?);
+    }
+    Ok(())
+}
+
+/// `--writable 1G`: the next word is its size when it is a size (never a
+/// pair, an option or the '--'); else the default size.
+fn writable_size(args: &[OsString], i: &mut usize) -> Result<LayerSize, UsageError> {
+    match args.get(*i).map(|a| a.as_bytes()) {
+        Some(next)
+            if !looks_like_pair(next)
+                && !next.starts_with(b"-")
+                && next
+                    .first()
+                    .is_some_and(|b| b.is_ascii_digit() || *b == b'.') =>
+        {
+            *i += 1;
+            LayerSize::parse(next)
+        }
+        _ => Ok(LayerSize::DEFAULT),
+    }
 }
 
 /// The value of an option given as the next word (`--sqfs LIST`), which
@@ -214,14 +238,14 @@ fn value<'a>(
     args: &'a [OsString],
     i: &mut usize,
     option: String,
-    what: &str,
+    what: &'static str,
 ) -> Result<&'a [u8], UsageError> {
     match args.get(*i).map(|a| a.as_bytes()) {
         Some(v) if v != b"--" && !v.is_empty() => {
             *i += 1;
             Ok(v)
         }
-        _ => Err(UsageError(format!("{option} needs {what} before '--'"))),
+        _ => Err(UsageError::NeedsValue(option, what)),
     }
 }
 
@@ -245,10 +269,10 @@ fn short_flags(flags: &[u8], r: &mut RunRequest) {
 fn verbosity(text: &[u8]) -> Result<u8, UsageError> {
     match text {
         [d @ b'0'..=b'9'] if d - b'0' <= MAX_VERBOSITY => Ok(d - b'0'),
-        _ => Err(UsageError(format!(
-            "--verbose={}: give a level from 0 to {MAX_VERBOSITY} (or -v, -vv, -vvv)",
-            lossy(text)
-        ))),
+        _ => Err(UsageError::Verbosity {
+            text: lossy(text),
+            max: MAX_VERBOSITY,
+        }),
     }
 }
 
@@ -263,16 +287,14 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
     let has = |w: &[u8]| own.contains(&w);
     let (gc, status, policy) = (has(b"--gc"), has(b"--cache-status"), has(b"--policy"));
     if [gc, status, policy].iter().filter(|&&x| x).count() > 1 {
-        return Err(UsageError(
-            "give only one of --gc, --cache-status and --policy".into(),
-        ));
+        return Err(UsageError::OnlyOneCommand);
     }
     if !gc && !status && !policy {
         if has(b"--all") || has(b"--expired") {
-            return Err(UsageError("--all and --expired go with --gc".into()));
+            return Err(UsageError::AllOrExpiredWithoutGc);
         }
         if has(b"--json") {
-            return Err(UsageError("--json goes with --cache-status".into()));
+            return Err(UsageError::JsonWithoutStatus);
         }
         return Ok(None);
     }
@@ -284,10 +306,7 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
         .collect();
     if policy {
         if let Some(opt) = rest.iter().find(|a| a.starts_with(b"-")) {
-            return Err(UsageError(format!(
-                "'{}' cannot be combined with --policy",
-                lossy(opt)
-            )));
+            return Err(UsageError::NotWith(lossy(opt), "--policy"));
         }
         return Ok(Some(Invocation::Policy {
             images: rest
@@ -300,11 +319,8 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
         return match rest.as_slice() {
             [] => Ok(Some(Invocation::CacheStatus { json: false })),
             [b"--json"] => Ok(Some(Invocation::CacheStatus { json: true })),
-            [b"--all", ..] | [_, b"--all", ..] => Err(UsageError("--all goes with --gc".into())),
-            [extra, ..] => Err(UsageError(format!(
-                "'{}' cannot be combined with --cache-status",
-                lossy(extra)
-            ))),
+            [b"--all", ..] | [_, b"--all", ..] => Err(UsageError::AllWithStatus),
+            [extra, ..] => Err(UsageError::NotWith(lossy(extra), "--cache-status")),
         };
     }
     match rest.as_slice() {
@@ -328,9 +344,9 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
             expired: false,
             image: Some(OsString::from_vec(image.to_vec())),
         })),
-        [extra, ..] => Err(UsageError(format!(
-            "'{}' cannot be combined with --gc (give --all, --expired, or one image)",
-            lossy(extra)
-        ))),
+        [extra, ..] => Err(UsageError::NotWith(
+            lossy(extra),
+            "--gc (give --all, --expired, or one image)",
+        )),
     }
 }

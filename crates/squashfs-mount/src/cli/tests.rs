@@ -45,7 +45,7 @@ fn help_and_version() {
     assert_eq!(parse(&args(&["-V"])).unwrap(), Invocation::Version);
     // -v is uenv's --verbose, no longer the C tool's --version: alone it
     // asks for a command.
-    assert!(parse(&args(&["-v"])).unwrap_err().0.starts_with(NO_COMMAND));
+    assert_eq!(parse(&args(&["-v"])), Err(UsageError::NoCommandAtEnd));
     // After '--' everything belongs to the command.
     assert!(matches!(
         parse(&args(&["--", "x", "-h"])).unwrap(),
@@ -93,64 +93,36 @@ fn cache_options() {
     assert!(run(&["a:/m", "--no-cache", "--", "true"]).no_cache);
     // After '--' it belongs to the command.
     assert!(!run(&["a:/m", "--", "true", "--no-cache"]).no_cache);
-    assert_eq!(
-        parse(&args(&["--gc"])).unwrap(),
-        Invocation::Gc {
-            all: false,
-            expired: false,
-            image: None
-        }
-    );
-    assert_eq!(
-        parse(&args(&["--gc", "--all"])).unwrap(),
-        Invocation::Gc {
-            all: true,
-            expired: false,
-            image: None
-        }
-    );
-    assert_eq!(
-        parse(&args(&["--all", "--gc"])).unwrap(),
-        Invocation::Gc {
-            all: true,
-            expired: false,
-            image: None
-        }
-    );
-    assert_eq!(
-        parse(&args(&["--gc", "a.sqfs"])).unwrap(),
-        Invocation::Gc {
-            all: false,
-            expired: false,
-            image: Some("a.sqfs".into())
-        }
-    );
-    assert_eq!(
-        parse(&args(&["--gc", "--expired"])).unwrap(),
-        Invocation::Gc {
-            all: false,
-            expired: true,
-            image: None
-        }
-    );
-    assert_eq!(
-        parse(&args(&["--cache-status"])).unwrap(),
-        Invocation::CacheStatus { json: false }
-    );
-    assert_eq!(
-        parse(&args(&["--cache-status", "--json"])).unwrap(),
-        Invocation::CacheStatus { json: true }
-    );
-    assert_eq!(
-        parse(&args(&["--policy"])).unwrap(),
-        Invocation::Policy { images: vec![] }
-    );
-    assert_eq!(
-        parse(&args(&["--policy", "a", "b"])).unwrap(),
-        Invocation::Policy {
-            images: args(&["a", "b"])
-        }
-    );
+    let gc = |all, expired, image: Option<&str>| Invocation::Gc {
+        all,
+        expired,
+        image: image.map(OsString::from),
+    };
+    for (words, want) in [
+        (&["--gc"][..], gc(false, false, None)),
+        (&["--gc", "--all"], gc(true, false, None)),
+        (&["--all", "--gc"], gc(true, false, None)),
+        (&["--gc", "a.sqfs"], gc(false, false, Some("a.sqfs"))),
+        (&["--gc", "--expired"], gc(false, true, None)),
+        (&["--cache-status"], Invocation::CacheStatus { json: false }),
+        (
+            &["--cache-status", "--json"],
+            Invocation::CacheStatus { json: true },
+        ),
+        (&["--policy"], Invocation::Policy { images: vec![] }),
+        (
+            &["--policy", "a", "b"],
+            Invocation::Policy {
+                images: args(&["a", "b"]),
+            },
+        ),
+    ] {
+        assert_eq!(parse(&args(words)).unwrap(), want, "{words:?}");
+    }
+}
+
+#[test]
+fn maintenance_mistakes() {
     // A command may be called --gc.
     assert!(matches!(
         parse(&args(&["--", "--gc"])).unwrap(),
@@ -179,17 +151,25 @@ fn cache_options() {
 
 #[test]
 fn mistakes_get_hints() {
-    let e = |list: &[&str]| parse(&args(list)).unwrap_err().0;
-    assert_eq!(e(&[]), NO_COMMAND);
-    assert!(e(&["a:/m"]).starts_with("no command given: put the command to run after '--'"));
-    assert!(e(&["a:/m", "--"]).starts_with("no command given"));
-    let bare = e(&["img.sqfs:/mnt", "ls", "/mnt"]);
-    assert!(
-        bare.contains("'ls'") && bare.contains("did you forget '--'"),
-        "{bare}"
+    let e = |list: &[&str]| parse(&args(list)).unwrap_err();
+    assert_eq!(e(&[]), UsageError::NoCommand);
+    assert_eq!(
+        e(&[]).to_string(),
+        format!("{NO_COMMAND} (see squashfs-mount --help)")
     );
+    assert_eq!(e(&["a:/m"]), UsageError::NoCommandAtEnd);
+    assert!(e(&["a:/m"])
+        .to_string()
+        .starts_with("no command given: put the command to run after '--'"));
+    assert_eq!(e(&["a:/m", "--"]), UsageError::NoCommandAfterDashes);
+    let bare = e(&["img.sqfs:/mnt", "ls", "/mnt"]);
+    assert_eq!(bare, UsageError::NotAPair("ls".into()));
+    assert!(bare.to_string().contains("did you forget '--'"), "{bare}");
     // A first word without ':' is not "a command after pairs".
-    assert!(!e(&["img.sqfs", "--", "true"]).contains("forget"));
+    assert_eq!(
+        e(&["img.sqfs", "--", "true"]),
+        UsageError::NoColon("img.sqfs".into(), "<image>:<mountpoint>")
+    );
 }
 
 #[test]
@@ -275,21 +255,24 @@ fn bind_mounts() {
     ] {
         assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
     }
-    let e = parse(&args(&["--bind-mount=/a", "--", "true"]))
-        .unwrap_err()
-        .0;
-    assert!(e.contains("<source>:<destination>"), "{e}");
+    let e = parse(&args(&["--bind-mount=/a", "--", "true"])).unwrap_err();
+    assert_eq!(
+        e,
+        UsageError::NoColon("/a".into(), "<source>:<destination>")
+    );
 }
 
 #[test]
 fn options_never_take_the_double_dash() {
     for opt in ["--bind-mount", "--sqfs", "-s", "--union"] {
-        let e = parse(&args(&[opt, "--", "sh", "-c", "true"]))
-            .unwrap_err()
-            .0;
-        assert!(e.contains("before '--'") && e.contains(opt), "{opt}: {e}");
-        let e = parse(&args(&[opt])).unwrap_err().0;
-        assert!(e.contains("before '--'"), "{opt}: {e}");
+        let e = parse(&args(&[opt, "--", "sh", "-c", "true"])).unwrap_err();
+        assert!(
+            matches!(&e, UsageError::NeedsValue(o, _) if o == opt),
+            "{opt}: {e}"
+        );
+        assert!(e.to_string().contains("before '--'"), "{opt}: {e}");
+        let e = parse(&args(&[opt])).unwrap_err();
+        assert!(matches!(e, UsageError::NeedsValue(..)), "{opt}: {e}");
     }
 }
 

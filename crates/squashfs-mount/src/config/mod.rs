@@ -161,7 +161,7 @@ pub fn load() -> Settings {
             return Settings::default();
         }
     };
-    if !id.is_regular() || id.uid != 0 || id.mode & 0o022 != 0 {
+    if !id.is_regular() || !id.uid.is_root() || id.mode & 0o022 != 0 {
         warn("ignored: it must be a regular file owned by root and not writable by group or others; using the built-in defaults".into());
         return Settings::default();
     }

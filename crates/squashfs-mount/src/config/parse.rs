@@ -4,10 +4,11 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
-use super::policy::{KernelImages, TrustedMatch, MAX_IMAGES_PER_CALL};
+use super::policy::{KernelImages, Policy, TrustedMatch, MAX_IMAGES_PER_CALL};
 use super::{Memory, Settings, Share};
 use crate::loopdev::SquashfsThreads;
 use crate::paths;
+use crate::system::{Gid, Uid};
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
@@ -42,6 +43,11 @@ pub const KEYS: [&str; 26] = [
 
 /// Resolves a user (`true`) or group (`false`) name to its id.
 pub type Resolve<'a> = &'a dyn Fn(&str, bool) -> Option<u32>;
+
+/// The value of the choice named `value`.
+fn one_of<T: Copy>(value: &str, choices: &[(&str, T)]) -> Option<T> {
+    choices.iter().find(|(n, _)| *n == value).map(|(_, v)| *v)
+}
 
 fn parse_bool(v: &str) -> Option<bool> {
     match v {
@@ -122,6 +128,14 @@ fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, Stri
     Ok(out)
 }
 
+fn uids(ids: Vec<u32>) -> Vec<Uid> {
+    ids.into_iter().map(Uid::from_raw).collect()
+}
+
+fn gids(ids: Vec<u32>) -> Vec<Gid> {
+    ids.into_iter().map(Gid::from_raw).collect()
+}
+
 /// Absolute directories, separated by commas; no `..`.
 fn parse_dirs(v: &str) -> Result<Vec<OsString>, String> {
     let mut out = Vec::new();
@@ -166,122 +180,20 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
             continue;
         };
         let (key, value) = (key.trim(), value.trim());
-        let p = &mut s.policy;
-        let ok: Result<(), String> = match key {
-            "kernel-images" => match value {
-                "all" => {
-                    let _: () = p.kernel_images = KernelImages::All;
-                    Ok(())
+        let set = match set_policy(&mut s.policy, key, value, resolve) {
+            Some(set) => set,
+            None => match set_tuning(&mut s, key, value) {
+                Some(set) => set,
+                None => {
+                    problems.push(format!(
+                        "line {lineno}: unknown key '{}'; skipped",
+                        key.escape_debug()
+                    ));
+                    continue;
                 }
-                "trusted" => {
-                    let _: () = p.kernel_images = KernelImages::Trusted;
-                    Ok(())
-                }
-                "none" => {
-                    let _: () = p.kernel_images = KernelImages::None;
-                    Ok(())
-                }
-                _ => Err("use all, trusted or none".into()),
             },
-            "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = v),
-            "trusted-groups" => parse_ids(value, false, resolve).map(|v| p.trusted_groups = v),
-            "trusted-dirs" => parse_dirs(value).map(|v| p.trusted_dirs = v),
-            "trusted-match" => match value {
-                "any" => {
-                    let _: () = p.trusted_match = TrustedMatch::Any;
-                    Ok(())
-                }
-                "all" => {
-                    let _: () = p.trusted_match = TrustedMatch::All;
-                    Ok(())
-                }
-                _ => Err("use any or all".into()),
-            },
-            "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = v),
-            "allowed-groups" => parse_ids(value, false, resolve).map(|v| p.allowed_groups = v),
-            "mount-points" => parse_dirs(value).and_then(|v| {
-                match v.iter().find_map(|d| paths::forbidden_reason(d)) {
-                    Some(why) => Err(format!("a mount point directory cannot be allowed: {why}")),
-                    None => {
-                        let _: () = p.mount_points = v;
-                        Ok(())
-                    }
-                }
-            }),
-            "allow-writable" => parse_bool(value)
-                .map(|v| p.allow_writable = v)
-                .ok_or_else(String::new),
-            "allow-union" => parse_bool(value)
-                .map(|v| p.allow_union = v)
-                .ok_or_else(String::new),
-            "allow-mutable-root" => parse_bool(value)
-                .map(|v| p.allow_mutable_root = v)
-                .ok_or_else(String::new),
-            "max-images-per-call" => parse_count(value, MAX_IMAGES_PER_CALL as u64)
-                .filter(|&n| n > 0)
-                .map(|v| p.max_images_per_call = v as usize)
-                .ok_or_else(|| format!("use 1 to {MAX_IMAGES_PER_CALL}")),
-            "max-loop-devices" => parse_count(value, 1 << 20)
-                .map(|v| s.max_loop_devices = v as u32)
-                .ok_or_else(String::new),
-            "max-loop-devices-per-user" => parse_share(value)
-                .map(|v| s.max_loop_devices_per_user = v)
-                .ok_or_else(|| {
-                    "use a number such as 64, or a percentage of max-loop-devices such as 10%"
-                        .into()
-                }),
-            "max-launches-per-user" => parse_count(value, 4096)
-                .filter(|&n| n > 0)
-                .map(|v| s.max_launches_per_user = v as u32)
-                .ok_or_else(String::new),
-            "max-launches-wait" => parse_duration(value)
-                .filter(|&v| v <= 3600)
-                .map(|v| s.max_launches_wait_ms = v * 1000)
-                .ok_or_else(String::new),
-            "cache" => parse_bool(value)
-                .map(|v| s.cache = v)
-                .ok_or_else(String::new),
-            "cache-max-idle" => parse_duration(value)
-                .map(|v| s.cache_max_idle = v)
-                .ok_or_else(String::new),
-            "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
-                .map(|v| s.cache_max_instances = v as u32)
-                .ok_or_else(|| format!("use 0 to {}", crate::cache::store::MAX_ENTRIES)),
-            "cache-max-memory" => parse_memory(value)
-                .map(|v| s.cache_max_memory = v)
-                .ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),
-            "cache-lock-timeout" => parse_duration(value)
-                .filter(|&v| v <= 600)
-                .map(|v| s.cache_lock_timeout_ms = v * 1000)
-                .ok_or_else(String::new),
-            "loop-direct-io" => parse_bool(value)
-                .map(|v| s.loop_options.direct_io = v)
-                .ok_or_else(String::new),
-            "loop-block-size" => match value {
-                "0" | "512" | "1024" | "2048" | "4096" => {
-                    let _: () = s.loop_options.block_size = value.parse().unwrap_or(0);
-                    Ok(())
-                }
-                _ => Err("use 0, 512, 1024, 2048 or 4096".into()),
-            },
-            "squashfs-threads" => parse_threads(value)
-                .map(|v| s.loop_options.threads = v)
-                .ok_or_else(String::new),
-            "fuse-threads" => parse_count(value, 64)
-                .map(|v| s.fuse_threads = v as u32)
-                .ok_or_else(|| "use 0 (automatic) to 64".into()),
-            "verbose" => parse_bool(value)
-                .map(|v| s.verbose = v)
-                .ok_or_else(String::new),
-            _ => {
-                problems.push(format!(
-                    "line {lineno}: unknown key '{}'; skipped",
-                    key.escape_debug()
-                ));
-                continue;
-            }
         };
-        if let Err(why) = ok {
+        if let Err(why) = set {
             let why = if why.is_empty() {
                 String::new()
             } else {
@@ -294,6 +206,125 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
         }
     }
     (s, problems)
+}
+
+/// Sets the policy's `key` (None: not a policy key); the error says what
+/// values it takes (empty: it goes without saying).
+fn set_policy(
+    p: &mut Policy,
+    key: &str,
+    value: &str,
+    resolve: Resolve<'_>,
+) -> Option<Result<(), String>> {
+    Some(match key {
+        "kernel-images" => one_of(
+            value,
+            &[
+                ("all", KernelImages::All),
+                ("trusted", KernelImages::Trusted),
+                ("none", KernelImages::None),
+            ],
+        )
+        .map(|v| p.kernel_images = v)
+        .ok_or_else(|| "use all, trusted or none".into()),
+        "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = uids(v)),
+        "trusted-groups" => parse_ids(value, false, resolve).map(|v| p.trusted_groups = gids(v)),
+        "trusted-dirs" => parse_dirs(value).map(|v| p.trusted_dirs = v.into()),
+        "trusted-match" => one_of(
+            value,
+            &[("any", TrustedMatch::Any), ("all", TrustedMatch::All)],
+        )
+        .map(|v| p.trusted_match = v)
+        .ok_or_else(|| "use any or all".into()),
+        "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = uids(v)),
+        "allowed-groups" => parse_ids(value, false, resolve).map(|v| p.allowed_groups = gids(v)),
+        "mount-points" => parse_dirs(value).and_then(|v| {
+            match v.iter().find_map(|d| paths::forbidden_reason(d)) {
+                Some(why) => Err(format!("a mount point directory cannot be allowed: {why}")),
+                None => {
+                    p.mount_points = v.into();
+                    Ok(())
+                }
+            }
+        }),
+        "allow-writable" => parse_bool(value)
+            .map(|v| p.allow_writable = v)
+            .ok_or_else(String::new),
+        "allow-union" => parse_bool(value)
+            .map(|v| p.allow_union = v)
+            .ok_or_else(String::new),
+        "allow-mutable-root" => parse_bool(value)
+            .map(|v| p.allow_mutable_root = v)
+            .ok_or_else(String::new),
+        "max-images-per-call" => parse_count(value, MAX_IMAGES_PER_CALL as u64)
+            .filter(|&n| n > 0)
+            .map(|v| p.max_images_per_call = v as usize)
+            .ok_or_else(|| format!("use 1 to {MAX_IMAGES_PER_CALL}")),
+        _ => return None,
+    })
+}
+
+/// Sets the tuning `key` (None: not one).
+fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), String>> {
+    Some(match key {
+        "max-loop-devices" => parse_count(value, 1 << 20)
+            .map(|v| s.max_loop_devices = v as u32)
+            .ok_or_else(String::new),
+        "max-loop-devices-per-user" => parse_share(value)
+            .map(|v| s.max_loop_devices_per_user = v)
+            .ok_or_else(|| {
+                "use a number such as 64, or a percentage of max-loop-devices such as 10%".into()
+            }),
+        "max-launches-per-user" => parse_count(value, 4096)
+            .filter(|&n| n > 0)
+            .map(|v| s.max_launches_per_user = v as u32)
+            .ok_or_else(String::new),
+        "max-launches-wait" => parse_duration(value)
+            .filter(|&v| v <= 3600)
+            .map(|v| s.max_launches_wait_ms = v * 1000)
+            .ok_or_else(String::new),
+        "cache" => parse_bool(value)
+            .map(|v| s.cache = v)
+            .ok_or_else(String::new),
+        "cache-max-idle" => parse_duration(value)
+            .map(|v| s.cache_max_idle = v)
+            .ok_or_else(String::new),
+        "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
+            .map(|v| s.cache_max_instances = v as u32)
+            .ok_or_else(|| format!("use 0 to {}", crate::cache::store::MAX_ENTRIES)),
+        "cache-max-memory" => parse_memory(value)
+            .map(|v| s.cache_max_memory = v)
+            .ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),
+        "cache-lock-timeout" => parse_duration(value)
+            .filter(|&v| v <= 600)
+            .map(|v| s.cache_lock_timeout_ms = v * 1000)
+            .ok_or_else(String::new),
+        "loop-direct-io" => parse_bool(value)
+            .map(|v| s.loop_options.direct_io = v)
+            .ok_or_else(String::new),
+        "loop-block-size" => one_of(
+            value,
+            &[
+                ("0", 0),
+                ("512", 512),
+                ("1024", 1024),
+                ("2048", 2048),
+                ("4096", 4096),
+            ],
+        )
+        .map(|v| s.loop_options.block_size = v)
+        .ok_or_else(|| "use 0, 512, 1024, 2048 or 4096".into()),
+        "squashfs-threads" => parse_threads(value)
+            .map(|v| s.loop_options.threads = v)
+            .ok_or_else(String::new),
+        "fuse-threads" => parse_count(value, 64)
+            .map(|v| s.fuse_threads = v as u32)
+            .ok_or_else(|| "use 0 (automatic) to 64".into()),
+        "verbose" => parse_bool(value)
+            .map(|v| s.verbose = v)
+            .ok_or_else(String::new),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

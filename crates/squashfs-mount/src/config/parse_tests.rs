@@ -1,6 +1,7 @@
 //! Unit tests of parse.rs.
 use super::*;
 use crate::config::policy::Policy;
+use crate::system::{Gid, Uid};
 
 fn resolve(name: &str, user: bool) -> Option<u32> {
     match (name, user) {
@@ -45,14 +46,16 @@ fn policy_keys() {
     assert!(problems.is_empty(), "{problems:?}");
     let pol = &s.policy;
     assert_eq!(pol.kernel_images, KernelImages::None);
-    assert_eq!(pol.trusted_owners, [0, 1000, 42]);
-    assert_eq!(pol.trusted_groups, [300]);
+    let raw = |ids: &[Uid]| ids.iter().map(|u| u.as_raw()).collect::<Vec<_>>();
+    let graw = |ids: &[Gid]| ids.iter().map(|g| g.as_raw()).collect::<Vec<_>>();
+    assert_eq!(raw(&pol.trusted_owners), [0, 1000, 42]);
+    assert_eq!(graw(&pol.trusted_groups), [300]);
     assert_eq!(
-        pol.trusted_dirs,
+        pol.trusted_dirs.dirs(),
         [OsString::from("/apps/images"), OsString::from("/opt/x")]
     );
     assert_eq!(pol.trusted_match, TrustedMatch::All);
-    assert_eq!(pol.allowed_groups, [300]);
+    assert_eq!(graw(&pol.allowed_groups), [300]);
     assert!(!pol.allow_writable && !pol.allow_union && !pol.allow_mutable_root);
     assert_eq!(pol.max_images_per_call, 64);
     assert_eq!(
@@ -65,7 +68,7 @@ fn policy_keys() {
     );
     // An empty list is a list: nobody is a trusted owner.
     assert!(p("trusted-owners =\n").0.policy.trusted_owners.is_empty());
-    assert_eq!(Policy::default().trusted_owners, [0]);
+    assert_eq!(Policy::default().trusted_owners, [Uid::ROOT]);
 }
 
 #[test]

@@ -4,9 +4,12 @@
 //! a FUSE server running as the caller: `trust.rs`). Pure.
 
 use std::ffi::OsString;
+use std::fmt;
 
-pub use super::trust::Provenance;
-use crate::paths;
+use crate::paths::Places;
+use crate::privilege::Caller;
+pub use crate::provenance::Provenance;
+use crate::system::{Gid, Uid};
 
 /// Which images the kernel's squashfs driver may mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,17 +39,17 @@ pub struct Policy {
     pub kernel_images: KernelImages,
     /// Owners whose images (and directories) may be trusted; root always
     /// is, listed or not.
-    pub trusted_owners: Vec<u32>,
+    pub trusted_owners: Vec<Uid>,
     /// Groups that may write images and directories on their paths.
-    pub trusted_groups: Vec<u32>,
+    pub trusted_groups: Vec<Gid>,
     /// Absolute, tidy directories: when any, trusted images lie below one.
-    pub trusted_dirs: Vec<OsString>,
+    pub trusted_dirs: Places,
     pub trusted_match: TrustedMatch,
     /// Empty: everyone may use the setuid tool.
-    pub allowed_users: Vec<u32>,
-    pub allowed_groups: Vec<u32>,
+    pub allowed_users: Vec<Uid>,
+    pub allowed_groups: Vec<Gid>,
     /// Empty: any mount point the built-in rules allow.
-    pub mount_points: Vec<OsString>,
+    pub mount_points: Places,
     pub allow_writable: bool,
     pub allow_union: bool,
     /// `-r` (`--mutable-root`): missing mount points made in the view.
@@ -61,13 +64,13 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             kernel_images: KernelImages::Trusted,
-            trusted_owners: vec![0],
+            trusted_owners: vec![Uid::ROOT],
             trusted_groups: Vec::new(),
-            trusted_dirs: Vec::new(),
+            trusted_dirs: Places::default(),
             trusted_match: TrustedMatch::Any,
             allowed_users: Vec::new(),
             allowed_groups: Vec::new(),
-            mount_points: Vec::new(),
+            mount_points: Places::default(),
             allow_writable: true,
             allow_union: true,
             allow_mutable_root: true,
@@ -92,39 +95,46 @@ impl Route {
     }
 }
 
+/// What the site policy refuses outright.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PolicyError {
+    /// The caller is not among `allowed-users` and `allowed-groups`.
+    NotAdmitted,
+    /// A mount point outside `mount-points`.
+    MountPointNotAllowed { path: OsString, places: String },
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::NotAdmitted => f.write_str("the site policy does not allow you to use squashfs-mount (allowed-users, allowed-groups in /etc/squashfs-mount.conf); ask your administrator"),
+            PolicyError::MountPointNotAllowed { path, places } => write!(
+                f,
+                "refusing to mount on {}: the site policy allows mount points only at or below {places} (mount-points in /etc/squashfs-mount.conf)",
+                path.to_string_lossy()
+            ),
+        }
+    }
+}
+
+crate::error_kind!(PolicyError);
+
 impl Policy {
-    /// Whether the user (uid, gids) may use the setuid tool; the refusal
-    /// names the keys.
-    pub fn admits(&self, uid: u32, gids: &[u32]) -> Result<(), String> {
+    /// Whether the caller may use the setuid tool (root always may).
+    pub fn admits(&self, caller: &Caller) -> Result<(), PolicyError> {
         if self.allowed_users.is_empty() && self.allowed_groups.is_empty() {
             return Ok(());
         }
-        if uid == 0
-            || self.allowed_users.contains(&uid)
-            || gids.iter().any(|g| self.allowed_groups.contains(g))
+        if caller.uid.is_root()
+            || self.allowed_users.contains(&caller.uid)
+            || caller
+                .all_gids()
+                .iter()
+                .any(|g| self.allowed_groups.contains(g))
         {
             return Ok(());
         }
-        Err("the site policy does not allow you to use squashfs-mount (allowed-users, allowed-groups in /etc/squashfs-mount.conf); ask your administrator".into())
-    }
-
-    /// Whether images may be mounted on `real` (a resolved mount point).
-    pub fn allows_mount_point(&self, real: &std::ffi::OsStr) -> Result<(), String> {
-        if self.mount_points.is_empty()
-            || self.mount_points.iter().any(|m| paths::is_within(real, m))
-        {
-            return Ok(());
-        }
-        let list: Vec<String> = self
-            .mount_points
-            .iter()
-            .map(|m| m.to_string_lossy().into_owned())
-            .collect();
-        Err(format!(
-            "refusing to mount on {}: the site policy allows mount points only at or below {} (mount-points in /etc/squashfs-mount.conf)",
-            real.to_string_lossy(),
-            list.join(", ")
-        ))
+        Err(PolicyError::NotAdmitted)
     }
 }
 
@@ -132,26 +142,31 @@ impl Policy {
 mod tests {
     use super::*;
 
+    fn caller(uid: u32, groups: &[u32]) -> Caller {
+        Caller {
+            uid: Uid::from_raw(uid),
+            gid: Gid::from_raw(uid),
+            groups: groups.iter().map(|&g| Gid::from_raw(g)).collect(),
+        }
+    }
+
     #[test]
-    fn users_and_mount_points() {
+    fn who_may_use_the_tool_and_where() {
         let p = Policy {
-            allowed_groups: vec![100],
-            allowed_users: vec![7],
+            allowed_groups: vec![Gid::from_raw(100)],
+            allowed_users: vec![Uid::from_raw(7)],
             ..Policy::default()
         };
-        assert!(p.admits(7, &[7]).is_ok());
-        assert!(p.admits(8, &[8, 100]).is_ok());
-        let e = p.admits(8, &[8]).unwrap_err();
-        assert!(e.contains("allowed-users") && e.contains("allowed-groups"));
-        assert!(Policy::default().admits(8, &[]).is_ok());
-        let m = Policy {
-            mount_points: vec!["/user-environment".into()],
-            ..Policy::default()
-        };
-        assert!(m.allows_mount_point("/user-environment/x".as_ref()).is_ok());
-        assert!(m
-            .allows_mount_point("/user-environment2".as_ref())
-            .unwrap_err()
-            .contains("mount-points"));
+        assert!(p.admits(&caller(7, &[])).is_ok());
+        assert!(p.admits(&caller(8, &[100])).is_ok());
+        assert!(p.admits(&caller(0, &[])).is_ok());
+        assert_eq!(p.admits(&caller(8, &[])), Err(PolicyError::NotAdmitted));
+        let words = PolicyError::NotAdmitted.to_string();
+        assert!(words.contains("allowed-users") && words.contains("allowed-groups"));
+        assert!(Policy::default().admits(&caller(8, &[])).is_ok());
+        let m = Places::from(vec!["/user-environment".into()]);
+        assert!(m.allow("/user-environment/x".as_ref()));
+        assert!(!m.allow("/user-environment2".as_ref()));
+        assert!(Places::default().allow("/anywhere".as_ref()));
     }
 }

@@ -15,79 +15,17 @@
 //! `trusted-dirs` and `trusted-match = all` only narrow this down; they
 //! never trust bytes an untrusted user can change.
 
-use std::ffi::OsString;
-
 use super::policy::{KernelImages, Policy, Route, TrustedMatch};
-use crate::paths;
-
-/// Users and groups an inode's POSIX access ACL lets write, beyond its
-/// owner, its group and others (entries the mask allows).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AclWriters {
-    pub users: Vec<u32>,
-    pub groups: Vec<u32>,
-    /// There is an ACL that could not be read or understood: anyone may
-    /// write, as far as the tool knows.
-    pub unknown: bool,
-}
-
-/// Who can change an inode, as the inode itself says.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Writers {
-    pub uid: u32,
-    pub gid: u32,
-    /// Permission bits, sticky bit included.
-    pub mode: u32,
-    pub acl: AclWriters,
-}
-
-/// A directory on the image's real path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PathDir {
-    pub path: OsString,
-    pub writers: Writers,
-    /// The owner of its entry on the path (the next directory, or the file).
-    pub entry_uid: u32,
-}
-
-/// What the kernel says the caller may write (faccessat2: modes, ACLs,
-/// and whatever else the file system decides). Only asked for callers
-/// other than root (root may write everything).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CallerAccess {
-    pub uid: u32,
-    pub gids: Vec<u32>,
-    pub can_write_file: bool,
-    /// The first directory on the path where the caller could replace the
-    /// next entry.
-    pub writable_dir: Option<OsString>,
-}
-
-/// What is known about an opened image file, judged on its fd.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Provenance {
-    /// The kernel's name of the opened file.
-    pub real_path: OsString,
-    pub file: Writers,
-    /// The directories from `/` down to the file's, as walked.
-    pub dirs: Vec<PathDir>,
-    pub caller: CallerAccess,
-    /// The file system serving the file is a FUSE mount root did not make
-    /// for itself (a user's, or one of this tool's for any caller): its
-    /// server, not the file's owner, decides every byte.
-    pub user_filesystem: bool,
-    /// The path could not be walked from `/` to the same file (renamed or
-    /// replaced meanwhile, or a directory on it cannot be searched).
-    pub path_unverified: bool,
-}
+pub use crate::provenance::{CallerAccess, PathDir, Provenance, Writers};
+use crate::system::{Gid, Uid};
 
 impl Policy {
     /// Root, and the users of `trusted-owners`.
-    pub fn owner_trusted(&self, uid: u32) -> bool {
-        uid == 0 || self.trusted_owners.contains(&uid)
+    pub fn owner_trusted(&self, uid: Uid) -> bool {
+        uid.is_root() || self.trusted_owners.contains(&uid)
     }
 
-    fn group_trusted(&self, gid: u32) -> bool {
+    fn group_trusted(&self, gid: Gid) -> bool {
         self.trusted_groups.contains(&gid)
     }
 
@@ -186,16 +124,10 @@ impl Policy {
 
     /// The restrictions of `trusted-dirs` and `trusted-match = all`.
     fn restriction_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
-        let within = |d: &OsString| paths::is_within(&p.real_path, d);
-        if !self.trusted_dirs.is_empty() && !self.trusted_dirs.iter().any(within) {
-            let list: Vec<_> = self
-                .trusted_dirs
-                .iter()
-                .map(|d| d.to_string_lossy())
-                .collect();
+        if !self.trusted_dirs.allow(&p.real_path) {
             out.push(format!(
                 "it is not below {} (trusted-dirs)",
-                list.join(", ")
+                self.trusted_dirs.list()
             ));
         }
         let all = self.trusted_match == TrustedMatch::All;
@@ -235,8 +167,7 @@ impl Policy {
         }
         let below = self
             .trusted_dirs
-            .iter()
-            .find(|d| paths::is_within(&p.real_path, d))
+            .containing(&p.real_path)
             .map(|d| format!(", below {} (trusted-dirs)", d.to_string_lossy()))
             .unwrap_or_default();
         Route::kernel(format!(

@@ -1,12 +1,26 @@
 use super::*;
+use crate::acl::AclWriters;
+
+fn u(raw: u32) -> Uid {
+    Uid::from_raw(raw)
+}
+fn g(raw: u32) -> Gid {
+    Gid::from_raw(raw)
+}
+fn us(raw: &[u32]) -> Vec<Uid> {
+    raw.iter().copied().map(u).collect()
+}
+fn gs(raw: &[u32]) -> Vec<Gid> {
+    raw.iter().copied().map(g).collect()
+}
 
 const A: u32 = 1000;
 const B: u32 = 1001;
 
 fn writers(uid: u32, gid: u32, mode: u32) -> Writers {
     Writers {
-        uid,
-        gid,
+        uid: u(uid),
+        gid: g(gid),
         mode,
         acl: AclWriters::default(),
     }
@@ -16,7 +30,7 @@ fn dir(path: &str, w: Writers, entry_uid: u32) -> PathDir {
     PathDir {
         path: path.into(),
         writers: w,
-        entry_uid,
+        entry_uid: u(entry_uid),
     }
 }
 
@@ -31,8 +45,8 @@ fn prov(caller: u32) -> Provenance {
             dir("/apps", writers(0, 0, 0o755), 0),
         ],
         caller: CallerAccess {
-            uid: caller,
-            gids: vec![caller],
+            uid: u(caller),
+            gids: vec![g(caller)],
             ..CallerAccess::default()
         },
         user_filesystem: false,
@@ -46,8 +60,8 @@ fn for_everyone(policy: &Policy, p: &Provenance) -> [bool; 3] {
         let mut seen = p.clone();
         if c != A {
             seen.caller = CallerAccess {
-                uid: c,
-                gids: vec![c],
+                uid: u(c),
+                gids: vec![g(c)],
                 ..CallerAccess::default()
             };
         }
@@ -65,7 +79,7 @@ fn roots_image_in_roots_directories_is_trusted() {
 #[test]
 fn a_users_image_below_a_trusted_directory_is_fuse_for_every_caller() {
     let p = Policy {
-        trusted_dirs: vec!["/apps".into()],
+        trusted_dirs: vec!["/apps".into()].into(),
         ..Policy::default()
     };
     // A's own file in A's directory below /apps.
@@ -99,7 +113,7 @@ fn a_users_image_below_a_trusted_directory_is_fuse_for_every_caller() {
 #[test]
 fn group_and_other_write_on_the_file() {
     let g = Policy {
-        trusted_groups: vec![42],
+        trusted_groups: gs(&[42]),
         ..Policy::default()
     };
     for (mode, gid, kernel) in [
@@ -117,7 +131,7 @@ fn group_and_other_write_on_the_file() {
     p.file = writers(7, 42, 0o644);
     assert_eq!(for_everyone(&g, &p), [false; 3]);
     let owners = Policy {
-        trusted_owners: vec![7],
+        trusted_owners: us(&[7]),
         ..g.clone()
     };
     assert_eq!(for_everyone(&owners, &p), [true; 3]);
@@ -126,19 +140,19 @@ fn group_and_other_write_on_the_file() {
 #[test]
 fn acl_writers_must_be_trusted() {
     let g = Policy {
-        trusted_groups: vec![42],
-        trusted_owners: vec![0, 7],
+        trusted_groups: gs(&[42]),
+        trusted_owners: us(&[0, 7]),
         ..Policy::default()
     };
     let mut p = prov(A);
     for (users, groups, kernel) in [
-        (vec![B], vec![], false),
+        (vec![B], Vec::<u32>::new(), false),
         (vec![], vec![43], false),
         (vec![7], vec![42], true),
     ] {
         p.file.acl = AclWriters {
-            users: users.clone(),
-            groups: groups.clone(),
+            users: us(&users),
+            groups: gs(&groups),
             unknown: false,
         };
         assert_eq!(for_everyone(&g, &p), [kernel; 3], "{users:?} {groups:?}");
@@ -150,7 +164,7 @@ fn acl_writers_must_be_trusted() {
     assert!(g.route(&p).reason.contains("ACL"));
     // The same on a directory of the path.
     let mut p = prov(A);
-    p.dirs[1].writers.acl.users = vec![B];
+    p.dirs[1].writers.acl.users = vec![u(B)];
     let why = g.route(&p).reason;
     assert!(
         !g.route(&p).kernel && why.contains("/apps") && why.contains("uid 1001"),
@@ -161,7 +175,7 @@ fn acl_writers_must_be_trusted() {
 #[test]
 fn directories_owners_writers_and_sticky() {
     let pol = Policy {
-        trusted_groups: vec![42],
+        trusted_groups: gs(&[42]),
         ..Policy::default()
     };
     let with_dir = |w: Writers, entry: u32| {
@@ -181,7 +195,7 @@ fn directories_owners_writers_and_sticky() {
 #[test]
 fn the_kernels_word_about_the_caller_counts_for_untrusted_callers() {
     let pol = Policy {
-        trusted_groups: vec![42],
+        trusted_groups: gs(&[42]),
         ..Policy::default()
     };
     let mut p = prov(A);
@@ -191,7 +205,7 @@ fn the_kernels_word_about_the_caller_counts_for_untrusted_callers() {
     p.caller.writable_dir = Some("/apps".into());
     assert!(pol.route(&p).reason.contains("you can replace"));
     // A member of a trusted group may write by design.
-    p.caller.gids.push(42);
+    p.caller.gids.push(g(42));
     assert!(pol.route(&p).kernel);
 }
 
@@ -199,12 +213,12 @@ fn the_kernels_word_about_the_caller_counts_for_untrusted_callers() {
 fn restrictions_filesystems_and_modes() {
     let all = Policy {
         trusted_match: TrustedMatch::All,
-        trusted_groups: vec![42],
+        trusted_groups: gs(&[42]),
         ..Policy::default()
     };
     let mut p = prov(A);
     assert!(all.route(&p).reason.contains("trusted-match = all"));
-    p.file.gid = 42;
+    p.file.gid = g(42);
     assert!(all.route(&p).kernel);
     for flag in [true, false] {
         let q = Provenance {
@@ -224,7 +238,7 @@ fn restrictions_filesystems_and_modes() {
     assert!(!k(KernelImages::None).route(&prov(A)).kernel);
     // trusted-owners empty: root is still trusted.
     let empty = Policy {
-        trusted_owners: vec![],
+        trusted_owners: us(&[]),
         ..Policy::default()
     };
     assert!(empty.route(&prov(A)).kernel);

@@ -5,13 +5,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 
-use crate::cli::{LayerSize, RunRequest};
-use crate::config::policy::{Policy, MAX_IMAGES_PER_CALL};
+use crate::cli::{BindRequest, LayerSize, MountRequest, RunRequest};
+use crate::config::policy::{Policy, PolicyError, MAX_IMAGES_PER_CALL};
+use crate::config::Settings;
 use crate::error::Failure;
 use crate::overlay::WritableLimits;
-use crate::paths;
+use crate::paths::{self, Places};
+use crate::system;
 
 /// What a front end adds to the site policy.
 #[derive(Clone, Debug, Default)]
@@ -22,7 +25,7 @@ pub struct FrontEnd {
     /// Mount points allowed by the front end (Slurm's plugstack.conf
     /// `mountpoints=`), in addition to the site policy; empty: no extra
     /// rule. With the message that names where they are configured.
-    pub mount_points: Vec<OsString>,
+    pub mount_points: Places,
     pub mount_points_source: &'static str,
     /// Why `-r` (`--mutable-root`) is refused here, if it is (the Slurm
     /// plugin's default: root's code runs in the job's view).
@@ -30,6 +33,9 @@ pub struct FrontEnd {
     /// How this front end spells `-r`, for the message about a missing
     /// mount point (None: the command's `-r`).
     pub mutable_root_option: Option<&'static str>,
+    /// The front end turns the image cache off for its launches (the
+    /// plugin's `cache=no`).
+    pub cache_off: bool,
 }
 
 /// One mount of the plan: one image, or the layers of a union, on a mount
@@ -56,6 +62,8 @@ pub struct Planned {
 /// children), and the writable layer's limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
+    /// The absolute directory relative paths were resolved against.
+    pub cwd: OsString,
     pub mounts: Vec<Planned>,
     pub writable: Option<WritableLimits>,
     pub no_cache: bool,
@@ -66,6 +74,118 @@ pub struct Plan {
 /// The most bind mounts one call may ask for.
 pub const MAX_BINDS_PER_CALL: usize = 64;
 
+/// What the plan refuses: the request against the limits, the policy's
+/// switches and the front end's rules, and the mount points once resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanError {
+    TooManyImages {
+        given: usize,
+        max: usize,
+        /// Lower than the built-in ceiling: the site set it.
+        by_site: bool,
+    },
+    TooManyBinds(usize),
+    WritableNotAllowed,
+    UnionNotAllowed,
+    MutableRootNotAllowed,
+    /// The front end refuses `-r`, and why.
+    MutableRootRefused(&'static str),
+    /// A relative image path where the front end needs absolute ones.
+    RelativeImage(OsString),
+    RelativeMountPoint,
+    RelativeBind,
+    /// The same mount point twice (`binds`: a bind mount is one of them).
+    DuplicateMountPoint {
+        key: OsString,
+        binds: bool,
+    },
+    /// Not at or below one of the front end's mount points.
+    NotAmongFrontEnds {
+        path: OsString,
+        places: String,
+        source: &'static str,
+    },
+    /// A resolved path `UENV_MOUNT_LIST` cannot carry (`what`: "image",
+    /// "mount point").
+    Separators {
+        what: &'static str,
+        path: OsString,
+    },
+    AlreadyMounted(OsString),
+    HidesEarlier {
+        real: OsString,
+        hidden: OsString,
+    },
+    UnionTwice(OsString),
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanError::TooManyImages { given, max, by_site } => {
+                let key = if *by_site {
+                    " (max-images-per-call in /etc/squashfs-mount.conf)"
+                } else {
+                    ""
+                };
+                write!(f, "{given} images given; at most {max} can be mounted in one call{key}")
+            }
+            PlanError::TooManyBinds(n) => write!(
+                f,
+                "{n} bind mounts given; at most {MAX_BINDS_PER_CALL} can be made in one call"
+            ),
+            PlanError::WritableNotAllowed => f.write_str("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"),
+            PlanError::UnionNotAllowed => f.write_str("--union is not allowed by the site policy (allow-union in /etc/squashfs-mount.conf)"),
+            PlanError::MutableRootNotAllowed => f.write_str("-r (--mutable-root) is not allowed by the site policy (allow-mutable-root in /etc/squashfs-mount.conf); ask the administrators to create the mount point"),
+            PlanError::MutableRootRefused(why) => f.write_str(why),
+            PlanError::RelativeImage(image) => write!(
+                f,
+                "the image path must be absolute, because the job may start in another directory; give e.g. $PWD/{}",
+                image.to_string_lossy()
+            ),
+            PlanError::RelativeMountPoint => f.write_str("the mount point must be an absolute path"),
+            PlanError::RelativeBind => f.write_str("the bind source and destination must be absolute paths, because the job may start in another directory"),
+            PlanError::DuplicateMountPoint { key, binds } => {
+                let why = if *binds {
+                    "is used more than once (by bind mounts or images); give each mount point once"
+                } else {
+                    // uenv's words.
+                    "is used to mount more than one squashfs; give each mount point once"
+                };
+                write!(f, "the mount point {} {why}", key.to_string_lossy())
+            }
+            PlanError::NotAmongFrontEnds { path, places, source } => write!(
+                f,
+                "refusing to mount on {}: images and bind mounts may only be mounted on {places} (or below) ({source}); choose one of these",
+                path.to_string_lossy()
+            ),
+            PlanError::Separators { what, path } => write!(
+                f,
+                "the {what} resolves to {}, whose path contains ':', ',' or a newline, which UENV_MOUNT_LIST cannot carry; move or rename it",
+                path.to_string_lossy()
+            ),
+            PlanError::AlreadyMounted(real) => write!(
+                f,
+                "the mount point resolves to {}, which is already a mount point of this call",
+                real.to_string_lossy()
+            ),
+            PlanError::HidesEarlier { real, hidden } => write!(
+                f,
+                "the mount point resolves to {}, which would hide {} mounted before it (symlinks changed the nesting order); give the mount points as paths without symlinks",
+                real.to_string_lossy(),
+                hidden.to_string_lossy()
+            ),
+            PlanError::UnionTwice(name) => write!(
+                f,
+                "the image {} is named twice in one union; name each image once",
+                name.to_string_lossy()
+            ),
+        }
+    }
+}
+
+crate::error_kind!(PlanError);
+
 impl Plan {
     /// Every image of the plan, with the mount it belongs to.
     pub fn images(&self) -> impl Iterator<Item = (usize, &OsString)> {
@@ -74,6 +194,23 @@ impl Plan {
             .enumerate()
             .flat_map(|(i, m)| m.images.iter().map(move |img| (i, img)))
     }
+}
+
+/// Stage 1: the plan of `request` under `settings`, relative paths
+/// resolved against `cwd`.
+pub fn stage(
+    request: &RunRequest,
+    cwd: &OsStr,
+    settings: &Settings,
+    front: &FrontEnd,
+) -> Result<Plan, Failure> {
+    // RAM sizes only `--writable=N%`.
+    let ram = if request.writable.is_some() {
+        system::total_memory()
+    } else {
+        0
+    };
+    build(request, cwd, &settings.policy, front, ram)
 }
 
 /// Checks `request` against the policy and the front end's rules and
@@ -86,114 +223,25 @@ pub fn build(
     front: &FrontEnd,
     total_memory: u64,
 ) -> Result<Plan, Failure> {
-    let layers: usize = request.mounts.iter().map(|m| m.images.len()).sum();
-    let max = policy.max_images_per_call.min(MAX_IMAGES_PER_CALL);
-    if layers > max {
-        let key = if max < MAX_IMAGES_PER_CALL {
-            " (max-images-per-call in /etc/squashfs-mount.conf)"
-        } else {
-            ""
-        };
-        return Err(Failure::new(format!(
-            "{layers} images given; at most {max} can be mounted in one call{key}"
-        )));
-    }
-    if request.writable.is_some() && !policy.allow_writable {
-        return Err(Failure::new("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"));
-    }
-    let writable = match request.writable {
-        Some(size) => Some(WritableLimits::new(size, total_memory).map_err(Failure::new)?),
-        None => None,
+    let writable = switches(request, policy, front, total_memory)?;
+    let mut rules = Rules {
+        cwd,
+        policy,
+        front,
+        keys: HashMap::new(),
     };
-    if request.mutable_root {
-        if !policy.allow_mutable_root {
-            return Err(Failure::new("-r (--mutable-root) is not allowed by the site policy (allow-mutable-root in /etc/squashfs-mount.conf); ask the administrators to create the mount point"));
-        }
-        if let Some(why) = front.refuse_mutable_root {
-            return Err(Failure::new(why));
-        }
-    }
-    if request.binds.len() > MAX_BINDS_PER_CALL {
-        return Err(Failure::new(format!(
-            "{} bind mounts given; at most {MAX_BINDS_PER_CALL} can be made in one call",
-            request.binds.len()
-        )));
-    }
     let mut mounts = Vec::with_capacity(request.mounts.len() + request.binds.len());
-    let mut keys: HashMap<OsString, bool> = HashMap::new();
     for req in &request.mounts {
-        let subject = req.describe();
-        if req.union && req.images.len() > 1 && !policy.allow_union {
-            return Err(Failure::about(&subject, "--union is not allowed by the site policy (allow-union in /etc/squashfs-mount.conf)"));
-        }
-        if front.require_absolute {
-            if let Some(relative) = req.images.iter().find(|i| !i.as_bytes().starts_with(b"/")) {
-                return Err(Failure::about(
-                    &subject,
-                    format!(
-                        "the image path must be absolute, because the job may start in another directory; give e.g. $PWD/{}",
-                        relative.to_string_lossy()
-                    ),
-                ));
-            }
-            if !req.mount_point.as_bytes().starts_with(b"/") {
-                return Err(Failure::about(
-                    &subject,
-                    "the mount point must be an absolute path",
-                ));
-            }
-        }
-        let key = planned_key(
-            cwd,
-            &req.mount_point,
-            false,
-            &mut keys,
-            policy,
-            front,
-            &subject,
-        )?;
-        mounts.push(Planned {
-            subject,
-            images: req.images.clone(),
-            mount_point: req.mount_point.clone(),
-            key,
-            union: req.union && req.images.len() > 1,
-            bind: None,
-        });
+        mounts.push(rules.image_mount(req)?);
     }
     for req in &request.binds {
-        let subject = format!("bind {}", req.describe());
-        if front.require_absolute
-            && !(req.source.as_bytes().starts_with(b"/")
-                && req.destination.as_bytes().starts_with(b"/"))
-        {
-            return Err(Failure::about(
-                &subject,
-                "the bind source and destination must be absolute paths, because the job may start in another directory",
-            ));
-        }
-        let key = planned_key(
-            cwd,
-            &req.destination,
-            true,
-            &mut keys,
-            policy,
-            front,
-            &subject,
-        )?;
-        mounts.push(Planned {
-            subject,
-            images: Vec::new(),
-            mount_point: req.destination.clone(),
-            key,
-            union: false,
-            bind: Some(paths::absolute(cwd, &req.source)),
-        });
+        mounts.push(rules.bind_mount(req)?);
     }
     let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
     let order = paths::mount_order(&keys);
     let mounts = order.into_iter().map(|i| mounts[i].clone()).collect();
     Ok(Plan {
+        cwd: cwd.to_owned(),
         mounts,
         writable,
         no_cache: request.no_cache,
@@ -201,38 +249,118 @@ pub fn build(
     })
 }
 
-/// The key of a mount point or bind destination (absolute, tidy), refused
-/// when an earlier one of the call has the same key, or when the policy or
-/// the front end does not allow it (judged lexically now when the path has
-/// no `..`; again on the resolved directory later). `keys` remembers
-/// whether each key is a bind's.
-fn planned_key(
-    cwd: &OsStr,
-    given: &OsStr,
-    bind: bool,
-    keys: &mut HashMap<OsString, bool>,
+/// The call as a whole: how many images and binds, and what the policy
+/// and the front end allow of `--writable` and `-r`; the writable
+/// layer's limits.
+fn switches(
+    request: &RunRequest,
     policy: &Policy,
     front: &FrontEnd,
-    subject: &str,
-) -> Result<OsString, Failure> {
-    let key = paths::absolute(cwd, given);
-    if let Some(&earlier_bind) = keys.get(&key) {
-        let why = if bind || earlier_bind {
-            "is used more than once (by bind mounts or images); give each mount point once"
-        } else {
-            // uenv's words.
-            "is used to mount more than one squashfs; give each mount point once"
-        };
-        return Err(Failure::about(
+    total_memory: u64,
+) -> Result<Option<WritableLimits>, Failure> {
+    let layers: usize = request.mounts.iter().map(|m| m.images.len()).sum();
+    let max = policy.max_images_per_call.min(MAX_IMAGES_PER_CALL);
+    if layers > max {
+        return Err(Failure::new(PlanError::TooManyImages {
+            given: layers,
+            max,
+            by_site: max < MAX_IMAGES_PER_CALL,
+        }));
+    }
+    if request.writable.is_some() && !policy.allow_writable {
+        return Err(Failure::new(PlanError::WritableNotAllowed));
+    }
+    let writable = match request.writable {
+        Some(size) => Some(WritableLimits::new(size, total_memory)?),
+        None => None,
+    };
+    if request.mutable_root {
+        if !policy.allow_mutable_root {
+            return Err(Failure::new(PlanError::MutableRootNotAllowed));
+        }
+        if let Some(why) = front.refuse_mutable_root {
+            return Err(Failure::new(PlanError::MutableRootRefused(why)));
+        }
+    }
+    if request.binds.len() > MAX_BINDS_PER_CALL {
+        return Err(Failure::new(PlanError::TooManyBinds(request.binds.len())));
+    }
+    Ok(writable)
+}
+
+/// The rules each mount is judged by, and the mount points so far.
+struct Rules<'a> {
+    cwd: &'a OsStr,
+    policy: &'a Policy,
+    front: &'a FrontEnd,
+    /// The keys so far, and whether each is a bind's.
+    keys: HashMap<OsString, bool>,
+}
+
+impl Rules<'_> {
+    fn image_mount(&mut self, req: &MountRequest) -> Result<Planned, Failure> {
+        let subject = req.describe();
+        if req.union && req.images.len() > 1 && !self.policy.allow_union {
+            return Err(Failure::about(&subject, PlanError::UnionNotAllowed));
+        }
+        if self.front.require_absolute {
+            if let Some(relative) = req.images.iter().find(|i| !i.as_bytes().starts_with(b"/")) {
+                return Err(Failure::about(
+                    &subject,
+                    PlanError::RelativeImage(relative.clone()),
+                ));
+            }
+            if !req.mount_point.as_bytes().starts_with(b"/") {
+                return Err(Failure::about(&subject, PlanError::RelativeMountPoint));
+            }
+        }
+        Ok(Planned {
+            key: self.key(&req.mount_point, false, &subject)?,
             subject,
-            format!("the mount point {} {why}", key.to_string_lossy()),
-        ));
+            images: req.images.clone(),
+            mount_point: req.mount_point.clone(),
+            union: req.union && req.images.len() > 1,
+            bind: None,
+        })
     }
-    keys.insert(key.clone(), bind);
-    if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
-        check_allowed(&key, policy, front, subject)?;
+
+    fn bind_mount(&mut self, req: &BindRequest) -> Result<Planned, Failure> {
+        let subject = format!("bind {}", req.describe());
+        let absolute = |p: &OsStr| p.as_bytes().starts_with(b"/");
+        if self.front.require_absolute && !(absolute(&req.source) && absolute(&req.destination)) {
+            return Err(Failure::about(&subject, PlanError::RelativeBind));
+        }
+        Ok(Planned {
+            key: self.key(&req.destination, true, &subject)?,
+            subject,
+            images: Vec::new(),
+            mount_point: req.destination.clone(),
+            union: false,
+            bind: Some(paths::absolute(self.cwd, &req.source)),
+        })
     }
-    Ok(key)
+
+    /// The key of a mount point or bind destination (absolute, tidy),
+    /// refused when an earlier one of the call has the same key, or when
+    /// the policy or the front end does not allow it (judged lexically now
+    /// when the path has no `..`; again on the resolved directory later).
+    fn key(&mut self, given: &OsStr, bind: bool, subject: &str) -> Result<OsString, Failure> {
+        let key = paths::absolute(self.cwd, given);
+        if let Some(&earlier_bind) = self.keys.get(&key) {
+            return Err(Failure::about(
+                subject,
+                PlanError::DuplicateMountPoint {
+                    key,
+                    binds: bind || earlier_bind,
+                },
+            ));
+        }
+        self.keys.insert(key.clone(), bind);
+        if !paths::components(key.as_bytes()).contains(&&b".."[..]) {
+            check_allowed(&key, self.policy, self.front, subject)?;
+        }
+        Ok(key)
+    }
 }
 
 /// Whether the site policy and the front end allow a mount on `path` (a
@@ -243,25 +371,23 @@ pub fn check_allowed(
     front: &FrontEnd,
     subject: &str,
 ) -> Result<(), Failure> {
-    policy
-        .allows_mount_point(path)
-        .map_err(|why| Failure::about(subject, why))?;
-    if !front.mount_points.is_empty()
-        && !front.mount_points.iter().any(|m| paths::is_within(path, m))
-    {
-        let list: Vec<String> = front
-            .mount_points
-            .iter()
-            .map(|m| m.to_string_lossy().into_owned())
-            .collect();
+    if !policy.mount_points.allow(path) {
         return Err(Failure::about(
             subject,
-            format!(
-                "refusing to mount on {}: images and bind mounts may only be mounted on {} (or below) ({}); choose one of these",
-                path.to_string_lossy(),
-                list.join(", "),
-                front.mount_points_source
-            ),
+            PolicyError::MountPointNotAllowed {
+                path: path.to_owned(),
+                places: policy.mount_points.list(),
+            },
+        ));
+    }
+    if !front.mount_points.allow(path) {
+        return Err(Failure::about(
+            subject,
+            PlanError::NotAmongFrontEnds {
+                path: path.to_owned(),
+                places: front.mount_points.list(),
+                source: front.mount_points_source,
+            },
         ));
     }
     Ok(())
@@ -270,7 +396,7 @@ pub fn check_allowed(
 /// `UENV_MOUNT_LIST` separates entries with ',' and image from mount point
 /// with ':'; a resolved path containing those (or a newline) would make it
 /// ambiguous, so it is refused.
-pub fn refuse_separators(path: &OsStr, subject: &str, what: &str) -> Result<(), Failure> {
+pub fn refuse_separators(path: &OsStr, subject: &str, what: &'static str) -> Result<(), Failure> {
     if path
         .as_bytes()
         .iter()
@@ -278,10 +404,10 @@ pub fn refuse_separators(path: &OsStr, subject: &str, what: &str) -> Result<(), 
     {
         return Err(Failure::about(
             subject,
-            format!(
-                "the {what} resolves to {}, whose path contains ':', ',' or a newline, which UENV_MOUNT_LIST cannot carry; move or rename it",
-                path.to_string_lossy()
-            ),
+            PlanError::Separators {
+                what,
+                path: path.to_owned(),
+            },
         ));
     }
     Ok(())
@@ -295,20 +421,16 @@ pub fn check_resolved(mounted: &[OsString], real: &OsStr, subject: &str) -> Resu
     if mounted.iter().any(|m| m == real) {
         return Err(Failure::about(
             subject,
-            format!(
-                "the mount point resolves to {}, which is already a mount point of this call",
-                real.to_string_lossy()
-            ),
+            PlanError::AlreadyMounted(real.to_owned()),
         ));
     }
     if let Some(hidden) = mounted.iter().find(|m| paths::is_within(m, real)) {
         return Err(Failure::about(
             subject,
-            format!(
-                "the mount point resolves to {}, which would hide {} mounted before it (symlinks changed the nesting order); give the mount points as paths without symlinks",
-                real.to_string_lossy(),
-                hidden.to_string_lossy()
-            ),
+            PlanError::HidesEarlier {
+                real: real.to_owned(),
+                hidden: hidden.clone(),
+            },
         ));
     }
     Ok(())
@@ -324,25 +446,10 @@ pub fn check_union_layers(
     let mut seen = HashSet::new();
     for (id, name) in ids.iter().zip(names) {
         if !seen.insert(*id) {
-            return Err(Failure::about(
-                subject,
-                format!(
-                    "the image {} is named twice in one union; name each image once",
-                    name.to_string_lossy()
-                ),
-            ));
+            return Err(Failure::about(subject, PlanError::UnionTwice(name.clone())));
         }
     }
     Ok(())
-}
-
-/// A hint for a path the shell did not expand (`~` after `:` or `=`).
-pub fn tilde_hint(given: &OsStr) -> &'static str {
-    if given.as_bytes().starts_with(b"~") {
-        "; '~' was not expanded by the shell (it is not, after ':' or '='): write $HOME instead"
-    } else {
-        ""
-    }
 }
 
 /// The writable layer's size request, for messages.

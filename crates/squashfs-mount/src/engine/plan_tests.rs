@@ -1,6 +1,7 @@
 //! Unit tests of plan.rs.
 use super::*;
 use crate::cli::{self, Invocation};
+use crate::overlay::OverlayError;
 
 fn req(args: &[&str]) -> RunRequest {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
@@ -18,8 +19,18 @@ fn plan(args: &[&str]) -> Result<Plan, Failure> {
         8 << 30,
     )
 }
-fn err(r: Result<Plan, Failure>) -> String {
-    r.unwrap_err().0
+/// The refusal of a plan.
+fn err(r: Result<Plan, Failure>) -> Failure {
+    r.expect_err("refused")
+}
+
+/// Its kind, when the plan step refused it.
+fn plan_error(r: Result<Plan, Failure>) -> PlanError {
+    let e = err(r);
+    match e.kind::<PlanError>() {
+        Some(k) => k.clone(),
+        None => panic!("not a PlanError: {e}"),
+    }
 }
 
 #[test]
@@ -36,7 +47,13 @@ fn order_and_keys() {
 
 #[test]
 fn refusals() {
-    assert!(err(plan(&["a:/m", "b:/m/.//", "--", "true"])).contains("more than one squashfs"));
+    assert_eq!(
+        plan_error(plan(&["a:/m", "b:/m/.//", "--", "true"])),
+        PlanError::DuplicateMountPoint {
+            key: "/m".into(),
+            binds: false
+        }
+    );
     let many: String = (0..501)
         .map(|i| format!("i{i}"))
         .collect::<Vec<_>>()
@@ -50,20 +67,31 @@ fn refusals() {
         .map(|i| format!("j{i}"))
         .collect::<Vec<_>>()
         .join(",");
-    assert!(err(plan(&[
-        &format!("--union={half}:/a"),
-        &format!("--union={other}:/b"),
-        "--",
-        "true"
-    ]))
-    .contains("at most 500"));
+    assert_eq!(
+        plan_error(plan(&[
+            &format!("--union={half}:/a"),
+            &format!("--union={other}:/b"),
+            "--",
+            "true"
+        ])),
+        PlanError::TooManyImages {
+            given: 501,
+            max: 500,
+            by_site: false
+        }
+    );
     assert!(cli::parse(&[
         format!("--union={many}:/a").into(),
         "--".into(),
         "true".into()
     ])
     .is_err());
-    assert!(err(plan(&["--writable=90%", "a:/m", "--", "true"])).contains("at most 50%"));
+    let e = err(plan(&["--writable=90%", "a:/m", "--", "true"]));
+    assert!(
+        matches!(e.kind(), Some(OverlayError::TooLarge { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("at most 50%"));
 }
 
 #[test]
@@ -72,7 +100,7 @@ fn policy_refusals_name_the_key() {
         allow_writable: false,
         allow_union: false,
         max_images_per_call: 2,
-        mount_points: vec!["/user-environment".into()],
+        mount_points: vec!["/user-environment".into()].into(),
         ..Policy::default()
     };
     let b = |args: &[&str]| {
@@ -84,17 +112,37 @@ fn policy_refusals_name_the_key() {
             8 << 30,
         )
     };
-    assert!(err(b(&["--writable", "a:/user-environment", "--", "true"])).contains("allow-writable"));
-    assert!(err(b(&["--union=a,b:/user-environment", "--", "true"])).contains("allow-union"));
-    assert!(err(b(&[
+    let e = plan_error(b(&["--writable", "a:/user-environment", "--", "true"]));
+    assert_eq!(e, PlanError::WritableNotAllowed);
+    assert!(e.to_string().contains("allow-writable"));
+    let e = plan_error(b(&["--union=a,b:/user-environment", "--", "true"]));
+    assert_eq!(e, PlanError::UnionNotAllowed);
+    assert!(e.to_string().contains("allow-union"));
+    let e = plan_error(b(&[
         "a:/user-environment",
         "b:/user-environment/x",
         "c:/user-environment/y",
         "--",
-        "true"
-    ]))
-    .contains("max-images-per-call"));
-    assert!(err(b(&["a:/opt", "--", "true"])).contains("mount-points"));
+        "true",
+    ]));
+    assert_eq!(
+        e,
+        PlanError::TooManyImages {
+            given: 3,
+            max: 2,
+            by_site: true
+        }
+    );
+    assert!(e.to_string().contains("max-images-per-call"));
+    let e = err(b(&["a:/opt", "--", "true"]));
+    assert!(
+        matches!(
+            e.kind(),
+            Some(PolicyError::MountPointNotAllowed { path, .. }) if path == "/opt"
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("mount-points"));
     // A union of one image is a plain mount, allowed without allow-union.
     let p = b(&["--union=a:/user-environment", "--", "true"]).unwrap();
     assert!(!p.mounts[0].union);
@@ -104,10 +152,11 @@ fn policy_refusals_name_the_key() {
 fn front_end_rules() {
     let slurm = FrontEnd {
         require_absolute: true,
-        mount_points: vec!["/user-environment".into()],
+        mount_points: vec!["/user-environment".into()].into(),
         mount_points_source: "mountpoints= in plugstack.conf",
         refuse_mutable_root: Some("not here"),
         mutable_root_option: Some("--squashfs-mutable-root"),
+        cache_off: false,
     };
     let b = |args: &[&str]| {
         build(
@@ -118,28 +167,49 @@ fn front_end_rules() {
             8 << 30,
         )
     };
-    assert!(err(b(&["a.sqfs:/user-environment", "--", "true"])).contains("absolute"));
-    assert!(err(b(&["/a.sqfs:rel", "--", "true"])).contains("absolute"));
+    assert_eq!(
+        plan_error(b(&["a.sqfs:/user-environment", "--", "true"])),
+        PlanError::RelativeImage("a.sqfs".into())
+    );
+    assert_eq!(
+        plan_error(b(&["/a.sqfs:rel", "--", "true"])),
+        PlanError::RelativeMountPoint
+    );
     let e = err(b(&["/a.sqfs:/etc", "--", "true"]));
     assert!(
-        e.contains("refusing to mount on /etc") && e.contains("plugstack.conf"),
+        matches!(e.kind(), Some(PlanError::NotAmongFrontEnds { path, .. }) if path == "/etc"),
         "{e}"
     );
-    assert!(err(b(&["/a.sqfs:/user-environment2", "--", "true"])).contains("refusing"));
+    assert!(
+        e.to_string().contains("refusing to mount on /etc")
+            && e.to_string().contains("plugstack.conf"),
+        "{e}"
+    );
+    assert!(matches!(
+        plan_error(b(&["/a.sqfs:/user-environment2", "--", "true"])),
+        PlanError::NotAmongFrontEnds { .. }
+    ));
     // `..` is judged on the resolved directory, not here.
     assert!(b(&["/a.sqfs:/user-environment/../etc", "--", "true"]).is_ok());
     assert!(b(&["/a.sqfs:/user-environment/sub", "--", "true"]).is_ok());
     // -r as the front end says; binds only on allowed places, absolute.
+    let e = err(b(&["-r", "/a.sqfs:/user-environment", "--", "true"]));
     assert_eq!(
-        err(b(&["-r", "/a.sqfs:/user-environment", "--", "true"])),
-        "not here"
+        e.kind::<PlanError>(),
+        Some(&PlanError::MutableRootRefused("not here"))
     );
+    assert_eq!(e.to_string(), "not here");
     let e = err(b(&["--bind-mount=/scratch:/etc", "--", "true"]));
+    assert_eq!(e.subject(), Some("bind /scratch:/etc"));
     assert!(
-        e.starts_with("bind /scratch:/etc: refusing to mount on /etc"),
+        e.to_string()
+            .starts_with("bind /scratch:/etc: refusing to mount on /etc"),
         "{e}"
     );
-    assert!(err(b(&["--bind-mount=scratch:/user-environment", "--", "true"])).contains("absolute"));
+    assert_eq!(
+        plan_error(b(&["--bind-mount=scratch:/user-environment", "--", "true"])),
+        PlanError::RelativeBind
+    );
     assert!(b(&["--bind-mount=/scratch:/user-environment/in", "--", "true"]).is_ok());
 }
 
@@ -181,18 +251,27 @@ fn binds_in_path_order_with_the_images() {
         &FrontEnd::default(),
         8 << 30,
     );
-    assert!(err(r).contains("allow-mutable-root"));
+    assert_eq!(plan_error(r), PlanError::MutableRootNotAllowed);
     // A destination is a mount point: given twice is refused, in uenv's
     // words when both are images.
-    assert!(err(plan(&["a:/m", "b:/m", "--", "true"]))
+    let e = plan_error(plan(&["a:/m", "b:/m", "--", "true"]));
+    assert!(e
+        .to_string()
         .contains("the mount point /m is used to mount more than one squashfs"));
-    assert!(
-        err(plan(&["--bind-mount=/s:/m", "a:/m", "--", "true"])).contains("used more than once")
-    );
-    assert!(err(plan(&["--bind-mount=/s:/m,/t:/m/", "--", "true"])).contains("used more than once"));
+    for twice in [
+        &["--bind-mount=/s:/m", "a:/m", "--", "true"][..],
+        &["--bind-mount=/s:/m,/t:/m/", "--", "true"],
+    ] {
+        let e = plan_error(plan(twice));
+        assert!(
+            matches!(e, PlanError::DuplicateMountPoint { binds: true, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("used more than once"));
+    }
     // The policy's mount-points apply to bind destinations too.
     let policy = Policy {
-        mount_points: vec!["/user-environment".into()],
+        mount_points: vec!["/user-environment".into()].into(),
         ..Policy::default()
     };
     let r = build(
@@ -202,33 +281,52 @@ fn binds_in_path_order_with_the_images() {
         &FrontEnd::default(),
         8 << 30,
     );
-    assert!(err(r).contains("mount-points"));
+    assert!(matches!(
+        err(r).kind(),
+        Some(PolicyError::MountPointNotAllowed { .. })
+    ));
     let many: Vec<String> = (0..65).map(|i| format!("/s{i}:/d{i}")).collect();
     let arg = format!("--bind-mount={}", many.join(","));
-    assert!(err(plan(&[&arg, "--", "true"])).contains("at most 64"));
+    assert_eq!(
+        plan_error(plan(&[&arg, "--", "true"])),
+        PlanError::TooManyBinds(65)
+    );
 }
 
 #[test]
 fn resolved_checks() {
     let mounted: Vec<OsString> = vec!["/a".into(), "/b/c".into()];
+    let kind = |r: Result<(), Failure>| r.err().and_then(|e| e.kind::<PlanError>().cloned());
     assert!(check_resolved(&mounted, OsStr::new("/a/x"), "s").is_ok());
-    assert!(
-        err_of(check_resolved(&mounted, OsStr::new("/a"), "s")).contains("already a mount point")
+    assert_eq!(
+        kind(check_resolved(&mounted, OsStr::new("/a"), "s")),
+        Some(PlanError::AlreadyMounted("/a".into()))
     );
-    assert!(err_of(check_resolved(&mounted, OsStr::new("/b"), "s")).contains("would hide /b/c"));
-    assert!(err_of(check_resolved(&mounted, OsStr::new("/x:y"), "s")).contains("UENV_MOUNT_LIST"));
-    assert!(err_of(check_resolved(&mounted, OsStr::new("/x,y"), "s")).contains("UENV_MOUNT_LIST"));
+    assert_eq!(
+        kind(check_resolved(&mounted, OsStr::new("/b"), "s")),
+        Some(PlanError::HidesEarlier {
+            real: "/b".into(),
+            hidden: "/b/c".into()
+        })
+    );
+    for bad in ["/x:y", "/x,y"] {
+        assert!(matches!(
+            kind(check_resolved(&mounted, OsStr::new(bad), "s")),
+            Some(PlanError::Separators {
+                what: "mount point",
+                ..
+            })
+        ));
+    }
     assert!(check_union_layers(&[(1, 2), (1, 3)], &["a".into(), "b".into()], "s").is_ok());
-    assert!(err_of(check_union_layers(
-        &[(1, 2), (1, 2)],
-        &["a".into(), "b".into()],
-        "s"
-    ))
-    .contains("named twice"));
-    assert!(tilde_hint(OsStr::new("~/x")).contains("$HOME"));
-    assert!(tilde_hint(OsStr::new("/x")).is_empty());
-}
-
-fn err_of(r: Result<(), Failure>) -> String {
-    r.unwrap_err().0
+    assert_eq!(
+        kind(check_union_layers(
+            &[(1, 2), (1, 2)],
+            &["a".into(), "b".into()],
+            "s"
+        )),
+        Some(PlanError::UnionTwice("b".into()))
+    );
+    assert!(paths::tilde_hint(OsStr::new("~/x")).contains("$HOME"));
+    assert!(paths::tilde_hint(OsStr::new("/x")).is_empty());
 }

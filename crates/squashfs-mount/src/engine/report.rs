@@ -1,57 +1,92 @@
-//! What `--verbose` says about the instances of each image (a new one, a
-//! cached one reused, why the cache was not used) and, at `-vvv`, how long
-//! each step of the sequence took. Nothing here decides anything.
+//! The outcome of the sequence, and what `--verbose` says: about the
+//! instances of each image (a new one, a cached one reused, why the cache
+//! was not used) and, at `-vvv`, how long each step took. Nothing here
+//! decides anything.
 
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::time::Instant;
 
-use super::plan::Plan;
-use super::source::{NotCached, Outcome};
-use super::Context;
-use crate::config::Settings;
+use super::admit::Admitted;
+use super::attach::Attached;
+use super::images::{Cache, Images, Mounting, NotCached, Outcome, Record};
+use super::kernel::KernelSource;
+use crate::cli::RunRequest;
+use crate::limits::LaunchSlot;
 
-/// Why no image of this launch may be cached, when that holds for all of
-/// them (None: it depends on each image).
-pub fn why_not_cached(ctx: &Context<'_>, plan: &Plan, settings: &Settings) -> Option<&'static str> {
-    if ctx.rootless {
-        Some("rootless mode has no image cache")
-    } else if plan.no_cache {
-        Some("--no-cache")
-    } else if !settings.cache {
-        Some("the image cache is off for this launch (cache = no)")
-    } else {
-        None
+/// The outcome: everything is mounted in the (process's or thread's)
+/// private mount namespace.
+pub struct Mounted {
+    /// `UENV_MOUNT_LIST` for the command.
+    pub mount_list: OsString,
+    /// What `--verbose` reports, each line with the verbosity it needs
+    /// (1: which path each image took and why, cache reuse, binds, `-r`;
+    /// 2: where each mount point resolved; 3: how long each step took).
+    pub notes: Vec<(u8, String)>,
+    /// How much of it to say: `-v`'s count, or 1 with the site's
+    /// `verbose = yes`.
+    pub verbosity: u8,
+    /// Warnings worth printing even without `--verbose` (the cache or the
+    /// loop-device budget could not be used as they should have been).
+    pub warnings: Vec<String>,
+    /// Pidfds of the FUSE servers started (the Slurm plugin kills them
+    /// when the step ends).
+    pub servers: Vec<OwnedFd>,
+    /// The caller's launch slot (the setuid command), held until the
+    /// privileged phase ends.
+    pub slot: Option<LaunchSlot>,
+}
+
+/// The outcome, with every note in the order `--verbose` prints them.
+pub fn mounted(
+    admitted: Admitted,
+    request: &RunRequest,
+    servers: Vec<OwnedFd>,
+    images: &Images,
+    attached: Attached,
+    kernel: &KernelSource,
+    clock: &Clock,
+) -> Mounted {
+    let mut notes = self::images(images);
+    notes.extend(attached.notes);
+    notes.extend(kernel.notes().iter().map(|n| (1, n.clone())));
+    notes.extend(attached.reentered.map(|n| (1, n)));
+    notes.extend(clock.notes());
+    Mounted {
+        mount_list: attached.mount_list,
+        notes,
+        verbosity: request.verbose.max(u8::from(admitted.settings.verbose)),
+        warnings: kernel.warnings().to_vec(),
+        servers,
+        slot: admitted.slot,
     }
 }
 
+/// One level-1 line per image: which way it was routed and why, and what
+/// became of its instance.
+pub fn images(images: &Images) -> Vec<(u8, String)> {
+    images
+        .records
+        .iter()
+        .map(|r| (1, format!("{}; {}", r.route, instance(r))))
+        .collect()
+}
+
 /// The instance part of an image's `--verbose` line.
-pub fn instance(
-    kernel: bool,
-    outcome: Option<Outcome>,
-    launch: &Option<&'static str>,
-    public: bool,
-    on_fuse: bool,
-) -> String {
-    if !kernel {
+fn instance(r: &Record) -> String {
+    let Mounting::Kernel { cache } = r.mounting else {
         return "a FUSE server of yours started for this launch (FUSE instances are never cached)"
             .into();
-    }
-    let why = match outcome {
-        Some(Outcome::Reused) => return "cached instance reused".into(),
-        Some(Outcome::Cached) => return "new instance, kept in the image cache".into(),
-        Some(Outcome::Private(NotCached::Refused)) => {
+    };
+    let why = match (r.outcome, cache) {
+        (Some(Outcome::Reused), _) => return "cached instance reused".into(),
+        (Some(Outcome::Cached), _) => return "new instance, kept in the image cache".into(),
+        (Some(Outcome::Private(NotCached::Refused)), _) => {
             "the image cache had no room for it (or could not store it)"
         }
-        Some(Outcome::Private(NotCached::NoCache)) => {
-            "the image cache could not be used"
-        }
-        Some(Outcome::Private(NotCached::NotCacheable)) | None => match launch {
-            Some(why) => why,
-            None if on_fuse => "the file is on a FUSE file system, whose server could change it",
-            None if !public => {
-                "its path is not open to everyone (a directory on it is not searchable by all), and only such images are shared"
-            }
-            None => "not cacheable",
-        },
+        (Some(Outcome::Private(NotCached::NoCache)), _) => "the image cache could not be used",
+        (_, Cache::Private(why)) => why,
+        (_, Cache::Kept) => "not cacheable",
     };
     format!("new private instance, not cached: {why}")
 }

@@ -26,27 +26,19 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use crate::error::{errno_hint, errno_words, Failure};
-use crate::overlay::RootAttributes;
+use crate::error::Failure;
+use crate::overlay::{Owners, RootAttributes};
 use crate::paths;
 use crate::privilege::{ActingAsCaller, Credentials};
-use crate::system::{self, Error as Errno, Reach};
+use crate::system::{self, Error as Errno};
 
+use super::mirror::{Entry, Mirror};
+pub use super::mirror::{ViewError, MAX_MIRROR_ENTRIES};
 use super::plan::Plan;
-
-/// The most entries a mirrored directory may have (each becomes a mount).
-pub const MAX_MIRROR_ENTRIES: usize = 4096;
-
-/// Who the mirror's directories belong to.
-pub struct Owners {
-    pub caller_uid: u32,
-    pub caller_gids: Vec<u32>,
-    /// Root, or in rootless mode the caller.
-    pub creator: (u32, u32),
-}
+use super::root_side::RootSide;
 
 /// A mirror made for the command's view.
-pub struct Mirror {
+pub struct Mirrored {
     /// The kernel's name of the mirrored directory.
     pub dir: OsString,
     /// The directories created, as paths.
@@ -56,7 +48,7 @@ pub struct Mirror {
     pub was_writable: bool,
 }
 
-impl Mirror {
+impl Mirrored {
     /// The `--verbose` line.
     pub fn note(&self) -> String {
         let created: Vec<_> = self.created.iter().map(|c| c.to_string_lossy()).collect();
@@ -77,29 +69,16 @@ impl Mirror {
     }
 }
 
-/// One entry of the mirrored directory, opened as the caller: a file or
-/// directory (is it a directory), or a symlink and its target.
-enum Entry {
-    Tree(OsString, OwnedFd, bool),
-    Symlink(OsString, OsString),
-}
-
-/// An entry ready for the tmpfs: the copy of a file or directory (is it
-/// a directory), or a symlink to recreate.
-enum Placed {
-    Tree(OsString, OwnedFd, bool),
-    Symlink(OsString, OsString),
-}
-
 /// If the mount `k` of the plan does not exist, makes it (and the other
 /// missing ones below the same directory) in the command's view; None
 /// when it exists (or cannot be looked up: `MountPoint::resolve` says why).
-pub fn make_missing<C: Credentials>(
+pub fn make_missing<C: Credentials, R: RootSide>(
     creds: &mut C,
+    root_side: &mut R,
     plan: &Plan,
     k: usize,
     owners: &Owners,
-) -> Result<Option<Mirror>, Failure> {
+) -> Result<Option<Mirrored>, Failure> {
     let m = &plan.mounts[k];
     if !matches!(system::open_directory_path(&m.key), Err(Errno::NOENT)) {
         return Ok(None);
@@ -107,23 +86,12 @@ pub fn make_missing<C: Credentials>(
     let subject = m.subject.as_str();
     let comps = paths::components(m.key.as_bytes());
     if comps.contains(&&b".."[..]) {
-        return Err(Failure::about(
-            subject,
-            format!(
-                "-r cannot create {}: give the path without '..'",
-                m.key.to_string_lossy()
-            ),
-        ));
+        return Err(Failure::about(subject, ViewError::DotDot(m.key.clone())));
     }
     let (depth, dir) = deepest_existing(creds, &comps, subject)?;
     let real = judge_directory(creds, &dir, subject)?;
     let entries = list(creds, &dir, &real, subject)?;
-    let names: Vec<&[u8]> = entries
-        .iter()
-        .map(|e| match e {
-            Entry::Tree(n, ..) | Entry::Symlink(n, _) => n.as_bytes(),
-        })
-        .collect();
+    let names: Vec<&[u8]> = entries.iter().map(|e| e.name().as_bytes()).collect();
     let keys: Vec<Vec<&[u8]>> = plan
         .mounts
         .iter()
@@ -131,20 +99,19 @@ pub fn make_missing<C: Credentials>(
         .collect();
     let new = new_directories(&keys, k, depth, &names);
     let was_writable = system::may_write(dir.as_fd()).unwrap_or(false);
-    let attrs = system::fstat(dir.as_fd()).map_err(|e| {
-        Failure::about(
-            subject,
-            format!("cannot stat {}: {e}", real.to_string_lossy()),
-        )
-    })?;
-    let root = RootAttributes::sanitized(
-        (attrs.uid, attrs.gid, attrs.mode),
-        owners.caller_uid,
-        &owners.caller_gids,
-        owners.creator,
-    );
+    let attrs = system::fstat(dir.as_fd())
+        .map_err(|e| Failure::about(subject, ViewError::Stat(real.clone(), e)))?;
+    let root = RootAttributes::sanitized(&attrs, owners);
     let count = entries.len();
-    creds.as_root(|| build(&dir, &real, entries, &new, root, subject))??;
+    let mirror = Mirror {
+        dir: &dir,
+        real: &real,
+        entries,
+        new: &new,
+        root,
+        subject,
+    };
+    creds.as_root(|root| root_side.mirror(root, mirror))??;
     let created = new
         .iter()
         .map(|rel| {
@@ -158,7 +125,7 @@ pub fn make_missing<C: Credentials>(
             OsString::from_vec(p)
         })
         .collect();
-    Ok(Some(Mirror {
+    Ok(Some(Mirrored {
         dir: real,
         created,
         entries: count,
@@ -192,11 +159,7 @@ fn deepest_existing(
                     Err(Errno::NOENT) => Ok((depth, dir)),
                     Ok(st) => Err(Failure::about(
                         subject,
-                        format!(
-                            "-r creates nothing where something exists: {} is a {}",
-                            prefix(depth + 1).to_string_lossy(),
-                            st.kind()
-                        ),
+                        ViewError::Exists(prefix(depth + 1), st.kind()),
                     )),
                     Err(e) => Err(unreachable_dir(subject, &prefix(depth + 1), e)),
                 };
@@ -205,22 +168,11 @@ fn deepest_existing(
             Err(e) => return Err(unreachable_dir(subject, &path, e)),
         }
     }
-    Err(Failure::about(
-        subject,
-        "-r found no existing directory to start from",
-    ))
+    Err(Failure::about(subject, ViewError::NoStart))
 }
 
 fn unreachable_dir(subject: &str, path: &OsStr, e: Errno) -> Failure {
-    Failure::about(
-        subject,
-        format!(
-            "unable to access {} ({}){}",
-            path.to_string_lossy(),
-            errno_words(e),
-            errno_hint(e)
-        ),
-    )
+    Failure::about(subject, ViewError::Unreachable(path.to_owned(), e))
 }
 
 /// Where the directory to mirror really is, refused on a kernel API
@@ -231,31 +183,19 @@ fn judge_directory(
     subject: &str,
 ) -> Result<OsString, Failure> {
     let real = system::path_of_fd(dir.as_fd())
-        .map_err(|e| Failure::about(subject, format!("cannot tell where -r would create: {e}")))?;
-    let shown = real.to_string_lossy();
+        .map_err(|e| Failure::about(subject, ViewError::Unnamed(e)))?;
+    let shown = real.to_string_lossy().into_owned();
     let root = paths::components(real.as_bytes()).is_empty();
     if let (false, Some(why)) = (root, paths::forbidden_reason(&real)) {
-        return Err(Failure::about(
-            subject,
-            format!("-r cannot create there: {why}"),
-        ));
+        return Err(Failure::about(subject, ViewError::Forbidden(why)));
     }
     let magic = system::filesystem_type(dir.as_fd())
-        .map_err(|e| Failure::about(subject, format!("cannot statfs {shown}: {e}")))?;
+        .map_err(|e| Failure::about(subject, ViewError::Statfs(shown.clone(), e)))?;
     if let Some(fs) = paths::forbidden_filesystem(magic) {
-        return Err(Failure::about(
-            subject,
-            format!("-r cannot create there: {shown} is on {fs}, a kernel API filesystem"),
-        ));
+        return Err(Failure::about(subject, ViewError::KernelApi(shown, fs)));
     }
     if !system::may_list(dir.as_fd()).unwrap_or(false) {
-        return Err(Failure::about(
-            subject,
-            format!(
-                "-r would show the names in {shown}, which you cannot list ({}); create the directory, or choose a place you can list",
-                errno_words(Errno::ACCESS)
-            ),
-        ));
+        return Err(Failure::about(subject, ViewError::Unlistable(shown)));
     }
     Ok(real)
 }
@@ -268,20 +208,11 @@ fn list(
     real: &OsStr,
     subject: &str,
 ) -> Result<Vec<Entry>, Failure> {
-    let shown = real.to_string_lossy();
-    let (names, more) = system::list_dir(dir.as_fd(), ".", MAX_MIRROR_ENTRIES).map_err(|e| {
-        Failure::about(
-            subject,
-            format!("-r cannot list {shown} ({})", errno_words(e)),
-        )
-    })?;
+    let shown = || real.to_string_lossy().into_owned();
+    let (names, more) = system::list_dir(dir.as_fd(), ".", MAX_MIRROR_ENTRIES)
+        .map_err(|e| Failure::about(subject, ViewError::List(shown(), e)))?;
     if more {
-        return Err(Failure::about(
-            subject,
-            format!(
-                "-r would have to copy more than {MAX_MIRROR_ENTRIES} entries of {shown}; create the directory, or choose a place with fewer neighbours"
-            ),
-        ));
+        return Err(Failure::about(subject, ViewError::TooManyEntries(shown())));
     }
     let mut out = Vec::with_capacity(names.len());
     for name in names {
@@ -306,12 +237,7 @@ fn list(
 fn entry_failure(subject: &str, dir: &OsStr, name: &OsStr, e: Errno) -> Failure {
     Failure::about(
         subject,
-        format!(
-            "-r cannot show {}/{} in the command's view ({})",
-            dir.to_string_lossy().trim_end_matches('/'),
-            name.to_string_lossy(),
-            errno_words(e)
-        ),
+        ViewError::Entry(dir.to_owned(), name.to_owned(), e),
     )
 }
 
@@ -344,80 +270,6 @@ pub fn new_directories<'a>(
         }
     }
     out
-}
-
-/// As root: the copies of the entries, the tmpfs over `dir` holding them
-/// and the new directories, made read-only; the namespace's new root when
-/// `dir` is the root.
-fn build(
-    dir: &OwnedFd,
-    real: &OsStr,
-    entries: Vec<Entry>,
-    new: &[Vec<&[u8]>],
-    root: RootAttributes,
-    subject: &str,
-) -> Result<(), Failure> {
-    let fail = |what: &str, e: Errno| {
-        Failure::about(
-            subject,
-            format!("-r: {what} {} failed: {e}", real.to_string_lossy()),
-        )
-    };
-    // The copies first (of what the caller opened), then the tmpfs.
-    let mut placed = Vec::with_capacity(entries.len());
-    for entry in entries {
-        placed.push(match entry {
-            Entry::Tree(name, fd, is_dir) => {
-                let copy =
-                    system::clone_tree(fd.as_fd()).map_err(|e| fail("copying an entry of", e))?;
-                system::set_tree_attributes(
-                    copy.as_fd(),
-                    system::no_attributes(),
-                    true,
-                    Reach::Tree,
-                )
-                .map_err(|e| fail("copying an entry of", e))?;
-                Placed::Tree(name, copy, is_dir)
-            }
-            Entry::Symlink(name, target) => Placed::Symlink(name, target),
-        });
-    }
-    let inodes = placed.len() + new.iter().map(Vec::len).sum::<usize>() + 16;
-    let tmpfs = system::small_tmpfs(root.uid, root.gid, root.mode, inodes)
-        .map_err(|e| fail("a tmpfs for", e))?;
-    system::attach_mount(tmpfs.as_fd(), dir.as_fd()).map_err(|e| fail("mounting a tmpfs on", e))?;
-    for p in placed {
-        match p {
-            Placed::Symlink(name, target) => system::make_symlink_in(tmpfs.as_fd(), &name, &target)
-                .map_err(|e| fail("recreating a symlink of", e))?,
-            Placed::Tree(name, copy, is_dir) => {
-                let spot = if is_dir {
-                    system::make_dir_in(tmpfs.as_fd(), &name, 0o755)
-                } else {
-                    system::make_file_in(tmpfs.as_fd(), &name)
-                }
-                .map_err(|e| fail("placing an entry of", e))?;
-                system::attach_mount(copy.as_fd(), spot.as_fd())
-                    .map_err(|e| fail("mounting an entry of", e))?;
-            }
-        }
-    }
-    for rel in new {
-        let mut at: Option<OwnedFd> = None;
-        for c in rel {
-            let parent = at.as_ref().map_or(tmpfs.as_fd(), |d| d.as_fd());
-            at = Some(
-                system::make_dir_in(parent, OsStr::from_bytes(c), 0o755)
-                    .map_err(|e| fail("creating a directory in", e))?,
-            );
-        }
-    }
-    system::set_tree_attributes(tmpfs.as_fd(), system::read_only(), false, Reach::Mount)
-        .map_err(|e| fail("making read-only the copy of", e))?;
-    if paths::components(real.as_bytes()).is_empty() {
-        system::pivot_onto(tmpfs.as_fd()).map_err(|e| fail("making the new root of", e))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

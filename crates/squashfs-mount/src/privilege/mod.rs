@@ -22,6 +22,7 @@
 //! traits are sealed: only this module can say "this value proves we act as
 //! the caller".
 
+mod root_phase;
 mod rootless;
 mod setuid;
 mod thread;
@@ -29,10 +30,12 @@ mod unprivileged;
 mod verify;
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use crate::error::Failure;
 use crate::system::{self, Gid, Uid};
 
+pub use root_phase::RootPhase;
 pub use rootless::Rootless;
 pub use setuid::Privileges;
 pub use thread::ThreadCredentials;
@@ -59,10 +62,10 @@ impl Caller {
         })
     }
 
-    /// The caller's gid and supplementary groups, raw.
-    pub fn all_gids(&self) -> Vec<u32> {
-        std::iter::once(self.gid.as_raw())
-            .chain(self.groups.iter().map(|g| g.as_raw()))
+    /// The caller's gid and supplementary groups.
+    pub fn all_gids(&self) -> Vec<Gid> {
+        std::iter::once(self.gid)
+            .chain(self.groups.iter().copied())
             .collect()
     }
 }
@@ -81,6 +84,14 @@ pub enum PrivilegeError {
     InvalidUser,
     /// The job user's credentials did not take effect on the worker thread.
     NotTakenEffect,
+    /// The capabilities the task does not need could not be given up.
+    Capabilities(&'static str, system::Error),
+    /// Capabilities beyond those the task needs remained (their mask).
+    CapabilitiesRemain(u64),
+    PrivateNamespace(system::Error),
+    /// Rootless mode, where user namespaces are not available.
+    NoUserNamespaces(system::Error),
+    UserNamespace(system::Error),
 }
 
 impl fmt::Display for PrivilegeError {
@@ -103,15 +114,27 @@ impl fmt::Display for PrivilegeError {
             PrivilegeError::NotTakenEffect => {
                 write!(f, "the job user's credentials did not take effect; refusing to open images")
             }
+            PrivilegeError::Capabilities(what, e) => write!(
+                f,
+                "cannot give up the capabilities this task does not need ({what} failed: {e}); refusing to run with more privilege than it needs"
+            ),
+            PrivilegeError::PrivateNamespace(e) => {
+                write!(f, "cannot create a private mount namespace: {e}")
+            }
+            PrivilegeError::NoUserNamespaces(e) => write!(
+                f,
+                "squashfs-mount is not installed setuid root, and unprivileged user namespaces are not available here ({e}: disabled by sysctl user.max_user_namespaces=0 or kernel.unprivileged_userns_clone=0, or by a security module); ask your administrator to install squashfs-mount setuid root (make install, or the package) or to allow user namespaces"
+            ),
+            PrivilegeError::UserNamespace(e) => write!(f, "cannot create a user namespace: {e}"),
+            PrivilegeError::CapabilitiesRemain(mask) => write!(
+                f,
+                "capabilities this task does not need remain after giving them up (mask {mask:#x}); refusing to run with more privilege than it needs"
+            ),
         }
     }
 }
 
-impl From<PrivilegeError> for Failure {
-    fn from(e: PrivilegeError) -> Self {
-        Failure::new(e.to_string())
-    }
-}
+crate::error_kind!(PrivilegeError);
 
 fn sys<T>(what: &'static str, r: Result<T, system::Error>) -> Result<T, PrivilegeError> {
     r.map_err(|e| PrivilegeError::Syscall(what, e))
@@ -119,6 +142,49 @@ fn sys<T>(what: &'static str, r: Result<T, system::Error>) -> Result<T, Privileg
 
 mod sealed {
     pub trait Sealed {}
+}
+
+/// Who runs the privileged sequence: carried by the credential type
+/// ([`Credentials::MODE`]), it decides which of the sequence's steps exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The setuid command ([`Privileges`]): root's steps, admission by the
+    /// site, one of the caller's launch slots.
+    Setuid,
+    /// The Slurm plugin's worker thread in slurmstepd
+    /// ([`ThreadCredentials`]): root's steps, admission by the site.
+    PluginThread,
+    /// Not setuid root ([`Rootless`]): a user namespace of its own, every
+    /// image through FUSE, no image cache, nothing the site could grant.
+    Rootless,
+}
+
+impl Mode {
+    /// Whether root's steps exist: the site's admission, the kernel path,
+    /// the image cache, FUSE servers that start as root and drop to the
+    /// caller by themselves.
+    pub const fn has_root(self) -> bool {
+        !matches!(self, Mode::Rootless)
+    }
+}
+
+/// Proof, checked by the compiler, that the effective ids are root's: the
+/// root-side operations (doc/architecture.md lists them) take a
+/// `&AsRoot`, so none can be called while acting as the caller. Only
+/// [`Credentials::as_root`] makes one, and lends it to its closure for the
+/// closure's duration: it cannot be copied, kept, or sent to another
+/// thread. The mirror of [`ActingAsCaller`].
+pub struct AsRoot {
+    _this_thread_only: PhantomData<*const ()>,
+}
+
+impl AsRoot {
+    /// Only the credential types of this module call it, inside `as_root`.
+    fn new() -> AsRoot {
+        AsRoot {
+            _this_thread_only: PhantomData,
+        }
+    }
 }
 
 /// Proof, checked by the compiler, that the effective credentials are the
@@ -131,18 +197,30 @@ pub trait ActingAsCaller: sealed::Sealed {}
 /// The credentials the privileged sequence runs under: acting as the
 /// caller, root only inside [`Credentials::as_root`]. Sealed.
 pub trait Credentials: ActingAsCaller {
+    /// Who holds them, which decides what the sequence does.
+    const MODE: Mode;
+
     fn caller(&self) -> &Caller;
 
-    /// Runs `f` with root's effective ids, then acts as the caller again.
+    /// Runs `f` with root's effective ids (and the capabilities the task
+    /// kept), lending it the proof of it, then acts as the caller again.
     /// If switching back fails, [`Credentials::stranded`] ends whatever
     /// holds these credentials: it must never go on as root by accident.
-    fn as_root<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, PrivilegeError>;
+    fn as_root<T>(&mut self, f: impl FnOnce(&AsRoot) -> T) -> Result<T, PrivilegeError>;
+
+    /// Rootless mode: enters the process's own user and mount namespaces
+    /// (everything after happens inside them). Called once the site's
+    /// settings are read, before anything is opened; the others have
+    /// nothing to do here (their private namespace comes later).
+    fn enter_own_namespaces(&mut self) -> Result<(), Failure> {
+        Ok(())
+    }
 
     /// Gives what follows a mount namespace of its own (all mounts slaves
     /// of the host's): the process's, or only the worker thread's.
     fn enter_private_mount_namespace(&mut self) -> Result<(), Failure> {
-        self.as_root(system::enter_private_mount_namespace)?
-            .map_err(|e| Failure::new(format!("cannot create a private mount namespace: {e}")))
+        self.as_root(|_root| system::enter_private_mount_namespace())?
+            .map_err(|e| Failure::new(PrivilegeError::PrivateNamespace(e)))
     }
 
     /// Ends the process (setuid tool) or the worker thread (SPANK plugin)
@@ -150,3 +228,6 @@ pub trait Credentials: ActingAsCaller {
     /// or ids). Never returns.
     fn stranded(why: &dyn fmt::Display) -> !;
 }
+
+#[cfg(test)]
+pub mod fake;

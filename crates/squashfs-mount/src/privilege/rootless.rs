@@ -7,12 +7,13 @@
 
 use std::fmt;
 
-use super::{sealed, sys, ActingAsCaller, Caller, Credentials, PrivilegeError};
+use super::{sealed, sys, ActingAsCaller, AsRoot, Caller, Credentials, Mode, PrivilegeError};
 use crate::error::Failure;
 use crate::system;
 
-/// Holding this means: the process is in its own user and mount
-/// namespaces, as the caller's uid and gid.
+/// Holding this means: the process is the caller's (real, effective and
+/// saved ids), and once [`Credentials::enter_own_namespaces`] has run, it
+/// is in its own user and mount namespaces.
 pub struct Rootless {
     caller: Caller,
 }
@@ -21,16 +22,13 @@ impl sealed::Sealed for Rootless {}
 impl ActingAsCaller for Rootless {}
 
 impl Rootless {
-    /// Enters the user and mount namespaces, or says why it cannot.
-    pub fn enter() -> Result<Rootless, Failure> {
-        let caller = Caller::of_this_process()?;
-        match system::enter_user_and_mount_namespace(caller.uid.as_raw(), caller.gid.as_raw()) {
-            Ok(()) => Ok(Rootless { caller }),
-            Err(e @ (system::Error::PERM | system::Error::NOSPC | system::Error::ACCESS | system::Error::INVAL)) => Err(Failure::new(format!(
-                "squashfs-mount is not installed setuid root, and unprivileged user namespaces are not available here ({e}: disabled by sysctl user.max_user_namespaces=0 or kernel.unprivileged_userns_clone=0, or by a security module); ask your administrator to install squashfs-mount setuid root (make install, or the package) or to allow user namespaces"
-            ))),
-            Err(e) => Err(Failure::new(format!("cannot create a user namespace: {e}"))),
-        }
+    /// The caller, before the namespaces are entered (the site's
+    /// configuration is read first: inside the user namespace root's files
+    /// would show as nobody's).
+    pub fn new() -> Result<Rootless, Failure> {
+        Ok(Rootless {
+            caller: Caller::of_this_process()?,
+        })
     }
 
     /// Drops every capability (the command runs as the caller, with
@@ -48,13 +46,27 @@ impl Rootless {
 }
 
 impl Credentials for Rootless {
+    const MODE: Mode = Mode::Rootless;
+
     fn caller(&self) -> &Caller {
         &self.caller
     }
 
     /// Nothing to switch: the capabilities are those of the user namespace.
-    fn as_root<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, PrivilegeError> {
-        Ok(f())
+    fn as_root<T>(&mut self, f: impl FnOnce(&AsRoot) -> T) -> Result<T, PrivilegeError> {
+        Ok(f(&AsRoot::new()))
+    }
+
+    /// Enters the user and mount namespaces, or says why it cannot.
+    fn enter_own_namespaces(&mut self) -> Result<(), Failure> {
+        let (uid, gid) = (self.caller.uid.as_raw(), self.caller.gid.as_raw());
+        use system::Error as E;
+        system::enter_user_and_mount_namespace(uid, gid).map_err(|e| {
+            Failure::new(match e {
+                E::PERM | E::NOSPC | E::ACCESS | E::INVAL => PrivilegeError::NoUserNamespaces(e),
+                e => PrivilegeError::UserNamespace(e),
+            })
+        })
     }
 
     /// Entered with the user namespace already.

@@ -2,11 +2,15 @@
 
 use std::fmt;
 
-use super::{sealed, sys, ActingAsCaller, Caller, Credentials, PrivilegeError};
+use super::{
+    sealed, sys, ActingAsCaller, AsRoot, Caller, Credentials, Mode, PrivilegeError, RootPhase,
+};
 use crate::system::{self, Gid, Uid};
 
 /// Holding this means: saved uid is 0, effective ids are the caller's, the
-/// process is single-threaded and not dumpable.
+/// process is single-threaded and not dumpable, and it holds only the
+/// capabilities of its task's root phase (effective only inside
+/// `as_root`).
 #[derive(Debug)]
 pub struct Privileges {
     caller: Caller,
@@ -16,15 +20,17 @@ impl sealed::Sealed for Privileges {}
 impl ActingAsCaller for Privileges {}
 
 impl Privileges {
-    /// First thing `main` does: makes the process non-dumpable, records the
-    /// caller and switches the effective ids to the caller's.
-    pub fn acquire() -> Result<Self, PrivilegeError> {
+    /// First thing a task of the setuid process does: makes the process
+    /// non-dumpable, records the caller, gives up every capability `phase`
+    /// does not keep (verified; unless the caller is root) and switches
+    /// the effective ids to the caller's.
+    pub fn acquire(phase: RootPhase) -> Result<Self, PrivilegeError> {
         if !system::effective_uid().is_root() {
             // Not setuid (or the kernel ignored the bit): nothing
             // privileged to protect; rootless mode needs the process to
             // stay dumpable (its own /proc files).
             let setuid_file = system::stat_following(system::working_dir(), "/proc/self/exe")
-                .is_ok_and(|st| st.uid == 0 && st.mode & 0o4000 != 0);
+                .is_ok_and(|st| st.uid.is_root() && st.mode & 0o4000 != 0);
             return Err(
                 if setuid_file && sys("prctl(PR_GET_NO_NEW_PRIVS)", system::no_new_privs())? {
                     PrivilegeError::InsideSession
@@ -40,6 +46,11 @@ impl Privileges {
         // starts no thread, so one check here holds until the drop, which
         // checks again.
         single_threaded()?;
+        // A caller who is root crosses no boundary: its command is root's,
+        // with root's capabilities.
+        if !caller.uid.is_root() {
+            phase.enter()?;
+        }
         let p = Privileges { caller };
         p.become_caller()?;
         Ok(p)
@@ -76,14 +87,16 @@ fn single_threaded() -> Result<(), PrivilegeError> {
 }
 
 impl Credentials for Privileges {
+    const MODE: Mode = Mode::Setuid;
+
     fn caller(&self) -> &Caller {
         &self.caller
     }
 
-    fn as_root<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, PrivilegeError> {
+    fn as_root<T>(&mut self, f: impl FnOnce(&AsRoot) -> T) -> Result<T, PrivilegeError> {
         sys("setresuid(-1, 0, -1)", system::set_effective_uid(Uid::ROOT))?;
         let out = match system::set_effective_gid(Gid::ROOT) {
-            Ok(()) => Ok(f()),
+            Ok(()) => Ok(f(&AsRoot::new())),
             Err(e) => Err(PrivilegeError::Syscall("setresgid(-1, 0, -1)", e)),
         };
         // Whatever happened, go back to the caller's credentials.

@@ -5,12 +5,13 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use super::{sealed, ActingAsCaller, Caller, Credentials, PrivilegeError};
+use super::{sealed, ActingAsCaller, AsRoot, Caller, Credentials, Mode, PrivilegeError, RootPhase};
 use crate::system::{self, Gid, Uid};
 
 /// Holding this means: this thread's effective ids and groups are the job
-/// user's, its fs_struct (cwd, root, umask) is its own, and root is its
-/// saved uid. Not `Send`: the credentials belong to the thread that made
+/// user's, its fs_struct (cwd, root, umask) is its own, root is its saved
+/// uid, and it holds only the capabilities of the root phase (its own
+/// capability and bounding sets: slurmstepd's other threads keep theirs). Not `Send`: the credentials belong to the thread that made
 /// them.
 pub struct ThreadCredentials {
     user: Caller,
@@ -24,9 +25,10 @@ impl ActingAsCaller for ThreadCredentials {}
 impl ThreadCredentials {
     /// Switches the calling thread (and only it) to `user`'s effective ids,
     /// after giving it its own fs_struct (so that it can visit other mount
-    /// namespaces without moving slurmstepd's other threads). Run only on a
-    /// thread made for this, which ends when the work is done.
-    pub fn switch(user: Caller) -> Result<Self, PrivilegeError> {
+    /// namespaces without moving slurmstepd's other threads), after giving
+    /// up every capability `phase` does not keep. Run only on a thread made
+    /// for this, which ends when the work is done.
+    pub fn switch(user: Caller, phase: RootPhase) -> Result<Self, PrivilegeError> {
         if user.uid.as_raw() == u32::MAX
             || user.gid.as_raw() == u32::MAX
             || user.groups.iter().any(|g| g.as_raw() == u32::MAX)
@@ -36,6 +38,7 @@ impl ThreadCredentials {
         }
         super::sys("unshare(CLONE_FS)", system::unshare_fs_of_thread())?;
         let root_groups = super::sys("getgroups", system::supplementary_groups())?;
+        phase.enter()?;
         let me = ThreadCredentials {
             user,
             root_groups,
@@ -55,7 +58,7 @@ impl ThreadCredentials {
         // a non-root user, no capability is effective.
         let (_, euid, _) = super::sys("getresuid", system::res_uid())?;
         let (_, egid, _) = super::sys("getresgid", system::res_gid())?;
-        if euid != self.user.uid.as_raw() || egid != self.user.gid.as_raw() {
+        if euid != self.user.uid || egid != self.user.gid {
             return Err(PrivilegeError::NotTakenEffect);
         }
         if !self.user.uid.is_root()
@@ -70,15 +73,17 @@ impl ThreadCredentials {
 }
 
 impl Credentials for ThreadCredentials {
+    const MODE: Mode = Mode::PluginThread;
+
     fn caller(&self) -> &Caller {
         &self.user
     }
 
-    fn as_root<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, PrivilegeError> {
+    fn as_root<T>(&mut self, f: impl FnOnce(&AsRoot) -> T) -> Result<T, PrivilegeError> {
         super::sys("setresuid", system::set_effective_uid(Uid::ROOT))?;
         super::sys("setresgid", system::set_effective_gid(Gid::ROOT))?;
         super::sys("setgroups", system::set_groups(&self.root_groups))?;
-        let out = f();
+        let out = f(&AsRoot::new());
         if let Err(e) = self.become_user() {
             Self::stranded(&format_args!(
                 "cannot return to the job user's credentials: {e}"

@@ -23,7 +23,7 @@ impl Unprivileged {
                 "real, effective and saved ids differ",
             ));
         }
-        if ru != 0 && !sys("capget", system::has_no_capabilities())? {
+        if !ru.is_root() && !sys("capget", system::has_no_capabilities())? {
             return Err(PrivilegeError::StillPrivileged("capabilities are held"));
         }
         Ok(Unprivileged { _checked: () })

@@ -21,7 +21,7 @@ pub fn drop_to(caller: &Caller) -> Result<(), PrivilegeError> {
 /// Checks that the process holds only the caller's credentials: real,
 /// effective and saved ids, groups, no capability, root not regainable.
 pub fn verify_dropped(caller: &Caller) -> Result<(), PrivilegeError> {
-    let (u, g) = (caller.uid.as_raw(), caller.gid.as_raw());
+    let (u, g) = (caller.uid, caller.gid);
     if sys("getresuid", system::res_uid())? != (u, u, u) {
         return Err(PrivilegeError::StillPrivileged("uid"));
     }
@@ -30,8 +30,8 @@ pub fn verify_dropped(caller: &Caller) -> Result<(), PrivilegeError> {
     }
     let mut groups = sys("getgroups", system::supplementary_groups())?;
     let mut want = caller.groups.clone();
-    groups.sort_by_key(|g| g.as_raw());
-    want.sort_by_key(|g| g.as_raw());
+    groups.sort();
+    want.sort();
     if groups != want {
         return Err(PrivilegeError::StillPrivileged("supplementary groups"));
     }
@@ -39,7 +39,7 @@ pub fn verify_dropped(caller: &Caller) -> Result<(), PrivilegeError> {
         if system::set_effective_uid(Uid::ROOT).is_ok() {
             return Err(PrivilegeError::StillPrivileged("root could be regained"));
         }
-        if caller.gid.as_raw() != 0 && system::set_effective_gid(Gid::ROOT).is_ok() {
+        if !caller.gid.is_root() && system::set_effective_gid(Gid::ROOT).is_ok() {
             return Err(PrivilegeError::StillPrivileged("gid 0 could be regained"));
         }
         if !sys("capget", system::has_no_capabilities())? {

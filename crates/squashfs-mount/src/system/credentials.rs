@@ -3,24 +3,28 @@
 //! `privilege`, which decides when they may run).
 #![allow(unsafe_code)]
 
+use rustix::io::Errno;
 
 use super::{Gid, SysResult, Uid};
 
 pub fn real_uid() -> Uid {
-    rustix::process::getuid()
+    Uid::from_raw(rustix::process::getuid().as_raw())
 }
 pub fn real_gid() -> Gid {
-    rustix::process::getgid()
+    Gid::from_raw(rustix::process::getgid().as_raw())
 }
 pub fn effective_uid() -> Uid {
-    rustix::process::geteuid()
+    Uid::from_raw(rustix::process::geteuid().as_raw())
 }
 pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
-    rustix::process::getgroups()
+    Ok(rustix::process::getgroups()?
+        .into_iter()
+        .map(|g| Gid::from_raw(g.as_raw()))
+        .collect())
 }
 
 /// Returns (real, effective, saved) uids.
-pub fn res_uid() -> SysResult<(u32, u32, u32)> {
+pub fn res_uid() -> SysResult<(Uid, Uid, Uid)> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: getresuid writes three uid_t through valid, exclusive pointers
     // to locals; it has no other effect.
@@ -28,18 +32,18 @@ pub fn res_uid() -> SysResult<(u32, u32, u32)> {
     if rc != 0 {
         return Err(super::last_errno());
     }
-    Ok((r, e, s))
+    Ok((Uid::from_raw(r), Uid::from_raw(e), Uid::from_raw(s)))
 }
 
 /// Returns (real, effective, saved) gids.
-pub fn res_gid() -> SysResult<(u32, u32, u32)> {
+pub fn res_gid() -> SysResult<(Gid, Gid, Gid)> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: as for getresuid above: three valid out-pointers to locals.
     let rc = unsafe { libc::getresgid(&mut r, &mut e, &mut s) };
     if rc != 0 {
         return Err(super::last_errno());
     }
-    Ok((r, e, s))
+    Ok((Gid::from_raw(r), Gid::from_raw(e), Gid::from_raw(s)))
 }
 
 // The process is single-threaded whenever these run (checked in
@@ -48,22 +52,23 @@ pub fn res_gid() -> SysResult<(u32, u32, u32)> {
 
 /// Sets only the effective uid (real and saved stay).
 pub fn set_effective_uid(uid: Uid) -> SysResult<()> {
-    rustix::thread::set_thread_res_uid(None, uid, None)
+    rustix::thread::set_thread_res_uid(None, uid.sys(), None)
 }
 /// Sets only the effective gid (real and saved stay).
 pub fn set_effective_gid(gid: Gid) -> SysResult<()> {
-    rustix::thread::set_thread_res_gid(None, gid, None)
+    rustix::thread::set_thread_res_gid(None, gid.sys(), None)
 }
 /// Sets real, effective and saved uid.
 pub fn set_all_uids(uid: Uid) -> SysResult<()> {
-    rustix::thread::set_thread_res_uid(uid, uid, uid)
+    rustix::thread::set_thread_res_uid(uid.sys(), uid.sys(), uid.sys())
 }
 /// Sets real, effective and saved gid.
 pub fn set_all_gids(gid: Gid) -> SysResult<()> {
-    rustix::thread::set_thread_res_gid(gid, gid, gid)
+    rustix::thread::set_thread_res_gid(gid.sys(), gid.sys(), gid.sys())
 }
 pub fn set_groups(groups: &[Gid]) -> SysResult<()> {
-    rustix::thread::set_thread_groups(groups)
+    let groups: Vec<rustix::process::Gid> = groups.iter().map(|g| g.sys()).collect();
+    rustix::thread::set_thread_groups(&groups)
 }
 
 pub fn set_not_dumpable() -> SysResult<()> {
@@ -107,10 +112,76 @@ pub fn clear_capabilities() -> SysResult<()> {
     )
 }
 
+/// A set of capabilities (one bit each, as the kernel numbers them).
+pub use rustix::thread::CapabilitySet as Capabilities;
+
+/// The calling thread's capability sets (the ambient set is empty
+/// whenever the inheritable one is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapabilityState {
+    pub effective: Capabilities,
+    pub permitted: Capabilities,
+    pub inheritable: Capabilities,
+    pub bounding: Capabilities,
+}
+
+/// Every capability this kernel knows, one at a time.
+fn known_capabilities() -> impl Iterator<Item = Capabilities> {
+    (0..64)
+        .map(|bit| Capabilities::from_bits_retain(1 << bit))
+        .take_while(|c| rustix::thread::capability_is_in_bounding_set(*c) != Err(Errno::INVAL))
+}
+
+/// The calling thread's capability sets (capget, and PR_CAPBSET_READ for
+/// each capability the kernel knows).
+pub fn capability_state() -> SysResult<CapabilityState> {
+    let sets = rustix::thread::capabilities(None)?;
+    let mut bounding = Capabilities::empty();
+    for c in known_capabilities() {
+        if rustix::thread::capability_is_in_bounding_set(c)? {
+            bounding |= c;
+        }
+    }
+    Ok(CapabilityState {
+        effective: sets.effective,
+        permitted: sets.permitted,
+        inheritable: sets.inheritable,
+        bounding,
+    })
+}
+
+/// Leaves the calling thread (and what it execs) only the capabilities
+/// `keep` among those it has: every other one leaves the bounding set
+/// (PR_CAPBSET_DROP, which needs CAP_SETPCAP, itself dropped with the
+/// rest), then the permitted and effective sets are what is left of
+/// `keep`, the inheritable set (and so the ambient set) empty. On failure,
+/// the system call that failed.
+pub fn limit_capabilities(keep: Capabilities) -> Result<(), (&'static str, Errno)> {
+    let before = rustix::thread::capabilities(None).map_err(|e| ("capget", e))?;
+    for c in known_capabilities().filter(|c| !keep.contains(*c)) {
+        if rustix::thread::capability_is_in_bounding_set(c)
+            .map_err(|e| ("prctl(PR_CAPBSET_READ)", e))?
+        {
+            rustix::thread::remove_capability_from_bounding_set(c)
+                .map_err(|e| ("prctl(PR_CAPBSET_DROP)", e))?;
+        }
+    }
+    let kept = before.permitted & keep;
+    rustix::thread::set_capabilities(
+        None,
+        rustix::thread::CapabilitySets {
+            effective: before.effective & kept,
+            permitted: kept,
+            inheritable: Capabilities::empty(),
+        },
+    )
+    .map_err(|e| ("capset", e))
+}
+
 /// Sets only the real uid (effective and saved stay). With the effective
 /// uid 0, any uid may be set.
 pub fn set_real_uid(uid: Uid) -> SysResult<()> {
-    rustix::thread::set_thread_res_uid(uid, None, None)
+    rustix::thread::set_thread_res_uid(uid.sys(), None, None)
 }
 
 /// Held while the process holds something other users' launches wait on

@@ -11,6 +11,7 @@
 //! | file            | concern                                              |
 //! |-----------------|------------------------------------------------------|
 //! | `credentials`   | ids, groups, capabilities, dumpable, no_new_privs    |
+//! | `ids`           | user and group ids (the domain's types)              |
 //! | `files`         | opening, reading, writing, listing files             |
 //! | `locks`         | flock                                                |
 //! | `loop_device`   | loop device ioctls                                   |
@@ -27,6 +28,7 @@
 pub mod cpu;
 pub mod credentials;
 pub mod files;
+pub mod ids;
 pub mod limits;
 pub mod locks;
 pub mod loop_device;
@@ -102,7 +104,7 @@ pub(crate) fn last_errno() -> rustix::io::Errno {
             .unwrap_or(libc::EIO),
     )
 }
-pub use rustix::process::{Gid, Uid};
+pub use ids::{Gid, Uid};
 
 /// The result of a system call: an errno on failure.
 pub type SysResult<T> = Result<T, Error>;
@@ -115,8 +117,8 @@ pub struct FileId {
     pub mode: u32,
     pub size: u64,
     pub nlink: u64,
-    pub uid: u32,
-    pub gid: u32,
+    pub uid: Uid,
+    pub gid: Gid,
     pub mtime: (i64, i64),
     pub ctime: (i64, i64),
     pub rdev: u64,

@@ -12,6 +12,31 @@ use rustix::mount::{
 
 use super::{Gid, SysResult, Uid};
 
+/// A filesystem's refusal to create a superblock: the errno, and the
+/// kernel's own explanation (the fs_context log, e.g. "squashfs: Filesystem
+/// uses "xz" compression...").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub errno: Errno,
+    pub log: Vec<String>,
+}
+
+impl Refused {
+    /// "errno log-lines" (the log joined by "; ").
+    pub fn with_log(&self) -> String {
+        format!("{} {}", self.errno, self.log.join("; "))
+    }
+
+    /// " (kernel: log-lines)", or nothing when the kernel said nothing.
+    pub fn kernel_said(&self) -> String {
+        if self.log.is_empty() {
+            String::new()
+        } else {
+            format!(" (kernel: {})", self.log.join("; "))
+        }
+    }
+}
+
 /// A filesystem context from fsopen(2).
 pub struct FsContext {
     fd: OwnedFd,
@@ -39,14 +64,12 @@ impl FsContext {
     pub fn set_fd(&self, key: &str, fd: BorrowedFd<'_>) -> SysResult<()> {
         rustix::mount::fsconfig_set_fd(&self.fd, key, fd)
     }
-    /// Creates the superblock. On failure the kernel's own explanation (the
-    /// fs_context log, e.g. "squashfs: Filesystem uses "xz" compression...")
-    /// is returned alongside the errno.
-    pub fn create(&self) -> Result<(), (Errno, Vec<String>)> {
-        match rustix::mount::fsconfig_create(&self.fd) {
-            Ok(()) => Ok(()),
-            Err(e) => Err((e, self.messages())),
-        }
+    /// Creates the superblock; on failure with the kernel's explanation.
+    pub fn create(&self) -> Result<(), Refused> {
+        rustix::mount::fsconfig_create(&self.fd).map_err(|errno| Refused {
+            errno,
+            log: self.messages(),
+        })
     }
     /// Drains the kernel's message log of this context.
     pub fn messages(&self) -> Vec<String> {
@@ -75,8 +98,8 @@ pub fn make_directory_in(
     dir: BorrowedFd<'_>,
     name: &str,
     mode: u32,
-    uid: u32,
-    gid: u32,
+    uid: Uid,
+    gid: Gid,
 ) -> SysResult<OwnedFd> {
     rustix::fs::mkdirat(dir, name, Mode::from_bits_truncate(mode))?;
     let fd = rustix::fs::openat(
@@ -85,9 +108,12 @@ pub fn make_directory_in(
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
-    // chmod after chown: chown clears set-id bits.
+    // The mode first (mkdir's was narrowed by the umask), while root owns
+    // the directory: changing another owner's mode would need CAP_FOWNER,
+    // which the root phase does not keep. chown leaves a directory's mode
+    // as it is (it clears set-id bits of files only).
     rustix::fs::fchmod(&fd, Mode::from_bits_truncate(mode))?;
+    rustix::fs::fchown(&fd, Some(uid.sys()), Some(gid.sys()))?;
     Ok(fd)
 }
 

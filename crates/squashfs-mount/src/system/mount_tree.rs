@@ -13,7 +13,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::mount::{MountAttrFlags, OpenTreeFlags};
 
-use super::SysResult;
+use super::{Gid, SysResult, Uid};
 
 /// open_tree(2) with OPEN_TREE_CLONE | AT_RECURSIVE: a detached copy of
 /// the directory `fd` refers to and every mount below it (what `mount
@@ -139,7 +139,7 @@ fn open_entry(dir: BorrowedFd<'_>, name: &OsStr, kind: OFlags) -> SysResult<Owne
 /// A fresh tmpfs as a detached mount (nosuid, nodev), its root directory
 /// owned by `uid`:`gid` with `mode`, holding at most `inodes` inodes and
 /// 1 MiB of data (directories, empty files and symlinks only).
-pub fn small_tmpfs(uid: u32, gid: u32, mode: u32, inodes: usize) -> SysResult<OwnedFd> {
+pub fn small_tmpfs(uid: Uid, gid: Gid, mode: u32, inodes: usize) -> SysResult<OwnedFd> {
     let ctx = super::FsContext::open("tmpfs")?;
     for (key, value) in [
         ("size", "1m".to_string()),
@@ -150,7 +150,7 @@ pub fn small_tmpfs(uid: u32, gid: u32, mode: u32, inodes: usize) -> SysResult<Ow
     ] {
         ctx.set_string(key, OsStr::new(&value))?;
     }
-    ctx.create().map_err(|(e, _)| e)?;
+    ctx.create().map_err(|r| r.errno)?;
     ctx.mount(MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV)
 }
 

@@ -143,6 +143,13 @@ fn change_dir_as_root_or_caller(dir: BorrowedFd<'_>) -> Result<(), Result<Errno,
 /// (see [`leave_working_dir`]); None: the process stayed where it was.
 pub struct AwayFromWorkingDir(Option<OwnedFd>);
 
+impl AwayFromWorkingDir {
+    /// Nothing to return to: the process stayed where it was.
+    pub fn stayed() -> AwayFromWorkingDir {
+        AwayFromWorkingDir(None)
+    }
+}
+
 /// Pins the working directory as an fd and moves to "/". For the steps
 /// that hold the cache lock: a working directory on a file system the
 /// caller serves (FUSE) could otherwise stall root's later fchdir back into
@@ -298,7 +305,7 @@ pub fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
     ctx.set_string("mode", OsStr::new("0700"))?;
     ctx.set_string("size", OsStr::new(size))?;
     ctx.set_string("nr_inodes", OsStr::new("16k"))?;
-    ctx.create().map_err(|(e, _)| e)?;
+    ctx.create().map_err(|r| r.errno)?;
     let tmpfs = ctx.mount(
         MountAttrFlags::MOUNT_ATTR_NOSUID
             | MountAttrFlags::MOUNT_ATTR_NODEV

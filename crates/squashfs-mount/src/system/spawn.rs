@@ -44,7 +44,9 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
 /// Reads what is available from `fd` (at most `limit` bytes, until EOF).
 pub fn read_some(fd: BorrowedFd<'_>, limit: usize) -> SysResult<Vec<u8>> {
     let mut out = vec![0u8; limit];
-    let done = super::fill(fd, &mut out, super::Position::Current, |read| read.contains(&b'\n'))?;
+    let done = super::fill(fd, &mut out, super::Position::Current, |read| {
+        read.contains(&b'\n')
+    })?;
     out.truncate(done);
     Ok(out)
 }

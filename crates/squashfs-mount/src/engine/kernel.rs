@@ -1,64 +1,53 @@
-//! Where kernel instances come from, the same way for every front end:
-//! clones of cached instances (one visit to the cache for the whole call),
-//! else fresh ones (loop devices attached under the loop budget, mounted
-//! without any lock held), offered to the cache in one more visit.
-//! Concurrent launches of one uncached image make one instance between
-//! them (`cache::claim`). Needs root (call inside `Credentials::as_root`).
+//! Stages 3 and 5, the kernel path: where kernel instances come from, the
+//! same way for every front end. Clones of cached instances (one visit to
+//! the cache for the whole call), else fresh ones (loop devices attached
+//! under the loop budget, mounted without any lock held), offered to the
+//! cache in one more visit. Concurrent launches of one uncached image make
+//! one instance between them (single flight, `cache::claim`). Every
+//! root-side call goes through [`RootSide`].
 
 use std::collections::HashSet;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use crate::cache::claim::{Claim, Claims};
-use crate::cache::{evict, CacheError, Identity, Meta, Offer, Placed, Store};
+use super::images::{Images, NotCached, Outcome, Record};
+use super::plan::Plan;
+use super::root_side::{FreshImage, RootSide};
+use crate::cache::{evict, CacheError, Identity, Meta, Offer, Placed};
 use crate::config::Settings;
 use crate::error::Failure;
 use crate::image::Image;
 use crate::instance;
-use crate::limits::{LoopBudget, LoopLimits};
-use crate::loopdev::{self, LoopDevice, LoopOptions, Owner};
-use crate::system;
+use crate::limits::LoopLimits;
+use crate::loopdev::{LoopOptions, Owner};
+use crate::privilege::{AsRoot, Credentials};
+use crate::system::{self, Uid};
 
 /// One image of the call that the kernel mounts.
-pub struct Wanted<'a> {
-    pub image: &'a Image,
-    /// How many detached mounts of it the call needs (mount points it is
-    /// used at).
-    pub copies: usize,
-    /// May be kept in the cache (its path is open to everyone, it is not on
-    /// a user's FUSE file system, and caching is on for this launch).
-    pub cacheable: bool,
-    pub subject: &'a str,
+struct Wanted<'a> {
+    image: &'a Image,
+    /// How many detached mounts of it the call needs.
+    copies: usize,
+    /// May be kept in the cache.
+    cacheable: bool,
+    subject: &'a str,
 }
 
-/// What [`KernelSource::instances`] did for one wanted image (for
-/// `--verbose`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Clones of an instance the cache held (or another launch made
-    /// meanwhile).
-    Reused,
-    /// A new instance, now in the cache.
-    Cached,
-    /// A new instance for this launch only, and why.
-    Private(NotCached),
-}
-
-/// Why a new instance is not in the cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotCached {
-    /// The image may not be cached (`Wanted::cacheable`; the caller knows
-    /// why).
-    NotCacheable,
-    /// The cache is not in use for this launch (off, or unavailable).
-    NoCache,
-    /// The cache did not take it (no room, or it could not be stored).
-    Refused,
+impl<'a> Wanted<'a> {
+    fn of(r: &'a Record) -> Wanted<'a> {
+        Wanted {
+            image: &r.image,
+            copies: r.copies,
+            cacheable: r.cacheable(),
+            subject: &r.subject,
+        }
+    }
 }
 
 /// The kernel instances of one launch.
 pub struct KernelSource {
-    store: Option<Store>,
+    /// The image cache is in use (opened, and not given up since).
+    cache: bool,
     /// Lines worth printing even without `--verbose` (the cache or the
     /// loop-device budget could not be used as they should have been).
     warnings: Vec<String>,
@@ -68,55 +57,97 @@ pub struct KernelSource {
     loop_limits: LoopLimits,
     /// How long a launch waits for another making the same instance.
     wait_ms: u64,
-    uid: u32,
-    /// What the last `instances` call did, per wanted image.
+    uid: Uid,
+    /// What the current `make_all` did, per wanted image.
     outcomes: Vec<Outcome>,
 }
 
 /// `copies` detached mounts of each wanted image, in order (empty: none yet).
 type Instances = Vec<Vec<OwnedFd>>;
 
+/// Runs `f` as root from "/", then goes back to the working directory: `f`
+/// visits the image cache under its lock, and the working directory may be
+/// on a file system the caller serves (FUSE), whose stalled answer to
+/// root's fchdir back into it must not hold the lock for everyone. The
+/// way back happens after `f`, lock released (it can stall only this
+/// launch).
+fn away<C: Credentials, R: RootSide, T>(
+    creds: &mut C,
+    root_side: &mut R,
+    f: impl FnOnce(&AsRoot, &mut R) -> T,
+) -> Result<T, Failure> {
+    creds.as_root(|root| {
+        let away = root_side.leave_working_dir(root)?;
+        let t = f(root, root_side);
+        if let Err(s) = root_side.return_to_working_dir(root, away) {
+            C::stranded(&s);
+        }
+        Ok(t)
+    })?
+}
+
 impl KernelSource {
-    /// Opens the cache (creating it if needed) unless `use_cache` is false,
-    /// and runs the periodic bounded collection. Needs root, in the
-    /// namespace the launch started in.
-    pub fn open(
+    /// Stage 3, in the namespace the launch started in: opens the image
+    /// cache (creating it if needed) when the launch uses it and has kernel
+    /// images, and runs the periodic bounded collection.
+    pub fn open<C: Credentials, R: RootSide>(
+        creds: &mut C,
+        root_side: &mut R,
+        images: &Images,
+        plan: &Plan,
         settings: &Settings,
-        use_cache: bool,
-        uid: u32,
-        stranded: crate::cache::store::Stranded,
-    ) -> KernelSource {
+    ) -> Result<KernelSource, Failure> {
         let mut source = KernelSource {
-            store: None,
+            cache: false,
             warnings: Vec::new(),
             notes: Vec::new(),
             options: settings.loop_options,
             loop_limits: settings.loop_limits(),
             wait_ms: settings.cache_lock_timeout_ms,
-            uid,
+            uid: creds.caller().uid,
             outcomes: Vec::new(),
         };
-        if use_cache {
-            match Store::open(
-                settings.cache_limits(),
-                settings.cache_lock_timeout_ms,
-                true,
-                stranded,
-            ) {
-                Ok(Some(store)) => {
-                    store.maintain(crate::cache::GC_INTERVAL);
-                    source.store = Some(store);
-                }
-                Ok(None) => {}
-                Err(e) => source.warnings.push(unavailable(&e)),
-            }
+        if !images.records.iter().any(Record::is_kernel) || !settings.cache || plan.no_cache {
+            return Ok(source);
         }
-        source
+        match away(creds, root_side, |root, rs| {
+            rs.open_cache(root, settings, C::stranded)
+        })? {
+            Ok(open) => source.cache = open,
+            Err(e) => source.warnings.push(unavailable(&e)),
+        }
+        Ok(source)
+    }
+
+    /// Stage 5: the kernel instances, `copies` of each kernel image, in
+    /// its record, with what was done.
+    pub fn instances<C: Credentials, R: RootSide>(
+        &mut self,
+        creds: &mut C,
+        root_side: &mut R,
+        images: &mut Images,
+    ) -> Result<(), Failure> {
+        let kernel: Vec<usize> = (0..images.records.len())
+            .filter(|&i| images.records[i].is_kernel())
+            .collect();
+        if kernel.is_empty() {
+            return Ok(());
+        }
+        let records = &images.records;
+        let made = away(creds, root_side, |root, rs| {
+            let wanted: Vec<Wanted<'_>> = kernel.iter().map(|&i| Wanted::of(&records[i])).collect();
+            self.make_all(root, rs, &wanted)
+        })??;
+        for ((&i, instances), outcome) in kernel.iter().zip(made).zip(&self.outcomes) {
+            images.records[i].instances = instances;
+            images.records[i].outcome = Some(*outcome);
+        }
+        Ok(())
     }
 
     /// The cache cannot be used for the rest of this launch (said once).
     fn miss(&mut self, e: CacheError) {
-        if self.store.take().is_some() {
+        if std::mem::take(&mut self.cache) {
             self.warnings.push(unavailable(&e));
         }
     }
@@ -131,14 +162,13 @@ impl KernelSource {
     pub fn notes(&self) -> &[String] {
         &self.notes
     }
-
-    /// What the last [`KernelSource::instances`] did, per wanted image.
-    pub fn outcomes(&self) -> &[Outcome] {
-        &self.outcomes
-    }
-
     /// `copies` detached mounts of each wanted image, in order.
-    pub fn instances(&mut self, wanted: &[Wanted<'_>]) -> Result<Instances, Failure> {
+    fn make_all<R: RootSide>(
+        &mut self,
+        root: &AsRoot,
+        rs: &mut R,
+        wanted: &[Wanted<'_>],
+    ) -> Result<Instances, Failure> {
         let mut out: Instances = wanted.iter().map(|_| Vec::new()).collect();
         self.outcomes = wanted
             .iter()
@@ -150,7 +180,7 @@ impl KernelSource {
             })
             .collect();
         let cacheable: Vec<usize> = (0..wanted.len()).filter(|&i| wanted[i].cacheable).collect();
-        self.reuse(wanted, &cacheable, &mut out);
+        self.reuse(root, rs, wanted, &cacheable, &mut out);
         if out.iter().all(|o| !o.is_empty()) {
             return Ok(out);
         }
@@ -164,34 +194,40 @@ impl KernelSource {
         // Single flight: make the cacheable ones no other launch is making
         // (looking in the cache once more, now that the claims are ours),
         // then wait for the others' and take what they cached.
-        let (claims, theirs) = self.claim(wanted, &out);
+        let (claims, theirs) = self.claim(root, rs, wanted, &out);
         let ours: Vec<usize> = claims.iter().map(|(i, _)| *i).collect();
-        self.reuse(wanted, &ours, &mut out);
+        self.reuse(root, rs, wanted, &ours, &mut out);
         let now: Vec<usize> = (0..wanted.len())
             .filter(|&i| out[i].is_empty() && !theirs.contains(&i))
             .collect();
-        self.make(wanted, &now, &mut out)?;
+        self.make(root, rs, wanted, &now, &mut out)?;
         drop(claims);
         if !theirs.is_empty() {
-            self.await_others(wanted, &theirs);
-            self.reuse(wanted, &theirs, &mut out);
+            self.await_others(root, rs, wanted, &theirs);
+            self.reuse(root, rs, wanted, &theirs, &mut out);
             let left: Vec<usize> = theirs.into_iter().filter(|&i| out[i].is_empty()).collect();
-            self.make(wanted, &left, &mut out)?;
+            self.make(root, rs, wanted, &left, &mut out)?;
         }
         Ok(out)
     }
 
     /// Clones of cached instances for the images `which` (one visit).
-    fn reuse(&mut self, wanted: &[Wanted<'_>], which: &[usize], out: &mut Instances) {
-        let Some(store) = &self.store else { return };
-        if which.is_empty() {
+    fn reuse<R: RootSide>(
+        &mut self,
+        root: &AsRoot,
+        rs: &mut R,
+        wanted: &[Wanted<'_>],
+        which: &[usize],
+        out: &mut Instances,
+    ) {
+        if !self.cache || which.is_empty() {
             return;
         }
         let ask: Vec<(Identity, usize)> = which
             .iter()
             .map(|&i| (Identity::from(&wanted[i].image.id), wanted[i].copies))
             .collect();
-        match store.reuse(&ask) {
+        match rs.reuse(root, &ask) {
             Ok(clones) => {
                 for (&i, c) in which.iter().zip(clones) {
                     if !c.is_empty() {
@@ -206,25 +242,24 @@ impl KernelSource {
 
     /// Claims the making of each missing cacheable image: the claims taken,
     /// and the images another launch is making.
-    fn claim(
+    #[allow(clippy::type_complexity)]
+    fn claim<R: RootSide>(
         &mut self,
+        root: &AsRoot,
+        rs: &mut R,
         wanted: &[Wanted<'_>],
         out: &Instances,
-    ) -> (Vec<(usize, Claim)>, Vec<usize>) {
+    ) -> (Vec<(usize, R::Claim)>, Vec<usize>) {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        if self.store.is_none() {
+        if !self.cache {
             return (ours, theirs);
         }
-        let claims = match Claims::open() {
-            Ok(c) => c,
-            Err(e) => {
-                self.notes.push(format!("no single flight: {e}"));
-                return (ours, theirs);
-            }
-        };
+        if let Err(e) = rs.open_claims(root) {
+            self.notes.push(format!("no single flight: {e}"));
+            return (ours, theirs);
+        }
         for i in (0..wanted.len()).filter(|&i| wanted[i].cacheable && out[i].is_empty()) {
-            let id = &wanted[i].image.id;
-            match claims.claim(id.dev, id.ino) {
+            match rs.claim(root, &wanted[i].image.id) {
                 Ok(Some(c)) => ours.push((i, c)),
                 Ok(None) => theirs.push(i),
                 Err(e) => self.notes.push(format!("no single flight: {e}")),
@@ -235,12 +270,16 @@ impl KernelSource {
 
     /// Waits (bounded, and not for a stalled maker) until the launches
     /// making the images `theirs` are done.
-    fn await_others(&mut self, wanted: &[Wanted<'_>], theirs: &[usize]) {
+    fn await_others<R: RootSide>(
+        &mut self,
+        root: &AsRoot,
+        rs: &mut R,
+        wanted: &[Wanted<'_>],
+        theirs: &[usize],
+    ) {
         let deadline = Instant::now() + Duration::from_millis(self.wait_ms);
-        let Ok(claims) = Claims::open() else { return };
         for &i in theirs {
-            let id = &wanted[i].image.id;
-            if let Err(e) = claims.wait(id.dev, id.ino, deadline) {
+            if let Err(e) = rs.await_claim(root, &wanted[i].image.id, deadline) {
                 self.notes.push(format!(
                     "{}: not waiting for another launch making its instance ({e}); making one",
                     wanted[i].subject
@@ -251,8 +290,10 @@ impl KernelSource {
 
     /// Fresh instances of the images `which`, offered to the cache where
     /// they may be kept; private ones otherwise.
-    fn make(
+    fn make<R: RootSide>(
         &mut self,
+        root: &AsRoot,
+        rs: &mut R,
         wanted: &[Wanted<'_>],
         which: &[usize],
         out: &mut Instances,
@@ -260,94 +301,55 @@ impl KernelSource {
         if which.is_empty() {
             return Ok(());
         }
-        let fresh = self.fresh(wanted, which)?;
+        let for_cache = |w: &Wanted<'_>| w.cacheable && self.cache;
+        let fresh: Vec<FreshImage<'_>> = which
+            .iter()
+            .map(|&i| FreshImage {
+                image: wanted[i].image,
+                owner: match for_cache(&wanted[i]) {
+                    true => Owner::Cache,
+                    false => Owner::User(self.uid),
+                },
+                subject: wanted[i].subject,
+            })
+            .collect();
+        let (made, note) = rs.fresh(root, &fresh, self.loop_limits, self.options, self.uid)?;
+        self.warnings.extend(note);
         let (mut offers, mut private) = (Vec::new(), Vec::new());
-        for (i, f) in fresh {
-            if wanted[i].cacheable && self.store.is_some() {
+        for (&i, f) in which.iter().zip(made) {
+            if for_cache(&wanted[i]) {
                 offers.push((i, self.offer(&wanted[i], f)));
             } else {
                 private.push((i, f.mount));
             }
         }
-        for (i, placed) in self.place(wanted, offers) {
+        for (i, placed) in self.place(root, rs, wanted, offers) {
             match placed {
                 Placed::Cached(clones) => {
                     self.outcomes[i] = Outcome::Cached;
                     out[i] = clones
                 }
                 Placed::Private(offer) => {
-                    if self.store.is_some() {
+                    if self.cache {
                         self.outcomes[i] = Outcome::Private(NotCached::Refused);
                     }
                     // Made for the cache, kept by this launch alone: it
                     // counts for the user's share from now on.
-                    self.count_as_private(offer.meta.loop_number);
+                    if let Err(e) = rs.count_as_private(root, offer.meta.loop_number, self.uid) {
+                        self.notes.push(format!(
+                            "/dev/loop{} could not be counted as yours: {e}",
+                            offer.meta.loop_number
+                        ));
+                    }
                     private.push((i, offer.mount));
                 }
             }
         }
         for (i, mount) in private {
-            out[i] = copies_of(mount, &wanted[i])?;
+            let w = &wanted[i];
+            out[i] = rs.copies(root, mount, w.copies, w.image, w.subject)?;
         }
         Ok(())
-    }
-
-    /// Loop devices for the images `which`, counted and configured under
-    /// the budget's lock; then the superblocks, which read the images,
-    /// without it.
-    fn fresh(
-        &mut self,
-        wanted: &[Wanted<'_>],
-        which: &[usize],
-    ) -> Result<Vec<(usize, instance::Fresh)>, Failure> {
-        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-            .map_err(|e| Failure::new(format!("cannot open /dev: {e}")))?;
-        let owner = |w: &Wanted<'_>| match w.cacheable && self.store.is_some() {
-            true => Owner::Cache,
-            false => Owner::User(self.uid),
-        };
-        let private = which
-            .iter()
-            .filter(|&&i| owner(&wanted[i]) != Owner::Cache)
-            .count();
-        let devices: Vec<LoopDevice> = {
-            let budget = LoopBudget::reserve(
-                which.len(),
-                private,
-                self.loop_limits,
-                self.uid,
-                dev.as_fd(),
-            )?;
-            self.warnings.extend(budget.note.clone());
-            which
-                .iter()
-                .map(|&i| {
-                    let w = &wanted[i];
-                    LoopDevice::attach(w.image, self.options, dev.as_fd(), owner(w), w.subject)
-                })
-                .collect::<Result<_, _>>()?
-        };
-        which
-            .iter()
-            .zip(devices)
-            .map(|(&i, device)| {
-                let w = &wanted[i];
-                Ok((
-                    i,
-                    instance::on_device(device, w.image, self.options, w.subject)?,
-                ))
-            })
-            .collect()
-    }
-
-    fn count_as_private(&mut self, loop_number: u32) {
-        let counted = system::open_dir_nofollow(system::working_dir(), "/dev")
-            .and_then(|dev| loopdev::count_for(dev.as_fd(), loop_number, Owner::User(self.uid)));
-        if let Err(e) = counted {
-            self.notes.push(format!(
-                "/dev/loop{loop_number} could not be counted as yours: {e}"
-            ));
-        }
     }
 
     fn offer(&self, w: &Wanted<'_>, f: instance::Fresh) -> Offer {
@@ -371,8 +373,10 @@ impl KernelSource {
 
     /// Offers fresh instances to the cache (one visit): each comes back as
     /// clones of the cached instance, or as the offer to use privately.
-    fn place(
+    fn place<R: RootSide>(
         &mut self,
+        root: &AsRoot,
+        rs: &mut R,
         wanted: &[Wanted<'_>],
         offers: Vec<(usize, Offer)>,
     ) -> Vec<(usize, Placed)> {
@@ -384,13 +388,12 @@ impl KernelSource {
             .map(|w| (w.image.id.dev, w.image.id.ino))
             .collect();
         let (index, offered): (Vec<usize>, Vec<Offer>) = offers.into_iter().unzip();
-        let placed = match self.store.as_ref().map(|s| s.place(offered, &protected)) {
-            Some(Ok(placed)) => placed,
-            Some(Err((e, back))) => {
+        let placed = match rs.place(root, offered, &protected) {
+            Ok(placed) => placed,
+            Err((e, back)) => {
                 self.miss(e);
                 back.into_iter().map(Placed::Private).collect()
             }
-            None => Vec::new(),
         };
         index.into_iter().zip(placed).collect()
     }
@@ -398,14 +401,4 @@ impl KernelSource {
 
 fn unavailable(e: &CacheError) -> String {
     format!("image cache unavailable ({e}); mounting private instances")
-}
-
-/// The `copies` detached mounts of a private instance.
-fn copies_of(mount: OwnedFd, w: &Wanted<'_>) -> Result<Vec<OwnedFd>, Failure> {
-    let mut copies = Vec::with_capacity(w.copies);
-    for _ in 1..w.copies {
-        copies.push(instance::clone(&mount, w.image, w.subject)?);
-    }
-    copies.insert(0, mount);
-    Ok(copies)
 }

@@ -8,27 +8,23 @@ use crate::config::policy::{KernelImages, Policy, TrustedMatch};
 use crate::config::{self, Settings, CONFIG_PATH};
 use crate::error::{print_stdout, Failure};
 use crate::image::Image;
-use crate::privilege::{Credentials, PrivilegeError, Privileges, Unprivileged};
+use crate::paths::Places;
+use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase, Unprivileged};
+use crate::system::Uid;
 
-fn ids(list: &[u32]) -> String {
+fn ids<T: std::fmt::Display>(list: &[T]) -> String {
     if list.is_empty() {
         "(none)".into()
     } else {
-        list.iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        list.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
     }
 }
 
-fn dirs(list: &[OsString]) -> String {
-    if list.is_empty() {
+fn dirs(places: &Places) -> String {
+    if places.is_empty() {
         "(none)".into()
     } else {
-        list.iter()
-            .map(|d| d.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(", ")
+        places.list()
     }
 }
 
@@ -46,8 +42,8 @@ pub fn describe(p: &Policy) -> String {
     format!(
         "kernel-images = {kernel}\ntrusted-owners = {}\ntrusted-groups = {}\ntrusted-dirs = {}\ntrusted-match = {m}\n\
          allowed-users = {}\nallowed-groups = {}\nmount-points = {}\nallow-writable = {}\nallow-union = {}\nallow-mutable-root = {}\nmax-images-per-call = {}\n",
-        ids(&std::iter::once(0)
-            .chain(p.trusted_owners.iter().copied().filter(|&u| u != 0))
+        ids(&std::iter::once(Uid::ROOT)
+            .chain(p.trusted_owners.iter().copied().filter(|u| !u.is_root()))
             .collect::<Vec<_>>()),
         ids(&p.trusted_groups),
         dirs(&p.trusted_dirs),
@@ -62,15 +58,12 @@ pub fn describe(p: &Policy) -> String {
 }
 
 pub fn run(images: &[OsString]) -> Result<(), Failure> {
-    match Privileges::acquire() {
+    match Privileges::acquire(RootPhase::IDS) {
         Ok(mut privileges) => {
-            let settings: Settings = privileges.as_root(config::load)?;
+            let settings: Settings = privileges.as_root(|_root| config::load())?;
             let caller = privileges.caller().clone();
             let mut out = format!("# site policy in force ({CONFIG_PATH}, or built-in defaults where it sets nothing)\n{}", describe(&settings.policy));
-            if let Err(why) = settings
-                .policy
-                .admits(caller.uid.as_raw(), &caller.all_gids())
-            {
+            if let Err(why) = settings.policy.admits(&caller) {
                 out += &format!("# you: {why}\n");
             }
             for given in images {

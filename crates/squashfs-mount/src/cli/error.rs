@@ -1,0 +1,119 @@
+//! What the command line gets wrong, and the words for it (each followed
+//! by "(see squashfs-mount --help)").
+
+use std::fmt;
+
+/// The message for a call without any argument (the wording of the C tool
+/// and of uenv, which scripts match); `main` prints the usage first.
+pub const NO_COMMAND: &str = "no command given";
+
+/// A mistake on the command line. Arguments are kept as given (lossy for
+/// bytes that are not UTF-8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UsageError {
+    /// No argument at all.
+    NoCommand,
+    /// `--` with nothing after it.
+    NoCommandAfterDashes,
+    /// The arguments ended without `--`.
+    NoCommandAtEnd,
+    /// An option given as `--opt=` with nothing after `=`: the option,
+    /// and what it needs.
+    EmptyValue(&'static str, &'static str),
+    /// An option whose value (the next word) is missing: the option as
+    /// given, and what it needs.
+    NeedsValue(String, &'static str),
+    UnknownOption(String),
+    /// A word after the pairs that is no pair: the command, without `--`?
+    NotAPair(String),
+    /// `--verbose=` beyond 0 to `max`.
+    Verbosity {
+        text: String,
+        max: u8,
+    },
+    OnlyOneCommand,
+    AllOrExpiredWithoutGc,
+    JsonWithoutStatus,
+    AllWithStatus,
+    /// A word that cannot go with a maintenance command (the word, and
+    /// the command with what it takes).
+    NotWith(String, &'static str),
+    /// `--writable=SIZE` that is no size: the text, and why.
+    WritableSize(String, String),
+    WritableTooSmall(String),
+    UnionEmptyImage(String),
+    UnionTooMany {
+        given: usize,
+        max: usize,
+    },
+    /// No ':' (the argument, and the form it should have).
+    NoColon(String, &'static str),
+    ManyColons(String),
+    /// An empty half (the argument, and which half).
+    EmptyPart(String, &'static str),
+    Newline(String),
+    Nul,
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.words(f)?;
+        f.write_str(" (see squashfs-mount --help)")
+    }
+}
+
+impl UsageError {
+    /// The words without the pointer to `--help` (the Slurm plugin has
+    /// options of its own).
+    pub fn message(&self) -> String {
+        struct Words<'a>(&'a UsageError);
+        impl fmt::Display for Words<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.words(f)
+            }
+        }
+        Words(self).to_string()
+    }
+
+    fn words(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use UsageError as U;
+        match self {
+            U::NoCommand => f.write_str(NO_COMMAND),
+            U::NoCommandAfterDashes => write!(f, "{NO_COMMAND} after '--'"),
+            U::NoCommandAtEnd => write!(f, "{NO_COMMAND}: put the command to run after '--', e.g. squashfs-mount image.sqfs:/mnt -- bash"),
+            U::EmptyValue(option, what) => write!(f, "{option}= needs {what}"),
+            U::NeedsValue(option, what) => write!(f, "{option} needs {what} before '--'"),
+            U::UnknownOption(arg) => write!(f, "unknown option '{arg}'"),
+            U::NotAPair(arg) => write!(f, "'{arg}' is not of the form <image>:<mountpoint>; did you forget '--' before the command?"),
+            U::Verbosity { text, max } => write!(
+                f,
+                "--verbose={text}: give a level from 0 to {max} (or -v, -vv, -vvv)"
+            ),
+            U::OnlyOneCommand => f.write_str("give only one of --gc, --cache-status and --policy"),
+            U::AllOrExpiredWithoutGc => f.write_str("--all and --expired go with --gc"),
+            U::JsonWithoutStatus => f.write_str("--json goes with --cache-status"),
+            U::AllWithStatus => f.write_str("--all goes with --gc"),
+            U::NotWith(arg, command) => write!(f, "'{arg}' cannot be combined with {command}"),
+            U::WritableSize(text, why) => write!(f, "invalid --writable size '{text}': {why}; use a size such as 512M, 2G or 2GiB, or a percentage of RAM such as 25%"),
+            U::WritableTooSmall(text) => {
+                write!(f, "--writable size '{text}' is too small: give at least 1M")
+            }
+            U::UnionEmptyImage(arg) => write!(f, "--union='{arg}': an image path is empty"),
+            U::UnionTooMany { given, max } => write!(
+                f,
+                "--union: {given} images given, at most {max} can be stacked"
+            ),
+            U::NoColon(arg, form) => write!(f, "'{arg}' is not of the form {form}"),
+            U::ManyColons(arg) => write!(f, "'{arg}' has more than one ':'; paths containing ':' are not supported, use a symlink without ':' to the file or directory"),
+            U::EmptyPart(arg, name) => write!(f, "'{arg}': {name} is empty"),
+            U::Newline(arg) => write!(
+                f,
+                "'{}': paths containing a newline are not supported",
+                arg.escape_debug()
+            ),
+            U::Nul => f.write_str("paths cannot contain a NUL byte"),
+        }
+    }
+}
+
+crate::error_kind!(UsageError);

@@ -1,0 +1,104 @@
+//! The maintenance commands: `--gc`, `--cache-status` and `--policy`.
+//! Each acquires the setuid process's privileges for its own small root
+//! phase, opens what the caller names with the caller's rights, and drops
+//! every privilege before it prints anything.
+//!
+//! What a user sees and may evict is decided from the recorded creator
+//! only: a user's own instances (root: all). No recorded path of another
+//! user is ever opened (its owner could stall the command, or learn who ran
+//! it), and no other user's path is shown.
+
+pub mod gc;
+pub mod policy;
+pub mod status;
+
+use std::fmt;
+
+use crate::cache::{CacheError, Entry, Store};
+use crate::config;
+use crate::error::Failure;
+use crate::privilege::{Credentials, Privileges};
+use crate::system::Uid;
+
+pub use gc::gc_command;
+pub use status::status_command;
+
+/// What a maintenance command could not do.
+#[derive(Debug)]
+pub enum CommandError {
+    /// `--gc --all` by a user other than root.
+    GcAllNotRoot,
+    Cache(CacheError),
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandError::GcAllNotRoot => f.write_str("--gc --all evicts instances other users may be about to reuse; only root may use it"),
+            CommandError::Cache(e) => write!(f, "image cache: {e}"),
+        }
+    }
+}
+
+crate::error_kind!(CommandError);
+
+/// Opens the existing cache as root; None when there is none.
+fn open_existing(privileges: &mut Privileges) -> Result<Option<Store>, Failure> {
+    privileges
+        .as_root(|root| {
+            let settings = config::load();
+            Store::open(
+                root,
+                settings.cache_limits(),
+                settings.cache_lock_timeout_ms,
+                false,
+                Privileges::stranded,
+            )
+        })?
+        .map_err(|e| Failure::new(CommandError::Cache(e)))
+}
+
+/// The image path an entry records, for its creator and root.
+fn shown_path(e: &Entry) -> String {
+    match &e.meta {
+        Some(m) => String::from_utf8_lossy(&m.path).escape_debug().to_string(),
+        None => format!("(incomplete entry {})", e.name),
+    }
+}
+
+/// Whether the user `uid` may see (and evict) the entry.
+fn visible(uid: Uid, e: &Entry) -> bool {
+    uid.is_root() || e.meta.as_ref().is_some_and(|m| m.uid == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_user_sees() {
+        let e = |uid: u32| Entry {
+            name: "0".repeat(32),
+            meta: Some(crate::cache::Meta::new(
+                &crate::cache::Identity {
+                    dev: 1,
+                    ino: 2,
+                    size: 3,
+                    mtime: (0, 0),
+                    ctime: (0, 0),
+                },
+                131072,
+                1,
+                0x701,
+                Uid::from_raw(uid),
+                0,
+                b"/x",
+            )),
+            valid: true,
+            last_used: 0,
+        };
+        assert!(visible(Uid::from_raw(1000), &e(1000)));
+        assert!(!visible(Uid::from_raw(1001), &e(1000)));
+        assert!(visible(Uid::ROOT, &e(1000)));
+    }
+}

@@ -1,0 +1,196 @@
+//! Stage 6, in the private namespace, for each mount of the plan in path
+//! order (parents first): with `-r`, a missing mount point is made in the
+//! view (`view.rs`); the mount point is resolved and pinned as the caller
+//! and judged (forbidden places, what would hide an earlier mount, the
+//! policy's and the front end's allowed places); then as root the bind
+//! copy, or the image's instance (a union, or any image under
+//! `--writable`, stacked first) is attached onto the pinned fd. Last, the
+//! working directory is entered again when it lies in a mounted tree.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+
+use super::bind::Binds;
+use super::context::{Call, SequenceError};
+use super::images::Images;
+use super::plan::{self, Plan};
+use super::root_side::RootSide;
+use super::view;
+use crate::environment;
+use crate::error::Failure;
+use crate::mountpoint::MountPoint;
+use crate::overlay::{OverlayError, Owners, RootAttributes};
+use crate::privilege::Credentials;
+use crate::system;
+
+/// What the stage did.
+pub struct Attached {
+    /// `UENV_MOUNT_LIST` for the command.
+    pub mount_list: OsString,
+    /// Its `--verbose` lines (`-r`, where each mount point resolved, the
+    /// binds), each with the verbosity it needs.
+    pub notes: Vec<(u8, String)>,
+    /// Why the command starts in the directory a mount hides, if it does.
+    pub reentered: Option<String>,
+}
+
+/// The call's writable tmpfs (`--writable`), made in the private namespace.
+pub fn writable_layer<C: Credentials, R: RootSide>(
+    creds: &mut C,
+    root_side: &mut R,
+    plan: &Plan,
+) -> Result<Option<R::Writable>, Failure> {
+    match plan.writable {
+        Some(limits) => {
+            Ok(Some(creds.as_root(|root| {
+                root_side.writable_tmpfs(root, limits)
+            })??))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Every mount of the plan, attached.
+pub fn all<C: Credentials, R: RootSide>(
+    creds: &mut C,
+    root_side: &mut R,
+    call: &Call<'_>,
+    images: &mut Images,
+    mut binds: Binds,
+    mut writable: Option<R::Writable>,
+) -> Result<Attached, Failure> {
+    let plan = call.plan;
+    let owners = Owners::of(creds);
+    let mut notes = Vec::new();
+    // The mount points so far, and the directories `-r` mirrored.
+    let (mut mounted, mut mirrored): (Vec<OsString>, Vec<OsString>) = (Vec::new(), Vec::new());
+    let mut list: Vec<(OsString, OsString)> = Vec::new();
+    for (k, m) in plan.mounts.iter().enumerate() {
+        if plan.mutable_root {
+            if let Some(mirror) = view::make_missing(creds, root_side, plan, k, &owners)? {
+                notes.push((1, mirror.note()));
+                mirrored.push(mirror.dir);
+            }
+        }
+        let target = resolve(creds, call, k, &mounted, &mut notes)?;
+        let tree = if m.bind.is_some() {
+            let copy = binds.copies.remove(&k).ok_or_else(|| {
+                Failure::about(&m.subject, SequenceError::Internal("no bind copy"))
+            })?;
+            notes.extend(binds.note(k, &target.real).map(|n| (1, n)));
+            copy
+        } else {
+            let layers = images.take_layers(k).ok_or_else(|| {
+                Failure::about(&m.subject, SequenceError::Internal("no instance left"))
+            })?;
+            for &i in &images.layers[k] {
+                list.push((images.records[i].image.path.clone(), target.real.clone()));
+            }
+            stack(
+                creds,
+                root_side,
+                layers,
+                writable.as_mut(),
+                &owners,
+                &m.subject,
+            )?
+        };
+        creds.as_root(|root| root_side.attach(root, &tree, &target, &m.subject))??;
+        mounted.push(target.real);
+    }
+    mounted.extend(mirrored);
+    Ok(Attached {
+        mount_list: environment::mount_list(
+            list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())),
+        ),
+        notes,
+        reentered: reenter_working_directory(&plan.cwd, &mounted),
+    })
+}
+
+/// The mount point of mount `k` of the plan, resolved and pinned as the
+/// caller, and judged.
+fn resolve<C: Credentials>(
+    creds: &C,
+    call: &Call<'_>,
+    k: usize,
+    mounted: &[OsString],
+    notes: &mut Vec<(u8, String)>,
+) -> Result<MountPoint, Failure> {
+    let m = &call.plan.mounts[k];
+    let what = if m.bind.is_some() {
+        "bind destination"
+    } else {
+        "mount path"
+    };
+    let create_hint = match call.ctx.front.mutable_root_option {
+        Some(option) => format!("create it, or give {option} to create it in the job's view only"),
+        None => {
+            "create it, or give -r (--mutable-root) to create it in the command's view only".into()
+        }
+    };
+    let target = MountPoint::resolve(
+        creds,
+        &m.key,
+        &m.mount_point,
+        &m.subject,
+        what,
+        &create_hint,
+    )?;
+    plan::check_resolved(mounted, &target.real, &m.subject)?;
+    plan::check_allowed(
+        &target.real,
+        &call.settings.policy,
+        call.ctx.front,
+        &m.subject,
+    )?;
+    notes.push((
+        2,
+        format!(
+            "{}: {} resolved to {}",
+            m.subject,
+            what,
+            target.real.to_string_lossy()
+        ),
+    ));
+    Ok(target)
+}
+
+/// One image's instance as it is, or the layers stacked with overlayfs
+/// (a union, or under `--writable`): the tree to attach.
+fn stack<C: Credentials, R: RootSide>(
+    creds: &mut C,
+    root_side: &mut R,
+    layers: Vec<OwnedFd>,
+    writable: Option<&mut R::Writable>,
+    owners: &Owners,
+    subject: &str,
+) -> Result<OwnedFd, Failure> {
+    if layers.len() == 1 && writable.is_none() {
+        return layers
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::about(subject, SequenceError::Internal("no instance")));
+    }
+    let top = system::fstat(layers[0].as_fd())
+        .map_err(|e| Failure::about(subject, OverlayError::TopRoot(e)))?;
+    let attributes = RootAttributes::sanitized(&top, owners);
+    creds.as_root(|root| root_side.stack(root, &layers, writable, attributes, subject))?
+}
+
+/// A working directory at or below a mount point would show the tree the
+/// mount hides: enter it again by its path, as the caller, so that the
+/// command starts in the mounted tree (as container runtimes do). Where
+/// that path does not exist in the mounted tree the command starts where
+/// it was, and the note says why.
+fn reenter_working_directory(cwd: &OsStr, mounted: &[OsString]) -> Option<String> {
+    if !mounted.iter().any(|m| crate::paths::is_within(cwd, m)) {
+        return None;
+    }
+    system::change_dir(cwd).err().map(|e| {
+        format!(
+            "the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides",
+            cwd.to_string_lossy()
+        )
+    })
+}

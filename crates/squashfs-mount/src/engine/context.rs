@@ -1,0 +1,103 @@
+//! What a front end tells the sequence besides the request, and what every
+//! stage after admission reads.
+
+use std::ffi::OsString;
+use std::fmt;
+
+use super::plan::{FrontEnd, Plan};
+use crate::config::Settings;
+use crate::error::Failure;
+use crate::fuse;
+use crate::system::{self, limits::CallerLimits};
+
+/// What the sequence itself could not do.
+#[derive(Debug)]
+pub enum SequenceError {
+    CurrentDir(system::Error),
+    LeaveWorkingDir(system::Error),
+    Dev(system::Error),
+    /// Nothing left where something must be (a bug).
+    Internal(&'static str),
+}
+
+impl fmt::Display for SequenceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SequenceError::CurrentDir(e) => {
+                write!(f, "cannot determine the current directory: {e}")
+            }
+            SequenceError::LeaveWorkingDir(e) => {
+                write!(f, "cannot leave the working directory for /: {e}")
+            }
+            SequenceError::Dev(e) => write!(f, "cannot open /dev: {e}"),
+            SequenceError::Internal(what) => write!(f, "internal error: {what}"),
+        }
+    }
+}
+
+crate::error_kind!(SequenceError);
+
+/// The directory relative paths are resolved against.
+pub enum WorkingDir {
+    /// The process's own, read when the plan is made.
+    Current,
+    /// This absolute path (the Slurm plugin: "/", since a job step may
+    /// start elsewhere than srun was called).
+    At(OsString),
+}
+
+impl WorkingDir {
+    pub fn resolve(&self) -> Result<OsString, Failure> {
+        match self {
+            WorkingDir::At(dir) => Ok(dir.clone()),
+            WorkingDir::Current => {
+                system::current_dir().map_err(|e| Failure::new(SequenceError::CurrentDir(e)))
+            }
+        }
+    }
+}
+
+/// Where `squashfs-mount-fuse` is. Looked up only when an image needs it:
+/// finding the program's own location costs a /proc lookup.
+pub enum FuseServer {
+    /// Known (None: no FUSE path available).
+    At(Option<OsString>),
+    /// Next to the running program (`fuse::server_for_command`).
+    NextToProgram,
+}
+
+impl FuseServer {
+    pub fn locate(&self) -> Option<OsString> {
+        match self {
+            FuseServer::At(path) => path.clone(),
+            FuseServer::NextToProgram => fuse::server_for_command(),
+        }
+    }
+}
+
+/// What a front end tells the sequence besides the request.
+pub struct Context<'a> {
+    pub front: &'a FrontEnd,
+    pub cwd: WorkingDir,
+    pub fuse_server: FuseServer,
+    /// The caller's resource limits, when the front end raised them for
+    /// the privileged phase: the FUSE servers get them back.
+    pub caller_limits: Option<&'a CallerLimits>,
+}
+
+/// What every stage after admission reads.
+pub struct Call<'a> {
+    pub ctx: &'a Context<'a>,
+    pub settings: &'a Settings,
+    pub plan: &'a Plan,
+}
+
+impl<'a> Call<'a> {
+    pub fn new(ctx: &'a Context<'a>, settings: &'a Settings, plan: &'a Plan) -> Call<'a> {
+        Call {
+            ctx,
+            settings,
+            plan,
+        }
+    }
+}

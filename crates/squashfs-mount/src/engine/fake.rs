@@ -1,0 +1,401 @@
+//! A recording fake of the root side, for the engine's unit tests: every
+//! operation is logged in words ("loop a.sqfs for the cache", "attach
+//! a.sqfs#cached on /…/m"), and its "mounts" are descriptors of /dev/null
+//! whose labels the log uses. Its image cache is a set of files; another
+//! launch can be made to hold a claim (and to cache the instance while the
+//! test's launch waits for it).
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Instant;
+
+use super::mirror::Mirror;
+use super::root_side::{FreshImage, RootSide};
+use crate::cache::store::Stranded;
+use crate::cache::{CacheError, Identity, Offer, Placed};
+use crate::config::Settings;
+use crate::error::Failure;
+use crate::fuse::{Launcher, Starting};
+use crate::image::Image;
+use crate::instance::Fresh;
+use crate::limits::{LaunchSlot, LoopLimits};
+use crate::loopdev::{LoopOptions, Owner};
+use crate::mountpoint::MountPoint;
+use crate::overlay::{RootAttributes, WritableLimits};
+use crate::privilege::{AsRoot, Caller};
+use crate::system::{self, AwayFromWorkingDir, FileId, Uid};
+
+/// The fake, and what it is to answer.
+pub struct Recorder {
+    /// What was done, in order.
+    pub log: Vec<String>,
+    labels: HashMap<RawFd, String>,
+    /// What `/etc/squashfs-mount.conf` says.
+    pub settings: Settings,
+    /// The image cache, by file (device, inode); None: it cannot be opened.
+    pub cache: Option<HashSet<(u64, u64)>>,
+    /// How many more instances the cache takes.
+    pub room: usize,
+    /// Files another launch is making an instance of (it caches it while
+    /// this one waits).
+    pub theirs: HashSet<(u64, u64)>,
+    /// Names of the images, by file.
+    names: HashMap<(u64, u64), String>,
+    next_loop: u32,
+    /// The caller, as the launch slot was asked for.
+    caller: Option<u32>,
+}
+
+impl Recorder {
+    pub fn new(settings: Settings) -> Recorder {
+        Recorder {
+            log: Vec::new(),
+            labels: HashMap::new(),
+            settings,
+            cache: Some(HashSet::new()),
+            room: 100,
+            theirs: HashSet::new(),
+            names: HashMap::new(),
+            next_loop: 0,
+            caller: None,
+        }
+    }
+
+    fn file(path: &str) -> (u64, u64) {
+        let st = std::fs::metadata(path).expect("stat");
+        (
+            std::os::unix::fs::MetadataExt::dev(&st),
+            std::os::unix::fs::MetadataExt::ino(&st),
+        )
+    }
+
+    /// Logs the image file at `path` by its name.
+    pub fn knows(&mut self, path: &std::path::Path) {
+        let path = path.display().to_string();
+        self.names
+            .insert(Self::file(&path), file_name(OsStr::new(&path)));
+    }
+
+    /// The cache holds an instance of the image at `path`.
+    pub fn cache_holds(&mut self, path: &str) {
+        if let Some(cache) = &mut self.cache {
+            cache.insert(Self::file(path));
+        }
+    }
+
+    /// Another launch is making the instance of the image at `path`.
+    pub fn another_launch_makes(&mut self, path: &str) {
+        self.theirs.insert(Self::file(path));
+    }
+
+    /// The caller's uid, as the launch slot was asked for.
+    pub fn caller_uid(&self) -> u32 {
+        self.caller.expect("no launch slot asked for")
+    }
+
+    /// The lines of the log that start with `what`.
+    pub fn lines(&self, what: &str) -> Vec<&str> {
+        self.log
+            .iter()
+            .filter(|l| l.starts_with(what))
+            .map(String::as_str)
+            .collect()
+    }
+
+    fn mount(&mut self, label: String) -> OwnedFd {
+        let fd: OwnedFd = std::fs::File::open("/dev/null").expect("/dev/null").into();
+        self.labels.insert(fd.as_raw_fd(), label);
+        fd
+    }
+
+    fn label(&self, fd: BorrowedFd<'_>) -> String {
+        self.labels
+            .get(&fd.as_raw_fd())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn name_of(&mut self, image: &Image) -> String {
+        let name = file_name(&image.path);
+        self.names
+            .insert((image.id.dev, image.id.ino), name.clone());
+        name
+    }
+
+    fn named(&self, dev: u64, ino: u64) -> String {
+        self.names.get(&(dev, ino)).cloned().unwrap_or_default()
+    }
+
+    fn clones(&mut self, name: &str, n: usize) -> Vec<OwnedFd> {
+        (0..n.max(1))
+            .map(|_| self.mount(format!("{name}#cached")))
+            .collect()
+    }
+}
+
+fn file_name(path: &OsStr) -> String {
+    let bytes = path.as_bytes();
+    let name = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+    String::from_utf8_lossy(name).into_owned()
+}
+
+impl RootSide for Recorder {
+    type Claim = ();
+    type Writable = ();
+
+    fn site_settings(&mut self) -> Settings {
+        self.log.push("settings".into());
+        self.settings.clone()
+    }
+
+    fn launch_slot(
+        &mut self,
+        _root: &AsRoot,
+        caller: &Caller,
+        _settings: &Settings,
+    ) -> Result<LaunchSlot, Failure> {
+        self.caller = Some(caller.uid.as_raw());
+        self.log
+            .push(format!("launch slot of uid {}", caller.uid.as_raw()));
+        Ok(LaunchSlot::unbounded())
+    }
+
+    fn fuse_instance(
+        &mut self,
+        _root: &AsRoot,
+        image: &Image,
+        _device: OwnedFd,
+        launcher: &Launcher<'_>,
+        subject: &str,
+    ) -> Result<(OwnedFd, Starting), Failure> {
+        let name = self.name_of(image);
+        let drops = if launcher.drop_to_caller {
+            ", server drops to the caller"
+        } else {
+            ""
+        };
+        self.log.push(format!("fuse {name}{drops}"));
+        let (ready, answer) = system::pipe().expect("pipe");
+        std::io::Write::write_all(&mut std::fs::File::from(answer), b"ready\n").expect("ready");
+        let server = self.mount(format!("{name} server"));
+        Ok((
+            self.mount(format!("{name}#fuse")),
+            Starting::new(ready, subject, server),
+        ))
+    }
+
+    fn copy_tree(
+        &mut self,
+        _root: &AsRoot,
+        _source: BorrowedFd<'_>,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        self.log.push(format!("copy {subject}"));
+        Ok(self.mount(subject.to_string()))
+    }
+
+    fn open_cache(
+        &mut self,
+        _root: &AsRoot,
+        _settings: &Settings,
+        _stranded: Stranded,
+    ) -> Result<bool, CacheError> {
+        self.log.push("open the cache".into());
+        match self.cache {
+            Some(_) => Ok(true),
+            None => Err(CacheError::NotRootOnly),
+        }
+    }
+
+    fn leave_working_dir(&mut self, _root: &AsRoot) -> Result<AwayFromWorkingDir, Failure> {
+        Ok(AwayFromWorkingDir::stayed())
+    }
+
+    fn return_to_working_dir(
+        &mut self,
+        _root: &AsRoot,
+        _away: AwayFromWorkingDir,
+    ) -> Result<(), system::Stranded> {
+        Ok(())
+    }
+
+    fn reuse(
+        &mut self,
+        _root: &AsRoot,
+        wanted: &[(Identity, usize)],
+    ) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
+        let names: Vec<String> = wanted
+            .iter()
+            .map(|(id, _)| self.named(id.dev, id.ino))
+            .collect();
+        self.log.push(format!("reuse {}", names.join(" ")));
+        let cache = self.cache.clone().unwrap_or_default();
+        Ok(wanted
+            .iter()
+            .zip(&names)
+            .map(|((id, n), name)| match cache.contains(&(id.dev, id.ino)) {
+                true => self.clones(name, *n),
+                false => Vec::new(),
+            })
+            .collect())
+    }
+
+    fn open_claims(&mut self, _root: &AsRoot) -> Result<(), CacheError> {
+        Ok(())
+    }
+
+    fn claim(&mut self, _root: &AsRoot, id: &FileId) -> Result<Option<()>, CacheError> {
+        Ok((!self.theirs.contains(&(id.dev, id.ino))).then_some(()))
+    }
+
+    fn await_claim(
+        &mut self,
+        _root: &AsRoot,
+        id: &FileId,
+        _deadline: Instant,
+    ) -> Result<(), CacheError> {
+        self.log
+            .push(format!("await {}", self.named(id.dev, id.ino)));
+        // The other launch cached its instance meanwhile.
+        if let Some(cache) = &mut self.cache {
+            cache.insert((id.dev, id.ino));
+        }
+        Ok(())
+    }
+
+    fn fresh(
+        &mut self,
+        _root: &AsRoot,
+        images: &[FreshImage<'_>],
+        _limits: LoopLimits,
+        _options: LoopOptions,
+        _caller: Uid,
+    ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
+        let mut out = Vec::new();
+        for f in images {
+            let name = self.name_of(f.image);
+            let owner = match f.owner {
+                Owner::Cache => "the cache".to_string(),
+                Owner::User(uid) => format!("uid {}", uid.as_raw()),
+            };
+            self.log.push(format!("loop {name} for {owner}"));
+            self.next_loop += 1;
+            out.push(Fresh {
+                mount: self.mount(format!("{name}#fresh")),
+                loop_number: self.next_loop,
+                loop_rdev: u64::from(self.next_loop),
+            });
+        }
+        Ok((out, None))
+    }
+
+    fn place(
+        &mut self,
+        _root: &AsRoot,
+        offers: Vec<Offer>,
+        _protected: &HashSet<(u64, u64)>,
+    ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
+        let mut out = Vec::new();
+        for offer in offers {
+            let name = self.named(offer.meta.dev, offer.meta.ino);
+            if self.room == 0 {
+                self.log.push(format!("place {name}: no room"));
+                out.push(Placed::Private(offer));
+                continue;
+            }
+            self.room -= 1;
+            self.log.push(format!("place {name}: cached"));
+            if let Some(cache) = &mut self.cache {
+                cache.insert((offer.meta.dev, offer.meta.ino));
+            }
+            out.push(Placed::Cached(self.clones(&name, offer.copies)));
+        }
+        Ok(out)
+    }
+
+    fn count_as_private(
+        &mut self,
+        _root: &AsRoot,
+        number: u32,
+        caller: Uid,
+    ) -> Result<(), system::Error> {
+        self.log
+            .push(format!("loop{number} counts for uid {}", caller.as_raw()));
+        Ok(())
+    }
+
+    fn clone(
+        &mut self,
+        _root: &AsRoot,
+        mount: &OwnedFd,
+        _image: &Image,
+        _subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        let label = self.label(std::os::fd::AsFd::as_fd(mount));
+        Ok(self.mount(format!("{label}+clone")))
+    }
+
+    fn writable_tmpfs(&mut self, _root: &AsRoot, limits: WritableLimits) -> Result<(), Failure> {
+        self.log
+            .push(format!("writable tmpfs of {} bytes", limits.bytes));
+        Ok(())
+    }
+
+    fn mirror(&mut self, _root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
+        // Where the real one shows the new directories in the view, the
+        // fake makes them in place (the tests' directories are writable).
+        for rel in m.new {
+            let mut path = m.real.as_bytes().to_vec();
+            for c in rel {
+                path.push(b'/');
+                path.extend_from_slice(c);
+            }
+            std::fs::create_dir_all(OsStr::from_bytes(&path)).expect("mkdir");
+        }
+        self.log.push(format!(
+            "mirror {} ({} entries)",
+            file_name(m.real),
+            m.entries.len()
+        ));
+        Ok(())
+    }
+
+    fn stack(
+        &mut self,
+        _root: &AsRoot,
+        layers: &[OwnedFd],
+        writable: Option<&mut ()>,
+        _attributes: RootAttributes,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        let labels: Vec<String> = layers
+            .iter()
+            .map(|l| self.label(std::os::fd::AsFd::as_fd(l)))
+            .collect();
+        let upper = if writable.is_some() {
+            " + writable"
+        } else {
+            ""
+        };
+        self.log.push(format!(
+            "stack {}{upper} for {subject}",
+            labels.join(" over ")
+        ));
+        Ok(self.mount(format!("({}{upper})", labels.join(", "))))
+    }
+
+    fn attach(
+        &mut self,
+        _root: &AsRoot,
+        mount: &OwnedFd,
+        target: &MountPoint,
+        _subject: &str,
+    ) -> Result<(), Failure> {
+        let label = self.label(std::os::fd::AsFd::as_fd(mount));
+        self.log
+            .push(format!("attach {label} on {}", file_name(&target.real)));
+        Ok(())
+    }
+}

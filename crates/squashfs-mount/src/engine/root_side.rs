@@ -1,0 +1,421 @@
+//! The seam between the sequence and root: [`RootSide`] lists every
+//! operation the engine performs as root, each taking the proof of it
+//! (`&AsRoot`). [`System`] performs them; the unit tests put a recording
+//! fake in its place (`fake.rs`), so that what the sequence decides (which
+//! image gets which instance, how many copies, what the cache is asked,
+//! what is stacked and attached where) is tested without root, on any
+//! machine.
+
+use std::collections::HashSet;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Instant;
+
+use crate::cache::claim::{Claim, Claims};
+use crate::cache::store::Stranded;
+use crate::cache::{CacheError, Identity, Offer, Placed, Store};
+use crate::config::{self, Settings};
+use crate::error::Failure;
+use crate::fuse::{self, Launcher, Starting};
+use crate::image::Image;
+use crate::instance::{self, Fresh};
+use crate::limits::{LaunchSlot, LoopBudget, LoopLimits};
+use crate::loopdev::{self, LoopDevice, LoopOptions, Owner};
+use crate::mount;
+use crate::mountpoint::MountPoint;
+use crate::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
+use crate::privilege::{AsRoot, Caller};
+use crate::system::{self, AwayFromWorkingDir, FileId, Uid};
+
+use super::context::SequenceError;
+use super::mirror::{self, Mirror};
+
+/// An image a fresh kernel instance is made of, and whom its loop device
+/// counts for.
+pub struct FreshImage<'a> {
+    pub image: &'a Image,
+    pub owner: Owner,
+    pub subject: &'a str,
+}
+
+/// The root-side operations of the sequence, in the order of its stages.
+pub trait RootSide {
+    /// The making of one image's instance, claimed (single flight) until
+    /// dropped.
+    type Claim;
+    /// The call's writable tmpfs (`--writable`).
+    type Writable;
+
+    // Stage 0.
+
+    /// The site's settings (`/etc/squashfs-mount.conf`): read as root, or
+    /// as the caller in rootless mode (so it takes no proof).
+    fn site_settings(&mut self) -> Settings;
+    /// One of the caller's launch slots (`max-launches-per-user`).
+    fn launch_slot(
+        &mut self,
+        root: &AsRoot,
+        caller: &Caller,
+        settings: &Settings,
+    ) -> Result<LaunchSlot, Failure>;
+
+    // Stage 3, in the namespace the launch started in.
+
+    /// A FUSE mount of `image` on the connection `device` and its server,
+    /// started.
+    fn fuse_instance(
+        &mut self,
+        root: &AsRoot,
+        image: &Image,
+        device: OwnedFd,
+        launcher: &Launcher<'_>,
+        subject: &str,
+    ) -> Result<(OwnedFd, Starting), Failure>;
+    /// A detached recursive copy of the bind source `source` (pinned as
+    /// the caller), nosuid and nodev, its mounts slaves.
+    fn copy_tree(
+        &mut self,
+        root: &AsRoot,
+        source: BorrowedFd<'_>,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure>;
+    /// Opens the image cache (creating it if needed) and runs the periodic
+    /// bounded collection; whether a cache is open now.
+    fn open_cache(
+        &mut self,
+        root: &AsRoot,
+        settings: &Settings,
+        stranded: Stranded,
+    ) -> Result<bool, CacheError>;
+    /// Moves to "/" for the visits to the cache (see
+    /// `system::leave_working_dir`).
+    fn leave_working_dir(&mut self, root: &AsRoot) -> Result<AwayFromWorkingDir, Failure>;
+    fn return_to_working_dir(
+        &mut self,
+        root: &AsRoot,
+        away: AwayFromWorkingDir,
+    ) -> Result<(), system::Stranded>;
+
+    // Stage 5: kernel instances.
+
+    /// Clones of the cached instances of the files `wanted` (an empty list
+    /// for one the cache does not hold).
+    fn reuse(
+        &mut self,
+        root: &AsRoot,
+        wanted: &[(Identity, usize)],
+    ) -> Result<Vec<Vec<OwnedFd>>, CacheError>;
+    /// Opens the claims of single flight.
+    fn open_claims(&mut self, root: &AsRoot) -> Result<(), CacheError>;
+    /// Claims the making of the file's instance, unless another launch
+    /// has (None then).
+    fn claim(&mut self, root: &AsRoot, id: &FileId) -> Result<Option<Self::Claim>, CacheError>;
+    /// Waits, at most until `deadline`, for the launch that claimed the
+    /// file to let go.
+    fn await_claim(
+        &mut self,
+        root: &AsRoot,
+        id: &FileId,
+        deadline: Instant,
+    ) -> Result<(), CacheError>;
+    /// Loop devices for `images`, attached under the loop-device budget,
+    /// and a squashfs instance on each (made without any lock held); with
+    /// why the budget's lock was not used, if it was not.
+    fn fresh(
+        &mut self,
+        root: &AsRoot,
+        images: &[FreshImage<'_>],
+        limits: LoopLimits,
+        options: LoopOptions,
+        caller: Uid,
+    ) -> Result<(Vec<Fresh>, Option<String>), Failure>;
+    /// Offers fresh instances to the cache (see `Store::place`).
+    fn place(
+        &mut self,
+        root: &AsRoot,
+        offers: Vec<Offer>,
+        protected: &HashSet<(u64, u64)>,
+    ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)>;
+    /// The loop device `number` counts for `caller` from now on.
+    fn count_as_private(
+        &mut self,
+        root: &AsRoot,
+        number: u32,
+        caller: Uid,
+    ) -> Result<(), system::Error>;
+    /// Another detached mount of the instance `mount`.
+    fn clone(
+        &mut self,
+        root: &AsRoot,
+        mount: &OwnedFd,
+        image: &Image,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure>;
+
+    /// `mount` and `n - 1` clones of it: the `n` copies an image used at
+    /// `n` mount points needs.
+    fn copies(
+        &mut self,
+        root: &AsRoot,
+        mount: OwnedFd,
+        n: usize,
+        image: &Image,
+        subject: &str,
+    ) -> Result<Vec<OwnedFd>, Failure> {
+        let mut all = Vec::with_capacity(n.max(1));
+        for _ in 1..n {
+            all.push(self.clone(root, &mount, image, subject)?);
+        }
+        all.insert(0, mount);
+        Ok(all)
+    }
+
+    // Stages 5 and 6, in the private namespace.
+
+    /// The call's writable tmpfs.
+    fn writable_tmpfs(
+        &mut self,
+        root: &AsRoot,
+        limits: WritableLimits,
+    ) -> Result<Self::Writable, Failure>;
+    /// `-r`: the read-only copy of a directory, with the missing mount
+    /// points in it, mounted over it (see `view.rs`).
+    fn mirror(&mut self, root: &AsRoot, mirror: Mirror<'_>) -> Result<(), Failure>;
+    /// A union of `layers` (top first), with a writable layer on top when
+    /// `writable` is given.
+    fn stack(
+        &mut self,
+        root: &AsRoot,
+        layers: &[OwnedFd],
+        writable: Option<&mut Self::Writable>,
+        attributes: RootAttributes,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure>;
+    /// Attaches `mount` onto the pinned mount point.
+    fn attach(
+        &mut self,
+        root: &AsRoot,
+        mount: &OwnedFd,
+        target: &MountPoint,
+        subject: &str,
+    ) -> Result<(), Failure>;
+}
+
+/// The root-side operations, performed. Holds the image cache and the
+/// claims of single flight, once opened, for the rest of the launch.
+#[derive(Default)]
+pub struct System {
+    store: Option<Store>,
+    claims: Option<Claims>,
+}
+
+impl System {
+    fn store(&self) -> Result<&Store, CacheError> {
+        self.store.as_ref().ok_or(CacheError::NotOpen)
+    }
+
+    fn claims(&self) -> Result<&Claims, CacheError> {
+        self.claims.as_ref().ok_or(CacheError::NotOpen)
+    }
+}
+
+fn dev_dir() -> Result<OwnedFd, Failure> {
+    system::open_dir_nofollow(system::working_dir(), "/dev")
+        .map_err(|e| Failure::new(SequenceError::Dev(e)))
+}
+
+impl RootSide for System {
+    type Claim = Claim;
+    type Writable = WritableTmpfs;
+
+    fn site_settings(&mut self) -> Settings {
+        config::load()
+    }
+
+    fn launch_slot(
+        &mut self,
+        root: &AsRoot,
+        caller: &Caller,
+        settings: &Settings,
+    ) -> Result<LaunchSlot, Failure> {
+        LaunchSlot::take(
+            root,
+            caller.uid,
+            settings.max_launches_per_user,
+            settings.max_launches_wait_ms,
+        )
+    }
+
+    fn fuse_instance(
+        &mut self,
+        root: &AsRoot,
+        image: &Image,
+        device: OwnedFd,
+        launcher: &Launcher<'_>,
+        subject: &str,
+    ) -> Result<(OwnedFd, Starting), Failure> {
+        fuse::instance(root, image, device, launcher, subject)
+    }
+
+    fn copy_tree(
+        &mut self,
+        root: &AsRoot,
+        source: BorrowedFd<'_>,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        mount::bind_copy(root, source, subject)
+    }
+
+    fn open_cache(
+        &mut self,
+        root: &AsRoot,
+        settings: &Settings,
+        stranded: Stranded,
+    ) -> Result<bool, CacheError> {
+        let store = Store::open(
+            root,
+            settings.cache_limits(),
+            settings.cache_lock_timeout_ms,
+            true,
+            stranded,
+        )?;
+        if let Some(store) = &store {
+            store.maintain(root, crate::cache::GC_INTERVAL);
+        }
+        self.store = store;
+        Ok(self.store.is_some())
+    }
+
+    fn leave_working_dir(&mut self, _root: &AsRoot) -> Result<AwayFromWorkingDir, Failure> {
+        system::leave_working_dir().map_err(|e| Failure::new(SequenceError::LeaveWorkingDir(e)))
+    }
+
+    fn return_to_working_dir(
+        &mut self,
+        _root: &AsRoot,
+        away: AwayFromWorkingDir,
+    ) -> Result<(), system::Stranded> {
+        system::return_to_working_dir(away)
+    }
+
+    fn reuse(
+        &mut self,
+        root: &AsRoot,
+        wanted: &[(Identity, usize)],
+    ) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
+        self.store()?.reuse(root, wanted)
+    }
+
+    fn open_claims(&mut self, root: &AsRoot) -> Result<(), CacheError> {
+        self.claims = Some(Claims::open(root)?);
+        Ok(())
+    }
+
+    fn claim(&mut self, root: &AsRoot, id: &FileId) -> Result<Option<Claim>, CacheError> {
+        self.claims()?.claim(root, id.dev, id.ino)
+    }
+
+    fn await_claim(
+        &mut self,
+        root: &AsRoot,
+        id: &FileId,
+        deadline: Instant,
+    ) -> Result<(), CacheError> {
+        self.claims()?.wait(root, id.dev, id.ino, deadline)
+    }
+
+    fn fresh(
+        &mut self,
+        root: &AsRoot,
+        images: &[FreshImage<'_>],
+        limits: LoopLimits,
+        options: LoopOptions,
+        caller: Uid,
+    ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
+        let dev = dev_dir()?;
+        let private = images.iter().filter(|f| f.owner != Owner::Cache).count();
+        // Counted and configured under the budget's lock; the superblocks,
+        // which read the images, without it.
+        let (devices, note) = {
+            let budget =
+                LoopBudget::reserve(root, images.len(), private, limits, caller, dev.as_fd())?;
+            let devices: Vec<LoopDevice> = images
+                .iter()
+                .map(|f| {
+                    LoopDevice::attach(root, f.image, options, dev.as_fd(), f.owner, f.subject)
+                })
+                .collect::<Result<_, _>>()?;
+            (devices, budget.note.clone())
+        };
+        let fresh = images
+            .iter()
+            .zip(devices)
+            .map(|(f, device)| instance::on_device(root, device, f.image, options, f.subject))
+            .collect::<Result<_, _>>()?;
+        Ok((fresh, note))
+    }
+
+    fn place(
+        &mut self,
+        root: &AsRoot,
+        offers: Vec<Offer>,
+        protected: &HashSet<(u64, u64)>,
+    ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
+        match self.store() {
+            Ok(store) => store.place(root, offers, protected),
+            Err(e) => Err((e, offers)),
+        }
+    }
+
+    fn count_as_private(
+        &mut self,
+        root: &AsRoot,
+        number: u32,
+        caller: Uid,
+    ) -> Result<(), system::Error> {
+        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")?;
+        loopdev::count_for(root, dev.as_fd(), number, Owner::User(caller))
+    }
+
+    fn clone(
+        &mut self,
+        root: &AsRoot,
+        mount: &OwnedFd,
+        image: &Image,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        instance::clone(root, mount, image, subject)
+    }
+
+    fn writable_tmpfs(
+        &mut self,
+        root: &AsRoot,
+        limits: WritableLimits,
+    ) -> Result<WritableTmpfs, Failure> {
+        WritableTmpfs::create(root, limits)
+    }
+
+    fn mirror(&mut self, root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
+        mirror::build(root, m)
+    }
+
+    fn stack(
+        &mut self,
+        root: &AsRoot,
+        layers: &[OwnedFd],
+        writable: Option<&mut WritableTmpfs>,
+        attributes: RootAttributes,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        overlay::stack(root, layers, writable, attributes, subject)
+    }
+
+    fn attach(
+        &mut self,
+        root: &AsRoot,
+        mount: &OwnedFd,
+        target: &MountPoint,
+        subject: &str,
+    ) -> Result<(), Failure> {
+        mount::attach(root, mount, target, subject)
+    }
+}

@@ -1,0 +1,111 @@
+//! Stage 2, as the caller: every image of the plan opened once per file,
+//! its superblock checked, where it comes from judged on the opened fd,
+//! and routed by the site policy: the kernel's squashfs (which needs a
+//! loop device, so the image must suit one) or a FUSE server of the
+//! caller's. Rootless mode has no kernel path.
+
+use std::os::fd::AsFd;
+
+use super::images::{Cache, Images, Mounting, Record};
+use super::plan::{self, Plan};
+use crate::config::Settings;
+use crate::error::Failure;
+use crate::image::Image;
+use crate::privilege::Credentials;
+use crate::system;
+
+/// The call's images, opened and routed: one record per distinct file,
+/// and each mount's images by index.
+pub fn open_and_route<C: Credentials>(
+    creds: &C,
+    plan: &Plan,
+    settings: &Settings,
+) -> Result<Images, Failure> {
+    let mut images = Images::default();
+    for m in &plan.mounts {
+        let mut ids = Vec::with_capacity(m.images.len());
+        let mut indices = Vec::with_capacity(m.images.len());
+        for given in &m.images {
+            let image = Image::open(creds, given, &m.subject)?;
+            plan::refuse_separators(&image.path, &m.subject, "image")?;
+            let (dev, ino) = (image.id.dev, image.id.ino);
+            ids.push((dev, ino));
+            let i = match images.find(dev, ino) {
+                Some(i) => i,
+                None => {
+                    images
+                        .records
+                        .push(route(creds, image, plan, settings, &m.subject)?);
+                    images.records.len() - 1
+                }
+            };
+            indices.push(i);
+        }
+        if m.union {
+            plan::check_union_layers(&ids, &m.images, &m.subject)?;
+        }
+        images.add_mount(indices);
+    }
+    Ok(images)
+}
+
+/// The record of an image the call has not opened before: which way it is
+/// mounted, and why.
+fn route<C: Credentials>(
+    creds: &C,
+    image: Image,
+    plan: &Plan,
+    settings: &Settings,
+    subject: &str,
+) -> Result<Record, Failure> {
+    let on_fuse = system::filesystem_type(image.fd.as_fd()).ok() == Some(system::FUSE_MAGIC);
+    let (kernel, public, why) = if C::MODE.has_root() {
+        let (prov, public) = image.provenance(creds, creds.caller());
+        let route = settings.policy.route(&prov);
+        (route.kernel, public, route.reason)
+    } else {
+        (false, false, "rootless mode: no kernel path".to_string())
+    };
+    let mounting = if kernel {
+        // Whether the kernel has the image's compressor is checked when a
+        // fresh instance is made (`kernel::KernelSource::instances`): a
+        // cached one proves it, and reading the kernel's configuration
+        // costs every launch about 12 us.
+        image.check_loop_fit(subject)?;
+        Mounting::Kernel {
+            cache: cache(plan, settings, on_fuse, public),
+        }
+    } else {
+        Mounting::Fuse
+    };
+    let route = format!(
+        "{}: {} ({why})",
+        image.path.to_string_lossy(),
+        if kernel { "kernel" } else { "FUSE" }
+    );
+    Ok(Record {
+        image,
+        mounting,
+        copies: 0,
+        subject: subject.to_string(),
+        route,
+        instances: Vec::new(),
+        outcome: None,
+    })
+}
+
+/// Whether a kernel instance of the image may be kept in the image cache,
+/// and if not why: for the whole launch, or for this image.
+fn cache(plan: &Plan, settings: &Settings, on_fuse: bool, public: bool) -> Cache {
+    if plan.no_cache {
+        Cache::Private("--no-cache")
+    } else if !settings.cache {
+        Cache::Private("the image cache is off for this launch (cache = no)")
+    } else if on_fuse {
+        Cache::Private("the file is on a FUSE file system, whose server could change it")
+    } else if !public {
+        Cache::Private("its path is not open to everyone (a directory on it is not searchable by all), and only such images are shared")
+    } else {
+        Cache::Kept
+    }
+}

@@ -1,0 +1,429 @@
+//! The sequence without root (`cargo test`, any machine): [`mount_all`]
+//! under test credentials, with the recording fake (`fake.rs`) in place of
+//! every root-side operation. Images are copies of testdata/tiny.sqfs in a
+//! directory of the test's own; mount points are real directories there
+//! (resolved and judged as the caller, as always); nothing is mounted.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::fake::Recorder;
+use super::{mount_all, Context, FrontEnd, FuseServer, Mounted, WorkingDir};
+use crate::cli::{self, Invocation};
+use crate::config::policy::KernelImages;
+use crate::config::Settings;
+use crate::error::Failure;
+use crate::privilege::fake::Fake;
+
+const TINY: &[u8] = include_bytes!("../../../../testdata/tiny.sqfs");
+
+/// A directory of the test's own, removed on drop.
+struct Place {
+    dir: PathBuf,
+    images: Vec<PathBuf>,
+}
+
+impl Place {
+    fn new() -> Place {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "sqfsmnt-unit-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("mkdir");
+        mode(&dir, 0o755);
+        Place {
+            dir,
+            images: Vec::new(),
+        }
+    }
+
+    /// A copy of tiny.sqfs, world-readable.
+    fn image(&mut self, name: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, TINY).expect("write");
+        mode(&path, 0o644);
+        self.images.push(path.clone());
+        path.display().to_string()
+    }
+
+    /// A directory anyone may enter (and with `writable`, create in).
+    fn dir(&self, name: &str, writable: bool) -> String {
+        let path = self.dir.join(name);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        mode(&path, if writable { 0o777 } else { 0o755 });
+        path.display().to_string()
+    }
+
+    /// The fake, with the site's `settings`, knowing the images' names.
+    fn recorder(&self, settings: Settings) -> Recorder {
+        let mut r = Recorder::new(settings);
+        for i in &self.images {
+            r.knows(i);
+        }
+        r
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// The settings of a site whose kernel takes every image.
+fn kernel_for_all() -> Settings {
+    let mut s = Settings::default();
+    s.policy.kernel_images = KernelImages::All;
+    s
+}
+
+/// `squashfs-mount ARGS -- true` from the place's directory, as the setuid
+/// command (or rootless), with the fake.
+fn run_as<const ROOTLESS: bool>(
+    place: &Place,
+    rec: &mut Recorder,
+    args: &[&str],
+) -> Result<Mounted, Failure> {
+    let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+    argv.extend(["--".into(), "true".into()]);
+    let Ok(Invocation::Run(request)) = cli::parse(&argv) else {
+        panic!("not a run: {args:?}");
+    };
+    let ctx = Context {
+        front: &FrontEnd::default(),
+        cwd: WorkingDir::At(place.dir.clone().into_os_string()),
+        fuse_server: FuseServer::At(Some("/bin/true".into())),
+        caller_limits: None,
+    };
+    // After the place: the credentials act as nobody when the tests run
+    // as root, and give root back on drop.
+    let mut creds = Fake::<ROOTLESS>::new();
+    mount_all(&mut creds, rec, &request, &ctx)
+}
+
+fn run(place: &Place, rec: &mut Recorder, args: &[&str]) -> Result<Mounted, Failure> {
+    run_as::<false>(place, rec, args)
+}
+
+fn pair(image: &str, mount_point: &str) -> String {
+    format!("{image}:{mount_point}")
+}
+
+/// The level-1 notes that mention `what`.
+fn notes<'a>(mounted: &'a Mounted, what: &str) -> Vec<&'a str> {
+    mounted
+        .notes
+        .iter()
+        .filter(|(level, n)| *level == 1 && n.contains(what))
+        .map(|(_, n)| n.as_str())
+        .collect()
+}
+
+/// Whether /dev/fuse can be opened by the test credentials' user.
+fn fuse_available() -> bool {
+    let _creds = Fake::<false>::new();
+    let ok = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_ok();
+    if !ok {
+        eprintln!("skipped: /dev/fuse cannot be opened by the test's user");
+    }
+    ok
+}
+
+#[test]
+fn one_image_at_two_mount_points_is_opened_once_and_cached_once() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(kernel_for_all());
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&a, &m2)]).expect("mounted");
+    assert_eq!(rec.lines("launch slot").len(), 1, "{:?}", rec.log);
+    assert_eq!(
+        &rec.log[2..],
+        [
+            "open the cache",
+            "reuse a.sqfs",
+            // Again once the making is claimed (single flight).
+            "reuse a.sqfs",
+            "loop a.sqfs for the cache",
+            "place a.sqfs: cached",
+            "attach a.sqfs#cached on m1",
+            "attach a.sqfs#cached on m2",
+        ]
+    );
+    let list = mounted.mount_list.to_string_lossy().into_owned();
+    assert_eq!(list, format!("{a}:{m1},{a}:{m2}"));
+    assert_eq!(
+        notes(&mounted, "a.sqfs: kernel"),
+        [format!(
+            "{a}: kernel (kernel-images = all); new instance, kept in the image cache"
+        )]
+    );
+}
+
+#[test]
+fn a_cached_instance_is_reused_without_a_loop_device() {
+    let mut place = Place::new();
+    let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(kernel_for_all());
+    rec.cache_holds(&a);
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
+    assert_eq!(
+        &rec.log[3..],
+        [
+            "reuse a.sqfs b.sqfs",
+            "reuse b.sqfs",
+            "loop b.sqfs for the cache",
+            "place b.sqfs: cached",
+            "attach a.sqfs#cached on m1",
+            "attach b.sqfs#cached on m2",
+        ]
+    );
+    assert_eq!(notes(&mounted, "cached instance reused").len(), 1);
+}
+
+#[test]
+fn without_room_in_the_cache_the_instance_is_private_and_counted_for_the_caller() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(kernel_for_all());
+    rec.room = 0;
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&a, &m2)]).expect("mounted");
+    let uid = rec.caller_uid();
+    assert_eq!(
+        &rec.log[5..],
+        [
+            "loop a.sqfs for the cache".to_string(),
+            "place a.sqfs: no room".into(),
+            format!("loop1 counts for uid {uid}"),
+            // Two copies: the fresh instance and one clone of it (each
+            // mount takes the last one left).
+            "attach a.sqfs#fresh+clone on m1".into(),
+            "attach a.sqfs#fresh on m2".into(),
+        ]
+    );
+    assert_eq!(
+        notes(&mounted, "not cached: the image cache had no room for it").len(),
+        1
+    );
+}
+
+#[test]
+fn a_broken_cache_is_said_once_and_every_instance_is_private() {
+    let mut place = Place::new();
+    let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(kernel_for_all());
+    rec.cache = None;
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
+    let uid = rec.caller_uid();
+    assert_eq!(
+        &rec.log[3..],
+        [
+            format!("loop a.sqfs for uid {uid}"),
+            format!("loop b.sqfs for uid {uid}"),
+            "attach a.sqfs#fresh on m1".into(),
+            "attach b.sqfs#fresh on m2".into(),
+        ]
+    );
+    assert_eq!(
+        mounted.warnings,
+        ["image cache unavailable (/run/squashfs-mount is not a directory owned by root with mode 0700); mounting private instances"]
+    );
+    assert_eq!(
+        notes(&mounted, "the image cache could not be used").len(),
+        2
+    );
+}
+
+#[test]
+fn no_cache_leaves_the_cache_alone() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let mut rec = place.recorder(kernel_for_all());
+    let mounted = run(&place, &mut rec, &["--no-cache", &pair(&a, &m)]).expect("mounted");
+    let uid = rec.caller_uid();
+    assert_eq!(
+        &rec.log[2..],
+        [
+            format!("loop a.sqfs for uid {uid}"),
+            "attach a.sqfs#fresh on m".into()
+        ]
+    );
+    assert_eq!(notes(&mounted, "not cached: --no-cache").len(), 1);
+}
+
+#[test]
+fn a_launch_waits_for_another_making_the_same_instance() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let mut rec = place.recorder(kernel_for_all());
+    rec.another_launch_makes(&a);
+    run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
+    assert_eq!(
+        &rec.log[3..],
+        [
+            "reuse a.sqfs",
+            "await a.sqfs",
+            "reuse a.sqfs",
+            "attach a.sqfs#cached on m"
+        ]
+    );
+}
+
+#[test]
+fn a_writable_union_is_stacked_over_one_tmpfs() {
+    let mut place = Place::new();
+    let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
+    let (u, m) = (place.dir("u", false), place.dir("m", false));
+    let mut rec = place.recorder(kernel_for_all());
+    let union = format!("--union={a},{b}:{u}");
+    let mounted =
+        run(&place, &mut rec, &["--writable=16M", &union, &pair(&a, &m)]).expect("mounted");
+    let after = |line: &str| rec.log.iter().position(|l| l == line).expect(line);
+    assert!(
+        after("writable tmpfs of 16777216 bytes") < after("attach (a.sqfs#cached + writable) on m")
+    );
+    assert_eq!(
+        rec.lines("stack"),
+        [
+            format!("stack a.sqfs#cached + writable for {a}:{m}"),
+            format!("stack a.sqfs#cached over b.sqfs#cached + writable for {a},{b}:{u}"),
+        ]
+    );
+    // a is used twice (the union's top layer, and alone): one instance,
+    // two clones of it from the cache.
+    assert_eq!(
+        rec.lines("loop"),
+        ["loop a.sqfs for the cache", "loop b.sqfs for the cache"]
+    );
+    let list = mounted.mount_list.to_string_lossy().into_owned();
+    assert_eq!(list, format!("{a}:{m},{a}:{u},{b}:{u}"));
+}
+
+#[test]
+fn a_hard_link_is_the_same_image() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let link = place.dir.join("link.sqfs");
+    std::fs::hard_link(&a, &link).expect("link");
+    let link = link.display().to_string();
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(kernel_for_all());
+    run(&place, &mut rec, &[&pair(&a, &m1), &pair(&link, &m2)]).expect("mounted");
+    assert_eq!(rec.lines("loop"), ["loop a.sqfs for the cache"]);
+    assert_eq!(rec.lines("attach").len(), 2);
+}
+
+#[test]
+fn binds_and_images_are_attached_in_path_order() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let sub = place.dir("m/sub", false);
+    let src = place.dir("src", false);
+    let mut rec = place.recorder(kernel_for_all());
+    let bind = format!("--bind-mount={src}:{sub}");
+    let mounted = run(&place, &mut rec, &[&bind, &pair(&a, &m)]).expect("mounted");
+    let subject = format!("bind {src}:{sub}");
+    assert_eq!(
+        rec.log
+            .iter()
+            .filter(|l| l.starts_with("copy") || l.starts_with("attach"))
+            .collect::<Vec<_>>(),
+        [
+            &format!("copy {subject}"),
+            &"attach a.sqfs#cached on m".to_string(),
+            &format!("attach {subject} on sub"),
+        ]
+    );
+    assert_eq!(notes(&mounted, "bound on").len(), 1);
+}
+
+#[test]
+fn mutable_root_makes_a_missing_mount_point_in_the_view() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let parent = place.dir("view", true);
+    place.dir("view/old", false);
+    let new = format!("{parent}/new");
+    let mut rec = place.recorder(kernel_for_all());
+    let mounted = run(&place, &mut rec, &["-r", &pair(&a, &new)]).expect("mounted");
+    assert_eq!(rec.lines("mirror"), ["mirror view (1 entries)"]);
+    assert_eq!(rec.lines("attach"), ["attach a.sqfs#cached on new"]);
+    assert_eq!(notes(&mounted, "-r: created").len(), 1);
+}
+
+#[test]
+fn images_the_policy_does_not_trust_get_fuse_servers() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut settings = Settings::default();
+    settings.policy.kernel_images = KernelImages::None;
+    let mut rec = place.recorder(settings);
+    if !fuse_available() {
+        return;
+    }
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&a, &m2)]).expect("mounted");
+    assert_eq!(
+        &rec.log[2..],
+        [
+            "fuse a.sqfs, server drops to the caller",
+            "attach a.sqfs#fuse on m1",
+            "attach a.sqfs#fuse+clone on m2",
+        ]
+    );
+    assert_eq!(mounted.servers.len(), 1);
+}
+
+#[test]
+fn rootless_mode_has_no_root_steps() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let mut rec = place.recorder(kernel_for_all());
+    if !fuse_available() {
+        return;
+    }
+    let mounted = run_as::<true>(&place, &mut rec, &["--quiet", &pair(&a, &m)]).expect("mounted");
+    // No admission, no launch slot, no cache: the site cannot grant the
+    // kernel path, and the server is the caller's from the start.
+    assert_eq!(
+        rec.log,
+        ["settings", "fuse a.sqfs", "attach a.sqfs#fuse on m"]
+    );
+    assert_eq!(
+        notes(&mounted, "a.sqfs: FUSE"),
+        [format!("{a}: FUSE (rootless mode: no kernel path); a FUSE server of yours started for this launch (FUSE instances are never cached)")]
+    );
+}
+
+#[test]
+fn a_refusal_stops_before_any_root_side_operation_of_its_stage() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let missing = format!("{}/missing", place.dir.display());
+    let mut rec = place.recorder(kernel_for_all());
+    let e = run(&place, &mut rec, &[&pair(&a, &missing)])
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    assert!(rec.lines("attach").is_empty());
+}

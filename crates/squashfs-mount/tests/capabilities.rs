@@ -1,0 +1,237 @@
+//! Least privilege while root (issue 20): each task's root phase keeps only
+//! the capabilities it needs, in its permitted, effective and bounding
+//! sets, from its start. Read from /proc/PID/status of the installed
+//! setuid binary held in its root phase (a launch waiting for the launch
+//! slot the test holds; `--gc` waiting for the cache lock the test holds),
+//! and from the command's own status after the drop; and, for the Slurm
+//! plugin's worker thread, from the thread's status while the other
+//! threads of the process keep theirs.
+
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::{is_root, loud_skip, pair, site, Fixture};
+
+use squashfs_mount::privilege::{Caller, Credentials, RootPhase, ThreadCredentials};
+use squashfs_mount::system::{Gid, Uid};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+// The kernel's numbers (linux/capability.h).
+const CHOWN: u64 = 1 << 0;
+const DAC_OVERRIDE: u64 = 1 << 1;
+const FOWNER: u64 = 1 << 3;
+const SETGID: u64 = 1 << 6;
+const SETUID: u64 = 1 << 7;
+const SYS_CHROOT: u64 = 1 << 18;
+const SYS_PTRACE: u64 = 1 << 19;
+const SYS_ADMIN: u64 = 1 << 21;
+const SYS_RESOURCE: u64 = 1 << 24;
+
+const IDS: u64 = SETUID | SETGID;
+const CACHE: u64 = IDS | SYS_ADMIN | SYS_CHROOT | SYS_PTRACE;
+
+/// The capability sets of a status file's text.
+#[derive(Debug, PartialEq, Eq)]
+struct Sets {
+    effective: u64,
+    permitted: u64,
+    inheritable: u64,
+    bounding: u64,
+}
+
+fn sets(status: &str) -> Sets {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| u64::from_str_radix(v.trim(), 16).expect("hex"))
+            .unwrap_or_else(|| panic!("no {name} in {status}"))
+    };
+    Sets {
+        effective: field("CapEff:"),
+        permitted: field("CapPrm:"),
+        inheritable: field("CapInh:"),
+        bounding: field("CapBnd:"),
+    }
+}
+
+/// What the setuid binary gets at most here: the test's own bounding set
+/// (a container may lack some, e.g. CAP_SYS_RESOURCE).
+fn here() -> u64 {
+    sets(&fs::read_to_string("/proc/self/status").expect("status")).bounding
+}
+
+/// The root phase of `caps`: effective (inside `as_root`), permitted and
+/// bounding, nothing inheritable.
+fn root_phase(caps: u64) -> Sets {
+    let caps = caps & here();
+    Sets {
+        effective: caps,
+        permitted: caps,
+        inheritable: 0,
+        bounding: caps,
+    }
+}
+
+/// Waits until `child` (the installed tool, exec'd by setpriv) shows its
+/// root phase, and returns its sets then.
+fn in_root_phase(child: &Child, what: &str) -> Sets {
+    let pid = child.id();
+    let mut seen = None;
+    wait_until(Duration::from_secs(20), what, || {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+            return false;
+        };
+        let s = sets(&status);
+        let done = comm.trim() == "squashfs-mount" && s.effective != 0;
+        seen = Some(s);
+        done
+    });
+    seen.expect("status")
+}
+
+/// An exclusive flock on `path` (created root-only if missing), held until
+/// the file is dropped.
+fn hold(path: &str) -> fs::File {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect(path);
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).expect("chmod");
+    // SAFETY: flock on an fd we own, open for the whole call.
+    let locked = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0, "{path} is held by someone else");
+    f
+}
+
+#[test]
+fn a_launch_keeps_only_what_its_root_phase_needs() {
+    case(|fx| {
+        let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 60s\n");
+        let img = fx.image("caps", &[("x", "x\n")], "");
+        let m = fx.mount_point("caps");
+        // A first launch makes the user's launch slot.
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
+        let missing = fx.mount_point("caps-r").join("new");
+        let mounts = CACHE | SYS_RESOURCE;
+        for (option, target, caps) in [
+            ("--no-prefetch", pair(&img, &m), mounts),
+            (
+                "--writable=16M",
+                pair(&img, &m),
+                mounts | DAC_OVERRIDE | CHOWN | FOWNER,
+            ),
+            ("-r", pair(&img, &missing), mounts | DAC_OVERRIDE),
+        ] {
+            let held = hold(&slot);
+            let child = fx
+                .user_cmd([option, &target, "--", "grep", "^Cap", "/proc/self/status"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let seen = in_root_phase(&child, &format!("the root phase of {option}"));
+            drop(held);
+            let out = child.wait_with_output().expect("wait");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{option}: {stderr}");
+            assert_eq!(seen, root_phase(caps), "{option}: the root phase");
+            // The command: no capability, the root phase's bounding set.
+            let command = sets(&String::from_utf8_lossy(&out.stdout));
+            assert_eq!(
+                command,
+                Sets {
+                    effective: 0,
+                    permitted: 0,
+                    inheritable: 0,
+                    bounding: caps & here(),
+                },
+                "{option}: the command"
+            );
+        }
+        // Nothing to mount: the ids only.
+        let run = fx.run(["--", "grep", "^CapBnd", "/proc/self/status"]);
+        run.ok();
+        assert_eq!(sets_of_bounding(&run.stdout()), IDS & here());
+    });
+}
+
+fn sets_of_bounding(line: &str) -> u64 {
+    let v = line.trim().strip_prefix("CapBnd:").expect("CapBnd");
+    u64::from_str_radix(v.trim(), 16).expect("hex")
+}
+
+#[test]
+fn gc_keeps_only_what_the_cache_needs() {
+    case(|fx| {
+        let _conf = site::config("cache-lock-timeout = 60s\n");
+        let img = fx.image("gc-caps", &[("x", "x\n")], "");
+        let m = fx.mount_point("gc-caps");
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let held = hold("/run/squashfs-mount/lock");
+        let child = fx
+            .user_cmd(["--gc"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let seen = in_root_phase(&child, "the root phase of --gc");
+        drop(held);
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(seen, root_phase(CACHE));
+    });
+}
+
+/// The Slurm plugin's worker thread gives up what it does not need for
+/// itself alone: slurmstepd's other threads keep their capabilities and
+/// bounding set.
+#[test]
+fn the_plugin_thread_limits_itself_alone() {
+    if !is_root() {
+        loud_skip("the plugin thread's capabilities: needs root");
+        return;
+    }
+    let main_before = sets(&fs::read_to_string("/proc/thread-self/status").expect("status"));
+    let worker = std::thread::spawn(|| {
+        let nobody = Caller {
+            uid: Uid::from_raw(65534),
+            gid: Gid::from_raw(65534),
+            groups: Vec::new(),
+        };
+        let mut creds =
+            ThreadCredentials::switch(nobody, RootPhase::mounts(true, false)).expect("switch");
+        let read = || sets(&fs::read_to_string("/proc/thread-self/status").expect("status"));
+        let as_caller = read();
+        let as_root = creds.as_root(|_root| read()).expect("as root");
+        (as_caller, as_root)
+    });
+    let (as_caller, as_root) = worker.join().expect("worker");
+    let caps = CACHE | DAC_OVERRIDE | CHOWN | FOWNER;
+    assert_eq!(as_root, root_phase(caps));
+    assert_eq!(
+        as_caller,
+        Sets {
+            effective: 0,
+            ..root_phase(caps)
+        }
+    );
+    let main_after = sets(&fs::read_to_string("/proc/thread-self/status").expect("status"));
+    assert_eq!(main_after, main_before, "the other threads keep theirs");
+}
