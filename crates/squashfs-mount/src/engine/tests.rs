@@ -386,8 +386,8 @@ fn images_the_policy_does_not_trust_get_fuse_servers() {
         &rec.log[2..],
         [
             "fuse a.sqfs, server drops to the caller",
-            "attach a.sqfs#fuse on m1",
-            "attach a.sqfs#fuse+clone on m2",
+            "attach a.sqfs#fuse+clone on m1",
+            "attach a.sqfs#fuse on m2",
         ]
     );
     assert_eq!(mounted.servers.len(), 1);
