@@ -1022,6 +1022,7 @@ fn start_detached(
     image: &fs::File,
     log: &fs::File,
     servers: &std::cell::RefCell<Vec<rustix::process::Pid>>,
+    first: &[&str],
 ) -> (rustix::process::Pid, String) {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
     let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
@@ -1055,6 +1056,7 @@ fn start_detached(
         .arg("sh")
         .arg(&pid_file)
         .arg(BIN)
+        .args(first)
         .args([
             "--fuse-fd",
             &fuse.as_raw_fd().to_string(),
@@ -1198,8 +1200,15 @@ fn detached_server() {
     let log_lines = || fs::read_to_string(&log_path).unwrap_or_default();
 
     // 1. Outlives its starter, holds only its own descriptors, serves,
-    // and exits 0 when the mount is gone.
-    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers);
+    // and exits 0 when the mount is gone; here started as squashfs-mount
+    // starts it, as root becoming the caller (nobody).
+    let (pid, line) = start_detached(
+        kernel_fuse_mount(&mnt),
+        &image(),
+        &log(),
+        &servers,
+        &["--run-as", "65534:65534:"],
+    );
     assert_eq!(line, "ready\n");
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
     let proc_dir = PathBuf::from(format!("/proc/{}", pid.as_raw_nonzero()));
@@ -1264,6 +1273,12 @@ fn detached_server() {
     );
     let status = fs::read_to_string(proc_dir.join("status")).unwrap();
     assert!(status.lines().any(|l| l.starts_with("VmRSS:")), "{status}");
+    assert!(
+        status.lines().any(|l| l
+            .split_whitespace()
+            .eq(["Uid:", "65534", "65534", "65534", "65534"])),
+        "{status}"
+    );
     rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
     let s = wait_pid(pid, Duration::from_secs(5)).expect("still running after unmount");
     assert_eq!(s.exit_status(), Some(0), "{s:?}");
@@ -1278,7 +1293,7 @@ fn detached_server() {
     // 2. SIGTERM: exits 0 at once, says so; the dead mount fails with
     // ENOTCONN until it is unmounted.
     fs::write(&log_path, b"").unwrap();
-    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers);
+    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers, &[]);
     assert_eq!(line, "ready\n");
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
     kill_pid(pid, Signal::TERM);
@@ -1296,7 +1311,7 @@ fn detached_server() {
     // 3. SIGKILL while a reader waits for it: the reader gets an error at
     // once (ECONNABORTED for the request in flight), not a hang, and so
     // does every later access but to what the kernel still has cached.
-    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers);
+    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers, &[]);
     assert_eq!(line, "ready\n");
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
     kill_pid(pid, Signal::STOP);
