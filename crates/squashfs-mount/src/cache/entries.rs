@@ -5,7 +5,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::meta::{is_entry_name, Identity, Meta, META_LIMIT};
+use super::meta::{is_entry_name, Identity, Kind, Meta, META_LIMIT};
 use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE};
 use crate::system::{self, Error};
 
@@ -40,9 +40,20 @@ fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
     }
 }
 
-/// Checks that a clone is a read-only, nosuid, nodev squashfs mount of the
-/// loop device `rdev`.
-fn check_clone(clone: &OwnedFd, rdev: u64) -> Result<(), String> {
+/// Checks that a clone is the record's instance: for a kernel instance a
+/// read-only, nosuid, nodev squashfs mount of its loop device; for a FUSE
+/// instance one on its device, asked without a request to its server
+/// (which its user may have stopped: this runs under the cache's lock).
+fn check_clone(clone: &OwnedFd, meta: &Meta) -> Result<(), String> {
+    if let Kind::Fuse { .. } = meta.kind {
+        let st = system::fstat_cached(clone.as_fd())
+            .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
+        if st.dev != meta.device {
+            return Err("the cached instance is not what was recorded".into());
+        }
+        return Ok(());
+    }
+    let rdev = meta.device;
     let st = system::fstat(clone.as_fd())
         .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
     let magic = system::filesystem_type(clone.as_fd())
@@ -84,38 +95,53 @@ fn read_meta(name: &str) -> Option<Meta> {
 }
 
 /// `copies` clones of entry `name` if it is of the same unchanged file `id`
-/// and its loop device is still backed by that very file; else none.
+/// and still good: a kernel instance whose loop device is still backed by
+/// that very file, or a FUSE instance of `fuse_user` whose server still
+/// runs. Else none, and the entry's record when there is one (to tell why).
 pub(super) fn clones_of(
     name: &str,
     id: &Identity,
+    fuse_user: Option<u32>,
     copies: usize,
     dev: BorrowedFd<'_>,
-) -> Vec<OwnedFd> {
+) -> (Vec<OwnedFd>, Option<Meta>) {
     let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
-    let Ok(loop_dev) = system::open_loop_device(dev, meta.loop_number) else {
-        return Vec::new();
+    let good = match meta.kind {
+        Kind::Kernel { loop_number, .. } => loop_backed_by(loop_number, &meta, id, dev),
+        Kind::Fuse { pid, started } => {
+            fuse_user == Some(meta.uid) && system::process_started(pid) == Some(started)
+        }
     };
-    if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.loop_rdev) {
-        return Vec::new();
-    }
-    let Ok(info) = system::loop_status(loop_dev.as_fd()) else {
-        return Vec::new();
-    };
-    let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
-    if info.lo_device != id.dev || info.lo_inode != id.ino || info.lo_flags & want != want {
-        return Vec::new();
+    if !good {
+        return (Vec::new(), Some(meta));
     }
     let mut out = Vec::with_capacity(copies);
     for _ in 0..copies.max(1) {
         match system::clone_mount_at(&path(name, "mnt")) {
-            Ok(c) if check_clone(&c, meta.loop_rdev).is_ok() => out.push(c),
-            _ => return Vec::new(),
+            Ok(c) if check_clone(&c, &meta).is_ok() => out.push(c),
+            _ => return (Vec::new(), Some(meta)),
         }
     }
     let _ = system::touch(system::working_dir(), &path(name, ""));
-    out
+    (out, Some(meta))
+}
+
+/// Whether loop device `number` is still the record's, backed by the file
+/// `id`, read-only and autoclear.
+fn loop_backed_by(number: u32, meta: &Meta, id: &Identity, dev: BorrowedFd<'_>) -> bool {
+    let Ok(loop_dev) = system::open_loop_device(dev, number) else {
+        return false;
+    };
+    if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.device) {
+        return false;
+    }
+    let Ok(info) = system::loop_status(loop_dev.as_fd()) else {
+        return false;
+    };
+    let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
+    info.lo_device == id.dev && info.lo_inode == id.ino && info.lo_flags & want == want
 }
 
 fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
@@ -133,21 +159,36 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
         && is_entry_name(name.as_bytes())
-        && meta.as_ref().is_some_and(|m| {
-            match system::open_dir_nofollow(here, path(name, "mnt")) {
-                Ok(mnt) => {
-                    system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.loop_rdev)
-                        && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
-                }
-                Err(_) => false,
-            }
-        });
+        && meta.as_ref().is_some_and(|m| instance_in_place(name, m));
     Ok(Some(Entry {
         name: name.to_string(),
         meta,
         valid,
         last_used,
     }))
+}
+
+/// Whether entry `name` holds the instance `m` records: the kernel's
+/// squashfs on its loop device, or a FUSE mount on its device whose server
+/// runs (looked at without a request to that server).
+fn instance_in_place(name: &str, m: &Meta) -> bool {
+    let here = system::working_dir();
+    match m.kind {
+        Kind::Kernel { .. } => match system::open_dir_nofollow(here, path(name, "mnt")) {
+            Ok(mnt) => {
+                system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.device)
+                    && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
+            }
+            Err(_) => false,
+        },
+        Kind::Fuse { pid, started } => {
+            system::stat_at_cached(here, &path(name, "mnt"))
+                .map(|s| s.dev)
+                .ok()
+                == Some(m.device)
+                && system::process_started(pid) == Some(started)
+        }
+    }
 }
 
 /// Every name in the cache namespace's root but its own files: entries, and
