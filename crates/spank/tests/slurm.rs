@@ -60,12 +60,16 @@ type Test = fn(&T);
 
 const TESTS: &[(&str, Test)] = &[
     (
-        "the_users_own_image_is_served_by_fuse_on_every_node_and_no_server_outlives_the_step",
+        "the_users_own_image_is_served_by_fuse_on_every_node_and_no_server_outlives_the_job",
         users_own_image_through_fuse,
     ),
     (
-        "a_fuse_server_a_task_stopped_does_not_outlive_the_step",
-        stopped_server_does_not_outlive_the_step,
+        "a_fuse_server_a_task_stopped_does_not_outlive_the_job",
+        stopped_server_does_not_outlive_the_job,
+    ),
+    (
+        "tasks_of_a_step_share_one_fuse_instance_per_node_and_steps_reuse_it",
+        fuse_instance_shared_by_tasks_and_steps,
     ),
     (
         "the_site_policy_applies_to_the_plugin",
@@ -873,7 +877,7 @@ fn users_own_image_through_fuse(t: &T) {
     while !processes_named(t.c.user.uid, "squashfs-mount-").is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
-            "FUSE servers outlived the step: {:?}",
+            "FUSE servers outlived the job: {:?}",
             processes_named(t.c.user.uid, "squashfs-mount-")
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -881,9 +885,11 @@ fn users_own_image_through_fuse(t: &T) {
 }
 
 /// Issue 19, finding 3: a task stops its FUSE server (SIGSTOP, which it
-/// may: the server runs as the user); once the step is over no server of
-/// the user is left (the plugin kills the step's servers at its end).
-fn stopped_server_does_not_outlive_the_step(t: &T) {
+/// may: the server runs as the user); once the job is over no server of
+/// the user is left (the instance is cached for the job's next steps; the
+/// plugin's job epilog evicts the user's unused instances, and their
+/// servers, stopped or not, end with them).
+fn stopped_server_does_not_outlive_the_job(t: &T) {
     let own = t.c.dir.join("jobs/own-stop.sqfs");
     fs::copy(t.img("a.sqfs"), &own).expect("copy");
     t.c.user.chown(&own);
@@ -911,8 +917,49 @@ fn stopped_server_does_not_outlive_the_step(t: &T) {
             for pid in &left {
                 let _ = Command::new("kill").args(["-KILL", pid]).status();
             }
-            panic!("a stopped FUSE server outlived its step: {left:?}");
+            panic!("a stopped FUSE server outlived its job: {left:?}");
         }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Issue 21: the tasks of a step (2 per node on 3 nodes) share one cached
+/// FUSE instance per node, the job's next step reuses it (the same
+/// servers), and after the job none is left.
+fn fuse_instance_shared_by_tasks_and_steps(t: &T) {
+    let own = t.c.dir.join("jobs/own-steps.sqfs");
+    fs::copy(t.img("a.sqfs"), &own).expect("copy");
+    t.c.user.chown(&own);
+    let step = format!(
+        "srun -N3 -n6 --squashfs={}:{UE} sh -c 'cat {UE}/file' | sort | uniq -c",
+        own.display()
+    );
+    let servers = "pgrep -u $(id -u) -x squashfs-mount- | sort -n | tr '\\n' ' '";
+    let script = format!(
+        "#!/bin/sh\n#SBATCH -N3 --ntasks-per-node=2\n{step}\necho \"after1: $({servers})\"\n{step}\necho \"after2: $({servers})\"\n"
+    );
+    let (job, state, out) = sbatch(t, "fuse-steps", &script);
+    let _ = fs::remove_file(&own);
+    assert_eq!(state, "COMPLETED", "job {job}: {out}");
+    assert_eq!(out.matches("6 hello from A").count(), 2, "job {job}: {out}");
+    let pids = |after: &str| -> Vec<String> {
+        out.lines()
+            .find_map(|l| l.strip_prefix(after))
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let (first, second) = (pids("after1:"), pids("after2:"));
+    assert_eq!(first.len(), NODES, "one server per node: {out}");
+    assert_eq!(second, first, "the second step reused the servers: {out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_named(t.c.user.uid, "squashfs-mount-").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "FUSE servers outlived the job: {:?}",
+            processes_named(t.c.user.uid, "squashfs-mount-")
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

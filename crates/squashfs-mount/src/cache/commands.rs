@@ -107,6 +107,27 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
     Ok(())
 }
 
+/// A Slurm job of user `uid` ended on this node (the plugin's job epilog,
+/// root): evicts the user's unused FUSE instances, whose servers end with
+/// them (also one a task stopped). Instances another job of the user still
+/// uses stay. Returns how many were evicted. Needs root, on a thread with
+/// its own fs_struct (the cache's namespace is visited).
+pub fn end_of_job(uid: u32) -> Result<usize, Failure> {
+    let settings = config::load();
+    let store = Store::open(
+        settings.cache_limits(),
+        settings.cache_lock_timeout_ms,
+        false,
+        |why| panic!("squashfs-mount job epilog stopped: {why}"),
+    )
+    .map_err(|e| Failure::new(format!("image cache: {e}")))?;
+    let Some(store) = store else { return Ok(0) };
+    let result = store
+        .collect(Mode::JobEnd, uid, None, usage::ON_REQUEST)
+        .map_err(|e| Failure::new(format!("image cache: {e}")))?;
+    Ok(result.iter().filter(|(_, gone)| *gone).count())
+}
+
 /// `squashfs-mount --cache-status [--json]`: the caller's own cached
 /// instances (root: all of them).
 pub fn status_command(json: bool) -> Result<(), Failure> {

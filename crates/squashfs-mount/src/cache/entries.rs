@@ -12,6 +12,33 @@ use crate::system::{self, Error};
 /// Most names listed in the cache namespace (a hard cap on entries).
 pub const MAX_ENTRIES: usize = 4096;
 
+/// Directories of the host's mount namespace that work in the cache's
+/// namespace needs (its root is a bare tmpfs): /dev, for the loop devices
+/// of kernel instances; /proc, for the servers of FUSE instances. Opened
+/// before a visit.
+pub struct Host {
+    pub dev: OwnedFd,
+    pub proc: OwnedFd,
+}
+
+impl Host {
+    pub fn open() -> Result<Host, CacheError> {
+        let open = |d: &str| {
+            system::open_dir_nofollow(system::working_dir(), d)
+                .map_err(|e| CacheError::Unavailable(format!("cannot open {d}: {e}")))
+        };
+        Ok(Host {
+            dev: open("/dev")?,
+            proc: open("/proc")?,
+        })
+    }
+
+    /// Whether the FUSE server `pid` that started at `started` still runs.
+    fn server_runs(&self, pid: u32, started: u64) -> bool {
+        system::process_started_in(self.proc.as_fd(), &format!("{pid}/stat")) == Some(started)
+    }
+}
+
 /// One cached entry, as listed.
 #[derive(Clone, Debug)]
 pub struct Entry {
@@ -103,15 +130,17 @@ pub(super) fn clones_of(
     id: &Identity,
     fuse_user: Option<u32>,
     copies: usize,
-    dev: BorrowedFd<'_>,
+    host: &Host,
 ) -> (Vec<OwnedFd>, Option<Meta>) {
     let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else {
         return (Vec::new(), None);
     };
     let good = match meta.kind {
-        Kind::Kernel { loop_number, .. } => loop_backed_by(loop_number, &meta, id, dev),
+        Kind::Kernel { loop_number, .. } => {
+            loop_backed_by(loop_number, &meta, id, host.dev.as_fd())
+        }
         Kind::Fuse { pid, started } => {
-            fuse_user == Some(meta.uid) && system::process_started(pid) == Some(started)
+            fuse_user == Some(meta.uid) && host.server_runs(pid, started)
         }
     };
     if !good {
@@ -144,7 +173,7 @@ fn loop_backed_by(number: u32, meta: &Meta, id: &Identity, dev: BorrowedFd<'_>) 
     info.lo_device == id.dev && info.lo_inode == id.ino && info.lo_flags & want == want
 }
 
-fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
+fn read_entry(name: &str, host: &Host) -> Result<Option<Entry>, CacheError> {
     let here = system::working_dir();
     let dir = match system::stat_at(here, &path(name, "")) {
         Ok(d) => d,
@@ -159,7 +188,9 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
         && is_entry_name(name.as_bytes())
-        && meta.as_ref().is_some_and(|m| instance_in_place(name, m));
+        && meta
+            .as_ref()
+            .is_some_and(|m| instance_in_place(name, m, host));
     Ok(Some(Entry {
         name: name.to_string(),
         meta,
@@ -171,7 +202,7 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
 /// Whether entry `name` holds the instance `m` records: the kernel's
 /// squashfs on its loop device, or a FUSE mount on its device whose server
 /// runs (looked at without a request to that server).
-fn instance_in_place(name: &str, m: &Meta) -> bool {
+fn instance_in_place(name: &str, m: &Meta, host: &Host) -> bool {
     let here = system::working_dir();
     match m.kind {
         Kind::Kernel { .. } => match system::open_dir_nofollow(here, path(name, "mnt")) {
@@ -186,7 +217,7 @@ fn instance_in_place(name: &str, m: &Meta) -> bool {
                 .map(|s| s.dev)
                 .ok()
                 == Some(m.device)
-                && system::process_started(pid) == Some(started)
+                && host.server_runs(pid, started)
         }
     }
 }
@@ -194,7 +225,7 @@ fn instance_in_place(name: &str, m: &Meta) -> bool {
 /// Every name in the cache namespace's root but its own files: entries, and
 /// anything else (left by a killed launch, or by an earlier version of the
 /// tool), listed as broken so that collection removes it.
-pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
+pub(super) fn list_entries(host: &Host) -> Result<Vec<Entry>, CacheError> {
     let (names, _) = system::list_dir(system::working_dir(), "/", MAX_ENTRIES)
         .map_err(|e| CacheError::Unavailable(format!("cannot list the cache: {e}")))?;
     let mut out = Vec::new();
@@ -204,7 +235,7 @@ pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
             continue;
         }
         let name = String::from_utf8_lossy(name).into_owned();
-        if let Some(e) = read_entry(&name)? {
+        if let Some(e) = read_entry(&name, host)? {
             out.push(e);
         }
     }

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry};
+use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
 pub use super::entries::{Entry, MAX_ENTRIES};
 use super::evict::{self, Candidate, Limits, Mode};
 use super::kinds;
@@ -173,9 +173,7 @@ impl Store {
     /// shared lock. An empty list means: not cached (or stale); the record
     /// of a stale entry comes with it (to say why).
     pub fn reuse(&self, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
-        // /dev, for the loop device checks inside the cache namespace.
-        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-            .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
+        let host = Host::open()?;
         let _g = self.lock(LockKind::Shared)?;
         self.visit(false, |secret| {
             let Some(secret) = secret else {
@@ -185,7 +183,7 @@ impl Store {
                 .iter()
                 .map(|w| {
                     let name = w.key.entry_name(secret);
-                    clones_of(&name, &w.id, w.key.fuse_user, w.copies, dev.as_fd())
+                    clones_of(&name, &w.id, w.key.fuse_user, w.copies, &host)
                 })
                 .collect())
         })
@@ -204,16 +202,15 @@ impl Store {
         protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         let prepared = (|| {
-            let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-                .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
+            let host = Host::open()?;
             let guard = self.lock(LockKind::Exclusive)?;
-            let entries = self.visit(true, |_| list_entries())?;
+            let entries = self.visit(true, |_| list_entries(&host))?;
             let secret = self.secret.get().ok_or_else(|| {
                 CacheError::Unavailable("the cache namespace has no secret".into())
             })?;
-            Ok((dev, guard, entries, secret))
+            Ok((host, guard, entries, secret))
         })();
-        let (dev, _guard, entries, secret) = match prepared {
+        let (host, _guard, entries, secret) = match prepared {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
@@ -251,7 +248,7 @@ impl Store {
                     &offer.meta.identity(),
                     key.fuse_user,
                     offer.copies,
-                    dev.as_fd(),
+                    &host,
                 );
                 if !theirs.is_empty() {
                     out.push(Placed::Cached(theirs));
@@ -283,8 +280,9 @@ impl Store {
 
     /// Lists the entries (shared lock).
     pub fn entries(&self) -> Result<Vec<Entry>, CacheError> {
+        let host = Host::open()?;
         let _g = self.lock(LockKind::Shared)?;
-        self.visit(false, |_| list_entries())
+        self.visit(false, |_| list_entries(&host))
     }
 
     /// The name the entry `key` has, when the cache namespace has a secret
@@ -340,7 +338,8 @@ impl Store {
         if let Ok(claims) = super::claim::Claims::open() {
             claims.tidy();
         }
-        let entries = self.visit(false, |_| list_entries())?;
+        let host = Host::open()?;
+        let entries = self.visit(false, |_| list_entries(&host))?;
         let cands = self.candidates(&entries, uid, target, &HashSet::new(), budget);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
@@ -384,6 +383,10 @@ impl Store {
                     .is_some_and(|m| e.valid && kinds::file_deleted(m)),
                 in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.device)),
                 mine: e.meta.as_ref().is_some_and(|m| m.uid == uid) || uid == 0,
+                fuse: e
+                    .meta
+                    .as_ref()
+                    .is_some_and(|m| matches!(m.kind, super::Kind::Fuse { .. })),
                 target: e
                     .meta
                     .as_ref()

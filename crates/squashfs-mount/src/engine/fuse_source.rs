@@ -68,10 +68,7 @@ impl FuseCache {
     /// Clones of the caller's cached instances of `images` (each with how
     /// many copies), and for each one not reused, the record of a stale
     /// entry (a server that is gone, say).
-    pub fn reuse(
-        &self,
-        images: &[(&Image, usize)],
-    ) -> Result<Vec<Reused>, CacheError> {
+    pub fn reuse(&self, images: &[(&Image, usize)]) -> Result<Vec<Reused>, CacheError> {
         let wanted: Vec<Want> = images
             .iter()
             .map(|(image, copies)| Want {

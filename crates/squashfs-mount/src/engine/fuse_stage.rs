@@ -245,8 +245,9 @@ impl Flight<'_> {
             Ok(found) => {
                 for (&i, (clones, stale)) in which.iter().zip(found) {
                     if clones.is_empty() {
-                        if let Some(m) = stale {
-                            out.warnings.push(stale_note(&self.opened[i], &m));
+                        let note = stale.map(|m| stale_note(&self.opened[i], &m));
+                        if let Some(note) = note.filter(|n| !out.warnings.contains(n)) {
+                            out.warnings.push(note);
                         }
                         continue;
                     }

@@ -172,7 +172,13 @@ fn frozen_cgroup(line: &str) -> bool {
 /// /proc/PID/stat), if it exists and is not a zombie: with the pid, it
 /// names one process for good.
 pub fn process_started(pid: u32) -> Option<u64> {
-    let (stat, _) = super::read_file_at(working_dir(), &format!("/proc/{pid}/stat"), 4096).ok()?;
+    process_started_in(working_dir(), &format!("/proc/{pid}/stat"))
+}
+
+/// [`process_started`] from the `stat` file at `path` relative to `dir` (a
+/// directory fd of /proc, where the current root has none).
+pub fn process_started_in(dir: std::os::fd::BorrowedFd<'_>, path: &str) -> Option<u64> {
+    let (stat, _) = super::read_file_at(dir, path, 4096).ok()?;
     let stat = String::from_utf8_lossy(&stat);
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
     // Field 3 is the state; field 22 the start time.
