@@ -1,0 +1,78 @@
+//! `scripts/check-setuid`, which `make test` runs last: it fails on a
+//! set-id file of root's that other users can reach, and accepts one behind
+//! a directory only root may pass. The files made here are mode 4644 or
+//! 2644: set-id but not executable, so harmless even for the moment they
+//! exist.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use sqfsmnt_test_support::cleanup::run_dir;
+use sqfsmnt_test_support::cmd::run;
+use sqfsmnt_test_support::privileged;
+
+fn mkdir(p: &Path, mode: u32) {
+    fs::create_dir_all(p).unwrap();
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn file(p: &Path, mode: u32) {
+    fs::write(p, "").unwrap();
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn check(dir: &Path) -> sqfsmnt_test_support::Run {
+    run(
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/check-setuid"))
+            .arg(dir),
+    )
+}
+
+#[test]
+fn set_id_files_of_root_are_found_unless_behind_a_root_only_directory() {
+    // Root: the files must be root's; the lock: no other suite's check runs
+    // meanwhile (it would see ours).
+    if !privileged("scripts/check-setuid", &["find", "stat", "flock"]) {
+        return;
+    }
+    let top = run_dir("setuid-check");
+    let _ = fs::remove_dir_all(&top);
+    mkdir(&top, 0o755);
+    let open = top.join("open");
+    let closed = top.join("closed");
+    mkdir(&open.join("deep"), 0o755);
+    mkdir(&closed.join("sub"), 0o755);
+    fs::set_permissions(&closed, fs::Permissions::from_mode(0o700)).unwrap();
+
+    // Behind root's 0700 directory: fine, at any depth.
+    file(&closed.join("sub/setuid"), 0o4644);
+    file(&closed.join("setgid"), 0o2644);
+    let r = check(&top);
+    assert!(r.success(), "{r:?}");
+
+    // Another user's setuid file is not root's: not this check's business.
+    file(&open.join("users"), 0o4644);
+    std::os::unix::fs::chown(open.join("users"), Some(65534), Some(65534)).unwrap();
+    let r = check(&top);
+    assert!(r.success(), "{r:?}");
+
+    // Reachable: setuid root, and setgid root, each named.
+    file(&open.join("deep/setuid"), 0o4644);
+    file(&open.join("setgid"), 0o2644);
+    let r = check(&top);
+    assert_eq!(r.code(), Some(1), "{r:?}");
+    for f in ["deep/setuid", "setgid"] {
+        assert!(
+            r.stderr().contains(&open.join(f).display().to_string()),
+            "{f} not named: {r:?}"
+        );
+    }
+    assert!(!r.stderr().contains("closed"), "{r:?}");
+    // The same tree behind a root-only directory is fine again.
+    fs::set_permissions(&top, fs::Permissions::from_mode(0o700)).unwrap();
+    let r = check(&open);
+    assert!(r.success(), "{r:?}");
+    fs::remove_dir_all(&top).unwrap();
+}
