@@ -279,6 +279,15 @@ fn stale_session_list(t: &T) {
     );
 }
 
+/// What the user sees in `dir` on the host (the login node), as `ls -A`
+/// lists it: a task without an image there sees the same (a real site's
+/// /user-environment need not be empty).
+fn host_listing(t: &T, dir: &str) -> String {
+    let r = t.user(&[], &["ls", "-A", dir]);
+    assert!(r.success(), "ls -A {dir} on the host: {r:?}");
+    r.stdout()
+}
+
 /// `--squashfs=` (empty) runs the step without the session's images.
 fn session_opt_out(t: &T) {
     let r = in_session(
@@ -290,10 +299,11 @@ fn session_opt_out(t: &T) {
             "--squashfs=",
             "sh",
             "-c",
-            "ls -A /user-environment | wc -l; echo ${UENV_MOUNT_LIST:-none}",
+            "ls -A /user-environment; echo END; echo ${UENV_MOUNT_LIST:-none}",
         ],
     );
-    assert!(r.success() && r.stdout().starts_with("0\n"), "{r:?}");
+    let want = format!("{}END\n", host_listing(t, UE));
+    assert!(r.success() && r.stdout().starts_with(&want), "want {want:?}: {r:?}");
 }
 
 /// Loop devices backed by `image` (on any node: they are the kernel's).
@@ -962,20 +972,22 @@ fn sbatch_one_node(t: &T) {
 echo \"batch: $(cat /user-environment/file)\"
 srun cat /user-environment/file | sed 's/^/step1: /'
 srun --squashfs={b}:/user-environment cat /user-environment/file | sed 's/^/step2: /'
-srun --squashfs={b}:/user-tools sh -c 'cat /user-tools/file; ls /user-environment | wc -l' | sed 's/^/step3: /'
+srun --squashfs={b}:/user-tools sh -c 'cat /user-tools/file; ls -A /user-environment | tr \"\\n\" \" \"; echo' | sed 's/^/step3: /'
 ",
         a = t.img("a.sqfs"),
         b = t.img("b.sqfs")
     );
     let (job, state, out) = sbatch(t, "one-node", &script);
     assert_eq!(state, "COMPLETED", "job {job}: {out}");
+    // Step 3 has no image on /user-environment: the host's directory.
+    let host = host_listing(t, UE).replace('\n', " ");
     for want in [
-        "batch: hello from A\n",
-        "step1: hello from A\n",
-        "step2: hello from B\n",
-        "step3: hello from B\nstep3: 0\n",
+        "batch: hello from A\n".to_string(),
+        "step1: hello from A\n".into(),
+        "step2: hello from B\n".into(),
+        format!("step3: hello from B\nstep3: {host}\n"),
     ] {
-        assert!(out.contains(want), "job {job}: no {want:?} in {out:?}");
+        assert!(out.contains(&want), "job {job}: no {want:?} in {out:?}");
     }
 }
 
