@@ -228,12 +228,20 @@ then, through squashfs-mount (found next to sqfs, else on PATH), the command is 
 times cold and --runs times warm, and so is a walk that stats every entry of the tree.
 Times are the wall time of the whole squashfs-mount run, mount included.
 
-Cold runs drop the page cache first (echo 3 > /proc/sys/vm/drop_caches) when you may
-(root). Otherwise the image's cached pages are evicted with posix_fadvise(DONTNEED) and
-it is mounted afresh; files outside the image stay cached. The table and chart label
-such runs cold*. Each warm run directly follows a cold run, which filled the page
-cache; every run is a fresh mount, so decompression is redone. squashfs-mount's
---no-cache is passed when it has that option. All images are built first, then
+Which way squashfs-mount mounts the images is asked with 'squashfs-mount --policy'
+and printed with the table: the kernel's squashfs, or its FUSE server for images the
+site policy keeps from the kernel (by default every image you own or could change,
+so usually the ones bench builds for you: run it as root, or with --work-dir in a
+place the policy trusts, to measure the kernel path).
+
+Cold runs use squashfs-mount's --no-cache (a fresh mount) and drop the page cache
+first (echo 3 > /proc/sys/vm/drop_caches) when you may (root). Otherwise the image's
+cached pages are evicted with posix_fadvise(DONTNEED); files outside the image stay
+cached. The table and chart label such runs cold*. Warm runs are a second launch
+through squashfs-mount's image cache (what users get when they start something
+again) where the images take the kernel path and the cache works; otherwise a fresh
+mount right after the cold run, whose page cache it finds filled (the FUSE path is
+never cached); the table says which, and why. All images are built first, then
 measured in rounds that visit every compressor once, so a passing disturbance on
 the machine spreads over all of them.
 
