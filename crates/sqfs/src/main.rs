@@ -231,8 +231,7 @@ Times are the wall time of the whole squashfs-mount run, mount included.
 Which way squashfs-mount mounts the images is asked with 'squashfs-mount --policy'
 and printed with the table: the kernel's squashfs, or its FUSE server for images the
 site policy keeps from the kernel (by default every image you own or could change,
-so usually the ones bench builds for you: run it as root, or with --work-dir in a
-place the policy trusts, to measure the kernel path).
+so the images bench builds as you; built by root, they take the kernel path).
 
 Cold runs use squashfs-mount's --no-cache (a fresh mount) and drop the page cache
 first (echo 3 > /proc/sys/vm/drop_caches) when you may (root). Otherwise the image's
