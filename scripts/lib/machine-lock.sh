@@ -3,7 +3,8 @@
 # sourced by the scripts that share the machine's loop devices, image cache,
 # test users or setuid files with them. Bash.
 
-LOCK=/tmp/sqfsmnt-integration.lock
+# (SQFSMNT_INTEGRATION_LOCK: another lock file, for the tests of these functions.)
+LOCK=${SQFSMNT_INTEGRATION_LOCK:-/tmp/sqfsmnt-integration.lock}
 
 # Whether this process or an ancestor holds the lock (`flock $LOCK make
 # test`): then it is ours already, and taking it again would wait for
@@ -24,10 +25,26 @@ lock_held_by_ancestor() {
   return 1
 }
 
+# Whether a descriptor this shell inherited is the lock file opened by a
+# parent script that holds the lock (take_machine_lock below): flock on it
+# then succeeds at once, the lock belonging to the open file, not to a
+# process. (/proc/locks names the flock(1) process that took it, long gone.)
+lock_held_through_inherited_fd() {
+  local fd
+  for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}
+    [ "$(readlink "/proc/$$/fd/$fd" 2>/dev/null)" = "$LOCK" ] || continue
+    flock -n "$fd" 2>/dev/null && return 0
+  done
+  return 1
+}
+
 # take_machine_lock <who>: holds the lock until this shell exits (on a file
-# descriptor of its own), unless an ancestor holds it; waits up to an hour.
+# descriptor of its own, which its children inherit), unless an ancestor
+# holds it; waits up to an hour.
 take_machine_lock() {
   lock_held_by_ancestor && return 0
+  lock_held_through_inherited_fd && return 0
   local fd
   exec {fd}>"$LOCK"
   if ! flock -n "$fd"; then

@@ -76,3 +76,31 @@ fn set_id_files_of_root_are_found_unless_behind_a_root_only_directory() {
     assert!(r.success(), "{r:?}");
     fs::remove_dir_all(&top).unwrap();
 }
+
+/// A script that holds the machine-wide lock (packaging/test-packages) runs
+/// scripts/check-setuid, which takes the lock too: it must see that the
+/// descriptor it inherited holds it, not wait for its own parent (an hour).
+/// With a lock file of the test's own, so no other suite is involved.
+#[test]
+fn a_script_under_the_lock_of_its_parent_script_does_not_wait_for_it() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = run_dir("nested-lock");
+    let _ = fs::remove_dir_all(&dir);
+    mkdir(&dir.join("empty"), 0o755);
+    let script = format!(
+        ". '{}'; take_machine_lock outer; exec timeout 30 '{}' '{}'",
+        top.join("scripts/lib/machine-lock.sh").display(),
+        top.join("scripts/check-setuid").display(),
+        dir.join("empty").display()
+    );
+    let r = sqfsmnt_test_support::run_with_timeout(
+        Command::new("bash")
+            .args(["-c", &script])
+            .env("SQFSMNT_INTEGRATION_LOCK", dir.join("lock")),
+        std::time::Duration::from_secs(60),
+    );
+    let r = sqfsmnt_test_support::Run(r);
+    assert!(r.success(), "{r:?}");
+    assert!(!r.stderr().contains("waiting"), "{r:?}");
+    fs::remove_dir_all(&dir).unwrap();
+}
