@@ -23,11 +23,12 @@ fn file(p: &Path, mode: u32) {
     fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
 }
 
+fn script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/check-setuid")
+}
+
 fn check(dir: &Path) -> sqfsmnt_test_support::Run {
-    run(
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/check-setuid"))
-            .arg(dir),
-    )
+    run(Command::new(script()).arg(dir))
 }
 
 #[test]
@@ -70,6 +71,35 @@ fn set_id_files_of_root_are_found_unless_behind_a_root_only_directory() {
         );
     }
     assert!(!r.stderr().contains("closed"), "{r:?}");
+    // What was there before a run (--record) is named but does not fail
+    // the check after it (--baseline); a file made or changed since does.
+    let before = top.join("before");
+    let r = run(Command::new(script())
+        .arg("--record")
+        .arg(&before)
+        .arg(&open));
+    assert!(r.success(), "{r:?}");
+    let with_baseline = || {
+        run(Command::new(script())
+            .arg("--baseline")
+            .arg(&before)
+            .arg(&open))
+    };
+    let r = with_baseline();
+    assert!(r.success(), "{r:?}");
+    assert!(
+        r.stderr().contains("there before this run") && r.stderr().contains("deep/setuid"),
+        "{r:?}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new change time
+    file(&open.join("setgid"), 0o2644);
+    let r = with_baseline();
+    assert_eq!(r.code(), Some(1), "{r:?}");
+    let failed = r.stderr().split("FAILED").nth(1).unwrap_or("").to_string();
+    assert!(
+        failed.contains("setgid") && !failed.contains("deep/setuid"),
+        "{r:?}"
+    );
     // The same tree behind a root-only directory is fine again.
     fs::set_permissions(&top, fs::Permissions::from_mode(0o700)).unwrap();
     let r = check(&open);
