@@ -362,30 +362,66 @@ fn compare(src: &Path, mnt: &Path, rel: &Path, errors: &mut Vec<String>) {
     }
 }
 
-/// Mounts `img` on `mnt` through `--mount` and runs `f` while it is mounted.
-fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
-    fs::create_dir_all(mnt).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("--mount")
-        .arg(img)
-        .arg(mnt)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let dev = fs::metadata(mnt).unwrap().dev();
+/// A `--mount` server; if the test fails while it runs, dropping this
+/// unmounts and stops it, so that no server or mount outlives the test
+/// (a leaked server also kept `make test`'s output pipe open).
+struct Served {
+    child: std::process::Child,
+    mnt: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits until `mnt` is no longer on the device `dev`: the mount appeared.
+/// A minute at most (a busy machine starts the server slowly; this only
+/// catches a server that never mounts).
+fn wait_for_mount(served: &mut Served, dev: u64) {
     let start = Instant::now();
-    while fs::metadata(mnt).unwrap().dev() == dev {
+    while fs::metadata(&served.mnt).unwrap().dev() == dev {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the mount did not appear"
+            start.elapsed() < Duration::from_secs(60),
+            "the mount did not appear within 60 s"
         );
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = served.child.try_wait().unwrap() {
             let mut e = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            if let Some(mut err) = served.child.stderr.take() {
+                let _ = err.read_to_string(&mut e);
+            }
             panic!("squashfs-mount-fuse --mount exited: {s}: {e}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Mounts `img` on `mnt` through `--mount` and runs `f` while it is mounted.
+fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
+    fs::create_dir_all(mnt).unwrap();
+    let dev = fs::metadata(mnt).unwrap().dev();
+    let child = Command::new(BIN)
+        .arg("--mount")
+        .arg(img)
+        .arg(mnt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut served = Served {
+        child,
+        mnt: mnt.to_path_buf(),
+    };
+    wait_for_mount(&mut served, dev);
     let r = f();
     let st = Command::new("fusermount3")
         .arg("-u")
@@ -393,10 +429,16 @@ fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_timeout(&mut child, Duration::from_secs(10))
+    let status = wait_timeout(&mut served.child, Duration::from_secs(10))
         .expect("the server did not exit after unmount");
     let mut e = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    served
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut e)
+        .unwrap();
     assert!(status.success(), "server exit status {status}: {e}");
     assert!(
         !e.contains("squashfs-mount:"),
@@ -872,23 +914,22 @@ fn mount_runs_a_command() {
     assert!(!mounts.contains(&*mnt.to_string_lossy()), "still mounted");
     // In the foreground, SIGTERM unmounts and exits 0.
     let dev = fs::metadata(&mnt).unwrap().dev();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .arg("--mount")
         .arg(&img)
         .arg(&mnt)
+        .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while fs::metadata(&mnt).unwrap().dev() == dev {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the mount did not appear"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    let mut served = Served {
+        child,
+        mnt: mnt.clone(),
+    };
+    wait_for_mount(&mut served, dev);
+    let pid = rustix::process::Pid::from_raw(served.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("no exit after SIGTERM");
+    let status =
+        wait_timeout(&mut served.child, Duration::from_secs(10)).expect("no exit after SIGTERM");
     assert!(status.success(), "{status}");
     assert!(
         !fs::read_to_string("/proc/self/mounts")

@@ -115,6 +115,9 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     let settings = config::load();
     let cwd = system::current_dir()
         .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
+    // Not privileged at all: the caller's PATH may say where the FUSE
+    // server is (the setuid command never reads it).
+    let path = std::env::var_os("PATH");
     let mut creds = Rootless::enter()?;
     if !request.quiet {
         error::report("running unprivileged (the binary is not installed setuid root): images are served through FUSE in a user namespace, which is slower than the kernel's squashfs; --quiet hides this note");
@@ -123,7 +126,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         settings: &settings,
         front: &FrontEnd::default(),
         cwd,
-        fuse_server: FuseServer::NextToProgram,
+        fuse_server: FuseServer::Search { path },
         rootless: true,
         caller_limits: None,
     };

@@ -14,8 +14,21 @@ use super::{kinds, Kind};
 use crate::config;
 use crate::error::{print_stdout, Failure};
 use crate::image::Image;
-use crate::privilege::{Credentials, Privileges};
+use crate::privilege::{Credentials, PrivilegeError, Privileges};
 use crate::system;
+
+/// What `--gc` and `--cache-status` say without the setuid bit.
+const ROOTLESS: &str = "no image cache: squashfs-mount is not installed setuid root here, and rootless mode keeps no cache (every image is served through FUSE, for the command's lifetime only)\n";
+
+/// The setuid process's privileges; None in rootless mode (the binary is
+/// not setuid root), where there is no cache to show or evict.
+fn acquire() -> Result<Option<Privileges>, Failure> {
+    match Privileges::acquire() {
+        Ok(p) => Ok(Some(p)),
+        Err(PrivilegeError::NotSetuidRoot) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// Opens the existing cache as root; None when there is none.
 fn open_existing(privileges: &mut Privileges) -> Result<Option<Store>, Failure> {
@@ -46,7 +59,10 @@ fn visible(uid: u32, e: &Entry) -> bool {
 /// `squashfs-mount --gc [--all | --expired]`, or `--gc IMAGE` for one
 /// image's instance.
 pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(), Failure> {
-    let mut privileges = Privileges::acquire()?;
+    let Some(mut privileges) = acquire()? else {
+        print_stdout(ROOTLESS);
+        return Ok(());
+    };
     let uid = privileges.caller().uid.as_raw();
     if all && uid != 0 {
         return Err(Failure::new(
@@ -131,7 +147,10 @@ pub fn end_of_job(uid: u32) -> Result<usize, Failure> {
 /// `squashfs-mount --cache-status [--json]`: the caller's own cached
 /// instances (root: all of them).
 pub fn status_command(json: bool) -> Result<(), Failure> {
-    let mut privileges = Privileges::acquire()?;
+    let Some(mut privileges) = acquire()? else {
+        print_stdout(if json { "[]\n" } else { ROOTLESS });
+        return Ok(());
+    };
     let uid = privileges.caller().uid.as_raw();
     let Some(store) = open_existing(&mut privileges)? else {
         privileges.drop_for_good()?;

@@ -47,13 +47,9 @@ pub fn run<C: Credentials>(
     let Some(&first) = images.first() else {
         return Ok(out);
     };
-    let Some(path) = ctx.fuse_server.locate() else {
-        return Err(Failure::new(format!(
-            "{}: the site policy serves this image through FUSE, but {} is not installed",
-            opened[first].image.path.to_string_lossy(),
-            fuse::SERVER_NAME
-        )));
-    };
+    let path = ctx
+        .fuse_server
+        .locate(&opened[first].image.path.to_string_lossy())?;
     let caller = creds.caller().clone();
     let program = fuse::Server::pin(&*creds, &path, !ctx.rootless)?;
     let mut launcher = Launcher {

@@ -29,6 +29,7 @@ use crate::config::Settings;
 use crate::environment;
 use crate::error::Failure;
 use crate::fuse;
+use crate::fuse_server;
 use crate::image::Image;
 use crate::mount;
 use crate::mountpoint::MountPoint;
@@ -44,15 +45,29 @@ use source::{KernelSource, Wanted};
 pub enum FuseServer {
     /// Known (None: no FUSE path available).
     At(Option<OsString>),
-    /// Next to the running program (`fuse::server_for_command`).
+    /// Next to the running program (`fuse::server_for_command`): the
+    /// setuid command's only place.
     NextToProgram,
+    /// Rootless mode: next to the program, in the packages' places, then
+    /// on `path`, the caller's PATH (`fuse_server.rs`).
+    Search { path: Option<OsString> },
 }
 
 impl FuseServer {
-    fn locate(&self) -> Option<OsString> {
+    /// The server, or why there is none for the image `first` (the first
+    /// one the FUSE path serves).
+    pub(super) fn locate(&self, first: &str) -> Result<OsString, Failure> {
+        let missing = || {
+            Failure::new(format!(
+                "{first}: the site policy serves this image through FUSE, but {} is not installed",
+                fuse::SERVER_NAME
+            ))
+        };
         match self {
-            FuseServer::At(path) => path.clone(),
-            FuseServer::NextToProgram => fuse::server_for_command(),
+            FuseServer::At(path) => path.clone().ok_or_else(missing),
+            FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
+            FuseServer::Search { path } => fuse_server::find_for_rootless(path.as_deref())
+                .map_err(|looked| Failure::new(fuse_server::not_found(first, &looked))),
         }
     }
 }

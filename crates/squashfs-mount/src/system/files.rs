@@ -556,3 +556,12 @@ pub fn open_null() -> SysResult<OwnedFd> {
         Mode::empty(),
     )
 }
+
+/// Whether `path` (symlinks followed) is a regular file with an execute
+/// bit: a program that could be run.
+pub fn is_executable_file(path: &OsStr) -> bool {
+    rustix::fs::statat(CWD, path, rustix::fs::AtFlags::empty()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+            && st.st_mode & 0o111 != 0
+    })
+}
