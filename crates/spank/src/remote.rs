@@ -50,6 +50,10 @@ pub enum StepError {
     WorkerStopped,
     OpenNamespace(system::Error),
     JoinNamespace(system::Error),
+    /// The job epilog's thread could not have a fs_struct of its own.
+    EpilogFs(system::Error),
+    /// The job epilog's thread could not start, or stopped (a panic).
+    EpilogThread(Option<std::io::Error>),
 }
 
 impl fmt::Display for StepError {
@@ -65,6 +69,9 @@ impl fmt::Display for StepError {
             StepError::JoinNamespace(e) => {
                 write!(f, "cannot join the step's mount namespace: {e}")
             }
+            StepError::EpilogFs(e) => write!(f, "unshare(CLONE_FS): {e}"),
+            StepError::EpilogThread(Some(e)) => write!(f, "cannot start a thread: {e}"),
+            StepError::EpilogThread(None) => f.write_str("the job epilog's thread stopped"),
         }
     }
 }
@@ -223,4 +230,23 @@ pub fn own_directory() -> Option<OsString> {
             .nth(1)?;
         Some(OsString::from_vec(dir.to_vec()))
     })
+}
+
+/// After a job of `uid` on this node: its unused cached FUSE instances go
+/// (`commands::job_epilog`), on a thread of its own (the cache's namespace
+/// is visited with a fs_struct of the thread's own, and the thread keeps
+/// only the capabilities that takes).
+pub fn job_end(uid: u32) -> Result<usize, Failure> {
+    let worker = std::thread::Builder::new()
+        .name("squashfs-mount".into())
+        .stack_size(2 << 20)
+        .spawn(move || {
+            system::unshare_fs_of_thread()
+                .map_err(|e| Failure::new(StepError::EpilogFs(e)))?;
+            squashfs_mount::commands::job_epilog(uid)
+        })
+        .map_err(|e| Failure::new(StepError::EpilogThread(Some(e))))?;
+    worker
+        .join()
+        .unwrap_or_else(|_| Err(Failure::new(StepError::EpilogThread(None))))
 }

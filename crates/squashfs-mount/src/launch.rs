@@ -104,11 +104,14 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
             signals: system::CallerSignals::unchanged(),
         });
     }
+    // Not privileged at all: the caller's PATH may say where the FUSE
+    // server is (the setuid command never reads it).
+    let path = std::env::var_os("PATH");
     let mut creds = Rootless::new()?;
     let ctx = Context {
         front: &FrontEnd::default(),
         cwd: WorkingDir::Current,
-        fuse_server: FuseServer::NextToProgram,
+        fuse_server: FuseServer::Search { path },
         caller_limits: None,
     };
     let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;

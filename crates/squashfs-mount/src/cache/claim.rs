@@ -16,6 +16,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
+use super::meta::Key;
 use super::{root_only, CacheError, CACHE_DIR};
 use crate::privilege::AsRoot;
 use crate::shared_lock::{self, Busy, Held, Reach};
@@ -48,8 +49,8 @@ impl Claims {
         Ok(Claims { dir })
     }
 
-    fn file(&self, dev: u64, ino: u64) -> Result<OwnedFd, CacheError> {
-        system::open_lock_file(self.dir.as_fd(), &name(dev, ino), 0o600).map_err(|e| {
+    fn file(&self, key: &Key) -> Result<OwnedFd, CacheError> {
+        system::open_lock_file(self.dir.as_fd(), &name(key), 0o600).map_err(|e| {
             CacheError::System(
                 format!("cannot open a claim in {CACHE_DIR}/{MAKING_DIR}"),
                 e,
@@ -57,40 +58,23 @@ impl Claims {
         })
     }
 
-    /// Claims the making of the instance of the file (`dev`, `ino`), unless
-    /// another launch has: None then.
-    pub fn claim(&self, root: &AsRoot, dev: u64, ino: u64) -> Result<Option<Claim>, CacheError> {
-        shared_lock::try_take(
-            root,
-            self.file(dev, ino)?,
-            LockKind::Exclusive,
-            Reach::Within,
-        )
-        .map_err(CacheError::Busy)
+    /// Claims the making of the instance `key` (a file's kernel instance,
+    /// or one user's FUSE instance of it), unless another launch has: None
+    /// then.
+    pub fn claim(&self, root: &AsRoot, key: &Key) -> Result<Option<Claim>, CacheError> {
+        shared_lock::try_take(root, self.file(key)?, LockKind::Exclusive, Reach::Within)
+            .map_err(CacheError::Busy)
     }
 
-    /// Waits until the launch that claimed the file (`dev`, `ino`) has let
-    /// go, at most until `deadline`; not at all for a maker that cannot
-    /// make progress.
-    pub fn wait(
-        &self,
-        root: &AsRoot,
-        dev: u64,
-        ino: u64,
-        deadline: Instant,
-    ) -> Result<(), CacheError> {
+    /// Waits until the launch that claimed `key` has let go, at most until
+    /// `deadline`; not at all for a maker that cannot make progress.
+    pub fn wait(&self, root: &AsRoot, key: &Key, deadline: Instant) -> Result<(), CacheError> {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .as_millis() as u64;
-        shared_lock::take(
-            root,
-            self.file(dev, ino)?,
-            LockKind::Shared,
-            Reach::Within,
-            left,
-        )
-        .map(drop)
-        .map_err(|busy: Busy| CacheError::Busy(busy))
+        shared_lock::take(root, self.file(key)?, LockKind::Shared, Reach::Within, left)
+            .map(drop)
+            .map_err(|busy: Busy| CacheError::Busy(busy))
     }
 
     /// Removes the claim files no launch holds (at a collection).
@@ -114,6 +98,11 @@ impl Claims {
     }
 }
 
-fn name(dev: u64, ino: u64) -> String {
-    format!("{dev}-{ino}")
+/// `<dev>-<ino>` for a kernel instance, `<dev>-<ino>-u<uid>` for a user's
+/// FUSE instance.
+fn name(key: &Key) -> String {
+    match key.fuse_user {
+        None => format!("{}-{}", key.dev, key.ino),
+        Some(uid) => format!("{}-{}-u{uid}", key.dev, key.ino),
+    }
 }

@@ -35,6 +35,7 @@
 //! | `meta.rs`     | records and entry names (pure)                 |
 //! | `evict.rs`    | the eviction plan and limits (pure)            |
 //! | `usage.rs`    | which instances are in use (bounded scan)      |
+//! | `kinds.rs`    | kernel or FUSE instance: cost, deleted, ending |
 //! | `store.rs`    | reuse, place, list, collect (root)             |
 //! | `namespace.rs`| creating the cache namespace (root)            |
 //! | `claim.rs`    | single flight: one launch makes an instance    |
@@ -44,6 +45,7 @@
 pub mod claim;
 mod entries;
 pub mod evict;
+mod kinds;
 mod lock;
 pub mod meta;
 mod namespace;
@@ -56,8 +58,9 @@ use std::os::fd::BorrowedFd;
 use crate::system;
 
 pub use evict::{Limits, Mode};
-pub use meta::{Identity, Meta};
-pub use store::{Entry, Offer, Placed, Store};
+pub use kinds::{cost, fuse_cost};
+pub use meta::{Identity, Key, Kind, Meta};
+pub use store::{Entry, Offer, Placed, Reused, Store, Want};
 
 /// Compiled-in state directory (root-only, 0700).
 pub const CACHE_DIR: &str = "/run/squashfs-mount";

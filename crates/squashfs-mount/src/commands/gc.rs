@@ -5,18 +5,22 @@
 
 use std::ffi::OsStr;
 
-use super::{open_existing, shown_path, visible, CommandError};
+use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
 use crate::cache::evict::Mode;
-use crate::cache::{usage, CacheError, Entry};
+use crate::cache::{usage, CacheError, Entry, Store};
+use crate::config;
 use crate::error::{print_stdout, Failure};
 use crate::image::Image;
-use crate::privilege::{Credentials, Privileges, RootPhase};
+use crate::privilege::{AsRoot, Credentials, RootPhase};
 use crate::system::Uid;
 
 /// `squashfs-mount --gc [--all | --expired]`, or `--gc IMAGE` for one
 /// image's instance.
 pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(), Failure> {
-    let mut privileges = Privileges::acquire(RootPhase::CACHE)?;
+    let Some(mut privileges) = acquire()? else {
+        print_stdout(ROOTLESS);
+        return Ok(());
+    };
     let uid = privileges.caller().uid;
     if all && !uid.is_root() {
         return Err(Failure::new(CommandError::GcAllNotRoot));
@@ -33,11 +37,7 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
     };
     let result = privileges
         .as_root(|root| -> Result<_, CacheError> {
-            // Loads the namespace's secret, so that the image's entry name is known.
-            store.entries(root)?;
-            let name = target
-                .as_ref()
-                .and_then(|t| store.name_of(t.id.dev, t.id.ino));
+            let file = target.as_ref().map(|t| (t.id.dev, t.id.ino));
             let mode = match (&target, all) {
                 (Some(_), _) => Mode::Image,
                 (None, true) => Mode::All,
@@ -45,13 +45,44 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
                 (None, false) if uid.is_root() => Mode::Root,
                 (None, false) => Mode::User,
             };
-            store.collect(root, mode, Some(uid), name.as_deref(), usage::ON_REQUEST)
+            store.collect(root, mode, Some(uid), file, usage::ON_REQUEST)
         })?
         .map_err(|e| Failure::new(CommandError::Cache(e)))?;
     drop(store);
     privileges.drop_for_good()?;
     print_stdout(&report(&result, uid, target.as_ref()));
     Ok(())
+}
+
+/// The plugin's job epilog (slurmd, root) for a job of user `uid`, on a
+/// thread of its own with its own fs_struct, which keeps only the cache
+/// commands' capabilities: [`end_of_job`].
+pub fn job_epilog(uid: u32) -> Result<usize, Failure> {
+    crate::privilege::on_root_thread(RootPhase::CACHE, |root| {
+        end_of_job(root, Uid::from_raw(uid))
+    })?
+}
+
+/// A Slurm job of user `uid` ended on this node (the plugin's job epilog,
+/// root): evicts the user's unused FUSE instances, whose servers end with
+/// them (also one a task stopped). Instances another job of the user still
+/// uses stay. Returns how many were evicted. Needs root, on a thread with
+/// its own fs_struct (the cache's namespace is visited).
+pub fn end_of_job(root: &AsRoot, uid: Uid) -> Result<usize, Failure> {
+    let settings = config::load();
+    let store = Store::open(
+        root,
+        settings.cache_limits(),
+        settings.cache_lock_timeout_ms,
+        false,
+        |why| panic!("squashfs-mount job epilog stopped: {why}"),
+    )
+    .map_err(|e| Failure::new(CommandError::Cache(e)))?;
+    let Some(store) = store else { return Ok(0) };
+    let result = store
+        .collect(root, Mode::JobEnd, Some(uid), None, usage::ON_REQUEST)
+        .map_err(|e| Failure::new(CommandError::Cache(e)))?;
+    Ok(result.iter().filter(|(_, gone)| *gone).count())
 }
 
 /// What `--gc` prints: the caller's own evicted instances, and how many

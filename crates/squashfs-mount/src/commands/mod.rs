@@ -17,11 +17,25 @@ use std::fmt;
 use crate::cache::{CacheError, Entry, Store};
 use crate::config;
 use crate::error::Failure;
-use crate::privilege::{Credentials, Privileges};
+use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase};
 use crate::system::Uid;
 
-pub use gc::gc_command;
+pub use gc::{end_of_job, gc_command, job_epilog};
 pub use status::status_command;
+
+/// What `--gc` and `--cache-status` say without the setuid bit.
+const ROOTLESS: &str = "no image cache: squashfs-mount is not installed setuid root here, and rootless mode keeps no cache (every image is served through FUSE, for the command's lifetime only)\n";
+
+/// The setuid process's privileges for a cache command; None in rootless
+/// mode (the binary is not setuid root), where there is no cache to show
+/// or evict.
+fn acquire() -> Result<Option<Privileges>, Failure> {
+    match Privileges::acquire(RootPhase::CACHE) {
+        Ok(p) => Ok(Some(p)),
+        Err(PrivilegeError::NotSetuidRoot) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// What a maintenance command could not do.
 #[derive(Debug)]
@@ -87,8 +101,10 @@ mod tests {
                     mtime: (0, 0),
                     ctime: (0, 0),
                 },
-                131072,
-                1,
+                crate::cache::Kind::Kernel {
+                    loop_number: 1,
+                    block_size: 131072,
+                },
                 0x701,
                 Uid::from_raw(uid),
                 0,

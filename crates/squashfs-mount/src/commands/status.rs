@@ -1,16 +1,19 @@
 //! `squashfs-mount --cache-status [--json]`: the caller's own cached
 //! instances (root: all of them), as a table or as JSON.
 
-use super::{open_existing, shown_path, visible, CommandError};
-use crate::cache::{CacheError, Entry};
+use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
+use crate::cache::{cost, CacheError, Entry, Kind, Meta};
 use crate::error::{print_stdout, Failure};
-use crate::privilege::{Credentials, Privileges, RootPhase};
+use crate::privilege::Credentials;
 use crate::system;
 
 /// `squashfs-mount --cache-status [--json]`: the caller's own cached
 /// instances (root: all of them).
 pub fn status_command(json: bool) -> Result<(), Failure> {
-    let mut privileges = Privileges::acquire(RootPhase::CACHE)?;
+    let Some(mut privileges) = acquire()? else {
+        print_stdout(if json { "[]\n" } else { ROOTLESS });
+        return Ok(());
+    };
     let uid = privileges.caller().uid;
     let Some(store) = open_existing(&mut privileges)? else {
         privileges.drop_for_good()?;
@@ -35,7 +38,7 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
         .iter()
         .map(|e| {
             let state = match &e.meta {
-                Some(m) if e.valid && usage.used.contains(&m.loop_rdev) => "in-use",
+                Some(m) if e.valid && usage.used.contains(&m.device) => "in-use",
                 Some(_) if e.valid && usage.complete => "idle",
                 Some(_) if e.valid => "unknown",
                 _ => "broken",
@@ -44,6 +47,7 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
                 state,
                 entry: e,
                 idle: now.saturating_sub(e.last_used).max(0),
+                memory: e.meta.as_ref().map(cost),
             }
         })
         .collect();
@@ -59,6 +63,17 @@ struct Row<'a> {
     state: &'static str,
     entry: &'a Entry,
     idle: i64,
+    /// The memory the instance holds (a FUSE instance: with its server's).
+    memory: Option<u64>,
+}
+
+/// Which instance it is, and what holds it: the kernel's on a loop
+/// device, or a FUSE server (its pid).
+fn served_by(m: &Meta) -> (&'static str, String) {
+    match m.kind {
+        Kind::Kernel { loop_number, .. } => ("kernel", format!("/dev/loop{loop_number}")),
+        Kind::Fuse { pid, .. } => ("FUSE", format!("pid {pid}")),
+    }
 }
 
 fn age(s: i64) -> String {
@@ -73,14 +88,18 @@ fn age(s: i64) -> String {
 
 fn to_table(rows: &[Row<'_>], root: bool) -> String {
     let mut out = format!(
-        "{:<8} {:<12} {:>10} {:>9}  IMAGE\n",
-        "STATE", "DEVICE", "SIZE", "LAST USE"
+        "{:<8} {:<6} {:<12} {:>10} {:>10} {:>9}  IMAGE\n",
+        "STATE", "KIND", "SERVED BY", "SIZE", "MEMORY", "LAST USE"
     );
+    let bytes = squashfs_format::size::format_bytes;
+    let mut fuse = false;
     for r in rows {
         let Some(m) = &r.entry.meta else {
             out += &format!(
-                "{:<8} {:<12} {:>10} {:>9}  {}\n",
+                "{:<8} {:<6} {:<12} {:>10} {:>10} {:>9}  {}\n",
                 r.state,
+                "-",
+                "-",
                 "-",
                 "-",
                 "-",
@@ -93,13 +112,23 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
         } else {
             String::new()
         };
+        let (kind, by) = served_by(m);
+        fuse |= kind == "FUSE";
         out += &format!(
-            "{:<8} {:<12} {:>10} {:>9}  {}{owner}\n",
+            "{:<8} {:<6} {:<12} {:>10} {:>10} {:>9}  {}{owner}\n",
             r.state,
-            format!("/dev/loop{}", m.loop_number),
-            squashfs_format::size::format_bytes(m.size),
+            kind,
+            by,
+            bytes(m.size),
+            r.memory.map(bytes).unwrap_or_else(|| "-".into()),
             format!("{} ago", age(r.idle)),
             shown_path(r.entry),
+        );
+    }
+    if fuse {
+        out += &format!(
+            "FUSE servers write their messages to {}/<uid>.log\n",
+            crate::fuse::LOG_DIR
         );
     }
     out
@@ -130,15 +159,20 @@ fn to_json(rows: &[Row<'_>]) -> String {
         .iter()
         .map(|r| match &r.entry.meta {
             Some(m) => format!(
-                "{{\"state\":\"{}\",\"device\":\"/dev/loop{}\",\"size\":{},\"idle_seconds\":{},\"image\":{},\"created_by\":{}}}",
+                "{{\"state\":\"{}\",\"kind\":\"{}\",{},\"size\":{},\"memory\":{},\"idle_seconds\":{},\"image\":{},\"created_by\":{}}}",
                 r.state,
-                m.loop_number,
+                served_by(m).0,
+                match m.kind {
+                    Kind::Kernel { loop_number, .. } => format!("\"device\":\"/dev/loop{loop_number}\",\"server_pid\":null"),
+                    Kind::Fuse { pid, .. } => format!("\"device\":null,\"server_pid\":{pid}"),
+                },
                 m.size,
+                r.memory.map_or("null".to_string(), |b| b.to_string()),
                 r.idle,
                 json_string(&m.path),
                 m.uid
             ),
-            None => format!("{{\"state\":\"{}\",\"device\":null,\"size\":null,\"idle_seconds\":null,\"image\":null,\"created_by\":null}}", r.state),
+            None => format!("{{\"state\":\"{}\",\"kind\":null,\"device\":null,\"server_pid\":null,\"size\":null,\"memory\":null,\"idle_seconds\":null,\"image\":null,\"created_by\":null}}", r.state),
         })
         .collect();
     format!("[{}]\n", items.join(","))

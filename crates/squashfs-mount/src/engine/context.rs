@@ -1,13 +1,14 @@
 //! What a front end tells the sequence besides the request, and what every
 //! stage after admission reads.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 
 use super::plan::{FrontEnd, Plan};
 use crate::config::Settings;
 use crate::error::Failure;
-use crate::fuse;
+use crate::fuse::{self, FuseError};
+use crate::fuse_server;
 use crate::system::{self, limits::CallerLimits};
 
 /// What the sequence itself could not do.
@@ -62,15 +63,24 @@ impl WorkingDir {
 pub enum FuseServer {
     /// Known (None: no FUSE path available).
     At(Option<OsString>),
-    /// Next to the running program (`fuse::server_for_command`).
+    /// Next to the running program (`fuse::server_for_command`): the
+    /// setuid command's only place.
     NextToProgram,
+    /// Rootless mode: next to the program, in the packages' places, then
+    /// on `path`, the caller's PATH (`fuse_server.rs`).
+    Search { path: Option<OsString> },
 }
 
 impl FuseServer {
-    pub fn locate(&self) -> Option<OsString> {
+    /// The server, or why there is none for the image `first` (the first
+    /// one the FUSE path serves).
+    pub fn locate(&self, first: &OsStr) -> Result<OsString, FuseError> {
+        let missing = || FuseError::NotInstalled(first.to_os_string());
         match self {
-            FuseServer::At(path) => path.clone(),
-            FuseServer::NextToProgram => fuse::server_for_command(),
+            FuseServer::At(path) => path.clone().ok_or_else(missing),
+            FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
+            FuseServer::Search { path } => fuse_server::find_for_rootless(path.as_deref())
+                .map_err(|looked| FuseError::NotFound(first.to_string_lossy().into(), looked)),
         }
     }
 }

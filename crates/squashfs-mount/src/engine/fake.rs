@@ -1,9 +1,10 @@
 //! A recording fake of the root side, for the engine's unit tests: every
 //! operation is logged in words ("loop a.sqfs for the cache", "attach
 //! a.sqfs#cached on /…/m"), and its "mounts" are descriptors of /dev/null
-//! whose labels the log uses. Its image cache is a set of files; another
-//! launch can be made to hold a claim (and to cache the instance while the
-//! test's launch waits for it).
+//! whose labels the log uses. Its image cache is a set of keys (a file's
+//! kernel instance, a user's FUSE instance of a file); another launch can
+//! be made to hold a claim (and to cache the instance while the test's
+//! launch waits for it); a cached FUSE instance's server can be gone.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -12,12 +13,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::Instant;
 
 use super::mirror::Mirror;
-use super::root_side::{FreshImage, RootSide};
+use super::root_side::{FreshImage, FuseFacts, RootSide};
 use crate::cache::store::Stranded;
-use crate::cache::{CacheError, Identity, Offer, Placed};
+use crate::cache::{CacheError, Key, Kind, Meta, Offer, Placed, Reused, Want};
 use crate::config::Settings;
 use crate::error::Failure;
-use crate::fuse::{Launcher, Starting};
+use crate::fuse::{Detached, FuseError, Launcher, Starting};
 use crate::image::Image;
 use crate::instance::Fresh;
 use crate::limits::{LaunchSlot, LoopLimits};
@@ -25,7 +26,7 @@ use crate::loopdev::{LoopOptions, Owner};
 use crate::mountpoint::MountPoint;
 use crate::overlay::{RootAttributes, WritableLimits};
 use crate::privilege::{AsRoot, Caller};
-use crate::system::{self, AwayFromWorkingDir, FileId, Uid};
+use crate::system::{self, AwayFromWorkingDir, Uid};
 
 /// The fake, and what it is to answer.
 pub struct Recorder {
@@ -34,13 +35,15 @@ pub struct Recorder {
     labels: HashMap<RawFd, String>,
     /// What `/etc/squashfs-mount.conf` says.
     pub settings: Settings,
-    /// The image cache, by file (device, inode); None: it cannot be opened.
-    pub cache: Option<HashSet<(u64, u64)>>,
+    /// The image cache, by key; None: it cannot be opened.
+    pub cache: Option<HashSet<Key>>,
+    /// Cached FUSE instances whose server is gone.
+    pub gone: HashSet<Key>,
     /// How many more instances the cache takes.
     pub room: usize,
-    /// Files another launch is making an instance of (it caches it while
-    /// this one waits).
-    pub theirs: HashSet<(u64, u64)>,
+    /// Instances another launch is making (it caches them while this one
+    /// waits).
+    pub theirs: HashSet<Key>,
     /// Names of the images, by file.
     names: HashMap<(u64, u64), String>,
     next_loop: u32,
@@ -55,6 +58,7 @@ impl Recorder {
             labels: HashMap::new(),
             settings,
             cache: Some(HashSet::new()),
+            gone: HashSet::new(),
             room: 100,
             theirs: HashSet::new(),
             names: HashMap::new(),
@@ -71,6 +75,17 @@ impl Recorder {
         )
     }
 
+    /// The key of the image at `path`'s kernel instance (`fuse_user`
+    /// None), or of that user's FUSE instance of it.
+    pub fn key(path: &str, fuse_user: Option<Uid>) -> Key {
+        let (dev, ino) = Self::file(path);
+        Key {
+            dev,
+            ino,
+            fuse_user,
+        }
+    }
+
     /// Logs the image file at `path` by its name.
     pub fn knows(&mut self, path: &std::path::Path) {
         let path = path.display().to_string();
@@ -78,16 +93,21 @@ impl Recorder {
             .insert(Self::file(&path), file_name(OsStr::new(&path)));
     }
 
-    /// The cache holds an instance of the image at `path`.
+    /// The cache holds the kernel instance of the image at `path`.
     pub fn cache_holds(&mut self, path: &str) {
+        self.cache_holds_key(Self::key(path, None));
+    }
+
+    /// The cache holds the instance `key`.
+    pub fn cache_holds_key(&mut self, key: Key) {
         if let Some(cache) = &mut self.cache {
-            cache.insert(Self::file(path));
+            cache.insert(key);
         }
     }
 
-    /// Another launch is making the instance of the image at `path`.
+    /// Another launch is making the kernel instance of the image at `path`.
     pub fn another_launch_makes(&mut self, path: &str) {
-        self.theirs.insert(Self::file(path));
+        self.theirs.insert(Self::key(path, None));
     }
 
     /// The caller's uid, as the launch slot was asked for.
@@ -124,8 +144,17 @@ impl Recorder {
         name
     }
 
-    fn named(&self, dev: u64, ino: u64) -> String {
-        self.names.get(&(dev, ino)).cloned().unwrap_or_default()
+    /// The image's name, `fuse:` before it for a user's FUSE instance.
+    fn named(&self, key: &Key) -> String {
+        let name = self
+            .names
+            .get(&(key.dev, key.ino))
+            .cloned()
+            .unwrap_or_default();
+        match key.fuse_user {
+            None => name,
+            Some(_) => format!("fuse:{name}"),
+        }
     }
 
     fn clones(&mut self, name: &str, n: usize) -> Vec<OwnedFd> {
@@ -176,7 +205,11 @@ impl RootSide for Recorder {
         } else {
             ""
         };
-        self.log.push(format!("fuse {name}{drops}"));
+        let detached = match launcher.detached {
+            Some(_) => ", detached",
+            None => "",
+        };
+        self.log.push(format!("fuse {name}{drops}{detached}"));
         let (ready, answer) = system::pipe().expect("pipe");
         std::io::Write::write_all(&mut std::fs::File::from(answer), b"ready\n").expect("ready");
         let server = self.mount(format!("{name} server"));
@@ -184,6 +217,26 @@ impl RootSide for Recorder {
             self.mount(format!("{name}#fuse")),
             Starting::new(ready, subject, server),
         ))
+    }
+
+    fn fuse_log(&mut self, _root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
+        self.log
+            .push(format!("log of uid {}", caller.uid.as_raw()));
+        Ok(Detached::stand_in())
+    }
+
+    fn fuse_facts(&mut self, mount: &OwnedFd, _server: &OwnedFd) -> Option<FuseFacts> {
+        let label = self.label(std::os::fd::AsFd::as_fd(mount));
+        self.log.push(format!("facts of {label}"));
+        self.next_loop += 1;
+        Some(FuseFacts {
+            kind: Kind::Fuse {
+                pid: 1000 + self.next_loop,
+                started: 1,
+            },
+            device: u64::from(self.next_loop),
+            cost: 1 << 20,
+        })
     }
 
     fn copy_tree(
@@ -221,23 +274,27 @@ impl RootSide for Recorder {
         Ok(())
     }
 
-    fn reuse(
-        &mut self,
-        _root: &AsRoot,
-        wanted: &[(Identity, usize)],
-    ) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
-        let names: Vec<String> = wanted
-            .iter()
-            .map(|(id, _)| self.named(id.dev, id.ino))
-            .collect();
+    fn reuse(&mut self, _root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
+        let names: Vec<String> = wanted.iter().map(|w| self.named(&w.key)).collect();
         self.log.push(format!("reuse {}", names.join(" ")));
         let cache = self.cache.clone().unwrap_or_default();
         Ok(wanted
             .iter()
             .zip(&names)
-            .map(|((id, n), name)| match cache.contains(&(id.dev, id.ino)) {
-                true => self.clones(name, *n),
-                false => Vec::new(),
+            .map(|(w, name)| {
+                if !cache.contains(&w.key) {
+                    return (Vec::new(), None);
+                }
+                if self.gone.contains(&w.key) {
+                    // Its server is gone: a stale entry, and its record.
+                    let kind = Kind::Fuse {
+                        pid: 4242,
+                        started: 1,
+                    };
+                    let uid = w.key.fuse_user.unwrap_or(Uid::ROOT);
+                    return (Vec::new(), Some(Meta::new(&w.id, kind, 0, uid, 0, b"")));
+                }
+                (self.clones(name, w.copies), None)
             })
             .collect())
     }
@@ -246,21 +303,21 @@ impl RootSide for Recorder {
         Ok(())
     }
 
-    fn claim(&mut self, _root: &AsRoot, id: &FileId) -> Result<Option<()>, CacheError> {
-        Ok((!self.theirs.contains(&(id.dev, id.ino))).then_some(()))
+    fn claim(&mut self, _root: &AsRoot, key: &Key) -> Result<Option<()>, CacheError> {
+        Ok((!self.theirs.contains(key)).then_some(()))
     }
 
     fn await_claim(
         &mut self,
         _root: &AsRoot,
-        id: &FileId,
+        key: &Key,
         _deadline: Instant,
     ) -> Result<(), CacheError> {
-        self.log
-            .push(format!("await {}", self.named(id.dev, id.ino)));
+        self.log.push(format!("await {}", self.named(key)));
         // The other launch cached its instance meanwhile.
+        self.gone.remove(key);
         if let Some(cache) = &mut self.cache {
-            cache.insert((id.dev, id.ino));
+            cache.insert(*key);
         }
         Ok(())
     }
@@ -295,11 +352,12 @@ impl RootSide for Recorder {
         &mut self,
         _root: &AsRoot,
         offers: Vec<Offer>,
-        _protected: &HashSet<(u64, u64)>,
+        _protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         let mut out = Vec::new();
         for offer in offers {
-            let name = self.named(offer.meta.dev, offer.meta.ino);
+            let key = offer.meta.key();
+            let name = self.named(&key);
             if self.room == 0 {
                 self.log.push(format!("place {name}: no room"));
                 out.push(Placed::Private(offer));
@@ -307,8 +365,9 @@ impl RootSide for Recorder {
             }
             self.room -= 1;
             self.log.push(format!("place {name}: cached"));
+            self.gone.remove(&key);
             if let Some(cache) = &mut self.cache {
-                cache.insert((offer.meta.dev, offer.meta.ino));
+                cache.insert(key);
             }
             out.push(Placed::Cached(self.clones(&name, offer.copies)));
         }

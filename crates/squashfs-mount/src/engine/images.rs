@@ -7,29 +7,34 @@
 
 use std::os::fd::OwnedFd;
 
+use crate::cache::Key;
 use crate::image::Image;
+use crate::system::Uid;
 
-/// How an image is mounted. (Cached FUSE instances, or another image
-/// format, are one more variant here.)
+/// How an image is mounted, and whether its instance may be kept in the
+/// image cache. (Another image format, or another way of mounting, is one
+/// more variant here.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mounting {
-    /// The kernel's squashfs on a loop device.
+    /// The kernel's squashfs on a loop device: an instance shared by
+    /// everyone who can open the file.
     Kernel { cache: Cache },
-    /// A FUSE server of the caller's, started for this launch.
-    Fuse,
+    /// A FUSE server of the caller's: an instance for the caller alone.
+    Fuse { cache: Cache },
 }
 
 /// Whether an instance may be kept in the image cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cache {
-    /// Yes: caching is on for this launch, the image's path is open to
-    /// everyone, and it is not on a FUSE file system.
+    /// Yes: caching is on for this launch (and for a kernel instance, the
+    /// image's path is open to everyone, and it is not on a FUSE file
+    /// system).
     Kept,
     /// No, and why (for `--verbose`).
     Private(&'static str),
 }
 
-/// What the kernel instances stage did for one image (for `--verbose`).
+/// What became of one image's instances (for `--verbose`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Clones of an instance the cache held (or another launch made
@@ -66,7 +71,7 @@ pub struct Record {
     /// Its detached mounts once made (`copies` of them): each mount that
     /// uses it takes one.
     pub instances: Vec<OwnedFd>,
-    /// What the kernel instances stage did for it.
+    /// What the stage that made its instances did (FUSE or kernel).
     pub outcome: Option<Outcome>,
 }
 
@@ -76,12 +81,29 @@ impl Record {
     }
 
     pub fn is_fuse(&self) -> bool {
-        self.mounting == Mounting::Fuse
+        matches!(self.mounting, Mounting::Fuse { .. })
+    }
+
+    /// Whether its instance may be kept in the image cache, and if not why.
+    pub fn cache(&self) -> Cache {
+        match self.mounting {
+            Mounting::Kernel { cache } | Mounting::Fuse { cache } => cache,
+        }
     }
 
     /// May its instance be kept in the image cache?
     pub fn cacheable(&self) -> bool {
-        self.mounting == Mounting::Kernel { cache: Cache::Kept }
+        self.cache() == Cache::Kept
+    }
+
+    /// Its instance's entry in the image cache: the file's kernel instance,
+    /// or `caller`'s FUSE instance of it.
+    pub fn key(&self, caller: Uid) -> Key {
+        Key {
+            dev: self.image.id.dev,
+            ino: self.image.id.ino,
+            fuse_user: self.is_fuse().then_some(caller),
+        }
     }
 }
 

@@ -24,6 +24,7 @@ mod admit;
 mod attach;
 pub mod bind;
 mod context;
+mod flight;
 mod fuse_path;
 pub mod images;
 pub mod kernel;
@@ -94,8 +95,9 @@ pub fn mount_all<C: Credentials, R: RootSide>(
     let mut images = route::open_and_route(creds, &plan, settings)?;
     let mut binds = Binds::pin(creds, &plan)?;
     clock.lap("open and route the images, pin the bind sources");
-    let servers = fuse_path::start(creds, root_side, &mut images, &call)?;
-    let mut kernel = KernelSource::open(creds, root_side, &images, &plan, settings)?;
+    let cache = flight::open_cache(creds, root_side, &images, &plan, settings)?;
+    let fused = fuse_path::start(creds, root_side, &mut images, &call, &cache)?;
+    let mut kernel = KernelSource::new(creds, &images, settings, &cache);
     binds.copy(creds, root_side, &plan)?;
     clock.lap("FUSE servers, the image cache, the bind copies");
     creds.enter_private_mount_namespace()?;
@@ -105,6 +107,6 @@ pub fn mount_all<C: Credentials, R: RootSide>(
     let attached = attach::all(creds, root_side, &call, &mut images, binds, writable)?;
     clock.lap("mount points resolved and mounted");
     Ok(report::mounted(
-        admitted, request, servers, &images, attached, &kernel, &clock,
+        admitted, request, fused, &images, attached, &kernel, &clock,
     ))
 }

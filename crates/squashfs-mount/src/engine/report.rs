@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use super::admit::Admitted;
 use super::attach::Attached;
-use super::images::{Cache, Images, Mounting, NotCached, Outcome, Record};
+use super::fuse_path::Fused;
+use super::images::{Cache, Images, NotCached, Outcome, Record};
 use super::kernel::KernelSource;
 use crate::cli::RunRequest;
 use crate::limits::LaunchSlot;
@@ -41,7 +42,7 @@ pub struct Mounted {
 pub fn mounted(
     admitted: Admitted,
     request: &RunRequest,
-    servers: Vec<OwnedFd>,
+    fused: Fused,
     images: &Images,
     attached: Attached,
     kernel: &KernelSource,
@@ -49,6 +50,7 @@ pub fn mounted(
 ) -> Mounted {
     let mut notes = self::images(images);
     notes.extend(attached.notes);
+    notes.extend(fused.notes.into_iter().map(|n| (1, n)));
     notes.extend(kernel.notes().iter().map(|n| (1, n.clone())));
     notes.extend(attached.reentered.map(|n| (1, n)));
     notes.extend(clock.notes());
@@ -56,8 +58,12 @@ pub fn mounted(
         mount_list: attached.mount_list,
         notes,
         verbosity: request.verbose.max(u8::from(admitted.settings.verbose)),
-        warnings: kernel.warnings().to_vec(),
-        servers,
+        warnings: fused
+            .warnings
+            .into_iter()
+            .chain(kernel.warnings().iter().cloned())
+            .collect(),
+        servers: fused.servers,
         slot: admitted.slot,
     }
 }
@@ -74,12 +80,13 @@ pub fn images(images: &Images) -> Vec<(u8, String)> {
 
 /// The instance part of an image's `--verbose` line.
 fn instance(r: &Record) -> String {
-    let Mounting::Kernel { cache } = r.mounting else {
-        return "a FUSE server of yours started for this launch (FUSE instances are never cached)"
-            .into();
-    };
-    let why = match (r.outcome, cache) {
+    let fuse = r.is_fuse();
+    let why = match (r.outcome, r.cache()) {
+        (Some(Outcome::Reused), _) if fuse => return "your cached FUSE instance reused".into(),
         (Some(Outcome::Reused), _) => return "cached instance reused".into(),
+        (Some(Outcome::Cached), _) if fuse => {
+            return "a FUSE server of yours started, its instance kept in the image cache for your next launches".into()
+        }
         (Some(Outcome::Cached), _) => return "new instance, kept in the image cache".into(),
         (Some(Outcome::Private(NotCached::Refused)), _) => {
             "the image cache had no room for it (or could not store it)"
@@ -88,7 +95,10 @@ fn instance(r: &Record) -> String {
         (_, Cache::Private(why)) => why,
         (_, Cache::Kept) => "not cacheable",
     };
-    format!("new private instance, not cached: {why}")
+    match fuse {
+        true => format!("a FUSE server of yours started for this launch only, not cached: {why}"),
+        false => format!("new private instance, not cached: {why}"),
+    }
 }
 
 /// The time each step took, for `-vvv`.

@@ -6,16 +6,15 @@
 //! what is stacked and attached where) is tested without root, on any
 //! machine.
 
-use std::collections::HashSet;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
 use crate::cache::claim::{Claim, Claims};
 use crate::cache::store::Stranded;
-use crate::cache::{CacheError, Identity, Offer, Placed, Store};
+use crate::cache::{CacheError, Key, Kind, Offer, Placed, Reused, Store, Want};
 use crate::config::{self, Settings};
 use crate::error::Failure;
-use crate::fuse::{self, Launcher, Starting};
+use crate::fuse::{self, Detached, FuseError, Launcher, Starting};
 use crate::image::Image;
 use crate::instance::{self, Fresh};
 use crate::limits::{LaunchSlot, LoopBudget, LoopLimits};
@@ -24,7 +23,7 @@ use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
 use crate::privilege::{AsRoot, Caller};
-use crate::system::{self, AwayFromWorkingDir, FileId, Uid};
+use crate::system::{self, AwayFromWorkingDir, Uid};
 
 use super::context::SequenceError;
 use super::mirror::{self, Mirror};
@@ -35,6 +34,15 @@ pub struct FreshImage<'a> {
     pub image: &'a Image,
     pub owner: Owner,
     pub subject: &'a str,
+}
+
+/// What the cache records about a fresh FUSE instance, read without a
+/// request to its server: the server (pid and start time), the mount's
+/// device, and the memory it holds.
+pub struct FuseFacts {
+    pub kind: Kind,
+    pub device: u64,
+    pub cost: u64,
 }
 
 /// The root-side operations of the sequence, in the order of its stages.
@@ -70,6 +78,14 @@ pub trait RootSide {
         launcher: &Launcher<'_>,
         subject: &str,
     ) -> Result<(OwnedFd, Starting), Failure>;
+    /// The caller's log for the servers of cached FUSE instances (which
+    /// outlive the launch), in `fuse::LOG_DIR`.
+    fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError>;
+    /// What the cache records about the fresh FUSE instance `mount` served
+    /// by `server` (a pidfd); None when the server cannot be named. Reads
+    /// only the launch's own descriptors and the server's /proc files (so
+    /// it takes no proof).
+    fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts>;
     /// A detached recursive copy of the bind source `source` (pinned as
     /// the caller), nosuid and nodev, its mounts slaves.
     fn copy_tree(
@@ -95,28 +111,20 @@ pub trait RootSide {
         away: AwayFromWorkingDir,
     ) -> Result<(), system::Stranded>;
 
-    // Stage 5: kernel instances.
+    // Stages 3 (FUSE instances) and 5 (kernel instances): the image cache.
 
-    /// Clones of the cached instances of the files `wanted` (an empty list
-    /// for one the cache does not hold).
-    fn reuse(
-        &mut self,
-        root: &AsRoot,
-        wanted: &[(Identity, usize)],
-    ) -> Result<Vec<Vec<OwnedFd>>, CacheError>;
+    /// Clones of the cached instances `wanted` (an empty list for one the
+    /// cache does not hold, with the record of a stale entry).
+    fn reuse(&mut self, root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError>;
     /// Opens the claims of single flight.
     fn open_claims(&mut self, root: &AsRoot) -> Result<(), CacheError>;
-    /// Claims the making of the file's instance, unless another launch
-    /// has (None then).
-    fn claim(&mut self, root: &AsRoot, id: &FileId) -> Result<Option<Self::Claim>, CacheError>;
-    /// Waits, at most until `deadline`, for the launch that claimed the
-    /// file to let go.
-    fn await_claim(
-        &mut self,
-        root: &AsRoot,
-        id: &FileId,
-        deadline: Instant,
-    ) -> Result<(), CacheError>;
+    /// Claims the making of the instance `key`, unless another launch has
+    /// (None then).
+    fn claim(&mut self, root: &AsRoot, key: &Key) -> Result<Option<Self::Claim>, CacheError>;
+    /// Waits, at most until `deadline`, for the launch that claimed `key`
+    /// to let go.
+    fn await_claim(&mut self, root: &AsRoot, key: &Key, deadline: Instant)
+        -> Result<(), CacheError>;
     /// Loop devices for `images`, attached under the loop-device budget,
     /// and a squashfs instance on each (made without any lock held); with
     /// why the budget's lock was not used, if it was not.
@@ -133,7 +141,7 @@ pub trait RootSide {
         &mut self,
         root: &AsRoot,
         offers: Vec<Offer>,
-        protected: &HashSet<(u64, u64)>,
+        protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)>;
     /// The loop device `number` counts for `caller` from now on.
     fn count_as_private(
@@ -256,6 +264,21 @@ impl RootSide for System {
         fuse::instance(root, image, device, launcher, subject)
     }
 
+    fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
+        Detached::open(root, caller)
+    }
+
+    fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {
+        let pid = system::pid_of_pidfd(server.as_fd()).ok()?;
+        let started = system::process_started(pid)?;
+        let root = system::fstat_cached(mount.as_fd()).ok()?;
+        Some(FuseFacts {
+            kind: Kind::Fuse { pid, started },
+            device: root.dev,
+            cost: crate::cache::fuse_cost(pid),
+        })
+    }
+
     fn copy_tree(
         &mut self,
         root: &AsRoot,
@@ -297,11 +320,7 @@ impl RootSide for System {
         system::return_to_working_dir(away)
     }
 
-    fn reuse(
-        &mut self,
-        root: &AsRoot,
-        wanted: &[(Identity, usize)],
-    ) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
+    fn reuse(&mut self, root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
         self.store()?.reuse(root, wanted)
     }
 
@@ -310,17 +329,17 @@ impl RootSide for System {
         Ok(())
     }
 
-    fn claim(&mut self, root: &AsRoot, id: &FileId) -> Result<Option<Claim>, CacheError> {
-        self.claims()?.claim(root, id.dev, id.ino)
+    fn claim(&mut self, root: &AsRoot, key: &Key) -> Result<Option<Claim>, CacheError> {
+        self.claims()?.claim(root, key)
     }
 
     fn await_claim(
         &mut self,
         root: &AsRoot,
-        id: &FileId,
+        key: &Key,
         deadline: Instant,
     ) -> Result<(), CacheError> {
-        self.claims()?.wait(root, id.dev, id.ino, deadline)
+        self.claims()?.wait(root, key, deadline)
     }
 
     fn fresh(
@@ -358,7 +377,7 @@ impl RootSide for System {
         &mut self,
         root: &AsRoot,
         offers: Vec<Offer>,
-        protected: &HashSet<(u64, u64)>,
+        protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         match self.store() {
             Ok(store) => store.place(root, offers, protected),

@@ -11,7 +11,7 @@ use super::plan::{self, Plan};
 use crate::config::Settings;
 use crate::error::Failure;
 use crate::image::Image;
-use crate::privilege::Credentials;
+use crate::privilege::{Credentials, Mode};
 use crate::system;
 
 /// The call's images, opened and routed: one record per distinct file,
@@ -73,10 +73,12 @@ fn route<C: Credentials>(
         // costs every launch about 12 us.
         image.check_loop_fit(subject)?;
         Mounting::Kernel {
-            cache: cache(plan, settings, on_fuse, public),
+            cache: kernel_cache(C::MODE, plan, settings, on_fuse, public),
         }
     } else {
-        Mounting::Fuse
+        Mounting::Fuse {
+            cache: launch_cache(C::MODE, plan, settings).unwrap_or(Cache::Kept),
+        }
     };
     let route = format!(
         "{}: {} ({why})",
@@ -94,13 +96,28 @@ fn route<C: Credentials>(
     })
 }
 
-/// Whether a kernel instance of the image may be kept in the image cache,
-/// and if not why: for the whole launch, or for this image.
-fn cache(plan: &Plan, settings: &Settings, on_fuse: bool, public: bool) -> Cache {
-    if plan.no_cache {
-        Cache::Private("--no-cache")
+/// Why no instance of this launch may be kept in the image cache, when
+/// that holds for all of them.
+fn launch_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Option<Cache> {
+    if !mode.has_root() {
+        Some(Cache::Private("rootless mode has no image cache"))
+    } else if plan.no_cache {
+        Some(Cache::Private("--no-cache"))
     } else if !settings.cache {
-        Cache::Private("the image cache is off for this launch (cache = no)")
+        Some(Cache::Private(
+            "the image cache is off for this launch (cache = no)",
+        ))
+    } else {
+        None
+    }
+}
+
+/// Whether a kernel instance of the image may be kept in the image cache
+/// (a user's FUSE instance: whenever the launch may), and if not why: for
+/// the whole launch, or for this image.
+fn kernel_cache(mode: Mode, plan: &Plan, settings: &Settings, on_fuse: bool, public: bool) -> Cache {
+    if let Some(no) = launch_cache(mode, plan, settings) {
+        no
     } else if on_fuse {
         Cache::Private("the file is on a FUSE file system, whose server could change it")
     } else if !public {

@@ -16,6 +16,8 @@ use crate::config::policy::KernelImages;
 use crate::config::Settings;
 use crate::error::Failure;
 use crate::privilege::fake::Fake;
+use crate::privilege::Credentials;
+use crate::system::Uid;
 
 const TINY: &[u8] = include_bytes!("../../../../testdata/tiny.sqfs");
 
@@ -370,18 +372,64 @@ fn mutable_root_makes_a_missing_mount_point_in_the_view() {
     assert_eq!(notes(&mounted, "-r: created").len(), 1);
 }
 
+/// The settings of a site whose kernel takes no image (FUSE for all).
+fn fuse_for_all() -> Settings {
+    let mut s = Settings::default();
+    s.policy.kernel_images = KernelImages::None;
+    s
+}
+
+/// The uid the test credentials act as.
+fn test_caller() -> Uid {
+    Fake::<false>::new().caller().uid
+}
+
 #[test]
-fn images_the_policy_does_not_trust_get_fuse_servers() {
+fn images_the_policy_does_not_trust_get_fuse_servers_kept_in_the_cache() {
     let mut place = Place::new();
     let a = place.image("a.sqfs");
     let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
-    let mut settings = Settings::default();
-    settings.policy.kernel_images = KernelImages::None;
-    let mut rec = place.recorder(settings);
+    let mut rec = place.recorder(fuse_for_all());
     if !fuse_available() {
         return;
     }
     let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&a, &m2)]).expect("mounted");
+    let uid = rec.caller_uid();
+    assert_eq!(
+        &rec.log[2..],
+        [
+            "open the cache".to_string(),
+            format!("log of uid {uid}"),
+            "reuse fuse:a.sqfs".into(),
+            // Again once the making is claimed (single flight).
+            "reuse fuse:a.sqfs".into(),
+            "fuse a.sqfs, server drops to the caller, detached".into(),
+            "facts of a.sqfs#fuse".into(),
+            "place fuse:a.sqfs: cached".into(),
+            "attach fuse:a.sqfs#cached on m1".into(),
+            "attach fuse:a.sqfs#cached on m2".into(),
+        ]
+    );
+    // The cached instance's server outlives the launch: not the launch's
+    // to end.
+    assert!(mounted.servers.is_empty());
+    assert_eq!(
+        notes(&mounted, "a.sqfs: FUSE"),
+        [format!("{a}: FUSE (kernel-images = none); a FUSE server of yours started, its instance kept in the image cache for your next launches")]
+    );
+}
+
+#[test]
+fn without_the_cache_a_fuse_server_lives_as_long_as_the_launch() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(fuse_for_all());
+    if !fuse_available() {
+        return;
+    }
+    let args = ["--no-cache", &pair(&a, &m1), &pair(&a, &m2)];
+    let mounted = run(&place, &mut rec, &args).expect("mounted");
     assert_eq!(
         &rec.log[2..],
         [
@@ -391,6 +439,135 @@ fn images_the_policy_does_not_trust_get_fuse_servers() {
         ]
     );
     assert_eq!(mounted.servers.len(), 1);
+    assert_eq!(
+        notes(&mounted, "not cached: --no-cache").len(),
+        1,
+        "{:?}",
+        mounted.notes
+    );
+}
+
+#[test]
+fn the_callers_cached_fuse_instance_is_reused_and_no_server_started() {
+    let mut place = Place::new();
+    let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(fuse_for_all());
+    if !fuse_available() {
+        return;
+    }
+    rec.cache_holds_key(Recorder::key(&a, Some(test_caller())));
+    // Someone else's FUSE instance of b, and b's kernel instance: neither
+    // is the caller's FUSE instance.
+    rec.cache_holds_key(Recorder::key(&b, Some(Uid::from_raw(4321))));
+    rec.cache_holds(&b);
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
+    assert_eq!(
+        &rec.log[4..],
+        [
+            "reuse fuse:a.sqfs fuse:b.sqfs",
+            "reuse fuse:b.sqfs",
+            "fuse b.sqfs, server drops to the caller, detached",
+            "facts of b.sqfs#fuse",
+            "place fuse:b.sqfs: cached",
+            "attach fuse:a.sqfs#cached on m1",
+            "attach fuse:b.sqfs#cached on m2",
+        ]
+    );
+    assert_eq!(notes(&mounted, "your cached FUSE instance reused").len(), 1);
+}
+
+#[test]
+fn a_cached_fuse_instance_whose_server_is_gone_is_said_and_replaced() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let mut rec = place.recorder(fuse_for_all());
+    if !fuse_available() {
+        return;
+    }
+    let key = Recorder::key(&a, Some(test_caller()));
+    rec.cache_holds_key(key);
+    rec.gone.insert(key);
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
+    assert_eq!(
+        mounted.warnings,
+        [format!(
+            "{a}: your cached FUSE instance's server (pid 4242) is gone; starting a new one"
+        )]
+    );
+    assert_eq!(rec.lines("fuse ").len(), 1);
+    assert_eq!(rec.lines("attach"), ["attach fuse:a.sqfs#cached on m"]);
+}
+
+#[test]
+fn a_launch_waits_for_another_making_the_same_fuse_instance() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let mut rec = place.recorder(fuse_for_all());
+    if !fuse_available() {
+        return;
+    }
+    rec.theirs.insert(Recorder::key(&a, Some(test_caller())));
+    // Another user's launch making its own instance of the same file is
+    // not waited for.
+    rec.theirs.insert(Recorder::key(&a, Some(Uid::from_raw(4321))));
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
+    assert_eq!(
+        &rec.log[4..],
+        [
+            "reuse fuse:a.sqfs",
+            "await fuse:a.sqfs",
+            "reuse fuse:a.sqfs",
+            "attach fuse:a.sqfs#cached on m"
+        ]
+    );
+    assert!(rec.lines("fuse ").is_empty());
+    assert_eq!(notes(&mounted, "your cached FUSE instance reused").len(), 1);
+}
+
+#[test]
+fn without_room_a_fuse_instance_is_private_and_its_server_the_launchs() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let mut rec = place.recorder(fuse_for_all());
+    if !fuse_available() {
+        return;
+    }
+    rec.room = 0;
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
+    assert_eq!(rec.lines("place"), ["place fuse:a.sqfs: no room"]);
+    assert_eq!(rec.lines("attach"), ["attach a.sqfs#fuse on m"]);
+    assert_eq!(mounted.servers.len(), 1);
+    assert_eq!(
+        notes(&mounted, "for this launch only, not cached: the image cache had no room").len(),
+        1
+    );
+}
+
+#[test]
+fn kernel_and_fuse_images_share_one_cache_visit_each() {
+    let mut place = Place::new();
+    let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    // a is the test's own, b anyone may change: the kernel takes a only.
+    mode(Path::new(&b), 0o666);
+    let mut settings = Settings::default();
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&a).expect("stat"));
+    settings.policy.trusted_owners.push(Uid::from_raw(owner));
+    let mut rec = place.recorder(settings);
+    if !fuse_available() {
+        return;
+    }
+    run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
+    assert_eq!(rec.lines("open the cache").len(), 1, "{:?}", rec.log);
+    assert_eq!(rec.lines("reuse"), ["reuse fuse:b.sqfs", "reuse fuse:b.sqfs", "reuse a.sqfs", "reuse a.sqfs"]);
+    assert_eq!(
+        rec.lines("attach"),
+        ["attach a.sqfs#cached on m1", "attach fuse:b.sqfs#cached on m2"]
+    );
 }
 
 #[test]
@@ -411,7 +588,7 @@ fn rootless_mode_has_no_root_steps() {
     );
     assert_eq!(
         notes(&mounted, "a.sqfs: FUSE"),
-        [format!("{a}: FUSE (rootless mode: no kernel path); a FUSE server of yours started for this launch (FUSE instances are never cached)")]
+        [format!("{a}: FUSE (rootless mode: no kernel path); a FUSE server of yours started for this launch only, not cached: rootless mode has no image cache")]
     );
 }
 

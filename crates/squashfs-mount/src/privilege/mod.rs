@@ -99,7 +99,7 @@ impl fmt::Display for PrivilegeError {
         match self {
             PrivilegeError::NotSetuidRoot => write!(
                 f,
-                "squashfs-mount is not running with root privileges: it must be installed owned by root with mode 4755 (make install) on a filesystem mounted without nosuid"
+                "not running with root privileges: the program must be installed owned by root with mode 4755 (make install) on a filesystem mounted without nosuid"
             ),
             PrivilegeError::InsideSession => write!(
                 f,
@@ -179,12 +179,28 @@ pub struct AsRoot {
 }
 
 impl AsRoot {
-    /// Only the credential types of this module call it, inside `as_root`.
+    /// Only the credential types of this module call it, inside `as_root`
+    /// (and [`on_root_thread`]).
     fn new() -> AsRoot {
         AsRoot {
             _this_thread_only: PhantomData,
         }
     }
+}
+
+/// Runs `f` on a thread that is root already (the Slurm plugin's job
+/// epilog, in slurmd), made for this and ending after it: the thread keeps
+/// only the capabilities of `phase` (verified), then `f` gets the proof of
+/// being root. Refuses on a thread whose effective uid is not root's.
+pub fn on_root_thread<T>(
+    phase: RootPhase,
+    f: impl FnOnce(&AsRoot) -> T,
+) -> Result<T, PrivilegeError> {
+    if !system::effective_uid().is_root() {
+        return Err(PrivilegeError::NotSetuidRoot);
+    }
+    phase.enter()?;
+    Ok(f(&AsRoot::new()))
 }
 
 /// Proof, checked by the compiler, that the effective credentials are the
