@@ -23,6 +23,7 @@ pub mod fuse;
 pub mod image;
 pub mod instance;
 pub mod launch;
+pub mod layer;
 pub mod limits;
 pub mod loopdev;
 pub mod mount;

@@ -86,6 +86,9 @@ pub struct Mounted {
     /// Pidfds of the FUSE servers started (the Slurm plugin kills them
     /// when the step ends).
     pub servers: Vec<OwnedFd>,
+    /// `--writable=DIR`: what the caller's stage stacks its layer on
+    /// (`layer`), once every privilege is gone.
+    pub layer: Option<crate::layer::Plan>,
 }
 
 /// One opened image and the way it is mounted.
@@ -155,7 +158,8 @@ pub fn mount_all<C: Credentials>(
     }
 
     // 3.
-    let (fuse_mounts, servers) = fuse_instances(creds, &opened, &copies, ctx)?;
+    let (fuse_mounts, servers) =
+        fuse_instances(creds, &opened, &copies, ctx, plan.layer_dir.is_some())?;
     let use_cache =
         !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
     let stranded: crate::cache::store::Stranded = C::stranded;
@@ -246,10 +250,16 @@ pub fn mount_all<C: Credentials>(
     let mut mounted: Vec<OsString> = Vec::new();
     let mut mirrored: Vec<OsString> = Vec::new();
     let mut list: Vec<(OsString, OsString)> = Vec::new();
+    // `--writable=DIR`: what is made where, for the caller's stage.
+    let mut layer_view: Vec<crate::layer::ViewMount> = Vec::new();
     for (k, (m, l)) in plan.mounts.iter().zip(&layers).enumerate() {
         if plan.mutable_root {
             if let Some(mirror) = view::make_missing(creds, &plan, k, &owners)? {
                 notes.push((1, mirror.note()));
+                layer_view.push(crate::layer::ViewMount {
+                    path: mirror.dir.clone(),
+                    made: crate::layer::Made::Directory,
+                });
                 mirrored.push(mirror.dir);
             }
         }
@@ -279,6 +289,10 @@ pub fn mount_all<C: Credentials>(
             if let Some(source) = sources.get(&k) {
                 notes.push((1, bind::note(source, &target.real)));
             }
+            layer_view.push(crate::layer::ViewMount {
+                path: target.real.clone(),
+                made: crate::layer::Made::Bind,
+            });
             mounted.push(target.real.clone());
             continue;
         }
@@ -310,6 +324,16 @@ pub fn mount_all<C: Credentials>(
             };
             mount::attach(&tree, &target, &m.subject)
         })??;
+        if plan.layer_dir.is_some() {
+            let ids = l
+                .iter()
+                .map(|&i| crate::layer::identity_of(&opened[i].image, &m.subject))
+                .collect::<Result<_, _>>()?;
+            layer_view.push(crate::layer::ViewMount {
+                path: target.real.clone(),
+                made: crate::layer::Made::Images(ids),
+            });
+        }
         mounted.push(target.real.clone());
         for &i in l {
             list.push((opened[i].image.path.clone(), target.real.clone()));
@@ -328,22 +352,30 @@ pub fn mount_all<C: Credentials>(
     mounted.extend(mirrored);
     reenter_working_directory(&ctx.cwd, &mounted, &mut notes);
     notes.extend(clock.notes());
+    let layer = plan.layer_dir.map(|dir| crate::layer::Plan {
+        dir,
+        mounts: layer_view,
+        cwd: ctx.cwd.clone(),
+        verbose: 0,
+    });
     Ok(Mounted {
         mount_list,
         notes,
         warnings,
         servers,
+        layer,
     })
 }
 
 /// Step 3, FUSE: a server and mount for every FUSE-routed image (started
 /// as the caller), with as many clones as the call needs; then wait for
-/// the servers.
+/// the servers. `show_as_caller`: for a kept layer (see below).
 fn fuse_instances<C: Credentials>(
     creds: &mut C,
     opened: &[Opened],
     copies: &[usize],
     ctx: &Context<'_>,
+    show_as_caller: bool,
 ) -> Result<FuseInstances, Failure> {
     let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
     let Some(first) = opened.iter().find(|o| !o.kernel) else {
@@ -362,6 +394,11 @@ fn fuse_instances<C: Credentials>(
         server: &program,
         caller: &caller,
         drop_to_caller: !ctx.rootless,
+        // Rootless, and under a kept layer (`--writable=DIR`): every file
+        // shows as the caller's, so that every file can be copied up into
+        // a layer the caller mounts (the caller can read every byte of an
+        // image served by FUSE anyway).
+        show_as_caller: ctx.rootless || show_as_caller,
         threads: ctx.settings.fuse_threads,
         limits: ctx.caller_limits,
     };
