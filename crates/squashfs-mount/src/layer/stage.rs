@@ -49,6 +49,9 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
     );
     // 1., 2.
     let dir = LayerDir::open(&plan.dir, uid)?;
+    // A directory that is no layer is refused before anything (the lock
+    // file) is made in it; under the lock the stamp is read again.
+    read_stamp(&dir)?;
     let lock = dir.lock(uid)?;
     // 3.
     let wanted = view::image_mounts(&plan.mounts);
