@@ -131,6 +131,7 @@ bench:
 	bench/run
 	bench/fuse-rows
 	bench/cold
+	bench/kept-layer
 	bench/slurm-cluster
 
 # The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).
