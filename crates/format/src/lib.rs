@@ -3,7 +3,7 @@
 //! ([`superblock`]), the compressor table ([`Compressor`]), whether the
 //! running kernel can mount an image ([`kernel`]), the one size grammar
 //! both tools accept ([`size`]), and an image's identity for a kept
-//! writable layer ([`identity`]).
+//! writable layer ([`identity`]) and the stamp that names them ([`stamp`]).
 //!
 //! Pure code without dependencies (the setuid binary links it): every
 //! function here works on bytes it is given, checked before use; the only
@@ -15,6 +15,7 @@ pub mod error;
 pub mod identity;
 pub mod kernel;
 pub mod size;
+pub mod stamp;
 pub mod superblock;
 
 pub use compressor::Compressor;

@@ -777,3 +777,105 @@ fn rootless_mode_keeps_a_layer_on_root_owned_images() {
         assert_eq!(not_owned_by(&dir, fx.uid), "");
     });
 }
+
+#[test]
+fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
+    let sqfs = Path::new(env!("CARGO_BIN_EXE_squashfs-mount")).with_file_name("sqfs");
+    if !sqfs.exists() {
+        sqfsmnt_test_support::loud_skip(
+            "kept layers: sqfs is not built (cargo build --release --workspace)",
+        );
+        return;
+    }
+    case(|fx| {
+        let built = user_tree_image(fx, "fold");
+        let own = fx.user_dir().join("fold.sqfs");
+        fs::copy(&built, &own).unwrap();
+        fx.user.chown(&own);
+        let m = fx.mount_point("fold");
+        let dir = fx.user_dir().join("layer");
+        let w = format!("--writable={}", s(&dir));
+        // A deleted file, a directory deleted and made again (opaque), new
+        // directories, a changed file.
+        launch(fx, &fx.bin, &[w.clone(), pair(&own, &m), "--".into(), "sh".into(), "-c".into(),
+            format!("cd {}; rm data/gone; rm -r dir; mkdir dir; echo new > dir/new; mkdir -p add/x; echo f > add/x/f; echo kept > data/keep", s(&m))]).ok();
+        let listing = format!("cd {}; find . | sort; cat data/keep dir/new add/x/f", s(&m));
+        let r = launch(
+            fx,
+            &fx.bin,
+            &[
+                w,
+                pair(&own, &m),
+                "--".into(),
+                "sh".into(),
+                "-c".into(),
+                listing.clone(),
+            ],
+        );
+        r.ok();
+        let merged = r.stdout();
+        assert!(
+            !merged.contains("./dir/old") && !merged.contains("./data/gone"),
+            "{merged}"
+        );
+        // Packed twice: the same bytes; stacked on its image: the same tree.
+        let (a, b) = (
+            fx.user_dir().join("layer-a.sqfs"),
+            fx.user_dir().join("layer-b.sqfs"),
+        );
+        for out in [&a, &b] {
+            let r = run(fx
+                .user
+                .command(&sqfs)
+                .args(["pack", "--layer", "-q"])
+                .arg(&dir)
+                .arg(out));
+            r.ok();
+        }
+        assert_eq!(
+            fs::read(&a).unwrap(),
+            fs::read(&b).unwrap(),
+            "not deterministic"
+        );
+        let r = run(fx
+            .user
+            .command(&sqfs)
+            .args(["pack", "--layer", "-f"])
+            .arg(&dir)
+            .arg(&a));
+        r.ok();
+        assert!(
+            r.stdout()
+                .contains("1 deleted names, 1 directories made again (1 whiteouts added"),
+            "{}",
+            r.stdout()
+        );
+        let r = launch(
+            fx,
+            &fx.bin,
+            &[
+                format!("--union={},{}:{}", s(&a), s(&own), s(&m)),
+                "--".into(),
+                "sh".into(),
+                "-c".into(),
+                listing,
+            ],
+        );
+        r.ok();
+        assert_eq!(r.stdout(), merged);
+        // The image below changed: which names the opaque directory hides
+        // can no longer be known.
+        let other = fx.image("fold-other", &[("x", "x\n")], "");
+        fs::copy(&other, &own).unwrap();
+        let r = run(fx
+            .user
+            .command(&sqfs)
+            .args(["pack", "--layer", "-f"])
+            .arg(&dir)
+            .arg(&a));
+        assert!(
+            !r.success() && r.stderr().contains("changed since the layer was made"),
+            "{r:?}"
+        );
+    });
+}

@@ -17,11 +17,11 @@
 //! |-----------------|--------------------------------------------------------|
 //! | `view.rs`       | what root mounted, and what the caller stacks (pure)   |
 //! | `handoff.rs`    | the helper's command line (pure)                       |
-//! | `stamp.rs`      | which images each sub-layer was made on                |
 //! | `filesystem.rs` | which file systems can hold an upper layer (pure)      |
 //! | `dir.rs`        | DIR: created, owned by the caller, its lock            |
 //! | `stack.rs`      | the overlays, in the user namespace                    |
-//! | `stage.rs`      | the caller's stage, in order                           |
+//! | `stage.rs`      | the caller's stage, in order (the stamp's format is    |
+//! |                 | `squashfs_format::stamp`)                              |
 //! | `helper.rs`     | `squashfs-mount-layer`: the command's and Slurm's ways |
 
 pub mod dir;
@@ -30,7 +30,6 @@ pub mod handoff;
 pub mod helper;
 pub mod stack;
 pub mod stage;
-pub mod stamp;
 pub mod view;
 
 use std::ffi::{OsStr, OsString};
@@ -47,7 +46,7 @@ pub const HELPER_NAME: &str = "squashfs-mount-layer";
 
 /// The files of a layer directory.
 pub const LOCK_FILE: &str = "lock";
-pub const STAMP_FILE: &str = "stamp";
+pub use squashfs_format::stamp::STAMP_FILE;
 
 /// What the caller's stage needs to know.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 //!    read-only (`dir.rs`);
 //! 2. its lock (a second launch on DIR is refused);
 //! 3. its stamp: each image mount point's sub-layer, made on the same
-//!    images (`stamp.rs`); the sub-layers' directories;
+//!    images (`squashfs_format::stamp`); the sub-layers' directories;
 //! 4. into DIR (so that the working directory moves into the new mount
 //!    namespace with it);
 //! 5. a user namespace (the caller mapped to itself, setgroups denied) and
@@ -23,11 +23,11 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
 use super::dir::LayerDir;
-use super::stamp::Stamp;
 use super::view;
 use super::{stack, Plan, STAMP_FILE};
 use crate::error::Failure;
 use crate::system::{self, Error};
+use squashfs_format::stamp::Stamp;
 
 /// The stage done: the command may run.
 pub struct Entered {

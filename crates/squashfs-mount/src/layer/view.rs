@@ -13,16 +13,7 @@ use std::ffi::OsString;
 
 use crate::paths;
 
-/// One image of a mount, for the stamp.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImageId {
-    /// `squashfs_format::identity`.
-    pub identity: String,
-    /// The file's size.
-    pub size: u64,
-    /// Where the file was (for messages only).
-    pub path: OsString,
-}
+pub use squashfs_format::stamp::ImageId;
 
 /// What root made at a place.
 #[derive(Clone, Debug, PartialEq, Eq)]

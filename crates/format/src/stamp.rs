@@ -11,15 +11,27 @@
 //!
 //! Each mount point of a call gets the sub-layer `DIR/<n>/{upper,work}`
 //! of its line; the images follow, top first, by identity
-//! (`squashfs_format::identity`) and size (the path is for messages). A
-//! mount point the stamp does not know yet gets a new number; one it
-//! knows must have the same images, or the call is refused. Parsing and
-//! judging are pure; `stage.rs` reads and writes the file.
+//! ([`crate::identity`]) and size (the path is for messages). A mount
+//! point the stamp does not know yet gets a new number; one it knows must
+//! have the same images, or the call is refused. Pure: squashfs-mount's
+//! caller's stage reads and writes the file, `sqfs pack --layer` reads it.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use super::view::ImageId;
+/// One image of a mount, as the stamp names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageId {
+    /// [`crate::identity::identity`] of the image.
+    pub identity: String,
+    /// The file's size.
+    pub size: u64,
+    /// Where the file was (for messages only).
+    pub path: OsString,
+}
+
+/// The stamp's file name in a layer directory.
+pub const STAMP_FILE: &str = "stamp";
 
 /// The first line (with the format's version).
 pub const HEADER: &str = "squashfs-mount writable layer 1";
