@@ -44,7 +44,7 @@ SYSTEMD_UNITS := squashfs-mount-gc.service squashfs-mount-gc.timer
 all: build
 
 build:
-	@scripts/deps build
+	@CARGO='$(CARGO)' scripts/deps build
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	$(CARGO) build $(SPANK_FLAGS)
 
@@ -89,18 +89,18 @@ dist:
 # Debian packages (dpkg-buildpackage, debhelper) into build/deb/, checked
 # with lintian. DEB_VERSION_SUFFIX=<n> builds revision <n> (upgrade tests).
 deb: dist
-	@scripts/deps deb
+	@CARGO='$(CARGO)' scripts/deps deb
 	packaging/build-deb $(DIST_TARBALL)
 
 # RPM packages (rpmbuild, from the dist tarball) into build/rpm/.
 rpm: dist
-	@scripts/deps rpm
+	@CARGO='$(CARGO)' scripts/deps rpm
 	packaging/build-rpm $(DIST_TARBALL)
 
 # The package tests alone (make test runs them too): build, install into a
 # debootstrap tree, upgrade, purge; RPM metadata. Root; skips loudly otherwise.
 package-test:
-	@scripts/deps package-test
+	@CARGO='$(CARGO)' scripts/deps package-test
 	packaging/test-packages
 
 uninstall:
@@ -108,25 +108,27 @@ uninstall:
 	  $(LIBDIR)/spank_squashfs_mount.so $(LIBDIR)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-layer
 
 deps:
-	scripts/deps all
+	CARGO='$(CARGO)' scripts/deps all
 
 # The demo needs no Slurm headers: it builds the programs, not the plugin.
 demo:
-	@scripts/deps demo
+	@CARGO='$(CARGO)' scripts/deps demo
 	$(CARGO) build $(CARGO_FLAGS) -p squashfs-mount -p sqfs -p squashfs-mount-fuse
 	scripts/demo
 
 # Unit tests, then the integration suite against an installed setuid binary
-# run as an unprivileged test user (needs root; skips loudly otherwise).
+# run as an unprivileged test user (needs root; skips loudly otherwise), the
+# package tests and the check that no setuid file is left reachable
+# (scripts/test: every test program runs even when one fails; a summary
+# line with the totals at the end).
 test:
-	@scripts/deps test
+	@CARGO='$(CARGO)' scripts/deps test
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	$(CARGO) build $(SPANK_FLAGS)
-	$(CARGO) test $(CARGO_FLAGS) --workspace
-	packaging/test-packages
+	CARGO='$(CARGO)' CARGO_FLAGS='$(CARGO_FLAGS)' scripts/test
 
 bench:
-	@scripts/deps bench
+	@CARGO='$(CARGO)' scripts/deps bench
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/run
 	bench/fuse-rows
@@ -143,4 +145,4 @@ fuzz-build:
 
 clean:
 	$(CARGO) clean
-	rm -rf build/dist build/deb build/deb-upgrade build/rpm build/cargo-target-deb build/cargo-target-deb-upgrade build/cargo-target-rpm
+	rm -rf build/dist build/deb build/deb-upgrade build/rpm build/test-logs build/cargo-target-deb build/cargo-target-deb-upgrade build/cargo-target-rpm

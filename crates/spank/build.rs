@@ -14,7 +14,7 @@ fn main() {
     }
     dirs.push(PathBuf::from("/usr/include"));
     dirs.push(PathBuf::from("/usr/local/include"));
-    for dir in dirs {
+    for dir in &dirs {
         let header = dir.join("slurm").join("slurm_version.h");
         let Ok(text) = std::fs::read_to_string(&header) else {
             continue;
@@ -35,6 +35,14 @@ fn main() {
             println!("cargo:rustc-env=SQFSMNT_SLURM_HEADER={}", header.display());
             return;
         }
+    }
+    // Built again once the headers are installed (a missing file counts
+    // as changed), not left with plugin_version 0.
+    for dir in &dirs {
+        println!(
+            "cargo:rerun-if-changed={}",
+            dir.join("slurm").join("slurm_version.h").display()
+        );
     }
     println!("cargo:warning=Slurm headers (slurm/slurm_version.h) not found: the SPANK plugin is built with plugin_version 0 and Slurm will refuse to load it. Install libslurm-dev or set SLURM_INCLUDE_DIR.");
     println!("cargo:rustc-env=SQFSMNT_SLURM_VERSION_NUMBER=0");

@@ -3,7 +3,7 @@
 //! fusermount3 creates). Runs with the caller's credentials; never mounts
 //! anything itself in the first form. See `--help` and doc/fuse.md.
 
-use squashfs_mount_fuse::{mount, server, sys};
+use squashfs_mount_fuse::{log, mount, server, sys, workers};
 
 use std::fs::File;
 use std::io::Write;
@@ -15,11 +15,12 @@ use std::sync::Arc;
 use squashfs_reader::{Archive, FileSource, FormatError};
 
 use server::{End, Fs};
+use workers::Pool;
 
 type FileFs = Fs<FileSource>;
 
 const USAGE: &str = "\
-usage: squashfs-mount-fuse [--run-as UID:GID:GROUPS] --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P] [--threads T] [--owner UID:GID] [--name NAME]
+usage: squashfs-mount-fuse [--run-as UID:GID:GROUPS] --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P | --detached] [--log-fd L] [--threads T] [--owner UID:GID] [--name NAME]
        squashfs-mount-fuse --mount IMAGE DIR [--threads T] [-- COMMAND [ARGS...]]
 
 Serves a SquashFS image read-only over FUSE, in userspace, with the
@@ -37,14 +38,27 @@ FUSE mount and passes the inherited descriptors:
   --ready-fd R      receives one line once the image is checked: 'ready' or
                     'error <what is wrong and what to do>' (then exit 1)
   --watch-pidfd P   a pidfd; the server exits when that process exits
-  --threads T       worker threads (0 or absent: from the number of CPUs, 2..8)
+  --detached        outlive the launch that started it (a cached instance):
+                    no --watch-pidfd; it starts a new session, replaces
+                    stdin, stdout and stderr with /dev/null, closes every
+                    other descriptor but the ones named here, and exits
+                    when the mount is gone or on SIGTERM (also SIGINT,
+                    SIGHUP); messages go to --log-fd, else to the system
+                    log (/dev/log, if there is one)
+  --log-fd L        write messages to L (one line each, with the time and
+                    the server's pid), not to stderr; made O_APPEND
+  --threads T       at most T worker threads (0 or absent: the number of
+                    CPUs, 2..8); one at first, more only while requests
+                    queue up
   --owner UID:GID   show every file as owned by UID:GID (rootless mode: the
                     user namespace maps no other ids, and a writable layer
                     must copy files up with ids it maps)
   --name NAME       the image's name in messages (default: the path of the
                     image descriptor, which other users cannot see)
 It serves until the file system is unmounted or the watched process exits,
-then exits 0. Nothing is printed unless the image turns out to be corrupt.
+then exits 0. Nothing is printed unless the image turns out to be corrupt
+(a detached server also logs one line when it starts and one when it
+exits). Its memory use: VmRSS in /proc/PID/status.
 
 The second form mounts IMAGE on DIR as an unprivileged user through
 fusermount3 (Debian package fuse3), for development, tests and benchmarks.
@@ -59,6 +73,8 @@ struct Args {
     image_fd: Option<i32>,
     ready_fd: Option<i32>,
     watch_pidfd: Option<i32>,
+    detached: bool,
+    log_fd: Option<i32>,
     threads: Option<usize>,
     owner: Option<(u32, u32)>,
     name: Option<String>,
@@ -72,6 +88,8 @@ fn parse_args() -> Result<Args, String> {
         image_fd: None,
         ready_fd: None,
         watch_pidfd: None,
+        detached: false,
+        log_fd: None,
         threads: None,
         owner: None,
         name: None,
@@ -96,6 +114,8 @@ fn parse_args() -> Result<Args, String> {
             "--image-fd" => a.image_fd = Some(num(it.next(), "--image-fd")?),
             "--ready-fd" => a.ready_fd = Some(num(it.next(), "--ready-fd")?),
             "--watch-pidfd" => a.watch_pidfd = Some(num(it.next(), "--watch-pidfd")?),
+            "--detached" => a.detached = true,
+            "--log-fd" => a.log_fd = Some(num(it.next(), "--log-fd")?),
             "--threads" => {
                 let n = num(it.next(), "--threads")?;
                 if n > 64 {
@@ -169,42 +189,89 @@ fn threads(a: &Args) -> usize {
     })
 }
 
-/// Starts `n` workers on `dev` (each on its own cloned descriptor when
-/// /dev/fuse can be opened, else sharing it). A worker that sees the
+/// Starts the workers (at most `n`) on `dev`. A worker that sees the
 /// connection end exits the process with status 0, unless `stay` (then
 /// the main thread decides).
 fn start_workers(fs: Arc<FileFs>, dev: OwnedFd, n: usize, stay: bool) {
-    let dev = Arc::new(dev);
-    for i in 0..n {
-        let fs = fs.clone();
-        let own = if i == 0 {
-            None
-        } else {
-            sys::clone_fuse_fd(&dev)
-        };
-        let shared = dev.clone();
-        std::thread::Builder::new()
-            .name(format!("fuse-{i}"))
-            .spawn(move || {
-                let fd = own.as_ref().unwrap_or(&shared);
-                match fs.serve(fd) {
-                    End::Unmounted if stay => loop {
-                        std::thread::park();
-                    },
-                    End::Unmounted => std::process::exit(0),
-                    End::Failed(e) => {
-                        eprintln!(
-                            "squashfs-mount: {}: the FUSE connection failed: {e}",
-                            fs.name
-                        );
-                        std::process::exit(1)
-                    }
-                }
-            })
-            .unwrap_or_else(|e| {
-                eprintln!("squashfs-mount-fuse: cannot start a thread: {e}");
-                std::process::exit(1)
-            });
+    let on_end: workers::OnEnd = if stay { end_stay } else { end_exit };
+    Pool::start(fs, dev, n, on_end);
+}
+
+fn end_failed(e: rustix::io::Errno, name: &str) -> ! {
+    log::message(
+        log::Level::Error,
+        &format!("squashfs-mount: {name}: the FUSE connection failed: {e}"),
+    );
+    std::process::exit(1)
+}
+
+fn end_exit(end: End, name: &str) {
+    match end {
+        End::Unmounted => {
+            if DETACHED.load(std::sync::atomic::Ordering::Relaxed) {
+                log::message(
+                    log::Level::Info,
+                    &format!("{name}: the mount is gone; exiting"),
+                );
+            }
+            std::process::exit(0)
+        }
+        End::Failed(e) => end_failed(e, name),
+    }
+}
+
+fn end_stay(end: End, name: &str) {
+    if let End::Failed(e) = end {
+        end_failed(e, name)
+    }
+}
+
+/// Set once a detached server has detached (for its last message).
+static DETACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--detached`: keeps only the named descriptors, stdin, stdout and
+/// stderr on /dev/null, a session of its own. Exits 2 on failure (with a
+/// message on stderr, before it is replaced).
+fn detach(keep: &[i32]) {
+    let fail = |what: String| -> ! {
+        eprintln!("squashfs-mount-fuse: --detached: {what}");
+        std::process::exit(2)
+    };
+    if let Err(e) = sys::close_all_but(keep) {
+        fail(e);
+    }
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap_or_else(|e| fail(format!("cannot open /dev/null: {e}")));
+    for (n, r) in [
+        (0, rustix::stdio::dup2_stdin(&null)),
+        (1, rustix::stdio::dup2_stdout(&null)),
+        (2, rustix::stdio::dup2_stderr(&null)),
+    ] {
+        if let Err(e) = r {
+            fail(format!("cannot replace descriptor {n} with /dev/null: {e}"));
+        }
+    }
+    // Not in the launch's session or process group: its terminal's
+    // signals (hangup, ^C) do not reach the server. Fails only if this
+    // process already leads a group, which is then its own.
+    let _ = rustix::process::setsid();
+    DETACHED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Where messages go: `--log-fd` (made O_APPEND, so that servers sharing
+/// a log file keep whole lines), else the system log when detached, else
+/// stderr.
+fn choose_log(log_fd: Option<OwnedFd>, detached: bool) {
+    if let Some(fd) = log_fd {
+        if let Ok(fl) = rustix::fs::fcntl_getfl(&fd) {
+            let _ = rustix::fs::fcntl_setfl(&fd, fl | rustix::fs::OFlags::APPEND);
+        }
+        log::set(log::Sink::File(File::from(fd)));
+    } else if detached {
+        log::set(log::Sink::Syslog(log::SYSLOG_SOCKET.into()));
     }
 }
 
@@ -213,8 +280,15 @@ fn serve_fds(a: Args) -> ExitCode {
         eprintln!("squashfs-mount-fuse: --fuse-fd, --image-fd and --ready-fd are required (or --mount)\n\n{USAGE}");
         return ExitCode::from(2);
     };
+    if a.detached && a.watch_pidfd.is_some() {
+        eprintln!(
+            "squashfs-mount-fuse: --detached and --watch-pidfd exclude each other\n\n{USAGE}"
+        );
+        return ExitCode::from(2);
+    }
     let mut numbers = vec![fuse, image, ready];
     numbers.extend(a.watch_pidfd);
+    numbers.extend(a.log_fd);
     let mut sorted = numbers.clone();
     sorted.sort_unstable();
     sorted.dedup();
@@ -239,6 +313,11 @@ fn serve_fds(a: Args) -> ExitCode {
     });
     let image = File::from(adopt(image, "--image-fd"));
     let watch = a.watch_pidfd.map(|n| adopt(n, "--watch-pidfd"));
+    let log_fd = a.log_fd.map(|n| adopt(n, "--log-fd"));
+    if a.detached {
+        detach(&numbers);
+    }
+    choose_log(log_fd, a.detached);
     let archive = FileSource::new(image)
         .map_err(|e| FormatError::Io(e.to_string()))
         .and_then(Archive::open);
@@ -255,8 +334,24 @@ fn serve_fds(a: Args) -> ExitCode {
     }
     drop(ready);
     let n = threads(&a);
-    let mut fs = Fs::new(archive, name);
+    let mut fs = Fs::new(archive, name.clone());
     fs.owner = a.owner;
+    if a.detached {
+        // Blocked before the workers start, so that they inherit the mask
+        // and only this thread takes the signal.
+        sys::block_termination();
+        log::message(
+            log::Level::Info,
+            &format!("{name}: serving (at most {n} threads)"),
+        );
+        start_workers(Arc::new(fs), fuse, n, false);
+        let sig = sys::wait_termination();
+        log::message(
+            log::Level::Info,
+            &format!("{name}: {sig}; exiting (the mount stays until it is unmounted; its users get ENOTCONN)"),
+        );
+        std::process::exit(0);
+    }
     start_workers(Arc::new(fs), fuse, n, false);
     match watch {
         Some(pidfd) => loop {

@@ -44,6 +44,20 @@ pub struct Fs<S> {
     pub owner: Option<(u32, u32)>,
 }
 
+/// What a worker tells its pool (see `workers`): it took a request read
+/// from `dev` (now busy), and it answered it (idle again).
+pub trait Busy {
+    fn taken(&self, dev: &OwnedFd);
+    fn done(&self);
+}
+
+/// A single worker: nothing to tell.
+pub struct Alone;
+impl Busy for Alone {
+    fn taken(&self, _: &OwnedFd) {}
+    fn done(&self) {}
+}
+
 /// How a worker loop ended.
 pub enum End {
     /// The connection is gone (unmounted or aborted).
@@ -84,13 +98,15 @@ impl<S: Source> Fs<S> {
         }
     }
 
-    /// Reports the first corruption on stderr; returns EIO.
+    /// Reports the first corruption (see `log`); returns EIO.
     fn corrupt(&self, e: &FormatError) -> Errno {
         if !self.reported.swap(true, Ordering::Relaxed) {
-            let msg = e.to_string().replace('\n', " ");
-            eprintln!(
-                "squashfs-mount: {}: {msg}; the image is corrupt: reads of the affected files fail with EIO",
-                self.name
+            crate::log::message(
+                crate::log::Level::Error,
+                &format!(
+                    "squashfs-mount: {}: {e}; the image is corrupt: reads of the affected files fail with EIO",
+                    self.name
+                ),
             );
         }
         Errno::IO
@@ -361,8 +377,9 @@ impl<S: Source> Fs<S> {
         }
     }
 
-    /// Serves requests read from `dev` until the connection ends.
-    pub fn serve(&self, dev: &OwnedFd) -> End {
+    /// Serves requests read from `dev` until the connection ends. `pool`
+    /// is told when a request was taken and when its reply is written.
+    pub fn serve(&self, dev: &OwnedFd, pool: &dyn Busy) -> End {
         let mut buf = vec![0u8; REQUEST_BUFFER];
         let mut out = Reply::new(MAX_READ + 4096);
         loop {
@@ -380,22 +397,27 @@ impl<S: Source> Fs<S> {
                     let _ = rustix::event::poll(&mut p, None);
                     continue;
                 }
-                Err(Errno::NODEV) => return End::Unmounted,
+                // Unmounted, or aborted (ECONNABORTED if the kernel was
+                // asked for it; this server does not ask).
+                Err(Errno::NODEV) | Err(Errno::CONNABORTED) => return End::Unmounted,
                 Err(e) => return End::Failed(e),
             };
             let Some((h, arg)) = proto::parse(&buf[..n]) else {
                 continue;
             };
+            pool.taken(dev);
             out.start();
             let reply = match self.handle(&h, arg, &mut out) {
-                Ok(true) => out.finish(h.unique, 0),
-                Ok(false) => continue,
-                Err(e) => out.finish(h.unique, e.raw_os_error()),
+                Ok(true) => Some(out.finish(h.unique, 0)),
+                Ok(false) => None,
+                Err(e) => Some(out.finish(h.unique, e.raw_os_error())),
             };
-            match rustix::io::write(dev.as_fd(), reply) {
-                Ok(_) | Err(Errno::NOENT) | Err(Errno::INTR) => {}
-                Err(Errno::NODEV) => return End::Unmounted,
-                Err(e) => return End::Failed(e),
+            let written = reply.map(|r| rustix::io::write(dev.as_fd(), r));
+            pool.done();
+            match written {
+                None | Some(Ok(_)) | Some(Err(Errno::NOENT)) | Some(Err(Errno::INTR)) => {}
+                Some(Err(Errno::NODEV)) | Some(Err(Errno::CONNABORTED)) => return End::Unmounted,
+                Some(Err(e)) => return End::Failed(e),
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The server's system calls beyond plain I/O: becoming the caller when
 //! started as root, adopting inherited file descriptors, the
-//! FUSE_DEV_IOC_CLONE ioctl, and waiting for SIGINT, SIGTERM or SIGHUP in
-//! `--mount` mode.
+//! FUSE_DEV_IOC_CLONE ioctl, waiting for SIGINT, SIGTERM or SIGHUP
+//! (`--mount` and `--detached`), and closing inherited descriptors
+//! (`--detached`).
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 
@@ -70,13 +71,46 @@ pub fn block_termination() {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
-/// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked).
-pub fn wait_termination() {
+/// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked);
+/// returns its name.
+pub fn wait_termination() -> &'static str {
     let set = termination_set();
     let mut sig = 0;
     // SAFETY: `set` is initialised and `sig` is a valid place for the
     // signal number.
     while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        _ => "SIGTERM",
+    }
+}
+
+/// Closes every descriptor except 0, 1, 2 and those in `keep` (a detached
+/// server holds nothing else of the launch that started it).
+pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from = 3u32;
+    for k in keep.into_iter().chain([u32::MAX]) {
+        if k > from {
+            // SAFETY: closes descriptors this process inherited and never
+            // adopted: the only descriptors it owns at this point are
+            // 0, 1, 2 and those in `keep`, which the ranges leave out.
+            // Nothing else (no thread, no std object) holds one yet.
+            let r = unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0u32) };
+            if r != 0 {
+                return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+            }
+        }
+        from = k.saturating_add(1);
+    }
+    Ok(())
 }
 
 /// Becomes `uid`:`gid` with `groups` for good, from root, before anything

@@ -16,6 +16,12 @@
 //!   mount made with mount(2) and `fd=`, `--fuse-fd/--image-fd/--ready-fd/
 //!   --watch-pidfd`): ready line, serving, exit on unmount and on the
 //!   watched process's exit.
+//! - `detached_server`: `--detached --log-fd`, as a cached instance is
+//!   started: it outlives its starter, holds none of the starter's
+//!   descriptors (stdout, stderr, a stray pipe reach EOF), has a session
+//!   of its own, logs to the given file, exits 0 when unmounted and on
+//!   SIGTERM; after SIGKILL a reader waiting on it gets an error, not a
+//!   hang.
 //! - `crash_image_is_served_safely`: the image that oopsed the kernel
 //!   driver, served by this server only: every read fails or returns data,
 //!   the server neither crashes nor hangs, one line on stderr, dmesg clean.
@@ -356,30 +362,66 @@ fn compare(src: &Path, mnt: &Path, rel: &Path, errors: &mut Vec<String>) {
     }
 }
 
-/// Mounts `img` on `mnt` through `--mount` and runs `f` while it is mounted.
-fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
-    fs::create_dir_all(mnt).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("--mount")
-        .arg(img)
-        .arg(mnt)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let dev = fs::metadata(mnt).unwrap().dev();
+/// A `--mount` server; if the test fails while it runs, dropping this
+/// unmounts and stops it, so that no server or mount outlives the test
+/// (a leaked server also kept `make test`'s output pipe open).
+struct Served {
+    child: std::process::Child,
+    mnt: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits until `mnt` is no longer on the device `dev`: the mount appeared.
+/// A minute at most (a busy machine starts the server slowly; this only
+/// catches a server that never mounts).
+fn wait_for_mount(served: &mut Served, dev: u64) {
     let start = Instant::now();
-    while fs::metadata(mnt).unwrap().dev() == dev {
+    while fs::metadata(&served.mnt).unwrap().dev() == dev {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the mount did not appear"
+            start.elapsed() < Duration::from_secs(60),
+            "the mount did not appear within 60 s"
         );
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = served.child.try_wait().unwrap() {
             let mut e = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            if let Some(mut err) = served.child.stderr.take() {
+                let _ = err.read_to_string(&mut e);
+            }
             panic!("squashfs-mount-fuse --mount exited: {s}: {e}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Mounts `img` on `mnt` through `--mount` and runs `f` while it is mounted.
+fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
+    fs::create_dir_all(mnt).unwrap();
+    let dev = fs::metadata(mnt).unwrap().dev();
+    let child = Command::new(BIN)
+        .arg("--mount")
+        .arg(img)
+        .arg(mnt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut served = Served {
+        child,
+        mnt: mnt.to_path_buf(),
+    };
+    wait_for_mount(&mut served, dev);
     let r = f();
     let st = Command::new("fusermount3")
         .arg("-u")
@@ -387,10 +429,16 @@ fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_timeout(&mut child, Duration::from_secs(10))
+    let status = wait_timeout(&mut served.child, Duration::from_secs(10))
         .expect("the server did not exit after unmount");
     let mut e = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    served
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut e)
+        .unwrap();
     assert!(status.success(), "server exit status {status}: {e}");
     assert!(
         !e.contains("squashfs-mount:"),
@@ -866,23 +914,22 @@ fn mount_runs_a_command() {
     assert!(!mounts.contains(&*mnt.to_string_lossy()), "still mounted");
     // In the foreground, SIGTERM unmounts and exits 0.
     let dev = fs::metadata(&mnt).unwrap().dev();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .arg("--mount")
         .arg(&img)
         .arg(&mnt)
+        .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while fs::metadata(&mnt).unwrap().dev() == dev {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the mount did not appear"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    let mut served = Served {
+        child,
+        mnt: mnt.clone(),
+    };
+    wait_for_mount(&mut served, dev);
+    let pid = rustix::process::Pid::from_raw(served.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("no exit after SIGTERM");
+    let status =
+        wait_timeout(&mut served.child, Duration::from_secs(10)).expect("no exit after SIGTERM");
     assert!(status.success(), "{status}");
     assert!(
         !fs::read_to_string("/proc/self/mounts")
@@ -1001,4 +1048,363 @@ fn matches_the_kernel_driver() {
             fstat.f_namelen
         )
     );
+}
+
+/// A detached server started as a launch would start it: through a
+/// starter (`sh`) that exits at once, with the descriptors of
+/// `spawn_with_fds` plus `--detached --log-fd`, and an extra descriptor
+/// (`stray`, the write end of a pipe) that it must not keep. Checks that
+/// the starter's stdout, stderr and the stray pipe reach EOF while the
+/// server lives (it holds none of them). Returns the server's pid (a
+/// child of this process, a subreaper; also added to `servers` as soon as
+/// it is known) and its ready line.
+fn start_detached(
+    fuse: OwnedFd,
+    image: &fs::File,
+    log: &fs::File,
+    servers: &std::cell::RefCell<Vec<rustix::process::Pid>>,
+    first: &[&str],
+) -> (rustix::process::Pid, String) {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let (ready_r, ready_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let (stray_r, stray_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let keep = [
+        fuse.as_raw_fd(),
+        image.as_raw_fd(),
+        ready_w.as_raw_fd(),
+        log.as_raw_fd(),
+        stray_w.as_raw_fd(),
+    ];
+    let set = |cloexec: bool| {
+        for &fd in &keep {
+            // SAFETY: these descriptors are open and owned by this
+            // function or its caller for the duration of the spawn.
+            let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let f = if cloexec {
+                rustix::io::FdFlags::CLOEXEC
+            } else {
+                rustix::io::FdFlags::empty()
+            };
+            rustix::io::fcntl_setfd(b, f).unwrap();
+        }
+    };
+    set(false);
+    let pid_file = std::env::temp_dir().join(format!("sqfs-fuse-test-pid-{}", std::process::id()));
+    let _ = fs::remove_file(&pid_file);
+    let mut starter = Command::new("sh")
+        .arg("-c")
+        .arg(r#"pid_file=$1; shift; "$@" & echo $! >"$pid_file""#)
+        .arg("sh")
+        .arg(&pid_file)
+        .arg(BIN)
+        .args(first)
+        .args([
+            "--fuse-fd",
+            &fuse.as_raw_fd().to_string(),
+            "--image-fd",
+            &image.as_raw_fd().to_string(),
+            "--ready-fd",
+            &ready_w.as_raw_fd().to_string(),
+            "--log-fd",
+            &log.as_raw_fd().to_string(),
+            "--name",
+            "test.sqfs",
+            "--threads",
+            "3",
+            "--detached",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    set(true);
+    // Only the server holds the FUSE connection now (as after a launch).
+    drop(fuse);
+    drop(ready_w);
+    drop(stray_w);
+    let mut line = String::new();
+    BufReader::new(fs::File::from(ready_r))
+        .read_line(&mut line)
+        .unwrap();
+    let status = wait_timeout(&mut starter, Duration::from_secs(10)).expect("the starter hangs");
+    assert!(status.success());
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = fs::remove_file(&pid_file);
+    let pid = rustix::process::Pid::from_raw(pid).unwrap();
+    servers.borrow_mut().push(pid);
+    let out = read_to_eof(starter.stdout.take().unwrap(), "the starter's stdout");
+    let err = read_to_eof(starter.stderr.take().unwrap(), "the starter's stderr");
+    read_to_eof(
+        fs::File::from(stray_r),
+        "a descriptor the server was not given",
+    );
+    assert_eq!(out, "");
+    assert_eq!(err, "", "a detached server prints nothing");
+    (pid, line)
+}
+
+/// Everything `r` yields until EOF, which must come within 10 s (a
+/// process holding the write end would block it).
+fn read_to_eof(mut r: impl Read + Send + 'static, what: &str) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        let _ = tx.send(s);
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("no EOF on {what}: the detached server holds it"))
+}
+
+/// Waits up to `t` for `pid` (a child, see `start_detached`) to exit.
+fn wait_pid(pid: rustix::process::Pid, t: Duration) -> Option<rustix::process::WaitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some((_, s)) =
+            rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG).unwrap()
+        {
+            return Some(s);
+        }
+        if start.elapsed() > t {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs its closure when dropped (also when a test panics).
+struct Cleanup<F: FnMut()>(F);
+impl<F: FnMut()> Drop for Cleanup<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+fn kill_pid(pid: rustix::process::Pid, sig: rustix::process::Signal) {
+    rustix::process::kill_process(pid, sig).unwrap();
+}
+
+#[test]
+fn detached_server() {
+    if !can_fuse("detached_server") {
+        return;
+    }
+    use rustix::process::Signal;
+    let t = TempDir::new("detached");
+    let src = t.0.join("src");
+    fs::create_dir_all(src.join("a")).unwrap();
+    for f in ["f", "g", "h"] {
+        fs::write(src.join("a").join(f), format!("served {f}\n")).unwrap();
+    }
+    let mut x = 0x2545f4914f6cdd1du64;
+    for i in 0..4 {
+        let big: Vec<u8> = (0..4 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        fs::write(src.join(format!("big{i}")), big).unwrap();
+    }
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &[]));
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    // On failure: no mount and no server left behind.
+    let servers = std::cell::RefCell::new(Vec::new());
+    let _cleanup = Cleanup(|| {
+        for &pid in servers.borrow().iter() {
+            // Only a child not reaped yet (never a recycled pid).
+            let running = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+            if matches!(running, Ok(None)) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+                let _ = wait_pid(pid, Duration::from_secs(5));
+            }
+        }
+        let _ = rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH);
+    });
+    let log_path = t.0.join("log");
+    let log = || {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap()
+    };
+    let image = || fs::File::open(&img).unwrap();
+    let log_lines = || fs::read_to_string(&log_path).unwrap_or_default();
+
+    // 1. Outlives its starter, holds only its own descriptors, serves,
+    // and exits 0 when the mount is gone; here started as squashfs-mount
+    // starts it, as root becoming the caller (nobody).
+    let (pid, line) = start_detached(
+        kernel_fuse_mount(&mnt),
+        &image(),
+        &log(),
+        &servers,
+        &["--run-as", "65534:65534:"],
+    );
+    assert_eq!(line, "ready\n");
+    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
+    let proc_dir = PathBuf::from(format!("/proc/{}", pid.as_raw_nonzero()));
+    let mut fds = BTreeMap::new();
+    for e in fs::read_dir(proc_dir.join("fd")).unwrap() {
+        let e = e.unwrap();
+        let target = fs::read_link(e.path()).unwrap_or_default();
+        fds.insert(
+            e.file_name().to_string_lossy().parse::<i32>().unwrap(),
+            target.to_string_lossy().into_owned(),
+        );
+    }
+    for n in 0..3 {
+        assert_eq!(fds[&n], "/dev/null", "descriptor {n}: {fds:?}");
+    }
+    for (n, target) in &fds {
+        assert!(
+            *n < 3
+                || target == "/dev/fuse"
+                || Path::new(target) == img
+                || Path::new(target) == log_path,
+            "the server holds descriptor {n} = {target}: {fds:?}"
+        );
+    }
+    // Workers on demand: one for a sequential walk, more (at most 3,
+    // `--threads 3`) once requests queue up.
+    let tasks = || fs::read_dir(proc_dir.join("task")).unwrap().count();
+    let walk = Command::new("find").arg(&mnt).output().unwrap();
+    assert!(walk.status.success());
+    assert_eq!(
+        tasks(),
+        2,
+        "the main thread and one worker after a sequential walk"
+    );
+    let readers: Vec<_> = (0..4)
+        .map(|i| {
+            Command::new("cat")
+                .arg(mnt.join(format!("big{i}")))
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut r in readers {
+        assert!(wait_timeout(&mut r, Duration::from_secs(60))
+            .unwrap()
+            .success());
+    }
+    let n = tasks();
+    assert!((3..=4).contains(&n), "{n} threads after parallel reads");
+    let stat = fs::read_to_string(proc_dir.join("stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        fields[3],
+        pid.as_raw_nonzero().to_string(),
+        "a session of its own: {stat}"
+    );
+    let status = fs::read_to_string(proc_dir.join("status")).unwrap();
+    assert!(status.lines().any(|l| l.starts_with("VmRSS:")), "{status}");
+    assert!(
+        status.lines().any(|l| l
+            .split_whitespace()
+            .eq(["Uid:", "65534", "65534", "65534", "65534"])),
+        "{status}"
+    );
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    let s = wait_pid(pid, Duration::from_secs(5)).expect("still running after unmount");
+    assert_eq!(s.exit_status(), Some(0), "{s:?}");
+    let l = log_lines();
+    assert!(
+        l.contains("squashfs-mount-fuse[") && l.contains("test.sqfs: serving"),
+        "{l}"
+    );
+    assert!(l.contains("test.sqfs: the mount is gone; exiting"), "{l}");
+    assert_eq!(l.lines().count(), 2, "{l}");
+
+    // 2. SIGTERM: exits 0 at once, says so; the dead mount fails with
+    // ENOTCONN until it is unmounted.
+    fs::write(&log_path, b"").unwrap();
+    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers, &[]);
+    assert_eq!(line, "ready\n");
+    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
+    kill_pid(pid, Signal::TERM);
+    let s = wait_pid(pid, Duration::from_secs(5)).expect("still running after SIGTERM");
+    assert_eq!(s.exit_status(), Some(0), "{s:?}");
+    assert!(
+        log_lines().contains("test.sqfs: SIGTERM; exiting"),
+        "{}",
+        log_lines()
+    );
+    let e = fs::read(mnt.join("a/g")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+
+    // 3. SIGKILL while a reader waits for it: the reader gets an error at
+    // once (ECONNABORTED for the request in flight), not a hang, and so
+    // does every later access but to what the kernel still has cached.
+    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers, &[]);
+    assert_eq!(line, "ready\n");
+    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
+    kill_pid(pid, Signal::STOP);
+    let mut reader = Command::new("cat")
+        .arg(mnt.join("a/g"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        reader.try_wait().unwrap().is_none(),
+        "the reader did not wait for the stopped server"
+    );
+    kill_pid(pid, Signal::KILL);
+    let status = wait_timeout(&mut reader, Duration::from_secs(5))
+        .expect("the reader hangs after SIGKILL of the server");
+    assert!(!status.success());
+    let mut e = String::new();
+    reader
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut e)
+        .unwrap();
+    assert!(
+        e.contains("Software caused connection abort")
+            || e.contains("not connected")
+            || e.contains("Input/output error"),
+        "{e}"
+    );
+    let s = wait_pid(pid, Duration::from_secs(5)).expect("SIGKILL did not end the server");
+    assert!(s.terminating_signal().is_some(), "{s:?}");
+    let e = fs::read(mnt.join("a/h")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+
+    // Usage: --detached excludes --watch-pidfd.
+    let out = Command::new(BIN)
+        .args([
+            "--fuse-fd",
+            "0",
+            "--image-fd",
+            "1",
+            "--ready-fd",
+            "2",
+            "--watch-pidfd",
+            "5",
+            "--detached",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exclude each other"));
 }

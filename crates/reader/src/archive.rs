@@ -806,6 +806,8 @@ impl<S: Source> Archive<S> {
             entries.push(e);
             std::ops::ControlFlow::Continue(())
         })?;
+        // The cache counts what the entries hold, not spare capacity.
+        entries.shrink_to_fit();
         let sorted = entries.windows(2).all(|w| w[0].name < w[1].name);
         Ok(self
             .listings

@@ -137,6 +137,19 @@ pub extern "C" fn slurm_spank_exit(spank: SpankT, _argc: c_int, _argv: *mut *mut
     })
 }
 
+/// Called on each node of a job once it has ended (Slurm's job epilog, as
+/// root): the user's FUSE instances no other job uses go.
+#[no_mangle]
+pub extern "C" fn slurm_spank_job_epilog(
+    spank: SpankT,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    boundary("slurm_spank_job_epilog", || {
+        plugin::job_epilog(&Spank::from_callback(spank))
+    })
+}
+
 extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
     boundary("a --squashfs* option", || {
         let which = match val {

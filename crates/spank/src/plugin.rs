@@ -11,8 +11,10 @@
 //! | task_init            | -                                          | with a kept layer (--squashfs-writable=DIR): |
 //! |                      |                                            | join its user and mount namespaces, as the   |
 //! |                      |                                            | job user                                     |
-//! | exit                 | -                                          | kill the step's FUSE servers; close the      |
-//! |                      |                                            | namespace fd                                 |
+//! | exit                 | -                                          | kill the step's uncached FUSE servers; close |
+//! |                      |                                            | the namespace fd                             |
+//! | job_epilog (slurmd)  | -                                          | evict the user's unused cached FUSE          |
+//! |                      |                                            | instances on the node (their servers end)    |
 //!
 //! Why errors wait for the tasks: a failing `init_post_opt` in slurmstepd
 //! reaches the user only as "launch failed: Plugin initialization failed",
@@ -297,6 +299,19 @@ pub fn exit(_spank: &Spank) -> Result<(), ()> {
         if let Step::Ready(prepared) = std::mem::replace(&mut *lock(&STEP), Step::Nothing) {
             prepared.end();
         }
+    }
+    Ok(())
+}
+
+/// The job has ended on this node (job epilog, root): the user's cached
+/// FUSE instances that no other job uses are evicted, and their servers
+/// end with them. Failing here would drain the node: problems are logged.
+pub fn job_epilog(spank: &Spank) -> Result<(), ()> {
+    let Some(uid) = spank.uid() else {
+        return Ok(());
+    };
+    if let Err(e) = remote::job_end(uid) {
+        report(format_args!("after the job: {e}"));
     }
     Ok(())
 }

@@ -276,3 +276,21 @@ pub fn own_directory() -> Option<OsString> {
         Some(OsString::from_vec(dir.to_vec()))
     })
 }
+
+/// After a job of `uid` on this node: its unused cached FUSE instances go
+/// (`cache::commands::end_of_job`), on a thread of its own (the cache's
+/// namespace is visited with a fs_struct of the thread's own).
+pub fn job_end(uid: u32) -> Result<usize, Failure> {
+    let worker = std::thread::Builder::new()
+        .name("squashfs-mount".into())
+        .stack_size(2 << 20)
+        .spawn(move || {
+            system::unshare_fs_of_thread()
+                .map_err(|e| Failure::new(format!("unshare(CLONE_FS): {e}")))?;
+            squashfs_mount::cache::commands::end_of_job(uid)
+        })
+        .map_err(|e| Failure::new(format!("cannot start a thread: {e}")))?;
+    worker
+        .join()
+        .unwrap_or_else(|_| Err(Failure::new("the job epilog's thread stopped")))
+}

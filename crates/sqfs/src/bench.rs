@@ -151,6 +151,47 @@ impl WarmMethod {
     }
 }
 
+/// Which way squashfs-mount mounts the benchmark's images, and why, as its
+/// `--policy` says: the kernel's squashfs (loop device, image cache) or the
+/// FUSE server (in userspace; never cached). A user's own images go to
+/// FUSE under the default site policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MountPath {
+    /// "kernel", "FUSE" or "unknown" (a squashfs-mount without `--policy`).
+    pub path: String,
+    pub reason: String,
+}
+
+impl MountPath {
+    /// From `squashfs-mount --policy IMAGE`'s output: the line
+    /// `<image>: kernel (<reason>)` or `<image>: FUSE (<reason>)`.
+    pub fn parse(policy_output: &str) -> Option<MountPath> {
+        policy_output.lines().find_map(|l| {
+            ["kernel", "FUSE"].iter().find_map(|kind| {
+                let at = l.find(&format!(": {kind} ("))?;
+                let reason = l[at + kind.len() + 4..].strip_suffix(')')?;
+                Some(MountPath {
+                    path: kind.to_string(),
+                    reason: reason.to_string(),
+                })
+            })
+        })
+    }
+
+    fn fuse(&self) -> bool {
+        self.path == "FUSE"
+    }
+
+    /// One line for the table and the chart.
+    pub fn explain(&self) -> String {
+        match self.path.as_str() {
+            "kernel" => format!("path: kernel ({}; squashfs-mount --policy): a loop device and the kernel's squashfs", self.reason),
+            "FUSE" => format!("path: FUSE ({}; squashfs-mount --policy): squashfs-mount-fuse reads the image in userspace, a fresh server for every run", self.reason),
+            _ => format!("path: unknown ({})", self.reason),
+        }
+    }
+}
+
 /// Finds squashfs-mount: next to this executable, else on PATH.
 pub fn find_squashfs_mount() -> Option<PathBuf> {
     if let Some(dir) = std::env::current_exe()
@@ -225,6 +266,8 @@ pub struct Report {
     pub cold_explained: Option<String>,
     pub warm_method: Option<WarmMethod>,
     pub warm_explained: Option<String>,
+    /// Which way squashfs-mount mounted the images (kernel or FUSE) and why.
+    pub mount_path: Option<MountPath>,
     pub squashfs_mount: Option<String>,
     /// Passed to squashfs-mount for cold runs (and warm runs without the
     /// image cache).
@@ -299,12 +342,30 @@ impl Runner {
             .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
     }
 
-    /// Whether warm runs can go through the image cache: squashfs-mount
-    /// has one, can evict one image's instances (`--gc IMAGE`, so that the
-    /// bench leaves none behind), and a launch of `image` left an instance
-    /// that `--cache-status` lists. The reason when not, and whether cached
-    /// instances may have been made (then the images are evicted at the end).
-    fn warm_method(&self, image: &Path) -> (WarmMethod, String, bool) {
+    /// Which way `image` is mounted (`--policy IMAGE`).
+    fn mount_path(&self, image: &Path) -> MountPath {
+        self.maintenance(&[OsStr::new("--policy"), image.as_os_str()])
+            .and_then(|out| MountPath::parse(&out))
+            .unwrap_or_else(|| MountPath {
+                path: "unknown".into(),
+                reason: "this squashfs-mount does not say (no --policy)".into(),
+            })
+    }
+
+    /// Whether warm runs can go through the image cache: the images take
+    /// the kernel path, squashfs-mount has a cache, can evict one image's
+    /// instances (`--gc IMAGE`, so that the bench leaves none behind), and
+    /// a launch of `image` left an instance that `--cache-status` lists.
+    /// The reason when not, and whether cached instances may have been made
+    /// (then the images are evicted at the end).
+    fn warm_method(&self, image: &Path, path: &MountPath) -> (WarmMethod, String, bool) {
+        if path.fuse() {
+            return (
+                WarmMethod::PageCache,
+                "the images take the FUSE path, which squashfs-mount never keeps in its image cache".into(),
+                false,
+            );
+        }
         if self.flags.is_empty() {
             return (
                 WarmMethod::PageCache,
@@ -403,7 +464,17 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
     };
     let work = tempdir_in(&work)?;
     let mut warm: Option<(WarmMethod, String)> = None;
-    let result = run_all(o, &dir, &stats, runner.as_ref(), cold, &work, &mut warm);
+    let mut mount_path: Option<MountPath> = None;
+    let result = run_all(
+        o,
+        &dir,
+        &stats,
+        runner.as_ref(),
+        cold,
+        &work,
+        &mut warm,
+        &mut mount_path,
+    );
     if !o.keep {
         let _ = std::fs::remove_dir_all(&work);
     } else {
@@ -426,6 +497,7 @@ pub fn bench(o: &BenchOptions) -> Result<Report, String> {
         cold_explained: cold.map(|c| c.explain().to_string()),
         warm_method: warm.as_ref().map(|w| w.0),
         warm_explained: warm.as_ref().map(|(m, why)| m.explain(why)),
+        mount_path,
         squashfs_mount: runner.as_ref().map(|r| r.exe.display().to_string()),
         squashfs_mount_flags: runner.as_ref().map_or(Vec::new(), |r| {
             r.flags
@@ -465,6 +537,7 @@ fn run_all(
     cold: Option<ColdMethod>,
     work: &Path,
     warm: &mut Option<(WarmMethod, String)>,
+    mount_path: &mut Option<MountPath>,
 ) -> Result<Vec<VariantResult>, String> {
     let mountpoint = runner.map_or(dir, |r| r.mountpoint.as_path());
     let command: Vec<OsString> = match &o.run {
@@ -525,9 +598,11 @@ fn run_all(
     // an order rotated from round to round), so a passing disturbance on the
     // machine spreads over all of them rather than spoiling one.
     if let (Some(runner), Some(cold)) = (runner, cold) {
-        bar.set_message("checking squashfs-mount's image cache");
-        let (method, why, cached) = runner.warm_method(&images[0]);
+        bar.set_message("checking squashfs-mount's policy and image cache");
+        let path = runner.mount_path(&images[0]);
+        let (method, why, cached) = runner.warm_method(&images[0], &path);
         *warm = Some((method, why));
+        *mount_path = Some(path);
         let measured = measure(
             o,
             runner,
@@ -635,6 +710,9 @@ pub fn chart(r: &Report) -> svg::Chart {
     match (&r.command, r.cold_method) {
         (Some(c), Some(m)) => {
             notes.push(format!("Command: {c}; mounted on {}; {} runs each (box: quartiles, line: median, whiskers: min-max)", r.mountpoint, r.runs));
+            if let Some(p) = &r.mount_path {
+                notes.push(p.explain());
+            }
             notes.push(m.explain().to_string());
             if let Some(w) = &r.warm_explained {
                 notes.push(w.clone());
@@ -681,6 +759,9 @@ pub fn table(r: &Report) -> String {
             "command: {c}  (mounted on {}, {} runs each)",
             r.mountpoint, r.runs
         );
+        if let Some(p) = &r.mount_path {
+            let _ = writeln!(s, "{}", p.explain());
+        }
         let _ = writeln!(s, "{}", m.explain());
         if let Some(w) = &r.warm_explained {
             let _ = writeln!(s, "{w}");
@@ -789,5 +870,25 @@ mod tests {
         assert!(parse_variants("gzip,gzip").is_err());
         assert!(parse_variants(",").is_err());
         assert!(parse_variants("zstd:x").is_err());
+    }
+
+    #[test]
+    fn mount_path_from_policy_output() {
+        let setuid = "# site policy in force (/etc/squashfs-mount.conf, or built-in defaults where it sets nothing)\nkernel-images = trusted\n/tmp/w/lz4.sqfs: FUSE (not trusted: owned by uid 1000 (trusted-owners lists 0); yours)\n";
+        assert_eq!(
+            MountPath::parse(setuid),
+            Some(MountPath {
+                path: "FUSE".into(),
+                reason: "not trusted: owned by uid 1000 (trusted-owners lists 0); yours".into()
+            })
+        );
+        let kernel = "/a b/x.sqfs: kernel (trusted: owned by uid 0 (trusted-owners))\n";
+        assert_eq!(MountPath::parse(kernel).unwrap().path, "kernel");
+        let rootless = "# not installed setuid root: every image is served through FUSE in a user namespace (rootless mode)\n/w/x.sqfs: FUSE (rootless mode)\n";
+        assert_eq!(MountPath::parse(rootless).unwrap().reason, "rootless mode");
+        assert_eq!(
+            MountPath::parse("squashfs-mount: x.sqfs: cannot open\n"),
+            None
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod inspect;
 pub mod kernel;
 pub mod layer;
 pub mod order;
+pub mod output;
 pub use squashfs_reader::lzo;
 pub mod pack;
 pub mod progress;

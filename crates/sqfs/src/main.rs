@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use sqfs::exclude::{Excludes, Origin};
 
 use sqfs::format::Compressor;
+use sqfs::output::{self, eprint_line, Unprinted};
 use sqfs::{bench, inspect, layer, order, pack, split, trace, units};
 
 const PACK_DEFAULTS: &str = "\
@@ -234,12 +235,19 @@ then, through squashfs-mount (found next to sqfs, else on PATH), the command is 
 times cold and --runs times warm, and so is a walk that stats every entry of the tree.
 Times are the wall time of the whole squashfs-mount run, mount included.
 
-Cold runs drop the page cache first (echo 3 > /proc/sys/vm/drop_caches) when you may
-(root). Otherwise the image's cached pages are evicted with posix_fadvise(DONTNEED) and
-it is mounted afresh; files outside the image stay cached. The table and chart label
-such runs cold*. Each warm run directly follows a cold run, which filled the page
-cache; every run is a fresh mount, so decompression is redone. squashfs-mount's
---no-cache is passed when it has that option. All images are built first, then
+Which way squashfs-mount mounts the images is asked with 'squashfs-mount --policy'
+and printed with the table: the kernel's squashfs, or its FUSE server for images the
+site policy keeps from the kernel (by default every image you own or could change,
+so the images bench builds as you; built by root, they take the kernel path).
+
+Cold runs use squashfs-mount's --no-cache (a fresh mount) and drop the page cache
+first (echo 3 > /proc/sys/vm/drop_caches) when you may (root). Otherwise the image's
+cached pages are evicted with posix_fadvise(DONTNEED); files outside the image stay
+cached. The table and chart label such runs cold*. Warm runs are a second launch
+through squashfs-mount's image cache (what users get when they start something
+again) where the images take the kernel path and the cache works; otherwise a fresh
+mount right after the cold run, whose page cache it finds filled (the FUSE path is
+never cached); the table says which, and why. All images are built first, then
 measured in rounds that visit every compressor once, so a passing disturbance on
 the machine spreads over all of them.
 
@@ -299,13 +307,46 @@ fn completion_command() -> clap::Command {
         .subcommands(visible)
 }
 
-fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
-    let s = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
-    println!("{s}");
-    Ok(())
+/// Why a command did not succeed.
+enum Failure {
+    /// What went wrong, for standard error (exit status 1).
+    Message(String),
+    /// The reader closed standard output: end quietly (status 141).
+    Closed,
 }
 
-fn run(command: Cmd) -> Result<(), String> {
+impl From<String> for Failure {
+    fn from(m: String) -> Self {
+        Failure::Message(m)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(m: &str) -> Self {
+        Failure::Message(m.to_string())
+    }
+}
+
+impl From<Unprinted> for Failure {
+    fn from(u: Unprinted) -> Self {
+        match u {
+            Unprinted::Closed => Failure::Closed,
+            Unprinted::Failed(m) => Failure::Message(m),
+        }
+    }
+}
+
+/// `text` on standard output.
+fn out(text: impl AsRef<[u8]>) -> Result<(), Failure> {
+    Ok(output::print(text)?)
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), Failure> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    out(format!("{s}\n"))
+}
+
+fn run(command: Cmd) -> Result<(), Failure> {
     match command {
         Cmd::Pack(a) => {
             let opts = pack::PackOptions {
@@ -342,9 +383,10 @@ fn run(command: Cmd) -> Result<(), String> {
                 if a.quiet {
                     return Ok(());
                 }
+                let mut text = String::new();
                 for img in &m.images {
-                    println!(
-                        "{}: {} ({:.0}% of the limit; {}), {} entries at depth {}",
+                    text += &format!(
+                        "{}: {} ({:.0}% of the limit; {}), {} entries at depth {}\n",
                         img.image,
                         units::bytes(img.file_size),
                         img.file_size as f64 * 100.0 / m.max_size as f64,
@@ -355,12 +397,12 @@ fn run(command: Cmd) -> Result<(), String> {
                 }
                 let mut manifest = a.output.into_os_string();
                 manifest.push(".manifest.json");
-                println!("manifest: {}", PathBuf::from(manifest).display());
-                println!(
-                    "mount them all with: squashfs-mount --union={}:<mountpoint> -- <command>",
+                text += &format!("manifest: {}\n", PathBuf::from(manifest).display());
+                text += &format!(
+                    "mount them all with: squashfs-mount --union={}:<mountpoint> -- <command>\n",
                     m.union
                 );
-                return Ok(());
+                return out(text);
             }
             let (p, layer) = if a.layer {
                 let l = layer::prepare(&a.dir, a.mount_point.as_deref().map(|m| m.as_os_str()))?;
@@ -406,8 +448,8 @@ fn run(command: Cmd) -> Result<(), String> {
                 Some(n) => format!(", {n} listed files first"),
                 None => String::new(),
             };
-            println!(
-                "{}: {} ({}), {} {}{excluded}{ordered}, {}{level}, {} blocks, built in {}{}",
+            out(format!(
+                "{}: {} ({}), {} {}{excluded}{ordered}, {}{level}, {} blocks, built in {}{}\n",
                 p.image,
                 units::bytes(p.file_size),
                 pack::ratio_phrase(p.bytes_used, p.file_bytes),
@@ -417,16 +459,15 @@ fn run(command: Cmd) -> Result<(), String> {
                 units::bytes(u64::from(p.block_size)),
                 units::seconds(p.seconds),
                 if p.reproducible { ", reproducible" } else { "" }
-            );
-            Ok(())
+            ))
         }
         Cmd::Trace(a) => {
             let t = trace::trace(&a.dir, &a.output, &a.command)?;
             if a.json {
                 print_json(&t)?;
             } else {
-                println!(
-                    "{}: {} of {} files read ({}){}",
+                out(format!(
+                    "{}: {} of {} files read ({}){}\n",
                     t.output,
                     t.hot,
                     t.files,
@@ -439,13 +480,14 @@ fn run(command: Cmd) -> Result<(), String> {
                     } else {
                         String::new()
                     }
-                );
+                ))?;
             }
             match t.exit_status {
                 Some(0) => Ok(()),
                 Some(n) => Err(format!(
                     "the command exited with status {n}; the list of what it read is written anyway"
-                )),
+                )
+                .into()),
                 None => Err(
                     "the command was killed by a signal; the list of what it read is written anyway"
                         .into(),
@@ -458,8 +500,7 @@ fn run(command: Cmd) -> Result<(), String> {
             if a.json {
                 print_json(&r)
             } else {
-                print!("{}", inspect::render(&r));
-                Ok(())
+                out(inspect::render(&r))
             }
         }
         Cmd::Bench(a) => {
@@ -482,25 +523,22 @@ fn run(command: Cmd) -> Result<(), String> {
             if a.json {
                 print_json(&r)
             } else {
-                print!("{}", bench::table(&r));
-                Ok(())
+                out(bench::table(&r))
             }
         }
         Cmd::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut completion_command(),
-                "sqfs",
-                &mut std::io::stdout(),
-            );
-            Ok(())
+            // Into memory first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut completion_command(), "sqfs", &mut script);
+            out(script)
         }
         Cmd::Tree { what, dir } => {
             if what == "read" {
-                sqfs::tree::read_all(&dir).map(|_| ())
+                sqfs::tree::read_all(&dir)?;
             } else {
-                sqfs::tree::stat_all(&dir).map(|_| ())
+                sqfs::tree::stat_all(&dir)?;
             }
+            Ok(())
         }
     }
 }
@@ -514,8 +552,15 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     use clap::error::{ContextKind, ContextValue};
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            ExitCode::SUCCESS
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                // clap's own printing, in colour.
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            match output::print(e.render().to_string()) {
+                Err(Unprinted::Closed) => ExitCode::from(output::CLOSED_STATUS),
+                _ => ExitCode::SUCCESS,
+            }
         }
         ErrorKind::UnknownArgument => {
             let arg = match e.get(ContextKind::InvalidArg) {
@@ -532,7 +577,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             } else {
                 "unexpected argument"
             };
-            eprintln!("sqfs: {what} '{arg}'; see 'sqfs {sub}--help'");
+            eprint_line(format_args!("sqfs: {what} '{arg}'; see 'sqfs {sub}--help'"));
             ExitCode::from(USAGE_ERROR)
         }
         _ => {
@@ -549,14 +594,20 @@ fn main() -> ExitCode {
     let args = match sqfs::compat::translate(&args) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("sqfs: {}", units::without_os_error(&e));
+            eprint_line(format_args!("sqfs: {}", units::without_os_error(&e)));
             return ExitCode::from(USAGE_ERROR);
         }
     };
     if sqfs::compat::wants_version(&args) {
         // The version alone, as squashfs-mount prints it (scripts parse it).
-        println!("{}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
+        return match output::print(concat!(env!("CARGO_PKG_VERSION"), "\n")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(Unprinted::Closed) => ExitCode::from(output::CLOSED_STATUS),
+            Err(Unprinted::Failed(e)) => {
+                eprint_line(format_args!("sqfs: {e}"));
+                ExitCode::from(1)
+            }
+        };
     }
     let cli = match Cli::try_parse_from(std::iter::once(argv0).chain(args)) {
         Ok(cli) => cli,
@@ -564,14 +615,17 @@ fn main() -> ExitCode {
     };
     let Some(command) = cli.command else {
         let mut help = Cli::command();
-        eprint!("{}", help.render_usage());
-        eprintln!("\nsqfs: no command given; see 'sqfs --help'");
+        eprint_line(format_args!(
+            "{}\nsqfs: no command given; see 'sqfs --help'",
+            help.render_usage()
+        ));
         return ExitCode::from(USAGE_ERROR);
     };
     match run(command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sqfs: {}", units::without_os_error(&e));
+        Err(Failure::Closed) => ExitCode::from(output::CLOSED_STATUS),
+        Err(Failure::Message(e)) => {
+            eprint_line(format_args!("sqfs: {}", units::without_os_error(&e)));
             ExitCode::from(1)
         }
     }

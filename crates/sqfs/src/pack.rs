@@ -643,7 +643,11 @@ pub fn parse_block_size(s: &str) -> Result<u32, String> {
 
 pub fn parse_compressor(s: &str) -> Result<Compressor, String> {
     match Compressor::from_name(s) {
-        Some(Compressor::Lzma) | None => Err(format!(
+        Some(Compressor::Lzma) => Err(
+            "lzma is refused: no Linux kernel can mount lzma images (choose zstd, gzip, lz4, lzo or xz)"
+                .into(),
+        ),
+        None => Err(format!(
             "unknown compressor '{s}' (choose zstd, gzip, lz4, lzo or xz)"
         )),
         Some(c) => Ok(c),
@@ -693,6 +697,11 @@ mod tests {
         assert!(parse_block_size("128K").is_ok());
         assert!(parse_block_size("3K").is_err());
         assert!(parse_block_size("2M").is_err());
-        assert!(parse_compressor("lzma").is_err());
+        assert!(parse_compressor("lzma")
+            .unwrap_err()
+            .contains("no Linux kernel can mount lzma"));
+        assert!(parse_compressor("brotli")
+            .unwrap_err()
+            .contains("unknown compressor 'brotli'"));
     }
 }

@@ -295,7 +295,8 @@ fn bench_times_every_compressor_through_squashfs_mount() {
 /// keeps a list of "cached instances" (launches without --no-cache),
 /// answers --cache-status with it, and --gc IMAGE by dropping IMAGE (or
 /// fails on --gc IMAGE when FAKE_NO_GC_IMAGE is set, as versions without
-/// it do). The command runs on the tree itself.
+/// it do); --policy IMAGE says the image takes the path FAKE_ROUTE
+/// (default kernel). The command runs on the tree itself.
 const FAKE_SQUASHFS_MOUNT: &str = r#"#!/bin/sh
 echo "$*" >> "$FAKE_DIR/log"
 state="$FAKE_DIR/instances"
@@ -309,6 +310,7 @@ case "$1" in
     fi
     exit 0 ;;
   --cache-status) echo "STATE DEVICE SIZE LAST USE  IMAGE"; sed 's/^/idle \/dev\/loop9 1 0s  /' "$state"; exit 0 ;;
+  --policy) echo '# site policy'; echo "$2: ${FAKE_ROUTE:-kernel} (fake reason)"; exit 0 ;;
 esac
 cached=1
 if [ "$1" = --no-cache ]; then cached=0; shift; fi
@@ -321,7 +323,9 @@ exec "$@"
 /// `bench` with a fake squashfs-mount, unprivileged: warm runs are second
 /// launches through the image cache when squashfs-mount can evict one
 /// image's instances, every cached instance is evicted at the end, and
-/// without `--gc IMAGE` warm runs are fresh mounts and say so.
+/// without `--gc IMAGE` warm runs are fresh mounts and say so; images that
+/// take the FUSE path are never tried through the cache, and the table
+/// says which path was measured.
 #[test]
 fn bench_warm_runs_go_through_the_image_cache() {
     use std::os::unix::fs::PermissionsExt;
@@ -340,8 +344,12 @@ fn bench_warm_runs_go_through_the_image_cache() {
     for d in [t.path(), &bin] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
-    for (gc_image, want) in [(true, "image_cache"), (false, "page_cache")] {
-        let state = t.path().join(format!("state-{gc_image}"));
+    for (gc_image, route, want) in [
+        (true, "kernel", "image_cache"),
+        (false, "kernel", "page_cache"),
+        (true, "FUSE", "page_cache"),
+    ] {
+        let state = t.path().join(format!("state-{gc_image}-{route}"));
         std::fs::create_dir(&state).unwrap();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
         let run = |json: bool| {
@@ -362,7 +370,9 @@ fn bench_warm_runs_go_through_the_image_cache() {
             } else {
                 inner
             };
-            cmd.env("FAKE_DIR", &state).env_remove("SOURCE_DATE_EPOCH");
+            cmd.env("FAKE_DIR", &state)
+                .env("FAKE_ROUTE", route)
+                .env_remove("SOURCE_DATE_EPOCH");
             if !gc_image {
                 cmd.env("FAKE_NO_GC_IMAGE", "1");
             }
@@ -380,6 +390,15 @@ fn bench_warm_runs_go_through_the_image_cache() {
         );
         let warm: Vec<&str> = stdout.lines().filter(|l| l.starts_with("warm:")).collect();
         assert_eq!(warm.len(), 1, "{stdout}");
+        let path: Vec<&str> = stdout.lines().filter(|l| l.starts_with("path: ")).collect();
+        assert_eq!(path.len(), 1, "{stdout}");
+        assert!(
+            path[0].starts_with(&format!(
+                "path: {route} (fake reason; squashfs-mount --policy)"
+            )),
+            "{}",
+            path[0]
+        );
         let log = std::fs::read_to_string(state.join("log")).unwrap();
         let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
         let cached = launches
@@ -387,7 +406,23 @@ fn bench_warm_runs_go_through_the_image_cache() {
             .filter(|l| !l.starts_with("--no-cache"))
             .count();
         // 2 compressors x 2 rounds x (command, walk).
-        if gc_image {
+        if route == "FUSE" {
+            assert!(
+                warm[0].contains("fresh mount")
+                    && warm[0]
+                        .contains("FUSE path, which squashfs-mount never keeps in its image cache"),
+                "{}",
+                warm[0]
+            );
+            assert!(!stdout.contains("cache off"), "{stdout}");
+            // Never launched through the cache, nothing to evict.
+            assert_eq!(cached, 0, "{log}");
+            assert_eq!(launches.len(), 8 * 2, "{log}");
+            assert!(
+                !log.contains("--gc") && !log.contains("--cache-status"),
+                "{log}"
+            );
+        } else if gc_image {
             assert!(
                 warm[0].contains("second launch") && warm[0].contains("image cache"),
                 "{}",
@@ -420,7 +455,89 @@ fn bench_warm_runs_go_through_the_image_cache() {
         assert!(o.status.success());
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(j["warm_method"], want);
+        assert_eq!(j["mount_path"]["path"], route);
+        assert_eq!(j["mount_path"]["reason"], "fake reason");
         assert_eq!(j["cold_method"], "fadvise");
         assert_eq!(j["variants"][0]["warm"].as_array().unwrap().len(), 2);
     }
+}
+
+/// What issue 22 found: a user benchmarking their own tree with the
+/// installed (setuid) squashfs-mount measures the FUSE path (the default
+/// policy does not let the kernel parse a user's own image). The table says
+/// so, with the policy's reason, and explains warm runs by it (not as "cache
+/// off"). squashfs-mount installed setuid into a temporary prefix with sqfs
+/// beside it, run by a test user.
+#[test]
+fn bench_by_a_user_on_their_own_tree_says_it_measured_the_fuse_path() {
+    use sqfsmnt_test_support::{install, site, Users};
+    use std::os::unix::fs::PermissionsExt;
+    let built = Path::new(env!("CARGO_BIN_EXE_sqfs")).with_file_name("squashfs-mount");
+    if !built.exists() {
+        loud_skip(&format!(
+            "{} is not built (cargo build --workspace)",
+            built.display()
+        ));
+        return;
+    }
+    if !sqfsmnt_test_support::privileged("sqfs bench as a user", &["mksquashfs", "setpriv"]) {
+        return;
+    }
+    let _conf = site::no_config();
+    // The prefix holds a setuid-root program: removed on drop.
+    let prefix = TempDir::new("bench-user-prefix");
+    install::install_setuid(&built, prefix.path());
+    let sqfs = install::install(Path::new(env!("CARGO_BIN_EXE_sqfs")), prefix.path(), 0o755);
+    let users = Users::create(1, false);
+    let user = users.first();
+    let work = TempDir::new("bench-user-work");
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tree = work.path().join("tree");
+    small_tree(&tree);
+    for p in [work.path().to_path_buf(), tree.clone()] {
+        ok(std::process::Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", user.uid, user.gid))
+            .arg(&p));
+    }
+    let run = |json: bool| {
+        let mut c = user.command(&sqfs);
+        c.args(["bench", "--runs", "1", "--comp", "lz4", "--run"])
+            .arg(format!("cat {}/pkg0/mod1.py > /dev/null", tree.display()))
+            .arg("--svg")
+            .arg(work.path().join("c.svg"))
+            .arg("--work-dir")
+            .arg(work.path())
+            .arg(&tree)
+            .env_remove("SOURCE_DATE_EPOCH");
+        if json {
+            c.arg("--json");
+        }
+        run_with_timeout(&mut c, Duration::from_secs(120))
+    };
+    let o = run(false);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let path: Vec<&str> = stdout.lines().filter(|l| l.starts_with("path: ")).collect();
+    assert_eq!(path.len(), 1, "{stdout}");
+    assert!(
+        path[0].starts_with("path: FUSE (")
+            && path[0].contains("; squashfs-mount --policy)")
+            && path[0].contains("squashfs-mount-fuse"),
+        "{}",
+        path[0]
+    );
+    let warm: Vec<&str> = stdout.lines().filter(|l| l.starts_with("warm:")).collect();
+    assert_eq!(warm.len(), 1, "{stdout}");
+    assert!(
+        warm[0].contains("FUSE path") && !warm[0].contains("cache off"),
+        "{}",
+        warm[0]
+    );
+    let o = run(true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["mount_path"]["path"], "FUSE");
+    assert_eq!(j["warm_method"], "page_cache");
 }

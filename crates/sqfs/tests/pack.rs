@@ -233,7 +233,17 @@ fn pack_refuses_clearly() {
             &p(&a),
             &p(&t.path().join("y.sqfs")),
         ],
-        "usage:unknown compressor",
+        "usage:lzma is refused: no Linux kernel can mount lzma images",
+    );
+    fail(
+        &[
+            os("pack"),
+            os("--comp"),
+            os("brotli"),
+            &p(&a),
+            &p(&t.path().join("y.sqfs")),
+        ],
+        "usage:unknown compressor 'brotli'",
     );
     fail(
         &[

@@ -25,6 +25,12 @@ use crate::system::{self, FsContext, Helper};
 
 /// The server's file name, installed in `<prefix>/lib/squashfs-mount/`.
 pub const SERVER_NAME: &str = "squashfs-mount-fuse";
+/// Where the servers of cached FUSE instances write their messages: one
+/// file per user (`<uid>.log`, the user's own, mode 0600) in a root-owned
+/// directory that lets users reach their file but not list the others.
+pub const LOG_DIR: &str = "/run/squashfs-mount-fuse";
+/// A user's log is emptied when a launch finds it larger than this.
+const LOG_LIMIT: u64 = 1 << 20;
 /// How long a server may take to check its image and answer.
 const READY_TIMEOUT_MS: i32 = 30_000;
 
@@ -118,6 +124,43 @@ pub struct Launcher<'a> {
     pub threads: u32,
     /// The caller's resource limits, which the server gets back.
     pub limits: Option<&'a CallerLimits>,
+    /// Servers of cached instances: the user's log (see [`LOG_DIR`]). They
+    /// outlive the launch (`--detached`: no watched process, standard
+    /// descriptors on /dev/null) and exit when their mount is gone.
+    pub detached: Option<&'a Detached>,
+}
+
+/// What the servers of cached instances are given.
+pub struct Detached {
+    log: OwnedFd,
+    null: OwnedFd,
+}
+
+impl Detached {
+    /// The caller's log in [`LOG_DIR`] (made if missing, emptied beyond
+    /// [`LOG_LIMIT`]) and /dev/null. Needs root.
+    pub fn open(caller: &Caller) -> Result<Detached, Failure> {
+        let fail = |e: system::Error| {
+            Failure::new(format!(
+                "FUSE path: cannot open the servers' log in {LOG_DIR}: {e}"
+            ))
+        };
+        let dir = system::open_or_create_dir(LOG_DIR, 0o711).map_err(fail)?;
+        let st = system::fstat(dir.as_fd()).map_err(fail)?;
+        if !st.is_dir() || st.uid != 0 || st.mode & 0o022 != 0 {
+            return Err(Failure::new(format!(
+                "FUSE path: {LOG_DIR} is not a directory owned by root that only root can write"
+            )));
+        }
+        let (uid, gid) = (caller.uid.as_raw(), caller.gid.as_raw());
+        let log = system::open_log_for(dir.as_fd(), &format!("{uid}.log"), 0o600, (uid, gid))
+            .map_err(fail)?;
+        if system::fstat(log.as_fd()).is_ok_and(|st| st.size > LOG_LIMIT) {
+            let _ = system::truncate(log.as_fd());
+        }
+        let null = system::open_null().map_err(fail)?;
+        Ok(Detached { log, null })
+    }
 }
 
 /// A server started, not yet confirmed ready.
@@ -208,13 +251,12 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
             groups.join(",")
         )));
     }
-    for (opt, value) in [
-        ("--fuse-fd", "3"),
-        ("--image-fd", "4"),
-        ("--ready-fd", "5"),
-        ("--watch-pidfd", "6"),
-    ] {
+    for (opt, value) in [("--fuse-fd", "3"), ("--image-fd", "4"), ("--ready-fd", "5")] {
         argv.extend([arg(opt), arg(value)]);
+    }
+    match l.detached {
+        Some(_) => argv.extend([arg("--detached"), arg("--log-fd"), arg("6")]),
+        None => argv.extend([arg("--watch-pidfd"), arg("6")]),
     }
     argv.extend([arg("--threads"), arg(&l.threads.to_string())]);
     if l.show_as_caller {
@@ -245,14 +287,28 @@ pub fn instance(
         |what: &str, e: system::Error| Failure::about(subject, format!("FUSE path: {what}: {e}"));
     let mount = fuse_mount(device.as_fd(), l.caller, subject)?;
     let (ready_read, ready_write) = system::pipe().map_err(|e| fail("pipe", e))?;
-    let watch = system::own_pidfd().map_err(|e| fail("pidfd_open", e))?;
     let argv = server_argv(l);
-    let keep = [
+    let mut keep = vec![
         (device.as_fd(), 3),
         (image.fd.as_fd(), 4),
         (ready_write.as_fd(), 5),
-        (watch.as_fd(), 6),
     ];
+    let watch;
+    match l.detached {
+        // A server that outlives the launch holds none of its descriptors:
+        // not even the caller's stdout (`out=$(squashfs-mount ...)` would
+        // wait for it).
+        Some(d) => keep.extend([
+            (d.null.as_fd(), 0),
+            (d.null.as_fd(), 1),
+            (d.null.as_fd(), 2),
+            (d.log.as_fd(), 6),
+        ]),
+        None => {
+            watch = system::own_pidfd().map_err(|e| fail("pidfd_open", e))?;
+            keep.push((watch.as_fd(), 6));
+        }
+    }
     let server = system::spawn_detached(&Helper {
         program: l.server.fd.as_fd(),
         argv: &argv,

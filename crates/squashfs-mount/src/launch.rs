@@ -157,6 +157,9 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     let settings = config::load();
     let cwd = system::current_dir()
         .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
+    // Not privileged at all: the caller's PATH may say where the FUSE
+    // server is (the setuid command never reads it).
+    let path = std::env::var_os("PATH");
     let mut creds = Rootless::enter()?;
     let helper = layer_helper(&creds, request, &cwd)?;
     if !request.quiet {
@@ -166,7 +169,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         settings: &settings,
         front: &FrontEnd::default(),
         cwd,
-        fuse_server: FuseServer::NextToProgram,
+        fuse_server: FuseServer::Search { path },
         rootless: true,
         caller_limits: None,
     };

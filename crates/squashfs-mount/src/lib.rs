@@ -20,6 +20,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod fuse;
+pub mod fuse_server;
 pub mod image;
 pub mod instance;
 pub mod launch;

@@ -158,15 +158,21 @@ fn pip_install_into_a_venv_is_kept_and_the_layer_is_the_callers() {
 /// A tree of the user's with a setuid-root copy of id(1) and a file to
 /// delete.
 fn user_tree_image(fx: &Fixture, name: &str) -> PathBuf {
-    fx.image(
-        &format!("{name}-{}", fx.uid),
+    let tree_name = format!("{name}-{}", fx.uid);
+    let image = fx.image(
+        &tree_name,
         &[("data/keep", "keep\n"), ("data/gone", "gone\n"), ("dir/old", "old\n")],
         &format!(
             "chown -R {u}:{g} . && cp /usr/bin/id suid-id && chown 0:0 suid-id && chmod 4755 suid-id",
             u = fx.uid,
             g = fx.gid
         ),
-    )
+    );
+    // The image has the set-user-ID file; its source tree, which others
+    // can reach, keeps none.
+    let source = fx.path(&format!("trees/{tree_name}/suid-id"));
+    let _ = fs::set_permissions(&source, fs::Permissions::from_mode(0o755));
+    image
 }
 
 #[test]

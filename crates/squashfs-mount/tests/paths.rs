@@ -401,6 +401,12 @@ fn sigkill_of_the_command_leaves_no_fuse_server_and_no_mount() {
             let killed = unsafe { libc::kill(sleep_pid, libc::SIGKILL) };
             assert_eq!(killed, 0);
             let _ = child.wait();
+            if !rootless {
+                // The setuid path keeps the user's FUSE instance in the
+                // image cache, server and all (until evicted): the user's
+                // --gc ends it.
+                fx.run(["--gc"]).ok();
+            }
             let deadline = Instant::now() + Duration::from_secs(10);
             while !processes_of(fx.uid).is_empty() {
                 assert!(
@@ -460,5 +466,152 @@ fn damaged_own_images_give_a_clear_error_and_never_hang() {
                 .refused(&[needle, &name]);
             assert!(start.elapsed() < Duration::from_secs(20));
         }
+    });
+}
+
+/// Copies `from` to `to` (mode 0755) owned by the case's user, creating
+/// the directories on the way as the user's.
+fn user_copy(fx: &Fixture, from: &std::path::Path, to: &std::path::Path) {
+    let mut missing = Vec::new();
+    let mut d = to.parent().unwrap();
+    while !d.exists() {
+        missing.push(d.to_path_buf());
+        d = d.parent().unwrap();
+    }
+    fs::create_dir_all(to.parent().unwrap()).unwrap();
+    for d in missing {
+        fx.user.chown(&d);
+    }
+    fs::copy(from, to).unwrap();
+    fs::set_permissions(to, fs::Permissions::from_mode(0o755)).unwrap();
+    fx.user.chown(to);
+}
+
+/// The installed FUSE server (next to the fixture's setuid binary).
+fn installed_server(fx: &Fixture) -> PathBuf {
+    fx.root
+        .join("lib/squashfs-mount")
+        .join(install::FUSE_SERVER)
+}
+
+/// A rootless copy of squashfs-mount alone (no server beside it) finds its
+/// server next to itself, in `../libexec/squashfs-mount/` or on PATH, and
+/// when there is none it says where it looked. The setuid binary never
+/// looks on PATH: only its fixed, root-owned place.
+#[test]
+fn rootless_mode_finds_its_fuse_server_and_says_where_it_looked() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let _fuse = site::FuseForUsers::enable();
+        let base = fx.path("user/alone");
+        let bin = base.join("bin/squashfs-mount");
+        user_copy(fx, &fx.bin, &bin);
+        let img = fx.user_image("alone", &[("hello.txt", "alone\n")]);
+        let m = fx.mount_point("alone");
+        let launch = |bin: &std::path::Path, path: &str| {
+            run(fx
+                .user
+                .command(bin)
+                .args([
+                    "-q".into(),
+                    pair(&img, &m),
+                    "--".into(),
+                    "cat".into(),
+                    s(&m.join("hello.txt")),
+                ])
+                .env("PATH", path)
+                .current_dir(&fx.root))
+        };
+        let system_server = ["/usr/local/lib", "/usr/lib", "/usr/libexec"]
+            .iter()
+            .map(|d| {
+                PathBuf::from(d)
+                    .join("squashfs-mount")
+                    .join(install::FUSE_SERVER)
+            })
+            .find(|p| p.exists());
+        let tools = base.join("tools");
+        let path = format!("{}:/usr/bin:/bin", tools.display());
+        match &system_server {
+            Some(p) => sqfsmnt_test_support::loud_skip(&format!(
+                "rootless mode without a server: this host has {} installed, which rootless mode finds",
+                p.display()
+            )),
+            None => {
+                let r = launch(&bin, &path);
+                r.refused(&[
+                    "rootless mode",
+                    "squashfs-mount-fuse was not found",
+                    &format!("{}/lib/squashfs-mount/squashfs-mount-fuse", base.display()),
+                    &format!("{}/libexec/squashfs-mount/squashfs-mount-fuse", base.display()),
+                    &format!("{}/bin/squashfs-mount-fuse", base.display()),
+                    &format!("{}/squashfs-mount-fuse", tools.display()),
+                    "install it next to squashfs-mount or on PATH",
+                ]);
+            }
+        }
+        // Each place on its own.
+        let server = installed_server(fx);
+        for place in [
+            base.join("bin"),
+            base.join("libexec/squashfs-mount"),
+            tools.clone(),
+        ] {
+            let copy = place.join(install::FUSE_SERVER);
+            user_copy(fx, &server, &copy);
+            let r = launch(&bin, &path);
+            assert!(
+                r.success() && r.stdout() == "alone\n",
+                "server in {}: {r:?}",
+                place.display()
+            );
+            fs::remove_file(&copy).unwrap();
+        }
+
+        // The setuid binary: a copy whose own place has no server, with
+        // one on PATH; it is not used.
+        let prefix = fx.path("setuid-alone");
+        let setuid = install::install(&fx.bin, &prefix, 0o4755);
+        user_copy(fx, &server, &tools.join(install::FUSE_SERVER));
+        let r = launch(&setuid, &path);
+        fs::remove_dir_all(&prefix).unwrap();
+        r.refused(&[&format!(
+            "{}/lib/squashfs-mount/squashfs-mount-fuse did not start",
+            prefix.display()
+        )]);
+        assert!(!r.stderr().contains(&tools.display().to_string()), "{r:?}");
+    });
+}
+
+/// Rootless mode keeps no image cache: `--cache-status` and `--gc` say so
+/// and succeed (they used to fail, naming the program twice).
+#[test]
+fn rootless_mode_has_no_image_cache_to_show_or_evict() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let bin = rootless_copy(fx);
+        let img = fx.user_image("nocache", &[]);
+        for args in [
+            vec!["--cache-status".to_string()],
+            vec!["--gc".into()],
+            vec!["--gc".into(), "--expired".into()],
+            vec!["--gc".into(), "--all".into()],
+            vec!["--gc".into(), s(&img)],
+        ] {
+            let r = run(fx.user.command(&bin).args(&args));
+            assert!(r.success(), "{args:?}: {r:?}");
+            assert!(r.stderr().is_empty(), "{args:?}: {r:?}");
+            assert!(
+                r.stdout().starts_with(
+                    "no image cache: squashfs-mount is not installed setuid root here"
+                ) && r.stdout().contains("rootless mode keeps no cache"),
+                "{args:?}: {r:?}"
+            );
+        }
+        let r = run(fx.user.command(&bin).args(["--cache-status", "--json"]));
+        assert!(
+            r.success() && r.stdout() == "[]\n" && r.stderr().is_empty(),
+            "{r:?}"
+        );
     });
 }

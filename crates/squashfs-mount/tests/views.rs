@@ -444,7 +444,33 @@ fn verbose_says_which_path_and_which_instance() {
                 && err.contains("not a trusted owner"),
             "{err}"
         );
-        assert!(err.contains("FUSE instances are never cached"), "{err}");
+        assert!(
+            err.contains("its instance kept in the image cache for your next launches"),
+            "{err}"
+        );
+        let again = fx.run(["-v".into(), pair(&own, &m), "--".into(), "true".into()]);
+        again.ok();
+        assert!(
+            again.stderr().contains("your cached FUSE instance reused"),
+            "{}",
+            again.stderr()
+        );
+        let no_cache = fx.run([
+            "-v".into(),
+            "--no-cache".into(),
+            pair(&own, &m),
+            "--".into(),
+            "true".into(),
+        ]);
+        no_cache.ok();
+        assert!(
+            no_cache.stderr().contains(
+                "a FUSE server of yours started for this launch only, not cached: --no-cache"
+            ),
+            "{}",
+            no_cache.stderr()
+        );
+        fx.run(["--gc"]).ok();
         // An image whose path is not open to everyone is not shared.
         let dir = fx.path("views-group-only");
         fs::create_dir_all(&dir).unwrap();

@@ -16,6 +16,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
+use super::meta::Key;
 use super::{root_only, CacheError, CACHE_DIR};
 use crate::shared_lock::{self, Busy, Held, Reach};
 use crate::system::{self, Error, LockKind};
@@ -49,7 +50,11 @@ impl Claims {
     }
 
     fn file(&self, dev: u64, ino: u64) -> Result<OwnedFd, CacheError> {
-        system::open_lock_file(self.dir.as_fd(), &name(dev, ino), 0o600).map_err(|e| {
+        self.file_named(&name(dev, ino))
+    }
+
+    fn file_named(&self, name: &str) -> Result<OwnedFd, CacheError> {
+        system::open_lock_file(self.dir.as_fd(), name, 0o600).map_err(|e| {
             CacheError::Unavailable(format!(
                 "cannot open a claim in {CACHE_DIR}/{MAKING_DIR}: {e}"
             ))
@@ -75,6 +80,32 @@ impl Claims {
             .map_err(|busy: Busy| CacheError::Busy(busy))
     }
 
+    /// [`Claims::claim`] of one cache entry: a kernel instance's, or one
+    /// user's FUSE instance's.
+    pub fn claim_key(&self, key: &Key) -> Result<Option<Claim>, CacheError> {
+        shared_lock::try_take(
+            self.file_named(&key_name(key))?,
+            LockKind::Exclusive,
+            Reach::Within,
+        )
+        .map_err(CacheError::Busy)
+    }
+
+    /// [`Claims::wait`] for one cache entry.
+    pub fn wait_key(&self, key: &Key, deadline: Instant) -> Result<(), CacheError> {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as u64;
+        shared_lock::take(
+            self.file_named(&key_name(key))?,
+            LockKind::Shared,
+            Reach::Within,
+            left,
+        )
+        .map(drop)
+        .map_err(CacheError::Busy)
+    }
+
     /// Removes the claim files no launch holds (at a collection).
     pub fn tidy(&self) {
         let Ok((names, _)) = system::list_dir(self.dir.as_fd(), ".", 1 << 20) else {
@@ -96,4 +127,11 @@ impl Claims {
 
 fn name(dev: u64, ino: u64) -> String {
     format!("{dev}-{ino}")
+}
+
+fn key_name(key: &Key) -> String {
+    match key.fuse_user {
+        None => name(key.dev, key.ino),
+        Some(uid) => format!("{}-u{uid}", name(key.dev, key.ino)),
+    }
 }

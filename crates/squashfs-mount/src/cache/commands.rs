@@ -10,11 +10,25 @@ use std::ffi::OsStr;
 use super::evict::Mode;
 use super::store::{Entry, Store};
 use super::usage;
+use super::{kinds, Kind};
 use crate::config;
 use crate::error::{print_stdout, Failure};
 use crate::image::Image;
-use crate::privilege::{Credentials, Privileges};
+use crate::privilege::{Credentials, PrivilegeError, Privileges};
 use crate::system;
+
+/// What `--gc` and `--cache-status` say without the setuid bit.
+const ROOTLESS: &str = "no image cache: squashfs-mount is not installed setuid root here, and rootless mode keeps no cache (every image is served through FUSE, for the command's lifetime only)\n";
+
+/// The setuid process's privileges; None in rootless mode (the binary is
+/// not setuid root), where there is no cache to show or evict.
+fn acquire() -> Result<Option<Privileges>, Failure> {
+    match Privileges::acquire() {
+        Ok(p) => Ok(Some(p)),
+        Err(PrivilegeError::NotSetuidRoot) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// Opens the existing cache as root; None when there is none.
 fn open_existing(privileges: &mut Privileges) -> Result<Option<Store>, Failure> {
@@ -45,7 +59,10 @@ fn visible(uid: u32, e: &Entry) -> bool {
 /// `squashfs-mount --gc [--all | --expired]`, or `--gc IMAGE` for one
 /// image's instance.
 pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(), Failure> {
-    let mut privileges = Privileges::acquire()?;
+    let Some(mut privileges) = acquire()? else {
+        print_stdout(ROOTLESS);
+        return Ok(());
+    };
     let uid = privileges.caller().uid.as_raw();
     if all && uid != 0 {
         return Err(Failure::new(
@@ -64,11 +81,7 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
     };
     let result = privileges
         .as_root(|| -> Result<_, super::CacheError> {
-            // Loads the namespace's secret, so that the image's entry name is known.
-            store.entries()?;
-            let name = target
-                .as_ref()
-                .and_then(|t| store.name_of(t.id.dev, t.id.ino));
+            let file = target.as_ref().map(|t| (t.id.dev, t.id.ino));
             let mode = match (&target, all, uid) {
                 (Some(_), _, _) => Mode::Image,
                 (None, true, _) => Mode::All,
@@ -76,7 +89,7 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
                 (None, false, 0) => Mode::Root,
                 (None, false, _) => Mode::User,
             };
-            store.collect(mode, uid, name.as_deref(), usage::ON_REQUEST)
+            store.collect(mode, uid, file, usage::ON_REQUEST)
         })?
         .map_err(|e| Failure::new(format!("image cache: {e}")))?;
     drop(store);
@@ -110,10 +123,34 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
     Ok(())
 }
 
+/// A Slurm job of user `uid` ended on this node (the plugin's job epilog,
+/// root): evicts the user's unused FUSE instances, whose servers end with
+/// them (also one a task stopped). Instances another job of the user still
+/// uses stay. Returns how many were evicted. Needs root, on a thread with
+/// its own fs_struct (the cache's namespace is visited).
+pub fn end_of_job(uid: u32) -> Result<usize, Failure> {
+    let settings = config::load();
+    let store = Store::open(
+        settings.cache_limits(),
+        settings.cache_lock_timeout_ms,
+        false,
+        |why| panic!("squashfs-mount job epilog stopped: {why}"),
+    )
+    .map_err(|e| Failure::new(format!("image cache: {e}")))?;
+    let Some(store) = store else { return Ok(0) };
+    let result = store
+        .collect(Mode::JobEnd, uid, None, usage::ON_REQUEST)
+        .map_err(|e| Failure::new(format!("image cache: {e}")))?;
+    Ok(result.iter().filter(|(_, gone)| *gone).count())
+}
+
 /// `squashfs-mount --cache-status [--json]`: the caller's own cached
 /// instances (root: all of them).
 pub fn status_command(json: bool) -> Result<(), Failure> {
-    let mut privileges = Privileges::acquire()?;
+    let Some(mut privileges) = acquire()? else {
+        print_stdout(if json { "[]\n" } else { ROOTLESS });
+        return Ok(());
+    };
     let uid = privileges.caller().uid.as_raw();
     let Some(store) = open_existing(&mut privileges)? else {
         privileges.drop_for_good()?;
@@ -138,7 +175,7 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
         .iter()
         .map(|e| {
             let state = match &e.meta {
-                Some(m) if e.valid && usage.used.contains(&m.loop_rdev) => "in-use",
+                Some(m) if e.valid && usage.used.contains(&m.device) => "in-use",
                 Some(_) if e.valid && usage.complete => "idle",
                 Some(_) if e.valid => "unknown",
                 _ => "broken",
@@ -147,6 +184,7 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
                 state,
                 entry: e,
                 idle: now.saturating_sub(e.last_used).max(0),
+                memory: e.meta.as_ref().map(kinds::cost),
             }
         })
         .collect();
@@ -162,6 +200,17 @@ struct Row<'a> {
     state: &'static str,
     entry: &'a Entry,
     idle: i64,
+    /// The memory the instance holds (a FUSE instance: with its server's).
+    memory: Option<u64>,
+}
+
+/// Which instance it is, and what holds it: the kernel's on a loop
+/// device, or a FUSE server (its pid).
+fn served_by(m: &super::Meta) -> (&'static str, String) {
+    match m.kind {
+        Kind::Kernel { loop_number, .. } => ("kernel", format!("/dev/loop{loop_number}")),
+        Kind::Fuse { pid, .. } => ("FUSE", format!("pid {pid}")),
+    }
 }
 
 fn age(s: i64) -> String {
@@ -176,14 +225,18 @@ fn age(s: i64) -> String {
 
 fn to_table(rows: &[Row<'_>], root: bool) -> String {
     let mut out = format!(
-        "{:<8} {:<12} {:>10} {:>9}  IMAGE\n",
-        "STATE", "DEVICE", "SIZE", "LAST USE"
+        "{:<8} {:<6} {:<12} {:>10} {:>10} {:>9}  IMAGE\n",
+        "STATE", "KIND", "SERVED BY", "SIZE", "MEMORY", "LAST USE"
     );
+    let bytes = squashfs_format::size::format_bytes;
+    let mut fuse = false;
     for r in rows {
         let Some(m) = &r.entry.meta else {
             out += &format!(
-                "{:<8} {:<12} {:>10} {:>9}  {}\n",
+                "{:<8} {:<6} {:<12} {:>10} {:>10} {:>9}  {}\n",
                 r.state,
+                "-",
+                "-",
                 "-",
                 "-",
                 "-",
@@ -196,13 +249,23 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
         } else {
             String::new()
         };
+        let (kind, by) = served_by(m);
+        fuse |= kind == "FUSE";
         out += &format!(
-            "{:<8} {:<12} {:>10} {:>9}  {}{owner}\n",
+            "{:<8} {:<6} {:<12} {:>10} {:>10} {:>9}  {}{owner}\n",
             r.state,
-            format!("/dev/loop{}", m.loop_number),
-            squashfs_format::size::format_bytes(m.size),
+            kind,
+            by,
+            bytes(m.size),
+            r.memory.map(bytes).unwrap_or_else(|| "-".into()),
             format!("{} ago", age(r.idle)),
             shown_path(r.entry),
+        );
+    }
+    if fuse {
+        out += &format!(
+            "FUSE servers write their messages to {}/<uid>.log\n",
+            crate::fuse::LOG_DIR
         );
     }
     out
@@ -233,15 +296,20 @@ fn to_json(rows: &[Row<'_>]) -> String {
         .iter()
         .map(|r| match &r.entry.meta {
             Some(m) => format!(
-                "{{\"state\":\"{}\",\"device\":\"/dev/loop{}\",\"size\":{},\"idle_seconds\":{},\"image\":{},\"created_by\":{}}}",
+                "{{\"state\":\"{}\",\"kind\":\"{}\",{},\"size\":{},\"memory\":{},\"idle_seconds\":{},\"image\":{},\"created_by\":{}}}",
                 r.state,
-                m.loop_number,
+                served_by(m).0,
+                match m.kind {
+                    Kind::Kernel { loop_number, .. } => format!("\"device\":\"/dev/loop{loop_number}\",\"server_pid\":null"),
+                    Kind::Fuse { pid, .. } => format!("\"device\":null,\"server_pid\":{pid}"),
+                },
                 m.size,
+                r.memory.map_or("null".to_string(), |b| b.to_string()),
                 r.idle,
                 json_string(&m.path),
                 m.uid
             ),
-            None => format!("{{\"state\":\"{}\",\"device\":null,\"size\":null,\"idle_seconds\":null,\"image\":null,\"created_by\":null}}", r.state),
+            None => format!("{{\"state\":\"{}\",\"kind\":null,\"device\":null,\"server_pid\":null,\"size\":null,\"memory\":null,\"idle_seconds\":null,\"image\":null,\"created_by\":null}}", r.state),
         })
         .collect();
     format!("[{}]\n", items.join(","))
@@ -273,8 +341,10 @@ mod tests {
                     mtime: (0, 0),
                     ctime: (0, 0),
                 },
-                131072,
-                1,
+                super::super::Kind::Kernel {
+                    loop_number: 1,
+                    block_size: 131072,
+                },
                 0x701,
                 uid,
                 0,

@@ -5,12 +5,39 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::meta::{is_entry_name, Identity, Meta, META_LIMIT};
+use super::meta::{is_entry_name, Identity, Kind, Meta, META_LIMIT};
 use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE};
 use crate::system::{self, Error};
 
 /// Most names listed in the cache namespace (a hard cap on entries).
 pub const MAX_ENTRIES: usize = 4096;
+
+/// Directories of the host's mount namespace that work in the cache's
+/// namespace needs (its root is a bare tmpfs): /dev, for the loop devices
+/// of kernel instances; /proc, for the servers of FUSE instances. Opened
+/// before a visit.
+pub struct Host {
+    pub dev: OwnedFd,
+    pub proc: OwnedFd,
+}
+
+impl Host {
+    pub fn open() -> Result<Host, CacheError> {
+        let open = |d: &str| {
+            system::open_dir_nofollow(system::working_dir(), d)
+                .map_err(|e| CacheError::Unavailable(format!("cannot open {d}: {e}")))
+        };
+        Ok(Host {
+            dev: open("/dev")?,
+            proc: open("/proc")?,
+        })
+    }
+
+    /// Whether the FUSE server `pid` that started at `started` still runs.
+    fn server_runs(&self, pid: u32, started: u64) -> bool {
+        system::process_started_in(self.proc.as_fd(), &format!("{pid}/stat")) == Some(started)
+    }
+}
 
 /// One cached entry, as listed.
 #[derive(Clone, Debug)]
@@ -40,9 +67,20 @@ fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
     }
 }
 
-/// Checks that a clone is a read-only, nosuid, nodev squashfs mount of the
-/// loop device `rdev`.
-fn check_clone(clone: &OwnedFd, rdev: u64) -> Result<(), String> {
+/// Checks that a clone is the record's instance: for a kernel instance a
+/// read-only, nosuid, nodev squashfs mount of its loop device; for a FUSE
+/// instance one on its device, asked without a request to its server
+/// (which its user may have stopped: this runs under the cache's lock).
+fn check_clone(clone: &OwnedFd, meta: &Meta) -> Result<(), String> {
+    if let Kind::Fuse { .. } = meta.kind {
+        let st = system::fstat_cached(clone.as_fd())
+            .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
+        if st.dev != meta.device {
+            return Err("the cached instance is not what was recorded".into());
+        }
+        return Ok(());
+    }
+    let rdev = meta.device;
     let st = system::fstat(clone.as_fd())
         .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
     let magic = system::filesystem_type(clone.as_fd())
@@ -84,41 +122,58 @@ fn read_meta(name: &str) -> Option<Meta> {
 }
 
 /// `copies` clones of entry `name` if it is of the same unchanged file `id`
-/// and its loop device is still backed by that very file; else none.
+/// and still good: a kernel instance whose loop device is still backed by
+/// that very file, or a FUSE instance of `fuse_user` whose server still
+/// runs. Else none, and the entry's record when there is one (to tell why).
 pub(super) fn clones_of(
     name: &str,
     id: &Identity,
+    fuse_user: Option<u32>,
     copies: usize,
-    dev: BorrowedFd<'_>,
-) -> Vec<OwnedFd> {
+    host: &Host,
+) -> (Vec<OwnedFd>, Option<Meta>) {
     let Some(meta) = read_meta(name).filter(|m| m.same_file(id)) else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
-    let Ok(loop_dev) = system::open_loop_device(dev, meta.loop_number) else {
-        return Vec::new();
+    let good = match meta.kind {
+        Kind::Kernel { loop_number, .. } => {
+            loop_backed_by(loop_number, &meta, id, host.dev.as_fd())
+        }
+        Kind::Fuse { pid, started } => {
+            fuse_user == Some(meta.uid) && host.server_runs(pid, started)
+        }
     };
-    if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.loop_rdev) {
-        return Vec::new();
-    }
-    let Ok(info) = system::loop_status(loop_dev.as_fd()) else {
-        return Vec::new();
-    };
-    let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
-    if info.lo_device != id.dev || info.lo_inode != id.ino || info.lo_flags & want != want {
-        return Vec::new();
+    if !good {
+        return (Vec::new(), Some(meta));
     }
     let mut out = Vec::with_capacity(copies);
     for _ in 0..copies.max(1) {
         match system::clone_mount_at(&path(name, "mnt")) {
-            Ok(c) if check_clone(&c, meta.loop_rdev).is_ok() => out.push(c),
-            _ => return Vec::new(),
+            Ok(c) if check_clone(&c, &meta).is_ok() => out.push(c),
+            _ => return (Vec::new(), Some(meta)),
         }
     }
     let _ = system::touch(system::working_dir(), &path(name, ""));
-    out
+    (out, Some(meta))
 }
 
-fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
+/// Whether loop device `number` is still the record's, backed by the file
+/// `id`, read-only and autoclear.
+fn loop_backed_by(number: u32, meta: &Meta, id: &Identity, dev: BorrowedFd<'_>) -> bool {
+    let Ok(loop_dev) = system::open_loop_device(dev, number) else {
+        return false;
+    };
+    if system::fstat(loop_dev.as_fd()).map(|s| s.rdev).ok() != Some(meta.device) {
+        return false;
+    }
+    let Ok(info) = system::loop_status(loop_dev.as_fd()) else {
+        return false;
+    };
+    let want = system::LO_FLAGS_READ_ONLY | system::LO_FLAGS_AUTOCLEAR;
+    info.lo_device == id.dev && info.lo_inode == id.ino && info.lo_flags & want == want
+}
+
+fn read_entry(name: &str, host: &Host) -> Result<Option<Entry>, CacheError> {
     let here = system::working_dir();
     let dir = match system::stat_at(here, &path(name, "")) {
         Ok(d) => d,
@@ -133,15 +188,9 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
         && is_entry_name(name.as_bytes())
-        && meta.as_ref().is_some_and(|m| {
-            match system::open_dir_nofollow(here, path(name, "mnt")) {
-                Ok(mnt) => {
-                    system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.loop_rdev)
-                        && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
-                }
-                Err(_) => false,
-            }
-        });
+        && meta
+            .as_ref()
+            .is_some_and(|m| instance_in_place(name, m, host));
     Ok(Some(Entry {
         name: name.to_string(),
         meta,
@@ -150,10 +199,33 @@ fn read_entry(name: &str) -> Result<Option<Entry>, CacheError> {
     }))
 }
 
+/// Whether entry `name` holds the instance `m` records: the kernel's
+/// squashfs on its loop device, or a FUSE mount on its device whose server
+/// runs (looked at without a request to that server).
+fn instance_in_place(name: &str, m: &Meta, host: &Host) -> bool {
+    let here = system::working_dir();
+    match m.kind {
+        Kind::Kernel { .. } => match system::open_dir_nofollow(here, path(name, "mnt")) {
+            Ok(mnt) => {
+                system::fstat(mnt.as_fd()).map(|s| s.dev).ok() == Some(m.device)
+                    && system::filesystem_type(mnt.as_fd()).ok() == Some(system::SQUASHFS_MAGIC)
+            }
+            Err(_) => false,
+        },
+        Kind::Fuse { pid, started } => {
+            system::stat_at_cached(here, &path(name, "mnt"))
+                .map(|s| s.dev)
+                .ok()
+                == Some(m.device)
+                && host.server_runs(pid, started)
+        }
+    }
+}
+
 /// Every name in the cache namespace's root but its own files: entries, and
 /// anything else (left by a killed launch, or by an earlier version of the
 /// tool), listed as broken so that collection removes it.
-pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
+pub(super) fn list_entries(host: &Host) -> Result<Vec<Entry>, CacheError> {
     let (names, _) = system::list_dir(system::working_dir(), "/", MAX_ENTRIES)
         .map_err(|e| CacheError::Unavailable(format!("cannot list the cache: {e}")))?;
     let mut out = Vec::new();
@@ -163,7 +235,7 @@ pub(super) fn list_entries() -> Result<Vec<Entry>, CacheError> {
             continue;
         }
         let name = String::from_utf8_lossy(name).into_owned();
-        if let Some(e) = read_entry(&name)? {
+        if let Some(e) = read_entry(&name, host)? {
             out.push(e);
         }
     }

@@ -28,6 +28,10 @@ pub enum Mode {
     /// `--gc --all` by root: every instance, used or not (processes that
     /// have one mounted keep it until they exit).
     All,
+    /// A Slurm job of the user ended (the plugin's job epilog): the user's
+    /// unused FUSE instances, so that no server of theirs outlives the
+    /// job on the node unless another job of theirs still uses it.
+    JobEnd,
 }
 
 /// At most this many evictions by one launch (each one unmounts).
@@ -45,6 +49,8 @@ pub struct Candidate {
     pub in_use: bool,
     /// Created by the user who asks (for `Mode::User` and `Mode::Image`).
     pub mine: bool,
+    /// A FUSE instance (a server of its user's runs for it).
+    pub fuse: bool,
     /// The instance of `--gc IMAGE`'s image (`Mode::Image`).
     pub target: bool,
     /// Used by the current launch: never evicted by it.
@@ -92,13 +98,14 @@ pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize>
             Mode::Root => evictable(i),
             Mode::User => evictable(i) && (e.deleted || idle(i) || e.mine),
             Mode::Launch | Mode::Expired => evictable(i) && (e.deleted || idle(i)),
+            Mode::JobEnd => evictable(i) && e.mine && e.fuse,
             Mode::All => true,
         };
         if want {
             out.push(i);
         }
     }
-    if mode != Mode::Image {
+    if mode != Mode::Image && mode != Mode::JobEnd {
         // Beyond the limits: least recently used unused instances go.
         let mut kept: Vec<usize> = (0..c.len())
             .filter(|&i| c[i].valid && !out.contains(&i))
@@ -165,6 +172,35 @@ pub fn backing_file_deleted(sysfs_backing_file: &[u8], recorded: &[u8]) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_end_evicts_its_users_unused_fuse_instances_only() {
+        let fuse = |mine: bool, in_use: bool| Candidate {
+            valid: true,
+            fuse: true,
+            mine,
+            in_use,
+            last_used: 0,
+            ..Default::default()
+        };
+        let kernel = Candidate {
+            valid: true,
+            mine: true,
+            ..Default::default()
+        };
+        let c = [
+            fuse(true, false),
+            fuse(true, true),
+            fuse(false, false),
+            kernel,
+        ];
+        let limits = Limits {
+            max_idle: 600,
+            max_instances: 0,
+            max_bytes: 0,
+        };
+        assert_eq!(plan(&c, 1, limits, Mode::JobEnd), vec![0]);
+    }
 
     fn cand(valid: bool, in_use: bool, last_used: i64) -> Candidate {
         Candidate {

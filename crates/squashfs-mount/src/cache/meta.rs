@@ -6,7 +6,7 @@ use crate::system::FileId;
 /// Version of the on-disk format of the cache namespace's entries. An entry
 /// written by another version is not reused: it is evicted (and its image's
 /// next launch makes a new one), so a package upgrade never fails a launch.
-pub const FORMAT: &str = "squashfs-mount-cache 2";
+pub const FORMAT: &str = "squashfs-mount-cache 3";
 /// Largest `meta` file read.
 pub const META_LIMIT: usize = 16 * 1024;
 
@@ -15,17 +15,47 @@ pub const META_LIMIT: usize = 16 * 1024;
 /// cache namespace shows, e.g. through a visiting process's mountinfo, says
 /// nothing about which files are cached).
 pub fn entry_name(secret: &[u8; 32], dev: u64, ino: u64) -> String {
+    keyed_name(secret, &[dev, ino])
+}
+
+/// 32 hex digits: two SipHash-2-4 of `words`, keyed with the two halves of
+/// `secret`.
+fn keyed_name(secret: &[u8; 32], words: &[u64]) -> String {
     #[allow(deprecated)]
     // SipHasher is deprecated only in favour of a crate; SipHash-2-4 is what we want.
     let hash = |k: &[u8]| {
         use std::hash::Hasher;
         let key = |at: usize| u64::from_le_bytes(k[at..at + 8].try_into().unwrap_or([0; 8]));
         let mut h = std::hash::SipHasher::new_with_keys(key(0), key(8));
-        h.write_u64(dev);
-        h.write_u64(ino);
+        for &w in words {
+            h.write_u64(w);
+        }
         h.finish()
     };
     format!("{:016x}{:016x}", hash(&secret[..16]), hash(&secret[16..]))
+}
+
+/// Which cached instance a launch wants: the kernel's of a file (shared by
+/// everyone who can open the file), or one user's FUSE instance of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub dev: u64,
+    pub ino: u64,
+    /// The user whose FUSE instance it is (None: a kernel instance).
+    pub fuse_user: Option<u32>,
+}
+
+impl Key {
+    /// The entry name: [`entry_name`] of the file for a kernel instance;
+    /// for a user's FUSE instance, of the file and the user (a keyed hash
+    /// too, so that it tells nobody which user's instance it is).
+    pub fn entry_name(&self, secret: &[u8; 32]) -> String {
+        match self.fuse_user {
+            None => entry_name(secret, self.dev, self.ino),
+            // Three words where a kernel entry hashes two.
+            Some(uid) => keyed_name(secret, &[self.dev, self.ino, u64::from(uid)]),
+        }
+    }
 }
 
 /// Whether `name` is an entry name made by [`entry_name`].
@@ -74,6 +104,18 @@ impl From<&FileId> for Identity {
     }
 }
 
+/// How a cached instance is mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The kernel's squashfs on loop device `loop_number`; `block_size` is
+    /// the image's (for the instance's memory cost).
+    Kernel { loop_number: u32, block_size: u32 },
+    /// A FUSE mount served by the process `pid` (the creator's own, started
+    /// `started` clock ticks after boot: /proc/PID/stat's field 22), reused
+    /// by its creator only.
+    Fuse { pid: u32, started: u64 },
+}
+
 /// What the cache records about an instance. Written and read only by root
 /// in the cache namespace; parsed strictly and bounds-checked anyway.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,12 +125,13 @@ pub struct Meta {
     pub size: u64,
     pub mtime: (i64, i64),
     pub ctime: (i64, i64),
-    pub loop_number: u32,
-    pub loop_rdev: u64,
-    /// The image's block size (for the instance's memory cost).
-    pub block_size: u32,
+    pub kind: Kind,
+    /// The device of the instance's superblock (`st_dev` of its root: the
+    /// loop device, or FUSE's anonymous device), as mountinfo names it.
+    pub device: u64,
     /// Who created the instance: only they (and root) see it in
-    /// `--cache-status` and may evict it with `--gc`.
+    /// `--cache-status` and may evict it with `--gc`; for a FUSE instance,
+    /// the only user who may reuse it.
     pub uid: u32,
     pub created: i64,
     /// The kernel's name of the image file when the instance was created
@@ -112,8 +155,15 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl Meta {
     pub fn encode(&self) -> String {
+        let kind = match self.kind {
+            Kind::Kernel {
+                loop_number,
+                block_size,
+            } => format!("kernel {loop_number} {block_size}"),
+            Kind::Fuse { pid, started } => format!("fuse {pid} {started}"),
+        };
         format!(
-            "{FORMAT}\ndev {}\nino {}\nsize {}\nmtime {} {}\nctime {} {}\nloop {}\nrdev {}\nblock {}\nuid {}\ncreated {}\npath {}\n",
+            "{FORMAT}\ndev {}\nino {}\nsize {}\nmtime {} {}\nctime {} {}\nkind {kind}\ndevice {}\nuid {}\ncreated {}\npath {}\n",
             self.dev,
             self.ino,
             self.size,
@@ -121,9 +171,7 @@ impl Meta {
             self.mtime.1,
             self.ctime.0,
             self.ctime.1,
-            self.loop_number,
-            self.loop_rdev,
-            self.block_size,
+            self.device,
             self.uid,
             self.created,
             hex(&self.path)
@@ -157,15 +205,27 @@ impl Meta {
                 _ => None,
             }
         }
+        fn kind(w: Option<Vec<&str>>) -> Option<Kind> {
+            match w?.as_slice() {
+                ["kernel", n, b] => Some(Kind::Kernel {
+                    loop_number: n.parse().ok()?,
+                    block_size: b.parse().ok()?,
+                }),
+                ["fuse", p, t] => Some(Kind::Fuse {
+                    pid: p.parse().ok()?,
+                    started: t.parse().ok()?,
+                }),
+                _ => None,
+            }
+        }
         let meta = Meta {
             dev: one(field("dev"))?,
             ino: one(field("ino"))?,
             size: one(field("size"))?,
             mtime: two(field("mtime"))?,
             ctime: two(field("ctime"))?,
-            loop_number: one(field("loop"))?,
-            loop_rdev: one(field("rdev"))?,
-            block_size: one(field("block"))?,
+            kind: kind(field("kind"))?,
+            device: one(field("device"))?,
             uid: one(field("uid"))?,
             created: one(field("created"))?,
             path: unhex(one::<String>(field("path"))?.as_str())?,
@@ -192,14 +252,21 @@ impl Meta {
         self.identity() == *id
     }
 
-    /// A record for the instance of the file `id` (block size
-    /// `block_size`) on loop device `loop_number` (`loop_rdev`), created
-    /// now by `uid`.
+    /// The key of the entry this record belongs in.
+    pub fn key(&self) -> Key {
+        Key {
+            dev: self.dev,
+            ino: self.ino,
+            fuse_user: matches!(self.kind, Kind::Fuse { .. }).then_some(self.uid),
+        }
+    }
+
+    /// A record for the instance (`kind`, superblock on `device`) of the
+    /// file `id`, created now by `uid`.
     pub fn new(
         id: &Identity,
-        block_size: u32,
-        loop_number: u32,
-        loop_rdev: u64,
+        kind: Kind,
+        device: u64,
         uid: u32,
         created: i64,
         path: &[u8],
@@ -210,9 +277,8 @@ impl Meta {
             size: id.size,
             mtime: id.mtime,
             ctime: id.ctime,
-            loop_number,
-            loop_rdev,
-            block_size,
+            kind,
+            device,
             uid,
             created,
             path: path.to_vec(),
@@ -231,9 +297,11 @@ mod tests {
             size: 4096,
             mtime: (1_700_000_000, 5),
             ctime: (1_700_000_001, 999_999_999),
-            loop_number: 3,
-            loop_rdev: make_dev(7, 3),
-            block_size: 131072,
+            kind: Kind::Kernel {
+                loop_number: 3,
+                block_size: 131072,
+            },
+            device: make_dev(7, 3),
             uid: 1000,
             created: 1_700_000_002,
             path: b"/home/u/a b\n\xff.sqfs".to_vec(),
@@ -244,14 +312,27 @@ mod tests {
     fn meta_round_trip_and_strictness() {
         let m = meta();
         assert_eq!(Meta::decode(m.encode().as_bytes()), Some(m.clone()));
+        let fuse = Meta {
+            kind: Kind::Fuse {
+                pid: 4242,
+                started: 987_654,
+            },
+            device: make_dev(0, 77),
+            ..m.clone()
+        };
+        assert_eq!(Meta::decode(fuse.encode().as_bytes()), Some(fuse.clone()));
+        assert_eq!(fuse.key().fuse_user, Some(1000));
+        assert_eq!(m.key().fuse_user, None);
         let good = m.encode();
         for bad in [
-            // An entry of the previous format version is not read.
-            good.replace("squashfs-mount-cache 2", "squashfs-mount-cache 1"),
-            good.replace("squashfs-mount-cache 2", "squashfs-mount-cache 3"),
+            // An entry of an earlier format version is not read.
+            good.replace("squashfs-mount-cache 3", "squashfs-mount-cache 2"),
+            good.replace("squashfs-mount-cache 3", "squashfs-mount-cache 4"),
             good.replace("ino 12345", "ino -1"),
             good.replace("ino 12345", "ino 1 2"),
-            good.replace("loop 3", "loop 99999999999"),
+            good.replace("kind kernel 3 ", "kind kernel 99999999999 "),
+            good.replace("kind kernel 3 131072", "kind fuse 1"),
+            good.replace("kind kernel", "kind other"),
             good.replace("\npath ", "\npath z"),
             good.clone() + "extra\n",
             good.trim_end().to_string(),
@@ -282,9 +363,8 @@ mod tests {
         assert_eq!(
             Meta::new(
                 &Identity::from(&id),
-                131072,
-                3,
-                m.loop_rdev,
+                m.kind,
+                m.device,
                 1000,
                 m.created,
                 &m.path
@@ -313,6 +393,31 @@ mod tests {
         assert_ne!(n, entry_name(&b, 0xfe00, 0x1f));
         assert_ne!(n, entry_name(&a, 0xfe00, 0x20));
         assert!(!n.contains("fe00"));
+        let kernel = Key {
+            dev: 0xfe00,
+            ino: 0x1f,
+            fuse_user: None,
+        };
+        assert_eq!(kernel.entry_name(&a), n);
+        let mine = Key {
+            fuse_user: Some(1000),
+            ..kernel
+        };
+        let theirs = Key {
+            fuse_user: Some(1001),
+            ..kernel
+        };
+        assert!(is_entry_name(mine.entry_name(&a).as_bytes()));
+        assert_ne!(mine.entry_name(&a), n);
+        assert_ne!(mine.entry_name(&a), theirs.entry_name(&a));
+        assert_ne!(
+            Key {
+                fuse_user: Some(0),
+                ..kernel
+            }
+            .entry_name(&a),
+            n
+        );
         for bad in [
             &b"fe00-1f"[..],
             b"",

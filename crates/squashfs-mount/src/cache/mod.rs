@@ -35,6 +35,7 @@
 //! | `meta.rs`     | records and entry names (pure)                 |
 //! | `evict.rs`    | the eviction plan and limits (pure)            |
 //! | `usage.rs`    | which instances are in use (bounded scan)      |
+//! | `kinds.rs`    | kernel or FUSE instance: cost, deleted, ending |
 //! | `store.rs`    | reuse, place, list, collect (root)             |
 //! | `namespace.rs`| creating the cache namespace (root)            |
 //! | `commands.rs` | `--gc` and `--cache-status`                    |
@@ -43,6 +44,7 @@ pub mod claim;
 pub mod commands;
 mod entries;
 pub mod evict;
+mod kinds;
 mod lock;
 pub mod meta;
 mod namespace;
@@ -55,7 +57,8 @@ use std::os::fd::BorrowedFd;
 use crate::system;
 
 pub use evict::{Limits, Mode};
-pub use meta::{Identity, Meta};
+pub use kinds::fuse_cost;
+pub use meta::{Identity, Key, Kind, Meta};
 pub use store::{Entry, Offer, Placed, Store};
 
 /// Compiled-in state directory (root-only, 0700).

@@ -11,18 +11,16 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry};
+use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
 pub use super::entries::{Entry, MAX_ENTRIES};
 use super::evict::{self, Candidate, Limits, Mode};
+use super::kinds;
 use super::lock::lock_with_timeout;
-use super::meta::{dev_major_minor, entry_name, Identity, Meta};
+use super::meta::{Identity, Key, Meta};
 use super::usage::{self, ScanBudget};
 use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
 use crate::shared_lock::{self, Held, Reach};
 use crate::system::{self, Error, LockKind, VisitError};
-
-/// Loop devices' block major number.
-const LOOP_MAJOR: u64 = 7;
 
 /// What a stranded visit calls (see `Credentials::stranded`).
 pub type Stranded = fn(&dyn fmt::Display) -> !;
@@ -42,6 +40,18 @@ pub struct Store {
     /// while the state directory was open).
     last_gc: Option<i64>,
 }
+
+/// A cached instance a launch asks for.
+pub struct Want {
+    pub key: Key,
+    /// The file as the launch opened it.
+    pub id: Identity,
+    pub copies: usize,
+}
+
+/// Clones of a cached instance (empty: none), and the record of a stale
+/// entry that could not be reused.
+pub type Reused = (Vec<OwnedFd>, Option<Meta>);
 
 /// A fresh instance a launch made (without the lock) and offers the cache.
 pub struct Offer {
@@ -158,27 +168,22 @@ impl Store {
         }
     }
 
-    /// Clones of the cached instances of the files `wanted` (identity as
-    /// opened now, and how many clones), in one visit under the shared
-    /// lock. An empty list for a file means: not cached (or stale).
-    pub fn reuse(&self, wanted: &[(Identity, usize)]) -> Result<Vec<Vec<OwnedFd>>, CacheError> {
-        // /dev, for the loop device checks inside the cache namespace.
-        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-            .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
+    /// Clones of the cached instances `wanted` (which instance, the file's
+    /// identity as opened now, and how many clones), in one visit under the
+    /// shared lock. An empty list means: not cached (or stale); the record
+    /// of a stale entry comes with it (to say why).
+    pub fn reuse(&self, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
+        let host = Host::open()?;
         let _g = self.lock(LockKind::Shared)?;
         self.visit(false, |secret| {
             let Some(secret) = secret else {
-                return Ok(wanted.iter().map(|_| Vec::new()).collect());
+                return Ok(wanted.iter().map(|_| (Vec::new(), None)).collect());
             };
             Ok(wanted
                 .iter()
-                .map(|(id, copies)| {
-                    clones_of(
-                        &entry_name(secret, id.dev, id.ino),
-                        id,
-                        *copies,
-                        dev.as_fd(),
-                    )
+                .map(|w| {
+                    let name = w.key.entry_name(secret);
+                    clones_of(&name, &w.id, w.key.fuse_user, w.copies, &host)
                 })
                 .collect())
         })
@@ -194,29 +199,26 @@ impl Store {
     pub fn place(
         &self,
         offers: Vec<Offer>,
-        protected: &HashSet<(u64, u64)>,
+        protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         let prepared = (|| {
-            let dev = system::open_dir_nofollow(system::working_dir(), "/dev")
-                .map_err(|e| CacheError::Unavailable(format!("cannot open /dev: {e}")))?;
+            let host = Host::open()?;
             let guard = self.lock(LockKind::Exclusive)?;
-            let entries = self.visit(true, |_| list_entries())?;
+            let entries = self.visit(true, |_| list_entries(&host))?;
             let secret = self.secret.get().ok_or_else(|| {
                 CacheError::Unavailable("the cache namespace has no secret".into())
             })?;
-            Ok((dev, guard, entries, secret))
+            Ok((host, guard, entries, secret))
         })();
-        let (dev, _guard, entries, secret) = match prepared {
+        let (host, _guard, entries, secret) = match prepared {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
-        let protected_names: HashSet<String> = protected
-            .iter()
-            .map(|(d, i)| entry_name(&secret, *d, *i))
-            .collect();
+        let protected_names: HashSet<String> =
+            protected.iter().map(|k| k.entry_name(&secret)).collect();
         let offered: HashSet<String> = offers
             .iter()
-            .map(|o| entry_name(&secret, o.meta.dev, o.meta.ino))
+            .map(|o| o.meta.key().entry_name(&secret))
             .collect();
         let cands = self.candidates(&entries, 0, None, &protected_names, usage::AT_LAUNCH);
         let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
@@ -227,26 +229,27 @@ impl Store {
             })
             .collect();
         evict.extend(stale);
-        let gone: Vec<&str> = evict.iter().map(|&i| entries[i].name.as_str()).collect();
-        let staying = || {
-            entries
-                .iter()
-                .filter(|e| e.valid && !gone.contains(&e.name.as_str()))
-        };
-        let mut count = staying().count();
-        let mut bytes: u64 = staying()
-            .filter_map(|e| e.meta.as_ref())
-            .map(|m| evict::instance_cost(m.block_size))
-            .sum();
+        let staying: Vec<usize> = (0..entries.len())
+            .filter(|&i| entries[i].valid && !evict.contains(&i))
+            .collect();
+        let mut count = staying.len();
+        let mut bytes: u64 = staying.iter().map(|&i| cands[i].cost).sum();
         let pending = std::cell::RefCell::new(offers);
         let placed = self.visit(false, |_| {
-            for name in &gone {
-                let _ = remove_entry(name);
+            for &i in &evict {
+                let _ = remove_entry(&entries[i].name);
             }
             let mut out = Vec::new();
             for offer in pending.borrow_mut().drain(..) {
-                let name = entry_name(&secret, offer.meta.dev, offer.meta.ino);
-                let theirs = clones_of(&name, &offer.meta.identity(), offer.copies, dev.as_fd());
+                let key = offer.meta.key();
+                let name = key.entry_name(&secret);
+                let (theirs, _) = clones_of(
+                    &name,
+                    &offer.meta.identity(),
+                    key.fuse_user,
+                    offer.copies,
+                    &host,
+                );
                 if !theirs.is_empty() {
                     out.push(Placed::Cached(theirs));
                     continue;
@@ -271,29 +274,32 @@ impl Store {
             }
             Ok(out)
         });
+        end_unused(&entries, &cands, &evict);
         placed.map_err(|e| (e, pending.into_inner()))
     }
 
     /// Lists the entries (shared lock).
     pub fn entries(&self) -> Result<Vec<Entry>, CacheError> {
+        let host = Host::open()?;
         let _g = self.lock(LockKind::Shared)?;
-        self.visit(false, |_| list_entries())
+        self.visit(false, |_| list_entries(&host))
     }
 
-    /// The name the entry of the file (`dev`, `ino`) has, when the cache
-    /// namespace has a secret yet.
-    pub fn name_of(&self, dev: u64, ino: u64) -> Option<String> {
-        self.secret.get().map(|s| entry_name(&s, dev, ino))
+    /// The name the entry `key` has, when the cache namespace has a secret
+    /// yet.
+    pub fn name_of(&self, key: &Key) -> Option<String> {
+        self.secret.get().map(|s| key.entry_name(&s))
     }
 
     /// Evicts what `mode` allows for the user `uid` (exclusive lock);
-    /// `target` is `--gc IMAGE`'s entry name. Returns every entry with
+    /// `target` is `--gc IMAGE`'s file (device, inode: its kernel and FUSE
+    /// instances). Returns every entry with
     /// whether it was evicted.
     pub fn collect(
         &self,
         mode: Mode,
         uid: u32,
-        target: Option<&str>,
+        target: Option<(u64, u64)>,
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
         let _g = self.lock(LockKind::Exclusive)?;
@@ -326,13 +332,14 @@ impl Store {
         &self,
         mode: Mode,
         uid: u32,
-        target: Option<&str>,
+        target: Option<(u64, u64)>,
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
         if let Ok(claims) = super::claim::Claims::open() {
             claims.tidy();
         }
-        let entries = self.visit(false, |_| list_entries())?;
+        let host = Host::open()?;
+        let entries = self.visit(false, |_| list_entries(&host))?;
         let cands = self.candidates(&entries, uid, target, &HashSet::new(), budget);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
@@ -341,6 +348,7 @@ impl Store {
                     .iter()
                     .try_for_each(|&i| remove_entry(&entries[i].name))
             })?;
+            end_unused(&entries, &cands, &chosen);
         }
         Ok(entries
             .into_iter()
@@ -355,14 +363,14 @@ impl Store {
         &self,
         entries: &[Entry],
         uid: u32,
-        target: Option<&str>,
+        target: Option<(u64, u64)>,
         protected: &HashSet<String>,
         budget: ScanBudget,
     ) -> Vec<Candidate> {
         let devs: HashSet<u64> = entries
             .iter()
             .filter(|e| e.valid)
-            .filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev))
+            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
             .collect();
         let used = usage::devices_in_use(&devs, self.ns_ino, budget).used;
         entries
@@ -372,16 +380,20 @@ impl Store {
                 deleted: e
                     .meta
                     .as_ref()
-                    .is_some_and(|m| e.valid && loop_file_deleted(m)),
-                in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.loop_rdev)),
+                    .is_some_and(|m| e.valid && kinds::file_deleted(m)),
+                in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.device)),
                 mine: e.meta.as_ref().is_some_and(|m| m.uid == uid) || uid == 0,
-                target: target == Some(e.name.as_str()),
-                protected: protected.contains(&e.name),
-                last_used: e.last_used,
-                cost: e
+                fuse: e
                     .meta
                     .as_ref()
-                    .map_or(0, |m| evict::instance_cost(m.block_size)),
+                    .is_some_and(|m| matches!(m.kind, super::Kind::Fuse { .. })),
+                target: e
+                    .meta
+                    .as_ref()
+                    .is_some_and(|m| target == Some((m.dev, m.ino))),
+                protected: protected.contains(&e.name),
+                last_used: e.last_used,
+                cost: e.meta.as_ref().map_or(0, kinds::cost),
             })
             .collect()
     }
@@ -392,7 +404,7 @@ impl Store {
         let devs: HashSet<u64> = entries
             .iter()
             .filter(|e| e.valid)
-            .filter_map(|e| e.meta.as_ref().map(|m| m.loop_rdev))
+            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
             .collect();
         usage::devices_in_use(&devs, self.ns_ino, usage::ON_REQUEST)
     }
@@ -404,18 +416,12 @@ fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
 }
 
-/// Whether the file behind the instance's loop device was deleted.
-fn loop_file_deleted(meta: &Meta) -> bool {
-    let (major, minor) = dev_major_minor(meta.loop_rdev);
-    if major != LOOP_MAJOR {
-        return false;
-    }
-    match system::read_file_at(
-        system::working_dir(),
-        &format!("/sys/dev/block/{major}:{minor}/loop/backing_file"),
-        8192,
-    ) {
-        Ok((text, false)) => evict::backing_file_deleted(&text, &meta.path),
-        _ => false,
+/// After evicting `chosen`: ends what those nobody uses leave running
+/// (their FUSE servers).
+fn end_unused(entries: &[Entry], cands: &[Candidate], chosen: &[usize]) {
+    for &i in chosen {
+        if let (Some(m), false) = (&entries[i].meta, cands[i].in_use) {
+            kinds::end(m);
+        }
     }
 }

@@ -13,6 +13,8 @@
 //! | `mod.rs`    | the sequence                                          |
 
 pub mod bind;
+pub mod fuse_source;
+mod fuse_stage;
 pub mod plan;
 mod report;
 pub mod source;
@@ -27,6 +29,7 @@ use crate::config::Settings;
 use crate::environment;
 use crate::error::Failure;
 use crate::fuse;
+use crate::fuse_server;
 use crate::image::Image;
 use crate::mount;
 use crate::mountpoint::MountPoint;
@@ -42,15 +45,29 @@ use source::{KernelSource, Wanted};
 pub enum FuseServer {
     /// Known (None: no FUSE path available).
     At(Option<OsString>),
-    /// Next to the running program (`fuse::server_for_command`).
+    /// Next to the running program (`fuse::server_for_command`): the
+    /// setuid command's only place.
     NextToProgram,
+    /// Rootless mode: next to the program, in the packages' places, then
+    /// on `path`, the caller's PATH (`fuse_server.rs`).
+    Search { path: Option<OsString> },
 }
 
 impl FuseServer {
-    fn locate(&self) -> Option<OsString> {
+    /// The server, or why there is none for the image `first` (the first
+    /// one the FUSE path serves).
+    pub(super) fn locate(&self, first: &str) -> Result<OsString, Failure> {
+        let missing = || {
+            Failure::new(format!(
+                "{first}: the site policy serves this image through FUSE, but {} is not installed",
+                fuse::SERVER_NAME
+            ))
+        };
         match self {
-            FuseServer::At(path) => path.clone(),
-            FuseServer::NextToProgram => fuse::server_for_command(),
+            FuseServer::At(path) => path.clone().ok_or_else(missing),
+            FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
+            FuseServer::Search { path } => fuse_server::find_for_rootless(path.as_deref())
+                .map_err(|looked| Failure::new(fuse_server::not_found(first, &looked))),
         }
     }
 }
@@ -92,12 +109,12 @@ pub struct Mounted {
 }
 
 /// One opened image and the way it is mounted.
-struct Opened {
-    image: Image,
-    kernel: bool,
-    public: bool,
+pub(super) struct Opened {
+    pub(super) image: Image,
+    pub(super) kernel: bool,
+    pub(super) public: bool,
     /// On a FUSE file system (root's or a user's): never cached.
-    on_fuse: bool,
+    pub(super) on_fuse: bool,
 }
 
 /// Mounts what `request` asks for, in a private mount namespace, under
@@ -158,8 +175,8 @@ pub fn mount_all<C: Credentials>(
     }
 
     // 3.
-    let (fuse_mounts, servers) =
-        fuse_instances(creds, &opened, &copies, ctx, plan.layer_dir.is_some())?;
+    let fused = fuse_stage::run(creds, &opened, &copies, &plan, ctx)?;
+    let servers = fused.servers;
     let use_cache =
         !ctx.rootless && settings.cache && !plan.no_cache && opened.iter().any(|o| o.kernel);
     let stranded: crate::cache::store::Stranded = C::stranded;
@@ -203,9 +220,12 @@ pub fn mount_all<C: Credentials>(
         .zip(&subjects)
         .map(|((_, w), s)| Wanted { subject: s, ..*w })
         .collect();
-    let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fuse_mounts;
+    let mut instances: BTreeMap<usize, Vec<OwnedFd>> = fused.mounts;
     let mut notes: Vec<(u8, String)> = Vec::new();
     let mut outcomes: Vec<Option<source::Outcome>> = vec![None; opened.len()];
+    for (i, o) in fused.outcomes {
+        outcomes[i] = Some(o);
+    }
     if let Some(source) = kernel.as_mut() {
         let made = away_from_working_dir(creds, || source.instances(&wanted_refs))??;
         for (((i, _), m), outcome) in wanted.iter().zip(made).zip(source.outcomes()) {
@@ -340,10 +360,9 @@ pub fn mount_all<C: Credentials>(
         }
     }
     clock.lap("mount points resolved and mounted");
-    let warnings = kernel
-        .as_ref()
-        .map(|k| k.warnings().to_vec())
-        .unwrap_or_default();
+    let mut warnings = fused.warnings;
+    warnings.extend(kernel.iter().flat_map(|k| k.warnings().iter().cloned()));
+    notes.extend(fused.notes.into_iter().map(|n| (1, n)));
     if let Some(k) = &kernel {
         notes.extend(k.notes().iter().map(|n| (1, n.clone())));
     }
@@ -367,59 +386,6 @@ pub fn mount_all<C: Credentials>(
     })
 }
 
-/// Step 3, FUSE: a server and mount for every FUSE-routed image (started
-/// as the caller), with as many clones as the call needs; then wait for
-/// the servers. `show_as_caller`: for a kept layer (see below).
-fn fuse_instances<C: Credentials>(
-    creds: &mut C,
-    opened: &[Opened],
-    copies: &[usize],
-    ctx: &Context<'_>,
-    show_as_caller: bool,
-) -> Result<FuseInstances, Failure> {
-    let mut fuse_mounts: BTreeMap<usize, Vec<OwnedFd>> = BTreeMap::new();
-    let Some(first) = opened.iter().find(|o| !o.kernel) else {
-        return Ok((fuse_mounts, Vec::new()));
-    };
-    let Some(server) = ctx.fuse_server.locate() else {
-        return Err(Failure::new(format!(
-            "{}: the site policy serves this image through FUSE, but {} is not installed",
-            first.image.path.to_string_lossy(),
-            fuse::SERVER_NAME
-        )));
-    };
-    let caller = creds.caller().clone();
-    let program = fuse::Server::pin(&*creds, &server, !ctx.rootless)?;
-    let launcher = fuse::Launcher {
-        server: &program,
-        caller: &caller,
-        drop_to_caller: !ctx.rootless,
-        // Rootless, and under a kept layer (`--writable=DIR`): every file
-        // shows as the caller's, so that every file can be copied up into
-        // a layer the caller mounts (the caller can read every byte of an
-        // image served by FUSE anyway).
-        show_as_caller: ctx.rootless || show_as_caller,
-        threads: ctx.settings.fuse_threads,
-        limits: ctx.caller_limits,
-    };
-    let mut starting = Vec::new();
-    for (i, o) in opened.iter().enumerate().filter(|(_, o)| !o.kernel) {
-        let subject = o.image.given.to_string_lossy().into_owned();
-        let device = fuse::open_device(&*creds, &subject)?;
-        let (mount, s) =
-            creds.as_root(|| fuse::instance(&o.image, device, &launcher, &subject))??;
-        starting.push(s);
-        let mut all = Vec::with_capacity(copies[i]);
-        for _ in 1..copies[i] {
-            all.push(creds.as_root(|| crate::instance::clone(&mount, &o.image, &subject))??);
-        }
-        all.insert(0, mount);
-        fuse_mounts.insert(i, all);
-    }
-    let servers = fuse::wait_ready(starting, &program)?;
-    Ok((fuse_mounts, servers))
-}
-
 /// A working directory at or below a mount point would show the tree the
 /// mount hides: enter it again by its path, as the caller, so that the
 /// command starts in the mounted tree (as container runtimes do). Where
@@ -433,9 +399,6 @@ fn reenter_working_directory(cwd: &OsString, mounted: &[OsString], notes: &mut V
         notes.push((1, format!("the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides", cwd.to_string_lossy())));
     }
 }
-
-/// The FUSE instances of each image (by index) and the servers' pidfds.
-type FuseInstances = (BTreeMap<usize, Vec<OwnedFd>>, Vec<OwnedFd>);
 
 /// Opened images, for each mount the indices of its images, and notes.
 type Routed = (Vec<Opened>, Vec<Vec<usize>>, Vec<String>);
@@ -514,7 +477,7 @@ fn subject_of(plan: &Plan, layers: &[Vec<usize>], i: usize) -> String {
 /// root's fchdir back into it must not hold the lock for everyone. The
 /// way back happens after `f`, lock released (it can stall only this
 /// launch).
-fn away_from_working_dir<C: Credentials, T>(
+pub(super) fn away_from_working_dir<C: Credentials, T>(
     creds: &mut C,
     f: impl FnOnce() -> T,
 ) -> Result<T, Failure> {

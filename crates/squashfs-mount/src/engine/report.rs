@@ -32,8 +32,7 @@ pub fn instance(
     on_fuse: bool,
 ) -> String {
     if !kernel {
-        return "a FUSE server of yours started for this launch (FUSE instances are never cached)"
-            .into();
+        return fuse_instance(outcome, launch);
     }
     let why = match outcome {
         Some(Outcome::Reused) => return "cached instance reused".into(),
@@ -54,6 +53,24 @@ pub fn instance(
         },
     };
     format!("new private instance, not cached: {why}")
+}
+
+/// The instance part of a FUSE-routed image's `--verbose` line.
+fn fuse_instance(outcome: Option<Outcome>, launch: &Option<&'static str>) -> String {
+    let why = match outcome {
+        Some(Outcome::Reused) => return "your cached FUSE instance reused".into(),
+        Some(Outcome::Cached) => {
+            return "a FUSE server of yours started, its instance kept in the image cache for your next launches".into()
+        }
+        Some(Outcome::Private(NotCached::Refused)) => {
+            "the image cache had no room for it (or could not store it)"
+        }
+        Some(Outcome::Private(NotCached::NoCache)) => "the image cache could not be used",
+        Some(Outcome::Private(NotCached::NotCacheable)) | None => {
+            launch.unwrap_or("not cacheable")
+        }
+    };
+    format!("a FUSE server of yours started for this launch only, not cached: {why}")
 }
 
 /// The time each step took, for `-vvv`.

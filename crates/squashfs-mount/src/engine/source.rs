@@ -5,12 +5,12 @@
 //! Concurrent launches of one uncached image make one instance between
 //! them (`cache::claim`). Needs root (call inside `Credentials::as_root`).
 
-use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use crate::cache::claim::{Claim, Claims};
-use crate::cache::{evict, CacheError, Identity, Meta, Offer, Placed, Store};
+use crate::cache::store::Want;
+use crate::cache::{evict, CacheError, Identity, Key, Kind, Meta, Offer, Placed, Store};
 use crate::config::Settings;
 use crate::error::Failure;
 use crate::image::Image;
@@ -187,13 +187,17 @@ impl KernelSource {
         if which.is_empty() {
             return;
         }
-        let ask: Vec<(Identity, usize)> = which
+        let ask: Vec<Want> = which
             .iter()
-            .map(|&i| (Identity::from(&wanted[i].image.id), wanted[i].copies))
+            .map(|&i| Want {
+                key: kernel_key(wanted[i].image),
+                id: Identity::from(&wanted[i].image.id),
+                copies: wanted[i].copies,
+            })
             .collect();
         match store.reuse(&ask) {
             Ok(clones) => {
-                for (&i, c) in which.iter().zip(clones) {
+                for (&i, (c, _)) in which.iter().zip(clones) {
                     if !c.is_empty() {
                         self.outcomes[i] = Outcome::Reused;
                         out[i] = c;
@@ -281,7 +285,9 @@ impl KernelSource {
                     }
                     // Made for the cache, kept by this launch alone: it
                     // counts for the user's share from now on.
-                    self.count_as_private(offer.meta.loop_number);
+                    if let Kind::Kernel { loop_number, .. } = offer.meta.kind {
+                        self.count_as_private(loop_number);
+                    }
                     private.push((i, offer.mount));
                 }
             }
@@ -352,10 +358,13 @@ impl KernelSource {
 
     fn offer(&self, w: &Wanted<'_>, f: instance::Fresh) -> Offer {
         let id = Identity::from(&w.image.id);
+        let kind = Kind::Kernel {
+            loop_number: f.loop_number,
+            block_size: w.image.superblock.block_size,
+        };
         let meta = Meta::new(
             &id,
-            w.image.superblock.block_size,
-            f.loop_number,
+            kind,
             f.loop_rdev,
             self.uid,
             system::unix_time(),
@@ -379,10 +388,7 @@ impl KernelSource {
         if offers.is_empty() {
             return Vec::new();
         }
-        let protected: HashSet<(u64, u64)> = wanted
-            .iter()
-            .map(|w| (w.image.id.dev, w.image.id.ino))
-            .collect();
+        let protected: Vec<Key> = wanted.iter().map(|w| kernel_key(w.image)).collect();
         let (index, offered): (Vec<usize>, Vec<Offer>) = offers.into_iter().unzip();
         let placed = match self.store.as_ref().map(|s| s.place(offered, &protected)) {
             Some(Ok(placed)) => placed,
@@ -393,6 +399,15 @@ impl KernelSource {
             None => Vec::new(),
         };
         index.into_iter().zip(placed).collect()
+    }
+}
+
+/// The cache key of an image's kernel instance.
+fn kernel_key(image: &Image) -> Key {
+    Key {
+        dev: image.id.dev,
+        ino: image.id.ino,
+        fuse_user: None,
     }
 }
 

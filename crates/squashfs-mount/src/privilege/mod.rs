@@ -78,7 +78,7 @@ impl fmt::Display for PrivilegeError {
         match self {
             PrivilegeError::NotSetuidRoot => write!(
                 f,
-                "squashfs-mount is not running with root privileges: it must be installed owned by root with mode 4755 (make install) on a filesystem mounted without nosuid"
+                "not running with root privileges: the program must be installed owned by root with mode 4755 (make install) on a filesystem mounted without nosuid"
             ),
             PrivilegeError::InsideSession => write!(
                 f,

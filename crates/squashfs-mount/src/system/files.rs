@@ -478,3 +478,96 @@ pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u
         }
     }
 }
+
+/// `fstat` from what the kernel has cached (statx AT_STATX_DONT_SYNC):
+/// on a FUSE mount no request goes to its server, so a stopped or hostile
+/// server cannot stall the caller (a lock holder, say).
+pub fn fstat_cached(fd: BorrowedFd<'_>) -> SysResult<FileId> {
+    stat_cached(fd, "", rustix::fs::AtFlags::EMPTY_PATH)
+}
+
+/// [`fstat_cached`] of `path` relative to `dir` (no symlink followed in
+/// the last component).
+pub fn stat_at_cached<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+    stat_cached(dir.as_fd(), path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+}
+
+fn stat_cached(dir: BorrowedFd<'_>, path: &str, flags: rustix::fs::AtFlags) -> SysResult<FileId> {
+    use rustix::fs::StatxFlags;
+    let st = rustix::fs::statx(
+        dir,
+        path,
+        flags | rustix::fs::AtFlags::STATX_DONT_SYNC,
+        StatxFlags::BASIC_STATS,
+    )?;
+    let dev = |maj: u32, min: u32| rustix::fs::makedev(maj, min);
+    Ok(FileId {
+        dev: dev(st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        mode: u32::from(st.stx_mode),
+        size: st.stx_size,
+        nlink: u64::from(st.stx_nlink),
+        uid: st.stx_uid,
+        gid: st.stx_gid,
+        mtime: (st.stx_mtime.tv_sec, i64::from(st.stx_mtime.tv_nsec)),
+        ctime: (st.stx_ctime.tv_sec, i64::from(st.stx_ctime.tv_nsec)),
+        rdev: dev(st.stx_rdev_major, st.stx_rdev_minor),
+    })
+}
+
+/// The target of the symbolic link `path` (e.g. a /proc fd link).
+pub fn read_link(path: &str) -> SysResult<Vec<u8>> {
+    Ok(rustix::fs::readlinkat(CWD, path, Vec::new())?.into_bytes())
+}
+
+/// Opens (creating it, `mode`) the file `name` in `dir` for appending, no
+/// symlink followed, and gives it to `owner` (uid, gid). For a log that a
+/// root-owned directory holds for one user.
+pub fn open_log_for<Fd: AsFd>(
+    dir: Fd,
+    name: &str,
+    mode: u32,
+    owner: (u32, u32),
+) -> SysResult<OwnedFd> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE
+            | OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC
+            | OFlags::NONBLOCK,
+        Mode::from_raw_mode(mode),
+    )?;
+    rustix::fs::fchown(
+        &fd,
+        Some(rustix::fs::Uid::from_raw(owner.0)),
+        Some(rustix::fs::Gid::from_raw(owner.1)),
+    )?;
+    Ok(fd)
+}
+
+/// Empties the file `fd` (open for writing).
+pub fn truncate(fd: BorrowedFd<'_>) -> SysResult<()> {
+    rustix::fs::ftruncate(fd, 0)
+}
+
+/// Opens /dev/null for reading and writing.
+pub fn open_null() -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        CWD,
+        "/dev/null",
+        OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Whether `path` (symlinks followed) is a regular file with an execute
+/// bit: a program that could be run.
+pub fn is_executable_file(path: &OsStr) -> bool {
+    rustix::fs::statat(CWD, path, rustix::fs::AtFlags::empty()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+            && st.st_mode & 0o111 != 0
+    })
+}

@@ -167,3 +167,71 @@ fn frozen_cgroup(line: &str) -> bool {
         false
     }
 }
+
+/// When the process `pid` started (clock ticks after boot: field 22 of
+/// /proc/PID/stat), if it exists and is not a zombie: with the pid, it
+/// names one process for good.
+pub fn process_started(pid: u32) -> Option<u64> {
+    process_started_in(working_dir(), &format!("/proc/{pid}/stat"))
+}
+
+/// [`process_started`] from the `stat` file at `path` relative to `dir` (a
+/// directory fd of /proc, where the current root has none).
+pub fn process_started_in(dir: std::os::fd::BorrowedFd<'_>, path: &str) -> Option<u64> {
+    let (stat, _) = super::read_file_at(dir, path, 4096).ok()?;
+    let stat = String::from_utf8_lossy(&stat);
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    // Field 3 is the state; field 22 the start time.
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+/// The resident memory of the process `pid`, in bytes (/proc/PID/statm).
+pub fn process_resident_bytes(pid: u32) -> Option<u64> {
+    let (statm, _) = super::read_file_at(working_dir(), &format!("/proc/{pid}/statm"), 256).ok()?;
+    let pages: u64 = String::from_utf8_lossy(&statm)
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
+}
+
+/// Kills (SIGKILL) the process `pid` if it is still the one that started
+/// at `started` (checked through a pidfd, so that a recycled pid is never
+/// hit). Ok when it is gone already.
+pub fn kill_process(pid: u32, started: u64) -> SysResult<()> {
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+        return Ok(());
+    };
+    let fd = match rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::SRCH) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if process_started(pid) != Some(started) {
+        return Ok(());
+    }
+    super::kill_by_pidfd(std::os::fd::AsFd::as_fd(&fd))
+}
+
+/// The pid a pidfd refers to (its `Pid:` line in /proc/self/fdinfo).
+pub fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
+    use std::os::fd::AsRawFd;
+    let (info, _) = super::read_file_at(
+        working_dir(),
+        &format!("/proc/self/fdinfo/{}", fd.as_raw_fd()),
+        4096,
+    )?;
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|l| l.strip_prefix("Pid:")?.trim().parse::<i64>().ok())
+        .filter(|&p| p > 0)
+        .map(|p| p as u32)
+        .ok_or(Errno::SRCH)
+}

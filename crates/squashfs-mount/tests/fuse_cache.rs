@@ -1,0 +1,386 @@
+//! Cached FUSE instances (issue 21): a user's FUSE instance (server +
+//! mount) outlives the command in the image cache and the user's next
+//! launch of the same file attaches a clone of it. As unprivileged test
+//! users against the installed setuid binary; every case evicts what it
+//! made, and the fixture checks that no mount or loop device is left.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use sqfsmnt_test_support::users::{User, Users};
+use sqfsmnt_test_support::{kernel, pair, s, site, Fixture};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+/// Pids of the FUSE servers whose real uid is `uid`.
+fn servers_of(uid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+        };
+        // The kernel's name of squashfs-mount-fuse (15 characters).
+        if field("Uid:") == Some(uid.to_string())
+            && field("Name:").is_some_and(|n| n == "squashfs-mount-")
+        {
+            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Waits until `uid` has no FUSE server (evicted servers exit at once).
+fn wait_no_server(uid: u32) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !servers_of(uid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    servers_of(uid)
+}
+
+/// The image `name` copied into a directory of `user`'s, owned by them
+/// (the FUSE path serves it).
+fn own_image(fx: &Fixture, user: &User, name: &str) -> PathBuf {
+    let dir = fx.user_dir().join(format!("own-{}", user.uid));
+    fs::create_dir_all(&dir).unwrap();
+    user.chown(&dir);
+    let img = dir.join(format!("{name}.sqfs"));
+    fs::copy(fx.image(name, &[("f", &format!("{name}\n"))], ""), &img).unwrap();
+    user.chown(&img);
+    img
+}
+
+fn launch(user: &User, fx: &Fixture, args: &[String]) -> (bool, String, String) {
+    let out = user
+        .command(&fx.bin)
+        .args(args)
+        .current_dir(&fx.root)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn cat(img: &Path, m: &Path) -> Vec<String> {
+    vec![pair(img, m), "--".into(), "cat".into(), s(&m.join("f"))]
+}
+
+/// The user's second launch reuses the instance: same server, one server,
+/// and `--verbose` says so; the server holds none of the launch's
+/// descriptors (a command substitution returns at once); `--cache-status`
+/// lists it with the server's pid; `--gc` evicts it and the server is gone.
+#[test]
+fn a_second_launch_reuses_the_users_fuse_instance() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let img = own_image(fx, &fx.user, "reuse");
+        let m = fx.mount_point("fuse-cache");
+        let r = fx.run(cat(&img, &m));
+        r.ok();
+        assert_eq!(r.stdout(), "reuse\n");
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+        let first = servers_of(fx.uid);
+        assert_eq!(first.len(), 1, "one server kept: {first:?}");
+        let mut args = vec!["-v".to_string()];
+        args.extend(cat(&img, &m));
+        let r = fx.run(&args);
+        r.ok();
+        assert!(
+            r.stderr().contains("your cached FUSE instance reused"),
+            "{}",
+            r.stderr()
+        );
+        assert_eq!(servers_of(fx.uid), first, "the same server, no new one");
+        let started = Instant::now();
+        let sub = fx.user_sh(&format!(
+            "out=$(\"$SQM\" {} -- true); echo \"[$out]\"",
+            pair(&img, &m)
+        ));
+        sub.ok();
+        assert_eq!(sub.stdout(), "[]\n");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the substitution waited for the server"
+        );
+        let status = fx.run(["--cache-status"]);
+        status.ok();
+        let line = status
+            .stdout()
+            .lines()
+            .find(|l| l.contains(&s(&img)))
+            .map(String::from)
+            .unwrap_or_default();
+        assert!(
+            line.contains("FUSE") && line.contains(&format!("pid {}", first[0])),
+            "{}",
+            status.stdout()
+        );
+        assert!(
+            status.stdout().contains("/run/squashfs-mount-fuse/"),
+            "the log is named"
+        );
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty(), "--gc left the server");
+    });
+}
+
+/// Another user of the same file never gets the first user's server: they
+/// get one of their own, running as them.
+#[test]
+fn another_user_never_gets_the_first_users_server() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let others = Users::create(1, false);
+        let b = others.first();
+        let img = own_image(fx, &fx.user, "shared");
+        let m = fx.mount_point("fuse-other");
+        fx.run(cat(&img, &m)).ok();
+        let mine = servers_of(fx.uid);
+        assert_eq!(mine.len(), 1);
+        let (ok, out, err) = launch(b, fx, &cat(&img, &m));
+        assert!(ok, "{err}");
+        assert_eq!(out, "shared\n");
+        assert_eq!(servers_of(fx.uid), mine, "user a's server untouched");
+        assert_eq!(
+            servers_of(b.uid).len(),
+            1,
+            "user b has a server of their own"
+        );
+        let (ok, _, err) = launch(b, fx, &["--gc".to_string()]);
+        assert!(ok, "{err}");
+        assert!(wait_no_server(b.uid).is_empty());
+        assert_eq!(
+            servers_of(fx.uid),
+            mine,
+            "user b's --gc leaves user a's instance"
+        );
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+    });
+}
+
+/// A modified image gets a new instance; the old one is evicted (unused)
+/// and its server gone. Idle instances go with the timer's collection
+/// (`--gc --expired`, here with `cache-max-idle = 0`).
+#[test]
+fn a_modified_image_gets_a_new_instance_and_idle_ones_expire() {
+    case(|fx| {
+        let _conf = site::config("cache-max-idle = 1h\n");
+        let img = own_image(fx, &fx.user, "modified");
+        let m = fx.mount_point("fuse-mod");
+        fx.run(cat(&img, &m)).ok();
+        let old = servers_of(fx.uid);
+        assert_eq!(old.len(), 1);
+        // Same bytes, new times: another file as far as the cache knows.
+        fx.user_sh(&format!("touch {}", s(&img))).ok();
+        let r = fx.run(cat(&img, &m));
+        r.ok();
+        // The stale instance was evicted: its server exits once its mount
+        // is gone.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while servers_of(fx.uid).contains(&old[0]) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let new = servers_of(fx.uid);
+        assert_eq!(
+            new.len(),
+            1,
+            "the stale instance's server was ended: {new:?}"
+        );
+        assert_ne!(new, old);
+        drop(_conf);
+        let _conf = site::config("cache-max-idle = 0\n");
+        let gc = Command::new(&fx.bin)
+            .args(["--gc", "--expired"])
+            .output()
+            .unwrap();
+        assert!(
+            gc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&gc.stderr)
+        );
+        assert!(
+            wait_no_server(fx.uid).is_empty(),
+            "--gc --expired left the idle server"
+        );
+    });
+}
+
+/// SIGKILL of the server: a command using it gets an error, not a hang,
+/// and the next launch starts a new instance with one line saying why.
+#[test]
+fn a_killed_server_is_replaced_by_the_next_launch() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let img = own_image(fx, &fx.user, "killed");
+        let m = fx.mount_point("fuse-kill");
+        fx.run(cat(&img, &m)).ok();
+        let server = servers_of(fx.uid);
+        assert_eq!(server.len(), 1);
+        // A command that reads after the server is gone.
+        let script = format!(
+            "\"$SQM\" {} -- sh -c 'while [ ! -e {go} ]; do sleep 0.05; done; ls {m}/x 2>&1; cat {m}/f 2>&1; echo done'",
+            pair(&img, &m),
+            go = s(&fx.user_dir().join("go")),
+            m = s(&m)
+        );
+        let child = fx
+            .user
+            .command("sh")
+            .args(["-c", &script])
+            .env("SQM", &fx.bin)
+            .current_dir(&fx.root)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Command::new("kill")
+            .args(["-KILL", &server[0].to_string()])
+            .status()
+            .unwrap();
+        fx.user_sh(&format!("touch {}", s(&fx.user_dir().join("go"))))
+            .ok();
+        let started = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the command hung"
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Transport endpoint is not connected")
+                || text.contains("Input/output error"),
+            "{text}"
+        );
+        assert!(text.contains("done"), "{text}");
+        let r = fx.run(cat(&img, &m));
+        r.ok();
+        assert_eq!(r.stdout(), "killed\n");
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!("server (pid {}) is gone", server[0])),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+    });
+}
+
+/// The image that oopsed this kernel, owned by the user, is served and
+/// refused by our reader through a cached instance, twice (the second
+/// launch reuses it); the kernel log does not change.
+#[test]
+fn the_crash_image_through_a_cached_instance() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let dir = fx.user_dir().join("crash");
+        fs::create_dir_all(&dir).unwrap();
+        fx.user.chown(&dir);
+        let img = dir.join("crash.sqfs");
+        fs::copy(kernel::crash_image(), &img).unwrap();
+        fx.user.chown(&img);
+        let policy = fx.run(["--policy".to_string(), s(&img)]);
+        assert!(policy.stdout().contains("FUSE"), "{}", policy.stdout());
+        let before = kernel::problems();
+        let m = fx.mount_point("fuse-crash");
+        for round in 0..2 {
+            let mut args = vec!["-v".to_string(), pair(&img, &m), "--".into()];
+            args.extend([
+                "sh".into(),
+                "-c".into(),
+                format!("cat $(find {} -type f) >/dev/null; echo $?", s(&m)),
+            ]);
+            let r = fx.run(&args);
+            // The server may refuse the image before the command runs, or
+            // the reads fail: either way an error, never a kernel mount.
+            if r.success() {
+                assert_ne!(
+                    r.stdout().trim(),
+                    "0",
+                    "round {round}: every read succeeded"
+                );
+                if round == 1 {
+                    assert!(
+                        r.stderr().contains("your cached FUSE instance reused"),
+                        "{}",
+                        r.stderr()
+                    );
+                }
+            }
+        }
+        assert_eq!(kernel::problems(), before, "the kernel log changed");
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+    });
+}
+
+/// 128 concurrent launches of the user's image: one server and one
+/// instance.
+#[test]
+fn a_burst_of_launches_starts_one_server() {
+    case(|fx| {
+        let _conf = site::config("max-launches-per-user = 128\n");
+        let img = own_image(fx, &fx.user, "burst");
+        let m = fx.mount_point("fuse-burst");
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let uid = fx.uid;
+        let sampler = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut most = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    most = most.max(servers_of(uid).len());
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                most
+            })
+        };
+        let children: Vec<_> = (0..128)
+            .map(|_| {
+                fx.user_cmd(cat(&img, &m))
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut failed = Vec::new();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            if !o.status.success() || o.stdout != b"burst\n" {
+                failed.push(String::from_utf8_lossy(&o.stderr).into_owned());
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let most = sampler.join().unwrap();
+        assert!(
+            failed.is_empty(),
+            "{} failed: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(3)]
+        );
+        assert_eq!(
+            most, 1,
+            "{most} servers of the user at once during the burst"
+        );
+        let servers = servers_of(fx.uid);
+        assert_eq!(servers.len(), 1, "{servers:?}");
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+    });
+}
