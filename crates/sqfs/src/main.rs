@@ -245,9 +245,9 @@ first (echo 3 > /proc/sys/vm/drop_caches) when you may (root). Otherwise the ima
 cached pages are evicted with posix_fadvise(DONTNEED); files outside the image stay
 cached. The table and chart label such runs cold*. Warm runs are a second launch
 through squashfs-mount's image cache (what users get when they start something
-again) where the images take the kernel path and the cache works; otherwise a fresh
-mount right after the cold run, whose page cache it finds filled (the FUSE path is
-never cached); the table says which, and why. All images are built first, then
+again) where the cache works (for the kernel path and, for your own images, the
+FUSE path alike); otherwise a fresh mount right after the cold run, whose page
+cache it finds filled; the table says which, and why. All images are built first, then
 measured in rounds that visit every compressor once, so a passing disturbance on
 the machine spreads over all of them.
 

@@ -576,7 +576,7 @@ fn rootless_mode_finds_its_fuse_server_and_says_where_it_looked() {
         let r = launch(&setuid, &path);
         fs::remove_dir_all(&prefix).unwrap();
         r.refused(&[&format!(
-            "{}/lib/squashfs-mount/squashfs-mount-fuse did not start",
+            "{}/lib/squashfs-mount/squashfs-mount-fuse cannot be opened",
             prefix.display()
         )]);
         assert!(!r.stderr().contains(&tools.display().to_string()), "{r:?}");
