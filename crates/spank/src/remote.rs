@@ -35,6 +35,7 @@ use squashfs_mount::cli::RunRequest;
 use squashfs_mount::config::{self, Settings};
 use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer};
 use squashfs_mount::error::Failure;
+use squashfs_mount::layer::helper::StepLayer;
 use squashfs_mount::privilege::{Caller, Credentials, ThreadCredentials};
 use squashfs_mount::system::{self, Gid, Uid};
 
@@ -61,6 +62,10 @@ pub struct Prepared {
     /// What was done for each image, bind and `-r` directory (the
     /// command's `--verbose` lines), for Slurm's log.
     pub notes: Vec<String>,
+    /// `--squashfs-writable=DIR`: the user and mount namespaces the job
+    /// user's helper stacked the layer in (each task joins them once it is
+    /// the job user) and DIR's lock, held until the step ends.
+    pub layer: Option<StepLayer>,
 }
 
 impl Prepared {
@@ -138,6 +143,14 @@ fn on_worker_thread(
         .admits(me.uid.as_raw(), &me.all_gids())
         .map_err(Failure::new)?;
     let front = front_end(config);
+    if let Some(dir) = request
+        .layer_dir
+        .as_deref()
+        .filter(|d| std::os::unix::ffi::OsStrExt::as_bytes(*d).starts_with(b"/"))
+    {
+        squashfs_mount::layer::dir::precheck(&creds, dir, me.uid.as_raw())?;
+    }
+    let layer_helper = fuse_server.as_deref().map(squashfs_mount::layer::sibling);
     let ctx = Context {
         settings: &settings,
         front: &front,
@@ -152,8 +165,18 @@ fn on_worker_thread(
     let namespace = creds
         .as_root(system::open_thread_mount_namespace)?
         .map_err(|e| Failure::new(format!("cannot open the step's mount namespace: {e}")))?;
+    let layer = match &mounted.layer {
+        Some(plan) => Some(start_layer(
+            &mut creds,
+            plan,
+            layer_helper.as_deref(),
+            &user,
+        )?),
+        None => None,
+    };
     Ok(Prepared {
         namespace,
+        layer,
         mount_list: mounted.mount_list,
         servers: mounted.servers,
         notes: mounted
@@ -163,6 +186,58 @@ fn on_worker_thread(
             .map(|(_, note)| note)
             .collect(),
     })
+}
+
+/// `--squashfs-writable=DIR`: the caller's stage (`squashfs_mount::layer`)
+/// runs in `squashfs-mount-layer`, started from this thread (in the step's
+/// mount namespace) as the job user, with nothing of slurmstepd's: it
+/// makes a user namespace of the job user's with a mount namespace,
+/// stacks the layer there and hands over fds of both and of DIR's lock.
+fn start_layer(
+    creds: &mut ThreadCredentials,
+    plan: &squashfs_mount::layer::Plan,
+    helper: Option<&std::ffi::OsStr>,
+    user: &JobUser,
+) -> Result<StepLayer, Failure> {
+    let helper = helper.ok_or_else(|| {
+        Failure::new(format!(
+            "--squashfs-writable=DIR needs {} installed next to the plugin",
+            squashfs_mount::layer::HELPER_NAME
+        ))
+    })?;
+    creds.as_root(|| {
+        squashfs_mount::layer::helper::start_for_step(
+            helper,
+            plan,
+            (user.uid, user.gid, &user.groups),
+        )
+    })?
+}
+
+/// In a task, once Slurm made it the job user (`slurm_spank_task_init`):
+/// joins the step's user namespace (the job user owns it: no privilege is
+/// needed, none is gained outside it) and the mount namespace with the
+/// layer, goes back to its working directory by path, and drops the
+/// capabilities joining gave it inside the user namespace (no_new_privs is
+/// set since `enter_namespace`; the exec would drop them anyway).
+pub fn enter_layer(layer: &StepLayer) -> Result<(), Failure> {
+    let cwd = system::current_dir().ok();
+    system::join_user_and_mount_namespaces(layer.user.as_fd(), layer.mnt.as_fd()).map_err(|e| {
+        Failure::new(format!(
+            "cannot join the step's writable layer (user and mount namespaces): {e}"
+        ))
+    })?;
+    if let Some(cwd) = cwd {
+        if system::change_dir(&cwd).is_err() {
+            let _ = system::change_dir(std::ffi::OsStr::new("/"));
+        }
+    }
+    system::clear_capabilities()
+        .and_then(|()| system::has_no_capabilities())
+        .ok()
+        .filter(|&none| none)
+        .map(drop)
+        .ok_or_else(|| Failure::new("cannot drop the capabilities of the step's user namespace"))
 }
 
 /// In a forked task (single-threaded, root): joins the step's namespace and

@@ -9,6 +9,7 @@ use crate::cli::RunRequest;
 use crate::config::{self, Settings};
 use crate::engine::{self, Context, FrontEnd, FuseServer};
 use crate::error::{self, Failure};
+use crate::layer;
 use crate::limits::LaunchSlot;
 use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, Rootless};
 use crate::system;
@@ -22,6 +23,9 @@ pub struct Ready {
     pub mount_list: Option<OsString>,
     /// The caller's signal dispositions, to give back before exec.
     pub signals: system::CallerSignals,
+    /// `--writable=DIR`: the helper to execute instead of the command, and
+    /// what it stacks (`layer`); it becomes the command.
+    pub layer: Option<(OsString, layer::Plan)>,
 }
 
 /// Mounts what `request` asks for in a private mount namespace and drops
@@ -35,6 +39,11 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         Err(e) => return Err(e.into()),
     };
     if request.mounts.is_empty() && request.binds.is_empty() {
+        if request.layer_dir.is_some() {
+            return Err(Failure::new(
+                "--writable=DIR puts a writable layer on images: give at least one image",
+            ));
+        }
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let caller = privileges.drop_for_good()?;
@@ -43,6 +52,7 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
+            layer: None,
         });
     }
     setuid(privileges, request)
@@ -69,6 +79,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     })??;
     let cwd = system::current_dir()
         .map_err(|e| Failure::new(format!("cannot determine the current directory: {e}")))?;
+    let helper = layer_helper(&privileges, request, &cwd)?;
     let ctx = Context {
         settings: &settings,
         front: &FrontEnd::default(),
@@ -90,12 +101,42 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
         mounted,
         settings.verbose,
         signals,
+        helper,
     ))
+}
+
+/// `--writable=DIR`, before anything is mounted (as the caller): the
+/// helper that will mount the layer (`squashfs-mount-layer`, next to the
+/// FUSE server) must be there, and DIR must not be refused already.
+fn layer_helper(
+    as_caller: &impl crate::privilege::ActingAsCaller,
+    request: &RunRequest,
+    cwd: &std::ffi::OsStr,
+) -> Result<Option<OsString>, Failure> {
+    let Some(dir) = &request.layer_dir else {
+        return Ok(None);
+    };
+    let helper = layer::helper_for_command()
+        .ok_or_else(|| Failure::new("cannot find where squashfs-mount is installed"))?;
+    system::open_program(&helper).map_err(|e| {
+        Failure::new(format!(
+            "--writable=DIR needs {} ({e}); install it (make install)",
+            helper.to_string_lossy()
+        ))
+    })?;
+    let dir = crate::paths::absolute(cwd, dir);
+    layer::dir::precheck(as_caller, &dir, system::real_uid().as_raw())?;
+    Ok(Some(helper))
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() && request.binds.is_empty() {
+        if request.layer_dir.is_some() {
+            return Err(Failure::new(
+                "--writable=DIR puts a writable layer on images: give at least one image",
+            ));
+        }
         system::set_no_new_privs()
             .map_err(|e| Failure::new(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))?;
         let caller = Caller {
@@ -108,6 +149,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
+            layer: None,
         });
     }
     // The configuration file tunes, but cannot grant anything here: there
@@ -119,6 +161,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     // server is (the setuid command never reads it).
     let path = std::env::var_os("PATH");
     let mut creds = Rootless::enter()?;
+    let helper = layer_helper(&creds, request, &cwd)?;
     if !request.quiet {
         error::report("running unprivileged (the binary is not installed setuid root): images are served through FUSE in a user namespace, which is slower than the kernel's squashfs; --quiet hides this note");
     }
@@ -138,6 +181,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         mounted,
         settings.verbose,
         system::CallerSignals::unchanged(),
+        helper,
     ))
 }
 
@@ -149,16 +193,23 @@ fn mounted_ready(
     mounted: engine::Mounted,
     site_verbose: bool,
     signals: system::CallerSignals,
+    layer_helper: Option<OsString>,
 ) -> Ready {
-    report(&mounted, request.verbose.max(u8::from(site_verbose)));
+    let verbose = request.verbose.max(u8::from(site_verbose));
+    report(&mounted, verbose);
     if request.prefetch {
         crate::prefetch::start(&mounted.mount_list);
     }
+    let layer = match (layer_helper, mounted.layer) {
+        (Some(helper), Some(plan)) => Some((helper, layer::Plan { verbose, ..plan })),
+        _ => None,
+    };
     Ready {
         caller,
         command: request.command.clone(),
         mount_list: Some(mounted.mount_list),
         signals,
+        layer,
     }
 }
 

@@ -123,6 +123,26 @@ impl LayerSize {
     }
 }
 
+/// The directory of `--writable=DIR` (a value with a `/`), as given: not
+/// empty, no NUL byte, no newline, and not a `~` the shell left alone.
+pub fn parse_layer_dir(value: &[u8]) -> Result<OsString, UsageError> {
+    if value.contains(&0) {
+        return Err(UsageError("paths cannot contain a NUL byte".into()));
+    }
+    if value.contains(&b'\n') {
+        return Err(UsageError(
+            "--writable=DIR: paths containing a newline are not supported".into(),
+        ));
+    }
+    if value.starts_with(b"~") {
+        return Err(UsageError(format!(
+            "--writable={}: '~' was not expanded by the shell (it is not, after '='): write $HOME instead",
+            lossy(value)
+        )));
+    }
+    Ok(OsString::from_vec(value.to_vec()))
+}
+
 /// Parses one `<image>:<mountpoint>` pair.
 pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
     let (images, mount_point) = split_pair(arg)?;

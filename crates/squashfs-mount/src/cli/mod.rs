@@ -21,8 +21,8 @@ mod usage;
 
 use grammar::lossy;
 pub use grammar::{
-    forwarded_name, parse_bind, parse_pair, parse_union, BindRequest, LayerSize, MountRequest,
-    UsageError, MAX_UNION_LAYERS, NO_COMMAND,
+    forwarded_name, parse_bind, parse_layer_dir, parse_pair, parse_union, BindRequest, LayerSize,
+    MountRequest, UsageError, MAX_UNION_LAYERS, NO_COMMAND,
 };
 pub use usage::USAGE;
 
@@ -52,6 +52,10 @@ pub struct RunRequest {
     pub mounts: Vec<MountRequest>,
     /// `--writable[=SIZE]`: every mount gets a private writable layer.
     pub writable: Option<LayerSize>,
+    /// `--writable=DIR` (a value with a `/`): every mount's writable
+    /// layer lives in DIR and persists; mounted by the caller in a user
+    /// namespace after every privilege is gone (`layer`). As given.
+    pub layer_dir: Option<OsString>,
     /// Program and its arguments; never empty.
     pub command: Vec<OsString>,
     /// `--no-cache`: private instances, the image cache is left alone.
@@ -93,6 +97,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     let mut r = RunRequest {
         mounts: Vec::new(),
         writable: None,
+        layer_dir: None,
         command: Vec::new(),
         no_cache: false,
         verbose: 0,
@@ -111,6 +116,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 if r.command.is_empty() {
                     return Err(UsageError(format!("{NO_COMMAND} after '--'")));
                 }
+                check_writable(&r)?;
                 return Ok(Invocation::Run(r));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
@@ -163,8 +169,19 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             }
             b"--writable" => {
                 // `--writable 1G`: the next word is its size when it is a
-                // size (never a pair, an option or the '--').
+                // size (never a pair, an option or the '--'). A directory
+                // is only taken as `--writable=DIR`.
                 match args.get(i).map(|a| a.as_bytes()) {
+                    Some(next)
+                        if next.contains(&b'/')
+                            && !looks_like_pair(next)
+                            && !next.starts_with(b"-") =>
+                    {
+                        return Err(UsageError(format!(
+                            "--writable {}: give a layer directory as --writable=DIR (one word), a size as --writable=SIZE",
+                            lossy(next)
+                        )));
+                    }
                     Some(next)
                         if !looks_like_pair(next)
                             && !next.starts_with(b"-")
@@ -179,7 +196,12 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 }
             }
             _ if arg.starts_with(b"--writable=") => {
-                r.writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
+                let value = &arg[b"--writable=".len()..];
+                if value.contains(&b'/') {
+                    r.layer_dir = Some(grammar::parse_layer_dir(value)?);
+                } else {
+                    r.writable = Some(LayerSize::parse(value)?);
+                }
             }
             _ if arg.starts_with(b"--union=") => {
                 r.mounts.push(parse_union(&arg[b"--union=".len()..])?);
@@ -206,6 +228,17 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         }
     }
     Err(UsageError(format!("{NO_COMMAND}: put the command to run after '--', e.g. squashfs-mount image.sqfs:/mnt -- bash")))
+}
+
+/// `--writable[=SIZE]` and `--writable=DIR` exclude each other (checked
+/// once the whole line is read, whatever the order).
+fn check_writable(r: &RunRequest) -> Result<(), UsageError> {
+    if r.writable.is_some() && r.layer_dir.is_some() {
+        return Err(UsageError(
+            "give either --writable[=SIZE] (a fresh layer in memory) or --writable=DIR (a kept layer in DIR), not both".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The value of an option given as the next word (`--sqfs LIST`), which

@@ -56,17 +56,23 @@ pub fn run<C: Credentials>(
         server: &program,
         caller: &caller,
         drop_to_caller: !ctx.rootless,
+        // Rootless, and under a kept layer (`--writable=DIR`): every file
+        // shows as the caller's, so that every file can be copied up into
+        // a layer the caller mounts (the caller can read every byte of an
+        // image served by FUSE anyway).
+        show_as_caller: ctx.rootless || plan.layer_dir.is_some(),
         threads: ctx.settings.fuse_threads,
         limits: ctx.caller_limits,
         detached: None,
     };
     let cached = cache_for(creds, plan, ctx, &mut out)?;
     let Some((cache, detached)) = &cached else {
-        let why = if plan.no_cache || !ctx.settings.cache || ctx.rootless {
-            NotCached::NotCacheable
-        } else {
-            NotCached::NoCache
-        };
+        let why =
+            if plan.no_cache || !ctx.settings.cache || ctx.rootless || plan.layer_dir.is_some() {
+                NotCached::NotCacheable
+            } else {
+                NotCached::NoCache
+            };
         let fresh = start(creds, opened, &images, &launcher, &program)?;
         for (i, f) in images.iter().zip(fresh) {
             keep_private(&mut out, opened, copies, *i, f, why)?;
@@ -94,6 +100,14 @@ fn cache_for<C: Credentials>(
     out: &mut FuseInstances,
 ) -> Result<Option<(FuseCache, Detached)>, Failure> {
     if ctx.rootless || plan.no_cache || !ctx.settings.cache {
+        return Ok(None);
+    }
+    if plan.layer_dir.is_some() {
+        // Its instances show every file as the caller's: not the
+        // instances other launches share.
+        out.notes.push(
+            "a kept writable layer's FUSE instances show every file as yours: they are this launch's own, never cached".into(),
+        );
         return Ok(None);
     }
     let caller = creds.caller().clone();

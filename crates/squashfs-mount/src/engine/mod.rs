@@ -103,6 +103,9 @@ pub struct Mounted {
     /// Pidfds of the FUSE servers started (the Slurm plugin kills them
     /// when the step ends).
     pub servers: Vec<OwnedFd>,
+    /// `--writable=DIR`: what the caller's stage stacks its layer on
+    /// (`layer`), once every privilege is gone.
+    pub layer: Option<crate::layer::Plan>,
 }
 
 /// One opened image and the way it is mounted.
@@ -267,10 +270,16 @@ pub fn mount_all<C: Credentials>(
     let mut mounted: Vec<OsString> = Vec::new();
     let mut mirrored: Vec<OsString> = Vec::new();
     let mut list: Vec<(OsString, OsString)> = Vec::new();
+    // `--writable=DIR`: what is made where, for the caller's stage.
+    let mut layer_view: Vec<crate::layer::ViewMount> = Vec::new();
     for (k, (m, l)) in plan.mounts.iter().zip(&layers).enumerate() {
         if plan.mutable_root {
             if let Some(mirror) = view::make_missing(creds, &plan, k, &owners)? {
                 notes.push((1, mirror.note()));
+                layer_view.push(crate::layer::ViewMount {
+                    path: mirror.dir.clone(),
+                    made: crate::layer::Made::Directory,
+                });
                 mirrored.push(mirror.dir);
             }
         }
@@ -300,6 +309,10 @@ pub fn mount_all<C: Credentials>(
             if let Some(source) = sources.get(&k) {
                 notes.push((1, bind::note(source, &target.real)));
             }
+            layer_view.push(crate::layer::ViewMount {
+                path: target.real.clone(),
+                made: crate::layer::Made::Bind,
+            });
             mounted.push(target.real.clone());
             continue;
         }
@@ -331,6 +344,16 @@ pub fn mount_all<C: Credentials>(
             };
             mount::attach(&tree, &target, &m.subject)
         })??;
+        if plan.layer_dir.is_some() {
+            let ids = l
+                .iter()
+                .map(|&i| crate::layer::identity_of(&opened[i].image, &m.subject))
+                .collect::<Result<_, _>>()?;
+            layer_view.push(crate::layer::ViewMount {
+                path: target.real.clone(),
+                made: crate::layer::Made::Images(ids),
+            });
+        }
         mounted.push(target.real.clone());
         for &i in l {
             list.push((opened[i].image.path.clone(), target.real.clone()));
@@ -348,11 +371,18 @@ pub fn mount_all<C: Credentials>(
     mounted.extend(mirrored);
     reenter_working_directory(&ctx.cwd, &mounted, &mut notes);
     notes.extend(clock.notes());
+    let layer = plan.layer_dir.map(|dir| crate::layer::Plan {
+        dir,
+        mounts: layer_view,
+        cwd: ctx.cwd.clone(),
+        verbose: 0,
+    });
     Ok(Mounted {
         mount_list,
         notes,
         warnings,
         servers,
+        layer,
     })
 }
 

@@ -61,6 +61,9 @@ pub struct Plan {
     pub no_cache: bool,
     /// `-r`: missing mount points are created in the command's view.
     pub mutable_root: bool,
+    /// `--writable=DIR`: the layer directory, absolute and tidy (the
+    /// caller's stage mounts it after the drop, `layer`).
+    pub layer_dir: Option<OsString>,
 }
 
 /// The most bind mounts one call may ask for.
@@ -101,6 +104,7 @@ pub fn build(
     if request.writable.is_some() && !policy.allow_writable {
         return Err(Failure::new("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"));
     }
+    let layer_dir = layer_dir(request, cwd, policy, front)?;
     let writable = match request.writable {
         Some(size) => Some(WritableLimits::new(size, total_memory).map_err(Failure::new)?),
         None => None,
@@ -190,6 +194,9 @@ pub fn build(
             bind: Some(paths::absolute(cwd, &req.source)),
         });
     }
+    if let Some(dir) = &layer_dir {
+        check_layer_dir_apart(dir, &mounts)?;
+    }
     let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
     let order = paths::mount_order(&keys);
     let mounts = order.into_iter().map(|i| mounts[i].clone()).collect();
@@ -198,7 +205,54 @@ pub fn build(
         writable,
         no_cache: request.no_cache,
         mutable_root: request.mutable_root,
+        layer_dir,
     })
+}
+
+/// `--writable=DIR`: allowed by the site like `--writable`, for images
+/// only, absolute where the front end requires it; made absolute.
+fn layer_dir(
+    request: &RunRequest,
+    cwd: &OsStr,
+    policy: &Policy,
+    front: &FrontEnd,
+) -> Result<Option<OsString>, Failure> {
+    let Some(dir) = &request.layer_dir else {
+        return Ok(None);
+    };
+    if !policy.allow_writable {
+        return Err(Failure::new("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"));
+    }
+    if request.mounts.is_empty() {
+        return Err(Failure::new(
+            "--writable=DIR puts a writable layer on images: give at least one image",
+        ));
+    }
+    if front.require_absolute && !dir.as_bytes().starts_with(b"/") {
+        return Err(Failure::new(format!(
+            "the writable layer {} must be an absolute path, because the job may start in another directory",
+            dir.to_string_lossy()
+        )));
+    }
+    Ok(Some(paths::absolute(cwd, dir)))
+}
+
+/// The layer directory must not be inside a mount point of the call (it
+/// would be looked up in the image), nor hold one.
+fn check_layer_dir_apart(dir: &OsStr, mounts: &[Planned]) -> Result<(), Failure> {
+    for m in mounts {
+        if paths::is_within(dir, &m.key) || paths::is_within(&m.key, dir) {
+            return Err(Failure::about(
+                &m.subject,
+                format!(
+                    "the writable layer {} and the mount point {} are inside one another; give a layer directory outside the mount points",
+                    dir.to_string_lossy(),
+                    m.key.to_string_lossy()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The key of a mount point or bind destination (absolute, tidy), refused

@@ -46,9 +46,15 @@ pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
 /// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;
 /// returns how many were read.
 pub fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+    read_at(fd, 0, buf)
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` unless the file ends first;
+/// returns how many were read.
+pub fn read_at(fd: BorrowedFd<'_>, offset: u64, buf: &mut [u8]) -> SysResult<usize> {
     let mut done = 0;
     while done < buf.len() {
-        match rustix::io::pread(fd, &mut buf[done..], done as u64) {
+        match rustix::io::pread(fd, &mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(Errno::INTR) => continue,
