@@ -35,7 +35,7 @@ FISHCOMPDIR ?= $(SYS_PREFIX)/share/fish/vendor_completions.d
 # Programs on PATH, as name:mode (squashfs-mount is setuid root).
 SYS_PROGRAMS := squashfs-mount:4755 sqfs:0755
 # Helper programs in $(SYS_PKGLIBDIR) (not on PATH), e.g. squashfs-mount-fuse:0755.
-SYS_HELPERS := squashfs-mount-fuse:0755
+SYS_HELPERS := squashfs-mount-fuse:0755 squashfs-mount-layer:0755
 SYSTEMD_UNITS := squashfs-mount-gc.service squashfs-mount-gc.timer
 
 .PHONY: all build install uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean \
@@ -56,6 +56,7 @@ install: build
 	install -m 0644 doc/sqfs.1 $(MANDIR)/sqfs.1
 	install -m 0755 $(SPANK_SO) $(LIBDIR)/spank_squashfs_mount.so
 	install -m 0755 $(TARGET)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-fuse
+	install -m 0755 $(TARGET)/squashfs-mount-layer $(LIBDIR)/squashfs-mount-layer
 
 # Everything the packages contain, under DESTDIR, without building and
 # without setting owners (the package does: root). Modes as installed.
@@ -104,7 +105,7 @@ package-test:
 
 uninstall:
 	rm -f $(BINDIR)/squashfs-mount $(BINDIR)/sqfs $(MANDIR)/squashfs-mount.1 $(MANDIR)/sqfs.1 \
-	  $(LIBDIR)/spank_squashfs_mount.so $(LIBDIR)/squashfs-mount-fuse
+	  $(LIBDIR)/spank_squashfs_mount.so $(LIBDIR)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-layer
 
 deps:
 	CARGO='$(CARGO)' scripts/deps all
@@ -132,6 +133,7 @@ bench:
 	bench/run
 	bench/fuse-rows
 	bench/cold
+	bench/kept-layer
 	bench/slurm-cluster
 
 # The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).

@@ -53,6 +53,7 @@ _squashfs_mount()
     esac
     if [[ -z $in_value ]]; then
         case $cur in
+            --writable=*/*) COMPREPLY=($(compgen -d -P --writable= -- "${cur#--writable=}")); compopt -o nospace 2>/dev/null; return ;; # DIR: a kept layer
             --writable=*) return ;; # SIZE: 512M, 2G, 2GiB, 1.5G... or N% of RAM
             -*=*) opt=${cur%%=*} value=${cur#*=} in_value=1 ;;
             [!-]*:*) value=$cur in_value=1 ;;

@@ -63,7 +63,7 @@ complete -c squashfs-mount -n $plain -s s -l sqfs -x -a '(__squashfs_mount_pairs
 complete -c squashfs-mount -n $plain -l bind-mount -x -a '(__squashfs_mount_binds (string replace -r -- "^--bind-mount=" "" (commandline -ct)))' -d 'Show a directory also at another place: source:destination[,...]'
 complete -c squashfs-mount -n $plain -s r -l mutable-root -d "Create missing mount points in the command's view only"
 complete -c squashfs-mount -n $plain -l union -x -a '(__squashfs_mount_pairs (string replace -r -- "^--union=" "" (commandline -ct)))' -d 'Stack images at one mount point: image,image[,...]:mountpoint'
-complete -c squashfs-mount -n $plain -l writable -d 'Private writable layer on a fresh tmpfs (--writable=SIZE: 512M, 2G, 2GiB... or N% of RAM)'
+complete -c squashfs-mount -n $plain -l writable -d 'Writable layer: on a fresh tmpfs (--writable=SIZE: 512M, 2G, 2GiB... or N% of RAM), or kept in a directory (--writable=DIR, a value with a /)'
 complete -c squashfs-mount -n $plain -l no-cache -d 'Mount private instances; do not use or fill the image cache'
 complete -c squashfs-mount -n $plain -l prefetch -d 'Read the files images list in /.squashfs-mount/hot.list while the command starts (default)'
 complete -c squashfs-mount -n $plain -l no-prefetch -d 'Do not prefetch the hot lists images carry'

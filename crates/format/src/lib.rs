@@ -1,8 +1,9 @@
 //! What squashfs-mount (setuid) and sqfs (unprivileged) both need to know
 //! about SquashFS images, in one place: the superblock and its checks
 //! ([`superblock`]), the compressor table ([`Compressor`]), whether the
-//! running kernel can mount an image ([`kernel`]), and the one size grammar
-//! both tools accept ([`size`]).
+//! running kernel can mount an image ([`kernel`]), the one size grammar
+//! both tools accept ([`size`]), and an image's identity for a kept
+//! writable layer ([`identity`]) and the stamp that names them ([`stamp`]).
 //!
 //! Pure code without dependencies (the setuid binary links it): every
 //! function here works on bytes it is given, checked before use; the only
@@ -11,8 +12,10 @@
 
 pub mod compressor;
 pub mod error;
+pub mod identity;
 pub mod kernel;
 pub mod size;
+pub mod stamp;
 pub mod superblock;
 
 pub use compressor::Compressor;

@@ -120,6 +120,17 @@ pub extern "C" fn slurm_spank_task_init_privileged(
 }
 
 #[no_mangle]
+pub extern "C" fn slurm_spank_task_init(
+    spank: SpankT,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    boundary("slurm_spank_task_init", || {
+        plugin::task_init(&Spank::from_callback(spank))
+    })
+}
+
+#[no_mangle]
 pub extern "C" fn slurm_spank_exit(spank: SpankT, _argc: c_int, _argv: *mut *mut c_char) -> c_int {
     boundary("slurm_spank_exit", || {
         plugin::exit(&Spank::from_callback(spank))
@@ -185,8 +196,8 @@ static OPTIONS: OptionTable<5> = OptionTable::new([
     },
     SpankOption {
         name: c"squashfs-writable".as_ptr(),
-        arginfo: c"SIZE".as_ptr(),
-        usage: c"Give every --squashfs mount a private writable layer on a tmpfs of SIZE (default 50% of RAM), as squashfs-mount --writable. Default: $SLURM_SQUASHFS_WRITABLE"
+        arginfo: c"SIZE|DIR".as_ptr(),
+        usage: c"Give every --squashfs mount a private writable layer on a tmpfs of SIZE (default 50% of RAM), or one kept in your directory DIR (a value with a '/', on a node-local disk), as squashfs-mount --writable. Default: $SLURM_SQUASHFS_WRITABLE"
             .as_ptr(),
         has_arg: 2,
         val: 2,

@@ -8,6 +8,9 @@
 //! |                      | as the user; refuse the job on error       | UENV_MOUNT_LIST; keep an error for the tasks |
 //! | task_init_privileged | -                                          | join the namespace, no_new_privs; or report  |
 //! |                      |                                            | the step's error and fail the task           |
+//! | task_init            | -                                          | with a kept layer (--squashfs-writable=DIR): |
+//! |                      |                                            | join its user and mount namespaces, as the   |
+//! |                      |                                            | job user                                     |
 //! | exit                 | -                                          | kill the step's uncached FUSE servers; close |
 //! |                      |                                            | the namespace fd                             |
 //! | job_epilog (slurmd)  | -                                          | evict the user's unused cached FUSE          |
@@ -265,6 +268,26 @@ pub fn task_init_privileged(spank: &Spank) -> Result<(), ()> {
         Step::Ready(prepared) => {
             remote::enter_namespace(prepared.namespace.as_fd()).map_err(report)
         }
+    }
+}
+
+/// In each task, once Slurm made it the job user, just before its exec:
+/// with `--squashfs-writable=DIR`, joins the step's user and mount
+/// namespaces, where the job user's helper stacked the layer.
+pub fn task_init(spank: &Spank) -> Result<(), ()> {
+    if spank_api::context() != Context::Remote {
+        return Ok(());
+    }
+    let step = lock(&STEP);
+    match &*step {
+        Step::Ready(Prepared {
+            layer: Some(layer), ..
+        }) => remote::enter_layer(layer).map_err(|e| {
+            if spank.task_id().unwrap_or(0) == 0 {
+                report(e);
+            }
+        }),
+        _ => Ok(()),
     }
 }
 

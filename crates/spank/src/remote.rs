@@ -35,6 +35,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use squashfs_mount::cli::RunRequest;
 use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
 use squashfs_mount::error::Failure;
+use squashfs_mount::layer::helper::StepLayer;
 use squashfs_mount::privilege::{
     Caller, Credentials, PrivilegeError, RootPhase, ThreadCredentials,
 };
@@ -50,6 +51,12 @@ pub enum StepError {
     WorkerStopped,
     OpenNamespace(system::Error),
     JoinNamespace(system::Error),
+    /// `--squashfs-writable=DIR` without the helper next to the plugin.
+    NoLayerHelper,
+    /// A task could not join the step's writable layer.
+    JoinLayer(system::Error),
+    /// A task kept capabilities of the step's user namespace.
+    LayerCapabilities,
     /// The job epilog's thread could not have a fs_struct of its own.
     EpilogFs(system::Error),
     /// The job epilog's thread could not start, or stopped (a panic).
@@ -68,6 +75,18 @@ impl fmt::Display for StepError {
             }
             StepError::JoinNamespace(e) => {
                 write!(f, "cannot join the step's mount namespace: {e}")
+            }
+            StepError::NoLayerHelper => write!(
+                f,
+                "--squashfs-writable=DIR needs {} installed next to the plugin",
+                squashfs_mount::layer::HELPER_NAME
+            ),
+            StepError::JoinLayer(e) => write!(
+                f,
+                "cannot join the step's writable layer (user and mount namespaces): {e}"
+            ),
+            StepError::LayerCapabilities => {
+                f.write_str("cannot drop the capabilities of the step's user namespace")
             }
             StepError::EpilogFs(e) => write!(f, "unshare(CLONE_FS): {e}"),
             StepError::EpilogThread(Some(e)) => write!(f, "cannot start a thread: {e}"),
@@ -99,6 +118,10 @@ pub struct Prepared {
     /// What was done for each image, bind and `-r` directory (the
     /// command's `--verbose` lines), for Slurm's log.
     pub notes: Vec<String>,
+    /// `--squashfs-writable=DIR`: the user and mount namespaces the job
+    /// user's helper stacked the layer in (each task joins them once it is
+    /// the job user) and DIR's lock, held until the step ends.
+    pub layer: Option<StepLayer>,
 }
 
 impl Prepared {
@@ -170,6 +193,15 @@ fn on_worker_thread(
     // The site's configuration and admission apply to jobs as to the
     // command (the engine's first stage).
     let front = front_end(config);
+    if let Some(dir) = request
+        .layer_dir
+        .as_deref()
+        .filter(|d| std::os::unix::ffi::OsStrExt::as_bytes(*d).starts_with(b"/"))
+    {
+        let uid = creds.caller().uid.as_raw();
+        squashfs_mount::layer::dir::precheck(&creds, dir, uid)?;
+    }
+    let layer_helper = fuse_server.as_deref().map(squashfs_mount::layer::sibling);
     let ctx = Context {
         front: &front,
         cwd: WorkingDir::At(OsString::from("/")),
@@ -182,8 +214,18 @@ fn on_worker_thread(
     let namespace = creds
         .as_root(|_root| system::open_thread_mount_namespace())?
         .map_err(|e| Failure::new(StepError::OpenNamespace(e)))?;
+    let layer = match &mounted.layer {
+        Some(plan) => Some(start_layer(
+            &mut creds,
+            plan,
+            layer_helper.as_deref(),
+            &user,
+        )?),
+        None => None,
+    };
     Ok(Prepared {
         namespace,
+        layer,
         mount_list: mounted.mount_list,
         servers: mounted.servers,
         notes: mounted
@@ -193,6 +235,50 @@ fn on_worker_thread(
             .map(|(_, note)| note)
             .collect(),
     })
+}
+
+/// `--squashfs-writable=DIR`: the caller's stage (`squashfs_mount::layer`)
+/// runs in `squashfs-mount-layer`, started from this thread (in the step's
+/// mount namespace) as the job user, with nothing of slurmstepd's: it
+/// makes a user namespace of the job user's with a mount namespace,
+/// stacks the layer there and hands over fds of both and of DIR's lock.
+fn start_layer(
+    creds: &mut ThreadCredentials,
+    plan: &squashfs_mount::layer::Plan,
+    helper: Option<&std::ffi::OsStr>,
+    user: &JobUser,
+) -> Result<StepLayer, Failure> {
+    let helper = helper.ok_or_else(|| Failure::new(StepError::NoLayerHelper))?;
+    creds.as_root(|_root| {
+        squashfs_mount::layer::helper::start_for_step(
+            helper,
+            plan,
+            (user.uid, user.gid, &user.groups),
+        )
+    })?
+}
+
+/// In a task, once Slurm made it the job user (`slurm_spank_task_init`):
+/// joins the step's user namespace (the job user owns it: no privilege is
+/// needed, none is gained outside it) and the mount namespace with the
+/// layer, goes back to its working directory by path, and drops the
+/// capabilities joining gave it inside the user namespace (no_new_privs is
+/// set since `enter_namespace`; the exec would drop them anyway).
+pub fn enter_layer(layer: &StepLayer) -> Result<(), Failure> {
+    let cwd = system::current_dir().ok();
+    system::join_user_and_mount_namespaces(layer.user.as_fd(), layer.mnt.as_fd())
+        .map_err(|e| Failure::new(StepError::JoinLayer(e)))?;
+    if let Some(cwd) = cwd {
+        if system::change_dir(&cwd).is_err() {
+            let _ = system::change_dir(std::ffi::OsStr::new("/"));
+        }
+    }
+    system::clear_capabilities()
+        .and_then(|()| system::has_no_capabilities())
+        .ok()
+        .filter(|&none| none)
+        .map(drop)
+        .ok_or_else(|| Failure::new(StepError::LayerCapabilities))
 }
 
 /// In a forked task (single-threaded, root): joins the step's namespace and

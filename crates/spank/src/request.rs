@@ -5,7 +5,7 @@
 //! ```text
 //! --squashfs=<image>:<mountpoint>[,<image>:<mountpoint>...]    ($SLURM_SQUASHFS)
 //! --squashfs-union=<image>,<image>[,...]:<mountpoint>[;...]    ($SLURM_SQUASHFS_UNION)
-//! --squashfs-writable[=SIZE]                                   ($SLURM_SQUASHFS_WRITABLE)
+//! --squashfs-writable[=SIZE|DIR]                               ($SLURM_SQUASHFS_WRITABLE)
 //! --squashfs-bind=<source>:<destination>[,...]                 ($SLURM_SQUASHFS_BIND)
 //! --squashfs-mutable-root                                      ($SLURM_SQUASHFS_MUTABLE_ROOT)
 //! ```
@@ -162,14 +162,26 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
     if let Some(list) = given.session.as_deref().filter(|s| !s.is_empty()) {
         mounts.extend(from_mount_list(list)?);
     }
-    let writable = match given.writable.as_deref() {
-        None => None,
-        Some([]) => Some(LayerSize::DEFAULT),
-        Some(size) => Some(
-            LayerSize::parse(size).map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.message()))?,
+    let (writable, layer_dir) = match given.writable.as_deref() {
+        None => (None, None),
+        Some([]) => (Some(LayerSize::DEFAULT), None),
+        // A value with a '/': a kept layer in that directory.
+        Some(dir) if dir.contains(&b'/') => (
+            None,
+            Some(
+                cli::parse_layer_dir(dir)
+                    .map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.message()))?,
+            ),
+        ),
+        Some(size) => (
+            Some(
+                LayerSize::parse(size)
+                    .map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.message()))?,
+            ),
+            None,
         ),
     };
-    if mounts.is_empty() && writable.is_some() {
+    if mounts.is_empty() && (writable.is_some() || layer_dir.is_some()) {
         return Err(format!(
             "--{OPTION_WRITABLE} needs images: give --{OPTION}= or --{OPTION_UNION}="
         ));
@@ -185,6 +197,7 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
     Ok(RunRequest {
         mounts,
         writable,
+        layer_dir,
         command: vec![OsString::from("(tasks)")],
         no_cache: false,
         verbose: 0,

@@ -217,6 +217,10 @@ const TESTS: &[(&str, Test)] = &[
         "the_worker_threads_capabilities_leave_slurmstepds_alone",
         tasks_keep_slurmstepds_bounding_set,
     ),
+    (
+        "a_kept_writable_layer_step_1_installs_step_2_sees_it",
+        kept_layer_across_steps,
+    ),
 ];
 
 /// Extra plugin arguments in plugstack.conf (read by srun and by each
@@ -555,6 +559,91 @@ fn unions_and_writable(t: &T) {
     assert!(r.success() && r.stdout().is_empty(), "{r:?}");
 }
 
+/// `--squashfs-writable=DIR`: in a batch job, step 1 pip-installs a wheel
+/// into the image's venv (a layer kept in DIR, mounted by the job user),
+/// step 2 (two tasks, one user namespace) imports it; the files in DIR are
+/// the user's; a step holding DIR makes another step on it fail with the
+/// reason; the image is unchanged.
+fn kept_layer_across_steps(t: &T) {
+    use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
+    if !python::available() {
+        eprintln!("*** SKIPPED kept layer test: /usr/bin/python3 cannot make venvs ***");
+        return;
+    }
+    let venv = t.img("venv.sqfs");
+    python::venv_image(
+        &t.c.dir.join("src/venv"),
+        Path::new(&venv),
+        t.c.user.uid,
+        t.c.user.gid,
+    );
+    let jobs = t.c.dir.join("jobs");
+    let wheel = python::demo_wheel(&jobs);
+    let dir = jobs.join("layer");
+    let _ = fs::remove_dir_all(&dir);
+    let opts = format!(
+        "--squashfs={venv}:{UE} --squashfs-writable={}",
+        dir.display()
+    );
+    let script = format!(
+        "#!/bin/sh
+#SBATCH -N1 -n2
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_NO_INPUT=1
+srun -N1 -n1 {opts} {UE}/venv/bin/python -m pip install -q --no-index --no-deps {wheel} && echo step1: installed
+srun -N1 -n2 {opts} sh -c '{UE}/venv/bin/python -c \"import {DEMO_MODULE}; print({DEMO_MODULE}.VALUE)\"; readlink /proc/self/ns/user' | sed 's/^/step2: /'
+srun -N1 -n1 --squashfs={venv}:{UE} {UE}/venv/bin/python -c 'import {DEMO_MODULE}' 2>&1 | grep -o 'No module named' | sed 's/^/step3: /'
+",
+        wheel = wheel.display()
+    );
+    let (job, state, out) = sbatch(t, "kept-layer", &script);
+    assert_eq!(state, "COMPLETED", "job {job}: {out}");
+    assert!(out.contains("step1: installed\n"), "job {job}: {out}");
+    let step2: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("step2: "))
+        .collect();
+    assert_eq!(
+        step2.iter().filter(|l| **l == DEMO_VALUE).count(),
+        2,
+        "job {job}: {out}"
+    );
+    let namespaces: Vec<&&str> = step2.iter().filter(|l| l.starts_with("user:[")).collect();
+    assert_eq!(namespaces.len(), 2, "job {job}: {out}");
+    assert_eq!(
+        namespaces[0], namespaces[1],
+        "two user namespaces in one step: {out}"
+    );
+    assert!(out.contains("step3: No module named"), "job {job}: {out}");
+    let foreign = Command::new("find")
+        .arg(&dir)
+        .args(["!", "-user", &t.c.user.uid.to_string()])
+        .output()
+        .expect("find");
+    assert!(
+        foreign.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&foreign.stdout)
+    );
+    // A step holding DIR: another step on DIR fails, saying why.
+    let script = format!(
+        "#!/bin/sh
+#SBATCH -N1 -n2
+srun -N1 -n1 --overlap {opts} sh -c 'echo holding; sleep 8' &
+sleep 4
+srun -N1 -n1 --overlap {opts} echo RAN 2>&1 | sed 's/^/second: /'
+wait
+"
+    );
+    let (job, state, out) = sbatch(t, "kept-layer-busy", &script);
+    assert_eq!(state, "COMPLETED", "job {job}: {out}");
+    assert!(out.contains("holding"), "job {job}: {out}");
+    assert!(!out.contains("second: RAN"), "job {job}: {out}");
+    assert!(
+        out.contains("is in use by another launch"),
+        "job {job}: {out}"
+    );
+}
+
 /// The table the setuid command passes too (crates/squashfs-mount/tests/refusals.rs).
 fn shared_refusal_table(t: &T) {
     use sqfsmnt_test_support::refusals::{self, TABLE};
@@ -719,6 +808,8 @@ fn build_cli() -> PathBuf {
             "squashfs-mount",
             "--bin",
             "squashfs-mount",
+            "--bin",
+            "squashfs-mount-layer",
             "-p",
             "squashfs-mount-fuse",
             "--target-dir",

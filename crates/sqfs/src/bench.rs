@@ -152,9 +152,10 @@ impl WarmMethod {
 }
 
 /// Which way squashfs-mount mounts the benchmark's images, and why, as its
-/// `--policy` says: the kernel's squashfs (loop device, image cache) or the
-/// FUSE server (in userspace; never cached). A user's own images go to
-/// FUSE under the default site policy.
+/// `--policy` says: the kernel's squashfs (loop device) or the FUSE server
+/// (in userspace, running as the user); both kinds of instance are kept in
+/// squashfs-mount's image cache (a FUSE instance for its user alone). A
+/// user's own images go to FUSE under the default site policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MountPath {
     /// "kernel", "FUSE" or "unknown" (a squashfs-mount without `--policy`).
@@ -178,15 +179,11 @@ impl MountPath {
         })
     }
 
-    fn fuse(&self) -> bool {
-        self.path == "FUSE"
-    }
-
     /// One line for the table and the chart.
     pub fn explain(&self) -> String {
         match self.path.as_str() {
             "kernel" => format!("path: kernel ({}; squashfs-mount --policy): a loop device and the kernel's squashfs", self.reason),
-            "FUSE" => format!("path: FUSE ({}; squashfs-mount --policy): squashfs-mount-fuse reads the image in userspace, a fresh server for every run", self.reason),
+            "FUSE" => format!("path: FUSE ({}; squashfs-mount --policy): squashfs-mount-fuse reads the image in userspace, as you; its instance is kept in the image cache for your next runs", self.reason),
             _ => format!("path: unknown ({})", self.reason),
         }
     }
@@ -352,20 +349,13 @@ impl Runner {
             })
     }
 
-    /// Whether warm runs can go through the image cache: the images take
-    /// the kernel path, squashfs-mount has a cache, can evict one image's
+    /// Whether warm runs can go through the image cache: squashfs-mount has
+    /// a cache, can evict one image's
     /// instances (`--gc IMAGE`, so that the bench leaves none behind), and
     /// a launch of `image` left an instance that `--cache-status` lists.
     /// The reason when not, and whether cached instances may have been made
     /// (then the images are evicted at the end).
-    fn warm_method(&self, image: &Path, path: &MountPath) -> (WarmMethod, String, bool) {
-        if path.fuse() {
-            return (
-                WarmMethod::PageCache,
-                "the images take the FUSE path, which squashfs-mount never keeps in its image cache".into(),
-                false,
-            );
-        }
+    fn warm_method(&self, image: &Path) -> (WarmMethod, String, bool) {
         if self.flags.is_empty() {
             return (
                 WarmMethod::PageCache,
@@ -600,7 +590,7 @@ fn run_all(
     if let (Some(runner), Some(cold)) = (runner, cold) {
         bar.set_message("checking squashfs-mount's policy and image cache");
         let path = runner.mount_path(&images[0]);
-        let (method, why, cached) = runner.warm_method(&images[0], &path);
+        let (method, why, cached) = runner.warm_method(&images[0]);
         *warm = Some((method, why));
         *mount_path = Some(path);
         let measured = measure(

@@ -10,6 +10,7 @@ pub mod exclude;
 pub mod format;
 pub mod inspect;
 pub mod kernel;
+pub mod layer;
 pub mod order;
 pub mod output;
 pub use squashfs_reader::lzo;

@@ -12,7 +12,7 @@ use sqfs::exclude::{Excludes, Origin};
 
 use sqfs::format::Compressor;
 use sqfs::output::{self, eprint_line, Unprinted};
-use sqfs::{bench, inspect, order, pack, split, trace, units};
+use sqfs::{bench, inspect, layer, order, pack, split, trace, units};
 
 const PACK_DEFAULTS: &str = "\
 Defaults, chosen for software stacks (many small files, started often):
@@ -177,6 +177,13 @@ struct PackArgs {
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
+    /// DIR is a kept writable layer (squashfs-mount --writable=DIR): pack what it changed,
+    /// as an image to stack on top of the images it was made on (--union=IMAGE,<those>:M)
+    #[arg(long, conflicts_with_all = ["split", "order"])]
+    layer: bool,
+    /// With --layer: the mount point whose layer to pack, when DIR holds several
+    #[arg(long, value_name = "PATH", requires = "layer")]
+    mount_point: Option<PathBuf>,
 }
 
 const TRACE_HELP: &str = "\
@@ -238,9 +245,9 @@ first (echo 3 > /proc/sys/vm/drop_caches) when you may (root). Otherwise the ima
 cached pages are evicted with posix_fadvise(DONTNEED); files outside the image stay
 cached. The table and chart label such runs cold*. Warm runs are a second launch
 through squashfs-mount's image cache (what users get when they start something
-again) where the images take the kernel path and the cache works; otherwise a fresh
-mount right after the cold run, whose page cache it finds filled (the FUSE path is
-never cached); the table says which, and why. All images are built first, then
+again) where the cache works (for the kernel path and, for your own images, the
+FUSE path alike); otherwise a fresh mount right after the cold run, whose page
+cache it finds filled; the table says which, and why. All images are built first, then
 measured in rounds that visit every compressor once, so a passing disturbance on
 the machine spreads over all of them.
 
@@ -352,6 +359,7 @@ fn run(command: Cmd) -> Result<(), Failure> {
                 processors: a.processors,
                 force: a.force,
                 order: a.order.as_deref().map(order::read).transpose()?,
+                pseudo: Vec::new(),
             };
             pack::compressor_args(opts.comp, opts.level)?;
             if a.quiet || a.no_progress {
@@ -396,12 +404,39 @@ fn run(command: Cmd) -> Result<(), Failure> {
                 );
                 return out(text);
             }
-            let p = pack::pack(&a.dir, &a.output, &opts, &excludes)?;
+            let (p, layer) = if a.layer {
+                let l = layer::prepare(&a.dir, a.mount_point.as_deref().map(|m| m.as_os_str()))?;
+                let opts = pack::PackOptions {
+                    no_xattrs: true,
+                    pseudo: l.pseudo.clone(),
+                    ..opts
+                };
+                (pack::pack(&l.upper, &a.output, &opts, &excludes)?, Some(l))
+            } else {
+                (pack::pack(&a.dir, &a.output, &opts, &excludes)?, None)
+            };
             if a.json {
                 return print_json(&p);
             }
             if a.quiet {
                 return Ok(());
+            }
+            if let Some(l) = &layer {
+                let images: Vec<String> = l
+                    .images
+                    .iter()
+                    .map(|i| i.to_string_lossy().into_owned())
+                    .collect();
+                println!(
+                    "the layer of {}: {} deleted names, {} directories made again ({} whiteouts added for what they hide); use it on top of its images: squashfs-mount --union={},{}:{} -- <command>",
+                    l.mount_point.to_string_lossy(),
+                    l.whiteouts,
+                    l.opaque,
+                    l.pseudo.len(),
+                    a.output.display(),
+                    images.join(","),
+                    l.mount_point.to_string_lossy()
+                );
             }
             let level = p.level.map(|l| format!(" level {l}")).unwrap_or_default();
             let excluded = match p.excluded {

@@ -40,6 +40,9 @@ pub struct PackOptions {
     pub force: bool,
     /// Files to store first, in this order (`--order`, a hot list).
     pub order: Option<crate::order::HotList>,
+    /// mksquashfs pseudo definitions added to the tree (`--layer`: the
+    /// whiteouts of opaque directories).
+    pub pseudo: Vec<std::ffi::OsString>,
 }
 
 impl Default for PackOptions {
@@ -54,6 +57,7 @@ impl Default for PackOptions {
             processors: None,
             force: false,
             order: None,
+            pseudo: Vec::new(),
         }
     }
 }
@@ -409,6 +413,9 @@ pub fn build(
                 crate::order::IMAGE_LIST
             ));
         }
+    }
+    for p in &opts.pseudo {
+        cmd.arg("-p").arg(p);
     }
     if !on_line.is_empty() {
         cmd.arg("-e");

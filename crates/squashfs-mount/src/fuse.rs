@@ -196,6 +196,10 @@ pub struct Launcher<'a> {
     /// The server starts as root and becomes the caller by itself (setuid
     /// tool, Slurm plugin); false in rootless mode, where it already is.
     pub drop_to_caller: bool,
+    /// Every file shows as owned by the caller (`--owner`): rootless mode
+    /// (its user namespace maps no other id) and kept writable layers
+    /// (the caller's overlay can copy up only what the caller's ids own).
+    pub show_as_caller: bool,
     pub threads: u32,
     /// The caller's resource limits, which the server gets back.
     pub limits: Option<&'a CallerLimits>,
@@ -340,11 +344,11 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
         None => argv.extend([arg("--watch-pidfd"), arg("6")]),
     }
     argv.extend([arg("--threads"), arg(&l.threads.to_string())]);
-    if !l.drop_to_caller {
-        // Rootless: the user namespace maps the caller's ids only; the
-        // image's others would show as nobody and could not be copied up
-        // into a writable layer. The caller can read every byte of the
-        // image anyway.
+    if l.show_as_caller {
+        // Rootless, or a kept layer: the user namespace maps the caller's
+        // ids only; the image's others would show as nobody and could not
+        // be copied up into a writable layer. The caller can read every
+        // byte of the image anyway.
         argv.push(arg("--owner"));
         argv.push(arg(&format!(
             "{}:{}",
@@ -398,6 +402,7 @@ pub fn instance(
         keep: &keep,
         as_root: l.drop_to_caller,
         limits: l.limits,
+        as_user: None,
     })
     .map_err(|e| fail("starting the FUSE server", e))?;
     drop(ready_write);

@@ -9,6 +9,7 @@ use std::fmt;
 use crate::cli::RunRequest;
 use crate::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
 use crate::error::{self, Failure};
+use crate::layer;
 use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, RootPhase, Rootless};
 use crate::system;
 
@@ -17,6 +18,15 @@ use crate::system;
 pub enum LaunchError {
     RaiseLimits(system::Error),
     RestoreLimits(system::Error),
+    /// `--writable=DIR` without an image.
+    LayerWithoutImages,
+    /// The working directory, which `--writable=DIR` is made absolute
+    /// against, is unknown.
+    CurrentDir(system::Error),
+    /// Where squashfs-mount is installed is unknown.
+    NotInstalled,
+    /// `--writable=DIR` needs the helper, which cannot be opened.
+    NoLayerHelper(OsString, system::Error),
 }
 
 impl fmt::Display for LaunchError {
@@ -24,6 +34,20 @@ impl fmt::Display for LaunchError {
         match self {
             LaunchError::RaiseLimits(e) => write!(f, "cannot set resource limits: {e}"),
             LaunchError::RestoreLimits(e) => write!(f, "cannot restore resource limits: {e}"),
+            LaunchError::LayerWithoutImages => f.write_str(
+                "--writable=DIR puts a writable layer on images: give at least one image",
+            ),
+            LaunchError::CurrentDir(e) => {
+                write!(f, "cannot determine the current directory: {e}")
+            }
+            LaunchError::NotInstalled => {
+                f.write_str("cannot find where squashfs-mount is installed")
+            }
+            LaunchError::NoLayerHelper(helper, e) => write!(
+                f,
+                "--writable=DIR needs {} ({e}); install it (make install)",
+                helper.to_string_lossy()
+            ),
         }
     }
 }
@@ -39,6 +63,9 @@ pub struct Ready {
     pub mount_list: Option<OsString>,
     /// The caller's signal dispositions, to give back before exec.
     pub signals: system::CallerSignals,
+    /// `--writable=DIR`: the helper to execute instead of the command, and
+    /// what it stacks (`layer`); it becomes the command.
+    pub layer: Option<(OsString, layer::Plan)>,
 }
 
 /// Mounts what `request` asks for in a private mount namespace and drops
@@ -57,6 +84,9 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         Err(e) => return Err(e.into()),
     };
     if nothing_to_mount {
+        if request.layer_dir.is_some() {
+            return Err(Failure::new(LaunchError::LayerWithoutImages));
+        }
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let caller = privileges.drop_for_good()?;
@@ -65,6 +95,7 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
+            layer: None,
         });
     }
     setuid(privileges, request)
@@ -76,6 +107,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     let limits = privileges
         .as_root(|_root| system::limits::raise_for_privileged_phase())?
         .map_err(LaunchError::RaiseLimits)?;
+    let helper = layer_helper(&privileges, request)?;
     let ctx = Context {
         front: &FrontEnd::default(),
         cwd: WorkingDir::Current,
@@ -89,12 +121,33 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
     let caller = privileges.drop_for_good()?;
-    Ok(mounted_ready(caller, request, mounted, signals))
+    Ok(mounted_ready(caller, request, mounted, signals, helper))
+}
+
+/// `--writable=DIR`, before anything is mounted (as the caller): the
+/// helper that will mount the layer (`squashfs-mount-layer`, next to the
+/// FUSE server) must be there, and DIR must not be refused already.
+fn layer_helper(
+    as_caller: &impl crate::privilege::ActingAsCaller,
+    request: &RunRequest,
+) -> Result<Option<OsString>, Failure> {
+    let Some(dir) = &request.layer_dir else {
+        return Ok(None);
+    };
+    let helper = layer::helper_for_command().ok_or(LaunchError::NotInstalled)?;
+    system::open_program(&helper).map_err(|e| LaunchError::NoLayerHelper(helper.clone(), e))?;
+    let cwd = system::current_dir().map_err(LaunchError::CurrentDir)?;
+    let dir = crate::paths::absolute(&cwd, dir);
+    layer::dir::precheck(as_caller, &dir, system::real_uid().as_raw())?;
+    Ok(Some(helper))
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if request.mounts.is_empty() && request.binds.is_empty() {
+        if request.layer_dir.is_some() {
+            return Err(Failure::new(LaunchError::LayerWithoutImages));
+        }
         system::set_no_new_privs()
             .map_err(|e| PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e))?;
         return Ok(Ready {
@@ -102,12 +155,14 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
+            layer: None,
         });
     }
     // Not privileged at all: the caller's PATH may say where the FUSE
     // server is (the setuid command never reads it).
     let path = std::env::var_os("PATH");
     let mut creds = Rootless::new()?;
+    let helper = layer_helper(&creds, request)?;
     let ctx = Context {
         front: &FrontEnd::default(),
         cwd: WorkingDir::Current,
@@ -121,6 +176,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         request,
         mounted,
         system::CallerSignals::unchanged(),
+        helper,
     ))
 }
 
@@ -131,16 +187,22 @@ fn mounted_ready(
     request: &RunRequest,
     mounted: engine::Mounted,
     signals: system::CallerSignals,
+    layer_helper: Option<OsString>,
 ) -> Ready {
     report(&mounted);
     if request.prefetch {
         crate::prefetch::start(&mounted.mount_list);
     }
+    let layer = match (layer_helper, mounted.layer) {
+        (Some(helper), Some(plan)) => Some((helper, plan)),
+        _ => None,
+    };
     Ready {
         caller,
         command: request.command.clone(),
         mount_list: Some(mounted.mount_list),
         signals,
+        layer,
     }
 }
 

@@ -25,6 +25,7 @@ pub mod fuse_server;
 pub mod image;
 pub mod instance;
 pub mod launch;
+pub mod layer;
 pub mod limits;
 pub mod loopdev;
 pub mod mount;

@@ -96,6 +96,15 @@ fn run() -> u8 {
         Err(e) => return fail(e),
     };
 
+    // `--writable=DIR`: the caller's fds, the only ones that may reach the
+    // helper it executes (see below).
+    let inherited = match request.layer_dir {
+        Some(_) => match squashfs_mount::system::open_fd_numbers() {
+            Ok(fds) => Some(fds),
+            Err(e) => return fail(format_args!("cannot list the open fds: {e}")),
+        },
+        None => None,
+    };
     let ready = match launch::run(&request) {
         Ok(ready) => ready,
         Err(e) => return fail(e),
@@ -104,6 +113,9 @@ fn run() -> u8 {
     // Unprivileged from here on (verified in launch::run).
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
     ready.signals.restore();
+    if let (Some((helper, plan)), Some(inherited)) = (&ready.layer, &inherited) {
+        return exec_layer_helper(helper, plan, &ready.command, inherited, env);
+    }
     let program = &ready.command[0];
     let mut command = Command::new(program);
     command.args(&ready.command[1..]).env_clear().envs(env);
@@ -120,6 +132,38 @@ fn run() -> u8 {
         squashfs_mount::error::io_message(&err)
     ));
     code
+}
+
+/// `--writable=DIR`: executes `squashfs-mount-layer`, which mounts the
+/// layer as the caller and becomes the command. Every fd this process
+/// opened is marked close-on-exec first (all should be already): only the
+/// caller's own fds (`inherited`, listed at start) reach it, never a mount,
+/// loop device, /dev/fuse or namespace fd of the privileged phase. The
+/// exec also leaves none of this process's memory to the helper.
+fn exec_layer_helper(
+    helper: &std::ffi::OsStr,
+    plan: &squashfs_mount::layer::Plan,
+    command: &[OsString],
+    inherited: &[std::os::fd::RawFd],
+    env: Vec<(OsString, OsString)>,
+) -> u8 {
+    use squashfs_mount::layer::handoff::{encode, Then};
+    if let Err(e) = squashfs_mount::system::close_on_exec_all_but(inherited) {
+        return fail(format_args!("cannot close the tool's fds: {e}"));
+    }
+    let mut c = Command::new(helper);
+    c.arg0(squashfs_mount::layer::HELPER_NAME)
+        .args(encode(plan, &Then::Command(command.to_vec())))
+        .env_clear()
+        .envs(env);
+    squashfs_mount::system::keep_callers_pipe_signal(&mut c);
+    let err = c.exec();
+    report(format_args!(
+        "cannot run {}: {}",
+        helper.to_string_lossy(),
+        squashfs_mount::error::io_message(&err)
+    ));
+    1
 }
 
 fn done(r: Result<(), squashfs_mount::error::Failure>) -> u8 {

@@ -24,6 +24,8 @@ pub fn install(built: &Path, prefix: &Path, mode: u32) -> PathBuf {
 
 /// The FUSE server's file name.
 pub const FUSE_SERVER: &str = "squashfs-mount-fuse";
+/// The `--writable=DIR` helper's file name (installed next to the server).
+pub const LAYER_HELPER: &str = "squashfs-mount-layer";
 
 /// Copies `from` to `to`, owned by root, with `mode`, through a temporary
 /// name in the same directory (never a half-written program).
@@ -35,9 +37,10 @@ pub fn copy_as_root(from: &Path, to: &Path, mode: u32) {
     fs::rename(&tmp, to).expect("rename");
 }
 
-/// Installs the FUSE server built next to `built` (cargo's output
-/// directory) into `<prefix>/lib/squashfs-mount/`, where squashfs-mount
-/// installed in `<prefix>/bin` looks for it, as `make install` does.
+/// Installs the FUSE server and the `--writable=DIR` helper built next to
+/// `built` (cargo's output directory) into `<prefix>/lib/squashfs-mount/`,
+/// where squashfs-mount installed in `<prefix>/bin` looks for them, as
+/// `make install` does. Returns the server's path.
 pub fn install_fuse_server(built: &Path, prefix: &Path) -> PathBuf {
     let server = built.with_file_name(FUSE_SERVER);
     assert!(
@@ -52,6 +55,13 @@ pub fn install_fuse_server(built: &Path, prefix: &Path) -> PathBuf {
     }
     let to = dir.join(FUSE_SERVER);
     copy_as_root(&server, &to, 0o755);
+    let helper = built.with_file_name(LAYER_HELPER);
+    assert!(
+        helper.exists(),
+        "{} is not built: run cargo build --release --workspace first (make test does)",
+        helper.display()
+    );
+    copy_as_root(&helper, &dir.join(LAYER_HELPER), 0o755);
     to
 }
 

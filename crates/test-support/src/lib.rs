@@ -17,6 +17,7 @@
 //! - [`image`]: images built with mksquashfs.
 //! - [`install`]: the setuid binary installed into a temporary prefix.
 //! - [`fixture`]: the squashfs-mount suites' fixture and [`fixture::case`].
+//! - [`python`]: a venv packed into an image and a local wheel for pip.
 //! - [`tree`]: deterministic test trees and temporary directories (sqfs).
 //! - [`slurm`]: a multi-node Slurm cluster in network, UTS and mount
 //!   namespaces.
@@ -31,6 +32,7 @@ pub mod image;
 pub mod install;
 pub mod kernel;
 pub mod lock;
+pub mod python;
 pub mod refusals;
 pub mod site;
 pub mod skip;

@@ -122,6 +122,16 @@ pub const TABLE: &[Refusal] = &[
         expect: &["named twice in one union"],
     },
     Refusal {
+        name: "kept writable layer on a file system that cannot hold one",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("/proc/sqfsmnt-layer"),
+        mutable_root: false,
+        site: None,
+        expect: &["the writable layer /proc/sqfsmnt-layer is on", "node-local"],
+    },
+    Refusal {
         name: "writable layer beyond the RAM ceiling",
         pairs: &[("a.sqfs", "")],
         union: &[],

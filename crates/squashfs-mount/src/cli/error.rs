@@ -41,6 +41,13 @@ pub enum UsageError {
     /// `--writable=SIZE` that is no size: the text, and why.
     WritableSize(String, String),
     WritableTooSmall(String),
+    /// `--writable DIR` (two words): a directory is only `--writable=DIR`.
+    WritableDirAsWord(String),
+    /// `--writable[=SIZE]` and `--writable=DIR` together.
+    BothWritables,
+    LayerDirNewline,
+    /// `--writable=~/...`: the shell left the `~` alone.
+    LayerDirTilde(String),
     UnionEmptyImage(String),
     UnionTooMany {
         given: usize,
@@ -98,6 +105,10 @@ impl UsageError {
             U::WritableTooSmall(text) => {
                 write!(f, "--writable size '{text}' is too small: give at least 1M")
             }
+            U::WritableDirAsWord(next) => write!(f, "--writable {next}: give a layer directory as --writable=DIR (one word), a size as --writable=SIZE"),
+            U::BothWritables => f.write_str("give either --writable[=SIZE] (a fresh layer in memory) or --writable=DIR (a kept layer in DIR), not both"),
+            U::LayerDirNewline => f.write_str("--writable=DIR: paths containing a newline are not supported"),
+            U::LayerDirTilde(value) => write!(f, "--writable={value}: '~' was not expanded by the shell (it is not, after '='): write $HOME instead"),
             U::UnionEmptyImage(arg) => write!(f, "--union='{arg}': an image path is empty"),
             U::UnionTooMany { given, max } => write!(
                 f,

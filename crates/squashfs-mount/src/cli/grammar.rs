@@ -117,6 +117,21 @@ impl LayerSize {
     }
 }
 
+/// The directory of `--writable=DIR` (a value with a `/`), as given: not
+/// empty, no NUL byte, no newline, and not a `~` the shell left alone.
+pub fn parse_layer_dir(value: &[u8]) -> Result<OsString, UsageError> {
+    if value.contains(&0) {
+        return Err(UsageError::Nul);
+    }
+    if value.contains(&b'\n') {
+        return Err(UsageError::LayerDirNewline);
+    }
+    if value.starts_with(b"~") {
+        return Err(UsageError::LayerDirTilde(lossy(value)));
+    }
+    Ok(OsString::from_vec(value.to_vec()))
+}
+
 /// Parses one `<image>:<mountpoint>` pair.
 pub fn parse_pair(arg: &[u8]) -> Result<MountRequest, UsageError> {
     let (images, mount_point) = split_pair(arg)?;

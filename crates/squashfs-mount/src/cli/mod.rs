@@ -23,8 +23,8 @@ mod usage;
 pub use error::{UsageError, NO_COMMAND};
 use grammar::lossy;
 pub use grammar::{
-    forwarded_name, parse_bind, parse_pair, parse_union, BindRequest, LayerSize, MountRequest,
-    MAX_UNION_LAYERS,
+    forwarded_name, parse_bind, parse_layer_dir, parse_pair, parse_union, BindRequest, LayerSize,
+    MountRequest, MAX_UNION_LAYERS,
 };
 pub use usage::USAGE;
 
@@ -54,6 +54,10 @@ pub struct RunRequest {
     pub mounts: Vec<MountRequest>,
     /// `--writable[=SIZE]`: every mount gets a private writable layer.
     pub writable: Option<LayerSize>,
+    /// `--writable=DIR` (a value with a `/`): every mount's writable
+    /// layer lives in DIR and persists; mounted by the caller in a user
+    /// namespace after every privilege is gone (`layer`). As given.
+    pub layer_dir: Option<OsString>,
     /// Program and its arguments; never empty.
     pub command: Vec<OsString>,
     /// `--no-cache`: private instances, the image cache is left alone.
@@ -95,6 +99,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     let mut r = RunRequest {
         mounts: Vec::new(),
         writable: None,
+        layer_dir: None,
         command: Vec::new(),
         no_cache: false,
         verbose: 0,
@@ -113,6 +118,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 if r.command.is_empty() {
                     return Err(UsageError::NoCommandAfterDashes);
                 }
+                check_writable(&r)?;
                 return Ok(Invocation::Run(r));
             }
             b"-h" | b"--help" => return Ok(Invocation::Help),
@@ -184,7 +190,12 @@ fn mounts(
         }
         b"--writable" => r.writable = Some(writable_size(args, i)?),
         _ if arg.starts_with(b"--writable=") => {
-            r.writable = Some(LayerSize::parse(&arg[b"--writable=".len()..])?);
+            let value = &arg[b"--writable=".len()..];
+            if value.contains(&b'/') {
+                r.layer_dir = Some(parse_layer_dir(value)?);
+            } else {
+                r.writable = Some(LayerSize::parse(value)?);
+            }
         }
         _ if arg.starts_with(b"--union=") => {
             r.mounts.push(parse_union(&arg[b"--union=".len()..])?);
@@ -215,9 +226,13 @@ fn binds(list: &[u8], r: &mut RunRequest) -> Result<(), UsageError> {
 }
 
 /// `--writable 1G`: the next word is its size when it is a size (never a
-/// pair, an option or the '--'); else the default size.
+/// pair, an option or the '--'); else the default size. A directory is
+/// only taken as `--writable=DIR`.
 fn writable_size(args: &[OsString], i: &mut usize) -> Result<LayerSize, UsageError> {
     match args.get(*i).map(|a| a.as_bytes()) {
+        Some(next) if next.contains(&b'/') && !looks_like_pair(next) && !next.starts_with(b"-") => {
+            Err(UsageError::WritableDirAsWord(lossy(next)))
+        }
         Some(next)
             if !looks_like_pair(next)
                 && !next.starts_with(b"-")
@@ -230,6 +245,15 @@ fn writable_size(args: &[OsString], i: &mut usize) -> Result<LayerSize, UsageErr
         }
         _ => Ok(LayerSize::DEFAULT),
     }
+}
+
+/// `--writable[=SIZE]` and `--writable=DIR` exclude each other (checked
+/// once the whole line is read, whatever the order).
+fn check_writable(r: &RunRequest) -> Result<(), UsageError> {
+    if r.writable.is_some() && r.layer_dir.is_some() {
+        return Err(UsageError::BothWritables);
+    }
+    Ok(())
 }
 
 /// The value of an option given as the next word (`--sqfs LIST`), which

@@ -384,3 +384,39 @@ fn forwarding_names() {
     assert!(forwarded_name(OsStr::new("SQFSMNT_FWD_")).is_none());
     assert!(forwarded_name(OsStr::new("PATH")).is_none());
 }
+
+#[test]
+fn writable_dir_is_a_value_with_a_slash() {
+    for dir in ["./layer", "/scratch/me/layer", "layer/", "../x/y"] {
+        let arg = format!("--writable={dir}");
+        let r = run(&[&arg, "a:/m", "--", "true"]);
+        assert_eq!(r.layer_dir.as_deref(), Some(std::ffi::OsStr::new(dir)));
+        assert_eq!(r.writable, None, "{dir}");
+    }
+    // Sizes stay sizes.
+    let r = run(&["--writable=2G", "a:/m", "--", "true"]);
+    assert_eq!(
+        (r.writable, r.layer_dir),
+        (Some(LayerSize::Bytes(2 << 30)), None)
+    );
+    assert_eq!(run(&["a:/m", "--", "true"]).layer_dir, None);
+    // Not both; not as the next word; '~' the shell left alone.
+    for (bad, needle) in [
+        (
+            &["--writable=./l", "--writable=1G", "a:/m", "--", "true"][..],
+            "not both",
+        ),
+        (
+            &["--writable", "--writable=/l", "a:/m", "--", "true"][..],
+            "not both",
+        ),
+        (
+            &["--writable", "./layer", "a:/m", "--", "true"][..],
+            "--writable=DIR",
+        ),
+        (&["--writable=~/layer", "a:/m", "--", "true"][..], "$HOME"),
+    ] {
+        let e = parse(&args(bad)).unwrap_err().to_string();
+        assert!(e.contains(needle), "{bad:?}: {e}");
+    }
+}

@@ -34,6 +34,12 @@ Options:
                                       on a fresh tmpfs (SIZE: 512M, 2G, 2GiB,
                                       1.5G... or N% of RAM; default 50%);
                                       changes vanish at exit
+  --writable=DIR                      (a value with a '/') give every mount a
+                                      writable layer kept in your directory
+                                      DIR (created 0700; on a local disk),
+                                      mounted as you in a user namespace;
+                                      changes stay for the next launch with
+                                      DIR and the same images
   --no-cache                          mount private instances; do not use or
                                       fill the image cache
   --prefetch, --no-prefetch           read the files an image lists in

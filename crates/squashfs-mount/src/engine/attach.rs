@@ -6,6 +6,8 @@
 //! copy, or the image's instance (a union, or any image under
 //! `--writable`, stacked first) is attached onto the pinned fd. Last, the
 //! working directory is entered again when it lies in a mounted tree.
+//! With `--writable=DIR` it also records what was made where, for the
+//! caller's stage (`layer`), which stacks the kept layer after the drop.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
@@ -18,6 +20,7 @@ use super::root_side::RootSide;
 use super::view;
 use crate::environment;
 use crate::error::Failure;
+use crate::layer::{self, Made, ViewMount};
 use crate::mountpoint::MountPoint;
 use crate::overlay::{OverlayError, Owners, RootAttributes};
 use crate::privilege::Credentials;
@@ -32,6 +35,9 @@ pub struct Attached {
     pub notes: Vec<(u8, String)>,
     /// Why the command starts in the directory a mount hides, if it does.
     pub reentered: Option<String>,
+    /// `--writable=DIR`: what the caller's stage stacks its layer on
+    /// (what was made where, in path order).
+    pub layer: Option<layer::Plan>,
 }
 
 /// The call's writable tmpfs (`--writable`), made in the private namespace.
@@ -65,10 +71,12 @@ pub fn all<C: Credentials, R: RootSide>(
     // The mount points so far, and the directories `-r` mirrored.
     let (mut mounted, mut mirrored): (Vec<OsString>, Vec<OsString>) = (Vec::new(), Vec::new());
     let mut list: Vec<(OsString, OsString)> = Vec::new();
+    let mut view = Vec::new();
     for (k, m) in plan.mounts.iter().enumerate() {
         if plan.mutable_root {
             if let Some(mirror) = view::make_missing(creds, root_side, plan, k, &owners)? {
                 notes.push((1, mirror.note()));
+                view.push(made(mirror.dir.clone(), Made::Directory));
                 mirrored.push(mirror.dir);
             }
         }
@@ -78,6 +86,7 @@ pub fn all<C: Credentials, R: RootSide>(
                 Failure::about(&m.subject, SequenceError::Internal("no bind copy"))
             })?;
             notes.extend(binds.note(k, &target.real).map(|n| (1, n)));
+            view.push(made(target.real.clone(), Made::Bind));
             copy
         } else {
             let layers = images.take_layers(k).ok_or_else(|| {
@@ -96,6 +105,13 @@ pub fn all<C: Credentials, R: RootSide>(
             )?
         };
         creds.as_root(|root| root_side.attach(root, &tree, &target, &m.subject))??;
+        if m.bind.is_none() && plan.layer_dir.is_some() {
+            let ids = images.layers[k]
+                .iter()
+                .map(|&i| layer::identity_of(&images.records[i].image, &m.subject))
+                .collect::<Result<_, _>>()?;
+            view.push(made(target.real.clone(), Made::Images(ids)));
+        }
         mounted.push(target.real);
     }
     mounted.extend(mirrored);
@@ -105,7 +121,17 @@ pub fn all<C: Credentials, R: RootSide>(
         ),
         notes,
         reentered: reenter_working_directory(&plan.cwd, &mounted),
+        layer: plan.layer_dir.clone().map(|dir| layer::Plan {
+            dir,
+            mounts: view,
+            cwd: plan.cwd.clone(),
+            verbose: 0,
+        }),
     })
+}
+
+fn made(path: OsString, made: Made) -> ViewMount {
+    ViewMount { path, made }
 }
 
 /// The mount point of mount `k` of the plan, resolved and pinned as the

@@ -61,6 +61,11 @@ pub fn start<C: Credentials, R: RootSide>(
         program,
         caller: creds.caller().clone(),
         drop_to_caller,
+        // Rootless, and under a kept layer (`--writable=DIR`): every file
+        // shows as the caller's, so that every file can be copied up into
+        // a layer the caller mounts (the caller can read every byte of an
+        // image served by FUSE anyway).
+        show_as_caller: !drop_to_caller || call.plan.layer_dir.is_some(),
         threads: call.settings.fuse_threads,
         limits: call.ctx.caller_limits,
         detached: None,
@@ -77,6 +82,7 @@ struct FusePath<'a> {
     program: fuse::Server,
     caller: Caller,
     drop_to_caller: bool,
+    show_as_caller: bool,
     threads: u32,
     limits: Option<&'a CallerLimits>,
     /// The caller's log, when instances may be cached: the cache is in
@@ -120,6 +126,7 @@ impl FusePath<'_> {
             server: &self.program,
             caller: &self.caller,
             drop_to_caller: self.drop_to_caller,
+            show_as_caller: self.show_as_caller,
             threads: self.threads,
             limits: self.limits,
             detached: self.detached.as_ref(),

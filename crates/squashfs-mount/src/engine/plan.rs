@@ -69,6 +69,9 @@ pub struct Plan {
     pub no_cache: bool,
     /// `-r`: missing mount points are created in the command's view.
     pub mutable_root: bool,
+    /// `--writable=DIR`: the layer directory, absolute and tidy (the
+    /// caller's stage mounts it after the drop, `layer`).
+    pub layer_dir: Option<OsString>,
 }
 
 /// The most bind mounts one call may ask for.
@@ -117,6 +120,15 @@ pub enum PlanError {
         hidden: OsString,
     },
     UnionTwice(OsString),
+    /// `--writable=DIR` without an image.
+    LayerWithoutImages,
+    /// A relative `--writable=DIR` where the front end needs absolute ones.
+    RelativeLayer(OsString),
+    /// The layer directory and a mount point inside one another.
+    LayerAndMountPointNested {
+        dir: OsString,
+        key: OsString,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -180,6 +192,20 @@ impl fmt::Display for PlanError {
                 "the image {} is named twice in one union; name each image once",
                 name.to_string_lossy()
             ),
+            PlanError::LayerWithoutImages => f.write_str(
+                "--writable=DIR puts a writable layer on images: give at least one image",
+            ),
+            PlanError::RelativeLayer(dir) => write!(
+                f,
+                "the writable layer {} must be an absolute path, because the job may start in another directory",
+                dir.to_string_lossy()
+            ),
+            PlanError::LayerAndMountPointNested { dir, key } => write!(
+                f,
+                "the writable layer {} and the mount point {} are inside one another; give a layer directory outside the mount points",
+                dir.to_string_lossy(),
+                key.to_string_lossy()
+            ),
         }
     }
 }
@@ -224,6 +250,7 @@ pub fn build(
     total_memory: u64,
 ) -> Result<Plan, Failure> {
     let writable = switches(request, policy, front, total_memory)?;
+    let layer_dir = layer_dir(request, cwd, policy, front)?;
     let mut rules = Rules {
         cwd,
         policy,
@@ -237,6 +264,9 @@ pub fn build(
     for req in &request.binds {
         mounts.push(rules.bind_mount(req)?);
     }
+    if let Some(dir) = &layer_dir {
+        check_layer_dir_apart(dir, &mounts)?;
+    }
     let keys: Vec<OsString> = mounts.iter().map(|m| m.key.clone()).collect();
     let order = paths::mount_order(&keys);
     let mounts = order.into_iter().map(|i| mounts[i].clone()).collect();
@@ -246,7 +276,48 @@ pub fn build(
         writable,
         no_cache: request.no_cache,
         mutable_root: request.mutable_root,
+        layer_dir,
     })
+}
+
+/// `--writable=DIR`: allowed by the site like `--writable`, for images
+/// only, absolute where the front end requires it; made absolute.
+fn layer_dir(
+    request: &RunRequest,
+    cwd: &OsStr,
+    policy: &Policy,
+    front: &FrontEnd,
+) -> Result<Option<OsString>, Failure> {
+    let Some(dir) = &request.layer_dir else {
+        return Ok(None);
+    };
+    if !policy.allow_writable {
+        return Err(Failure::new(PlanError::WritableNotAllowed));
+    }
+    if request.mounts.is_empty() {
+        return Err(Failure::new(PlanError::LayerWithoutImages));
+    }
+    if front.require_absolute && !dir.as_bytes().starts_with(b"/") {
+        return Err(Failure::new(PlanError::RelativeLayer(dir.clone())));
+    }
+    Ok(Some(paths::absolute(cwd, dir)))
+}
+
+/// The layer directory must not be inside a mount point of the call (it
+/// would be looked up in the image), nor hold one.
+fn check_layer_dir_apart(dir: &OsStr, mounts: &[Planned]) -> Result<(), Failure> {
+    for m in mounts {
+        if paths::is_within(dir, &m.key) || paths::is_within(&m.key, dir) {
+            return Err(Failure::about(
+                &m.subject,
+                PlanError::LayerAndMountPointNested {
+                    dir: dir.to_owned(),
+                    key: m.key.clone(),
+                },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The call as a whole: how many images and binds, and what the policy

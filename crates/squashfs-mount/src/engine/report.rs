@@ -36,6 +36,9 @@ pub struct Mounted {
     /// The caller's launch slot (the setuid command), held until the
     /// privileged phase ends.
     pub slot: Option<LaunchSlot>,
+    /// `--writable=DIR`: what the caller's stage stacks its layer on
+    /// (`layer`), once every privilege is gone.
+    pub layer: Option<crate::layer::Plan>,
 }
 
 /// The outcome, with every note in the order `--verbose` prints them.
@@ -54,10 +57,11 @@ pub fn mounted(
     notes.extend(kernel.notes().iter().map(|n| (1, n.clone())));
     notes.extend(attached.reentered.map(|n| (1, n)));
     notes.extend(clock.notes());
+    let verbosity = request.verbose.max(u8::from(admitted.settings.verbose));
     Mounted {
         mount_list: attached.mount_list,
         notes,
-        verbosity: request.verbose.max(u8::from(admitted.settings.verbose)),
+        verbosity,
         warnings: fused
             .warnings
             .into_iter()
@@ -65,6 +69,10 @@ pub fn mounted(
             .collect(),
         servers: fused.servers,
         slot: admitted.slot,
+        layer: attached.layer.map(|plan| crate::layer::Plan {
+            verbose: verbosity,
+            ..plan
+        }),
     }
 }
 

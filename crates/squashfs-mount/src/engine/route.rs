@@ -77,7 +77,7 @@ fn route<C: Credentials>(
         }
     } else {
         Mounting::Fuse {
-            cache: launch_cache(C::MODE, plan, settings).unwrap_or(Cache::Kept),
+            cache: fuse_cache(C::MODE, plan, settings),
         }
     };
     let route = format!(
@@ -109,6 +109,20 @@ fn launch_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Option<Cache> {
         ))
     } else {
         None
+    }
+}
+
+/// Whether the caller's FUSE instance of an image may be kept in the image
+/// cache: whenever the launch may, except under a kept writable layer
+/// (`--writable=DIR`), whose FUSE instances show every file as the
+/// caller's: not the instances the caller's other launches share.
+fn fuse_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Cache {
+    match launch_cache(mode, plan, settings) {
+        Some(no) => no,
+        None if plan.layer_dir.is_some() => Cache::Private(
+            "a kept writable layer's FUSE instances show every file as yours: they are this launch's own",
+        ),
+        None => Cache::Kept,
     }
 }
 

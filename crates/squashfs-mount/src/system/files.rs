@@ -46,7 +46,13 @@ pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
 /// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;
 /// returns how many were read.
 pub fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
-    super::fill(fd, buf, super::Position::At(0), |_| false)
+    read_at(fd, 0, buf)
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` unless the file ends first;
+/// returns how many were read.
+pub fn read_at(fd: BorrowedFd<'_>, offset: u64, buf: &mut [u8]) -> SysResult<usize> {
+    super::fill(fd, buf, super::Position::At(offset), |_| false)
 }
 
 /// Where `fd` really is, as the kernel names it in this mount namespace

@@ -24,6 +24,7 @@
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
+//! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
 
 pub mod cpu;
 pub mod credentials;
@@ -39,6 +40,7 @@ pub mod prefetch;
 pub mod process;
 pub mod signals;
 pub mod spawn;
+pub mod userns;
 
 pub use cpu::*;
 pub use credentials::*;
@@ -52,6 +54,7 @@ pub use prefetch::*;
 pub use process::*;
 pub use signals::*;
 pub use spawn::*;
+pub use userns::*;
 
 pub use rustix::io::Errno as Error;
 

@@ -65,6 +65,9 @@ pub struct Helper<'a> {
     pub as_root: bool,
     /// Resource limits set before the exec (the caller's).
     pub limits: Option<&'a CallerLimits>,
+    /// Executed as this user (uid, gid, supplementary groups: all ids set,
+    /// from root's), instead of `as_root`'s root.
+    pub as_user: Option<(u32, u32, &'a [u32])>,
 }
 
 /// What the forked processes use, prepared before fork: nothing is
@@ -77,6 +80,7 @@ struct Prepared {
     first_free: RawFd,
     limits: Vec<(libc::c_int, libc::rlimit64)>,
     as_root: bool,
+    as_user: Option<(libc::uid_t, libc::gid_t, Vec<libc::gid_t>)>,
 }
 
 impl Prepared {
@@ -97,6 +101,7 @@ impl Prepared {
             first_free,
             limits: h.limits.map(CallerLimits::raw).unwrap_or_default(),
             as_root: h.as_root,
+            as_user: h.as_user.map(|(u, g, gs)| (u, g, gs.to_vec())),
         }
     }
 }
@@ -193,8 +198,8 @@ unsafe fn intermediate(p: &Prepared, ends: [RawFd; 4]) -> ! {
     unsafe { libc::_exit(0) }
 }
 
-/// The helper: fds into place, the caller's limits, root's ids (or as
-/// is), no_new_privs, exec by fd.
+/// The helper: fds into place, the caller's limits, root's ids (or a
+/// user's, or as is), no_new_privs, exec by fd.
 ///
 /// # Safety
 /// Only in a child just forked: raw system calls on prepared memory.
@@ -239,6 +244,16 @@ unsafe fn exec_helper(p: &Prepared) -> ! {
                 || libc::syscall(libc::SYS_setresuid, 0, 0, 0) != 0)
         {
             libc::_exit(126);
+        }
+        if let Some((uid, gid, groups)) = &p.as_user {
+            // From root's effective ids: groups, then gids, then uids.
+            if libc::syscall(libc::SYS_setresuid, -1, 0, -1) != 0
+                || libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) != 0
+                || libc::syscall(libc::SYS_setresgid, *gid, *gid, *gid) != 0
+                || libc::syscall(libc::SYS_setresuid, *uid, *uid, *uid) != 0
+            {
+                libc::_exit(126);
+            }
         }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             libc::_exit(126);

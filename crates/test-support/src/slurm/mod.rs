@@ -75,7 +75,8 @@ pub struct Options {
     pub nodes: usize,
     /// The plugin to load (copied into the cluster's directory).
     pub plugin: PathBuf,
-    /// The FUSE server, copied next to the plugin (where the plugin looks
+    /// The FUSE server (and the `--writable=DIR` helper built beside it),
+    /// copied next to the plugin (where the plugin looks
     /// for it).
     pub fuse_server: Option<PathBuf>,
     /// Arguments of the plugin's line in plugstack.conf.
@@ -299,6 +300,11 @@ impl Cluster {
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).expect("chmod");
         if let Some(server) = &opts.fuse_server {
             crate::install::copy_as_root(server, &d.join(crate::install::FUSE_SERVER), 0o755);
+            // The --squashfs-writable=DIR helper, built beside the server.
+            let helper = server.with_file_name(crate::install::LAYER_HELPER);
+            if helper.exists() {
+                crate::install::copy_as_root(&helper, &d.join(crate::install::LAYER_HELPER), 0o755);
+            }
         }
         fs::write(
             d.join("plugstack.conf"),

@@ -1,0 +1,232 @@
+//! The command line of `squashfs-mount-layer`: the caller's stage as the
+//! launch (or the Slurm plugin) hands it over. Pure.
+//!
+//! ```text
+//! squashfs-mount-layer [--verbose N] --dir DIR --cwd CWD
+//!     {--images PATH N {ID SIZE IMAGE}*N | --bind PATH | --made PATH}...
+//!     (-- COMMAND [ARG...] | --report-fd R --wait-fd W)
+//! ```
+//!
+//! The mounts come in the order root made them. `-- COMMAND`: the
+//! launch's way (the helper becomes the command). `--report-fd`: the Slurm
+//! plugin's way (the helper reports its namespaces' fd numbers on R, then
+//! waits for end of file on W, while the plugin takes copies of them).
+//! Nothing in it is secret: the images' paths and the command are the
+//! caller's own command line.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+
+use super::view::{ImageId, Made, ViewMount};
+use super::Plan;
+
+/// What the helper does once the overlays are mounted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// Becomes the command.
+    Command(Vec<OsString>),
+    /// Reports to the Slurm plugin (see the module documentation).
+    Report { report_fd: RawFd, wait_fd: RawFd },
+}
+
+/// The arguments after the program name.
+pub fn encode(plan: &Plan, then: &Then) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |s: &OsStr| a.push(s.to_owned());
+    if plan.verbose > 0 {
+        push("--verbose".as_ref());
+        push(plan.verbose.to_string().as_ref());
+    }
+    push("--dir".as_ref());
+    push(&plan.dir);
+    push("--cwd".as_ref());
+    push(&plan.cwd);
+    for m in &plan.mounts {
+        match &m.made {
+            Made::Images(ids) => {
+                push("--images".as_ref());
+                push(&m.path);
+                push(ids.len().to_string().as_ref());
+                for id in ids {
+                    push(id.identity.as_ref());
+                    push(id.size.to_string().as_ref());
+                    push(&id.path);
+                }
+            }
+            Made::Bind => {
+                push("--bind".as_ref());
+                push(&m.path);
+            }
+            Made::Directory => {
+                push("--made".as_ref());
+                push(&m.path);
+            }
+        }
+    }
+    match then {
+        Then::Command(command) => {
+            push("--".as_ref());
+            for c in command {
+                push(c);
+            }
+        }
+        Then::Report { report_fd, wait_fd } => {
+            push("--report-fd".as_ref());
+            push(report_fd.to_string().as_ref());
+            push("--wait-fd".as_ref());
+            push(wait_fd.to_string().as_ref());
+        }
+    }
+    a
+}
+
+/// Parses what [`encode`] wrote.
+pub fn decode(args: &[OsString]) -> Result<(Plan, Then), String> {
+    let mut plan = Plan {
+        dir: OsString::new(),
+        mounts: Vec::new(),
+        cwd: OsString::new(),
+        verbose: 0,
+    };
+    let (mut report, mut wait) = (None, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut next = |what: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{} needs {what}", arg.to_string_lossy()))
+        };
+        match arg.as_bytes() {
+            b"--" => {
+                let command: Vec<OsString> = it.cloned().collect();
+                if command.is_empty() {
+                    return Err("no command after '--'".into());
+                }
+                return finish(plan, Then::Command(command));
+            }
+            b"--verbose" => plan.verbose = number(&next("a level")?)?,
+            b"--dir" => plan.dir = next("a directory")?,
+            b"--cwd" => plan.cwd = next("a directory")?,
+            b"--bind" | b"--made" => {
+                let made = if arg == "--bind" {
+                    Made::Bind
+                } else {
+                    Made::Directory
+                };
+                plan.mounts.push(ViewMount {
+                    path: next("a path")?,
+                    made,
+                });
+            }
+            b"--images" => {
+                let path = next("a path")?;
+                let n: usize = number(&next("a count")?)?;
+                let mut ids = Vec::with_capacity(n.min(500));
+                for _ in 0..n {
+                    ids.push(ImageId {
+                        identity: next("an identity")?.to_string_lossy().into_owned(),
+                        size: number(&next("a size")?)?,
+                        path: next("an image path")?,
+                    });
+                }
+                plan.mounts.push(ViewMount {
+                    path,
+                    made: Made::Images(ids),
+                });
+            }
+            b"--report-fd" => report = Some(number(&next("an fd")?)?),
+            b"--wait-fd" => wait = Some(number(&next("an fd")?)?),
+            _ => return Err(format!("unknown argument '{}'", arg.to_string_lossy())),
+        }
+    }
+    match (report, wait) {
+        (Some(report_fd), Some(wait_fd)) => finish(plan, Then::Report { report_fd, wait_fd }),
+        _ => Err("give '-- COMMAND' or --report-fd and --wait-fd".into()),
+    }
+}
+
+fn finish(plan: Plan, then: Then) -> Result<(Plan, Then), String> {
+    if !plan.dir.as_bytes().starts_with(b"/") || !plan.cwd.as_bytes().starts_with(b"/") {
+        return Err("--dir and --cwd must be absolute".into());
+    }
+    Ok((plan, then))
+}
+
+fn number<T: std::str::FromStr>(s: &OsStr) -> Result<T, String> {
+    s.to_str()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("not a number: {}", s.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            dir: "/scratch/me/layer dir".into(),
+            cwd: "/home/me".into(),
+            verbose: 2,
+            mounts: vec![
+                ViewMount {
+                    path: "/".into(),
+                    made: Made::Directory,
+                },
+                ViewMount {
+                    path: "/user-environment".into(),
+                    made: Made::Images(vec![
+                        ImageId {
+                            identity: "ab".into(),
+                            size: 4096,
+                            path: "/s/a.sqfs".into(),
+                        },
+                        ImageId {
+                            identity: "cd".into(),
+                            size: 8192,
+                            path: "/s/b -- c.sqfs".into(),
+                        },
+                    ]),
+                },
+                ViewMount {
+                    path: "/user-environment/x".into(),
+                    made: Made::Bind,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        for then in [
+            Then::Command(vec!["sh".into(), "-c".into(), "--".into()]),
+            Then::Report {
+                report_fd: 3,
+                wait_fd: 4,
+            },
+        ] {
+            let args = encode(&plan(), &then);
+            assert_eq!(decode(&args).unwrap(), (plan(), then));
+        }
+    }
+
+    #[test]
+    fn refused() {
+        let bad: &[&[&str]] = &[
+            &["--dir", "/d", "--cwd", "/"],
+            &["--dir", "d", "--cwd", "/", "--", "true"],
+            &["--dir", "/d", "--cwd", "/", "--"],
+            &[
+                "--dir", "/d", "--cwd", "/", "--images", "/m", "2", "x", "1", "/i", "--", "true",
+            ],
+            &[
+                "--dir", "/d", "--cwd", "/", "--images", "/m", "1", "x", "big", "/i", "--", "true",
+            ],
+            &["--what", "--", "true"],
+        ];
+        for b in bad {
+            let args: Vec<OsString> = b.iter().map(OsString::from).collect();
+            assert!(decode(&args).is_err(), "{b:?}");
+        }
+    }
+}

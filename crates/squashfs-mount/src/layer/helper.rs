@@ -1,0 +1,239 @@
+//! `squashfs-mount-layer`, the program the caller's stage runs in, and the
+//! two ways it is started:
+//!
+//! - by the launch, after every privilege is gone (`--  COMMAND`): the
+//!   stage, then it becomes the command, keeping DIR's lock open (at fd 64
+//!   or above) for as long as the command and what it starts keep it;
+//! - by the Slurm plugin's worker, as the job user (`--report-fd`): the
+//!   stage, then it writes `ok USERNS MNTNS LOCK` (fd numbers) and waits;
+//!   the worker, as root, copies those fds (pidfd_getfd), closes the wait
+//!   pipe and the helper exits. Each task of the step joins both
+//!   namespaces in `slurm_spank_task_init`, once Slurm has made it the job
+//!   user (the user namespace's owner): one user namespace per step, which
+//!   all its tasks share.
+//!
+//! It refuses to run with privileges it was not started with by its
+//! caller (a setuid start): it only does what the caller could do.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+
+use super::handoff::{self, Then};
+use super::stage;
+use super::Plan;
+use crate::error::{self, Failure};
+use crate::system;
+
+/// The lowest fd number DIR's lock is kept at in the command (out of the
+/// way of the small numbers scripts use).
+pub const LOCK_FD_AT_LEAST: RawFd = 64;
+
+/// The program's work, after argv[0]; returns the exit status when it
+/// does not become the command.
+pub fn main(args: &[OsString]) -> u8 {
+    if let Err(e) = unelevated() {
+        error::report(e);
+        return 1;
+    }
+    let (plan, then) = match handoff::decode(args) {
+        Ok(x) => x,
+        Err(e) => {
+            error::report(format_args!(
+                "{}: {e}; it is started by squashfs-mount --writable=DIR, not by hand",
+                super::HELPER_NAME
+            ));
+            return 1;
+        }
+    };
+    match then {
+        Then::Command(command) => become_command(&plan, &command),
+        Then::Report { report_fd, wait_fd } => report(&plan, report_fd, wait_fd),
+    }
+}
+
+/// All ids equal: nothing was gained by the exec (a setuid bit).
+fn unelevated() -> Result<(), String> {
+    let (r, e, s) = system::res_uid().map_err(|e| e.to_string())?;
+    let (rg, eg, sg) = system::res_gid().map_err(|e| e.to_string())?;
+    if r != e || e != s || rg != eg || eg != sg {
+        return Err(format!(
+            "{} must not run with ids other than its caller's; refusing",
+            super::HELPER_NAME
+        ));
+    }
+    Ok(())
+}
+
+fn become_command(plan: &Plan, command: &[OsString]) -> u8 {
+    let entered = match stage::enter(plan) {
+        Ok(e) => e,
+        Err(e) => {
+            error::report(e);
+            return 1;
+        }
+    };
+    if plan.verbose > 0 {
+        for note in &entered.notes {
+            error::report(note);
+        }
+    }
+    if let Err(e) = system::keep_across_exec(entered.lock, LOCK_FD_AT_LEAST) {
+        error::report(format_args!("cannot keep the writable layer's lock: {e}"));
+        return 1;
+    }
+    exec(command)
+}
+
+/// Executes `command` with this process's environment (the launch built
+/// it) and the caller's SIGPIPE disposition.
+pub fn exec(command: &[OsString]) -> u8 {
+    let program = &command[0];
+    let mut c = std::process::Command::new(program);
+    c.args(&command[1..]).env_clear().envs(std::env::vars_os());
+    system::keep_callers_pipe_signal(&mut c);
+    let err = c.exec();
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    error::report(format_args!(
+        "cannot run {}: {}",
+        program.to_string_lossy(),
+        error::io_message(&err)
+    ));
+    code
+}
+
+/// The Slurm plugin's way: see the module documentation.
+fn report(plan: &Plan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
+    // The plugin's spawn placed them at these numbers; owned from here on.
+    let (Some(out), Some(wait)) = (system::take_fd(report_fd), system::take_fd(wait_fd)) else {
+        error::report("the report and wait fds are not open");
+        return 1;
+    };
+    let line = match stage::enter(plan).and_then(|entered| {
+        let (user, mnt) = system::own_namespaces()
+            .map_err(|e| crate::layer::fail(format!("cannot open the layer's namespaces: {e}")))?;
+        Ok((entered, user, mnt))
+    }) {
+        Ok((entered, user, mnt)) => {
+            let line = format!(
+                "ok {} {} {}\n",
+                user.as_raw_fd(),
+                mnt.as_raw_fd(),
+                entered.lock.as_raw_fd()
+            );
+            let _ = system::write_all(out.as_fd(), line.as_bytes());
+            drop(out);
+            // Until the plugin has its copies.
+            let _ = system::wait_readable(wait.as_fd(), 120_000);
+            drop((entered, user, mnt));
+            return 0;
+        }
+        Err(e) => format!("error {e}\n"),
+    };
+    let _ = system::write_all(out.as_fd(), line.as_bytes());
+    1
+}
+
+/// What the plugin holds for a step with a kept layer: the namespaces the
+/// tasks join and DIR's lock.
+#[derive(Debug)]
+pub struct StepLayer {
+    pub user: OwnedFd,
+    pub mnt: OwnedFd,
+    pub lock: OwnedFd,
+}
+
+/// For the Slurm plugin's worker thread, acting as root in the step's
+/// mount namespace: starts the helper `program` as the job user
+/// (`uid`, `gid`, `groups`), waits for its report and takes copies of the
+/// fds it names.
+pub fn start_for_step(
+    program: &OsStr,
+    plan: &Plan,
+    user: (u32, u32, &[u32]),
+) -> Result<StepLayer, Failure> {
+    let fail = |what: &str, e: system::Error| {
+        crate::layer::fail(format!(
+            "writable layer {}: {what}: {e}",
+            plan.dir.to_string_lossy()
+        ))
+    };
+    let pinned = system::open_program(program).map_err(|e| {
+        crate::layer::fail(format!(
+            "--squashfs-writable=DIR needs {} (installed next to the plugin), which cannot be opened: {e}",
+            program.to_string_lossy()
+        ))
+    })?;
+    let (report_read, report_write) = system::pipe().map_err(|e| fail("pipe", e))?;
+    let (wait_read, wait_write) = system::pipe().map_err(|e| fail("pipe", e))?;
+    let mut argv = vec![CString::new(super::HELPER_NAME).unwrap_or_default()];
+    for a in handoff::encode(
+        plan,
+        &Then::Report {
+            report_fd: 3,
+            wait_fd: 4,
+        },
+    ) {
+        argv.push(
+            CString::new(a.as_bytes())
+                .map_err(|_| crate::layer::fail("a path of the writable layer contains a NUL byte"))?,
+        );
+    }
+    let keep = [(report_write.as_fd(), 3), (wait_read.as_fd(), 4)];
+    let helper = system::spawn_detached(&system::Helper {
+        program: pinned.as_fd(),
+        argv: &argv,
+        keep: &keep,
+        as_root: false,
+        limits: None,
+        as_user: Some(user),
+    })
+    .map_err(|e| fail("starting the helper", e))?;
+    drop((report_write, wait_read));
+    let answered =
+        system::wait_readable(report_read.as_fd(), 120_000).map_err(|e| fail("waiting", e))?;
+    let line = if answered {
+        system::read_some(report_read.as_fd(), 16 << 10).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let line = String::from_utf8_lossy(&line);
+    let line = line.trim_end();
+    let result = if let Some(fds) = line.strip_prefix("ok ") {
+        take_fds(helper.as_fd(), fds).map_err(|e| fail("taking the layer's fds from the helper", e))
+    } else if let Some(why) = line.strip_prefix("error ") {
+        Err(crate::layer::fail(why))
+    } else {
+        Err(crate::layer::fail(format!(
+            "writable layer {}: {} did not answer (killed, or not installed next to the plugin?)",
+            plan.dir.to_string_lossy(),
+            program.to_string_lossy()
+        )))
+    };
+    // Its work is done either way (copies taken, or failed): one that a
+    // user stopped would not exit by itself.
+    drop(wait_write);
+    let _ = system::kill_by_pidfd(helper.as_fd());
+    result
+}
+
+fn take_fds(helper: std::os::fd::BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Error> {
+    let n: Vec<RawFd> = fds.split(' ').filter_map(|x| x.parse().ok()).collect();
+    let [user, mnt, lock] = n[..] else {
+        return Err(system::Error::INVAL);
+    };
+    let layer = StepLayer {
+        user: system::fd_of_process(helper, user)?,
+        mnt: system::fd_of_process(helper, mnt)?,
+        lock: system::fd_of_process(helper, lock)?,
+    };
+    if !system::is_regular_file(&layer.lock) {
+        return Err(system::Error::INVAL);
+    }
+    Ok(layer)
+}

@@ -1,0 +1,134 @@
+//! `--writable=DIR`: a writable layer that persists in a directory of the
+//! caller's, mounted with the caller's credentials, never root's.
+//!
+//! Root's steps do not change: the images are mounted read-only (kernel or
+//! FUSE instances, unions) and attached by root as without a writable
+//! layer; root never touches DIR. Then every privilege is dropped and the
+//! launch executes `squashfs-mount-layer` (fresh memory; only the caller's
+//! own fds cross the exec), which, as the caller: checks and locks DIR,
+//! checks its stamp, makes a user namespace of its own (the caller mapped
+//! to itself, setgroups denied) with a mount namespace, and stacks an
+//! overlay (lower: what root mounted there; upper and work: in DIR) on
+//! each image mount point, in path order, before executing the command.
+//! Overlayfs copies up with the mounter's credentials, which are the
+//! caller's: the layer can hold nothing the caller could not make.
+//!
+//! | file            | concern                                                |
+//! |-----------------|--------------------------------------------------------|
+//! | `view.rs`       | what root mounted, and what the caller stacks (pure)   |
+//! | `handoff.rs`    | the helper's command line (pure)                       |
+//! | `filesystem.rs` | which file systems can hold an upper layer (pure)      |
+//! | `dir.rs`        | DIR: created, owned by the caller, its lock            |
+//! | `stack.rs`      | the overlays, in the user namespace                    |
+//! | `stage.rs`      | the caller's stage, in order (the stamp's format is    |
+//! |                 | `squashfs_format::stamp`)                              |
+//! | `helper.rs`     | `squashfs-mount-layer`: the command's and Slurm's ways |
+
+pub mod dir;
+pub mod filesystem;
+pub mod handoff;
+pub mod helper;
+pub mod stack;
+pub mod stage;
+pub mod view;
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
+
+use crate::error::Failure;
+use crate::image::Image;
+use crate::system;
+
+pub use view::{ImageId, Made, ViewMount};
+
+/// What the kept writable layer refuses or cannot do: a sentence naming
+/// the layer directory (or the image), what went wrong and what to do.
+/// One kind for the whole stage (the plugin and the tests match it); the
+/// words are for people.
+#[derive(Debug)]
+pub struct LayerError(pub String);
+
+impl std::fmt::Display for LayerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+crate::error_kind!(LayerError);
+
+/// A failure of the layer stage saying `text`.
+pub fn fail(text: impl Into<String>) -> Failure {
+    Failure::new(LayerError(text.into()))
+}
+
+/// A failure of the layer stage about `subject` saying `text`.
+pub fn fail_about(subject: &str, text: impl Into<String>) -> Failure {
+    Failure::about(subject, LayerError(text.into()))
+}
+
+/// The helper's file name, installed next to the FUSE server.
+pub const HELPER_NAME: &str = "squashfs-mount-layer";
+
+/// The files of a layer directory.
+pub const LOCK_FILE: &str = "lock";
+pub use squashfs_format::stamp::STAMP_FILE;
+
+/// What the caller's stage needs to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The layer directory: absolute (made so against the working directory
+    /// the launch started in), lexically tidy.
+    pub dir: OsString,
+    /// What root mounted, in the order it was mounted (path order).
+    pub mounts: Vec<ViewMount>,
+    /// The working directory the command starts in (entered again by path
+    /// once the overlays are mounted).
+    pub cwd: OsString,
+    /// What `-v` asks to be told.
+    pub verbose: u8,
+}
+
+/// The identity of an opened image (`squashfs_format::identity`), read
+/// from the caller's fd.
+pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
+    let fail = |e: system::Error| {
+        fail_about(
+            subject,
+            format!(
+                "cannot read {} for the layer's stamp: {e}",
+                image.path.to_string_lossy()
+            ),
+        )
+    };
+    let mut superblock = [0u8; squashfs_format::SUPERBLOCK_SIZE];
+    system::read_at(image.fd.as_fd(), 0, &mut superblock).map_err(fail)?;
+    let (start, end) = squashfs_format::identity::tail_range(image.superblock.bytes_used);
+    let mut tail = vec![0u8; (end - start) as usize];
+    let got = system::read_at(image.fd.as_fd(), start, &mut tail).map_err(fail)?;
+    tail.truncate(got);
+    Ok(ImageId {
+        identity: squashfs_format::identity::identity(&superblock, &tail),
+        size: image.id.size,
+        path: image.path.clone(),
+    })
+}
+
+/// Where the helper is for the command: next to the FUSE server
+/// (`<prefix>/lib/squashfs-mount/`).
+pub fn helper_for_command() -> Option<OsString> {
+    let server = crate::fuse::server_for_command()?;
+    Some(sibling(&server))
+}
+
+/// The helper next to the FUSE server `server` (the plugin's).
+pub fn sibling(server: &OsStr) -> OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = server.as_bytes();
+    let dir = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(at) => &bytes[..=at],
+        None => &b""[..],
+    };
+    let mut p = dir.to_vec();
+    p.extend_from_slice(HELPER_NAME.as_bytes());
+    OsString::from_vec(p)
+}

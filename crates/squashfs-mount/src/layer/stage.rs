@@ -1,0 +1,211 @@
+//! The caller's stage of `--writable=DIR`, in order. It runs in
+//! `squashfs-mount-layer`, a fresh program the launch executes after every
+//! privilege is gone (or the Slurm plugin starts as the job user): its
+//! memory holds nothing of the privileged phase, and its fds are the
+//! caller's own (the launch marks every other one close-on-exec).
+//!
+//! 1. DIR: created 0700 if missing, the caller's own, not group- or
+//!    other-writable, on a file system that can hold an upper layer, not
+//!    read-only (`dir.rs`);
+//! 2. its lock (a second launch on DIR is refused);
+//! 3. its stamp: each image mount point's sub-layer, made on the same
+//!    images (`squashfs_format::stamp`); the sub-layers' directories;
+//! 4. into DIR (so that the working directory moves into the new mount
+//!    namespace with it);
+//! 5. a user namespace (the caller mapped to itself, setgroups denied) and
+//!    a mount namespace, every mount a slave;
+//! 6. the lowers opened, then the overlays stacked in path order
+//!    (`stack.rs`);
+//! 7. every capability dropped (they were the user namespace's), the
+//!    working directory entered again by path.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+
+use super::dir::LayerDir;
+use super::view;
+use super::{stack, Plan, STAMP_FILE};
+use crate::error::Failure;
+use crate::system::{self, Error};
+use squashfs_format::stamp::Stamp;
+
+/// The stage done: the command may run.
+pub struct Entered {
+    /// DIR's lock: held as long as this fd is open (by the command).
+    pub lock: OwnedFd,
+    /// What `-v` says.
+    pub notes: Vec<String>,
+}
+
+/// The stamp's largest size (a stamp of 500 images is about 60 KiB).
+const STAMP_LIMIT: usize = 1 << 20;
+
+/// Runs the stage for `plan` as the current (unprivileged) process.
+pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
+    let steps = view::steps(&plan.mounts).map_err(crate::layer::fail)?;
+    let (uid, gid) = (
+        system::effective_uid().as_raw(),
+        system::res_gid().map(|g| g.1.as_raw()).unwrap_or(0),
+    );
+    // 1., 2.
+    let dir = LayerDir::open(&plan.dir, uid)?;
+    // A directory that is no layer is refused before anything (the lock
+    // file) is made in it; under the lock the stamp is read again.
+    read_stamp(&dir)?;
+    let lock = dir.lock(uid)?;
+    // 3.
+    let wanted = view::image_mounts(&plan.mounts);
+    let (numbers, fresh) = sub_layers(&dir, &wanted)?;
+    let mut notes = vec![format!(
+        "writable layer {} ({}{}, kept)",
+        shown(&dir.path),
+        dir.filesystem,
+        if dir.created { ", made now" } else { "" }
+    )];
+    for ((mount_point, _), (n, new)) in wanted.iter().zip(numbers.iter().zip(&fresh)) {
+        notes.push(format!(
+            "{}: writable layer {}/{n} ({})",
+            shown(mount_point),
+            shown(&dir.path),
+            if *new {
+                "new"
+            } else {
+                "kept from earlier launches"
+            }
+        ));
+    }
+    // 4.
+    let cwd = system::open_directory_path(OsStr::new(".")).ok();
+    system::change_dir_to(dir.fd.as_fd())
+        .map_err(|e| crate::layer::fail(format!("cannot enter {}: {e}", shown(&dir.path))))?;
+    // 5.
+    system::enter_user_and_mount_namespace(uid, gid).map_err(|e| {
+        crate::layer::fail(match e {
+            Error::PERM | Error::NOSPC | Error::ACCESS | Error::INVAL => format!(
+                "--writable=DIR mounts the layer as you, in a user namespace, and user namespaces are not available here ({e}: disabled by sysctl user.max_user_namespaces=0 or kernel.unprivileged_userns_clone=0, or by a security module); use --writable[=SIZE] (a layer in memory), or ask your administrator to allow user namespaces"
+            ),
+            _ => format!("cannot create a user namespace for the writable layer: {e}"),
+        })
+    })?;
+    // 6.
+    let lowers = stack::open_lowers(&plan.mounts, &steps)?;
+    stack::stack(&plan.mounts, &lowers, &numbers)?;
+    drop(lowers);
+    // 7.
+    finish(&plan.cwd, cwd, &mut notes)?;
+    Ok(Entered { lock, notes })
+}
+
+fn shown(p: &OsStr) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The sub-layer number of each image mount point (and whether it is
+/// new), from DIR's stamp (written when it changed), with their
+/// directories made.
+fn sub_layers(
+    dir: &LayerDir,
+    wanted: &[(&OsString, &[view::ImageId])],
+) -> Result<(Vec<u32>, Vec<bool>), Failure> {
+    let mut stamp = read_stamp(dir)?;
+    let known: Vec<u32> = stamp.entries.iter().map(|e| e.number).collect();
+    let (numbers, changed) = stamp.assign(wanted, &dir.path).map_err(crate::layer::fail)?;
+    if changed {
+        write_stamp(dir, &stamp)?;
+    }
+    let mut fresh = Vec::with_capacity(numbers.len());
+    for (n, (mount_point, _)) in numbers.iter().zip(wanted) {
+        let new = !known.contains(n);
+        make_sub_layer(dir, *n, mount_point)?;
+        fresh.push(new);
+    }
+    Ok((numbers, fresh))
+}
+
+fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
+    let not_ours = |why: String| {
+        crate::layer::fail(format!(
+            "{} is not a writable layer made by squashfs-mount ({why}); give an empty or new directory",
+            shown(&dir.path)
+        ))
+    };
+    match system::read_file_at(dir.fd.as_fd(), STAMP_FILE, STAMP_LIMIT) {
+        Ok((_, true)) => Err(not_ours(format!("its {STAMP_FILE} is too large"))),
+        Ok((text, false)) => {
+            Stamp::parse(&text).map_err(|e| not_ours(format!("{STAMP_FILE}: {e}")))
+        }
+        Err(Error::NOENT) => {
+            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
+                .map_err(|e| crate::layer::fail(format!("cannot list {}: {e}", shown(&dir.path))))?;
+            match names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) {
+                Some(other) => Err(not_ours(format!(
+                    "it holds {} but no {STAMP_FILE}",
+                    shown(other)
+                ))),
+                None => Ok(Stamp::default()),
+            }
+        }
+        Err(e) => Err(crate::layer::fail(format!(
+            "cannot read {}/{STAMP_FILE}: {e}",
+            shown(&dir.path)
+        ))),
+    }
+}
+
+/// Writes the stamp beside the old one, then renames it over.
+fn write_stamp(dir: &LayerDir, stamp: &Stamp) -> Result<(), Failure> {
+    let fail = |e: Error| {
+        crate::layer::fail(format!(
+            "cannot write {}/{STAMP_FILE}: {e}",
+            shown(&dir.path)
+        ))
+    };
+    let tmp = ".stamp.new";
+    match system::remove_file(dir.fd.as_fd(), tmp) {
+        Ok(()) | Err(Error::NOENT) => {}
+        Err(e) => return Err(fail(e)),
+    }
+    system::write_new_file(dir.fd.as_fd(), tmp, &stamp.render(), 0o600).map_err(fail)?;
+    system::rename(dir.fd.as_fd(), tmp, STAMP_FILE).map_err(fail)
+}
+
+/// `DIR/<n>`, `upper` (a new one with the mode of the image's root,
+/// without set-id bits: the merged root takes the upper's) and `work`.
+fn make_sub_layer(dir: &LayerDir, n: u32, mount_point: &OsStr) -> Result<(), Failure> {
+    let fail = |what: &str, e: Error| {
+        crate::layer::fail(format!("cannot make {}/{n}/{what}: {e}", shown(&dir.path)))
+    };
+    let make = |path: &str, mode: u32| match system::make_dir(dir.fd.as_fd(), path, mode) {
+        Ok(()) | Err(Error::EXIST) => Ok(()),
+        Err(e) => Err(e),
+    };
+    make(&n.to_string(), 0o700).map_err(|e| fail("", e))?;
+    let root_mode = system::open_directory_path(mount_point)
+        .and_then(|fd| system::fstat(fd.as_fd()))
+        .map(|st| st.mode & 0o1777)
+        .unwrap_or(0o755);
+    make(&format!("{n}/upper"), root_mode).map_err(|e| fail("upper", e))?;
+    make(&format!("{n}/work"), 0o700).map_err(|e| fail("work", e))
+}
+
+/// Step 7: no capability left (verified), and the working directory
+/// entered again by its path, so that the command starts in the layer's
+/// view of it; where that fails, where it was.
+fn finish(cwd: &OsStr, before: Option<OwnedFd>, notes: &mut Vec<String>) -> Result<(), Failure> {
+    let drop_caps = system::clear_capabilities().and_then(|()| system::has_no_capabilities());
+    if !matches!(drop_caps, Ok(true)) {
+        return Err(crate::layer::fail(
+            "cannot drop the user namespace's capabilities; refusing to run the command",
+        ));
+    }
+    if let Err(e) = system::change_dir(cwd) {
+        notes.push(format!(
+            "the working directory {} is not in the layer's view ({e}); the command starts where it was",
+            shown(cwd)
+        ));
+        if let Some(fd) = before {
+            let _ = system::change_dir_to(fd.as_fd());
+        }
+    }
+    Ok(())
+}

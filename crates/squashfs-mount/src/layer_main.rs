@@ -1,0 +1,36 @@
+//! `squashfs-mount-layer`: the caller's stage of `--writable=DIR`
+//! (`layer::helper`). Started by squashfs-mount after every privilege is
+//! gone, or by the Slurm plugin as the job user; it holds no privilege.
+//!
+//! No Rust runtime start-up (`#![no_main]`), as for squashfs-mount: the
+//! runtime would set SIGPIPE to ignored before `main`, and the command
+//! must get the caller's disposition.
+#![cfg_attr(not(test), no_main)]
+#![cfg_attr(test, allow(dead_code))]
+#![deny(unsafe_code)]
+
+/// The C entry point (argv is read through `std::env`).
+// As in main.rs: this binary has no Rust `main`, so the C runtime's
+// `main` symbol must be this function.
+#[cfg(not(test))]
+#[allow(unsafe_code)]
+#[no_mangle]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    if squashfs_mount::system::ensure_standard_fds().is_err() {
+        std::process::abort();
+    }
+    squashfs_mount::system::ignore_broken_pipe_signal();
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        squashfs_mount::error::report(format_args!("internal error{at}; please report it"));
+    }));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let code = squashfs_mount::layer::helper::main(&args);
+    std::process::exit(i32::from(code))
+}
