@@ -56,8 +56,6 @@ pub enum FuseError {
     ServerSays(String),
     /// The server (its path) did not start.
     NotStarted(OsString),
-    /// Rootless mode found no server: the image, and every place looked at.
-    NotFound(String, Vec<OsString>),
     /// The servers' log (cached instances) cannot be opened.
     Log(system::Error),
     LogDirUnsafe,
@@ -98,9 +96,6 @@ impl fmt::Display for FuseError {
                 READY_TIMEOUT_MS / 1000
             ),
             FuseError::ServerSays(why) => f.write_str(why),
-            FuseError::NotFound(image, looked) => {
-                f.write_str(&crate::fuse_server::not_found(image, looked))
-            }
             FuseError::Log(e) => write!(
                 f,
                 "FUSE path: cannot open the servers' log in {LOG_DIR}: {e}"

@@ -85,6 +85,22 @@ pub fn find_for_rootless(path: Option<&OsStr>) -> Result<OsString, Vec<OsString>
         .ok_or(candidates)
 }
 
+/// Rootless mode found no server: the image the FUSE path serves first,
+/// and every place looked at.
+#[derive(Debug)]
+pub struct NotFound {
+    pub image: String,
+    pub looked: Vec<OsString>,
+}
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&not_found(&self.image, &self.looked))
+    }
+}
+
+crate::error_kind!(NotFound);
+
 /// The message for a server that is nowhere: `looked` is every place tried.
 pub fn not_found(image: &str, looked: &[OsString]) -> String {
     let places: Vec<String> = looked

@@ -74,13 +74,18 @@ pub enum FuseServer {
 impl FuseServer {
     /// The server, or why there is none for the image `first` (the first
     /// one the FUSE path serves).
-    pub fn locate(&self, first: &OsStr) -> Result<OsString, FuseError> {
-        let missing = || FuseError::NotInstalled(first.to_os_string());
+    pub fn locate(&self, first: &OsStr) -> Result<OsString, Failure> {
+        let missing = || Failure::new(FuseError::NotInstalled(first.to_os_string()));
         match self {
             FuseServer::At(path) => path.clone().ok_or_else(missing),
             FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
             FuseServer::Search { path } => fuse_server::find_for_rootless(path.as_deref())
-                .map_err(|looked| FuseError::NotFound(first.to_string_lossy().into(), looked)),
+                .map_err(|looked| {
+                    Failure::new(fuse_server::NotFound {
+                        image: first.to_string_lossy().into(),
+                        looked,
+                    })
+                }),
         }
     }
 }

@@ -53,8 +53,7 @@ pub fn start<C: Credentials, R: RootSide>(
     let server = call
         .ctx
         .fuse_server
-        .locate(&images.records[first].image.path)
-        .map_err(Failure::new)?;
+        .locate(&images.records[first].image.path)?;
     let drop_to_caller = C::MODE.has_root();
     let program = fuse::Server::pin(&*creds, &server, drop_to_caller)?;
     let mut path = FusePath {
