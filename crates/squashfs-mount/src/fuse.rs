@@ -210,23 +210,54 @@ pub struct Detached {
     null: OwnedFd,
 }
 
+/// [`LOG_DIR`], checked: a directory of root's that nobody else can
+/// write.
+fn log_dir(dir: Result<OwnedFd, system::Error>) -> Result<OwnedFd, FuseError> {
+    let dir = dir.map_err(FuseError::Log)?;
+    let st = system::fstat(dir.as_fd()).map_err(FuseError::Log)?;
+    if !st.is_dir() || !st.uid.is_root() || st.mode & 0o022 != 0 {
+        return Err(FuseError::LogDirUnsafe);
+    }
+    Ok(dir)
+}
+
 impl Detached {
-    /// The caller's log in [`LOG_DIR`] (made if missing, emptied beyond
-    /// [`LOG_LIMIT`]) and /dev/null.
-    pub fn open(_root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
-        let fail = FuseError::Log;
-        let dir = system::open_or_create_dir(LOG_DIR, 0o711).map_err(fail)?;
-        let st = system::fstat(dir.as_fd()).map_err(fail)?;
-        if !st.is_dir() || !st.uid.is_root() || st.mode & 0o022 != 0 {
+    /// The caller's existing log in [`LOG_DIR`] (emptied beyond
+    /// [`LOG_LIMIT`]) and /dev/null, opened as the caller (the log is the
+    /// caller's own file: root would need CAP_DAC_OVERRIDE to open it);
+    /// None when there is no log yet ([`Detached::create`]).
+    pub fn open(_as_caller: &impl ActingAsCaller, caller: &Caller) -> Result<Option<Detached>, FuseError> {
+        let dir = match system::open_dir_nofollow(system::working_dir(), LOG_DIR) {
+            Err(system::Error::NOENT) => return Ok(None),
+            other => log_dir(other)?,
+        };
+        let log = match system::open_own_log(dir.as_fd(), &format!("{}.log", caller.uid)) {
+            Err(system::Error::NOENT) => return Ok(None),
+            other => other.map_err(FuseError::Log)?,
+        };
+        let st = system::fstat(log.as_fd()).map_err(FuseError::Log)?;
+        if !st.is_regular() || st.uid != caller.uid {
             return Err(FuseError::LogDirUnsafe);
         }
+        Detached::with(log).map(Some)
+    }
+
+    /// Creates the caller's log in [`LOG_DIR`] (the directory too, if
+    /// missing): made by root, given to the caller (CAP_CHOWN). Fails with
+    /// EEXIST when another launch of the caller's made it meanwhile.
+    pub fn create(_root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
+        let dir = log_dir(system::open_or_create_dir(LOG_DIR, 0o711))?;
         let name = format!("{}.log", caller.uid);
         let log = system::open_log_for(dir.as_fd(), &name, 0o600, (caller.uid, caller.gid))
-            .map_err(fail)?;
+            .map_err(FuseError::Log)?;
+        Detached::with(log)
+    }
+
+    fn with(log: OwnedFd) -> Result<Detached, FuseError> {
         if system::fstat(log.as_fd()).is_ok_and(|st| st.size > LOG_LIMIT) {
             let _ = system::truncate(log.as_fd());
         }
-        let null = system::open_null().map_err(fail)?;
+        let null = system::open_null().map_err(FuseError::Log)?;
         Ok(Detached { log, null })
     }
 

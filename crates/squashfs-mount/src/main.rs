@@ -53,6 +53,35 @@ extern "C" fn main(
     std::process::exit(i32::from(code))
 }
 
+/// The request to mount and run a command; or, for everything else the
+/// command line may ask (help, version, the maintenance commands, a
+/// usage error), the exit status once it is done.
+fn run_request(args: &[OsString]) -> Result<cli::RunRequest, u8> {
+    match cli::parse(args) {
+        Ok(Invocation::Help) => {
+            print_stdout(cli::USAGE);
+            Err(0)
+        }
+        Ok(Invocation::Version) => {
+            print_stdout(&format!("{VERSION}\n"));
+            Err(0)
+        }
+        Ok(Invocation::Run(r)) => Ok(r),
+        Ok(Invocation::Gc {
+            all,
+            expired,
+            image,
+        }) => Err(done(commands::gc_command(all, expired, image.as_deref()))),
+        Ok(Invocation::CacheStatus { json }) => Err(done(commands::status_command(json))),
+        Ok(Invocation::Policy { images }) => Err(done(commands::policy::run(&images))),
+        Err(cli::UsageError::NoCommand) => {
+            squashfs_mount::error::print_stderr(cli::USAGE);
+            Err(fail(NO_COMMAND))
+        }
+        Err(e) => Err(fail(e)),
+    }
+}
+
 fn run() -> u8 {
     // Before anything else: a panic prints one fixed line and aborts
     // (panic = "abort"); the default hook would read RUST_BACKTRACE from the
@@ -72,28 +101,9 @@ fn run() -> u8 {
         return fail("refusing to run with an empty argument list (argc == 0)");
     }
     let args: Vec<OsString> = argv.collect();
-    let request = match cli::parse(&args) {
-        Ok(Invocation::Help) => {
-            print_stdout(cli::USAGE);
-            return 0;
-        }
-        Ok(Invocation::Version) => {
-            print_stdout(&format!("{VERSION}\n"));
-            return 0;
-        }
-        Ok(Invocation::Run(r)) => r,
-        Ok(Invocation::Gc {
-            all,
-            expired,
-            image,
-        }) => return done(commands::gc_command(all, expired, image.as_deref())),
-        Ok(Invocation::CacheStatus { json }) => return done(commands::status_command(json)),
-        Ok(Invocation::Policy { images }) => return done(commands::policy::run(&images)),
-        Err(cli::UsageError::NoCommand) => {
-            squashfs_mount::error::print_stderr(cli::USAGE);
-            return fail(NO_COMMAND);
-        }
-        Err(e) => return fail(e),
+    let request = match run_request(&args) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
 
     // `--writable=DIR`: the caller's fds, the only ones that may reach the

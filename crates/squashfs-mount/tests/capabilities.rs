@@ -27,6 +27,7 @@ fn case(f: impl FnOnce(&Fixture)) {
 const CHOWN: u64 = 1 << 0;
 const DAC_OVERRIDE: u64 = 1 << 1;
 const FOWNER: u64 = 1 << 3;
+const KILL: u64 = 1 << 5;
 const SETGID: u64 = 1 << 6;
 const SETUID: u64 = 1 << 7;
 const SYS_CHROOT: u64 = 1 << 18;
@@ -35,7 +36,9 @@ const SYS_ADMIN: u64 = 1 << 21;
 const SYS_RESOURCE: u64 = 1 << 24;
 
 const IDS: u64 = SETUID | SETGID;
-const CACHE: u64 = IDS | SYS_ADMIN | SYS_CHROOT | SYS_PTRACE;
+const CACHE: u64 = IDS | SYS_ADMIN | SYS_CHROOT | SYS_PTRACE | KILL;
+/// Mounting: the cache's, and the user's log of cached FUSE instances.
+const MOUNTS: u64 = CACHE | CHOWN;
 
 /// The capability sets of a status file's text.
 #[derive(Debug, PartialEq, Eq)]
@@ -125,13 +128,13 @@ fn a_launch_keeps_only_what_its_root_phase_needs() {
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
         let missing = fx.mount_point("caps-r").join("new");
-        let mounts = CACHE | SYS_RESOURCE;
+        let mounts = MOUNTS | SYS_RESOURCE;
         for (option, target, caps) in [
             ("--no-prefetch", pair(&img, &m), mounts),
             (
                 "--writable=16M",
                 pair(&img, &m),
-                mounts | DAC_OVERRIDE | CHOWN | FOWNER,
+                mounts | DAC_OVERRIDE | FOWNER,
             ),
             ("-r", pair(&img, &missing), mounts | DAC_OVERRIDE),
         ] {
@@ -223,7 +226,7 @@ fn the_plugin_thread_limits_itself_alone() {
         (as_caller, as_root)
     });
     let (as_caller, as_root) = worker.join().expect("worker");
-    let caps = CACHE | DAC_OVERRIDE | CHOWN | FOWNER;
+    let caps = MOUNTS | DAC_OVERRIDE | FOWNER;
     assert_eq!(as_root, root_phase(caps));
     assert_eq!(
         as_caller,

@@ -384,3 +384,61 @@ fn a_burst_of_launches_starts_one_server() {
         assert!(wait_no_server(fx.uid).is_empty());
     });
 }
+
+/// A user's first cached FUSE instance makes their log (root makes it and
+/// gives it to them: CAP_CHOWN in the root phase); later launches open it
+/// as the user. No warning, and the instance is kept.
+#[test]
+fn the_first_cached_instance_makes_the_users_log() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let log = PathBuf::from(format!("/run/squashfs-mount-fuse/{}.log", fx.uid));
+        // A log of an earlier user with this uid would hide the making.
+        let _ = fs::remove_file(&log);
+        let img = own_image(fx, &fx.user, "first-log");
+        let m = fx.mount_point("fuse-log");
+        let r = fx.run(cat(&img, &m));
+        r.ok();
+        assert_eq!(r.stderr(), "", "no warning");
+        let st = fs::metadata(&log).expect("the user's log");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!((st.uid(), st.mode() & 0o7777), (fx.uid, 0o600));
+        assert_eq!(servers_of(fx.uid).len(), 1, "the instance is kept");
+        let again = fx.run(cat(&img, &m));
+        again.ok();
+        assert_eq!(again.stderr(), "");
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+    });
+}
+
+/// A server its user stopped (SIGSTOP) cannot exit by itself once its
+/// instance is evicted: the launch of another user that evicts it ends it
+/// (CAP_KILL in the root phase).
+#[test]
+fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
+    case(|fx| {
+        // Idle at once: the next launch evicts it.
+        let _conf = site::config("cache-max-idle = 0\n");
+        let others = Users::create(1, false);
+        let b = others.first();
+        let a_img = own_image(fx, &fx.user, "stopped-a");
+        let b_img = own_image(fx, b, "stopped-b");
+        let (ma, mb) = (fx.mount_point("fuse-stop-a"), fx.mount_point("fuse-stop-b"));
+        fx.run(cat(&a_img, &ma)).ok();
+        let mine = servers_of(fx.uid);
+        assert_eq!(mine.len(), 1);
+        let pid = mine[0].to_string();
+        fx.user_sh(&format!("kill -STOP {pid}")).ok();
+        let (ok, out, err) = launch(b, fx, &cat(&b_img, &mb));
+        let gone = wait_no_server(fx.uid);
+        // Whatever happened, leave no stopped process behind.
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        assert!(ok, "{err}");
+        assert_eq!(out, "stopped-b\n");
+        assert!(gone.is_empty(), "user a's stopped server was not ended: {gone:?}");
+        let (ok, _, err) = launch(b, fx, &["--gc".to_string()]);
+        assert!(ok, "{err}");
+        assert!(wait_no_server(b.uid).is_empty());
+    });
+}

@@ -21,7 +21,7 @@ use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::RootSide;
 use crate::cache::{Identity, Kind, Meta, Offer, Placed};
 use crate::error::Failure;
-use crate::fuse::{self, Detached, Launcher};
+use crate::fuse::{self, Detached, FuseError, Launcher};
 use crate::privilege::{Caller, Credentials};
 use crate::system::{self, limits::CallerLimits};
 
@@ -103,21 +103,44 @@ impl FusePath<'_> {
         if !images.records.iter().any(|r| r.is_fuse() && r.cacheable()) {
             return Ok(());
         }
-        let caller = &self.caller;
-        let log = away(creds, root_side, |root, rs| rs.fuse_log(root, caller))?;
-        let why = match (log, cache) {
-            (Ok(log), CacheUse::Open) => {
-                self.detached = Some(log);
-                return Ok(());
-            }
-            (Err(e), _) => e.to_string(),
-            (Ok(_), CacheUse::Unavailable(e)) => e.to_string(),
-            (Ok(_), CacheUse::NotWanted) => return Ok(()),
+        let why = match cache {
+            CacheUse::NotWanted => return Ok(()),
+            CacheUse::Unavailable(e) => e.to_string(),
+            CacheUse::Open => match self.log(creds, root_side)? {
+                Ok(log) => {
+                    self.detached = Some(log);
+                    return Ok(());
+                }
+                Err(e) => e.to_string(),
+            },
         };
         self.fused.warnings.push(format!(
             "image cache unavailable for FUSE instances ({why}); starting servers for this launch only"
         ));
         Ok(())
+    }
+
+    /// The caller's log: opened as the caller (the caller's own file), or
+    /// made by root when there is none yet.
+    fn log<C: Credentials, R: RootSide>(
+        &self,
+        creds: &mut C,
+        root_side: &mut R,
+    ) -> Result<Result<Detached, FuseError>, Failure> {
+        let caller = &self.caller;
+        match root_side.open_fuse_log(&*creds, caller) {
+            Ok(Some(log)) => return Ok(Ok(log)),
+            Ok(None) => {}
+            Err(e) => return Ok(Err(e)),
+        }
+        let made = away(creds, root_side, |root, rs| rs.fuse_log(root, caller))?;
+        Ok(match made {
+            // Another launch of the caller's made it meanwhile.
+            Err(FuseError::Log(system::Error::EXIST)) => root_side
+                .open_fuse_log(&*creds, caller)
+                .and_then(|log| log.ok_or(FuseError::Log(system::Error::NOENT))),
+            other => other,
+        })
     }
 
     fn launcher(&self) -> Launcher<'_> {

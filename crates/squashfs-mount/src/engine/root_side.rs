@@ -22,7 +22,7 @@ use crate::loopdev::{self, LoopDevice, LoopOptions, Owner};
 use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
-use crate::privilege::{AsRoot, Caller};
+use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::{self, AwayFromWorkingDir, Uid};
 
 use super::context::SequenceError;
@@ -78,8 +78,17 @@ pub trait RootSide {
         launcher: &Launcher<'_>,
         subject: &str,
     ) -> Result<(OwnedFd, Starting), Failure>;
-    /// The caller's log for the servers of cached FUSE instances (which
-    /// outlive the launch), in `fuse::LOG_DIR`.
+    /// The caller's existing log for the servers of cached FUSE instances,
+    /// opened as the caller (None: there is none yet). Caller-side, in the
+    /// seam so that the unit tests need no log directory.
+    fn open_fuse_log(
+        &mut self,
+        as_caller: &impl ActingAsCaller,
+        caller: &Caller,
+    ) -> Result<Option<Detached>, FuseError>;
+    /// Creates the caller's log for the servers of cached FUSE instances
+    /// (which outlive the launch), in `fuse::LOG_DIR`, when the caller has
+    /// none yet (an existing one the caller opens, `Detached::open`).
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError>;
     /// What the cache records about the fresh FUSE instance `mount` served
     /// by `server` (a pidfd); None when the server cannot be named. Reads
@@ -264,8 +273,16 @@ impl RootSide for System {
         fuse::instance(root, image, device, launcher, subject)
     }
 
+    fn open_fuse_log(
+        &mut self,
+        as_caller: &impl ActingAsCaller,
+        caller: &Caller,
+    ) -> Result<Option<Detached>, FuseError> {
+        Detached::open(as_caller, caller)
+    }
+
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
-        Detached::open(root, caller)
+        Detached::create(root, caller)
     }
 
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {

@@ -21,10 +21,14 @@
 //! |                  | (their /proc/PID/ns/mnt): without it all read as idle    |
 //! | CAP_SYS_RESOURCE | raising the caller's lowered hard limits (the setuid    |
 //! |                  | command; best effort)                                   |
+//! | CAP_KILL         | ending the server of an evicted FUSE instance that its  |
+//! |                  | user stopped (another user's process)                   |
+//! | CAP_CHOWN        | a user's first cached FUSE instance: root makes the     |
+//! |                  | servers' log and gives it to the user; `--writable`:    |
+//! |                  | copy-up keeps files' owners                             |
 //! | CAP_DAC_OVERRIDE | `--writable`: overlayfs copies up with root's           |
 //! |                  | credentials; `-r`: root fills the copy of a directory   |
 //! |                  | that is the caller's                                    |
-//! | CAP_CHOWN        | `--writable`: copy-up keeps files' owners               |
 //! | CAP_FOWNER       | `--writable`: the caller's chmod, `touch -d`, removal   |
 //! |                  | in another's sticky directory of its own files reach    |
 //! |                  | the upper layer with root's credentials                 |
@@ -43,24 +47,27 @@ impl RootPhase {
     /// Switching ids only: `--policy`, and a launch with nothing to mount.
     pub const IDS: RootPhase = RootPhase(Capabilities::SETUID.union(Capabilities::SETGID));
 
-    /// `--gc` and `--cache-status`: the ids, and the image cache.
+    /// `--gc`, `--cache-status` and the plugin's job epilog: the ids, and
+    /// the image cache (evicting a FUSE instance ends its server).
     pub const CACHE: RootPhase = RootPhase(
         Self::IDS
             .0
             .union(Capabilities::SYS_ADMIN)
             .union(Capabilities::SYS_CHROOT)
-            .union(Capabilities::SYS_PTRACE),
+            .union(Capabilities::SYS_PTRACE)
+            .union(Capabilities::KILL),
     );
 
-    /// Mounting images (both front ends): the cache's, and for
-    /// `--writable` and `-r` root's access to files that are not root's.
+    /// Mounting images (both front ends): the cache's, the user's log for
+    /// cached FUSE instances, and for `--writable` and `-r` root's access
+    /// to files that are not root's.
     pub fn mounts(writable: bool, mutable_root: bool) -> RootPhase {
-        let mut caps = Self::CACHE.0;
+        let mut caps = Self::CACHE.0 | Capabilities::CHOWN;
         if writable || mutable_root {
             caps |= Capabilities::DAC_OVERRIDE;
         }
         if writable {
-            caps |= Capabilities::CHOWN | Capabilities::FOWNER;
+            caps |= Capabilities::FOWNER;
         }
         RootPhase(caps)
     }

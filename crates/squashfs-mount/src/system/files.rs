@@ -503,9 +503,10 @@ pub fn open_log_for<Fd: AsFd>(
     owner: (Uid, Gid),
 ) -> SysResult<OwnedFd> {
     let fd = rustix::fs::openat(
-        dir,
+        dir.as_fd(),
         name,
         OFlags::CREATE
+            | OFlags::EXCL
             | OFlags::WRONLY
             | OFlags::APPEND
             | OFlags::NOFOLLOW
@@ -513,8 +514,23 @@ pub fn open_log_for<Fd: AsFd>(
             | OFlags::NONBLOCK,
         Mode::from_raw_mode(mode),
     )?;
-    rustix::fs::fchown(&fd, Some(owner.0.sys()), Some(owner.1.sys()))?;
+    if let Err(e) = rustix::fs::fchown(&fd, Some(owner.0.sys()), Some(owner.1.sys())) {
+        // Not left behind as root's: its user could never open it.
+        let _ = rustix::fs::unlinkat(dir.as_fd(), name, rustix::fs::AtFlags::empty());
+        return Err(e);
+    }
     Ok(fd)
+}
+
+/// Opens the existing log `name` in `dir` for appending (no symlink
+/// followed, nothing created): a user's own log, opened as that user.
+pub fn open_own_log<Fd: AsFd>(dir: Fd, name: &str) -> SysResult<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
 }
 
 /// Empties the file `fd` (open for writing).
