@@ -247,6 +247,14 @@ impl RootSide for Recorder {
         })
     }
 
+    fn fuse_device(
+        &mut self,
+        _as_caller: &impl ActingAsCaller,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        Ok(self.mount(format!("/dev/fuse for {subject}")))
+    }
+
     fn copy_tree(
         &mut self,
         _root: &AsRoot,

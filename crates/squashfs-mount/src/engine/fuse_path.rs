@@ -170,7 +170,7 @@ impl FusePath<'_> {
         let mut starting = Vec::with_capacity(which.len());
         for &i in which {
             let r = &images.records[i];
-            let device = fuse::open_device(&*creds, &r.subject)?;
+            let device = root_side.fuse_device(&*creds, &r.subject)?;
             let (mount, s) = creds.as_root(|root| {
                 root_side.fuse_instance(root, &r.image, device, &launcher, &r.subject)
             })??;

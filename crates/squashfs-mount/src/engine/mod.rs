@@ -10,8 +10,9 @@
 //! | `plan.rs`      | 1     | checks without system calls, mount order (pure)  |
 //! | `route.rs`     | 2     | images opened as the caller, judged, routed      |
 //! | `bind.rs`      | 2, 3  | `--bind-mount`: sources pinned, then copied      |
-//! | `fuse_path.rs` | 3     | FUSE mounts and their servers                    |
-//! | `kernel.rs`    | 3, 5  | kernel instances: cached clones or fresh         |
+//! | `flight.rs`    | 3, 5  | the image cache: reuse, single flight, offers    |
+//! | `fuse_path.rs` | 3     | FUSE instances: the caller's cached, or fresh    |
+//! | `kernel.rs`    | 5     | kernel instances: cached clones or fresh         |
 //! | `attach.rs`    | 5, 6  | the writable layer; mount points, stacking       |
 //! | `view.rs`      | 6     | `-r`: missing mount points made in the view      |
 //! | `mirror.rs`    | 6     | `-r`, root's side: the read-only copy            |
@@ -65,9 +66,10 @@ pub use root_side::System;
 ///  2. open and route, as the caller: every image opened once per file,
 ///     its superblock checked, judged on the opened fd and routed (kernel
 ///     or FUSE, by the site policy); the bind sources pinned;
-///  3. in the namespace the launch started in: the FUSE mounts, whose
-///     servers start as the caller (then waited for); the image cache,
-///     opened or created; the bind copies;
+///  3. in the namespace the launch started in: the image cache, opened or
+///     created; the FUSE instances (the caller's cached ones cloned, else
+///     mounts whose servers start as the caller, waited for, and offered
+///     to the cache; single flight); the bind copies;
 ///  4. a private mount namespace (all mounts slaves of the host's);
 ///  5. the kernel instances (cached clones, or fresh: loop device bound to
 ///     the image fd and verified, squashfs ro,nosuid,nodev); the writable

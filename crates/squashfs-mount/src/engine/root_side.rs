@@ -68,6 +68,14 @@ pub trait RootSide {
 
     // Stage 3, in the namespace the launch started in.
 
+    /// A FUSE connection (/dev/fuse), opened as the caller: a site that
+    /// restricts FUSE restricts it for this tool too. Caller-side, in the
+    /// seam so that the unit tests need no /dev/fuse.
+    fn fuse_device(
+        &mut self,
+        as_caller: &impl ActingAsCaller,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure>;
     /// A FUSE mount of `image` on the connection `device` and its server,
     /// started.
     fn fuse_instance(
@@ -271,6 +279,14 @@ impl RootSide for System {
         subject: &str,
     ) -> Result<(OwnedFd, Starting), Failure> {
         fuse::instance(root, image, device, launcher, subject)
+    }
+
+    fn fuse_device(
+        &mut self,
+        as_caller: &impl ActingAsCaller,
+        subject: &str,
+    ) -> Result<OwnedFd, Failure> {
+        fuse::open_device(as_caller, subject)
     }
 
     fn open_fuse_log(

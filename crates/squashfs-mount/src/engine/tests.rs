@@ -130,20 +130,6 @@ fn notes<'a>(mounted: &'a Mounted, what: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// Whether /dev/fuse can be opened by the test credentials' user.
-fn fuse_available() -> bool {
-    let _creds = Fake::<false>::new();
-    let ok = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .is_ok();
-    if !ok {
-        eprintln!("skipped: /dev/fuse cannot be opened by the test's user");
-    }
-    ok
-}
-
 #[test]
 fn one_image_at_two_mount_points_is_opened_once_and_cached_once() {
     let mut place = Place::new();
@@ -390,9 +376,6 @@ fn images_the_policy_does_not_trust_get_fuse_servers_kept_in_the_cache() {
     let a = place.image("a.sqfs");
     let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
     let mut rec = place.recorder(fuse_for_all());
-    if !fuse_available() {
-        return;
-    }
     let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&a, &m2)]).expect("mounted");
     let uid = rec.caller_uid();
     assert_eq!(
@@ -425,9 +408,6 @@ fn without_the_cache_a_fuse_server_lives_as_long_as_the_launch() {
     let a = place.image("a.sqfs");
     let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
     let mut rec = place.recorder(fuse_for_all());
-    if !fuse_available() {
-        return;
-    }
     let args = ["--no-cache", &pair(&a, &m1), &pair(&a, &m2)];
     let mounted = run(&place, &mut rec, &args).expect("mounted");
     assert_eq!(
@@ -453,9 +433,6 @@ fn the_callers_cached_fuse_instance_is_reused_and_no_server_started() {
     let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
     let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
     let mut rec = place.recorder(fuse_for_all());
-    if !fuse_available() {
-        return;
-    }
     rec.cache_holds_key(Recorder::key(&a, Some(test_caller())));
     // Someone else's FUSE instance of b, and b's kernel instance: neither
     // is the caller's FUSE instance.
@@ -483,9 +460,6 @@ fn a_cached_fuse_instance_whose_server_is_gone_is_said_and_replaced() {
     let a = place.image("a.sqfs");
     let m = place.dir("m", false);
     let mut rec = place.recorder(fuse_for_all());
-    if !fuse_available() {
-        return;
-    }
     let key = Recorder::key(&a, Some(test_caller()));
     rec.cache_holds_key(key);
     rec.gone.insert(key);
@@ -506,9 +480,6 @@ fn a_launch_waits_for_another_making_the_same_fuse_instance() {
     let a = place.image("a.sqfs");
     let m = place.dir("m", false);
     let mut rec = place.recorder(fuse_for_all());
-    if !fuse_available() {
-        return;
-    }
     rec.theirs.insert(Recorder::key(&a, Some(test_caller())));
     // Another user's launch making its own instance of the same file is
     // not waited for.
@@ -533,9 +504,6 @@ fn without_room_a_fuse_instance_is_private_and_its_server_the_launchs() {
     let a = place.image("a.sqfs");
     let m = place.dir("m", false);
     let mut rec = place.recorder(fuse_for_all());
-    if !fuse_available() {
-        return;
-    }
     rec.room = 0;
     let mounted = run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
     assert_eq!(rec.lines("place"), ["place fuse:a.sqfs: no room"]);
@@ -558,9 +526,6 @@ fn kernel_and_fuse_images_share_one_cache_visit_each() {
     let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&a).expect("stat"));
     settings.policy.trusted_owners.push(Uid::from_raw(owner));
     let mut rec = place.recorder(settings);
-    if !fuse_available() {
-        return;
-    }
     run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
     assert_eq!(rec.lines("open the cache").len(), 1, "{:?}", rec.log);
     assert_eq!(rec.lines("reuse"), ["reuse fuse:b.sqfs", "reuse fuse:b.sqfs", "reuse a.sqfs", "reuse a.sqfs"]);
@@ -576,9 +541,6 @@ fn rootless_mode_has_no_root_steps() {
     let a = place.image("a.sqfs");
     let m = place.dir("m", false);
     let mut rec = place.recorder(kernel_for_all());
-    if !fuse_available() {
-        return;
-    }
     let mounted = run_as::<true>(&place, &mut rec, &["--quiet", &pair(&a, &m)]).expect("mounted");
     // No admission, no launch slot, no cache: the site cannot grant the
     // kernel path, and the server is the caller's from the start.
