@@ -92,6 +92,27 @@ pub fn without_os_error(text: &str) -> String {
     out
 }
 
+/// What the Rust runtime's start-up would do, for the programs without it
+/// (`#![no_main]`: squashfs-mount, squashfs-mount-layer), before anything
+/// else: valid fds 0-2 (a closed one could otherwise be reused for an
+/// image or a lock and receive messages), SIGPIPE ignored while the tool
+/// runs (the command gets the default back), and a panic hook that prints
+/// one fixed line (the default hook would read RUST_BACKTRACE from the
+/// environment while privileged; panics abort).
+pub fn start_program() {
+    if crate::system::ensure_standard_fds().is_err() {
+        std::process::abort();
+    }
+    crate::system::ignore_broken_pipe_signal();
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        report(format_args!("internal error{at}; please report it"));
+    }));
+}
+
 /// Writes one line to stderr, ignoring errors: a closed or broken stderr
 /// must never abort the tool (`eprintln!` panics on EPIPE).
 pub fn report(line: impl fmt::Display) {

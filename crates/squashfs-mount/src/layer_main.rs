@@ -19,17 +19,7 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    if squashfs_mount::system::ensure_standard_fds().is_err() {
-        std::process::abort();
-    }
-    squashfs_mount::system::ignore_broken_pipe_signal();
-    std::panic::set_hook(Box::new(|info| {
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        squashfs_mount::error::report(format_args!("internal error{at}; please report it"));
-    }));
+    squashfs_mount::error::start_program();
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = squashfs_mount::layer::helper::main(&args);
     std::process::exit(i32::from(code))

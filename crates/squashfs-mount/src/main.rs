@@ -41,13 +41,8 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    // As the runtime would: valid fds 0-2 (a closed one could otherwise be
-    // reused for an image or a lock and receive messages), and no death by
-    // SIGPIPE while privileged.
-    if squashfs_mount::system::ensure_standard_fds().is_err() {
-        std::process::abort();
-    }
-    squashfs_mount::system::ignore_broken_pipe_signal();
+    // Fds 0-2, SIGPIPE and the panic hook, as the runtime would.
+    squashfs_mount::error::start_program();
     let code = run();
     // exit, not a return: std's exit flushes stdout.
     std::process::exit(i32::from(code))
@@ -83,17 +78,6 @@ fn run_request(args: &[OsString]) -> Result<cli::RunRequest, u8> {
 }
 
 fn run() -> u8 {
-    // Before anything else: a panic prints one fixed line and aborts
-    // (panic = "abort"); the default hook would read RUST_BACKTRACE from the
-    // environment while we are privileged.
-    std::panic::set_hook(Box::new(|info| {
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        report(format_args!("internal error{at}; please report it"));
-    }));
-
     // argv only; the environment is not read until privileges are gone.
     // Since Linux 5.18 an execve with argc == 0 gets a single empty argv[0].
     let mut argv = std::env::args_os();

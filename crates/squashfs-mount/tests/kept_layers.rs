@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::{run, wait_until, Run};
 use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
-use sqfsmnt_test_support::{install, pair, s, site, Fixture};
+use sqfsmnt_test_support::{pair, s, site, Fixture};
 
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
@@ -78,10 +78,7 @@ fn path_taken(r: &Run, image: &Path) -> &'static str {
 
 #[test]
 fn pip_install_into_a_venv_is_kept_and_the_layer_is_the_callers() {
-    if !python::available() {
-        sqfsmnt_test_support::loud_skip(
-            "kept layers: /usr/bin/python3 cannot make venvs (python3-venv)",
-        );
+    if python::skipped_without_venv("kept layers") {
         return;
     }
     case(|fx| {
@@ -710,34 +707,15 @@ fn the_command_gets_the_callers_fds_and_the_lock_only() {
     });
 }
 
-/// The installed binary and its helpers copied into the user's directory
-/// without the setuid bit.
-fn rootless_copy(fx: &Fixture) -> PathBuf {
-    let prefix = fx.path("user/own-prefix");
-    let bin = install::install(&fx.bin, &prefix, 0o755);
-    let installed_server = fx
-        .root
-        .join("lib/squashfs-mount")
-        .join(install::FUSE_SERVER);
-    install::install_fuse_server(&installed_server, &prefix);
-    for p in [&bin, &prefix] {
-        std::os::unix::fs::chown(p, Some(fx.uid), Some(fx.gid)).unwrap();
-    }
-    bin
-}
-
 #[test]
 fn rootless_mode_keeps_a_layer_on_root_owned_images() {
-    if !python::available() {
-        sqfsmnt_test_support::loud_skip(
-            "kept layers: /usr/bin/python3 cannot make venvs (python3-venv)",
-        );
+    if python::skipped_without_venv("kept layers") {
         return;
     }
     case(|fx| {
         let _conf = site::no_config();
         let _fuse = site::FuseForUsers::enable();
-        let bin = rootless_copy(fx);
+        let bin = fx.rootless_copy();
         // Root's venv: every file shows as the caller's in rootless mode,
         // so pip can write into it through the layer.
         let image = fx.path("images/venv-root.sqfs");

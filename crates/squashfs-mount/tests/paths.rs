@@ -253,30 +253,12 @@ fn fuse_path_behaviour_table() {
     });
 }
 
-/// The installed binary and its FUSE server copied into the user's
-/// directory without the setuid bit, as a user installs it.
-fn rootless_copy(fx: &Fixture) -> PathBuf {
-    let prefix = fx.path("user/own-prefix");
-    let bin = install::install(&fx.bin, &prefix, 0o755);
-    // The server installed next to the setuid binary (install_fuse_server
-    // takes a program beside it).
-    let installed_server = fx
-        .root
-        .join("lib/squashfs-mount")
-        .join(install::FUSE_SERVER);
-    install::install_fuse_server(&installed_server, &prefix);
-    for p in [&bin, &prefix] {
-        std::os::unix::fs::chown(p, Some(fx.uid), Some(fx.gid)).unwrap();
-    }
-    bin
-}
-
 #[test]
 fn rootless_behaviour_table() {
     case(|fx| {
         let _conf = site::no_config();
         let _fuse = site::FuseForUsers::enable();
-        let bin = rootless_copy(fx);
+        let bin = fx.rootless_copy();
         for own_images in [false, true] {
             behaviour_table(&Way {
                 fx,
@@ -358,7 +340,7 @@ fn sigkill_of_the_command_leaves_no_fuse_server_and_no_mount() {
         for rootless in [false, true] {
             let _fuse = rootless.then(site::FuseForUsers::enable);
             let bin = if rootless {
-                rootless_copy(fx)
+                fx.rootless_copy()
             } else {
                 fx.bin.clone()
             };
@@ -589,7 +571,7 @@ fn rootless_mode_finds_its_fuse_server_and_says_where_it_looked() {
 fn rootless_mode_has_no_image_cache_to_show_or_evict() {
     case(|fx| {
         let _conf = site::no_config();
-        let bin = rootless_copy(fx);
+        let bin = fx.rootless_copy();
         let img = fx.user_image("nocache", &[]);
         for args in [
             vec!["--cache-status".to_string()],

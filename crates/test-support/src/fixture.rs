@@ -156,6 +156,25 @@ impl Fixture {
         self.root.join("user")
     }
 
+    /// The installed binary and its FUSE server copied into the user's
+    /// directory without the setuid bit, as a user installs it (rootless
+    /// mode). Returns the copy of the binary.
+    pub fn rootless_copy(&self) -> PathBuf {
+        let prefix = self.path("user/own-prefix");
+        let bin = crate::install::install(&self.bin, &prefix, 0o755);
+        // The server installed next to the setuid binary (install_fuse_server
+        // takes a program beside it).
+        let installed_server = self
+            .root
+            .join("lib/squashfs-mount")
+            .join(crate::install::FUSE_SERVER);
+        crate::install::install_fuse_server(&installed_server, &prefix);
+        for p in [&bin, &prefix] {
+            std::os::unix::fs::chown(p, Some(self.uid), Some(self.gid)).unwrap();
+        }
+        bin
+    }
+
     /// Builds `images/<name>.sqfs` (zstd) from files given as (path,
     /// content), once per process; `extra` runs in the tree (as root)
     /// before packing.

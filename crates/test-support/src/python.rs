@@ -21,6 +21,17 @@ pub fn available() -> bool {
     run(Command::new(PYTHON).args(["-c", "import ensurepip, venv"])).success()
 }
 
+/// True (after a loud skip naming `what`) when venvs cannot be made.
+pub fn skipped_without_venv(what: &str) -> bool {
+    let skip = !available();
+    if skip {
+        crate::skip::loud_skip(&format!(
+            "{what}: {PYTHON} cannot make venvs (python3-venv)"
+        ));
+    }
+    skip
+}
+
 /// Writes `sqfsmnt_demo-1.0-py3-none-any.whl` (one module, `VALUE = 42`)
 /// into `dir` (mode 0644), made by hand with Python's zipfile (no build
 /// backend needed). Returns its path.
