@@ -442,3 +442,32 @@ fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
         assert!(wait_no_server(b.uid).is_empty());
     });
 }
+
+/// The timer's `--gc --expired` (root) keeps an idle kernel instance until
+/// it has expired, then evicts it and says so (the package test's check,
+/// without a package).
+#[test]
+fn gc_expired_evicts_an_expired_kernel_instance() {
+    case(|fx| {
+        let _conf = site::config("cache-max-idle = 1h\n");
+        let img = fx.image("expire-kernel", &[("f", "expire-kernel\n")], "");
+        let m = fx.mount_point("expire-kernel");
+        fx.run(cat(&img, &m)).ok();
+        let gc = || {
+            let out = Command::new(&fx.bin)
+                .args(["--gc", "--expired"])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+            text
+        };
+        let evicted = format!("evicted {}", s(&img));
+        let first = gc();
+        assert!(!first.contains(&evicted), "evicted before it expired: {first}");
+        drop(_conf);
+        let _conf = site::config("cache-max-idle = 0\n");
+        let second = gc();
+        assert!(second.contains(&evicted), "not evicted once expired: {second}");
+    });
+}
