@@ -327,8 +327,7 @@ pub fn job_end(uid: u32) -> Result<usize, Failure> {
         .name("squashfs-mount".into())
         .stack_size(2 << 20)
         .spawn(move || {
-            system::unshare_fs_of_thread()
-                .map_err(|e| Failure::new(StepError::EpilogFs(e)))?;
+            system::unshare_fs_of_thread().map_err(|e| Failure::new(StepError::EpilogFs(e)))?;
             squashfs_mount::commands::job_epilog(uid)
         })
         .map_err(|e| Failure::new(StepError::EpilogThread(Some(e))))?;

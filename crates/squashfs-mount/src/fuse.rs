@@ -226,7 +226,10 @@ impl Detached {
     /// [`LOG_LIMIT`]) and /dev/null, opened as the caller (the log is the
     /// caller's own file: root would need CAP_DAC_OVERRIDE to open it);
     /// None when there is no log yet ([`Detached::create`]).
-    pub fn open(_as_caller: &impl ActingAsCaller, caller: &Caller) -> Result<Option<Detached>, FuseError> {
+    pub fn open(
+        _as_caller: &impl ActingAsCaller,
+        caller: &Caller,
+    ) -> Result<Option<Detached>, FuseError> {
         let dir = match system::open_dir_nofollow(system::working_dir(), LOG_DIR) {
             Err(system::Error::NOENT) => return Ok(None),
             other => log_dir(other)?,

@@ -436,7 +436,10 @@ fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
         let _ = Command::new("kill").args(["-KILL", &pid]).status();
         assert!(ok, "{err}");
         assert_eq!(out, "stopped-b\n");
-        assert!(gone.is_empty(), "user a's stopped server was not ended: {gone:?}");
+        assert!(
+            gone.is_empty(),
+            "user a's stopped server was not ended: {gone:?}"
+        );
         let (ok, _, err) = launch(b, fx, &["--gc".to_string()]);
         assert!(ok, "{err}");
         assert!(wait_no_server(b.uid).is_empty());
@@ -459,15 +462,25 @@ fn gc_expired_evicts_an_expired_kernel_instance() {
                 .output()
                 .unwrap();
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             text
         };
         let evicted = format!("evicted {}", s(&img));
         let first = gc();
-        assert!(!first.contains(&evicted), "evicted before it expired: {first}");
+        assert!(
+            !first.contains(&evicted),
+            "evicted before it expired: {first}"
+        );
         drop(_conf);
         let _conf = site::config("cache-max-idle = 0\n");
         let second = gc();
-        assert!(second.contains(&evicted), "not evicted once expired: {second}");
+        assert!(
+            second.contains(&evicted),
+            "not evicted once expired: {second}"
+        );
     });
 }

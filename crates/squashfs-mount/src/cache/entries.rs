@@ -141,9 +141,8 @@ pub(super) fn clones_of(
     if !good {
         return (Vec::new(), Some(meta));
     }
-    let checked = |c: system::SysResult<OwnedFd>| {
-        c.ok().filter(|c| check_clone(c, &meta).is_ok()).ok_or(())
-    };
+    let checked =
+        |c: system::SysResult<OwnedFd>| c.ok().filter(|c| check_clone(c, &meta).is_ok()).ok_or(());
     let Ok(out) = clones(name, copies)
         .map(checked)
         .collect::<Result<Vec<_>, ()>>()

@@ -79,13 +79,14 @@ impl FuseServer {
         match self {
             FuseServer::At(path) => path.clone().ok_or_else(missing),
             FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
-            FuseServer::Search { path } => fuse_server::find_for_rootless(path.as_deref())
-                .map_err(|looked| {
+            FuseServer::Search { path } => {
+                fuse_server::find_for_rootless(path.as_deref()).map_err(|looked| {
                     Failure::new(fuse_server::NotFound {
                         image: first.to_string_lossy().into(),
                         looked,
                     })
-                }),
+                })
+            }
         }
     }
 }

@@ -228,8 +228,7 @@ impl RootSide for Recorder {
     }
 
     fn fuse_log(&mut self, _root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
-        self.log
-            .push(format!("log of uid {}", caller.uid.as_raw()));
+        self.log.push(format!("log of uid {}", caller.uid.as_raw()));
         Ok(Detached::stand_in())
     }
 

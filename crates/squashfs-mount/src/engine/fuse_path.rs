@@ -191,9 +191,8 @@ impl FusePath<'_> {
         mount: OwnedFd,
         server: OwnedFd,
     ) -> Result<(), Failure> {
-        r.instances = creds.as_root(|root| {
-            root_side.copies(root, mount, r.copies, &r.image, &r.subject)
-        })??;
+        r.instances = creds
+            .as_root(|root| root_side.copies(root, mount, r.copies, &r.image, &r.subject))??;
         self.fused.servers.push(server);
         Ok(())
     }

@@ -140,8 +140,12 @@ pub trait RootSide {
     fn claim(&mut self, root: &AsRoot, key: &Key) -> Result<Option<Self::Claim>, CacheError>;
     /// Waits, at most until `deadline`, for the launch that claimed `key`
     /// to let go.
-    fn await_claim(&mut self, root: &AsRoot, key: &Key, deadline: Instant)
-        -> Result<(), CacheError>;
+    fn await_claim(
+        &mut self,
+        root: &AsRoot,
+        key: &Key,
+        deadline: Instant,
+    ) -> Result<(), CacheError>;
     /// Loop devices for `images`, attached under the loop-device budget,
     /// and a squashfs instance on each (made without any lock held); with
     /// why the budget's lock was not used, if it was not.

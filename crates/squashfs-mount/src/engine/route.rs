@@ -129,7 +129,13 @@ fn fuse_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Cache {
 /// Whether a kernel instance of the image may be kept in the image cache
 /// (a user's FUSE instance: whenever the launch may), and if not why: for
 /// the whole launch, or for this image.
-fn kernel_cache(mode: Mode, plan: &Plan, settings: &Settings, on_fuse: bool, public: bool) -> Cache {
+fn kernel_cache(
+    mode: Mode,
+    plan: &Plan,
+    settings: &Settings,
+    on_fuse: bool,
+    public: bool,
+) -> Cache {
     if let Some(no) = launch_cache(mode, plan, settings) {
         no
     } else if on_fuse {

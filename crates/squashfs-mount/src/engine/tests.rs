@@ -483,7 +483,8 @@ fn a_launch_waits_for_another_making_the_same_fuse_instance() {
     rec.theirs.insert(Recorder::key(&a, Some(test_caller())));
     // Another user's launch making its own instance of the same file is
     // not waited for.
-    rec.theirs.insert(Recorder::key(&a, Some(Uid::from_raw(4321))));
+    rec.theirs
+        .insert(Recorder::key(&a, Some(Uid::from_raw(4321))));
     let mounted = run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
     assert_eq!(
         &rec.log[4..],
@@ -510,7 +511,11 @@ fn without_room_a_fuse_instance_is_private_and_its_server_the_launchs() {
     assert_eq!(rec.lines("attach"), ["attach a.sqfs#fuse on m"]);
     assert_eq!(mounted.servers.len(), 1);
     assert_eq!(
-        notes(&mounted, "for this launch only, not cached: the image cache had no room").len(),
+        notes(
+            &mounted,
+            "for this launch only, not cached: the image cache had no room"
+        )
+        .len(),
         1
     );
 }
@@ -528,10 +533,21 @@ fn kernel_and_fuse_images_share_one_cache_visit_each() {
     let mut rec = place.recorder(settings);
     run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
     assert_eq!(rec.lines("open the cache").len(), 1, "{:?}", rec.log);
-    assert_eq!(rec.lines("reuse"), ["reuse fuse:b.sqfs", "reuse fuse:b.sqfs", "reuse a.sqfs", "reuse a.sqfs"]);
+    assert_eq!(
+        rec.lines("reuse"),
+        [
+            "reuse fuse:b.sqfs",
+            "reuse fuse:b.sqfs",
+            "reuse a.sqfs",
+            "reuse a.sqfs"
+        ]
+    );
     assert_eq!(
         rec.lines("attach"),
-        ["attach a.sqfs#cached on m1", "attach fuse:b.sqfs#cached on m2"]
+        [
+            "attach a.sqfs#cached on m1",
+            "attach fuse:b.sqfs#cached on m2"
+        ]
     );
 }
 

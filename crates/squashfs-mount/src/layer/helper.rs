@@ -180,8 +180,9 @@ pub fn start_for_step(
         },
     ) {
         argv.push(
-            CString::new(a.as_bytes())
-                .map_err(|_| crate::layer::fail("a path of the writable layer contains a NUL byte"))?,
+            CString::new(a.as_bytes()).map_err(|_| {
+                crate::layer::fail("a path of the writable layer contains a NUL byte")
+            })?,
         );
     }
     let keep = [(report_write.as_fd(), 3), (wait_read.as_fd(), 4)];

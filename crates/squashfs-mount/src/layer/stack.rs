@@ -84,7 +84,9 @@ pub fn stack(
         let mount = overlay(lower.as_fd(), *n, &subject)?;
         system::open_dir_nofollow(system::working_dir(), &m.path)
             .and_then(|t| system::attach_mount(mount.as_fd(), t.as_fd()))
-            .map_err(|e| crate::layer::fail_about(&subject, format!("cannot attach the layer: {e}")))?;
+            .map_err(|e| {
+                crate::layer::fail_about(&subject, format!("cannot attach the layer: {e}"))
+            })?;
     }
     Ok(())
 }
@@ -92,7 +94,8 @@ pub fn stack(
 /// One overlay: `lower` below, `DIR/<n>/upper` above (the working
 /// directory is DIR).
 fn overlay(lower: BorrowedFd<'_>, n: u32, subject: &str) -> Result<OwnedFd, Failure> {
-    let fail = |what: &str, e: system::Error| crate::layer::fail_about(subject, format!("{what}: {e}"));
+    let fail =
+        |what: &str, e: system::Error| crate::layer::fail_about(subject, format!("{what}: {e}"));
     let ctx = FsContext::open("overlay").map_err(|e| {
         fail(
             "the kernel offers no overlay file system (--writable=DIR needs overlayfs)",

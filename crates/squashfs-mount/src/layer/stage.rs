@@ -109,7 +109,9 @@ fn sub_layers(
 ) -> Result<(Vec<u32>, Vec<bool>), Failure> {
     let mut stamp = read_stamp(dir)?;
     let known: Vec<u32> = stamp.entries.iter().map(|e| e.number).collect();
-    let (numbers, changed) = stamp.assign(wanted, &dir.path).map_err(crate::layer::fail)?;
+    let (numbers, changed) = stamp
+        .assign(wanted, &dir.path)
+        .map_err(crate::layer::fail)?;
     if changed {
         write_stamp(dir, &stamp)?;
     }
@@ -135,8 +137,9 @@ fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
             Stamp::parse(&text).map_err(|e| not_ours(format!("{STAMP_FILE}: {e}")))
         }
         Err(Error::NOENT) => {
-            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
-                .map_err(|e| crate::layer::fail(format!("cannot list {}: {e}", shown(&dir.path))))?;
+            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8).map_err(|e| {
+                crate::layer::fail(format!("cannot list {}: {e}", shown(&dir.path)))
+            })?;
             match names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) {
                 Some(other) => Err(not_ours(format!(
                     "it holds {} but no {STAMP_FILE}",
