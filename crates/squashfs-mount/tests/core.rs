@@ -967,8 +967,14 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
         // ...and precisely while it holds root: watch the effective uid in
         // /proc/<pid>/status and kill as soon as it is 0 (after setpriv
         // exec'd the setuid binary and its first switch back to the caller).
+        // The root phase lasts about a millisecond: on a busy machine the
+        // polling misses it most of the time, so try until it was caught a
+        // few times (bounded).
         let mut hit = 0;
-        for _ in 0..40 {
+        for _ in 0..400 {
+            if hit >= 3 {
+                break;
+            }
             let mut child = launch();
             let status = format!("/proc/{}/status", child.id());
             let deadline = Instant::now() + Duration::from_secs(2);
