@@ -72,3 +72,24 @@ mod tests {
         assert!(mounts_under(Path::new("/pro")).is_empty());
     }
 }
+
+/// Running FUSE servers of this tool (`squashfs-mount-fuse`, whose name
+/// the kernel keeps as `squashfs-mount-`), zombies left out: their pids.
+pub fn fuse_servers() -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != "squashfs-mount-" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, t)| t.chars().next());
+        if !matches!(state, Some('Z') | Some('X') | None) {
+            out.push(pid);
+        }
+    }
+    out
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::cleanup::{at_exit, run_dir};
 use crate::cmd::{run, Run};
-use crate::count::{loops_under, mounts_under};
+use crate::count::{fuse_servers, loops_under, mounts_under};
 use crate::unmount::remove_tree;
 use crate::users::{User, Users};
 
@@ -123,6 +123,7 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
     };
     evict_cached_instances(&fx.bin);
     let (loops, mounts) = (loops_under(&fx.root).len(), mounts_under(&fx.root).len());
+    let servers = fuse_servers();
     // The FUSE path opens /dev/fuse as the user.
     let fuse = crate::site::FuseDevice::open_to_all();
     f(&fx);
@@ -137,6 +138,22 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
         loops,
         "loop devices leaked: {:?}",
         loops_under(&fx.root)
+    );
+    // Every FUSE server the case started ends once its instance is evicted
+    // (the machine lock keeps other launches out meanwhile).
+    let started = || {
+        fuse_servers()
+            .into_iter()
+            .filter(|p| !servers.contains(p))
+            .collect::<Vec<_>>()
+    };
+    while !started().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        started(),
+        Vec::<u32>::new(),
+        "FUSE servers left running after --gc --all"
     );
     assert_eq!(
         mounts_under(&fx.root).len(),
