@@ -58,21 +58,6 @@ pub fn mounts_under(prefix: &Path) -> Vec<String> {
     mounts_under_in(None, prefix)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mounts_are_matched_by_whole_path_components() {
-        let proc_mounts = mounts_under(Path::new("/proc"));
-        assert!(proc_mounts.iter().any(|m| m == "/proc"), "{proc_mounts:?}");
-        assert!(proc_mounts
-            .iter()
-            .all(|m| m == "/proc" || m.starts_with("/proc/")));
-        assert!(mounts_under(Path::new("/pro")).is_empty());
-    }
-}
-
 /// Running FUSE servers of this tool (`squashfs-mount-fuse`, whose name
 /// the kernel keeps as `squashfs-mount-`), zombies left out: their pids.
 pub fn fuse_servers() -> Vec<u32> {
@@ -92,4 +77,19 @@ pub fn fuse_servers() -> Vec<u32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_are_matched_by_whole_path_components() {
+        let proc_mounts = mounts_under(Path::new("/proc"));
+        assert!(proc_mounts.iter().any(|m| m == "/proc"), "{proc_mounts:?}");
+        assert!(proc_mounts
+            .iter()
+            .all(|m| m == "/proc" || m.starts_with("/proc/")));
+        assert!(mounts_under(Path::new("/pro")).is_empty());
+    }
 }
