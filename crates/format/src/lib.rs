@@ -2,7 +2,7 @@
 //! about SquashFS images, in one place: the superblock and its checks
 //! ([`superblock`]), the compressor table ([`Compressor`]), whether the
 //! running kernel can mount an image ([`kernel`]), the one size grammar
-//! both tools accept ([`size`]), and an image's identity for a kept
+//! both tools accept ([`size`]), the time stamps both print ([`time`]), and an image's identity for a kept
 //! writable layer ([`identity`]) and the stamp that names them ([`stamp`]).
 //!
 //! Pure code without dependencies (the setuid binary links it): every
@@ -17,6 +17,7 @@ pub mod kernel;
 pub mod size;
 pub mod stamp;
 pub mod superblock;
+pub mod time;
 
 pub use compressor::Compressor;
 pub use error::FormatError;
