@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -631,6 +631,26 @@ fn serves_like_the_source() {
     assert!(built >= 5);
 }
 
+/// The server's descriptors as squashfs-mount passes them (and the
+/// tests' name and thread count).
+fn fd_args(fuse: BorrowedFd<'_>, image: BorrowedFd<'_>, ready: BorrowedFd<'_>) -> Vec<String> {
+    let fd = |f: BorrowedFd<'_>| f.as_raw_fd().to_string();
+    [
+        "--fuse-fd",
+        &fd(fuse),
+        "--image-fd",
+        &fd(image),
+        "--ready-fd",
+        &fd(ready),
+        "--name",
+        "test.sqfs",
+        "--threads",
+        "3",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Runs the server as squashfs-mount does, with descriptors; returns the
 /// child, the ready line and the read end of its stderr.
 fn spawn_with_fds(
@@ -645,18 +665,7 @@ fn spawn_with_fds(
         rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).unwrap();
     }
     let mut cmd = Command::new(BIN);
-    cmd.args([
-        "--fuse-fd",
-        &fuse.as_raw_fd().to_string(),
-        "--image-fd",
-        &image.as_raw_fd().to_string(),
-        "--ready-fd",
-        &ready_w.as_raw_fd().to_string(),
-        "--name",
-        "test.sqfs",
-        "--threads",
-        "3",
-    ]);
+    cmd.args(fd_args(fuse.as_fd(), image.as_fd(), ready_w.as_fd()));
     if let Some(w) = watch {
         cmd.args(["--watch-pidfd", &w.as_raw_fd().to_string()]);
     }
@@ -1092,21 +1101,8 @@ fn start_detached(
         .arg(&pid_file)
         .arg(BIN)
         .args(first)
-        .args([
-            "--fuse-fd",
-            &fuse.as_raw_fd().to_string(),
-            "--image-fd",
-            &image.as_raw_fd().to_string(),
-            "--ready-fd",
-            &ready_w.as_raw_fd().to_string(),
-            "--log-fd",
-            &log.as_raw_fd().to_string(),
-            "--name",
-            "test.sqfs",
-            "--threads",
-            "3",
-            "--detached",
-        ])
+        .args(fd_args(fuse.as_fd(), image.as_fd(), ready_w.as_fd()))
+        .args(["--log-fd", &log.as_raw_fd().to_string(), "--detached"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

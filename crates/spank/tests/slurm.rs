@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use sqfsmnt_test_support::cmd::Run;
+use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::slurm::{Cluster, Options, TOOLS};
 use sqfsmnt_test_support::{have, image};
 
@@ -935,29 +936,6 @@ fn setup() -> Option<T> {
 // One node at a time
 // ---------------------------------------------------------------------------
 
-/// Processes of `uid` whose name starts with `prefix` (host /proc: the
-/// nodes share the host's pid namespace).
-fn processes_named(uid: u32, prefix: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
-        let field = |k: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(k))
-                .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
-        };
-        if field("Uid:").as_deref() == Some(&uid.to_string())
-            && field("Name:").is_some_and(|n| n.starts_with(prefix))
-        {
-            out.push(e.file_name().to_string_lossy().into_owned());
-        }
-    }
-    out
-}
-
 fn users_own_image_through_fuse(t: &T) {
     let own = t.c.dir.join("jobs/own-a.sqfs");
     fs::copy(t.img("a.sqfs"), &own).expect("copy");
@@ -982,11 +960,11 @@ fn users_own_image_through_fuse(t: &T) {
     );
     // "squashfs-mount-fuse" as the kernel names it (15 characters).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_named(t.c.user.uid, "squashfs-mount-").is_empty() {
+    while !processes_named(t.c.user.uid, FUSE_SERVER_NAME).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "FUSE servers outlived the job: {:?}",
-            processes_named(t.c.user.uid, "squashfs-mount-")
+            processes_named(t.c.user.uid, FUSE_SERVER_NAME)
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -1017,13 +995,15 @@ fn stopped_server_does_not_outlive_the_job(t: &T) {
     assert!(r.stdout().contains("hello from A\nstopped "), "{r:?}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let left = processes_named(t.c.user.uid, "squashfs-mount-");
+        let left = processes_named(t.c.user.uid, FUSE_SERVER_NAME);
         if left.is_empty() {
             break;
         }
         if std::time::Instant::now() > deadline {
             for pid in &left {
-                let _ = Command::new("kill").args(["-KILL", pid]).status();
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
             }
             panic!("a stopped FUSE server outlived its job: {left:?}");
         }
@@ -1062,11 +1042,11 @@ fn fuse_instance_shared_by_tasks_and_steps(t: &T) {
     assert_eq!(first.len(), NODES, "one server per node: {out}");
     assert_eq!(second, first, "the second step reused the servers: {out}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_named(t.c.user.uid, "squashfs-mount-").is_empty() {
+    while !processes_named(t.c.user.uid, FUSE_SERVER_NAME).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "FUSE servers outlived the job: {:?}",
-            processes_named(t.c.user.uid, "squashfs-mount-")
+            processes_named(t.c.user.uid, FUSE_SERVER_NAME)
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

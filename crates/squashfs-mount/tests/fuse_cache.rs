@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{kernel, pair, s, site, Fixture};
 
@@ -18,26 +19,7 @@ fn case(f: impl FnOnce(&Fixture)) {
 
 /// Pids of the FUSE servers whose real uid is `uid`.
 fn servers_of(uid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
-        let field = |k: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(k))
-                .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
-        };
-        // The kernel's name of squashfs-mount-fuse (15 characters).
-        if field("Uid:") == Some(uid.to_string())
-            && field("Name:").is_some_and(|n| n == "squashfs-mount-")
-        {
-            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
-        }
-    }
-    out.sort();
-    out
+    processes_named(uid, FUSE_SERVER_NAME)
 }
 
 /// Waits until `uid` has no FUSE server (evicted servers exit at once).

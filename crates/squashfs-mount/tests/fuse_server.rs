@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::site::FuseDevice;
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{pair, s};
@@ -47,28 +48,6 @@ impl Drop for Sysctl {
     }
 }
 
-/// Pids of `uid`'s processes (real uid) whose name starts with `prefix`.
-fn processes_named(uid: u32, prefix: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
-        let field = |k: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(k))
-                .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
-        };
-        if field("Uid:") == Some(uid.to_string())
-            && field("Name:").is_some_and(|n| n.starts_with(prefix))
-        {
-            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
-        }
-    }
-    out
-}
-
 /// Runs `script` (a shell command line with `$SQM` the tool, whose
 /// command is `sleep`) as `user` in the background, and waits for the
 /// command to run (its FUSE server is then ready): the server's pid.
@@ -87,7 +66,7 @@ fn serving(fx: &Fixture, user: &User, script: &str) -> (Kill, u32) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         // The kernel's name of squashfs-mount-fuse (15 characters).
-        let server = processes_named(user.uid, "squashfs-mount-");
+        let server = processes_named(user.uid, FUSE_SERVER_NAME);
         if !server.is_empty() && !processes_named(user.uid, "sleep").is_empty() {
             return (launch, server[0]);
         }

@@ -91,19 +91,15 @@ fn pip_install_into_a_venv_is_kept_and_the_layer_is_the_callers() {
                 fx,
                 &fx.bin,
                 &[
-                    "-v".into(),
-                    format!("--writable={}", s(&dir)),
-                    pair(image, &m),
-                    "--".into(),
-                    s(&m.join("venv/bin/python")),
-                    "-m".into(),
-                    "pip".into(),
-                    "install".into(),
-                    "-q".into(),
-                    "--no-index".into(),
-                    "--no-deps".into(),
-                    s(&wheel),
-                ],
+                    vec![
+                        "-v".into(),
+                        format!("--writable={}", s(&dir)),
+                        pair(image, &m),
+                        "--".into(),
+                    ],
+                    python::pip_install(&m.join("venv/bin/python"), &wheel),
+                ]
+                .concat(),
             );
             r.ok();
             assert_eq!(path_taken(&r, image), way, "{}", r.stderr());
@@ -728,19 +724,10 @@ fn rootless_mode_keeps_a_layer_on_root_owned_images() {
             fx,
             &bin,
             &[
-                "-q".into(),
-                w.clone(),
-                pair(&image, &m),
-                "--".into(),
-                s(&m.join("venv/bin/python")),
-                "-m".into(),
-                "pip".into(),
-                "install".into(),
-                "-q".into(),
-                "--no-index".into(),
-                "--no-deps".into(),
-                s(&wheel),
-            ],
+                vec!["-q".into(), w.clone(), pair(&image, &m), "--".into()],
+                python::pip_install(&m.join("venv/bin/python"), &wheel),
+            ]
+            .concat(),
         )
         .ok();
         let r = launch(

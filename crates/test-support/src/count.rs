@@ -58,25 +58,55 @@ pub fn mounts_under(prefix: &Path) -> Vec<String> {
     mounts_under_in(None, prefix)
 }
 
-/// Running FUSE servers of this tool (`squashfs-mount-fuse`, whose name
-/// the kernel keeps as `squashfs-mount-`), zombies left out: their pids.
-pub fn fuse_servers() -> Vec<u32> {
+/// The name the kernel keeps for `squashfs-mount-fuse` (15 characters).
+pub const FUSE_SERVER_NAME: &str = "squashfs-mount-";
+
+/// (pid, real uid, state) of each process whose name starts with `prefix`.
+fn processes(prefix: &str) -> Vec<(u32, Option<u32>, char)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() != "squashfs-mount-" {
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
             continue;
-        }
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let state = stat.rsplit_once(") ").and_then(|(_, t)| t.chars().next());
-        if !matches!(state, Some('Z') | Some('X') | None) {
-            out.push(pid);
+        };
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.split_whitespace().next())
+        };
+        if field("Name:").is_some_and(|n| n.starts_with(prefix)) {
+            let uid = field("Uid:").and_then(|u| u.parse().ok());
+            let state = field("State:")
+                .and_then(|s| s.chars().next())
+                .unwrap_or('?');
+            out.push((pid, uid, state));
         }
     }
+    out.sort();
     out
+}
+
+/// Pids (sorted) of `uid`'s processes (real uid) whose name starts with
+/// `prefix`, zombies included.
+pub fn processes_named(uid: u32, prefix: &str) -> Vec<u32> {
+    processes(prefix)
+        .into_iter()
+        .filter(|&(_, u, _)| u == Some(uid))
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// Running FUSE servers of this tool, anyone's, zombies left out: their
+/// pids.
+pub fn fuse_servers() -> Vec<u32> {
+    processes(FUSE_SERVER_NAME)
+        .into_iter()
+        .filter(|&(_, _, state)| !matches!(state, 'Z' | 'X'))
+        .map(|(pid, _, _)| pid)
+        .collect()
 }
 
 #[cfg(test)]

@@ -32,6 +32,15 @@ pub fn skipped_without_venv(what: &str) -> bool {
     skip
 }
 
+/// The command that installs `wheel` with the venv's `python`, offline
+/// and quietly: `python -m pip install -q --no-index --no-deps wheel`.
+pub fn pip_install(python: &Path, wheel: &Path) -> Vec<String> {
+    let mut args = vec![python.to_string_lossy().into_owned()];
+    args.extend(["-m", "pip", "install", "-q", "--no-index", "--no-deps"].map(String::from));
+    args.push(wheel.to_string_lossy().into_owned());
+    args
+}
+
 /// Writes `sqfsmnt_demo-1.0-py3-none-any.whl` (one module, `VALUE = 42`)
 /// into `dir` (mode 0644), made by hand with Python's zipfile (no build
 /// backend needed). Returns its path.
