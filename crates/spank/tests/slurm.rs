@@ -936,6 +936,19 @@ fn setup() -> Option<T> {
 // One node at a time
 // ---------------------------------------------------------------------------
 
+/// The job user's FUSE servers are all gone within 10 s of the job's end.
+fn no_server_outlives_the_job(t: &T) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_named(t.c.user.uid, FUSE_SERVER_NAME).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "FUSE servers outlived the job: {:?}",
+            processes_named(t.c.user.uid, FUSE_SERVER_NAME)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn users_own_image_through_fuse(t: &T) {
     let own = t.c.dir.join("jobs/own-a.sqfs");
     fs::copy(t.img("a.sqfs"), &own).expect("copy");
@@ -959,15 +972,7 @@ fn users_own_image_through_fuse(t: &T) {
         "{r:?}"
     );
     // "squashfs-mount-fuse" as the kernel names it (15 characters).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_named(t.c.user.uid, FUSE_SERVER_NAME).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "FUSE servers outlived the job: {:?}",
-            processes_named(t.c.user.uid, FUSE_SERVER_NAME)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    no_server_outlives_the_job(t);
 }
 
 /// Issue 19, finding 3: a task stops its FUSE server (SIGSTOP, which it
@@ -1041,15 +1046,7 @@ fn fuse_instance_shared_by_tasks_and_steps(t: &T) {
     let (first, second) = (pids("after1:"), pids("after2:"));
     assert_eq!(first.len(), NODES, "one server per node: {out}");
     assert_eq!(second, first, "the second step reused the servers: {out}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_named(t.c.user.uid, FUSE_SERVER_NAME).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "FUSE servers outlived the job: {:?}",
-            processes_named(t.c.user.uid, FUSE_SERVER_NAME)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    no_server_outlives_the_job(t);
 }
 
 /// A task of a step with --squashfs (no_new_privs) runs squashfs-mount to
