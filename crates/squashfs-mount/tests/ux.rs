@@ -236,12 +236,14 @@ fn the_command_gets_the_callers_signal_dispositions() {
     });
 }
 
-/// `make demo` (scripts/demo, on the built programs): it succeeds, says
-/// where its directory stays, leaves no setuid binary, no demo user, no
-/// loop device and no mount behind.
+/// `make demo` (scripts/demo, on the built programs): it succeeds, also
+/// where /dev/fuse is kept from users (mode 0600: it opens it for its run
+/// and gives its mode back), says where its directory stays, leaves no
+/// setuid binary, no demo user, no loop device and no mount behind.
 #[test]
 fn the_demo_leaves_its_directory_and_nothing_else() {
     case(|_fx| {
+        let _fuse = sqfsmnt_test_support::site::FuseDevice::with(0, 0o600);
         let built = Path::new(env!("CARGO_BIN_EXE_squashfs-mount"));
         let target = built.parent().and_then(Path::parent).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/demo");
@@ -271,6 +273,8 @@ fn the_demo_leaves_its_directory_and_nothing_else() {
         assert!(!user.status.success(), "the demo user is left");
         assert!(sqfsmnt_test_support::count::loops_under(dir).is_empty());
         assert!(sqfsmnt_test_support::count::mounts_under(dir).is_empty());
+        let fuse_mode = fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
+        assert_eq!(fuse_mode, 0o600, "the demo did not give /dev/fuse its mode back");
         fs::remove_dir_all(dir).unwrap();
     });
 }
