@@ -198,7 +198,20 @@ fn start_workers(fs: Arc<FileFs>, dev: OwnedFd, n: usize, stay: bool) {
     Pool::start(fs, dev, n, on_end);
 }
 
+/// The first worker to see the end says so and ends the process; the
+/// others (who may see the same end at the same moment) wait for it, so
+/// that the last message is written once.
+fn first_to_end() {
+    static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if ENDING.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 fn end_failed(e: rustix::io::Errno, name: &str) -> ! {
+    first_to_end();
     log::message(
         log::Level::Error,
         &format!("squashfs-mount: {name}: the FUSE connection failed: {e}"),
@@ -209,6 +222,7 @@ fn end_failed(e: rustix::io::Errno, name: &str) -> ! {
 fn end_exit(end: End, name: &str) {
     match end {
         End::Unmounted => {
+            first_to_end();
             if DETACHED.load(std::sync::atomic::Ordering::Relaxed) {
                 log::message(
                     log::Level::Info,

@@ -274,7 +274,10 @@ fn the_demo_leaves_its_directory_and_nothing_else() {
         assert!(sqfsmnt_test_support::count::loops_under(dir).is_empty());
         assert!(sqfsmnt_test_support::count::mounts_under(dir).is_empty());
         let fuse_mode = fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
-        assert_eq!(fuse_mode, 0o600, "the demo did not give /dev/fuse its mode back");
+        assert_eq!(
+            fuse_mode, 0o600,
+            "the demo did not give /dev/fuse its mode back"
+        );
         fs::remove_dir_all(dir).unwrap();
     });
 }
