@@ -107,6 +107,13 @@ fn run() -> u8 {
     // Unprivileged from here on (verified in launch::run).
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
     ready.signals.restore();
+    if let Some(Err((call, e))) = ready.process.map(|p| p.restore()) {
+        // The umask is back in any case; a scheduling the caller could not
+        // set itself (an RT policy a privileged parent gave it) is not.
+        squashfs_mount::error::warn(format_args!(
+            "the command runs with the default scheduling (SCHED_OTHER, nice 0): {call} failed restoring the caller's: {e}"
+        ));
+    }
     if let (Some((helper, plan)), Some(inherited)) = (&ready.layer, &inherited) {
         return exec_layer_helper(helper, plan, &ready.command, inherited, env);
     }

@@ -153,6 +153,9 @@ pub(super) fn clones_of(
     (out, Some(meta))
 }
 
+/// The mode of an entry's directories.
+const ENTRY_MODE: u32 = 0o700;
+
 /// Whether loop device `number` is still the record's, backed by the file
 /// `id`, read-only and autoclear.
 fn loop_backed_by(number: u32, meta: &Meta, id: &Identity, dev: BorrowedFd<'_>) -> bool {
@@ -181,6 +184,13 @@ fn read_entry(name: &str, host: &Host) -> Result<Option<Entry>, CacheError> {
             ))
         }
     };
+    if dir.is_dir() && dir.mode & 0o7777 != ENTRY_MODE {
+        // Made under a caller's umask by an earlier version: root could
+        // neither reuse nor remove it. Root's own entry gets its mode back.
+        if let Ok(fd) = system::open_dir_nofollow(here, path(name, "")) {
+            let _ = system::ensure_mode(fd.as_fd(), ENTRY_MODE);
+        }
+    }
     let meta = if dir.is_dir() { read_meta(name) } else { None };
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
@@ -283,8 +293,8 @@ pub(super) fn insert_entry(
     let here = system::working_dir();
     let err =
         |what: &str, e: Error| CacheError::System(format!("cannot {what} cache entry {name}"), e);
-    system::make_dir(here, &path(name, ""), 0o700).map_err(|e| err("create", e))?;
-    system::make_dir(here, &path(name, "mnt"), 0o700).map_err(|e| err("create", e))?;
+    system::make_dir(here, &path(name, ""), ENTRY_MODE).map_err(|e| err("create", e))?;
+    system::make_dir(here, &path(name, "mnt"), ENTRY_MODE).map_err(|e| err("create", e))?;
     let target = system::open_dir_nofollow(here, path(name, "mnt")).map_err(|e| err("open", e))?;
     system::attach_mount(mount.as_fd(), target.as_fd()).map_err(|e| err("mount", e))?;
     system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes())

@@ -137,11 +137,16 @@ impl fmt::Display for CacheError {
 
 impl std::error::Error for CacheError {}
 
-/// Refuses a state directory that is not root's and private.
+/// The mode of every state directory root keeps in /run.
+pub const STATE_DIR_MODE: u32 = 0o700;
+
+/// Refuses a state directory that is not root's; gives root's own the
+/// exact mode [`STATE_DIR_MODE`] (one made under a caller's umask by an
+/// earlier version is repaired, not trusted nor given up on).
 pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), CacheError> {
     let id = system::fstat(fd).map_err(CacheError::system(format!("cannot stat {CACHE_DIR}")))?;
-    if !id.is_dir() || !id.uid.is_root() || id.mode & 0o077 != 0 {
+    if !id.is_dir() || !id.uid.is_root() {
         return Err(CacheError::NotRootOnly);
     }
-    Ok(())
+    system::ensure_mode(fd, STATE_DIR_MODE).map_err(|_| CacheError::NotRootOnly)
 }

@@ -21,6 +21,7 @@
 //! | `cpu`           | CPU affinity                                         |
 //! | `signals`       | signal dispositions                                  |
 //! | `limits`        | resource limits                                      |
+//! | `process_state` | umask, scheduling, nice, I/O priority of the caller  |
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
@@ -38,6 +39,7 @@ pub mod mount_tree;
 pub mod namespace;
 pub mod prefetch;
 pub mod process;
+pub mod process_state;
 pub mod signals;
 pub mod spawn;
 pub mod userns;
@@ -52,6 +54,7 @@ pub use mount_tree::*;
 pub use namespace::*;
 pub use prefetch::*;
 pub use process::*;
+pub use process_state::{neutralize as neutralize_process_state, CallerProcessState};
 pub use signals::*;
 pub use spawn::*;
 pub use userns::*;

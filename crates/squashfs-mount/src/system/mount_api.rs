@@ -218,3 +218,30 @@ pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
         f.contains(F::NODEV),
     ))
 }
+
+/// Whether the kernel still has the FUSE connection of the file system on
+/// device `dev` (a superblock, mounted somewhere or held open by some
+/// process): its directory in a fusectl instance. The connection goes
+/// when the last mount and the last open file of the file system are
+/// gone, whatever namespace they were in: the kernel's own answer to "is
+/// this FUSE instance used?", which no scan of /proc can give for sure.
+/// fusectl is one superblock for the machine; a detached mount of it is
+/// made here and dropped at return.
+pub fn fuse_connection_exists(dev: u64) -> SysResult<bool> {
+    let ctx = FsContext::open("fusectl")?;
+    ctx.create().map_err(|r| r.errno)?;
+    let root = ctx.mount(
+        MountAttrFlags::MOUNT_ATTR_RDONLY
+            | MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV
+            | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+    )?;
+    // The connection's name is the kernel's dev_t (major << 20 | minor).
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let name = ((u64::from(major) << 20) | u64::from(minor)).to_string();
+    match rustix::fs::statat(&root, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -246,3 +246,31 @@ pub fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
         .map(|p| p as u32)
         .ok_or(Errno::SRCH)
 }
+
+/// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID): the
+/// budget of scans of other processes' state, which wall time would let a
+/// caller who starves the launch of CPU exhaust without any work done.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
+/// The CPU time process `pid` has run for, in nanoseconds, and whether it
+/// is runnable now (state R): /proc/PID/schedstat's first field and
+/// /proc/PID/stat's state. None when it is gone.
+pub fn cpu_progress(pid: u32) -> Option<(u64, bool)> {
+    let here = working_dir();
+    let (sched, _) = super::read_file_at(here, &format!("/proc/{pid}/schedstat"), 256).ok()?;
+    let ran = String::from_utf8_lossy(&sched)
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let (stat, _) = super::read_file_at(here, &format!("/proc/{pid}/stat"), 4096).ok()?;
+    let stat = String::from_utf8_lossy(&stat);
+    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+    Some((ran, state == 'R'))
+}
