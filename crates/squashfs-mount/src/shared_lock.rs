@@ -167,7 +167,7 @@ fn stalled_holder(fd: BorrowedFd<'_>, progress: &mut Progress, waited: u64) -> O
             if let Some(how) = system::stalled(pid) {
                 return Some(Busy::Stalled { pid, how });
             }
-            let (ran, _) = system::cpu_progress(pid)?;
+            let ran = system::cpu_progress(pid)?;
             progress.starved(pid, ran, waited)
         })
 }
@@ -194,5 +194,41 @@ impl Progress {
         }
         *w = (pid, ran, waited);
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_is_starved_only_after_a_whole_window_with_too_little_cpu() {
+        let mut p = Progress::default();
+        assert_eq!(p.starved(7, 5_000_000, 0), None, "first sight");
+        assert_eq!(p.starved(7, 5_000_000, 50), None, "within the window");
+        assert_eq!(
+            p.starved(7, 5_500_000, PROGRESS_WINDOW_MS),
+            Some(Busy::Starved {
+                pid: 7,
+                ran_ns: 500_000
+            })
+        );
+    }
+
+    #[test]
+    fn a_holder_that_runs_starts_a_new_window() {
+        let mut p = Progress::default();
+        p.starved(7, 0, 0);
+        assert_eq!(p.starved(7, 3_000_000, PROGRESS_WINDOW_MS), None);
+        assert_eq!(p.starved(7, 3_100_000, PROGRESS_WINDOW_MS + 50), None);
+        assert!(matches!(
+            p.starved(7, 3_200_000, 2 * PROGRESS_WINDOW_MS),
+            Some(Busy::Starved {
+                ran_ns: 200_000,
+                ..
+            })
+        ));
+        // Another holder has a window of its own.
+        assert_eq!(p.starved(8, 0, 2 * PROGRESS_WINDOW_MS), None);
     }
 }

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sqfsmnt_test_support::cmd::sh;
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
 
@@ -208,7 +207,8 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
         let m = fx.mount_point("repair");
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         for p in ["launches", "loop-lock", "lock", "making"] {
-            let _ = fs::set_permissions(Path::new(STATE).join(p), fs::Permissions::from_mode(0));
+            let _ =
+                fs::set_permissions(Path::new(STATE).join(p), fs::Permissions::from_mode(0o000));
         }
         let zeroed = sqfsmnt_test_support::cachens::entry_modes(Some(0));
         assert!(

@@ -258,19 +258,14 @@ pub fn thread_cpu_time() -> std::time::Duration {
     )
 }
 
-/// The CPU time process `pid` has run for, in nanoseconds, and whether it
-/// is runnable now (state R): /proc/PID/schedstat's first field and
-/// /proc/PID/stat's state. None when it is gone.
-pub fn cpu_progress(pid: u32) -> Option<(u64, bool)> {
-    let here = working_dir();
-    let (sched, _) = super::read_file_at(here, &format!("/proc/{pid}/schedstat"), 256).ok()?;
-    let ran = String::from_utf8_lossy(&sched)
+/// The CPU time process `pid` has run for, in nanoseconds
+/// (/proc/PID/schedstat's first field). None when it is gone.
+pub fn cpu_progress(pid: u32) -> Option<u64> {
+    let (sched, _) =
+        super::read_file_at(working_dir(), &format!("/proc/{pid}/schedstat"), 256).ok()?;
+    String::from_utf8_lossy(&sched)
         .split_whitespace()
         .next()?
         .parse()
-        .ok()?;
-    let (stat, _) = super::read_file_at(here, &format!("/proc/{pid}/stat"), 4096).ok()?;
-    let stat = String::from_utf8_lossy(&stat);
-    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
-    Some((ran, state == 'R'))
+        .ok()
 }
