@@ -134,6 +134,7 @@ bench:
 	bench/fuse-rows
 	bench/cold
 	bench/kept-layer
+	bench/starved-holder
 	bench/slurm-cluster
 
 # The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).
