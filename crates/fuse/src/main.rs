@@ -47,7 +47,9 @@ FUSE mount and passes the inherited descriptors:
                     SIGHUP); messages go to --log-fd, else to the system
                     log (/dev/log, if there is one)
   --log-fd L        write messages to L (one line each, with the time and
-                    the server's pid), not to stderr; made O_APPEND
+                    the server's pid), not to stderr; made O_APPEND,
+                    emptied before a line would take it past 1 MiB, and
+                    the only file the server may write (RLIMIT_FSIZE)
   --threads T       at most T worker threads (0 or absent: the number of
                     CPUs, 2..8); one at first, more only while requests
                     queue up
@@ -331,6 +333,14 @@ fn serve_fds(a: Args) -> ExitCode {
     let log_fd = a.log_fd.map(|n| adopt(n, "--log-fd"));
     if a.detached {
         detach(&numbers);
+    }
+    if log_fd.is_some() {
+        // The log is the only file this server writes: the kernel keeps
+        // it within its limit, before any input is read.
+        if let Err(e) = sys::cap_file_size(log::FILE_LIMIT + 4096) {
+            eprintln!("squashfs-mount-fuse: {e}");
+            return ExitCode::from(2);
+        }
     }
     choose_log(log_fd, a.detached);
     let archive = FileSource::new(image)

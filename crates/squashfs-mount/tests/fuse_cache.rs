@@ -367,30 +367,43 @@ fn a_burst_of_launches_starts_one_server() {
     });
 }
 
-/// A user's first cached FUSE instance makes their log (root makes it and
-/// gives it to them: CAP_CHOWN in the root phase); later launches open it
-/// as the user. No warning, and the instance is kept.
+/// Issue 26, finding 5: no user-writable file in root's /run. A user's
+/// cached FUSE instances log to a file of root's (mode 0640: an ACL entry
+/// lets its user read it), which the user can read but not write, and
+/// another user cannot read; a log an older version gave its user is
+/// replaced. No warning, and the instance is kept.
 #[test]
-fn the_first_cached_instance_makes_the_users_log() {
+fn the_users_fuse_log_is_roots_and_only_readable_by_them() {
     case(|fx| {
+        use std::os::unix::fs::MetadataExt;
         let _conf = site::no_config();
         let log = PathBuf::from(format!("/run/squashfs-mount-fuse/{}.log", fx.uid));
-        // A log of an earlier user with this uid would hide the making.
-        let _ = fs::remove_file(&log);
+        // As an older version left it: the user's own file.
+        let _ = fs::create_dir_all("/run/squashfs-mount-fuse");
+        fs::write(&log, "old\n").unwrap();
+        fx.user.chown(&log);
         let img = own_image(fx, &fx.user, "first-log");
         let m = fx.mount_point("fuse-log");
         let r = fx.run(cat(&img, &m));
         r.ok();
         assert_eq!(r.stderr(), "", "no warning");
-        let st = fs::metadata(&log).expect("the user's log");
-        use std::os::unix::fs::MetadataExt;
-        assert_eq!((st.uid(), st.mode() & 0o7777), (fx.uid, 0o600));
         assert_eq!(servers_of(fx.uid).len(), 1, "the instance is kept");
+        let st = fs::metadata(&log).expect("the user's log");
+        assert_eq!((st.uid(), st.gid(), st.mode() & 0o7777), (0, 0, 0o640));
+        let read = fx.user_sh(&format!("cat {}", s(&log)));
+        read.ok();
+        assert!(read.stdout().contains("serving"), "{}", read.stdout());
+        let write = fx.user_sh(&format!("echo fill >> {}", s(&log)));
+        assert!(!write.success(), "the user could write root's log");
+        let others = Users::create(1, false);
+        let peek = others.first().sh(&format!("cat {}", s(&log)));
+        assert!(!peek.success(), "another user could read the log");
         let again = fx.run(cat(&img, &m));
         again.ok();
         assert_eq!(again.stderr(), "");
         fx.run(["--gc"]).ok();
         assert!(wait_no_server(fx.uid).is_empty());
+        let _ = fs::remove_file(&log);
     });
 }
 

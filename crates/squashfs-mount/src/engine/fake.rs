@@ -219,14 +219,6 @@ impl RootSide for Recorder {
         ))
     }
 
-    fn open_fuse_log(
-        &mut self,
-        _as_caller: &impl ActingAsCaller,
-        _caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError> {
-        Ok(None)
-    }
-
     fn fuse_log(&mut self, _root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
         self.log.push(format!("log of uid {}", caller.uid.as_raw()));
         Ok(Detached::stand_in())

@@ -86,17 +86,9 @@ pub trait RootSide {
         launcher: &Launcher<'_>,
         subject: &str,
     ) -> Result<(OwnedFd, Starting), Failure>;
-    /// The caller's existing log for the servers of cached FUSE instances,
-    /// opened as the caller (None: there is none yet). Caller-side, in the
-    /// seam so that the unit tests need no log directory.
-    fn open_fuse_log(
-        &mut self,
-        as_caller: &impl ActingAsCaller,
-        caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError>;
-    /// Creates the caller's log for the servers of cached FUSE instances
-    /// (which outlive the launch), in `fuse::LOG_DIR`, when the caller has
-    /// none yet (an existing one the caller opens, `Detached::open`).
+    /// The caller's log for the servers of cached FUSE instances (which
+    /// outlive the launch), in `fuse::LOG_DIR`: root's file, opened (made
+    /// when missing) by root.
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError>;
     /// What the cache records about the fresh FUSE instance `mount` served
     /// by `server` (a pidfd); None when the server cannot be named. Reads
@@ -291,14 +283,6 @@ impl RootSide for System {
         subject: &str,
     ) -> Result<OwnedFd, Failure> {
         fuse::open_device(as_caller, subject)
-    }
-
-    fn open_fuse_log(
-        &mut self,
-        as_caller: &impl ActingAsCaller,
-        caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError> {
-        Detached::open(as_caller, caller)
     }
 
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
