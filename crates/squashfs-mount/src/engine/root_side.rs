@@ -285,8 +285,7 @@ impl RootSide for System {
     }
 
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {
-        let pid = system::pid_of_pidfd(server.as_fd()).ok()?;
-        let started = system::process_started(pid)?;
+        let (pid, started) = system::process_of_pidfd(server.as_fd())?;
         let root = system::fstat_cached(mount.as_fd()).ok()?;
         Some(FuseFacts {
             kind: Kind::Fuse { pid, started },
