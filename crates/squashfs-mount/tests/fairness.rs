@@ -397,15 +397,17 @@ fn each_user_has_a_share_of_the_loop_devices() {
                 .expect("launch");
             Kill(c)
         };
+        // Cached before: reusing it later takes no loop device.
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let held = [hold(&fx.user), hold(&fx.user)];
         let t = Instant::now();
-        while loops_under(&img).len() < 2 && t.elapsed() < Duration::from_secs(10) {
+        while loops_under(&img).len() < 3 && t.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(
             loops_under(&img).len(),
-            2,
-            "two private instances of user a"
+            3,
+            "the cached instance and two private instances of user a"
         );
         fx.run([
             "--no-cache".into(),
@@ -414,7 +416,8 @@ fn each_user_has_a_share_of_the_loop_devices() {
             "true".into(),
         ])
         .refused(&["max-loop-devices-per-user", "2"]);
-        // The cache is not the user's share: a cached launch works.
+        // The cache is not the user's share: a launch that reuses the
+        // cached instance works.
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let others = Users::create(1, false);
         let out = others
