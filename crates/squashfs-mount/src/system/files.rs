@@ -517,6 +517,8 @@ pub fn open_root_log<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<Owne
     if !roots(&super::fstat(fd.as_fd())?) {
         return Err(Errno::PERM);
     }
+    // The mode asked for, whatever the umask made of it (root owns it).
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
     Ok(fd)
 }
 
