@@ -33,6 +33,10 @@ pub enum Sink {
 
 static SINK: OnceLock<Mutex<Sink>> = OnceLock::new();
 
+/// A log file is emptied before a line would make it larger than this (a
+/// user's log in root's `/run` is capped: squashfs-mount's `LOG_LIMIT`).
+pub const FILE_LIMIT: u64 = 1 << 20;
+
 /// Chooses where messages go; the first call wins (stderr until then).
 pub fn set(sink: Sink) {
     let _ = SINK.set(Mutex::new(sink));
@@ -57,6 +61,12 @@ pub fn message(level: Level, text: &str) {
                 utc_now(),
                 std::process::id()
             );
+            let full = f
+                .metadata()
+                .is_ok_and(|m| m.len().saturating_add(line.len() as u64) > FILE_LIMIT);
+            if full {
+                let _ = f.set_len(0);
+            }
             let _ = (&*f).write_all(line.as_bytes());
         }
         Sink::Syslog(path) => {

@@ -47,7 +47,9 @@ FUSE mount and passes the inherited descriptors:
                     SIGHUP); messages go to --log-fd, else to the system
                     log (/dev/log, if there is one)
   --log-fd L        write messages to L (one line each, with the time and
-                    the server's pid), not to stderr; made O_APPEND
+                    the server's pid), not to stderr; made O_APPEND,
+                    emptied before a line would take it past 1 MiB, and
+                    the only file the server may write (RLIMIT_FSIZE)
   --threads T       at most T worker threads (0 or absent: the number of
                     CPUs, 2..8); one at first, more only while requests
                     queue up
@@ -241,6 +243,27 @@ fn end_stay(end: End, name: &str) {
     }
 }
 
+/// Whether this process may start a thread (its first worker needs one):
+/// the kernel checks the user's RLIMIT_NPROC (processes and threads of
+/// the real uid) as for any fork of theirs; a server beyond it says so
+/// instead of answering ready and ending at its first worker.
+fn room_for_threads() -> Result<(), String> {
+    match std::thread::Builder::new().spawn(|| {}) {
+        Ok(probe) => {
+            let _ = probe.join();
+            Ok(())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+            let limit = rustix::process::getrlimit(rustix::process::Resource::Nproc).current;
+            let limit = limit.map_or("unlimited".to_string(), |n| n.to_string());
+            Err(format!(
+                "cannot start a FUSE server for you: your processes and threads are at your limit (ulimit -u, {limit}); end some of them, or ask for a higher limit"
+            ))
+        }
+        Err(e) => Err(format!("cannot start a FUSE server: {e}")),
+    }
+}
+
 /// Set once a detached server has detached (for its last message).
 static DETACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -332,6 +355,14 @@ fn serve_fds(a: Args) -> ExitCode {
     if a.detached {
         detach(&numbers);
     }
+    if log_fd.is_some() {
+        // The log is the only file this server writes: the kernel keeps
+        // it within its limit, before any input is read.
+        if let Err(e) = sys::cap_file_size(log::FILE_LIMIT + 4096) {
+            eprintln!("squashfs-mount-fuse: {e}");
+            return ExitCode::from(2);
+        }
+    }
     choose_log(log_fd, a.detached);
     let archive = FileSource::new(image)
         .map_err(|e| FormatError::Io(e.to_string()))
@@ -344,6 +375,12 @@ fn serve_fds(a: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Started as root for its user, this process was not counted against
+    // the user's process limit when it was forked: its first thread is.
+    if let Err(why) = room_for_threads() {
+        let _ = ready.write_all(format!("error {why}\n").as_bytes());
+        return ExitCode::from(1);
+    }
     if ready.write_all(b"ready\n").is_err() {
         return ExitCode::from(1);
     }

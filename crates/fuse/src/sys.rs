@@ -73,6 +73,25 @@ pub fn block_termination() {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
+/// Caps every file this process writes at `bytes` (RLIMIT_FSIZE, soft and
+/// hard: it cannot be raised again without privilege) and ignores
+/// SIGXFSZ, so that a write beyond fails with EFBIG instead of ending the
+/// process. For a server whose only file is a log it was given: the log
+/// cannot grow beyond, whatever the server is made to do.
+pub fn cap_file_size(bytes: u64) -> Result<(), String> {
+    use rustix::process::{setrlimit, Resource, Rlimit};
+    // SAFETY: installs SIG_IGN (no handler code runs) for SIGXFSZ; no other
+    // thread is running yet.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(format!("signal(SIGXFSZ): {}", std::io::Error::last_os_error()));
+    }
+    let cap = Rlimit {
+        current: Some(bytes),
+        maximum: Some(bytes),
+    };
+    setrlimit(Resource::Fsize, cap).map_err(|e| format!("setrlimit(RLIMIT_FSIZE): {e}"))
+}
+
 /// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked);
 /// returns its name.
 pub fn wait_termination() -> &'static str {

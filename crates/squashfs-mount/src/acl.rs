@@ -21,10 +21,14 @@ pub struct AclWriters {
 }
 
 const VERSION: u32 = 2;
+const USER_OBJ: u16 = 0x01;
 const USER: u16 = 0x02;
+const GROUP_OBJ: u16 = 0x04;
 const GROUP: u16 = 0x08;
 const MASK: u16 = 0x10;
-const KNOWN_TAGS: [u16; 6] = [0x01, USER, 0x04, GROUP, MASK, 0x20];
+const OTHER: u16 = 0x20;
+const KNOWN_TAGS: [u16; 6] = [USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER];
+const READ: u16 = 0x04;
 const WRITE: u16 = 0x02;
 
 /// The named users and groups `xattr` lets write (after the mask);
@@ -79,9 +83,22 @@ fn entries(xattr: &[u8]) -> Option<Vec<(u16, u16, u32)>> {
     )
 }
 
-/// The bytes of an ACL with `entries` (tag, permissions, id): for tests.
-#[cfg(test)]
-pub fn encode(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+/// The ACL of a file of root's that one other user may read and nobody
+/// else may use: `user::rw-,user:UID:r--,group::---,mask::r--,other::---`
+/// (mode 0640 once set). A user's FUSE log (`fuse::LOG_DIR`).
+pub fn read_only_for(uid: Uid) -> Vec<u8> {
+    const OBJ: u32 = u32::MAX;
+    encode(&[
+        (USER_OBJ, READ | WRITE, OBJ),
+        (USER, READ, uid.as_raw()),
+        (GROUP_OBJ, 0, OBJ),
+        (MASK, READ, OBJ),
+        (OTHER, 0, OBJ),
+    ])
+}
+
+/// The bytes of an ACL with `entries` (tag, permissions, id).
+fn encode(entries: &[(u16, u16, u32)]) -> Vec<u8> {
     let mut out = VERSION.to_le_bytes().to_vec();
     for (tag, perm, id) in entries {
         out.extend_from_slice(&tag.to_le_bytes());
@@ -125,5 +142,21 @@ mod tests {
         assert!(writers(&[2, 0, 0, 0, 1]).unknown);
         assert!(writers(&encode(&[(0x40, 7, 1)])).unknown);
         assert!(!writers(&encode(&[(0x01, 7, OBJ)])).unknown);
+    }
+
+    #[test]
+    fn a_log_readable_by_its_user_only() {
+        let acl = read_only_for(Uid::from_raw(1234));
+        assert_eq!(writers(&acl), AclWriters::default());
+        assert_eq!(
+            entries(&acl).unwrap(),
+            [
+                (USER_OBJ, 6, OBJ),
+                (USER, 4, 1234),
+                (GROUP_OBJ, 0, OBJ),
+                (MASK, 4, OBJ),
+                (OTHER, 0, OBJ)
+            ]
+        );
     }
 }

@@ -17,6 +17,7 @@ use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
+use crate::acl;
 use crate::config::Policy;
 use crate::error::Failure;
 use crate::image::{self, Image};
@@ -27,10 +28,16 @@ use crate::system::{self, FsContext, Helper};
 /// The server's file name, installed in `<prefix>/lib/squashfs-mount/`.
 pub const SERVER_NAME: &str = "squashfs-mount-fuse";
 /// Where the servers of cached FUSE instances write their messages: one
-/// file per user (`<uid>.log`, the user's own, mode 0600) in a root-owned
-/// directory that lets users reach their file but not list the others.
+/// file per user (`<uid>.log`, root's, mode [`LOG_MODE`]: its user may
+/// read it through an ACL entry, nobody but root may write it) in a
+/// root-owned directory that lets users reach their file but not list
+/// the others.
 pub const LOG_DIR: &str = "/run/squashfs-mount-fuse";
-/// A user's log is emptied when a launch finds it larger than this.
+/// A user's log: root's, its user may read it (ACL), nobody else.
+pub const LOG_MODE: u32 = 0o640;
+/// A user's log is emptied when a launch finds it larger than this; its
+/// servers empty it before a line would make it larger (the server's
+/// `log::FILE_LIMIT`, the same size).
 const LOG_LIMIT: u64 = 1 << 20;
 /// How long a server may take to check its image and answer.
 const READY_TIMEOUT_MS: i32 = 30_000;
@@ -222,37 +229,26 @@ fn log_dir(dir: Result<OwnedFd, system::Error>) -> Result<OwnedFd, FuseError> {
 }
 
 impl Detached {
-    /// The caller's existing log in [`LOG_DIR`] (emptied beyond
-    /// [`LOG_LIMIT`]) and /dev/null, opened as the caller (the log is the
-    /// caller's own file: root would need CAP_DAC_OVERRIDE to open it);
-    /// None when there is no log yet ([`Detached::create`]).
-    pub fn open(
-        _as_caller: &impl ActingAsCaller,
-        caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError> {
-        let dir = match system::open_dir_nofollow(system::working_dir(), LOG_DIR) {
-            Err(system::Error::NOENT) => return Ok(None),
-            other => log_dir(other)?,
-        };
-        let log = match system::open_own_log(dir.as_fd(), &format!("{}.log", caller.uid)) {
-            Err(system::Error::NOENT) => return Ok(None),
-            other => other.map_err(FuseError::Log)?,
-        };
-        let st = system::fstat(log.as_fd()).map_err(FuseError::Log)?;
-        if !st.is_regular() || st.uid != caller.uid {
-            return Err(FuseError::LogDirUnsafe);
-        }
-        Detached::with(log).map(Some)
-    }
-
-    /// Creates the caller's log in [`LOG_DIR`] (the directory too, if
-    /// missing): made by root, given to the caller (CAP_CHOWN). Fails with
-    /// EEXIST when another launch of the caller's made it meanwhile.
+    /// The caller's log in [`LOG_DIR`] (the directory too, if missing),
+    /// opened by root for appending: root's file, made by root with mode
+    /// 0600 and an ACL that lets the caller read it ([`LOG_MODE`] then),
+    /// emptied beyond [`LOG_LIMIT`]. The caller can neither write it nor
+    /// fill `/run` with it; the servers get this descriptor and keep it
+    /// within the limit themselves.
     pub fn create(_root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
         let dir = log_dir(system::open_or_create_dir(LOG_DIR, 0o711))?;
         let name = format!("{}.log", caller.uid);
-        let log = system::open_log_for(dir.as_fd(), &name, 0o600, (caller.uid, caller.gid))
-            .map_err(FuseError::Log)?;
+        let log = system::open_root_log(dir.as_fd(), &name, 0o600).map_err(FuseError::Log)?;
+        // Without POSIX ACLs on /run the log stays root's alone (0600).
+        let mode = match system::set_access_acl(log.as_fd(), &acl::read_only_for(caller.uid)) {
+            Ok(()) => LOG_MODE,
+            Err(system::Error::OPNOTSUPP) => 0o600,
+            Err(e) => return Err(FuseError::Log(e)),
+        };
+        let st = system::fstat(log.as_fd()).map_err(FuseError::Log)?;
+        if st.mode & 0o7777 != mode {
+            return Err(FuseError::LogDirUnsafe);
+        }
         Detached::with(log)
     }
 

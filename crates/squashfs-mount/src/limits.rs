@@ -69,7 +69,7 @@ impl fmt::Display for LimitsError {
             LimitsError::LoopLock(e) => write!(f, "cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}"),
             LimitsError::UserShare { now, more, share } => write!(
                 f,
-                "you have {now} private image instances on loop devices now and this call needs {more} more, beyond your share of {share} (max-loop-devices-per-user in /etc/squashfs-mount.conf); end some of your running commands that use squashfs-mount, or let the cache keep the images (without --no-cache)"
+                "you have {now} image instances on loop devices outside the image cache now (private ones, or being made by your launches) and this call needs {more} more, beyond your share of {share} (max-loop-devices-per-user in /etc/squashfs-mount.conf); end some of your running or stopped commands that use squashfs-mount, or let the cache keep the images (without --no-cache)"
             ),
             LimitsError::AllLoops { now, more, limit } => write!(
                 f,
@@ -176,7 +176,8 @@ pub struct LoopBudget {
 impl LoopBudget {
     /// Takes the loop-device lock and checks that `wanted` more devices
     /// stay within `limits`, `private` of them counted for the user `uid`
-    /// (the others are made to be cached: the cache's limits bound them).
+    /// (the engine counts every fresh one for its user, those made for
+    /// the cache too, until the cache takes them).
     /// A lock that cannot be taken in time (or whose holder is stopped)
     /// does not fail the launch: the devices are then counted without it,
     /// and concurrent launches may overshoot the limits by a few.

@@ -10,9 +10,11 @@ use crate::privilege::AsRoot;
 use crate::system::{self, Error, Uid};
 
 /// The name the tool gives its loop devices (`lo_file_name`): this marker,
-/// a NUL, then whom the device counts for: the decimal uid of the user a
-/// private instance was made for, or `cache` for an instance made to be
-/// cached (shared by every user, bounded by the cache's own limits). Tools
+/// a NUL, then whom the device counts for: the decimal uid of the user
+/// whose launch attached it (private instances, and instances made for the
+/// cache until the cache takes them), or `cache` once the cache holds it
+/// (shared by every user, bounded by the cache's own limits and each
+/// user's share of it); an evicted instance counts for its maker again. Tools
 /// such as losetup show the marker only; only root can read the name.
 pub const MARKER: &[u8] = b"squashfs-mount";
 const CACHED: &[u8] = b"cache";
@@ -102,15 +104,23 @@ fn owner_of(name: &[u8]) -> Option<Option<Owner>> {
     )
 }
 
-/// Counts a private instance's device for `owner` from now on (an instance
-/// made to be cached that the cache did not take).
+/// Counts the tool's device `number` for `owner` from now on, if it is
+/// still backed by the file `backing` (device, inode): one cleared and
+/// reused since is left alone (ESTALE). The cache taking a fresh instance
+/// (for the cache), or evicting one its users may still hold (for its
+/// maker), under the cache's lock.
 pub fn count_for(
     _root: &AsRoot,
     dev_dir: BorrowedFd<'_>,
     number: u32,
+    backing: (u64, u64),
     owner: Owner,
 ) -> Result<(), Error> {
     let device = system::open_loop_device(dev_dir, number)?;
+    let info = system::loop_status(device.as_fd())?;
+    if (info.lo_device, info.lo_inode) != backing || owner_of(&info.lo_file_name).is_none() {
+        return Err(Error::STALE);
+    }
     system::loop_set_name(device.as_fd(), &device_name(owner))
 }
 

@@ -37,8 +37,9 @@ const SYS_RESOURCE: u64 = 1 << 24;
 
 const IDS: u64 = SETUID | SETGID;
 const CACHE: u64 = IDS | SYS_ADMIN | SYS_CHROOT | SYS_PTRACE | KILL;
-/// Mounting: the cache's, and the user's log of cached FUSE instances.
-const MOUNTS: u64 = CACHE | CHOWN;
+/// Mounting: the cache's (the user's log of cached FUSE instances is
+/// root's: no CAP_CHOWN).
+const MOUNTS: u64 = CACHE;
 
 /// The capability sets of a status file's text.
 #[derive(Debug, PartialEq, Eq)]
@@ -134,7 +135,7 @@ fn a_launch_keeps_only_what_its_root_phase_needs() {
             (
                 "--writable=16M",
                 pair(&img, &m),
-                mounts | DAC_OVERRIDE | FOWNER,
+                mounts | CHOWN | DAC_OVERRIDE | FOWNER,
             ),
             ("-r", pair(&img, &missing), mounts | DAC_OVERRIDE),
         ] {
@@ -226,7 +227,7 @@ fn the_plugin_thread_limits_itself_alone() {
         (as_caller, as_root)
     });
     let (as_caller, as_root) = worker.join().expect("worker");
-    let caps = MOUNTS | DAC_OVERRIDE | FOWNER;
+    let caps = MOUNTS | CHOWN | DAC_OVERRIDE | FOWNER;
     assert_eq!(as_root, root_phase(caps));
     assert_eq!(
         as_caller,

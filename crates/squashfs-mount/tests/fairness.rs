@@ -402,15 +402,17 @@ fn each_user_has_a_share_of_the_loop_devices() {
                 .expect("launch");
             Kill(c)
         };
+        // Cached before: reusing it later takes no loop device.
+        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let held = [hold(&fx.user), hold(&fx.user)];
         let t = Instant::now();
-        while loops_under(&img).len() < 2 && t.elapsed() < Duration::from_secs(10) {
+        while loops_under(&img).len() < 3 && t.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(
             loops_under(&img).len(),
-            2,
-            "two private instances of user a"
+            3,
+            "the cached instance and two private instances of user a"
         );
         fx.run([
             "--no-cache".into(),
@@ -419,7 +421,8 @@ fn each_user_has_a_share_of_the_loop_devices() {
             "true".into(),
         ])
         .refused(&["max-loop-devices-per-user", "2"]);
-        // The cache is not the user's share: a cached launch works.
+        // The cache is not the user's share: a launch that reuses the
+        // cached instance works.
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let others = Users::create(1, false);
         let out = others
@@ -440,5 +443,128 @@ fn each_user_has_a_share_of_the_loop_devices() {
             String::from_utf8_lossy(&out.stderr)
         );
         drop(held);
+    });
+}
+
+/// User `a`'s signaller: for each pid it reads, sends SIGSTOP as user `a`
+/// until one lands (the launch is out of reach, EPERM, while it holds a
+/// shared lock) or the process is gone, then answers a line.
+struct Signaller {
+    child: Kill,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Signaller {
+    fn start(a: &User) -> Signaller {
+        let script = "while read p; do \
+             while [ -d /proc/$p ] && ! kill -STOP $p 2>/dev/null; do :; done; \
+             echo x; done";
+        let mut child = a
+            .command("sh")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("signaller");
+        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Signaller {
+            child: Kill(child),
+            out,
+        }
+    }
+
+    fn stop(&mut self, pid: u32) {
+        use std::io::{BufRead, Write};
+        let stdin = self.child.0.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{pid}").expect("to the signaller");
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("from the signaller");
+    }
+}
+
+/// Issue 26, finding 4: a fresh instance made for the cache counts for
+/// the user whose launch attached it until the cache takes it, and the
+/// cache holds at most their share of the instances they made. User `a`
+/// stops (SIGSTOP, as `a`) each of their cold launches as soon as it
+/// releases the loop-device lock, right after the attach (before the
+/// cache takes the instance, or after if it is quick): `a` ends up with
+/// at most their loop share plus their cache share, and user `b`'s fresh
+/// instance still gets a loop device.
+#[test]
+fn a_user_stopping_their_launches_keeps_within_their_share() {
+    case(|fx| {
+        let _conf = site::config(
+            "max-loop-devices = 4\nmax-loop-devices-per-user = 2\ncache-max-instances-per-user = 1\n",
+        );
+        let dir_a = fx.path("images/share-a");
+        fs::create_dir_all(&dir_a).unwrap();
+        let imgs: Vec<PathBuf> = (0..6)
+            .map(|i| {
+                let img = fx.image(&format!("share-a{i}"), &[("n", &format!("{i}\n"))], "");
+                let moved = dir_a.join(format!("{i}.sqfs"));
+                fs::rename(&img, &moved).unwrap();
+                moved
+            })
+            .collect();
+        let img_b = fx.image("share-b", &[("b", "b\n")], "");
+        let (ma, mb) = (fx.mount_point("share-a"), fx.mount_point("share-b"));
+        // The state directory and its locks exist before we watch them.
+        fx.run(["--no-cache".into(), pair(&img_b, &mb), "--".into(), "true".into()])
+            .ok();
+        let mut signaller = Signaller::start(&fx.user);
+        let (mut launches, mut refused, mut window) = (Vec::new(), None, 0);
+        for img in &imgs {
+            let mut c = fx
+                .user_cmd([pair(img, &ma), "--".into(), "sleep".into(), "60".into()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("launch");
+            let pid = c.id();
+            let t = Instant::now();
+            // Its device is configured under the loop-device lock, while
+            // the launch is out of reach: the stop lands once it is back.
+            let attached = loop {
+                if !loops_under(img).is_empty() {
+                    break true;
+                }
+                if matches!(c.try_wait(), Ok(Some(_))) || t.elapsed() > Duration::from_secs(10) {
+                    break false;
+                }
+            };
+            if !attached {
+                let _ = c.kill();
+                let out = c.wait_with_output().expect("wait");
+                refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+                break;
+            }
+            signaller.stop(pid);
+            let cached = fx.run(["--cache-status"]).stdout().contains(&s(img));
+            if state(pid) == Some('T') && !cached && !loops_under(img).is_empty() {
+                window += 1;
+            }
+            launches.push(Kill(c));
+        }
+        let held_by_a = loops_under(&dir_a).len();
+        eprintln!("share: {} launches stopped, {window} between attach and cache; a holds {held_by_a} loop devices; refused: {refused:?}", launches.len());
+        let out = Users::create(1, false)
+            .first()
+            .command(&fx.bin)
+            .args(["--no-cache".into(), pair(&img_b, &mb), "--".into(), "true".into()])
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        drop(launches);
+        drop(signaller);
+        assert!(out.status.success(), "user b was refused a loop device: {err}");
+        assert!(
+            held_by_a <= 3,
+            "user a holds {held_by_a} loop devices, beyond their share of 2 and cache share of 1"
+        );
+        let refused = refused.expect("user a was never refused");
+        assert!(refused.contains("max-loop-devices-per-user"), "{refused}");
     });
 }

@@ -367,30 +367,43 @@ fn a_burst_of_launches_starts_one_server() {
     });
 }
 
-/// A user's first cached FUSE instance makes their log (root makes it and
-/// gives it to them: CAP_CHOWN in the root phase); later launches open it
-/// as the user. No warning, and the instance is kept.
+/// Issue 26, finding 5: no user-writable file in root's /run. A user's
+/// cached FUSE instances log to a file of root's (mode 0640: an ACL entry
+/// lets its user read it), which the user can read but not write, and
+/// another user cannot read; a log an older version gave its user is
+/// replaced. No warning, and the instance is kept.
 #[test]
-fn the_first_cached_instance_makes_the_users_log() {
+fn the_users_fuse_log_is_roots_and_only_readable_by_them() {
     case(|fx| {
+        use std::os::unix::fs::MetadataExt;
         let _conf = site::no_config();
         let log = PathBuf::from(format!("/run/squashfs-mount-fuse/{}.log", fx.uid));
-        // A log of an earlier user with this uid would hide the making.
-        let _ = fs::remove_file(&log);
+        // As an older version left it: the user's own file.
+        let _ = fs::create_dir_all("/run/squashfs-mount-fuse");
+        fs::write(&log, "old\n").unwrap();
+        fx.user.chown(&log);
         let img = own_image(fx, &fx.user, "first-log");
         let m = fx.mount_point("fuse-log");
         let r = fx.run(cat(&img, &m));
         r.ok();
         assert_eq!(r.stderr(), "", "no warning");
-        let st = fs::metadata(&log).expect("the user's log");
-        use std::os::unix::fs::MetadataExt;
-        assert_eq!((st.uid(), st.mode() & 0o7777), (fx.uid, 0o600));
         assert_eq!(servers_of(fx.uid).len(), 1, "the instance is kept");
+        let st = fs::metadata(&log).expect("the user's log");
+        assert_eq!((st.uid(), st.gid(), st.mode() & 0o7777), (0, 0, 0o640));
+        let read = fx.user_sh(&format!("cat {}", s(&log)));
+        read.ok();
+        assert!(read.stdout().contains("serving"), "{}", read.stdout());
+        let write = fx.user_sh(&format!("echo fill >> {}", s(&log)));
+        assert!(!write.success(), "the user could write root's log");
+        let others = Users::create(1, false);
+        let peek = others.first().sh(&format!("cat {}", s(&log)));
+        assert!(!peek.success(), "another user could read the log");
         let again = fx.run(cat(&img, &m));
         again.ok();
         assert_eq!(again.stderr(), "");
         fx.run(["--gc"]).ok();
         assert!(wait_no_server(fx.uid).is_empty());
+        let _ = fs::remove_file(&log);
     });
 }
 
@@ -463,6 +476,111 @@ fn gc_expired_evicts_an_expired_kernel_instance() {
         assert!(
             second.contains(&evicted),
             "not evicted once expired: {second}"
+        );
+    });
+}
+
+/// Tasks (processes and threads) whose real uid is `uid`: what
+/// RLIMIT_NPROC counts.
+fn tasks_of(uid: u32) -> usize {
+    let real_uid = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
+    };
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .flat_map(|e| fs::read_dir(e.path().join("task")).into_iter().flatten().flatten())
+        .filter(|t| {
+            fs::read_to_string(t.path().join("status"))
+                .ok()
+                .and_then(|s| real_uid(&s))
+                == Some(uid)
+        })
+        .count()
+}
+
+/// Issue 26, finding 7: each user has a share of the cache, which bounds
+/// their cached FUSE servers (`cache-max-instances-per-user`): beyond it
+/// their launches' servers end with the launch, and another user still
+/// gets one cached.
+#[test]
+fn a_users_cached_fuse_servers_are_bounded_by_their_share() {
+    case(|fx| {
+        let _conf = site::config("cache-max-instances-per-user = 2\n");
+        let m = fx.mount_point("fuse-share");
+        for i in 0..4 {
+            let img = own_image(fx, &fx.user, &format!("fshare{i}"));
+            let r = fx.run(cat(&img, &m));
+            r.ok();
+            assert_eq!(r.stderr(), "", "no warning");
+        }
+        // Those not kept end with their launch's mount.
+        let t = Instant::now();
+        while servers_of(fx.uid).len() > 2 && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let kept = servers_of(fx.uid);
+        let others = Users::create(1, false);
+        let b = others.first();
+        let img_b = own_image(fx, b, "fshare-b");
+        let (ok, _, err) = launch(b, fx, &cat(&img_b, &m));
+        assert!(ok, "{err}");
+        let b_kept = servers_of(b.uid).len();
+        let (ok, _, err) = launch(b, fx, &["--gc".to_string()]);
+        assert!(ok, "{err}");
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+        assert!(wait_no_server(b.uid).is_empty());
+        assert_eq!(kept.len(), 2, "user a's cached servers: {kept:?}");
+        assert_eq!(b_kept, 1, "user b's server is cached");
+    });
+}
+
+/// Issue 26, finding 7: a user's FUSE servers, started as root, count
+/// under the user's RLIMIT_NPROC as if the user had forked them: a user
+/// with `ulimit -u 12` who launches one FUSE-served image after another
+/// (each leaving a cached server) never has more than 12 tasks; the
+/// launches beyond say why.
+#[test]
+fn fuse_servers_respect_the_users_process_limit() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let m = fx.mount_point("fuse-nproc");
+        let imgs: Vec<String> = (0..10)
+            .map(|i| s(&own_image(fx, &fx.user, &format!("fnproc{i}"))))
+            .collect();
+        let script = format!(
+            "ulimit -u 12; for i in {}; do \"$SQM\" \"$i:{}\" -- true 2>>{}/errs; done; true",
+            imgs.join(" "),
+            s(&m),
+            s(&fx.user_dir()),
+        );
+        let out = fx
+            .user
+            .command("bash")
+            .args(["-c", &script])
+            .env("SQM", &fx.bin)
+            .current_dir(&fx.root)
+            .output()
+            .expect("bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let tasks = tasks_of(fx.uid);
+        let servers = servers_of(fx.uid).len();
+        let errs = fs::read_to_string(fx.user_dir().join("errs")).unwrap_or_default();
+        fx.run(["--gc"]).ok();
+        assert!(wait_no_server(fx.uid).is_empty());
+        assert!(
+            tasks <= 12,
+            "user a has {tasks} tasks ({servers} FUSE servers) with ulimit -u 12: {errs}"
+        );
+        assert!(
+            errs.contains("ulimit -u"),
+            "no launch said why ({tasks} tasks, {servers} servers): {errs}"
         );
     });
 }

@@ -66,6 +66,10 @@ pub struct Limits {
     pub max_idle: u64,
     pub max_instances: u32,
     pub max_bytes: u64,
+    /// Instances one user's launches may have made that the cache holds
+    /// (`cache-max-instances-per-user`): kernel and FUSE ones together,
+    /// so also the user's cached FUSE servers.
+    pub per_user: u32,
 }
 
 /// Kernel memory an instance of an image with `block_size` holds while it
@@ -138,6 +142,13 @@ pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: Limit
         && remaining_bytes.saturating_add(cost) <= limits.max_bytes
 }
 
+/// Whether a user whose launches made `made` of the instances that stay may
+/// add one more: beyond their share, their launch mounts a private
+/// instance (its loop device or server counts for them) instead.
+pub fn within_share(made: usize, limits: Limits) -> bool {
+    (made as u64) < u64::from(limits.per_user)
+}
+
 /// The devices (`dev_t`) named in the third field of mountinfo lines.
 pub fn mountinfo_devices(text: &[u8]) -> HashSet<u64> {
     let mut out = HashSet::new();
@@ -197,6 +208,7 @@ mod tests {
         let limits = Limits {
             max_idle: 600,
             max_instances: 0,
+            per_user: u32::MAX,
             max_bytes: 0,
         };
         assert_eq!(plan(&c, 1, limits, Mode::JobEnd), vec![0]);
@@ -214,7 +226,8 @@ mod tests {
     const L: Limits = Limits {
         max_idle: 600,
         max_instances: 10,
-        max_bytes: u64::MAX,
+        per_user: u32::MAX,
+            max_bytes: u64::MAX,
     };
 
     #[test]

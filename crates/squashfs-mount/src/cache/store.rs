@@ -24,6 +24,7 @@ use super::lock::lock_with_timeout;
 use super::meta::{Identity, Key, Kind, Meta};
 use super::usage::{self, ScanBudget};
 use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
+use crate::loopdev::Owner;
 use crate::privilege::AsRoot;
 use crate::shared_lock::{self, Held, Reach};
 use crate::system::{self, Error, LockKind, Uid, VisitError};
@@ -230,7 +231,13 @@ impl Store {
             .collect();
         let mut count = staying.len();
         let mut bytes: u64 = staying.iter().map(|&i| cands[i].cost).sum();
+        let makers: Vec<Uid> = staying
+            .iter()
+            .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
+            .collect();
+        let made = |uid: Uid| makers.iter().filter(|&&u| u == uid).count();
         let pending = std::cell::RefCell::new(offers);
+        let mut taken: Vec<Meta> = Vec::new();
         let placed = self.visit(false, |_| {
             for &i in &evict {
                 let _ = remove_entry(&entries[i].name);
@@ -250,7 +257,10 @@ impl Store {
                     out.push(Placed::Cached(theirs));
                     continue;
                 }
+                let maker = offer.meta.uid;
+                let mine = made(maker) + taken.iter().filter(|m| m.uid == maker).count();
                 if !evict::has_room(count, bytes, offer.cost, self.limits)
+                    || !evict::within_share(mine, self.limits)
                     || remove_entry(&name).is_err()
                 {
                     out.push(Placed::Private(offer));
@@ -261,6 +271,7 @@ impl Store {
                         out.push(Placed::Cached(clones));
                         count += 1;
                         bytes += offer.cost;
+                        taken.push(offer.meta);
                     }
                     Err(_) => {
                         let _ = remove_entry(&name);
@@ -270,6 +281,12 @@ impl Store {
             }
             Ok(out)
         });
+        // Still under the lock: what the cache took counts for it now, what
+        // it let go for its maker (doc/threat-model.md).
+        for m in &taken {
+            kinds::count_device_for(root, m, Owner::Cache);
+        }
+        recount_evicted(root, &entries, &evict);
         end_unused(root, &entries, &evict);
         placed.map_err(|e| (e, pending.into_inner()))
     }
@@ -380,6 +397,7 @@ impl Store {
                     .collect();
                 Ok(results)
             })?;
+            recount_evicted(root, &entries, &chosen);
             end_unused(root, &entries, &chosen);
             if let Some(Err(e)) = removed.into_iter().find(Result::is_err) {
                 return Err(e);
@@ -463,6 +481,14 @@ impl Store {
 fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     let fd = system::open_read_nofollow(dir, NS_FILE).ok()?;
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
+}
+
+/// After evicting `chosen`: their loop devices, which their users may keep
+/// attached, count for their makers again.
+fn recount_evicted(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
+    for m in chosen.iter().filter_map(|&i| entries[i].meta.as_ref()) {
+        kinds::count_device_for(root, m, Owner::User(m.uid));
+    }
 }
 
 /// After evicting `chosen`: ends what those nobody uses leave running

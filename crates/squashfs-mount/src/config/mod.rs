@@ -60,6 +60,10 @@ pub struct Settings {
     /// At most this many cached instances; beyond, launches mount private
     /// instances.
     pub cache_max_instances: u32,
+    /// Cached instances one user's launches made (kernel and FUSE, so also
+    /// their cached FUSE servers): a number, or a share of
+    /// `cache_max_instances`.
+    pub cache_max_instances_per_user: Share,
     /// At most this much kernel memory held by cached instances (estimated,
     /// see `cache::evict::instance_cost`).
     pub cache_max_memory: Memory,
@@ -89,6 +93,7 @@ impl Default for Settings {
             cache: true,
             cache_max_idle: 600,
             cache_max_instances: 1024,
+            cache_max_instances_per_user: Share::Percent(25),
             cache_max_memory: Memory::PercentOfRam(2),
             cache_lock_timeout_ms: 5000,
             loop_options: LoopOptions::default(),
@@ -118,11 +123,18 @@ impl Settings {
         }
     }
 
-    /// The image cache's limits on this machine.
+    /// The image cache's limits on this machine; each user's share (by
+    /// default a quarter) at least 1.
     pub fn cache_limits(&self) -> Limits {
+        let all = self.cache_max_instances;
+        let per_user = match self.cache_max_instances_per_user {
+            Share::Count(n) => n,
+            Share::Percent(p) => (u64::from(all) * u64::from(p) / 100) as u32,
+        };
         Limits {
             max_idle: self.cache_max_idle,
-            max_instances: self.cache_max_instances,
+            max_instances: all,
+            per_user: per_user.clamp(1, all.max(1)),
             max_bytes: self.cache_max_memory.bytes(system::total_memory()),
         }
     }

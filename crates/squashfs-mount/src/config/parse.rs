@@ -12,7 +12,7 @@ use crate::system::{Gid, Uid};
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
-pub const KEYS: [&str; 26] = [
+pub const KEYS: [&str; 27] = [
     "kernel-images",
     "trusted-owners",
     "trusted-groups",
@@ -32,6 +32,7 @@ pub const KEYS: [&str; 26] = [
     "cache",
     "cache-max-idle",
     "cache-max-instances",
+    "cache-max-instances-per-user",
     "cache-max-memory",
     "cache-lock-timeout",
     "loop-direct-io",
@@ -292,6 +293,12 @@ fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), Str
         "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
             .map(|v| s.cache_max_instances = v as u32)
             .ok_or_else(|| format!("use 0 to {}", crate::cache::store::MAX_ENTRIES)),
+        "cache-max-instances-per-user" => parse_share(value)
+            .map(|v| s.cache_max_instances_per_user = v)
+            .ok_or_else(|| {
+                "use a number such as 64, or a percentage of cache-max-instances such as 25%"
+                    .into()
+            }),
         "cache-max-memory" => parse_memory(value)
             .map(|v| s.cache_max_memory = v)
             .ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),

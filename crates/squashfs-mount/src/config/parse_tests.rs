@@ -152,6 +152,21 @@ fn durations() {
 }
 
 #[test]
+fn cache_share_per_user() {
+    use crate::config::Share;
+    let (s, problems) = p("cache-max-instances = 40\ncache-max-instances-per-user = 5\n");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(s.cache_max_instances_per_user, Share::Count(5));
+    assert_eq!(s.cache_limits().per_user, 5);
+    let (s, _) = p("cache-max-instances = 40\ncache-max-instances-per-user = 10%\n");
+    assert_eq!(s.cache_limits().per_user, 4);
+    assert_eq!(Settings::default().cache_limits().per_user, 256);
+    let (s, problems) = p("cache-max-instances-per-user = 0\n");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(s, Settings::default());
+}
+
+#[test]
 fn loop_share_per_user() {
     use crate::config::Share;
     assert_eq!(

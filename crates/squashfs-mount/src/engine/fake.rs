@@ -22,7 +22,7 @@ use crate::fuse::{Detached, FuseError, Launcher, Starting};
 use crate::image::Image;
 use crate::instance::Fresh;
 use crate::limits::{LaunchSlot, LoopLimits};
-use crate::loopdev::{LoopOptions, Owner};
+use crate::loopdev::LoopOptions;
 use crate::mountpoint::MountPoint;
 use crate::overlay::{RootAttributes, WritableLimits};
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
@@ -219,14 +219,6 @@ impl RootSide for Recorder {
         ))
     }
 
-    fn open_fuse_log(
-        &mut self,
-        _as_caller: &impl ActingAsCaller,
-        _caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError> {
-        Ok(None)
-    }
-
     fn fuse_log(&mut self, _root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
         self.log.push(format!("log of uid {}", caller.uid.as_raw()));
         Ok(Detached::stand_in())
@@ -343,14 +335,14 @@ impl RootSide for Recorder {
         images: &[FreshImage<'_>],
         _limits: LoopLimits,
         _options: LoopOptions,
-        _caller: Uid,
+        caller: Uid,
     ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
         let mut out = Vec::new();
         for f in images {
             let name = self.name_of(f.image);
-            let owner = match f.owner {
-                Owner::Cache => "the cache".to_string(),
-                Owner::User(uid) => format!("uid {}", uid.as_raw()),
+            let owner = match f.for_cache {
+                true => "the cache".to_string(),
+                false => format!("uid {}", caller.as_raw()),
             };
             self.log.push(format!("loop {name} for {owner}"));
             self.next_loop += 1;
@@ -387,17 +379,6 @@ impl RootSide for Recorder {
             out.push(Placed::Cached(self.clones(&name, offer.copies)));
         }
         Ok(out)
-    }
-
-    fn count_as_private(
-        &mut self,
-        _root: &AsRoot,
-        number: u32,
-        caller: Uid,
-    ) -> Result<(), system::Error> {
-        self.log
-            .push(format!("loop{number} counts for uid {}", caller.as_raw()));
-        Ok(())
     }
 
     fn clone(

@@ -120,27 +120,14 @@ impl FusePath<'_> {
         Ok(())
     }
 
-    /// The caller's log: opened as the caller (the caller's own file), or
-    /// made by root when there is none yet.
+    /// The caller's log, opened (made when missing) by root.
     fn log<C: Credentials, R: RootSide>(
         &self,
         creds: &mut C,
         root_side: &mut R,
     ) -> Result<Result<Detached, FuseError>, Failure> {
         let caller = &self.caller;
-        match root_side.open_fuse_log(&*creds, caller) {
-            Ok(Some(log)) => return Ok(Ok(log)),
-            Ok(None) => {}
-            Err(e) => return Ok(Err(e)),
-        }
-        let made = away(creds, root_side, |root, rs| rs.fuse_log(root, caller))?;
-        Ok(match made {
-            // Another launch of the caller's made it meanwhile.
-            Err(FuseError::Log(system::Error::EXIST)) => root_side
-                .open_fuse_log(&*creds, caller)
-                .and_then(|log| log.ok_or(FuseError::Log(system::Error::NOENT))),
-            other => other,
-        })
+        away(creds, root_side, |root, rs| rs.fuse_log(root, caller))
     }
 
     fn launcher(&self) -> Launcher<'_> {

@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::error::Failure;
 use crate::instance;
 use crate::limits::LoopLimits;
-use crate::loopdev::{LoopOptions, Owner};
+use crate::loopdev::LoopOptions;
 use crate::privilege::{AsRoot, Credentials};
 use crate::system::{self, Uid};
 
@@ -109,10 +109,7 @@ impl KernelSource {
                 let r = &images.records[i];
                 FreshImage {
                     image: &r.image,
-                    owner: match for_cache(r) {
-                        true => Owner::Cache,
-                        false => Owner::User(self.uid),
-                    },
+                    for_cache: for_cache(r),
                     subject: &r.subject,
                 }
             })
@@ -132,11 +129,11 @@ impl KernelSource {
                     images.records[i].outcome = Some(Outcome::Cached);
                     images.records[i].instances = clones;
                 }
+                // Its loop device counts for the caller already.
                 Placed::Private(offer) => {
                     if self.cache {
                         images.records[i].outcome = Some(Outcome::Private(NotCached::Refused));
                     }
-                    self.count_as_private(root, rs, &offer.meta);
                     private.push((i, offer.mount));
                 }
             }
@@ -146,19 +143,6 @@ impl KernelSource {
             r.instances = rs.copies(root, mount, r.copies, &r.image, &r.subject)?;
         }
         Ok(())
-    }
-
-    /// Made for the cache, kept by this launch alone: its loop device
-    /// counts for the user's share from now on.
-    fn count_as_private<R: RootSide>(&mut self, root: &AsRoot, rs: &mut R, meta: &Meta) {
-        let Kind::Kernel { loop_number, .. } = meta.kind else {
-            return;
-        };
-        if let Err(e) = rs.count_as_private(root, loop_number, self.uid) {
-            self.notes.push(format!(
-                "/dev/loop{loop_number} could not be counted as yours: {e}"
-            ));
-        }
     }
 
     fn offer(&self, r: &Record, f: instance::Fresh) -> Offer {

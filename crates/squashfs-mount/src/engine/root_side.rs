@@ -18,7 +18,7 @@ use crate::fuse::{self, Detached, FuseError, Launcher, Starting};
 use crate::image::Image;
 use crate::instance::{self, Fresh};
 use crate::limits::{LaunchSlot, LoopBudget, LoopLimits};
-use crate::loopdev::{self, LoopDevice, LoopOptions, Owner};
+use crate::loopdev::{LoopDevice, LoopOptions, Owner};
 use crate::mount;
 use crate::mountpoint::MountPoint;
 use crate::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
@@ -32,7 +32,9 @@ use super::mirror::{self, Mirror};
 /// counts for.
 pub struct FreshImage<'a> {
     pub image: &'a Image,
-    pub owner: Owner,
+    /// Made to be offered to the cache. Its loop device counts for the
+    /// caller all the same until the cache takes it (`Store::place`).
+    pub for_cache: bool,
     pub subject: &'a str,
 }
 
@@ -86,17 +88,9 @@ pub trait RootSide {
         launcher: &Launcher<'_>,
         subject: &str,
     ) -> Result<(OwnedFd, Starting), Failure>;
-    /// The caller's existing log for the servers of cached FUSE instances,
-    /// opened as the caller (None: there is none yet). Caller-side, in the
-    /// seam so that the unit tests need no log directory.
-    fn open_fuse_log(
-        &mut self,
-        as_caller: &impl ActingAsCaller,
-        caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError>;
-    /// Creates the caller's log for the servers of cached FUSE instances
-    /// (which outlive the launch), in `fuse::LOG_DIR`, when the caller has
-    /// none yet (an existing one the caller opens, `Detached::open`).
+    /// The caller's log for the servers of cached FUSE instances (which
+    /// outlive the launch), in `fuse::LOG_DIR`: root's file, opened (made
+    /// when missing) by root.
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError>;
     /// What the cache records about the fresh FUSE instance `mount` served
     /// by `server` (a pidfd); None when the server cannot be named. Reads
@@ -164,13 +158,6 @@ pub trait RootSide {
         offers: Vec<Offer>,
         protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)>;
-    /// The loop device `number` counts for `caller` from now on.
-    fn count_as_private(
-        &mut self,
-        root: &AsRoot,
-        number: u32,
-        caller: Uid,
-    ) -> Result<(), system::Error>;
     /// Another detached mount of the instance `mount`.
     fn clone(
         &mut self,
@@ -293,21 +280,12 @@ impl RootSide for System {
         fuse::open_device(as_caller, subject)
     }
 
-    fn open_fuse_log(
-        &mut self,
-        as_caller: &impl ActingAsCaller,
-        caller: &Caller,
-    ) -> Result<Option<Detached>, FuseError> {
-        Detached::open(as_caller, caller)
-    }
-
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
         Detached::create(root, caller)
     }
 
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {
-        let pid = system::pid_of_pidfd(server.as_fd()).ok()?;
-        let started = system::process_started(pid)?;
+        let (pid, started) = system::process_of_pidfd(server.as_fd())?;
         let root = system::fstat_cached(mount.as_fd()).ok()?;
         Some(FuseFacts {
             kind: Kind::Fuse { pid, started },
@@ -388,17 +366,18 @@ impl RootSide for System {
         caller: Uid,
     ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
         let dev = dev_dir()?;
-        let private = images.iter().filter(|f| f.owner != Owner::Cache).count();
+        // Every device counts for the caller from its attach on, those
+        // made for the cache too: until the cache takes one (under its
+        // lock), the launch holds it within the caller's reach.
+        let owner = Owner::User(caller);
         // Counted and configured under the budget's lock; the superblocks,
         // which read the images, without it.
         let (devices, note) = {
             let budget =
-                LoopBudget::reserve(root, images.len(), private, limits, caller, dev.as_fd())?;
+                LoopBudget::reserve(root, images.len(), images.len(), limits, caller, dev.as_fd())?;
             let devices: Vec<LoopDevice> = images
                 .iter()
-                .map(|f| {
-                    LoopDevice::attach(root, f.image, options, dev.as_fd(), f.owner, f.subject)
-                })
+                .map(|f| LoopDevice::attach(root, f.image, options, dev.as_fd(), owner, f.subject))
                 .collect::<Result<_, _>>()?;
             (devices, budget.note.clone())
         };
@@ -420,16 +399,6 @@ impl RootSide for System {
             Ok(store) => store.place(root, offers, protected),
             Err(e) => Err((e, offers)),
         }
-    }
-
-    fn count_as_private(
-        &mut self,
-        root: &AsRoot,
-        number: u32,
-        caller: Uid,
-    ) -> Result<(), system::Error> {
-        let dev = system::open_dir_nofollow(system::working_dir(), "/dev")?;
-        loopdev::count_for(root, dev.as_fd(), number, Owner::User(caller))
     }
 
     fn clone(

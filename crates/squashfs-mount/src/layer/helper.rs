@@ -16,7 +16,7 @@
 //! caller (a setuid start): it only does what the caller could do.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 
@@ -206,7 +206,17 @@ pub fn start_for_step(
     let line = String::from_utf8_lossy(&line);
     let line = line.trim_end();
     let result = if let Some(fds) = line.strip_prefix("ok ") {
-        take_fds(helper.as_fd(), fds).map_err(|e| fail("taking the layer's fds from the helper", e))
+        take_fds(helper.as_fd(), fds)
+            .map_err(|e| fail("taking the layer's fds from the helper", e))
+            .and_then(|layer| {
+                check_step_layer(&layer, user.0).map_err(|why| {
+                    crate::layer::fail(format!(
+                        "writable layer {}: the helper handed over {why}; refused (the helper runs as you: was it tampered with?)",
+                        plan.dir.to_string_lossy()
+                    ))
+                })?;
+                Ok(layer)
+            })
     } else if let Some(why) = line.strip_prefix("error ") {
         Err(crate::layer::fail(why))
     } else {
@@ -223,7 +233,7 @@ pub fn start_for_step(
     result
 }
 
-fn take_fds(helper: std::os::fd::BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Error> {
+fn take_fds(helper: BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Error> {
     let n: Vec<RawFd> = fds.split(' ').filter_map(|x| x.parse().ok()).collect();
     let [user, mnt, lock] = n[..] else {
         return Err(system::Error::INVAL);
@@ -233,8 +243,93 @@ fn take_fds(helper: std::os::fd::BorrowedFd<'_>, fds: &str) -> Result<StepLayer,
         mnt: system::fd_of_process(helper, mnt)?,
         lock: system::fd_of_process(helper, lock)?,
     };
-    if !system::is_regular_file(&layer.lock) {
-        return Err(system::Error::INVAL);
-    }
     Ok(layer)
+}
+
+/// What the tasks will join must be what the helper was to make: the
+/// helper runs as the job user, who may make it report any descriptor
+/// they hold. The user namespace must be one `uid` owns, the mount
+/// namespace one that user namespace owns, the lock a regular file.
+/// Checked before any task joins them; says what is wrong.
+pub fn check_step_layer(layer: &StepLayer, uid: u32) -> Result<(), String> {
+    let (user, mnt) = (layer.user.as_fd(), layer.mnt.as_fd());
+    if system::namespace_type(user) != Ok(system::USER_NAMESPACE) {
+        return Err("as its user namespace something that is not a user namespace".into());
+    }
+    match system::user_namespace_owner(user) {
+        Ok(owner) if owner.as_raw() == uid => {}
+        Ok(owner) => return Err(format!("a user namespace owned by uid {owner}, not by you")),
+        Err(e) => return Err(format!("a user namespace whose owner cannot be read ({e})")),
+    }
+    if system::namespace_type(mnt) != Ok(system::MOUNT_NAMESPACE) {
+        return Err("as its mount namespace something that is not a mount namespace".into());
+    }
+    let same = |a: BorrowedFd<'_>, b: BorrowedFd<'_>| {
+        matches!((system::fstat(a), system::fstat(b)), (Ok(x), Ok(y)) if (x.dev, x.ino) == (y.dev, y.ino))
+    };
+    let owner = system::owning_user_namespace(mnt);
+    if !owner.as_ref().is_ok_and(|o| same(o.as_fd(), user)) {
+        return Err("a mount namespace that its user namespace does not own".into());
+    }
+    if !system::is_regular_file(&layer.lock) {
+        return Err("as the layer's lock something that is not a regular file".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &str) -> OwnedFd {
+        std::fs::File::open(path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .into()
+    }
+
+    /// Issue 26, finding 8: the namespaces a (possibly tampered) helper
+    /// hands over are checked for type and owner before tasks join them.
+    #[test]
+    fn a_step_layer_is_the_job_users_namespaces_or_refused() {
+        let me = rustix::process::getuid().as_raw();
+        let Ok(mut child) = std::process::Command::new("unshare")
+            .args(["-Urm", "sleep", "30"])
+            .spawn()
+        else {
+            eprintln!("*** SKIPPED a_step_layer_is_the_job_users_namespaces_or_refused: no unshare ***");
+            return;
+        };
+        // unshare(1) execs sleep once the namespaces exist.
+        let ns = |kind: &str| format!("/proc/{}/ns/{kind}", child.id());
+        let t = std::time::Instant::now();
+        while std::fs::read_link(ns("user")).ok() == std::fs::read_link("/proc/self/ns/user").ok()
+            && t.elapsed() < std::time::Duration::from_secs(5)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let dir = std::env::temp_dir().join(format!("sqfs-layer-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("lock"), "").unwrap();
+        let lock = || open(dir.join("lock").to_str().unwrap());
+        let layer = |user: &str, mnt: &str, lock: OwnedFd| StepLayer {
+            user: open(user),
+            mnt: open(mnt),
+            lock,
+        };
+        let (user, mnt) = (ns("user"), ns("mnt"));
+        let checked = |l: StepLayer, uid: u32| check_step_layer(&l, uid);
+        let good = checked(layer(&user, &mnt, lock()), me);
+        let other_owner = checked(layer(&user, &mnt, lock()), me + 12345);
+        let swapped = checked(layer(&mnt, &user, lock()), me);
+        let host_mnt = checked(layer(&user, "/proc/self/ns/mnt", lock()), me);
+        let dir_lock = checked(layer(&user, &mnt, open(dir.to_str().unwrap())), me);
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(good, Ok(()));
+        assert!(other_owner.unwrap_err().contains("not by you"));
+        assert!(swapped.unwrap_err().contains("not a user namespace"));
+        assert!(host_mnt.unwrap_err().contains("does not own"));
+        assert!(dir_lock.unwrap_err().contains("not a regular file"));
+    }
 }

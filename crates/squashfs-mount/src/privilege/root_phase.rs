@@ -23,9 +23,9 @@
 //! |                  | command; best effort)                                   |
 //! | CAP_KILL         | ending the server of an evicted FUSE instance that its  |
 //! |                  | user stopped (another user's process)                   |
-//! | CAP_CHOWN        | a user's first cached FUSE instance: root makes the     |
-//! |                  | servers' log and gives it to the user; `--writable`:    |
-//! |                  | copy-up keeps files' owners                             |
+//! | CAP_CHOWN        | `--writable`: copy-up keeps files' owners, the upper    |
+//! |                  | layer's directories are the caller's (the servers' log  |
+//! |                  | stays root's: doc/threat-model.md)                      |
 //! | CAP_DAC_OVERRIDE | `--writable`: overlayfs copies up with root's           |
 //! |                  | credentials; `-r`: root fills the copy of a directory   |
 //! |                  | that is the caller's                                    |
@@ -58,16 +58,15 @@ impl RootPhase {
             .union(Capabilities::KILL),
     );
 
-    /// Mounting images (both front ends): the cache's, the user's log for
-    /// cached FUSE instances, and for `--writable` and `-r` root's access
-    /// to files that are not root's.
+    /// Mounting images (both front ends): the cache's, and for
+    /// `--writable` and `-r` root's access to files that are not root's.
     pub fn mounts(writable: bool, mutable_root: bool) -> RootPhase {
-        let mut caps = Self::CACHE.0 | Capabilities::CHOWN;
+        let mut caps = Self::CACHE.0;
         if writable || mutable_root {
             caps |= Capabilities::DAC_OVERRIDE;
         }
         if writable {
-            caps |= Capabilities::FOWNER;
+            caps |= Capabilities::FOWNER | Capabilities::CHOWN;
         }
         RootPhase(caps)
     }

@@ -549,43 +549,44 @@ pub fn read_link(path: &str) -> SysResult<Vec<u8>> {
     Ok(rustix::fs::readlinkat(CWD, path, Vec::new())?.into_bytes())
 }
 
-/// Opens (creating it, `mode`) the file `name` in `dir` for appending, no
-/// symlink followed, and gives it to `owner` (uid, gid). For a log that a
-/// root-owned directory holds for one user.
-pub fn open_log_for<Fd: AsFd>(
-    dir: Fd,
-    name: &str,
-    mode: u32,
-    owner: (Uid, Gid),
-) -> SysResult<OwnedFd> {
-    let fd = rustix::fs::openat(
-        dir.as_fd(),
-        name,
-        OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::WRONLY
-            | OFlags::APPEND
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NONBLOCK,
-        Mode::from_raw_mode(mode),
-    )?;
-    if let Err(e) = rustix::fs::fchown(&fd, Some(owner.0.sys()), Some(owner.1.sys())) {
-        // Not left behind as root's: its user could never open it.
-        let _ = rustix::fs::unlinkat(dir.as_fd(), name, rustix::fs::AtFlags::empty());
-        return Err(e);
+/// Opens root's log `name` in `dir` (a directory of root's) for appending,
+/// no symlink followed, made with `mode` when missing. Whatever is there
+/// that is not a regular file of root's with one link (a log an older
+/// version gave its user) is removed first. The caller checks the mode.
+pub fn open_root_log<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
+    let dir = dir.as_fd();
+    let flags = OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let roots = |st: &super::FileId| st.is_regular() && st.uid.is_root() && st.nlink == 1;
+    match super::stat_at(dir, name) {
+        Ok(st) if !roots(&st) => rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())?,
+        _ => {}
     }
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        flags | OFlags::CREATE | OFlags::EXCL,
+        Mode::from_raw_mode(mode),
+    ) {
+        Err(Errno::EXIST) => rustix::fs::openat(dir, name, flags, Mode::empty())?,
+        other => other?,
+    };
+    if !roots(&super::fstat(fd.as_fd())?) {
+        return Err(Errno::PERM);
+    }
+    // The mode asked for, whatever the umask made of it (root owns it).
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
     Ok(fd)
 }
 
-/// Opens the existing log `name` in `dir` for appending (no symlink
-/// followed, nothing created): a user's own log, opened as that user.
-pub fn open_own_log<Fd: AsFd>(dir: Fd, name: &str) -> SysResult<OwnedFd> {
-    rustix::fs::openat(
-        dir,
-        name,
-        OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
+/// Sets the POSIX access ACL of the file `fd` (`system.posix_acl_access`,
+/// bytes as `acl::read_only_for` makes them); the kernel sets the mode's
+/// group bits to the ACL's mask. Needs the file's owner.
+pub fn set_access_acl(fd: BorrowedFd<'_>, acl: &[u8]) -> SysResult<()> {
+    rustix::fs::fsetxattr(
+        fd,
+        "system.posix_acl_access",
+        acl,
+        rustix::fs::XattrFlags::empty(),
     )
 }
 

@@ -231,6 +231,29 @@ pub fn kill_process(pid: u32, started: u64) -> SysResult<()> {
     super::kill_by_pidfd(std::os::fd::AsFd::as_fd(&fd))
 }
 
+/// The pid of the process the pidfd `fd` refers to and when it started,
+/// read as one fact: the start time is read by pid, then the pidfd must
+/// still refer to a process that has not exited, with the same pid. A
+/// process alive after the read was alive during it, so its pid could not
+/// have been given to another process in between (a server that died and
+/// whose pid was reused meanwhile is not named: None).
+pub fn process_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u32, u64)> {
+    process_of_pidfd_with(fd, process_started)
+}
+
+/// [`process_of_pidfd`] with the start time read by `started` (the tests
+/// end the process in between).
+fn process_of_pidfd_with(
+    fd: std::os::fd::BorrowedFd<'_>,
+    started: impl FnOnce(u32) -> Option<u64>,
+) -> Option<(u32, u64)> {
+    let pid = pid_of_pidfd(fd).ok()?;
+    let start = started(pid)?;
+    // A pidfd is readable once its process has exited.
+    let exited = super::wait_readable(fd, 0).unwrap_or(true);
+    (!exited && pid_of_pidfd(fd).ok() == Some(pid)).then_some((pid, start))
+}
+
 /// The pid a pidfd refers to (its `Pid:` line in /proc/self/fdinfo).
 pub fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
     use std::os::fd::AsRawFd;
@@ -268,4 +291,47 @@ pub fn cpu_progress(pid: u32) -> Option<u64> {
         .next()?
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod pidfd_tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn pidfd_of(child: &std::process::Child) -> std::os::fd::OwnedFd {
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd")
+    }
+
+    #[test]
+    fn a_live_process_is_named_by_pid_and_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let fd = pidfd_of(&child);
+        let got = process_of_pidfd(fd.as_fd());
+        assert_eq!(got, Some((child.id(), process_started(child.id()).unwrap())));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Issue 26, finding 6: the process ends between the pid and the
+    /// start time (and its pid may be another process's by then, whose
+    /// start time is read): nothing is named.
+    #[test]
+    fn a_process_that_ends_between_the_reads_is_not_named() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let fd = pidfd_of(&child);
+        let got = process_of_pidfd_with(fd.as_fd(), |_pid| {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            // What /proc/PID/stat of the pid's next process would say.
+            Some(12345)
+        });
+        assert_eq!(got, None);
+    }
 }

@@ -133,6 +133,54 @@ pub fn join_user_and_mount_namespaces(user: BorrowedFd<'_>, mnt: BorrowedFd<'_>)
     move_into_link_name_space(mnt, Some(LinkNameSpaceType::Mount))
 }
 
+/// `namespace_type` of a user namespace, and of a mount namespace.
+pub const USER_NAMESPACE: i32 = libc::CLONE_NEWUSER;
+pub const MOUNT_NAMESPACE: i32 = libc::CLONE_NEWNS;
+
+/// ioctl(2) requests on nsfs files (linux/nsfs.h): `_IO(0xb7, n)`.
+const NS_GET_USERNS: libc::c_ulong = 0xb701;
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+const NS_GET_OWNER_UID: libc::c_ulong = 0xb704;
+
+/// The kind of namespace the nsfs fd `ns` is (NS_GET_NSTYPE: a
+/// `CLONE_NEW*` value); an error for any other file.
+pub fn namespace_type(ns: BorrowedFd<'_>) -> SysResult<i32> {
+    // SAFETY: NS_GET_NSTYPE takes no argument and returns the type; the
+    // kernel refuses (ENOTTY) any fd that is not an nsfs file.
+    let rc = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) };
+    if rc < 0 {
+        return Err(super::last_errno());
+    }
+    Ok(rc)
+}
+
+/// The uid that owns the user namespace `ns` (NS_GET_OWNER_UID), as seen
+/// from this process's user namespace.
+pub fn user_namespace_owner(ns: BorrowedFd<'_>) -> SysResult<super::Uid> {
+    let mut uid: libc::uid_t = 0;
+    // SAFETY: NS_GET_OWNER_UID writes one uid_t through the pointer, which
+    // is valid and exclusive for the call; EINVAL unless `ns` is a user
+    // namespace.
+    let rc = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_OWNER_UID, &mut uid as *mut libc::uid_t) };
+    if rc < 0 {
+        return Err(super::last_errno());
+    }
+    Ok(super::Uid::from_raw(uid))
+}
+
+/// The user namespace that owns the namespace `ns` (NS_GET_USERNS), as a
+/// new nsfs fd.
+pub fn owning_user_namespace(ns: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new fd (or
+    // fails); the fd is owned by nothing else yet.
+    let rc = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS) };
+    if rc < 0 {
+        return Err(super::last_errno());
+    }
+    // SAFETY: `rc` is a new, open fd that only this value owns.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(rc) })
+}
+
 /// Whether `fd` is a regular file (for a lock handed over by a helper).
 pub fn is_regular_file<Fd: AsFd>(fd: Fd) -> bool {
     super::fstat(fd.as_fd()).is_ok_and(|st| st.is_regular())
