@@ -107,6 +107,9 @@ pub fn take<F: AsFd>(
     reach: Reach,
     timeout_ms: u64,
 ) -> Result<(Held<F>, u64), Busy> {
+    // Clock time (CLOCK_MONOTONIC), not the sum of the sleeps asked for: a
+    // loaded machine stretches sleeps, and the bounds are the waiter's.
+    let started = std::time::Instant::now();
     let (mut waited, mut step, mut next_look) = (0u64, 1u64, FIRST_LOOK_MS);
     let mut progress = Progress::default();
     loop {
@@ -127,7 +130,7 @@ pub fn take<F: AsFd>(
             return Err(Busy::Timeout { waited_ms: waited });
         }
         system::pause_millis(step);
-        waited += step;
+        waited = started.elapsed().as_millis() as u64;
         step = (step * 2).min(16);
     }
 }
@@ -149,7 +152,14 @@ pub fn try_take<F: AsFd>(
 
 fn enter(reach: Reach) -> Result<Option<OutOfReach>, Busy> {
     match reach {
-        Reach::Out => OutOfReach::enter().map(Some).map_err(Busy::Failed),
+        Reach::Out => {
+            let out = OutOfReach::enter().map_err(Busy::Failed)?;
+            // Out of reach now: what the caller set while the launch was
+            // within reach (chrt, renice, ionice on its pid) is undone for
+            // the hold, and cannot be set again until it ends.
+            let _ = system::set_root_scheduling();
+            Ok(Some(out))
+        }
         Reach::Within => Ok(None),
     }
 }

@@ -494,7 +494,12 @@ fn tasks_of(uid: u32) -> usize {
         .flatten()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .flat_map(|e| fs::read_dir(e.path().join("task")).into_iter().flatten().flatten())
+        .flat_map(|e| {
+            fs::read_dir(e.path().join("task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
         .filter(|t| {
             fs::read_to_string(t.path().join("status"))
                 .ok()
@@ -568,7 +573,11 @@ fn fuse_servers_respect_the_users_process_limit() {
             .current_dir(&fx.root)
             .output()
             .expect("bash");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let tasks = tasks_of(fx.uid);
         let servers = servers_of(fx.uid).len();
         let errs = fs::read_to_string(fx.user_dir().join("errs")).unwrap_or_default();

@@ -243,6 +243,14 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
             "a cached launch after its entry got mode 0000: {}",
             warm.stderr()
         );
+        // The entry got its mode back, and is reused again.
+        assert_eq!(wrong_modes(), Vec::<String>::new(), "not repaired");
+        let again = fx.run(["-v".into(), pair(&img, &m), "--".into(), "true".into()]);
+        assert!(
+            again.success() && again.stderr().contains("cached instance reused"),
+            "the repaired entry is not reused: {}",
+            again.stderr()
+        );
         let gc = sqfsmnt_test_support::cmd::run(Command::new(&fx.bin).args(["--gc", "--all"]));
         assert!(gc.success(), "root's --gc --all: {}", gc.stderr());
         let left: Vec<String> = sqfsmnt_test_support::cachens::names()
@@ -284,6 +292,18 @@ fn the_root_phase_does_not_run_with_the_callers_umask_or_scheduling() {
         fx.run([pair(&imgs[0], &m), "--".into(), "true".into()])
             .ok();
         let _a = adversary(fx, &fx.user, &imgs, &m, "umask 0777; nice -n 19 chrt -i 0");
+        // And while each launch is within its reach, user a lowers its
+        // priority again from outside (chrt -p, renice, ionice).
+        let _lowering = spawn_as(
+            fx,
+            &fx.user,
+            &format!(
+                "while :; do for p in $(pgrep -U {} -x squashfs-mount); do \
+                   chrt -i -p 0 $p; renice -n 19 -p $p; ionice -c 3 -p $p; \
+                 done >/dev/null 2>&1; done",
+                fx.uid
+            ),
+        );
         let mut seen = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
         while seen < 5 && Instant::now() < deadline {

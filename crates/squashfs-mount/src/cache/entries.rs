@@ -149,6 +149,13 @@ pub(super) fn clones_of(
     else {
         return (Vec::new(), Some(meta));
     };
+    // Reuse takes no lock: the entry may have been evicted and made again
+    // between the record's read and the clones. The clones are the
+    // record's only if the record is still the one they were checked
+    // against (it is set last when an entry is made).
+    if read_meta(name).as_ref() != Some(&meta) {
+        return (Vec::new(), Some(meta));
+    }
     let _ = system::touch(system::working_dir(), &path(name, ""));
     (out, Some(meta))
 }

@@ -61,25 +61,6 @@ pub fn file_deleted(_root: &AsRoot, meta: &Meta) -> bool {
     link.is_some_and(|text| evict::backing_file_deleted(&text, &meta.path))
 }
 
-/// Ends what an evicted instance leaves running, once nothing uses it as
-/// the kernel tells: a FUSE instance's server is killed only when its
-/// connection is gone (no mount and no open file of its file system left
-/// in any namespace), so a server whose mount is in use is never killed,
-/// whatever a scan of /proc could or could not see. A server still in use
-/// keeps serving and exits by itself when its last mount goes (one its
-/// user stopped stays the user's own process). A kernel instance's loop
-/// device detaches by itself (autoclear). Returns whether a server was
-/// ended.
-pub fn end(_root: &AsRoot, meta: &Meta) -> bool {
-    match meta.kind {
-        Kind::Fuse { pid, started } => {
-            system::fuse_connection_exists(meta.device) == Ok(false)
-                && system::kill_process(pid, started).is_ok()
-        }
-        Kind::Kernel { .. } => false,
-    }
-}
-
 /// Counts a kernel instance's loop device for `owner` from now on (under
 /// the cache's lock): `Owner::Cache` once the cache holds it, its maker's
 /// once evicted (its users may keep it attached). Best effort: a device

@@ -22,6 +22,9 @@
 //!                            file's identity, loop device, creator, path
 //!                            (set last); its mtime is the time of last use
 //! /<name>/mnt                the instance, mounted ro,nosuid,nodev
+//! /.fusectl                  the machine's fusectl, mounted once: asks the
+//!                            kernel whether an evicted FUSE instance's
+//!                            connection is gone (`servers.rs`)
 //! ```
 //! Records are extended attributes, not file contents: nothing the tool
 //! writes there is subject to the caller's RLIMIT_FSIZE (see `limits`).
@@ -37,6 +40,7 @@
 //! | `usage.rs`    | which instances are in use (bounded scan)      |
 //! | `kinds.rs`    | kernel or FUSE instance: cost, deleted, ending |
 //! | `store.rs`    | reuse, place, list, collect (root)             |
+//! | `servers.rs`  | ending evicted FUSE instances' servers (root)  |
 //! | `namespace.rs`| creating the cache namespace (root)            |
 //! | `claim.rs`    | single flight: one launch makes an instance    |
 //!
@@ -49,6 +53,7 @@ mod kinds;
 mod lock;
 pub mod meta;
 mod namespace;
+mod servers;
 pub mod store;
 pub mod usage;
 

@@ -9,7 +9,7 @@
 //! lock: every clone is checked against the record it was read with
 //! (`entries::clones_of`), so an entry evicted or replaced meanwhile is
 //! never reused, and an instance is never ended while a clone of it is
-//! mounted (`kinds::end`). A warm launch thus waits for nobody.
+//! mounted (`servers.rs`). A warm launch thus waits for nobody.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -147,7 +147,7 @@ impl Store {
     /// root), with the namespace's secret (made now if `make_secret` and
     /// there is none). Refuses a namespace without our marker. A visit that
     /// cannot return ends the process or thread (`stranded`).
-    fn visit<T>(
+    pub(super) fn visit<T>(
         &self,
         make_secret: bool,
         f: impl FnOnce(Option<&[u8; 32]>) -> Result<T, CacheError>,
@@ -221,7 +221,7 @@ impl Store {
             let secret = self.secret.get().ok_or(CacheError::NoSecret)?;
             Ok((host, guard, entries, secret))
         })();
-        let (host, _guard, entries, secret) = match prepared {
+        let (host, guard, entries, secret) = match prepared {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
@@ -287,7 +287,8 @@ impl Store {
             kinds::count_device_for(root, m, Owner::Cache);
         }
         recount_evicted(root, &entries, &evict);
-        end_unused(root, &entries, &evict);
+        drop(guard);
+        self.end_servers(root, evict.iter().filter_map(|&i| entries[i].meta.as_ref()));
         placed.map_err(|e| (e, pending.into_inner()))
     }
 
@@ -346,8 +347,19 @@ impl Store {
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
         let scanned = self.scan_usage(root, budget);
-        let _g = self.lock(root, LockKind::Exclusive)?;
-        self.collect_locked(root, mode, asker, target, &scanned)
+        let guard = self.lock(root, LockKind::Exclusive)?;
+        let out = self.collect_locked(root, mode, asker, target, &scanned);
+        drop(guard);
+        self.end_evicted_servers(root, &out);
+        out
+    }
+
+    /// With the lock released: the servers of what a collection evicted.
+    fn end_evicted_servers(&self, root: &AsRoot, out: &Result<Vec<(Entry, bool)>, CacheError>) {
+        if let Ok(out) = out {
+            let evicted = out.iter().filter(|(_, e)| *e);
+            self.end_servers(root, evicted.filter_map(|(e, _)| e.meta.as_ref()));
+        }
     }
 
     /// At a launch, at most every `interval` seconds and only if nobody
@@ -363,14 +375,16 @@ impl Store {
             return;
         };
         let scanned = self.scan_usage(root, usage::AT_LAUNCH);
-        let Ok(Some(_g)) =
+        let Ok(Some(guard)) =
             shared_lock::try_take(root, self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
         else {
             return;
         };
         let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
         let _ = system::touch(dir.as_fd(), super::GC_STAMP);
-        let _ = self.collect_locked(root, Mode::Launch, None, None, &scanned);
+        let out = self.collect_locked(root, Mode::Launch, None, None, &scanned);
+        drop(guard);
+        self.end_evicted_servers(root, &out);
     }
 
     fn collect_locked(
@@ -398,7 +412,6 @@ impl Store {
                 Ok(results)
             })?;
             recount_evicted(root, &entries, &chosen);
-            end_unused(root, &entries, &chosen);
             if let Some(Err(e)) = removed.into_iter().find(Result::is_err) {
                 return Err(e);
             }
@@ -488,15 +501,5 @@ fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
 fn recount_evicted(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
     for m in chosen.iter().filter_map(|&i| entries[i].meta.as_ref()) {
         kinds::count_device_for(root, m, Owner::User(m.uid));
-    }
-}
-
-/// After evicting `chosen`: ends what those nobody uses leave running
-/// (their FUSE servers, when the kernel says nothing uses them).
-fn end_unused(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
-    for &i in chosen {
-        if let Some(m) = &entries[i].meta {
-            kinds::end(root, m);
-        }
     }
 }

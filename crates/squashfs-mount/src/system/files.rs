@@ -118,19 +118,45 @@ pub fn ensure_mode(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
     }
     let m = Mode::from_raw_mode(mode);
     match rustix::fs::fchmod(fd, m) {
-        // An O_PATH fd: its /proc/self/fd link reaches the same inode.
-        Err(Errno::BADF) => rustix::fs::chmodat(
-            CWD,
-            format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
-            m,
-            rustix::fs::AtFlags::empty(),
-        )?,
+        // An O_PATH fd: fchmodat2 with an empty path changes the inode the
+        // fd pins (Linux 6.6; it works where no /proc is mounted, as in the
+        // cache namespace); before it, the fd's /proc/self/fd link does.
+        Err(Errno::BADF) => match chmod_pinned(fd, mode) {
+            Err(Errno::NOSYS) => rustix::fs::chmodat(
+                CWD,
+                format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+                m,
+                rustix::fs::AtFlags::empty(),
+            )?,
+            other => other?,
+        },
         other => other?,
     }
     if fstat(fd)?.mode & 0o7777 != mode {
         return Err(Errno::PERM);
     }
     Ok(())
+}
+
+/// fchmodat2(fd, "", mode, AT_EMPTY_PATH): the mode of the file `fd`
+/// pins, also for an O_PATH fd.
+fn chmod_pinned(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
+    // SAFETY: fchmodat2 reads the empty, NUL-terminated path we pass (a
+    // static C string) and takes the other arguments by value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode as libc::c_uint,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(super::last_errno())
+    }
 }
 
 /// Opens `name` in `dir` with `flags` (creating it with exactly `mode`);

@@ -54,7 +54,9 @@ pub use mount_tree::*;
 pub use namespace::*;
 pub use prefetch::*;
 pub use process::*;
-pub use process_state::{neutralize as neutralize_process_state, CallerProcessState};
+pub use process_state::{
+    neutralize as neutralize_process_state, set_root_scheduling, CallerProcessState,
+};
 pub use signals::*;
 pub use spawn::*;
 pub use userns::*;

@@ -219,27 +219,37 @@ pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
     ))
 }
 
-/// Whether the kernel still has the FUSE connection of the file system on
-/// device `dev` (a superblock, mounted somewhere or held open by some
-/// process): its directory in a fusectl instance. The connection goes
-/// when the last mount and the last open file of the file system are
-/// gone, whatever namespace they were in: the kernel's own answer to "is
-/// this FUSE instance used?", which no scan of /proc can give for sure.
-/// fusectl is one superblock for the machine; a detached mount of it is
-/// made here and dropped at return.
-pub fn fuse_connection_exists(dev: u64) -> SysResult<bool> {
+/// fusectl's superblock magic (FUSE_CTL_SUPER_MAGIC).
+pub const FUSECTL_MAGIC: u64 = 0x6573_5543;
+
+/// A detached mount of fusectl, the machine's one control file system of
+/// FUSE connections (nosuid, nodev, noexec, read-only).
+pub fn fuse_control_mount() -> SysResult<OwnedFd> {
     let ctx = FsContext::open("fusectl")?;
     ctx.create().map_err(|r| r.errno)?;
-    let root = ctx.mount(
+    ctx.mount(
         MountAttrFlags::MOUNT_ATTR_RDONLY
             | MountAttrFlags::MOUNT_ATTR_NOSUID
             | MountAttrFlags::MOUNT_ATTR_NODEV
             | MountAttrFlags::MOUNT_ATTR_NOEXEC,
-    )?;
+    )
+}
+
+/// Whether the kernel still has the FUSE connection of the file system on
+/// device `dev`: its directory in `control`, a fusectl mount. The
+/// connection lives while the superblock does: while any mount or open
+/// file of the file system remains, whatever namespace it is in. The
+/// kernel's own answer to "is this FUSE instance used?", which no scan of
+/// /proc can give for sure.
+pub fn fuse_connection_in(control: BorrowedFd<'_>, dev: u64) -> SysResult<bool> {
     // The connection's name is the kernel's dev_t (major << 20 | minor).
     let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
     let name = ((u64::from(major) << 20) | u64::from(minor)).to_string();
-    match rustix::fs::statat(&root, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+    match rustix::fs::statat(
+        control,
+        name.as_str(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) {
         Ok(_) => Ok(true),
         Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(e),

@@ -281,16 +281,24 @@ pub fn thread_cpu_time() -> std::time::Duration {
     )
 }
 
-/// The CPU time process `pid` has run for, in nanoseconds
-/// (/proc/PID/schedstat's first field). None when it is gone.
+/// The CPU time process `pid` has run for, in nanoseconds: the sum over
+/// its threads of /proc/PID/task/TID/schedstat's first field (a plugin's
+/// worker thread holds the lock in slurmstepd, whose main thread sleeps).
+/// None when it is gone.
 pub fn cpu_progress(pid: u32) -> Option<u64> {
-    let (sched, _) =
-        super::read_file_at(working_dir(), &format!("/proc/{pid}/schedstat"), 256).ok()?;
-    String::from_utf8_lossy(&sched)
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    let here = working_dir();
+    let (tids, _) = super::list_dir(here, &format!("/proc/{pid}/task"), 4096).ok()?;
+    let ran = tids.iter().filter_map(|tid| {
+        let tid = tid.to_str()?;
+        let path = format!("/proc/{pid}/task/{tid}/schedstat");
+        let (sched, _) = super::read_file_at(here, &path, 256).ok()?;
+        String::from_utf8_lossy(&sched)
+            .split_whitespace()
+            .next()?
+            .parse::<u64>()
+            .ok()
+    });
+    Some(ran.sum())
 }
 
 #[cfg(test)]
@@ -311,7 +319,10 @@ mod pidfd_tests {
             .expect("sleep");
         let fd = pidfd_of(&child);
         let got = process_of_pidfd(fd.as_fd());
-        assert_eq!(got, Some((child.id(), process_started(child.id()).unwrap())));
+        assert_eq!(
+            got,
+            Some((child.id(), process_started(child.id()).unwrap()))
+        );
         child.kill().unwrap();
         child.wait().unwrap();
     }

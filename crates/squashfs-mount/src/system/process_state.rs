@@ -107,8 +107,12 @@ pub fn neutralize() -> SysResult<CallerProcessState> {
     Ok(state)
 }
 
-/// SCHED_OTHER (without SCHED_RESET_ON_FORK), nice 0, default I/O priority.
-fn set_root_scheduling() -> SysResult<()> {
+/// SCHED_OTHER (without SCHED_RESET_ON_FORK), nice 0, default I/O
+/// priority: at the start of the root phase, and again whenever it takes a
+/// lock other users wait on (the caller may have changed them meanwhile,
+/// while the launch was within its reach). Raising a priority needs
+/// CAP_SYS_NICE.
+pub fn set_root_scheduling() -> SysResult<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler reads the sched_param we pass, which lives
     // on this stack for the call; 0 is the calling thread.
