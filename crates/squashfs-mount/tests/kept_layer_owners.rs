@@ -1,0 +1,194 @@
+//! `--writable=DIR` over an image whose files have many owners (issue
+//! 27): what the caller may change is what `--writable` (a layer in
+//! memory) lets them change, on the kernel and FUSE paths, and every file
+//! in DIR is the caller's. As the unprivileged case user, a member of a
+//! project group (the fixture's gid2), against the installed setuid
+//! binary. Needs root (skips loudly).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sqfsmnt_test_support::cmd::{run, Run};
+use sqfsmnt_test_support::{pair, s, Fixture};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+/// Another user's id (not the case user's, not root).
+const OTHER: u32 = 65534;
+
+/// The image, built by root: the case user's directory with group root;
+/// a project directory root:gid2 2775 with a group-writable file; root's
+/// directory with a 0644 and a 0666 file; another user's directory with a
+/// world-writable file. In the prefix's images/ (root's: the kernel path)
+/// and a copy in the user's directory (the FUSE path).
+fn images(fx: &Fixture) -> [(PathBuf, &'static str); 2] {
+    let name = format!("owners-{}-{}", fx.uid, fx.gid2);
+    let kernel = fx.image(
+        &name,
+        &[
+            ("mine/notes", "notes\n"),
+            ("proj/shared", "shared\n"),
+            ("sys/conf", "conf\n"),
+            ("sys/open", "open\n"),
+            ("theirs/board", "board\n"),
+        ],
+        &format!(
+            "chown -R 0:0 . && chown -R {u}:0 mine && chmod 0755 mine && chmod 0644 mine/notes && \
+             chown -R 0:{g2} proj && chmod 2775 proj && chmod 0664 proj/shared && \
+             chmod 0755 sys && chmod 0644 sys/conf && chmod 0666 sys/open && \
+             chown -R {o}:{o} theirs && chmod 0755 theirs && chmod 0666 theirs/board",
+            u = fx.uid,
+            g2 = fx.gid2,
+            o = OTHER
+        ),
+    );
+    let own = fx.user_dir().join("owners.sqfs");
+    fs::copy(&kernel, &own).unwrap();
+    fx.user.chown(&own);
+    [(kernel, "kernel"), (own, "FUSE")]
+}
+
+/// `squashfs-mount <layer> -v? IMAGE:M -- sh -c SCRIPT` as the case user.
+fn sh(fx: &Fixture, layer: &str, image: &Path, m: &Path, script: &str, verbose: bool) -> Run {
+    let mut c = fx.user.command(&fx.bin);
+    if verbose {
+        c.arg("-v");
+    }
+    run(c
+        .args([layer, &pair(image, m), "--", "sh", "-c", script])
+        .current_dir(&fx.root)
+        .stdin(Stdio::null()))
+}
+
+/// Paths under `dir` not owned by `uid` (find -xdev ! -user).
+fn not_owned_by(dir: &Path, uid: u32) -> String {
+    let out = Command::new("find")
+        .arg(dir)
+        .args(["-xdev", "!", "-user", &uid.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `change` (in the mount point) on both paths with `--writable` and
+/// with a kept layer: the same output, status and messages, which must
+/// contain each of `shows`; then `check` in a second launch on the kept
+/// layer prints `kept` (the change persisted); every file in DIR is the
+/// caller's.
+fn like_tmpfs(fx: &Fixture, change: &str, shows: &[&str], check: &str, kept: &str) {
+    let m = fx.mount_point("owners");
+    for (image, way) in images(fx) {
+        let in_m = |script: &str| format!("cd {} && {{ {script}; }} 2>&1", s(&m));
+        let tmpfs = sh(fx, "--writable", &image, &m, &in_m(change), false);
+        let dir = fx.user_dir().join(format!("layer-{way}"));
+        let w = format!("--writable={}", s(&dir));
+        let layer = sh(fx, &w, &image, &m, &in_m(change), true);
+        let route = layer
+            .stderr()
+            .lines()
+            .find(|l| l.contains(&format!("{}: ", s(&image))))
+            .map(|l| l.contains(": kernel ("));
+        assert_eq!(route, Some(way == "kernel"), "{way}: {}", layer.stderr());
+        let said = |r: &Run| (r.stdout(), r.code());
+        assert_eq!(
+            said(&layer),
+            said(&tmpfs),
+            "{way}: kept layer vs --writable"
+        );
+        for needle in shows {
+            assert!(tmpfs.stdout().contains(needle), "{way}: {}", tmpfs.stdout());
+        }
+        // No warning or error of squashfs-mount's: only -v's notes.
+        for line in layer.stderr().lines() {
+            assert!(
+                !line.contains("warning") && !line.contains("error"),
+                "{way}: {}",
+                layer.stderr()
+            );
+        }
+        let again = sh(fx, &w, &image, &m, &in_m(check), false);
+        assert_eq!(again.stdout(), kept, "{way}: {}", again.stderr());
+        assert!(again.stderr().is_empty(), "{way}: {}", again.stderr());
+        assert_eq!(
+            not_owned_by(&dir, fx.uid),
+            "",
+            "{way}: not the caller's in DIR"
+        );
+    }
+}
+
+#[test]
+fn the_callers_own_files_with_another_group() {
+    case(|fx| {
+        like_tmpfs(
+            fx,
+            "echo more >> mine/notes && echo new > mine/new && chmod 0600 mine/notes && echo done",
+            &["done"],
+            "cat mine/notes mine/new",
+            "notes\nmore\nnew\n",
+        );
+    });
+}
+
+#[test]
+fn the_callers_groups_files_and_directories() {
+    case(|fx| {
+        like_tmpfs(
+            fx,
+            "echo more >> proj/shared && echo new > proj/new && mv proj/new proj/renamed && echo done",
+            &["done"],
+            "cat proj/shared proj/renamed",
+            "shared\nmore\nnew\n",
+        );
+    });
+}
+
+#[test]
+fn roots_0644_file_stays_permission_denied() {
+    case(|fx| {
+        like_tmpfs(
+            fx,
+            "echo more >> sys/conf; echo new > sys/new; chmod 0666 sys/conf; rm -f sys/conf; cat sys/conf",
+            &[
+                "sys/conf: Permission denied",
+                "sys/new: Permission denied",
+                "Operation not permitted",
+                "conf",
+            ],
+            "cat sys/conf; ls sys",
+            "conf\nconf\nopen\n",
+        );
+    });
+}
+
+#[test]
+fn roots_world_writable_file_is_writable() {
+    case(|fx| {
+        like_tmpfs(
+            fx,
+            "echo more >> sys/open && echo done",
+            &["done"],
+            "cat sys/open",
+            "open\nmore\n",
+        );
+    });
+}
+
+#[test]
+fn another_users_world_writable_file_becomes_the_callers_copy() {
+    case(|fx| {
+        like_tmpfs(
+            fx,
+            "echo more >> theirs/board; echo new > theirs/new; echo done",
+            &["theirs/new: Permission denied", "done"],
+            "cat theirs/board",
+            "board\nmore\n",
+        );
+        // The copy in DIR (checked to be the caller's above) holds it.
+        let copy = fx.user_dir().join("layer-kernel/0/upper/theirs/board");
+        assert_eq!(fs::read_to_string(copy).unwrap(), "board\nmore\n");
+    });
+}
