@@ -169,13 +169,15 @@ fn walk(
         path.push(b'/');
         path.extend_from_slice(name.as_bytes());
         let child = system::stat_name_at(lower, &name).map_err(|e| fail(path, "cannot stat", e))?;
+        // A symlink's mode means nothing (always 0777).
+        let mode = if child.is_symlink() { 0 } else { child.mode };
         if child.is_dir() {
             directory(caller, lower, upper, &name, &child, path, depth, account)?;
         } else if need(
             caller,
             child.uid.as_raw(),
             child.gid.as_raw(),
-            child.mode,
+            mode,
             dir_writable,
         ) == Need::Copy
         {
