@@ -192,3 +192,45 @@ fn another_users_world_writable_file_becomes_the_callers_copy() {
         assert_eq!(fs::read_to_string(copy).unwrap(), "board\nmore\n");
     });
 }
+
+#[test]
+fn what_cannot_be_copied_is_named_with_its_owner() {
+    case(|fx| {
+        // Root's FIFO and character device in the project's directory,
+        // which the caller may write: the FIFO is made again as the
+        // caller's (it can be renamed, as with --writable); the device
+        // cannot be, and the launch says so once, naming it and its owner.
+        let name = format!("owners-dev-{}-{}", fx.uid, fx.gid2);
+        let kernel = fx.image(
+            &name,
+            &[("proj/shared", "shared\n")],
+            &format!(
+                "mkfifo proj/fifo && mknod proj/null c 1 3 && chown -R 0:{g2} proj && \
+                 chown 0:0 proj/null && chmod 2775 proj",
+                g2 = fx.gid2
+            ),
+        );
+        let own = fx.user_dir().join("owners-dev.sqfs");
+        fs::copy(&kernel, &own).unwrap();
+        fx.user.chown(&own);
+        let m = fx.mount_point("owners-dev");
+        for (image, way) in [(kernel, "kernel"), (own, "FUSE")] {
+            let dir = fx.user_dir().join(format!("layer-dev-{way}"));
+            let w = format!("--writable={}", s(&dir));
+            let script = format!("cd {} && mv proj/fifo proj/moved && ls proj", s(&m));
+            let r = sh(fx, &w, &image, &m, &script, false);
+            r.ok();
+            assert_eq!(r.stdout(), "moved\nnull\nshared\n", "{way}");
+            let said = format!(
+                "squashfs-mount: warning: {}/proj/null (owner uid 0, group gid 0): a character device of another owner cannot be made as yours; in the writable layer it cannot be changed or renamed (it can be removed)\n",
+                s(&m)
+            );
+            assert_eq!(r.stderr(), said, "{way}");
+            // Said once: the next launch finds the sub-layer complete.
+            let r = sh(fx, &w, &image, &m, &format!("ls {}/proj", s(&m)), false);
+            r.ok();
+            assert_eq!(r.stderr(), "", "{way}");
+            assert_eq!(not_owned_by(&dir, fx.uid), "", "{way}");
+        }
+    });
+}

@@ -263,7 +263,7 @@ fn entry(
 ) -> Result<(), String> {
     let cannot = |why: &str| {
         format!(
-            "{} ({}): {why}; it cannot be changed, renamed or removed in the writable layer",
+            "{} ({}): {why}; in the writable layer it cannot be changed or renamed (it can be removed)",
             named(path),
             owner(st)
         )
@@ -280,9 +280,12 @@ fn entry(
         })
     } else if st.is_symlink() {
         system::copy_symlink_named(lower, upper, name)
+    } else if matches!(st.mode & 0o170000, 0o010000 | 0o140000) {
+        // A FIFO or a socket: the caller may make one.
+        system::make_special_named(upper, name, st.mode & 0o170000, caller.copy_mode_of(st))
     } else {
         account.problems.push(cannot(&format!(
-            "a {} of another owner cannot be copied as yours",
+            "a {} of another owner cannot be made as yours",
             st.kind()
         )));
         return Ok(());

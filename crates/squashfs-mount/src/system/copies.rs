@@ -114,3 +114,18 @@ pub fn copy_symlink_named(from: BorrowedFd<'_>, to: BorrowedFd<'_>, name: &OsStr
     let target = rustix::fs::readlinkat(from, name, Vec::new())?;
     rustix::fs::symlinkat(target.as_c_str(), to, name)
 }
+
+/// Makes in `to` a FIFO or socket `name` (`kind`: the file type bits)
+/// with `mode`; EEXIST when `to` has that name.
+pub fn make_special_named(to: BorrowedFd<'_>, name: &OsStr, kind: u32, mode: u32) -> SysResult<()> {
+    let file_type = rustix::fs::FileType::from_raw_mode(kind);
+    rustix::fs::mknodat(to, name, file_type, Mode::from_raw_mode(0o600), 0)?;
+    // In the caller's own DIR (0700), just made: nobody else can have
+    // replaced it.
+    rustix::fs::chmodat(
+        to,
+        name,
+        Mode::from_raw_mode(mode),
+        rustix::fs::AtFlags::empty(),
+    )
+}
