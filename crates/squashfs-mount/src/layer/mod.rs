@@ -6,7 +6,8 @@
 //! layer; root never touches DIR. Then every privilege is dropped and the
 //! launch executes `squashfs-mount-layer` (fresh memory; only the caller's
 //! own fds cross the exec), which, as the caller: checks and locks DIR,
-//! checks its stamp, makes a user namespace of its own (the caller mapped
+//! checks its stamp, makes its own copies of what overlayfs could not copy
+//! up (`copies.rs`), makes a user namespace of its own (the caller mapped
 //! to itself, setgroups denied) with a mount namespace, and stacks an
 //! overlay (lower: what root mounted there; upper and work: in DIR) on
 //! each image mount point, in path order, before executing the command.
