@@ -27,7 +27,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use super::dir::LayerDir;
 use super::view;
 use super::{copies, stack, Plan, STAMP_FILE};
-use crate::error::{self, Failure};
+use crate::error::Failure;
 use crate::system::{self, Error};
 use squashfs_format::stamp::Stamp;
 
@@ -37,6 +37,9 @@ pub struct Entered {
     pub lock: OwnedFd,
     /// What `-v` says.
     pub notes: Vec<String>,
+    /// What to say even without `-v`: what the caller's copies could not
+    /// copy (`copies.rs`), a few lines at most.
+    pub warnings: Vec<String>,
 }
 
 /// The stamp's largest size (a stamp of 500 images is about 60 KiB).
@@ -77,7 +80,8 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
         ));
     }
     // 3b.
-    copy_what_overlayfs_cannot(&dir, &wanted, &numbers, &mut notes)?;
+    let mut warnings = Vec::new();
+    copy_what_overlayfs_cannot(&dir, &wanted, &numbers, &mut notes, &mut warnings)?;
     // 4.
     let cwd = system::open_directory_path(OsStr::new(".")).ok();
     system::change_dir_to(dir.fd.as_fd())
@@ -97,7 +101,11 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
     drop(lowers);
     // 7.
     finish(&plan.cwd, cwd, &mut notes)?;
-    Ok(Entered { lock, notes })
+    Ok(Entered {
+        lock,
+        notes,
+        warnings,
+    })
 }
 
 fn shown(p: &OsStr) -> String {
@@ -136,6 +144,7 @@ fn copy_what_overlayfs_cannot(
     wanted: &[(&OsString, &[view::ImageId])],
     numbers: &[u32],
     notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
 ) -> Result<(), Failure> {
     let caller = copies::Caller::current();
     for ((mount_point, _), n) in wanted.iter().zip(numbers) {
@@ -162,11 +171,9 @@ fn copy_what_overlayfs_cannot(
         )
         .map_err(|e| fail(format!("writable layer {}: {e}", shown(&dir.path))))?;
         const SHOWN: usize = 5;
-        for p in account.problems.iter().take(SHOWN) {
-            error::warn(p);
-        }
+        warnings.extend(account.problems.iter().take(SHOWN).cloned());
         if account.problems.len() > SHOWN {
-            error::warn(format_args!(
+            warnings.push(format!(
                 "and {} more such files under {}",
                 account.problems.len() - SHOWN,
                 shown(mount_point)
