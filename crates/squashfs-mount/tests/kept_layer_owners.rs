@@ -22,7 +22,7 @@ const OTHER: u32 = 65534;
 /// The image, built by root: the case user's directory with group root;
 /// a project directory root:gid2 2775 with a group-writable file; root's
 /// directory with a 0644 and a 0666 file; another user's directory with a
-/// world-writable file. In the prefix's images/ (root's: the kernel path)
+/// world-writable file; root's tree with nothing the caller may change. In the prefix's images/ (root's: the kernel path)
 /// and a copy in the user's directory (the FUSE path).
 fn images(fx: &Fixture) -> [(PathBuf, &'static str); 2] {
     let name = format!("owners-{}-{}", fx.uid, fx.gid2);
@@ -34,6 +34,7 @@ fn images(fx: &Fixture) -> [(PathBuf, &'static str); 2] {
             ("sys/conf", "conf\n"),
             ("sys/open", "open\n"),
             ("theirs/board", "board\n"),
+            ("ro/deep/file", "ro\n"),
         ],
         &format!(
             "chown -R 0:0 . && chown -R {u}:0 mine && chmod 0755 mine && chmod 0644 mine/notes && \
@@ -173,6 +174,13 @@ fn roots_0644_file_stays_permission_denied() {
             "cat sys/conf; ls sys",
             "conf\nconf\nopen\n",
         );
+        // Root's directories with nothing the caller may change get no
+        // copy (the layer stays as small, and lookups as fast, as before).
+        for way in ["kernel", "FUSE"] {
+            let layer = fx.user_dir().join(format!("layer-{way}/0/upper"));
+            assert!(layer.join("sys").is_dir(), "{way}");
+            assert!(!layer.join("ro").exists(), "{way}");
+        }
     });
 }
 

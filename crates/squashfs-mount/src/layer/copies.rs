@@ -9,10 +9,13 @@
 //! could not be in DIR anyway. So the caller's stage makes, as the caller,
 //! with the caller's rights, in the sub-layer's upper directory:
 //!
-//! - every directory of the image (overlayfs then never copies one up),
-//!   the caller's, with the rights the caller has on the image's
-//!   directory in its owner bits (a root 0755 directory becomes the
-//!   caller's 0555: nothing can be made in it, as without a layer);
+//! - every directory overlayfs would have to copy up and could not: one
+//!   of another owner or group that the caller owns or may write, and
+//!   each one above anything copied or of the caller's (a root
+//!   directory with nothing the caller may change gets none); the
+//!   caller's, with the rights the caller has on the image's directory
+//!   in its owner bits (a root 0755 directory becomes the caller's 0555:
+//!   nothing can be made in it, as without a layer);
 //! - a copy of every file or symlink the overlay might have to copy up
 //!   and cannot (owner or group not the caller's uid and primary gid):
 //!   one the caller owns (and may chmod), may write, or may rename or
@@ -123,6 +126,21 @@ pub struct Account {
 /// The deepest directory walked (each level holds two fds).
 const MAX_DEPTH: usize = 256;
 
+/// A directory on the walk's path: the image's, and the layer's copy of
+/// it once one is needed (made lazily, with every directory above it).
+struct Level {
+    /// Its name in the directory above (empty at the top).
+    name: OsString,
+    st: FileId,
+    lower: Option<OwnedFd>,
+    upper: Option<OwnedFd>,
+    /// Made by this walk (its mode is set once its entries are done).
+    made: bool,
+    /// Removed or replaced in the layer (a whiteout, the caller's file, an
+    /// opaque directory): nothing is made below it.
+    dead: bool,
+}
+
 /// Copies what `lower` (the image's mount, opened for listing; `st` its
 /// stat) needs into `upper` (its sub-layer's upper directory), as the
 /// caller. `shown` names `lower` in messages.
@@ -134,8 +152,17 @@ pub fn copy_tree(
     shown: &OsStr,
     account: &mut Account,
 ) -> Result<(), String> {
+    let fail = |e: Error| format!("cannot open {}: {e}", shown.to_string_lossy());
+    let mut stack = vec![Level {
+        name: OsString::new(),
+        st: *st,
+        lower: Some(system::open_listable_dir(lower, OsStr::new(".")).map_err(fail)?),
+        upper: Some(system::open_listable_dir(upper, OsStr::new(".")).map_err(fail)?),
+        made: false,
+        dead: false,
+    }];
     let mut path = shown.as_bytes().to_vec();
-    walk(caller, lower, st, upper, &mut path, 0, account)?;
+    walk(caller, &mut stack, &mut path, account)?;
     system::set_mode(upper, caller.copy_mode_of(st)).map_err(|e| {
         format!(
             "cannot set the mode of the layer's top directory for {}: {e}",
@@ -152,103 +179,190 @@ fn owner(st: &FileId) -> String {
     format!("owner uid {}, group gid {}", st.uid, st.gid)
 }
 
+fn fail(path: &[u8], what: &str, e: Error) -> String {
+    format!("{what} {}: {e}", named(path))
+}
+
+impl Caller {
+    /// Whether overlayfs could copy up an entry with these ids itself.
+    fn mapped(&self, st: &FileId) -> bool {
+        st.uid.as_raw() == self.uid && st.gid.as_raw() == self.gid
+    }
+
+    /// Whether overlayfs would have to copy up a directory it cannot (one
+    /// of another owner or group, without a copy yet) to copy up anything
+    /// in the innermost directory of `stack`.
+    fn exposed(&self, stack: &[Level]) -> bool {
+        stack.iter().fold(false, |exposed, l| {
+            l.upper.is_none() && (exposed || !self.mapped(&l.st))
+        })
+    }
+}
+
+/// Makes the layer's copy of every directory of `stack` that has none;
+/// false when one of them was removed or replaced in the layer.
+fn ensure(stack: &mut [Level], path: &[u8], account: &mut Account) -> Result<bool, String> {
+    for i in 1..stack.len() {
+        let (above, here) = stack.split_at_mut(i);
+        let (parent, level) = (&above[i - 1], &mut here[0]);
+        if level.dead || parent.dead {
+            level.dead = true;
+            return Ok(false);
+        }
+        if level.upper.is_some() {
+            continue;
+        }
+        let Some(up) = parent.upper.as_ref() else {
+            return Ok(false);
+        };
+        let made = match system::make_dir_named(up, &level.name, 0o700) {
+            Ok(()) => true,
+            Err(Error::EXIST) => false,
+            Err(e) => {
+                return Err(fail(
+                    path,
+                    "cannot make the layer's copy of a directory on",
+                    e,
+                ))
+            }
+        };
+        let fd = match system::open_listable_dir(up, &level.name) {
+            Ok(fd) => fd,
+            Err(Error::NOTDIR | Error::LOOP) if !made => {
+                level.dead = true;
+                return Ok(false);
+            }
+            Err(e) => {
+                return Err(fail(
+                    path,
+                    "cannot open the layer's copy of a directory on",
+                    e,
+                ))
+            }
+        };
+        if !made && system::is_opaque_dir(fd.as_fd()) {
+            level.dead = true;
+            return Ok(false);
+        }
+        account.dirs += u64::from(made);
+        level.upper = Some(fd);
+        level.made = made;
+    }
+    Ok(!stack.last().is_some_and(|l| l.dead))
+}
+
+/// The entries of the innermost directory of `stack`.
 fn walk(
     caller: &Caller,
-    lower: BorrowedFd<'_>,
-    st: &FileId,
-    upper: BorrowedFd<'_>,
+    stack: &mut Vec<Level>,
     path: &mut Vec<u8>,
-    depth: usize,
     account: &mut Account,
 ) -> Result<(), String> {
-    let fail = |path: &[u8], what: &str, e: Error| format!("{what} {}: {e}", named(path));
-    let dir_writable = caller.rights_of(st) & 3 == 3;
-    let names = system::names_in(lower).map_err(|e| fail(path, "cannot list", e))?;
+    let here = stack.last().expect("the walk's path is never empty");
+    let dir_writable = caller.rights_of(&here.st) & 3 == 3;
+    let Some(lower) = here.lower.as_ref() else {
+        return Ok(());
+    };
+    let names = system::names_in(lower.as_fd()).map_err(|e| fail(path, "cannot list", e))?;
     for name in names {
         let len = path.len();
         path.push(b'/');
         path.extend_from_slice(name.as_bytes());
+        let lower = stack.last().and_then(|l| l.lower.as_ref()).expect("listed");
         let child = system::stat_name_at(lower, &name).map_err(|e| fail(path, "cannot stat", e))?;
-        // A symlink's mode means nothing (always 0777).
-        let mode = if child.is_symlink() { 0 } else { child.mode };
+        if caller.mapped(&child) {
+            // Overlayfs copies it (and a directory's entries of the
+            // caller's) itself, once the directory above has a copy.
+            if caller.exposed(stack) {
+                ensure(stack, path, account)?;
+            }
+        }
         if child.is_dir() {
-            directory(caller, lower, upper, &name, &child, path, depth, account)?;
-        } else if need(
-            caller,
-            child.uid.as_raw(),
-            child.gid.as_raw(),
-            mode,
-            dir_writable,
-        ) == Need::Copy
-        {
-            entry(caller, lower, upper, &name, &child, path, account)?;
+            directory(caller, stack, name, child, path, account)?;
+        } else if !caller.mapped(&child) && needs_copy(caller, &child, dir_writable) {
+            if ensure(stack, path, account)? {
+                let l = stack.last().expect("the walk's path is never empty");
+                if let (Some(low), Some(up)) = (l.lower.as_ref(), l.upper.as_ref()) {
+                    entry(
+                        caller,
+                        low.as_fd(),
+                        up.as_fd(),
+                        &name,
+                        &child,
+                        path,
+                        account,
+                    )?;
+                }
+            }
         }
         path.truncate(len);
     }
     Ok(())
 }
 
-/// A directory of the image: the caller's directory in `upper` (made now,
-/// or there already and neither opaque nor replaced), then its entries.
-#[allow(clippy::too_many_arguments)]
+fn needs_copy(caller: &Caller, st: &FileId, dir_writable: bool) -> bool {
+    // A symlink's mode means nothing (always 0777).
+    let mode = if st.is_symlink() { 0 } else { st.mode };
+    need(caller, st.uid.as_raw(), st.gid.as_raw(), mode, dir_writable) == Need::Copy
+}
+
+/// A directory of the image: the caller's copy of it where one is needed
+/// (it is of another owner or group and the caller owns it or may write
+/// it, or something below needs one), then its entries.
 fn directory(
     caller: &Caller,
-    lower: BorrowedFd<'_>,
-    upper: BorrowedFd<'_>,
-    name: &OsString,
-    st: &FileId,
+    stack: &mut Vec<Level>,
+    name: OsString,
+    st: FileId,
     path: &mut Vec<u8>,
-    depth: usize,
     account: &mut Account,
 ) -> Result<(), String> {
-    let fail = |path: &[u8], what: &str, e: Error| format!("{what} {}: {e}", named(path));
-    let made = match system::make_dir_named(upper, name, 0o700) {
-        Ok(()) => true,
-        Err(Error::EXIST) => false,
-        Err(e) => return Err(fail(path, "cannot make the layer's copy of", e)),
+    let rights = caller.rights_of(&st);
+    let listable = rights & 5 == 5 && stack.len() < MAX_DEPTH;
+    let lower = match listable {
+        true => {
+            let above = stack.last().and_then(|l| l.lower.as_ref()).expect("listed");
+            Some(
+                system::open_listable_dir(above, &name)
+                    .map_err(|e| fail(path, "cannot open", e))?,
+            )
+        }
+        false => None,
     };
-    let up = match system::open_listable_dir(upper, name) {
-        Ok(fd) => fd,
-        // Replaced by a file or removed (a whiteout) in the layer.
-        Err(Error::NOTDIR | Error::LOOP) if !made => return Ok(()),
-        Err(e) => return Err(fail(path, "cannot open the layer's copy of", e)),
-    };
-    if !made && system::is_opaque_dir(up.as_fd()) {
-        return Ok(());
-    }
-    if made {
-        account.dirs += 1;
-    }
-    let listable = caller.rights_of(st) & 5 == 5;
-    if listable && depth < MAX_DEPTH {
-        let low: OwnedFd =
-            system::open_listable_dir(lower, name).map_err(|e| fail(path, "cannot open", e))?;
-        walk(
-            caller,
-            low.as_fd(),
-            st,
-            up.as_fd(),
-            path,
-            depth + 1,
-            account,
-        )?;
-    } else if caller.rights_of(st) & 1 == 1 {
+    if !listable && rights & 1 == 1 {
         account.problems.push(format!(
             "{} ({}): you may enter it but {}; files in it cannot be changed in the writable layer",
             named(path),
-            owner(st),
-            if listable {
+            owner(&st),
+            if rights & 4 == 4 {
                 "it is too deep to copy"
             } else {
                 "not list it"
             }
         ));
     }
-    if made {
-        system::set_mode(up.as_fd(), caller.copy_mode_of(st))
-            .map_err(|e| fail(path, "cannot set the mode of the layer's copy of", e))?;
+    let own = !caller.mapped(&st) && (st.uid.as_raw() == caller.uid || rights & 2 != 0);
+    stack.push(Level {
+        name,
+        st,
+        lower,
+        upper: None,
+        made: false,
+        dead: false,
+    });
+    let walked = (|| {
+        if own {
+            ensure(stack, path, account)?;
+        }
+        walk(caller, stack, path, account)
+    })();
+    let level = stack.pop().expect("pushed above");
+    walked?;
+    match (level.made, level.upper) {
+        (true, Some(up)) => system::set_mode(up.as_fd(), caller.copy_mode_of(&level.st))
+            .map_err(|e| fail(path, "cannot set the mode of the layer's copy of", e)),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// A file, symlink or other entry that needs the caller's copy.
