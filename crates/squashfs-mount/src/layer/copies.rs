@@ -279,20 +279,21 @@ fn walk(
         }
         if child.is_dir() {
             directory(caller, stack, name, child, path, account)?;
-        } else if !caller.mapped(&child) && needs_copy(caller, &child, dir_writable) {
-            if ensure(stack, path, account)? {
-                let l = stack.last().expect("the walk's path is never empty");
-                if let (Some(low), Some(up)) = (l.lower.as_ref(), l.upper.as_ref()) {
-                    entry(
-                        caller,
-                        low.as_fd(),
-                        up.as_fd(),
-                        &name,
-                        &child,
-                        path,
-                        account,
-                    )?;
-                }
+        } else if !caller.mapped(&child)
+            && needs_copy(caller, &child, dir_writable)
+            && ensure(stack, path, account)?
+        {
+            let l = stack.last().expect("the walk's path is never empty");
+            if let (Some(low), Some(up)) = (l.lower.as_ref(), l.upper.as_ref()) {
+                entry(
+                    caller,
+                    low.as_fd(),
+                    up.as_fd(),
+                    &name,
+                    &child,
+                    path,
+                    account,
+                )?;
             }
         }
         path.truncate(len);
