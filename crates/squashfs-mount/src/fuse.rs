@@ -199,8 +199,7 @@ pub struct Launcher<'a> {
     /// tool, Slurm plugin); false in rootless mode, where it already is.
     pub drop_to_caller: bool,
     /// Every file shows as owned by the caller (`--owner`): rootless mode
-    /// (its user namespace maps no other id) and kept writable layers
-    /// (the caller's overlay can copy up only what the caller's ids own).
+    /// (its user namespace maps no other id).
     pub show_as_caller: bool,
     pub threads: u32,
     /// The caller's resource limits, which the server gets back.
@@ -370,9 +369,8 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
     }
     argv.extend([arg("--threads"), arg(&l.threads.to_string())]);
     if l.show_as_caller {
-        // Rootless, or a kept layer: the user namespace maps the caller's
-        // ids only; the image's others would show as nobody and could not
-        // be copied up into a writable layer. The caller can read every
+        // Rootless: the user namespace maps the caller's ids only; the
+        // image's others would show as nobody. The caller can read every
         // byte of the image anyway.
         argv.push(arg("--owner"));
         argv.push(arg(&format!(

@@ -26,7 +26,9 @@
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
 //! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
+//! | `copies`        | `--writable=DIR`: the caller's copies in a layer     |
 
+pub mod copies;
 pub mod cpu;
 pub mod credentials;
 pub mod files;
@@ -44,6 +46,7 @@ pub mod signals;
 pub mod spawn;
 pub mod userns;
 
+pub use copies::*;
 pub use cpu::*;
 pub use credentials::*;
 pub use files::*;
