@@ -11,6 +11,7 @@ pub mod format;
 pub mod inspect;
 pub mod kernel;
 pub mod layer;
+pub mod mountable;
 pub mod order;
 pub mod output;
 pub use squashfs_reader::lzo;

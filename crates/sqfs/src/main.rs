@@ -502,8 +502,9 @@ fn run(command: Cmd) -> Result<(), Failure> {
             }
         }
         Cmd::Inspect(a) => {
-            let r = inspect::inspect_file(&a.image)
+            let mut r = inspect::inspect_file(&a.image)
                 .map_err(|e| format!("{}: {e}", a.image.display()))?;
+            r.mount_path = sqfs::mountable::ask(&a.image);
             if a.json {
                 print_json(&r)
             } else {
