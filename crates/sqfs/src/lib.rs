@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod check;
 pub mod compat;
 pub use squashfs_reader::decompress;
 pub mod exclude;

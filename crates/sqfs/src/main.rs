@@ -84,6 +84,8 @@ enum Cmd {
     Pack(PackArgs),
     /// Show what an image is made of and whether this kernel can mount it
     Inspect(InspectArgs),
+    /// Read every block of an image in userspace; name the first bad one and its files
+    Check(CheckArgs),
     /// Compare compressors: size, build time, cold and warm launch times
     Bench(BenchArgs),
     /// Record which files of a tree a command reads (a hot list for 'pack --order')
@@ -221,6 +223,15 @@ struct TraceArgs {
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
     /// Print the result as JSON (the command's standard output then goes to standard error)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The image file
+    image: PathBuf,
+    /// Print the result as JSON (the exit status still says whether it is damaged)
     #[arg(long)]
     json: bool,
 }
@@ -511,6 +522,19 @@ fn run(command: Cmd) -> Result<(), Failure> {
                 out(inspect::render(&r))
             }
         }
+        Cmd::Check(a) => {
+            let c =
+                sqfs::check::check(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
+            if a.json {
+                print_json(&c)?;
+            } else if c.first_bad.is_none() {
+                out(format!("{}\n", sqfs::check::summary(&c)))?;
+            }
+            match c.first_bad {
+                None => Ok(()),
+                Some(_) => Err(sqfs::check::summary(&c).into()),
+            }
+        }
         Cmd::Bench(a) => {
             let o = bench::BenchOptions {
                 dir: a.dir,
@@ -606,7 +630,9 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 fn subcommand_given() -> String {
     std::env::args()
         .skip(1)
-        .find(|a| ["pack", "inspect", "bench", "trace", "completions"].contains(&a.as_str()))
+        .find(|a| {
+            ["pack", "inspect", "check", "bench", "trace", "completions"].contains(&a.as_str())
+        })
         .map(|s| format!("{s} "))
         .unwrap_or_default()
 }
