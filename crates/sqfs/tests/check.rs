@@ -55,7 +55,8 @@ fn check_reads_every_block_and_names_the_first_bad_one() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
-        err.contains("bad block: corrupt data block: the block at byte ") && err.contains("it belongs to /aaa-big.txt"),
+        err.contains("bad block: corrupt data block: the block at byte ")
+            && err.contains("it belongs to /aaa-big.txt"),
         "{err}"
     );
     assert!(o.stdout.is_empty());
