@@ -138,7 +138,7 @@ fn fish_offers_the_subcommands_and_their_options() {
     let subs = query("sqfs ");
     assert_eq!(
         subs,
-        BTreeSet::from(["bench", "help", "inspect", "pack", "trace"].map(String::from))
+        BTreeSet::from(["bench", "check", "help", "inspect", "pack", "trace"].map(String::from))
     );
     let mut want = long_options("pack");
     want.insert("--help".into());
