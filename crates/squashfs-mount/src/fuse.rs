@@ -292,21 +292,31 @@ impl Starting {
 /// Opens /dev/fuse as the caller: a site that restricts FUSE (mode 0600,
 /// a group) restricts it for this tool too.
 pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<OwnedFd, Failure> {
-    system::open_fuse_device().map_err(|e| {
-        let what = match e {
-            system::Error::ACCESS | system::Error::PERM => {
-                let who = system::stat_following(system::working_dir(), "/dev/fuse")
-                    .map(|st| format!(" (mode {:04o}, owner uid {}, group {})", st.mode & 0o7777, st.uid, st.gid))
-                    .unwrap_or_default();
-                format!("this site does not let you use FUSE{who}; images the site policy does not trust for the kernel need it: ask your administrator for access to /dev/fuse, or for the image to be installed where the policy trusts it (squashfs-mount --policy IMAGE says why it does not)")
-            }
-            system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => {
-                "the fuse module is not loaded; ask your administrator".into()
-            }
-            _ => "ask your administrator".into(),
-        };
-        Failure::about(subject, FuseError::Device(e, what))
-    })
+    system::open_fuse_device()
+        .map_err(|e| Failure::about(subject, FuseError::Device(e, device_problem(e))))
+}
+
+/// Why /dev/fuse did not open for the caller (`e`), and what to do.
+pub fn device_problem(e: system::Error) -> String {
+    match e {
+        system::Error::ACCESS | system::Error::PERM => {
+            let who = system::stat_following(system::working_dir(), "/dev/fuse")
+                .map(|st| {
+                    format!(
+                        " (mode {:04o}, owner uid {}, group {})",
+                        st.mode & 0o7777,
+                        st.uid,
+                        st.gid
+                    )
+                })
+                .unwrap_or_default();
+            format!("this site does not let you use FUSE{who}; images the site policy does not trust for the kernel need it: ask your administrator for access to /dev/fuse, or for the image to be installed where the policy trusts it (squashfs-mount --policy IMAGE says why it does not)")
+        }
+        system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => {
+            "the fuse module is not loaded; ask your administrator".into()
+        }
+        _ => "ask your administrator".into(),
+    }
 }
 
 /// A detached FUSE mount (read-only, nosuid, nodev) on the connection

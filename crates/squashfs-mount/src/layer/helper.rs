@@ -102,8 +102,17 @@ pub fn exec(command: &[OsString]) -> u8 {
     } else {
         126
     };
+    let searched = matches!(
+        err.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    );
+    let hint = if searched {
+        crate::environment::not_found_hint(program, std::env::var_os("UENV_MOUNT_LIST").as_deref())
+    } else {
+        String::new()
+    };
     error::report(format_args!(
-        "cannot run {}: {}",
+        "cannot run {}: {}{hint}",
         program.to_string_lossy(),
         error::io_message(&err)
     ));
