@@ -214,14 +214,7 @@ impl Store {
         // Before the lock: which instances some namespace uses (a bounded
         // but slow scan that nobody should wait for).
         let scanned = self.scan_usage(root, usage::AT_LAUNCH);
-        let prepared = (|| {
-            let host = Host::open()?;
-            let guard = self.lock(root, LockKind::Exclusive)?;
-            let entries = self.visit(true, |_| list_entries(&host))?;
-            let secret = self.secret.get().ok_or(CacheError::NoSecret)?;
-            Ok((host, guard, entries, secret))
-        })();
-        let (host, guard, entries, secret) = match prepared {
+        let (host, guard, entries, secret) = match self.locked_listing(root) {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
@@ -290,6 +283,19 @@ impl Store {
         drop(guard);
         self.end_servers(root, evict.iter().filter_map(|&i| entries[i].meta.as_ref()));
         placed.map_err(|e| (e, pending.into_inner()))
+    }
+
+    /// The exclusive lock, and the entries and the secret read under it.
+    #[allow(clippy::type_complexity)]
+    fn locked_listing(
+        &self,
+        root: &AsRoot,
+    ) -> Result<(Host, Held<BorrowedFd<'_>>, Vec<Entry>, [u8; 32]), CacheError> {
+        let host = Host::open()?;
+        let guard = self.lock(root, LockKind::Exclusive)?;
+        let entries = self.visit(true, |_| list_entries(&host))?;
+        let secret = self.secret.get().ok_or(CacheError::NoSecret)?;
+        Ok((host, guard, entries, secret))
     }
 
     /// What a launch placing `offers` evicts of `entries` (with the plan's
