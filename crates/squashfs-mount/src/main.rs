@@ -78,6 +78,10 @@ fn run_request(args: &[OsString]) -> Result<cli::RunRequest, u8> {
 }
 
 fn run() -> u8 {
+    // Before anything else: a set-group-ID installation is refused.
+    if let Err(e) = squashfs_mount::privilege::refuse_set_group_id() {
+        return fail(e);
+    }
     // argv only; the environment is not read until privileges are gone.
     // Since Linux 5.18 an execve with argc == 0 gets a single empty argv[0].
     let mut argv = std::env::args_os();

@@ -37,7 +37,7 @@ use crate::system::{self, Gid, Uid};
 
 pub use root_phase::RootPhase;
 pub use rootless::Rootless;
-pub use setuid::Privileges;
+pub use setuid::{refuse_set_group_id, Privileges};
 pub use thread::ThreadCredentials;
 pub use unprivileged::Unprivileged;
 pub use verify::{drop_to, verify_dropped};
@@ -92,6 +92,10 @@ pub enum PrivilegeError {
     /// Rootless mode, where user namespaces are not available.
     NoUserNamespaces(system::Error),
     UserNamespace(system::Error),
+    /// The program file is set-group-ID (its path and mode), or, where
+    /// /proc/self/exe cannot be read, the process runs with an effective
+    /// gid that is not its real one (path `None`).
+    SetGroupId(Option<std::ffi::OsString>, u32),
 }
 
 impl fmt::Display for PrivilegeError {
@@ -129,6 +133,16 @@ impl fmt::Display for PrivilegeError {
             PrivilegeError::CapabilitiesRemain(mask) => write!(
                 f,
                 "capabilities this task does not need remain after giving them up (mask {mask:#x}); refusing to run with more privilege than it needs"
+            ),
+            PrivilegeError::SetGroupId(Some(path), mode) => write!(
+                f,
+                "{} is installed set-group-ID (mode {mode:o}), which this tool never needs; refusing to run: as root, chmod g-s {}",
+                path.to_string_lossy(),
+                path.to_string_lossy()
+            ),
+            PrivilegeError::SetGroupId(None, egid) => write!(
+                f,
+                "running with effective group ID {egid}, not the caller's: the program is installed set-group-ID, which this tool never needs; refusing to run: as root, chmod g-s on the installed squashfs-mount"
             ),
         }
     }

@@ -89,6 +89,27 @@ impl Privileges {
     }
 }
 
+/// Refuses a set-group-ID installation (as uenv's tool does): the tool
+/// needs root's uid for its root phase, never a group, and a setgid bit
+/// would give every command's launch that group until the drop. The first
+/// thing the program does, before its arguments are acted on. Judged by
+/// the program file's mode (fstat of /proc/self/exe); where that cannot
+/// be read, by the effective gid differing from the real one.
+pub fn refuse_set_group_id() -> Result<(), PrivilegeError> {
+    match system::own_program() {
+        Ok((st, _)) if st.mode & 0o2000 == 0 => Ok(()),
+        Ok((st, path)) => Err(PrivilegeError::SetGroupId(Some(path), st.mode & 0o7777)),
+        Err(_) => {
+            let egid = system::effective_gid();
+            if egid == system::real_gid() {
+                Ok(())
+            } else {
+                Err(PrivilegeError::SetGroupId(None, egid.as_raw()))
+            }
+        }
+    }
+}
+
 fn single_threaded() -> Result<(), PrivilegeError> {
     match system::is_single_threaded() {
         Ok(true) => Ok(()),

@@ -16,6 +16,26 @@ pub fn real_gid() -> Gid {
 pub fn effective_uid() -> Uid {
     Uid::from_raw(rustix::process::geteuid().as_raw())
 }
+pub fn effective_gid() -> Gid {
+    Gid::from_raw(rustix::process::getegid().as_raw())
+}
+
+/// The program file this process executed (`/proc/self/exe`, the
+/// kernel's link to it, not a name anyone passed), pinned as an O_PATH fd
+/// and fstat'ed: its mode says how the program is installed. Also its
+/// path, as the kernel names it (for messages).
+pub fn own_program() -> SysResult<(super::FileId, std::ffi::OsString)> {
+    use rustix::fs::{Mode, OFlags, CWD};
+    let fd = rustix::fs::openat(
+        CWD,
+        "/proc/self/exe",
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = super::fstat(std::os::fd::AsFd::as_fd(&fd))?;
+    let path = super::path_of_fd(std::os::fd::AsFd::as_fd(&fd))?;
+    Ok((st, path))
+}
 pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
     Ok(rustix::process::getgroups()?
         .into_iter()

@@ -1,0 +1,146 @@
+# squashfs-mount's own Spack recipe (packaging/spack/README.md).
+# SPDX-License-Identifier: BSD-3-Clause
+
+import os
+
+from spack.package import *
+
+
+class SquashfsMount(CargoPackage):
+    """Runs commands with SquashFS images mounted read-only in a private
+    mount namespace, without root: a small setuid-root program that opens
+    images with the caller's permissions, mounts them (kernel squashfs, or
+    its own FUSE server for images it does not trust), drops every privilege
+    for good and runs the command. Also sqfs (pack and inspect images) and,
+    with +slurm, a Slurm SPANK plugin (srun --squashfs=IMG:MNT).
+
+    Spack cannot make a program setuid root. After installing, an
+    administrator reads and runs, as root, the script the package installs:
+    <prefix>/libexec/spack_perms_fix.sh. Until then squashfs-mount runs in
+    its rootless mode (user namespaces and FUSE only)."""
+
+    homepage = "https://a-seed-4104af43.example/squashfs-mount"
+    # No public download: a site puts the tarball of `make dist` (vendored
+    # crates, builds offline) into a Spack mirror (README.md here).
+    url = "https://a-seed-4104af43.example/squashfs-mount/squashfs-mount-2.0.0.tar.gz"
+
+    license("BSD-3-Clause")
+
+    # sha256 of build/dist/squashfs-mount-2.0.0.tar.gz as `make dist` makes
+    # it (reproducibly) at commit cfae4fd, the commit before this recipe;
+    # a release puts that of its tagged commit here (packaging/spack/
+    # test-spack prints the sha256 of the tarball it tests).
+    version("2.0.0", sha256="b2d313c94352b85d7b7bffd701e1fac45f96663ab132be83ecd9afe339feb4b3")
+
+    variant("fuse", default=True, description="the FUSE server (rootless mode, images not trusted)")
+    variant("slurm", default=False, description="the Slurm SPANK plugin (srun --squashfs)")
+
+    depends_on("rust@1.89:", type="build")
+    depends_on("c", type="build")
+    # The plugin is built against the Slurm headers of the release series
+    # that will load it (Slurm refuses another series' plugin).
+    depends_on("slurm", type="build", when="+slurm")
+
+    # The setuid program, and the files it runs or loads as root.
+    setuid_program = "bin/squashfs-mount"
+    helper_dir = "lib/squashfs-mount"
+
+    def setup_build_environment(self, env):
+        if self.spec.satisfies("+slurm"):
+            env.set("SLURM_INCLUDE_DIR", self.spec["slurm"].prefix.include)
+
+    def build(self, spec, prefix):
+        # The tarball's .cargo/config.toml replaces crates.io with vendor/.
+        cargo = self.module.cargo
+        common = ["--locked", "--offline", "-j", str(make_jobs)]
+        crates = ["-p", "squashfs-mount", "-p", "sqfs"]
+        if spec.satisfies("+fuse"):
+            crates += ["-p", "squashfs-mount-fuse"]
+        cargo("build", "--release", *common, *crates)
+        if spec.satisfies("+slurm"):
+            # Its own profile: panic = "unwind" inside slurmstepd.
+            cargo("build", "--profile", "spank", *common, "-p", "spank-squashfs-mount")
+
+    def install(self, spec, prefix):
+        release = join_path(self.stage.source_path, "target", "release")
+        mkdirp(prefix.bin, join_path(prefix, self.helper_dir), prefix.share.man.man1)
+        # Not setuid here: spack_perms_fix.sh makes it 4755 root.
+        install(join_path(release, "squashfs-mount"), prefix.bin)
+        install(join_path(release, "sqfs"), prefix.bin)
+        helpers = join_path(prefix, self.helper_dir)
+        install(join_path(release, "squashfs-mount-layer"), helpers)
+        if spec.satisfies("+fuse"):
+            install(join_path(release, "squashfs-mount-fuse"), helpers)
+        if spec.satisfies("+slurm"):
+            so = join_path(self.stage.source_path, "target", "spank", "libspank_squashfs_mount.so")
+            install(so, join_path(helpers, "spank_squashfs_mount.so"))
+        install("doc/squashfs-mount.1", prefix.share.man.man1)
+        install("doc/sqfs.1", prefix.share.man.man1)
+        # The site configuration is read from /etc/squashfs-mount.conf only
+        # (never from a prefix a user may own): the documented file is an
+        # example to copy there.
+        mkdirp(prefix.share.doc.join("squashfs-mount"))
+        install("etc/squashfs-mount.conf", prefix.share.doc.join("squashfs-mount"))
+
+    @run_after("install")
+    def perms_fix_script(self):
+        script = join_path(self.prefix.libexec, "spack_perms_fix.sh")
+        mkdirp(self.prefix.libexec)
+        with open(script, "w") as f:
+            f.write(self._perms_fix_text())
+        os.chmod(script, 0o755)
+        tty.warn(
+            f"""squashfs-mount is installed without its setuid bit (Spack cannot set it):
+until an administrator runs the script below as root, it runs in its rootless
+mode only. Read the script, then run it as root:
+
+    {script}
+
+It makes {self.setuid_program} setuid root (4755) and gives the installation's
+directories and the programs it starts to root (not writable by others)."""
+        )
+
+    def _perms_fix_text(self):
+        prefix = str(self.prefix)
+        program = join_path(prefix, self.setuid_program)
+        helpers = join_path(prefix, self.helper_dir)
+        # Everything the setuid program runs or reads from its prefix, and
+        # every directory down to them: root's, not writable by others.
+        dirs = [prefix, join_path(prefix, "bin"), join_path(prefix, "lib"), helpers]
+        lines = [
+            "#!/bin/sh",
+            "# Written by the squashfs-mount Spack recipe: makes the installation",
+            f"# in {prefix} usable as the setuid program. Run as root.",
+            "set -eu",
+            'if [ "$(id -u)" -ne 0 ]; then',
+            '  echo "spack_perms_fix.sh: run me as root" >&2',
+            "  exit 1",
+            "fi",
+        ]
+        for d in dirs:
+            lines.append(f"chown root:root {shell_quote(d)}")
+            lines.append(f"chmod 0755 {shell_quote(d)}")
+        lines.append(f"for f in {shell_quote(helpers)}/*; do")
+        lines.append('  chown root:root "$f"; chmod go-w "$f"')
+        lines.append("done")
+        lines.append(f"chown root:root {shell_quote(program)}")
+        lines.append(f"chmod 4755 {shell_quote(program)}")
+        # A directory above the prefix that another user may change lets
+        # that user move the installation away: say so (the program still
+        # refuses to start a FUSE server as root from such a place).
+        lines += [
+            f"d={shell_quote(prefix)}",
+            'while [ "$d" != / ]; do',
+            '  d=$(dirname "$d")',
+            "  if [ \"$(stat -c %u \"$d\")\" != 0 ] || [ -n \"$(find \"$d\" -maxdepth 0 -perm /022 ! -perm -1000)\" ]; then",
+            '    echo "spack_perms_fix.sh: warning: $d is not root\'s alone; its owner can move this installation" >&2',
+            "  fi",
+            "done",
+            f'echo "spack_perms_fix.sh: {program} is setuid root (4755)"',
+            "",
+        ]
+        return "\n".join(lines)
+
+
+def shell_quote(s):
+    return "'" + str(s).replace("'", "'\"'\"'") + "'"
