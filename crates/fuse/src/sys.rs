@@ -83,7 +83,10 @@ pub fn cap_file_size(bytes: u64) -> Result<(), String> {
     // SAFETY: installs SIG_IGN (no handler code runs) for SIGXFSZ; no other
     // thread is running yet.
     if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(format!("signal(SIGXFSZ): {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "signal(SIGXFSZ): {}",
+            std::io::Error::last_os_error()
+        ));
     }
     let cap = Rlimit {
         current: Some(bytes),

@@ -505,8 +505,13 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
         let img_b = fx.image("share-b", &[("b", "b\n")], "");
         let (ma, mb) = (fx.mount_point("share-a"), fx.mount_point("share-b"));
         // The state directory and its locks exist before we watch them.
-        fx.run(["--no-cache".into(), pair(&img_b, &mb), "--".into(), "true".into()])
-            .ok();
+        fx.run([
+            "--no-cache".into(),
+            pair(&img_b, &mb),
+            "--".into(),
+            "true".into(),
+        ])
+        .ok();
         let mut signaller = Signaller::start(&fx.user);
         let (mut launches, mut refused, mut window) = (Vec::new(), None, 0);
         for img in &imgs {
@@ -547,14 +552,22 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
         let out = Users::create(1, false)
             .first()
             .command(&fx.bin)
-            .args(["--no-cache".into(), pair(&img_b, &mb), "--".into(), "true".into()])
+            .args([
+                "--no-cache".into(),
+                pair(&img_b, &mb),
+                "--".into(),
+                "true".into(),
+            ])
             .current_dir(&fx.root)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         drop(launches);
         drop(signaller);
-        assert!(out.status.success(), "user b was refused a loop device: {err}");
+        assert!(
+            out.status.success(),
+            "user b was refused a loop device: {err}"
+        );
         assert!(
             held_by_a <= 3,
             "user a holds {held_by_a} loop devices, beyond their share of 2 and cache share of 1"

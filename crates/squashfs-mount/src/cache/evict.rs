@@ -227,7 +227,7 @@ mod tests {
         max_idle: 600,
         max_instances: 10,
         per_user: u32::MAX,
-            max_bytes: u64::MAX,
+        max_bytes: u64::MAX,
     };
 
     #[test]

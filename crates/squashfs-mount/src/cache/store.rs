@@ -267,12 +267,8 @@ impl Store {
             }
             Ok(out)
         });
-        // Still under the lock: what the cache took counts for it now, what
-        // it let go for its maker (doc/threat-model.md).
-        for m in &taken {
-            kinds::count_device_for(root, m, Owner::Cache);
-        }
-        recount_evicted(root, &entries, &evict);
+        // Still under the lock.
+        recount(root, &taken, &entries, &evict);
         end_unused(root, &entries, &cands, &evict);
         placed.map_err(|e| (e, pending.into_inner()))
     }
@@ -384,7 +380,7 @@ impl Store {
                     .iter()
                     .try_for_each(|&i| remove_entry(&entries[i].name))
             })?;
-            recount_evicted(root, &entries, &chosen);
+            recount(root, &[], &entries, &chosen);
             end_unused(root, &entries, &cands, &chosen);
         }
         Ok(entries
@@ -455,9 +451,14 @@ fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
 }
 
-/// After evicting `chosen`: their loop devices, which their users may keep
-/// attached, count for their makers again.
-fn recount_evicted(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
+/// Under the lock, once the cache took the instances `taken` and evicted
+/// `chosen` of `entries`: the loop devices of those taken count for the
+/// cache from now on; those of the evicted, which their users may keep
+/// attached, for their makers again (doc/threat-model.md).
+fn recount(root: &AsRoot, taken: &[Meta], entries: &[Entry], chosen: &[usize]) {
+    for m in taken {
+        kinds::count_device_for(root, m, Owner::Cache);
+    }
     for m in chosen.iter().filter_map(|&i| entries[i].meta.as_ref()) {
         kinds::count_device_for(root, m, Owner::User(m.uid));
     }

@@ -296,8 +296,7 @@ fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), Str
         "cache-max-instances-per-user" => parse_share(value)
             .map(|v| s.cache_max_instances_per_user = v)
             .ok_or_else(|| {
-                "use a number such as 64, or a percentage of cache-max-instances such as 25%"
-                    .into()
+                "use a number such as 64, or a percentage of cache-max-instances such as 25%".into()
             }),
         "cache-max-memory" => parse_memory(value)
             .map(|v| s.cache_max_memory = v)

@@ -373,8 +373,14 @@ impl RootSide for System {
         // Counted and configured under the budget's lock; the superblocks,
         // which read the images, without it.
         let (devices, note) = {
-            let budget =
-                LoopBudget::reserve(root, images.len(), images.len(), limits, caller, dev.as_fd())?;
+            let budget = LoopBudget::reserve(
+                root,
+                images.len(),
+                images.len(),
+                limits,
+                caller,
+                dev.as_fd(),
+            )?;
             let devices: Vec<LoopDevice> = images
                 .iter()
                 .map(|f| LoopDevice::attach(root, f.image, options, dev.as_fd(), owner, f.subject))

@@ -264,9 +264,7 @@ pub fn check_step_layer(layer: &StepLayer, uid: u32) -> Result<(), String> {
     if system::namespace_type(mnt) != Ok(system::MOUNT_NAMESPACE) {
         return Err("as its mount namespace something that is not a mount namespace".into());
     }
-    let same = |a: BorrowedFd<'_>, b: BorrowedFd<'_>| {
-        matches!((system::fstat(a), system::fstat(b)), (Ok(x), Ok(y)) if (x.dev, x.ino) == (y.dev, y.ino))
-    };
+    let same = |a: BorrowedFd<'_>, b: BorrowedFd<'_>| matches!((system::fstat(a), system::fstat(b)), (Ok(x), Ok(y)) if (x.dev, x.ino) == (y.dev, y.ino));
     let owner = system::owning_user_namespace(mnt);
     if !owner.as_ref().is_ok_and(|o| same(o.as_fd(), user)) {
         return Err("a mount namespace that its user namespace does not own".into());
@@ -296,7 +294,9 @@ mod tests {
             .args(["-Urm", "sleep", "30"])
             .spawn()
         else {
-            eprintln!("*** SKIPPED a_step_layer_is_the_job_users_namespaces_or_refused: no unshare ***");
+            eprintln!(
+                "*** SKIPPED a_step_layer_is_the_job_users_namespaces_or_refused: no unshare ***"
+            );
             return;
         };
         // unshare(1) execs sleep once the namespaces exist.

@@ -288,7 +288,10 @@ mod pidfd_tests {
             .expect("sleep");
         let fd = pidfd_of(&child);
         let got = process_of_pidfd(fd.as_fd());
-        assert_eq!(got, Some((child.id(), process_started(child.id()).unwrap())));
+        assert_eq!(
+            got,
+            Some((child.id(), process_started(child.id()).unwrap()))
+        );
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -161,7 +161,13 @@ pub fn user_namespace_owner(ns: BorrowedFd<'_>) -> SysResult<super::Uid> {
     // SAFETY: NS_GET_OWNER_UID writes one uid_t through the pointer, which
     // is valid and exclusive for the call; EINVAL unless `ns` is a user
     // namespace.
-    let rc = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_OWNER_UID, &mut uid as *mut libc::uid_t) };
+    let rc = unsafe {
+        libc::ioctl(
+            ns.as_raw_fd(),
+            NS_GET_OWNER_UID,
+            &mut uid as *mut libc::uid_t,
+        )
+    };
     if rc < 0 {
         return Err(super::last_errno());
     }
