@@ -38,7 +38,7 @@ SYS_PROGRAMS := squashfs-mount:4755 sqfs:0755
 SYS_HELPERS := squashfs-mount-fuse:0755 squashfs-mount-layer:0755
 SYSTEMD_UNITS := squashfs-mount-gc.service squashfs-mount-gc.timer
 
-.PHONY: all build install uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean \
+.PHONY: all build install install-completions uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean \
 	install-system dist deb rpm package-test
 
 all: build
@@ -57,6 +57,22 @@ install: build
 	install -m 0755 $(SPANK_SO) $(LIBDIR)/spank_squashfs_mount.so
 	install -m 0755 $(TARGET)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-fuse
 	install -m 0755 $(TARGET)/squashfs-mount-layer $(LIBDIR)/squashfs-mount-layer
+	$(MAKE) --no-print-directory install-completions
+
+# Shell completions for both programs, under PREFIX (where bash-completion,
+# zsh and fish look for local additions), from what is built (no build).
+PREFIX_BASHCOMPDIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+PREFIX_ZSHCOMPDIR := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+PREFIX_FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+install-completions:
+	install -d $(PREFIX_BASHCOMPDIR) $(PREFIX_ZSHCOMPDIR) $(PREFIX_FISHCOMPDIR)
+	install -m 0644 packaging/completions/squashfs-mount.bash $(PREFIX_BASHCOMPDIR)/squashfs-mount
+	install -m 0644 packaging/completions/_squashfs-mount $(PREFIX_ZSHCOMPDIR)/_squashfs-mount
+	install -m 0644 packaging/completions/squashfs-mount.fish $(PREFIX_FISHCOMPDIR)/squashfs-mount.fish
+	$(TARGET)/sqfs completions bash > $(PREFIX_BASHCOMPDIR)/sqfs
+	$(TARGET)/sqfs completions zsh > $(PREFIX_ZSHCOMPDIR)/_sqfs
+	$(TARGET)/sqfs completions fish > $(PREFIX_FISHCOMPDIR)/sqfs.fish
+	chmod 0644 $(PREFIX_BASHCOMPDIR)/sqfs $(PREFIX_ZSHCOMPDIR)/_sqfs $(PREFIX_FISHCOMPDIR)/sqfs.fish
 
 # Everything the packages contain, under DESTDIR, without building and
 # without setting owners (the package does: root). Modes as installed.
@@ -105,7 +121,9 @@ package-test:
 
 uninstall:
 	rm -f $(BINDIR)/squashfs-mount $(BINDIR)/sqfs $(MANDIR)/squashfs-mount.1 $(MANDIR)/sqfs.1 \
-	  $(LIBDIR)/spank_squashfs_mount.so $(LIBDIR)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-layer
+	  $(LIBDIR)/spank_squashfs_mount.so $(LIBDIR)/squashfs-mount-fuse $(LIBDIR)/squashfs-mount-layer \
+	  $(PREFIX_BASHCOMPDIR)/squashfs-mount $(PREFIX_BASHCOMPDIR)/sqfs $(PREFIX_ZSHCOMPDIR)/_squashfs-mount \
+	  $(PREFIX_ZSHCOMPDIR)/_sqfs $(PREFIX_FISHCOMPDIR)/squashfs-mount.fish $(PREFIX_FISHCOMPDIR)/sqfs.fish
 
 deps:
 	CARGO='$(CARGO)' scripts/deps all
@@ -134,6 +152,7 @@ bench:
 	bench/fuse-rows
 	bench/cold
 	bench/kept-layer
+	bench/starved-holder
 	bench/slurm-cluster
 
 # The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).

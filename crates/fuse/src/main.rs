@@ -54,8 +54,7 @@ FUSE mount and passes the inherited descriptors:
                     CPUs, 2..8); one at first, more only while requests
                     queue up
   --owner UID:GID   show every file as owned by UID:GID (rootless mode: the
-                    user namespace maps no other ids, and a writable layer
-                    must copy files up with ids it maps)
+                    user namespace maps no other ids)
   --name NAME       the image's name in messages (default: the path of the
                     image descriptor, which other users cannot see)
 It serves until the file system is unmounted or the watched process exits,

@@ -223,6 +223,10 @@ fn remote_prepare(spank: &Spank) -> Step {
             for note in &prepared.notes {
                 spank_api::verbose(&format!("{PREFIX}: {note}"));
             }
+            // What the kept layer's copies could not copy (README).
+            for warning in prepared.layer.iter().flat_map(|l| &l.warnings) {
+                spank_api::info(&format!("{PREFIX}: warning: {warning}"));
+            }
             Step::Ready(prepared)
         }
         Err(e) => {

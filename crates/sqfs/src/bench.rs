@@ -179,12 +179,45 @@ impl MountPath {
         })
     }
 
-    /// One line for the table and the chart.
+    /// One line for the table and the chart: the path and the first
+    /// clause of its reason, at most about 120 characters (the whole
+    /// reason is in `--json` and `squashfs-mount --policy IMAGE`).
     pub fn explain(&self) -> String {
-        match self.path.as_str() {
-            "kernel" => format!("path: kernel ({}; squashfs-mount --policy): a loop device and the kernel's squashfs", self.reason),
-            "FUSE" => format!("path: FUSE ({}; squashfs-mount --policy): squashfs-mount-fuse reads the image in userspace, as you; its instance is kept in the image cache for your next runs", self.reason),
-            _ => format!("path: unknown ({})", self.reason),
+        const MAX_REASON: usize = 60;
+        let first = self.reason.split(';').next().unwrap_or_default().trim();
+        let short = if first.chars().count() > MAX_REASON {
+            let cut: String = first.chars().take(MAX_REASON - 3).collect();
+            format!("{}...", cut.trim_end())
+        } else {
+            first.to_string()
+        };
+        let what = match self.path.as_str() {
+            "kernel" => "kernel",
+            "FUSE" => "FUSE, as you",
+            _ => "unknown",
+        };
+        format!("path: {what} ({short}); see squashfs-mount --policy")
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::MountPath;
+
+    #[test]
+    fn the_path_line_is_short() {
+        let long = "not trusted: the file is owned by uid 1000, not a trusted owner (root, trusted-owners), who can change it; /home/u (mode 755) can be written by everyone (mode o+w), who can replace its entry on the path";
+        for path in ["kernel", "FUSE"] {
+            for reason in [long, "kernel-images = all"] {
+                let line = MountPath {
+                    path: path.into(),
+                    reason: reason.into(),
+                }
+                .explain();
+                assert!(line.len() <= 120, "{} chars: {line}", line.len());
+                assert!(line.starts_with(&format!("path: {path}")), "{line}");
+                assert!(line.contains("--policy"), "{line}");
+            }
         }
     }
 }

@@ -80,6 +80,9 @@ pub struct Report {
     /// `bytes_used` divided by the uncompressed size of the files' data.
     pub ratio: Option<f64>,
     pub kernel: Verdict,
+    /// Which way squashfs-mount would mount it for the caller (null when
+    /// no squashfs-mount answers `--policy --json`).
+    pub mount_path: Option<crate::mountable::PolicyPath>,
 }
 
 /// An image opened for reading, with a small read-ahead window so the
@@ -216,6 +219,7 @@ pub fn examine(
             reason: String::new(),
             config: None,
         },
+        mount_path: None,
     };
     Ok((sb, report))
 }
@@ -365,11 +369,33 @@ pub fn render(r: &Report) -> String {
         yes(r.flags.compressed_data),
         yes(r.flags.compressed_fragments)
     );
-    let verdict = match r.kernel.can_mount {
+    let word = |v: Option<bool>| match v {
         Some(true) => "yes",
         Some(false) => "NO, not mountable here",
         None => "unknown",
     };
-    let _ = writeln!(s, "Mountable here:   {verdict}: {}", r.kernel.reason);
+    match &r.mount_path {
+        None => {
+            let _ = writeln!(
+                s,
+                "Mountable here:   {}: {}",
+                word(r.kernel.can_mount),
+                r.kernel.reason
+            );
+        }
+        Some(p) => {
+            let (v, why) =
+                crate::mountable::verdict(p, (r.kernel.can_mount, r.kernel.reason.as_str()));
+            let _ = writeln!(s, "Mountable here:   {}: {why}", word(v));
+            if p.path != "kernel" {
+                let _ = writeln!(
+                    s,
+                    "Kernel squashfs:  {}: {}",
+                    word(r.kernel.can_mount),
+                    r.kernel.reason
+                );
+            }
+        }
+    }
     s
 }

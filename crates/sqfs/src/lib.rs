@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod check;
 pub mod compat;
 pub use squashfs_reader::decompress;
 pub mod exclude;
@@ -11,6 +12,7 @@ pub mod format;
 pub mod inspect;
 pub mod kernel;
 pub mod layer;
+pub mod mountable;
 pub mod order;
 pub mod output;
 pub use squashfs_reader::lzo;

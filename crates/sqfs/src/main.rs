@@ -84,13 +84,14 @@ enum Cmd {
     Pack(PackArgs),
     /// Show what an image is made of and whether this kernel can mount it
     Inspect(InspectArgs),
+    /// Read every block of an image in userspace; name the first bad one and its files
+    Check(CheckArgs),
     /// Compare compressors: size, build time, cold and warm launch times
     Bench(BenchArgs),
     /// Record which files of a tree a command reads (a hot list for 'pack --order')
     #[command(after_long_help = TRACE_HELP)]
     Trace(TraceArgs),
-    /// Print a completion script for SHELL on standard output (the packages install them)
-    #[command(hide = true)]
+    /// Print a completion script for bash, zsh or fish (installed by make install)
     Completions {
         /// bash, zsh or fish (also elvish, powershell)
         shell: clap_complete::Shell,
@@ -182,7 +183,12 @@ struct PackArgs {
     #[arg(long, conflicts_with_all = ["split", "order"])]
     layer: bool,
     /// With --layer: the mount point whose layer to pack, when DIR holds several
-    #[arg(long, value_name = "PATH", requires = "layer")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "layer",
+        visible_alias = "mountpoint"
+    )]
     mount_point: Option<PathBuf>,
 }
 
@@ -199,9 +205,11 @@ The list (one path a line, relative to DIR, in the order the image stores
 files; '#' lines are comments) is what 'sqfs pack --order' takes.
 
 Examples:
-  sqfs trace --output hot.list ./stack -- ./stack/bin/python3 -c 'import numpy'
+  sqfs trace --output hot.list ./stack -- \\
+    ./stack/bin/python3 -c 'import numpy'
   squashfs-mount stack.sqfs:/user-environment -- \\
-      sqfs trace --output hot.list /user-environment -- /user-environment/bin/python3 -c 'import numpy'
+    sqfs trace --output hot.list /user-environment -- \\
+    /user-environment/bin/python3 -c 'import numpy'
   sqfs pack --order hot.list ./stack stack.sqfs";
 
 #[derive(Args)]
@@ -214,7 +222,16 @@ struct TraceArgs {
     /// The command to run, after --
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
-    /// Print the result as JSON
+    /// Print the result as JSON (the command's standard output then goes to standard error)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The image file
+    image: PathBuf,
+    /// Print the result as JSON (the exit status still says whether it is damaged)
     #[arg(long)]
     json: bool,
 }
@@ -273,8 +290,8 @@ struct BenchArgs {
     #[arg(long, value_name = "SIZE", default_value = "128K", value_parser = pack::parse_block_size)]
     block_size: u32,
     /// Where to mount the images (default: DIR itself)
-    #[arg(long, value_name = "DIR")]
-    mountpoint: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", visible_alias = "mountpoint")]
+    mount_point: Option<PathBuf>,
     /// Where to build the images (default: the temporary directory)
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
@@ -293,12 +310,13 @@ struct BenchArgs {
 }
 
 /// The command line as completions offer it: clap_complete's generators
-/// list hidden subcommands too, so they are left out here.
+/// list hidden subcommands too, so they are left out here (and
+/// `completions` itself, which the installed scripts make needless).
 fn completion_command() -> clap::Command {
     let full = Cli::command();
     let visible: Vec<clap::Command> = full
         .get_subcommands()
-        .filter(|c| !c.is_hide_set())
+        .filter(|c| !c.is_hide_set() && c.get_name() != "completions")
         .cloned()
         .collect();
     clap::Command::new("sqfs")
@@ -462,7 +480,7 @@ fn run(command: Cmd) -> Result<(), Failure> {
             ))
         }
         Cmd::Trace(a) => {
-            let t = trace::trace(&a.dir, &a.output, &a.command)?;
+            let t = trace::trace(&a.dir, &a.output, &a.command, a.json)?;
             if a.json {
                 print_json(&t)?;
             } else {
@@ -495,12 +513,26 @@ fn run(command: Cmd) -> Result<(), Failure> {
             }
         }
         Cmd::Inspect(a) => {
-            let r = inspect::inspect_file(&a.image)
+            let mut r = inspect::inspect_file(&a.image)
                 .map_err(|e| format!("{}: {e}", a.image.display()))?;
+            r.mount_path = sqfs::mountable::ask(&a.image);
             if a.json {
                 print_json(&r)
             } else {
                 out(inspect::render(&r))
+            }
+        }
+        Cmd::Check(a) => {
+            let c =
+                sqfs::check::check(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
+            if a.json {
+                print_json(&c)?;
+            } else if c.first_bad.is_none() {
+                out(format!("{}\n", sqfs::check::summary(&c)))?;
+            }
+            match c.first_bad {
+                None => Ok(()),
+                Some(_) => Err(sqfs::check::summary(&c).into()),
             }
         }
         Cmd::Bench(a) => {
@@ -510,7 +542,7 @@ fn run(command: Cmd) -> Result<(), Failure> {
                 run: a.run,
                 runs: a.runs as usize,
                 block_size: a.block_size,
-                mountpoint: a.mountpoint,
+                mountpoint: a.mount_point,
                 work_dir: a.work_dir,
                 svg: a.svg,
                 no_run: a.no_run,
@@ -567,24 +599,63 @@ fn usage_error(e: &clap::Error) -> ExitCode {
                 Some(ContextValue::String(s)) => s.clone(),
                 _ => String::new(),
             };
-            let sub = std::env::args()
-                .skip(1)
-                .find(|a| ["pack", "inspect", "bench", "trace"].contains(&a.as_str()))
-                .map(|s| format!("{s} "))
-                .unwrap_or_default();
             let what = if arg.starts_with('-') {
                 "unknown option"
             } else {
                 "unexpected argument"
             };
-            eprint_line(format_args!("sqfs: {what} '{arg}'; see 'sqfs {sub}--help'"));
+            let hint = match e.get(ContextKind::SuggestedArg) {
+                Some(ContextValue::String(s)) => format!(" (did you mean '{s}'?)"),
+                _ => String::new(),
+            };
+            eprint_line(format_args!(
+                "sqfs: {what} '{arg}'{hint}; see 'sqfs {}--help'",
+                subcommand_given()
+            ));
             ExitCode::from(USAGE_ERROR)
         }
         _ => {
-            let _ = e.print();
+            eprint_line(format_args!(
+                "sqfs: {}; see 'sqfs {}--help'",
+                one_line(&e.render().to_string()),
+                subcommand_given()
+            ));
             ExitCode::from(USAGE_ERROR)
         }
     }
+}
+
+/// The subcommand on the command line, with a space (for "see 'sqfs
+/// pack --help'"), or nothing.
+fn subcommand_given() -> String {
+    std::env::args()
+        .skip(1)
+        .find(|a| {
+            ["pack", "inspect", "check", "bench", "trace", "completions"].contains(&a.as_str())
+        })
+        .map(|s| format!("{s} "))
+        .unwrap_or_default()
+}
+
+/// clap's error block as one line in sqfs's style: its first paragraph
+/// without "error: ", lines joined, and its tip (a suggestion), if any.
+fn one_line(block: &str) -> String {
+    let mut paragraphs = block.split("\n\n");
+    let first = paragraphs.next().unwrap_or_default();
+    let mut line = first
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim_start_matches("error: ")
+        .to_string();
+    for p in paragraphs {
+        if let Some(tip) = p.trim().strip_prefix("tip: ") {
+            line += &format!(" ({})", tip.trim());
+        }
+    }
+    line
 }
 
 fn main() -> ExitCode {

@@ -131,15 +131,27 @@ pub struct Packed {
     pub ordered: Option<usize>,
 }
 
+/// Below this much file data an image at least as large as its data is
+/// so because of its fixed overhead (superblock, tables, metadata); above
+/// it, because the data does not compress.
+const OVERHEAD_MATTERS_BELOW: u64 = 1 << 20;
+
 /// The `bytes_used / file data` ratio as a phrase for the summary line:
-/// "31.2% of 12.0 MiB of file data", or, where the image's fixed overhead
-/// (superblock, tables, metadata) outweighs the data, no percentage.
+/// "31.2% of 12.0 MiB of file data"; where the image is not smaller than
+/// its data, why: the fixed overhead of a tiny tree (no percentage), or
+/// data that is already compressed.
 pub fn ratio_phrase(bytes_used: u64, file_bytes: u64) -> String {
     if file_bytes == 0 {
         "no file data".to_string()
-    } else if bytes_used >= file_bytes {
+    } else if bytes_used >= file_bytes && file_bytes < OVERHEAD_MATTERS_BELOW {
         format!(
             "{} of file data; metadata outweighs it",
+            units::bytes(file_bytes)
+        )
+    } else if bytes_used >= file_bytes {
+        format!(
+            "{:.1}% of {} of file data: it does not compress (already compressed, as .gz files or media are)",
+            bytes_used as f64 * 100.0 / file_bytes as f64,
             units::bytes(file_bytes)
         )
     } else {
@@ -220,6 +232,46 @@ pub fn check_outside(dir: &Path, output: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Refuses, before anything is built, an output that cannot be written:
+/// a directory, an existing file without `force`, or a directory the
+/// caller cannot write in (tried with a probe file, as the build would).
+pub fn check_output(image: &Path, force: bool) -> Result<(), String> {
+    if image.is_dir() {
+        return Err(format!(
+            "{} is a directory; give the image a file name, e.g. {}",
+            image.display(),
+            image.join("image.sqfs").display()
+        ));
+    }
+    if !force && std::fs::symlink_metadata(image).is_ok() {
+        return Err(format!(
+            "{} exists; pass --force to replace it",
+            image.display()
+        ));
+    }
+    let parent = match image.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let probe = parent.join(format!(".sqfs-probe-{}", std::process::id()));
+    match std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot write the image {}: cannot create files in {} ({}); write it into a directory of yours",
+            image.display(),
+            parent.display(),
+            units::io_error(&e)
+        )),
+    }
 }
 
 /// Builds `image` from `dir`, excluding `excludes` (paths relative to
@@ -579,6 +631,7 @@ pub fn pack(
     excludes: &crate::exclude::Excludes,
 ) -> Result<Packed, String> {
     check_outside(dir, image)?;
+    check_output(image, opts.force)?;
     let bar = Bar::spinner("scanning the tree");
     let mut scan = crate::tree::Scan::new(excludes);
     let stats = crate::tree::stats(dir, &mut scan, &bar)?;

@@ -58,8 +58,15 @@ pub struct Traced {
 }
 
 /// Runs `command` (no shell) after evicting DIR's files from the page
-/// cache, and writes the files it read to `output`.
-pub fn trace(dir: &Path, output: &Path, command: &[OsString]) -> Result<Traced, String> {
+/// cache, and writes the files it read to `output`. With `quiet_stdout`
+/// (for `--json`, whose standard output is the JSON alone) the command's
+/// standard output goes to standard error.
+pub fn trace(
+    dir: &Path,
+    output: &Path,
+    command: &[OsString],
+    quiet_stdout: bool,
+) -> Result<Traced, String> {
     let meta = std::fs::metadata(dir)
         .map_err(|e| format!("{}: {}", dir.display(), units::io_error(&e)))?;
     if !meta.is_dir() {
@@ -110,16 +117,21 @@ pub fn trace(dir: &Path, output: &Path, command: &[OsString]) -> Result<Traced, 
             dir.display()
         ));
     }
-    let status = Command::new(program)
-        .args(&command[1..])
-        .status()
-        .map_err(|e| {
-            format!(
-                "cannot run {}: {}",
-                Path::new(program).display(),
-                units::io_error(&e)
-            )
-        })?;
+    let mut cmd = Command::new(program);
+    cmd.args(&command[1..]);
+    if quiet_stdout {
+        let err = std::os::fd::AsFd::as_fd(&std::io::stderr())
+            .try_clone_to_owned()
+            .map_err(|e| format!("standard error: {}", units::io_error(&e)))?;
+        cmd.stdout(Stdio::from(err));
+    }
+    let status = cmd.status().map_err(|e| {
+        format!(
+            "cannot run {}: {}",
+            Path::new(program).display(),
+            units::io_error(&e)
+        )
+    })?;
     let after = resident(dir, &traced)?;
     let mut hot: Vec<&PathBuf> = Vec::new();
     let (mut hot_bytes, mut resident_bytes, mut stayed, mut newline) = (0u64, 0u64, 0usize, 0usize);

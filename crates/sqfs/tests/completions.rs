@@ -138,7 +138,7 @@ fn fish_offers_the_subcommands_and_their_options() {
     let subs = query("sqfs ");
     assert_eq!(
         subs,
-        BTreeSet::from(["bench", "help", "inspect", "pack", "trace"].map(String::from))
+        BTreeSet::from(["bench", "check", "help", "inspect", "pack", "trace"].map(String::from))
     );
     let mut want = long_options("pack");
     want.insert("--help".into());
@@ -150,4 +150,59 @@ fn fish_offers_the_subcommands_and_their_options() {
         want.is_subset(&got),
         "sqfs pack --<TAB>: {got:?}, want {want:?}"
     );
+}
+
+/// `make install` installs both programs' completions under PREFIX (it
+/// installed none before): its `install-completions` step, run here into a
+/// scratch DESTDIR from the built sqfs.
+#[test]
+fn make_install_installs_the_completions() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let have_make = Command::new("make").arg("--version").output().is_ok();
+    if !have_make {
+        skipped("make_install_installs_the_completions: make is not installed");
+        return;
+    }
+    let dry = Command::new("make")
+        .arg("-C")
+        .arg(&top)
+        .args(["-n", "install"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).contains("install-completions"),
+        "make install does not install the completions"
+    );
+    let target = std::path::Path::new(env!("CARGO_BIN_EXE_sqfs"))
+        .parent()
+        .and_then(|p| p.parent())
+        .unwrap()
+        .to_path_buf();
+    let dest = std::env::temp_dir().join(format!("sqfs-completions-{}", std::process::id()));
+    let o = Command::new("make")
+        .arg("-C")
+        .arg(&top)
+        .arg("--no-print-directory")
+        .arg("install-completions")
+        .arg(format!("DESTDIR={}", dest.display()))
+        .arg("PREFIX=/usr/local")
+        .arg(format!("CARGO_TARGET_DIR={}", target.display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let share = dest.join("usr/local/share");
+    for f in [
+        "bash-completion/completions/squashfs-mount",
+        "bash-completion/completions/sqfs",
+        "zsh/site-functions/_squashfs-mount",
+        "zsh/site-functions/_sqfs",
+        "fish/vendor_completions.d/squashfs-mount.fish",
+        "fish/vendor_completions.d/sqfs.fish",
+    ] {
+        let len = std::fs::metadata(share.join(f)).map(|m| m.len());
+        assert!(len.as_ref().is_ok_and(|&n| n > 100), "{f}: {len:?}");
+    }
+    let script = std::fs::read_to_string(share.join("bash-completion/completions/sqfs")).unwrap();
+    assert!(script.contains("pack"));
+    std::fs::remove_dir_all(&dest).unwrap();
 }

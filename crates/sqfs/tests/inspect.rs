@@ -584,3 +584,71 @@ fn inspect_survives_corrupted_metadata() {
         );
     }
 }
+
+/// "Mountable here" follows the path squashfs-mount's policy takes for the
+/// caller: an image it serves through FUSE is not mountable for a caller
+/// who cannot use FUSE, whatever the kernel could do (a squashfs-mount
+/// stand-in next to sqfs answers `--policy --json`).
+#[test]
+fn mountable_here_follows_the_policy_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new("inspect-policy-path");
+    let bin = t.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_sqfs"), bin.join("sqfs")).unwrap();
+    let fake = |path: &str, usable: bool| {
+        let script = format!(
+            "#!/bin/sh\n[ \"$1 $2\" = '--policy --json' ] || exit 1\necho '{{\"fuse_usable\":{usable},\"fuse_unusable_because\":{},\"images\":[{{\"image\":\"'\"$3\"'\",\"path\":\"{path}\",\"reason\":\"not trusted: the file is owned by uid 1000; more\",\"mountable_here\":false,\"error\":null}}]}}'\n",
+            if usable { "null".to_string() } else { "\"/dev/fuse cannot be opened (Permission denied): ask your administrator\"".to_string() }
+        );
+        std::fs::write(bin.join("squashfs-mount"), script).unwrap();
+        std::fs::set_permissions(
+            bin.join("squashfs-mount"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    };
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    std::fs::write(tree.join("a"), "a\n").unwrap();
+    let image = t.path().join("a.sqfs");
+    ok(std::process::Command::new(bin.join("sqfs"))
+        .args(["pack", "-q"])
+        .arg(&tree)
+        .arg(&image));
+    let mountable = |json: bool| {
+        let mut c = std::process::Command::new(bin.join("sqfs"));
+        c.arg("inspect");
+        if json {
+            c.arg("--json");
+        }
+        let o = ok(c.arg(&image));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    fake("FUSE", false);
+    let text = mountable(false);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Mountable here:"))
+        .unwrap();
+    assert!(
+        line.starts_with("Mountable here:   NO")
+            && line.contains("FUSE")
+            && line.contains("Permission denied"),
+        "{line}"
+    );
+    assert!(text.contains("Kernel squashfs:"), "{text}");
+    let j: serde_json::Value = serde_json::from_str(&mountable(true)).unwrap();
+    assert_eq!(j["mount_path"]["path"], "FUSE");
+    assert_eq!(j["mount_path"]["fuse_usable"], false);
+    fake("FUSE", true);
+    let text = mountable(false);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Mountable here:"))
+        .unwrap();
+    assert!(
+        line.starts_with("Mountable here:   yes") && line.contains("FUSE server, as you"),
+        "{line}"
+    );
+}

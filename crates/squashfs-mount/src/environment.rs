@@ -46,6 +46,46 @@ pub fn mount_list<'a>(pairs: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -
     OsStr::from_bytes(&out).to_owned()
 }
 
+/// For a command that was not found, or only in directories of PATH the
+/// caller cannot search (`program`, no '/' in it): where the
+/// mounted images have it, or that their programs are under their mount
+/// points (`mount_list`: UENV_MOUNT_LIST, `image:mountpoint,...`), which
+/// the caller's PATH does not name. Empty when there is nothing to add.
+pub fn not_found_hint(program: &OsStr, mount_list: Option<&OsStr>) -> String {
+    if program.as_bytes().contains(&b'/') {
+        return String::new();
+    }
+    let points: Vec<&std::path::Path> = mount_list
+        .map(|l| l.as_bytes())
+        .unwrap_or_default()
+        .split(|&b| b == b',')
+        .filter_map(|pair| {
+            let at = pair.iter().rposition(|&b| b == b':')?;
+            Some(std::path::Path::new(OsStr::from_bytes(&pair[at + 1..])))
+        })
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    let Some(first) = points.first() else {
+        return String::new();
+    };
+    for point in &points {
+        for dir in ["bin", "usr/bin", "env/bin", "venv/bin", ""] {
+            let candidate = point.join(dir).join(program);
+            if candidate.is_file() {
+                return format!(
+                    "; it is not on your PATH, but the image has {}: run it by that path",
+                    candidate.display()
+                );
+            }
+        }
+    }
+    format!(
+        "; it is not on your PATH, and the images' programs are under their mount points: run them by their path (e.g. {}/bin/{}), or put their directory first on PATH inside the command",
+        first.display(),
+        program.to_string_lossy()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,8 +199,7 @@ pub struct Launcher<'a> {
     /// tool, Slurm plugin); false in rootless mode, where it already is.
     pub drop_to_caller: bool,
     /// Every file shows as owned by the caller (`--owner`): rootless mode
-    /// (its user namespace maps no other id) and kept writable layers
-    /// (the caller's overlay can copy up only what the caller's ids own).
+    /// (its user namespace maps no other id).
     pub show_as_caller: bool,
     pub threads: u32,
     /// The caller's resource limits, which the server gets back.
@@ -293,21 +292,31 @@ impl Starting {
 /// Opens /dev/fuse as the caller: a site that restricts FUSE (mode 0600,
 /// a group) restricts it for this tool too.
 pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<OwnedFd, Failure> {
-    system::open_fuse_device().map_err(|e| {
-        let what = match e {
-            system::Error::ACCESS | system::Error::PERM => {
-                let who = system::stat_following(system::working_dir(), "/dev/fuse")
-                    .map(|st| format!(" (mode {:04o}, owner uid {}, group {})", st.mode & 0o7777, st.uid, st.gid))
-                    .unwrap_or_default();
-                format!("this site does not let you use FUSE{who}; images the site policy does not trust for the kernel need it: ask your administrator for access to /dev/fuse, or for the image to be installed where the policy trusts it (squashfs-mount --policy IMAGE says why it does not)")
-            }
-            system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => {
-                "the fuse module is not loaded; ask your administrator".into()
-            }
-            _ => "ask your administrator".into(),
-        };
-        Failure::about(subject, FuseError::Device(e, what))
-    })
+    system::open_fuse_device()
+        .map_err(|e| Failure::about(subject, FuseError::Device(e, device_problem(e))))
+}
+
+/// Why /dev/fuse did not open for the caller (`e`), and what to do.
+pub fn device_problem(e: system::Error) -> String {
+    match e {
+        system::Error::ACCESS | system::Error::PERM => {
+            let who = system::stat_following(system::working_dir(), "/dev/fuse")
+                .map(|st| {
+                    format!(
+                        " (mode {:04o}, owner uid {}, group {})",
+                        st.mode & 0o7777,
+                        st.uid,
+                        st.gid
+                    )
+                })
+                .unwrap_or_default();
+            format!("this site does not let you use FUSE{who}; images the site policy does not trust for the kernel need it: ask your administrator for access to /dev/fuse, or for the image to be installed where the policy trusts it (squashfs-mount --policy IMAGE says why it does not)")
+        }
+        system::Error::NOENT | system::Error::NODEV | system::Error::NXIO => {
+            "the fuse module is not loaded; ask your administrator".into()
+        }
+        _ => "ask your administrator".into(),
+    }
 }
 
 /// A detached FUSE mount (read-only, nosuid, nodev) on the connection
@@ -370,9 +379,8 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
     }
     argv.extend([arg("--threads"), arg(&l.threads.to_string())]);
     if l.show_as_caller {
-        // Rootless, or a kept layer: the user namespace maps the caller's
-        // ids only; the image's others would show as nobody and could not
-        // be copied up into a writable layer. The caller can read every
+        // Rootless: the user namespace maps the caller's ids only; the
+        // image's others would show as nobody. The caller can read every
         // byte of the image anyway.
         argv.push(arg("--owner"));
         argv.push(arg(&format!(

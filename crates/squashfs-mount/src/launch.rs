@@ -63,6 +63,9 @@ pub struct Ready {
     pub mount_list: Option<OsString>,
     /// The caller's signal dispositions, to give back before exec.
     pub signals: system::CallerSignals,
+    /// The caller's umask and scheduling (setuid: replaced for the root
+    /// phase), to give back before exec.
+    pub process: Option<system::CallerProcessState>,
     /// `--writable=DIR`: the helper to execute instead of the command, and
     /// what it stacks (`layer`); it becomes the command.
     pub layer: Option<(OsString, layer::Plan)>,
@@ -89,12 +92,13 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         }
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
-        let caller = privileges.drop_for_good()?;
+        let (caller, process) = privileges.drop_for_good()?;
         return Ok(Ready {
             caller,
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
+            process: Some(process),
             layer: None,
         });
     }
@@ -120,8 +124,10 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
         .map_err(LaunchError::RestoreLimits)?;
     drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
-    let caller = privileges.drop_for_good()?;
-    Ok(mounted_ready(caller, request, mounted, signals, helper))
+    let (caller, process) = privileges.drop_for_good()?;
+    let mut ready = mounted_ready(caller, request, mounted, signals, helper);
+    ready.process = Some(process);
+    Ok(ready)
 }
 
 /// `--writable=DIR`, before anything is mounted (as the caller): the
@@ -155,6 +161,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
             command: request.command.clone(),
             mount_list: None,
             signals: system::CallerSignals::unchanged(),
+            process: None,
             layer: None,
         });
     }
@@ -202,6 +209,7 @@ fn mounted_ready(
         command: request.command.clone(),
         mount_list: Some(mounted.mount_list),
         signals,
+        process: None,
         layer,
     }
 }

@@ -130,6 +130,8 @@ impl LaunchSlot {
             other => other,
         }
         .map_err(|e| Failure::new(LimitsError::SlotsDir("open", e)))?;
+        crate::cache::root_only(slots.as_fd())
+            .map_err(|e| Failure::new(LimitsError::NotRootOnly(e)))?;
         // Start at a slot chosen by the pid, so that waiting launches spread.
         let first = std::process::id() % max.max(1);
         let (mut waited, mut step) = (0u64, 1u64);

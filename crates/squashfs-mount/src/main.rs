@@ -68,7 +68,7 @@ fn run_request(args: &[OsString]) -> Result<cli::RunRequest, u8> {
             image,
         }) => Err(done(commands::gc_command(all, expired, image.as_deref()))),
         Ok(Invocation::CacheStatus { json }) => Err(done(commands::status_command(json))),
-        Ok(Invocation::Policy { images }) => Err(done(commands::policy::run(&images))),
+        Ok(Invocation::Policy { images, json }) => Err(done(commands::policy::run(&images, json))),
         Err(cli::UsageError::NoCommand) => {
             squashfs_mount::error::print_stderr(cli::USAGE);
             Err(fail(NO_COMMAND))
@@ -107,6 +107,13 @@ fn run() -> u8 {
     // Unprivileged from here on (verified in launch::run).
     let env = environment::for_command(std::env::vars_os(), ready.mount_list.as_deref());
     ready.signals.restore();
+    if let Some(Err((call, e))) = ready.process.map(|p| p.restore()) {
+        // The umask is back in any case; a scheduling the caller could not
+        // set itself (an RT policy a privileged parent gave it) is not.
+        squashfs_mount::error::warn(format_args!(
+            "the command runs with the default scheduling (SCHED_OTHER, nice 0): {call} failed restoring the caller's: {e}"
+        ));
+    }
     if let (Some((helper, plan)), Some(inherited)) = (&ready.layer, &inherited) {
         return exec_layer_helper(helper, plan, &ready.command, inherited, env);
     }
@@ -120,8 +127,17 @@ fn run() -> u8 {
     } else {
         126
     };
+    let searched = matches!(
+        err.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    );
+    let hint = if searched {
+        environment::not_found_hint(program, ready.mount_list.as_deref())
+    } else {
+        String::new()
+    };
     report(format_args!(
-        "cannot run {}: {}",
+        "cannot run {}: {}{hint}",
         program.to_string_lossy(),
         squashfs_mount::error::io_message(&err)
     ));

@@ -12,7 +12,14 @@
 //!   holders (/proc/locks); one that is stopped, stopped by a tracer or
 //!   frozen by a cgroup freezer (which a user with a delegated cgroup can
 //!   do to their own launches) will not release it in time, so the waiter
-//!   carries on at once without the lock; others are waited for, bounded.
+//!   carries on at once without the lock. Nor will one that makes no
+//!   progress: its caller can starve it of CPU without stopping it (a CPU
+//!   quota or a low weight in a cgroup of its own); a holder that ran for
+//!   less than [`PROGRESS_MIN_NS`] of CPU time over [`PROGRESS_WINDOW_MS`]
+//!   of waiting is given up on too. The work done under these locks is a
+//!   few milliseconds of CPU (no scan, no I/O on an image), so a holder
+//!   that is served at all releases them well within that. Others are
+//!   waited for, bounded.
 //! - the kernel releases a lock when its holder dies in any way.
 //!
 //! What "carry on without the lock" means is the caller's choice: a private
@@ -28,7 +35,11 @@ use crate::system::{self, LockKind, OutOfReach};
 /// First look at the holders after this many milliseconds of waiting, then
 /// again every [`LOOK_EVERY_MS`].
 const FIRST_LOOK_MS: u64 = 0;
-const LOOK_EVERY_MS: u64 = 100;
+const LOOK_EVERY_MS: u64 = 10;
+/// A holder that ran for less CPU time than [`PROGRESS_MIN_NS`] over this
+/// much waiting makes no progress.
+pub const PROGRESS_WINDOW_MS: u64 = 100;
+pub const PROGRESS_MIN_NS: u64 = 1_000_000;
 
 /// Whether the holder is kept out of its caller's reach while it holds the
 /// lock: for locks held only across short work that reads no image (the
@@ -60,6 +71,9 @@ impl<F: AsFd> Drop for Held<F> {
 pub enum Busy {
     /// A holder cannot release it in time.
     Stalled { pid: u32, how: &'static str },
+    /// A holder runs too little to release it in time (nanoseconds of
+    /// CPU time over [`PROGRESS_WINDOW_MS`]).
+    Starved { pid: u32, ran_ns: u64 },
     /// Held for longer than the wait allowed.
     Timeout { waited_ms: u64 },
     /// The lock could not be used at all.
@@ -70,6 +84,11 @@ impl fmt::Display for Busy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Busy::Stalled { pid, how } => write!(f, "it is held by process {pid}, which is {how}"),
+            Busy::Starved { pid, ran_ns } => write!(
+                f,
+                "it is held by process {pid}, which makes no progress ({:.1} ms of CPU time in {PROGRESS_WINDOW_MS} ms)",
+                *ran_ns as f64 / 1e6
+            ),
             Busy::Timeout { waited_ms } => {
                 write!(f, "it was busy for {:.1} s", *waited_ms as f64 / 1000.0)
             }
@@ -88,7 +107,11 @@ pub fn take<F: AsFd>(
     reach: Reach,
     timeout_ms: u64,
 ) -> Result<(Held<F>, u64), Busy> {
+    // Clock time (CLOCK_MONOTONIC), not the sum of the sleeps asked for: a
+    // loaded machine stretches sleeps, and the bounds are the waiter's.
+    let started = std::time::Instant::now();
     let (mut waited, mut step, mut next_look) = (0u64, 1u64, FIRST_LOOK_MS);
+    let mut progress = Progress::default();
     loop {
         let reach = enter(reach)?;
         match system::try_lock(fd.as_fd(), kind) {
@@ -98,7 +121,7 @@ pub fn take<F: AsFd>(
         }
         drop(reach);
         if waited >= next_look {
-            if let Some(stalled) = stalled_holder(fd.as_fd()) {
+            if let Some(stalled) = stalled_holder(fd.as_fd(), &mut progress, waited) {
                 return Err(stalled);
             }
             next_look = waited + LOOK_EVERY_MS;
@@ -107,7 +130,7 @@ pub fn take<F: AsFd>(
             return Err(Busy::Timeout { waited_ms: waited });
         }
         system::pause_millis(step);
-        waited += step;
+        waited = started.elapsed().as_millis() as u64;
         step = (step * 2).min(16);
     }
 }
@@ -129,17 +152,93 @@ pub fn try_take<F: AsFd>(
 
 fn enter(reach: Reach) -> Result<Option<OutOfReach>, Busy> {
     match reach {
-        Reach::Out => OutOfReach::enter().map(Some).map_err(Busy::Failed),
+        Reach::Out => {
+            let out = OutOfReach::enter().map_err(Busy::Failed)?;
+            // Out of reach now: what the caller set while the launch was
+            // within reach (chrt, renice, ionice on its pid) is undone for
+            // the hold, and cannot be set again until it ends.
+            let _ = system::set_root_scheduling();
+            Ok(Some(out))
+        }
         Reach::Within => Ok(None),
     }
 }
 
-/// A holder of the lock on `fd` that cannot make progress, if any.
-fn stalled_holder(fd: BorrowedFd<'_>) -> Option<Busy> {
+/// A holder of the lock on `fd` that cannot make progress, if any: one
+/// stopped or frozen, or one that `progress` saw run too little since the
+/// waiter first saw it (`waited`: milliseconds waited so far).
+fn stalled_holder(fd: BorrowedFd<'_>, progress: &mut Progress, waited: u64) -> Option<Busy> {
     let me = std::process::id();
     let holders = system::lock_holders(fd).ok()?;
     holders
         .into_iter()
         .filter(|&pid| pid != me)
-        .find_map(|pid| system::stalled(pid).map(|how| Busy::Stalled { pid, how }))
+        .find_map(|pid| {
+            if let Some(how) = system::stalled(pid) {
+                return Some(Busy::Stalled { pid, how });
+            }
+            let ran = system::cpu_progress(pid)?;
+            progress.starved(pid, ran, waited)
+        })
+}
+
+/// What a waiter saw of the holders' CPU time: per holder, the CPU time
+/// and the wait at the start of the current window.
+#[derive(Default)]
+struct Progress(Vec<(u32, u64, u64)>);
+
+impl Progress {
+    /// `pid` has run for `ran` ns after `waited` ms of waiting: starved when
+    /// a whole window passed with less than the minimum of CPU time.
+    fn starved(&mut self, pid: u32, ran: u64, waited: u64) -> Option<Busy> {
+        let Some(w) = self.0.iter_mut().find(|w| w.0 == pid) else {
+            self.0.push((pid, ran, waited));
+            return None;
+        };
+        if waited < w.2 + PROGRESS_WINDOW_MS {
+            return None;
+        }
+        let ran_ns = ran.saturating_sub(w.1);
+        if ran_ns < PROGRESS_MIN_NS {
+            return Some(Busy::Starved { pid, ran_ns });
+        }
+        *w = (pid, ran, waited);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_is_starved_only_after_a_whole_window_with_too_little_cpu() {
+        let mut p = Progress::default();
+        assert_eq!(p.starved(7, 5_000_000, 0), None, "first sight");
+        assert_eq!(p.starved(7, 5_000_000, 50), None, "within the window");
+        assert_eq!(
+            p.starved(7, 5_500_000, PROGRESS_WINDOW_MS),
+            Some(Busy::Starved {
+                pid: 7,
+                ran_ns: 500_000
+            })
+        );
+    }
+
+    #[test]
+    fn a_holder_that_runs_starts_a_new_window() {
+        let mut p = Progress::default();
+        p.starved(7, 0, 0);
+        assert_eq!(p.starved(7, 3_000_000, PROGRESS_WINDOW_MS), None);
+        assert_eq!(p.starved(7, 3_100_000, PROGRESS_WINDOW_MS + 50), None);
+        assert!(matches!(
+            p.starved(7, 3_200_000, 2 * PROGRESS_WINDOW_MS),
+            Some(Busy::Starved {
+                ran_ns: 200_000,
+                ..
+            })
+        ));
+        // Another holder has a window of its own.
+        assert_eq!(p.starved(8, 0, 2 * PROGRESS_WINDOW_MS), None);
+    }
 }

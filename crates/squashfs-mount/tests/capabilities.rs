@@ -33,10 +33,11 @@ const SETUID: u64 = 1 << 7;
 const SYS_CHROOT: u64 = 1 << 18;
 const SYS_PTRACE: u64 = 1 << 19;
 const SYS_ADMIN: u64 = 1 << 21;
+const SYS_NICE: u64 = 1 << 23;
 const SYS_RESOURCE: u64 = 1 << 24;
 
 const IDS: u64 = SETUID | SETGID;
-const CACHE: u64 = IDS | SYS_ADMIN | SYS_CHROOT | SYS_PTRACE | KILL;
+const CACHE: u64 = IDS | SYS_ADMIN | SYS_CHROOT | SYS_PTRACE | SYS_NICE | KILL;
 /// Mounting: the cache's (the user's log of cached FUSE instances is
 /// root's: no CAP_CHOWN).
 const MOUNTS: u64 = CACHE;

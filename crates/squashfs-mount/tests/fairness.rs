@@ -297,7 +297,12 @@ fn a_frozen_launch_stalls_nobody() {
             }
             if freezer.frozen() && holders(&ids).contains(&pid) {
                 caught += 1;
-                let errs = others_are_served(fx, b, &img_b, &mb);
+                let mut errs = others_are_served(fx, b, &img_b, &mb);
+                // A warm launch takes no lock (the cache's reuse is
+                // lock-free): a fresh image of b's is what waits for the
+                // cache's lock.
+                let fresh = fx.image(&format!("frz-b{tries}"), &[("b", "b\n")], "");
+                errs.extend(others_are_served(fx, b, &fresh, &mb).into_iter().take(1));
                 let said = errs.iter().filter(|e| e.contains("frozen")).count();
                 assert!(said >= 1, "no launch said why it did not wait: {errs:?}");
                 for e in &errs {

@@ -1,22 +1,28 @@
-//! README.md's examples, so that the README cannot drift from the programs.
+//! The examples of README.md, of every doc/*.md page and of the man
+//! pages' EXAMPLES, so that the documentation cannot drift from the
+//! programs.
 //!
-//! Every ```sh block of README.md comes right after a marker line:
+//! Every ```sh block of the Markdown pages comes right after a marker line,
+//! and every `.nf` block of a man page's EXAMPLES section right after a
+//! marker comment:
 //!
 //! ```text
-//! <!-- README example: run in=SETUP -->       run by this test
-//! <!-- README example: not run: REASON -->   cannot run on one machine, and why
+//! <!-- example: run in=SETUP -->          run by this test
+//! <!-- example: not run: REASON -->      cannot run on one machine, and why
+//! .\" example: run in=SETUP               (man pages)
+//! .\" example: not run: REASON
 //! ```
 //!
-//! A block that is run runs line by line (empty and `#` lines skipped; each
-//! line with `sh -c`) as an unprivileged test user, in a fresh directory of
-//! the user's that SETUP prepares (images, trees, a Makefile...), with the
-//! installed setuid squashfs-mount, its FUSE server and sqfs (the test
-//! prefix) first on PATH, and HOME and SCRATCH directories of the user's.
-//! The installation's own paths in examples (`/usr/lib/squashfs-mount/`)
-//! are the prefix's. Each line must exit 0 and print nothing on standard
+//! A block that is run runs as one `sh -e` script (so a variable set on one
+//! line is there on the next; empty and `#` lines are comments) as an
+//! unprivileged test user, in a fresh directory of the user's that SETUP
+//! prepares (images, trees, a venv...), with the installed setuid
+//! squashfs-mount, its FUSE server and sqfs (the test prefix) first on
+//! PATH, and HOME, SCRATCH and TMPDIR directories of the user's. The
+//! installation's own paths in examples (`/usr/lib/squashfs-mount/`) are
+//! the prefix's. Every command must succeed and print nothing on standard
 //! error (quiet success). `/user-environment` and `/user-tools` are created
-//! by root when missing, as the README says an administrator does, and
-//! removed afterwards.
+//! by root when missing, as an administrator does, and removed afterwards.
 //!
 //! Also checked here: the synopsis of `squashfs-mount --help` is the one in
 //! README.md and in the man page, and the Rust version README names is
@@ -29,7 +35,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::run_with_timeout;
-use sqfsmnt_test_support::{image, install, site, Fixture, Run};
+use sqfsmnt_test_support::{image, install, python, site, Fixture, Run};
 
 fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
@@ -43,7 +49,66 @@ fn readme() -> String {
     fs::read_to_string(top().join("README.md")).expect("README.md")
 }
 
-const MARKER: &str = "<!-- README example: ";
+/// The marker before a Markdown block, and a man page's.
+const MARKER: &str = "<!-- example: ";
+const MAN_MARKER: &str = ".\\\" example: ";
+
+/// The pages whose examples are run: README.md, doc/*.md, doc/*.1, by
+/// their path from the top of the repository.
+fn pages() -> Vec<(String, String)> {
+    let mut names = vec!["README.md".to_string()];
+    let mut docs: Vec<String> = fs::read_dir(top().join("doc"))
+        .expect("doc/")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") || n.ends_with(".1"))
+        .map(|n| format!("doc/{n}"))
+        .collect();
+    docs.sort();
+    names.extend(docs);
+    names
+        .into_iter()
+        .map(|n| {
+            let text = fs::read_to_string(top().join(&n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+            (n, text)
+        })
+        .collect()
+}
+
+/// The blocks of a page: fenced blocks of Markdown, or the `.nf`/`.fi`
+/// blocks of a man page's EXAMPLES section (roff escapes undone).
+fn page_blocks(name: &str, text: &str) -> Vec<Block> {
+    if name.ends_with(".md") {
+        return blocks(text);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(start) = lines.iter().position(|l| *l == ".SH EXAMPLES") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut i = start + 1;
+    while i < lines.len() && !lines[i].starts_with(".SH ") {
+        if lines[i] != ".nf" {
+            i += 1;
+            continue;
+        }
+        let marker = lines[i - 1].strip_prefix(MAN_MARKER).map(str::to_string);
+        let line = i + 1;
+        let mut body = Vec::new();
+        i += 1;
+        while i < lines.len() && lines[i] != ".fi" {
+            body.push(lines[i].replace("\\-", "-").replace("\\\\", "\\"));
+            i += 1;
+        }
+        out.push(Block {
+            line,
+            lang: "sh".into(),
+            marker,
+            body,
+        });
+        i += 1;
+    }
+    out
+}
 
 /// A fenced block of README.md.
 struct Block {
@@ -88,51 +153,68 @@ fn blocks(text: &str) -> Vec<Block> {
 }
 
 /// The setups a block may ask for (`run in=NAME`).
-const SETUPS: &[&str] = &["images", "unions", "trees", "fuse"];
+const SETUPS: &[&str] = &["first", "images", "unions", "trees", "fuse", "pip"];
 
 #[test]
 fn every_shell_example_is_marked_run_or_not_run_with_a_reason() {
-    let text = readme();
-    let all = blocks(&text);
-    let sh: Vec<&Block> = all.iter().filter(|b| b.lang == "sh").collect();
-    assert!(sh.len() >= 5, "{} sh blocks", sh.len());
     let mut run = 0;
-    for b in &sh {
-        let m = b.marker.as_deref().unwrap_or_else(|| {
-            panic!(
-                "README.md:{}: a ```sh block without a `{MARKER}run in=SETUP -->` or `{MARKER}not run: REASON -->` line right before it",
-                b.line
-            )
-        });
-        if let Some(setup) = m.strip_prefix("run in=") {
-            assert!(
-                SETUPS.contains(&setup),
-                "README.md:{}: unknown setup {setup:?} (known: {SETUPS:?})",
-                b.line
-            );
-            run += 1;
-        } else {
-            let reason = m.strip_prefix("not run: ").unwrap_or_else(|| {
+    for (name, text) in pages() {
+        let all = page_blocks(&name, &text);
+        let sh: Vec<&Block> = all.iter().filter(|b| b.lang == "sh").collect();
+        for b in &sh {
+            let m = b.marker.as_deref().unwrap_or_else(|| {
                 panic!(
-                    "README.md:{}: marker {m:?} is neither 'run in=SETUP' nor 'not run: REASON'",
+                    "{name}:{}: a shell example without a `{MARKER}run in=SETUP -->` or `{MARKER}not run: REASON -->` line (man pages: `{MAN_MARKER}...`) right before it",
                     b.line
                 )
             });
+            if let Some(setup) = m.strip_prefix("run in=") {
+                assert!(
+                    SETUPS.contains(&setup),
+                    "{name}:{}: unknown setup {setup:?} (known: {SETUPS:?})",
+                    b.line
+                );
+                run += 1;
+            } else {
+                let reason = m.strip_prefix("not run: ").unwrap_or_else(|| {
+                    panic!(
+                        "{name}:{}: marker {m:?} is neither 'run in=SETUP' nor 'not run: REASON'",
+                        b.line
+                    )
+                });
+                assert!(
+                    reason.len() > 10,
+                    "{name}:{}: say why it is not run",
+                    b.line
+                );
+            }
+        }
+        // Markers only before shell blocks (Markdown pages); no old ones.
+        if name.ends_with(".md") {
+            let markers = text.lines().filter(|l| l.starts_with(MARKER)).count();
+            assert_eq!(
+                markers,
+                sh.len(),
+                "{name}: a marker line that is not right before a ```sh block"
+            );
             assert!(
-                reason.len() > 10,
-                "README.md:{}: say why it is not run",
-                b.line
+                !text.contains("<!-- README example: "),
+                "{name}: old marker"
             );
         }
     }
-    assert!(run >= 4, "only {run} README examples are run");
-    // Markers only before shell blocks.
-    let markers = text.lines().filter(|l| l.starts_with(MARKER)).count();
-    assert_eq!(
-        markers,
-        sh.len(),
-        "a marker line that is not right before a ```sh block"
+    assert!(run >= 12, "only {run} examples are run");
+    // README's first 40 lines hold a run example: a reader of that much can
+    // run a command from an image.
+    let text = readme();
+    let head: Vec<&str> = text.lines().take(40).collect();
+    assert!(
+        head.iter()
+            .any(|l| l.starts_with(&format!("{MARKER}run in=")))
+            && head.iter().any(|l| l.starts_with("squashfs-mount ")),
+        "README.md's first 40 lines run no command from an image"
     );
+    assert!(text.lines().count() <= 250, "README.md is over 250 lines");
 }
 
 #[test]
@@ -322,6 +404,28 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
             }
         }
         "fuse" => user_image(fx, dir, "stack.sqfs", STACK),
+        "first" => put(
+            dir,
+            "mytools/bin/hello",
+            "#!/bin/sh\necho hello from the image\n",
+            0o755,
+        ),
+        "pip" => {
+            host.push(HostDir::ensure("/user-environment"));
+            // The user's own stack (its venv is theirs: FUSE path) and a
+            // site's (root's venv, root's file in root's directory: the
+            // kernel path), and a wheel of the user's.
+            python::venv_image(
+                &fx.path(&format!("trees/readme-venv-{}", fx.uid)),
+                &dir.join("mystack.sqfs"),
+                fx.uid,
+                fx.gid,
+            );
+            let site = fx.path("images/readme-venv-root.sqfs");
+            python::venv_image(&fx.path("trees/readme-venv-root"), &site, 0, 0);
+            std::os::unix::fs::symlink(&site, dir.join("site.sqfs")).unwrap();
+            python::wheel(dir, "mypkg");
+        }
         other => panic!("unknown setup {other}"),
     }
     let r = Command::new("chown")
@@ -334,18 +438,18 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
     host
 }
 
-/// The block's commands: lines without comments-only and empty ones.
-fn commands(b: &Block) -> Vec<String> {
-    b.body
-        .iter()
-        .map(|l| l.trim())
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect()
+/// The block as a script: `set -e`, then its lines.
+fn script(b: &Block) -> String {
+    let mut text = String::from("set -e\n");
+    for l in &b.body {
+        text += l;
+        text.push('\n');
+    }
+    text
 }
 
 #[test]
-fn readme_examples_run_as_written() {
+fn examples_run_as_written() {
     case(|fx| {
         let _conf = site::no_config();
         let _fuse = site::FuseForUsers::enable();
@@ -359,23 +463,33 @@ fn readme_examples_run_as_written() {
         let bin = install::install(&sqfs, &fx.root, 0o755);
         let prefix_bin = bin.parent().unwrap().to_path_buf();
         let lib = fx.root.join("lib/squashfs-mount/");
-        let text = readme();
+        let have_venv = python::available();
         let mut failures = Vec::new();
-        let mut ran = 0;
-        for (n, b) in blocks(&text).iter().enumerate() {
-            let Some(setup_name) = b.marker.as_deref().and_then(|m| m.strip_prefix("run in="))
-            else {
-                continue;
-            };
-            let dir = fx.user_dir().join(format!("example-{n}"));
-            for sub in ["home", "scratch"] {
-                fs::create_dir_all(dir.join(sub)).unwrap();
-            }
-            let _host = setup(fx, setup_name, &dir);
-            for cmd in commands(b) {
-                let line = cmd.replace("/usr/lib/squashfs-mount/", &lib.display().to_string());
+        let (mut ran, mut n) = (0, 0);
+        for (page, text) in pages() {
+            for b in page_blocks(&page, &text) {
+                let Some(setup_name) = b.marker.as_deref().and_then(|m| m.strip_prefix("run in="))
+                else {
+                    continue;
+                };
+                if setup_name == "pip" && !have_venv {
+                    sqfsmnt_test_support::loud_skip(&format!(
+                        "{page}:{}: {} cannot make venvs (python3-venv)",
+                        b.line,
+                        python::PYTHON
+                    ));
+                    continue;
+                }
+                n += 1;
+                let dir = fx.user_dir().join(format!("example-{n}"));
+                for sub in ["home", "scratch", "tmp"] {
+                    fs::create_dir_all(dir.join(sub)).unwrap();
+                }
+                let _host = setup(fx, setup_name, &dir);
+                let body =
+                    script(&b).replace("/usr/lib/squashfs-mount/", &lib.display().to_string());
                 let mut c = fx.user.command("sh");
-                c.args(["-c", &line])
+                c.args(["-c", &body])
                     .current_dir(&dir)
                     .env_clear()
                     .env(
@@ -384,14 +498,16 @@ fn readme_examples_run_as_written() {
                     )
                     .env("HOME", dir.join("home"))
                     .env("SCRATCH", dir.join("scratch"))
+                    .env("TMPDIR", dir.join("tmp"))
                     .env("USER", &fx.user.name)
                     .env("LANG", "C.UTF-8");
-                let r = Run(run_with_timeout(&mut c, Duration::from_secs(600)));
+                let r = Run(run_with_timeout(&mut c, Duration::from_secs(900)));
                 ran += 1;
                 if !r.success() || !r.stderr().is_empty() {
                     failures.push(format!(
-                        "README.md:{} ({setup_name}): {cmd}\n  {:?}\n  stdout: {}\n  stderr: {}",
+                        "{page}:{} ({setup_name}):\n{}  {:?}\n  stdout: {}\n  stderr: {}",
                         b.line,
+                        b.body.join("\n"),
                         r.0.status,
                         r.stdout().trim_end(),
                         r.stderr().trim_end()
@@ -399,10 +515,10 @@ fn readme_examples_run_as_written() {
                 }
             }
         }
-        assert!(ran >= 15, "only {ran} commands ran");
+        assert!(ran >= 12, "only {ran} examples ran");
         assert!(
             failures.is_empty(),
-            "{} of {ran} README commands failed or printed on stderr:\n{}",
+            "{} of {ran} examples failed or printed on stderr:\n{}",
             failures.len(),
             failures.join("\n")
         );

@@ -218,7 +218,11 @@ fn mutable_root_in_an_own_directory_and_inside_an_image() {
         );
         let err = r.stderr();
         assert!(
-            err.contains("new files cannot be created directly in it"),
+            err.contains(&format!(
+                "warning: -r: to create {}/mnt in the command's view, your directory {} is shown read-only",
+                s(&home),
+                s(&home)
+            )) && err.contains("the command cannot create files directly in"),
             "{err}"
         );
         assert!(fs::symlink_metadata(home.join("mnt")).is_err());

@@ -143,3 +143,62 @@ pub fn rewrite_record_headers(header: &[u8]) -> usize {
     );
     libc::WEXITSTATUS(status) as usize
 }
+
+/// The permission bits of every name at the root of the cache namespace,
+/// after giving each `chmod` first when it is Some (as root, in a forked
+/// child: see [`names`]).
+pub fn entry_modes(chmod: Option<u32>) -> Vec<(String, u32)> {
+    let names = names();
+    let paths: Vec<CString> = names
+        .iter()
+        .map(|n| CString::new(format!("/{n}")).unwrap())
+        .collect();
+    let ns = CString::new("/run/squashfs-mount/ns").unwrap();
+    let mut fds = [0i32; 2];
+    // SAFETY: a pipe into an array of two ints.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: the child makes only raw system calls (open, setns, chmod,
+    // lstat, write, _exit) on stack buffers and data made before the fork.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let fd = libc::open(ns.as_ptr(), libc::O_RDONLY);
+            if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                libc::_exit(2);
+            }
+            for p in &paths {
+                if let Some(m) = chmod {
+                    libc::chmod(p.as_ptr(), m);
+                }
+                let mut st: libc::stat = std::mem::zeroed();
+                let mode = if libc::lstat(p.as_ptr(), &mut st) == 0 {
+                    st.st_mode & 0o7777
+                } else {
+                    u32::MAX
+                };
+                libc::write(fds[1], (&mode as *const u32).cast(), 4);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closes our copy of the write end.
+    unsafe { libc::close(fds[1]) };
+    let mut modes = Vec::new();
+    let mut word = [0u8; 4];
+    loop {
+        // SAFETY: reads into a stack buffer from our pipe end.
+        let n = unsafe { libc::read(fds[0], word.as_mut_ptr().cast(), 4) };
+        if n != 4 {
+            break;
+        }
+        modes.push(u32::from_ne_bytes(word));
+    }
+    // SAFETY: closes our read end; reaps the child.
+    unsafe {
+        libc::close(fds[0]);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    names.into_iter().zip(modes).collect()
+}

@@ -45,13 +45,19 @@ pub fn pip_install(python: &Path, wheel: &Path) -> Vec<String> {
 /// into `dir` (mode 0644), made by hand with Python's zipfile (no build
 /// backend needed). Returns its path.
 pub fn demo_wheel(dir: &Path) -> PathBuf {
-    let wheel = dir.join(format!("{DEMO_MODULE}-1.0-py3-none-any.whl"));
+    wheel(dir, DEMO_MODULE)
+}
+
+/// Writes `<module>-1.0-py3-none-any.whl` (the module `module`, `VALUE =
+/// 42`; `module` a Python identifier) into `dir`, as [`demo_wheel`] does.
+pub fn wheel(dir: &Path, module: &str) -> PathBuf {
+    let wheel = dir.join(format!("{module}-1.0-py3-none-any.whl"));
     let script = r#"
 import base64, hashlib, sys, zipfile
-name, ver = 'sqfsmnt_demo', '1.0'
+name, ver = sys.argv[2], '1.0'
 files = {
     f'{name}/__init__.py': b'VALUE = 42\n',
-    f'{name}-{ver}.dist-info/METADATA': b'Metadata-Version: 2.1\nName: sqfsmnt-demo\nVersion: 1.0\n',
+    f'{name}-{ver}.dist-info/METADATA': f'Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n'.encode(),
     f'{name}-{ver}.dist-info/WHEEL': b'Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
 }
 record = []
@@ -64,7 +70,10 @@ with zipfile.ZipFile(sys.argv[1], 'w') as z:
     for path, data in files.items():
         z.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), data)
 "#;
-    let r = run(Command::new(PYTHON).args(["-c", script]).arg(&wheel));
+    let r = run(Command::new(PYTHON)
+        .args(["-c", script])
+        .arg(&wheel)
+        .arg(module));
     assert!(r.success(), "making the wheel: {}", r.stderr());
     fs::set_permissions(&wheel, fs::Permissions::from_mode(0o644)).expect("chmod wheel");
     wheel

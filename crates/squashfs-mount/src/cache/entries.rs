@@ -149,9 +149,19 @@ pub(super) fn clones_of(
     else {
         return (Vec::new(), Some(meta));
     };
+    // Reuse takes no lock: the entry may have been evicted and made again
+    // between the record's read and the clones. The clones are the
+    // record's only if the record is still the one they were checked
+    // against (it is set last when an entry is made).
+    if read_meta(name).as_ref() != Some(&meta) {
+        return (Vec::new(), Some(meta));
+    }
     let _ = system::touch(system::working_dir(), &path(name, ""));
     (out, Some(meta))
 }
+
+/// The mode of an entry's directories.
+const ENTRY_MODE: u32 = 0o700;
 
 /// Whether loop device `number` is still the record's, backed by the file
 /// `id`, read-only and autoclear.
@@ -181,6 +191,13 @@ fn read_entry(name: &str, host: &Host) -> Result<Option<Entry>, CacheError> {
             ))
         }
     };
+    if dir.is_dir() && dir.mode & 0o7777 != ENTRY_MODE {
+        // Made under a caller's umask by an earlier version: root could
+        // neither reuse nor remove it. Root's own entry gets its mode back.
+        if let Ok(fd) = system::open_dir_nofollow(here, path(name, "")) {
+            let _ = system::ensure_mode(fd.as_fd(), ENTRY_MODE);
+        }
+    }
     let meta = if dir.is_dir() { read_meta(name) } else { None };
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
@@ -283,8 +300,8 @@ pub(super) fn insert_entry(
     let here = system::working_dir();
     let err =
         |what: &str, e: Error| CacheError::System(format!("cannot {what} cache entry {name}"), e);
-    system::make_dir(here, &path(name, ""), 0o700).map_err(|e| err("create", e))?;
-    system::make_dir(here, &path(name, "mnt"), 0o700).map_err(|e| err("create", e))?;
+    system::make_dir(here, &path(name, ""), ENTRY_MODE).map_err(|e| err("create", e))?;
+    system::make_dir(here, &path(name, "mnt"), ENTRY_MODE).map_err(|e| err("create", e))?;
     let target = system::open_dir_nofollow(here, path(name, "mnt")).map_err(|e| err("open", e))?;
     system::attach_mount(mount.as_fd(), target.as_fd()).map_err(|e| err("mount", e))?;
     system::set_attribute(&path(name, ""), META_ATTRIBUTE, meta.encode().as_bytes())

@@ -61,16 +61,6 @@ pub fn file_deleted(_root: &AsRoot, meta: &Meta) -> bool {
     link.is_some_and(|text| evict::backing_file_deleted(&text, &meta.path))
 }
 
-/// Ends what an evicted instance leaves running when nobody uses it: its
-/// FUSE server (which would exit by itself once its mount is gone, unless
-/// its user stopped it). A kernel instance's loop device detaches by
-/// itself (autoclear).
-pub fn end(_root: &AsRoot, meta: &Meta) {
-    if let Kind::Fuse { pid, started } = meta.kind {
-        let _ = system::kill_process(pid, started);
-    }
-}
-
 /// Counts a kernel instance's loop device for `owner` from now on (under
 /// the cache's lock): `Owner::Cache` once the cache holds it, its maker's
 /// once evicted (its users may keep it attached). Best effort: a device

@@ -22,6 +22,9 @@
 //!                            file's identity, loop device, creator, path
 //!                            (set last); its mtime is the time of last use
 //! /<name>/mnt                the instance, mounted ro,nosuid,nodev
+//! /.fusectl                  the machine's fusectl, mounted once: asks the
+//!                            kernel whether an evicted FUSE instance's
+//!                            connection is gone (`servers.rs`)
 //! ```
 //! Records are extended attributes, not file contents: nothing the tool
 //! writes there is subject to the caller's RLIMIT_FSIZE (see `limits`).
@@ -37,6 +40,7 @@
 //! | `usage.rs`    | which instances are in use (bounded scan)      |
 //! | `kinds.rs`    | kernel or FUSE instance: cost, deleted, ending |
 //! | `store.rs`    | reuse, place, list, collect (root)             |
+//! | `servers.rs`  | ending evicted FUSE instances' servers (root)  |
 //! | `namespace.rs`| creating the cache namespace (root)            |
 //! | `claim.rs`    | single flight: one launch makes an instance    |
 //!
@@ -49,6 +53,7 @@ mod kinds;
 mod lock;
 pub mod meta;
 mod namespace;
+mod servers;
 pub mod store;
 pub mod usage;
 
@@ -137,11 +142,16 @@ impl fmt::Display for CacheError {
 
 impl std::error::Error for CacheError {}
 
-/// Refuses a state directory that is not root's and private.
+/// The mode of every state directory root keeps in /run.
+pub const STATE_DIR_MODE: u32 = 0o700;
+
+/// Refuses a state directory that is not root's; gives root's own the
+/// exact mode [`STATE_DIR_MODE`] (one made under a caller's umask by an
+/// earlier version is repaired, not trusted nor given up on).
 pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), CacheError> {
     let id = system::fstat(fd).map_err(CacheError::system(format!("cannot stat {CACHE_DIR}")))?;
-    if !id.is_dir() || !id.uid.is_root() || id.mode & 0o077 != 0 {
+    if !id.is_dir() || !id.uid.is_root() {
         return Err(CacheError::NotRootOnly);
     }
-    Ok(())
+    system::ensure_mode(fd, STATE_DIR_MODE).map_err(|_| CacheError::NotRootOnly)
 }

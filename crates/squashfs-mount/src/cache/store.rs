@@ -1,10 +1,15 @@
 //! The cache's state, in the cache namespace, and the operations on it.
 //! Everything here needs root: each operation takes the proof (`&AsRoot`).
 //!
-//! Locking: `flock` on `/run/squashfs-mount/lock`, shared to reuse
-//! instances, exclusive to insert or evict; never held across I/O on an
-//! image (instances are made before the exclusive lock is taken), waited
-//! for at most `cache-lock-timeout`.
+//! Locking: `flock` on `/run/squashfs-mount/lock`, exclusive to insert or
+//! evict; never held across I/O on an image (instances are made before the
+//! exclusive lock is taken) nor across a usage scan (run before it),
+//! waited for at most `cache-lock-timeout`, and not at all for a holder
+//! that makes no progress (`shared_lock`). Reusing an instance takes no
+//! lock: every clone is checked against the record it was read with
+//! (`entries::clones_of`), so an entry evicted or replaced meanwhile is
+//! never reused, and an instance is never ended while a clone of it is
+//! mounted (`servers.rs`). A warm launch thus waits for nobody.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -41,6 +46,13 @@ pub struct Store {
     /// When the last opportunistic collection ran (the stamp's mtime, read
     /// while the state directory was open).
     last_gc: Option<i64>,
+}
+
+/// What a usage scan before the lock found: the devices it asked about,
+/// and those some namespace uses.
+struct Scanned {
+    asked: HashSet<u64>,
+    used: HashSet<u64>,
 }
 
 /// A cached instance a launch asks for.
@@ -135,7 +147,7 @@ impl Store {
     /// root), with the namespace's secret (made now if `make_secret` and
     /// there is none). Refuses a namespace without our marker. A visit that
     /// cannot return ends the process or thread (`stranded`).
-    fn visit<T>(
+    pub(super) fn visit<T>(
         &self,
         make_secret: bool,
         f: impl FnOnce(Option<&[u8; 32]>) -> Result<T, CacheError>,
@@ -167,12 +179,11 @@ impl Store {
     }
 
     /// Clones of the cached instances `wanted` (which instance, the file's
-    /// identity as opened now, and how many clones), in one visit under the
-    /// shared lock. An empty list means: not cached (or stale); the record
-    /// of a stale entry comes with it (to say why).
-    pub fn reuse(&self, root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
+    /// identity as opened now, and how many clones), in one visit, without
+    /// the lock (see the module's note). An empty list means: not cached
+    /// (or stale); the record of a stale entry comes with it (to say why).
+    pub fn reuse(&self, _root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
         let host = Host::open()?;
-        let _g = self.lock(root, LockKind::Shared)?;
         self.visit(false, |secret| {
             let Some(secret) = secret else {
                 return Ok(wanted.iter().map(|_| (Vec::new(), None)).collect());
@@ -200,18 +211,14 @@ impl Store {
         offers: Vec<Offer>,
         protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
-        let prepared = (|| {
-            let host = Host::open()?;
-            let guard = self.lock(root, LockKind::Exclusive)?;
-            let entries = self.visit(true, |_| list_entries(&host))?;
-            let secret = self.secret.get().ok_or(CacheError::NoSecret)?;
-            Ok((host, guard, entries, secret))
-        })();
-        let (host, _guard, entries, secret) = match prepared {
+        // Before the lock: which instances some namespace uses (a bounded
+        // but slow scan that nobody should wait for).
+        let scanned = self.scan_usage(root, usage::AT_LAUNCH);
+        let (host, guard, entries, secret) = match self.locked_listing(root) {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
-        let (cands, evict) = self.evictions(root, &entries, &secret, &offers, protected);
+        let (cands, evict) = self.evictions(root, &entries, &secret, &offers, protected, &scanned);
         let staying: Vec<usize> = (0..entries.len())
             .filter(|&i| entries[i].valid && !evict.contains(&i))
             .collect();
@@ -267,10 +274,28 @@ impl Store {
             }
             Ok(out)
         });
-        // Still under the lock.
-        recount(root, &taken, &entries, &evict);
-        end_unused(root, &entries, &cands, &evict);
+        // Still under the lock: what the cache took counts for it now, what
+        // it let go for its maker (doc/threat-model.md).
+        for m in &taken {
+            kinds::count_device_for(root, m, Owner::Cache);
+        }
+        recount_evicted(root, &entries, &evict);
+        drop(guard);
+        self.end_servers(root, evict.iter().filter_map(|&i| entries[i].meta.as_ref()));
         placed.map_err(|e| (e, pending.into_inner()))
+    }
+
+    /// The exclusive lock, and the entries and the secret read under it.
+    #[allow(clippy::type_complexity)]
+    fn locked_listing(
+        &self,
+        root: &AsRoot,
+    ) -> Result<(Host, Held<BorrowedFd<'_>>, Vec<Entry>, [u8; 32]), CacheError> {
+        let host = Host::open()?;
+        let guard = self.lock(root, LockKind::Exclusive)?;
+        let entries = self.visit(true, |_| list_entries(&host))?;
+        let secret = self.secret.get().ok_or(CacheError::NoSecret)?;
+        Ok((host, guard, entries, secret))
     }
 
     /// What a launch placing `offers` evicts of `entries` (with the plan's
@@ -284,6 +309,7 @@ impl Store {
         secret: &[u8; 32],
         offers: &[Offer],
         protected: &[Key],
+        scanned: &Scanned,
     ) -> (Vec<Candidate>, Vec<usize>) {
         let protected_names: HashSet<String> =
             protected.iter().map(|k| k.entry_name(secret)).collect();
@@ -291,14 +317,7 @@ impl Store {
             .iter()
             .map(|o| o.meta.key().entry_name(secret))
             .collect();
-        let cands = self.candidates(
-            root,
-            entries,
-            None,
-            None,
-            &protected_names,
-            usage::AT_LAUNCH,
-        );
+        let cands = self.candidates(root, entries, None, None, &protected_names, scanned);
         let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
         let stale: Vec<usize> = (0..entries.len())
             .filter(|&i| {
@@ -333,8 +352,20 @@ impl Store {
         target: Option<(u64, u64)>,
         budget: ScanBudget,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
-        let _g = self.lock(root, LockKind::Exclusive)?;
-        self.collect_locked(root, mode, asker, target, budget)
+        let scanned = self.scan_usage(root, budget);
+        let guard = self.lock(root, LockKind::Exclusive)?;
+        let out = self.collect_locked(root, mode, asker, target, &scanned);
+        drop(guard);
+        self.end_evicted_servers(root, &out);
+        out
+    }
+
+    /// With the lock released: the servers of what a collection evicted.
+    fn end_evicted_servers(&self, root: &AsRoot, out: &Result<Vec<(Entry, bool)>, CacheError>) {
+        if let Ok(out) = out {
+            let evicted = out.iter().filter(|(_, e)| *e);
+            self.end_servers(root, evicted.filter_map(|(e, _)| e.meta.as_ref()));
+        }
     }
 
     /// At a launch, at most every `interval` seconds and only if nobody
@@ -349,14 +380,17 @@ impl Store {
         let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else {
             return;
         };
-        let Ok(Some(_g)) =
+        let scanned = self.scan_usage(root, usage::AT_LAUNCH);
+        let Ok(Some(guard)) =
             shared_lock::try_take(root, self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
         else {
             return;
         };
         let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
         let _ = system::touch(dir.as_fd(), super::GC_STAMP);
-        let _ = self.collect_locked(root, Mode::Launch, None, None, usage::AT_LAUNCH);
+        let out = self.collect_locked(root, Mode::Launch, None, None, &scanned);
+        drop(guard);
+        self.end_evicted_servers(root, &out);
     }
 
     fn collect_locked(
@@ -365,23 +399,28 @@ impl Store {
         mode: Mode,
         asker: Option<Uid>,
         target: Option<(u64, u64)>,
-        budget: ScanBudget,
+        scanned: &Scanned,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
         if let Ok(claims) = super::claim::Claims::open(root) {
             claims.tidy(root);
         }
         let host = Host::open()?;
         let entries = self.visit(false, |_| list_entries(&host))?;
-        let cands = self.candidates(root, &entries, asker, target, &HashSet::new(), budget);
+        let cands = self.candidates(root, &entries, asker, target, &HashSet::new(), scanned);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
-            self.visit(false, |_| {
-                chosen
+            // One entry that cannot be removed does not keep the others.
+            let removed = self.visit(false, |_| {
+                let results: Vec<_> = chosen
                     .iter()
-                    .try_for_each(|&i| remove_entry(&entries[i].name))
+                    .map(|&i| remove_entry(&entries[i].name))
+                    .collect();
+                Ok(results)
             })?;
-            recount(root, &[], &entries, &chosen);
-            end_unused(root, &entries, &cands, &chosen);
+            recount_evicted(root, &entries, &chosen);
+            if let Some(Err(e)) = removed.into_iter().find(Result::is_err) {
+                return Err(e);
+            }
         }
         Ok(entries
             .into_iter()
@@ -390,8 +429,25 @@ impl Store {
             .collect())
     }
 
-    /// The eviction plan's view of `entries`; the usage scan runs only when
-    /// some unused instance would be evicted by it.
+    /// Which of the cached instances some namespace uses: a scan run
+    /// before the exclusive lock is taken (listing without the lock; the
+    /// plan made under the lock re-reads the entries and treats one the
+    /// scan did not cover as used).
+    fn scan_usage(&self, root: &AsRoot, budget: ScanBudget) -> Scanned {
+        let entries = Host::open()
+            .and_then(|host| self.visit(false, |_| list_entries(&host)))
+            .unwrap_or_default();
+        let asked: HashSet<u64> = entries
+            .iter()
+            .filter(|e| e.valid)
+            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
+            .collect();
+        let used = usage::devices_in_use(root, &asked, self.ns_ino, budget).used;
+        Scanned { asked, used }
+    }
+
+    /// The eviction plan's view of `entries`, with the use `scanned` found
+    /// before the lock.
     fn candidates(
         &self,
         root: &AsRoot,
@@ -399,14 +455,9 @@ impl Store {
         asker: Option<Uid>,
         target: Option<(u64, u64)>,
         protected: &HashSet<String>,
-        budget: ScanBudget,
+        scanned: &Scanned,
     ) -> Vec<Candidate> {
-        let devs: HashSet<u64> = entries
-            .iter()
-            .filter(|e| e.valid)
-            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
-            .collect();
-        let used = usage::devices_in_use(root, &devs, self.ns_ino, budget).used;
+        let used = |dev: u64| scanned.used.contains(&dev) || !scanned.asked.contains(&dev);
         entries
             .iter()
             .map(|e| Candidate {
@@ -415,7 +466,7 @@ impl Store {
                     .meta
                     .as_ref()
                     .is_some_and(|m| e.valid && kinds::file_deleted(root, m)),
-                in_use: e.meta.as_ref().is_some_and(|m| used.contains(&m.device)),
+                in_use: e.meta.as_ref().is_some_and(|m| used(m.device)),
                 mine: asker
                     .is_some_and(|u| u.is_root() || e.meta.as_ref().is_some_and(|m| m.uid == u)),
                 fuse: e
@@ -451,25 +502,10 @@ fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
 }
 
-/// Under the lock, once the cache took the instances `taken` and evicted
-/// `chosen` of `entries`: the loop devices of those taken count for the
-/// cache from now on; those of the evicted, which their users may keep
-/// attached, for their makers again (doc/threat-model.md).
-fn recount(root: &AsRoot, taken: &[Meta], entries: &[Entry], chosen: &[usize]) {
-    for m in taken {
-        kinds::count_device_for(root, m, Owner::Cache);
-    }
+/// After evicting `chosen`: their loop devices, which their users may keep
+/// attached, count for their makers again.
+fn recount_evicted(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
     for m in chosen.iter().filter_map(|&i| entries[i].meta.as_ref()) {
         kinds::count_device_for(root, m, Owner::User(m.uid));
-    }
-}
-
-/// After evicting `chosen`: ends what those nobody uses leave running
-/// (their FUSE servers).
-fn end_unused(root: &AsRoot, entries: &[Entry], cands: &[Candidate], chosen: &[usize]) {
-    for &i in chosen {
-        if let (Some(m), false) = (&entries[i].meta, cands[i].in_use) {
-            kinds::end(root, m);
-        }
     }
 }

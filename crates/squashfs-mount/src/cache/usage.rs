@@ -1,11 +1,17 @@
 //! Which cached instances some mount namespace uses: a scan of
-//! /proc/<pid>/mountinfo, one process per namespace, bounded in time and
-//! bytes. What it cannot tell counts as unused (see `evict::Candidate`), so
-//! nobody can stop eviction by making the scan expensive.
+//! /proc/<pid>/mountinfo, one process per namespace, bounded in CPU time
+//! and bytes. What it cannot tell counts as unused (see `evict::Candidate`),
+//! so nobody can stop eviction by making the scan expensive; and since
+//! evicting an instance in use only ever costs sharing (a FUSE server is
+//! ended only when the kernel says its connection is gone, see
+//! `kinds::end`), nobody can make eviction hurt another user either. The
+//! budget is the scanning thread's CPU time, not wall time: a caller who
+//! starves its launch of CPU cannot exhaust the budget without the scan
+//! having done its work. It runs before the cache's exclusive lock.
 
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::evict::mountinfo_devices;
 use crate::privilege::AsRoot;
@@ -14,7 +20,8 @@ use crate::system;
 /// Bounds of one scan.
 #[derive(Clone, Copy, Debug)]
 pub struct ScanBudget {
-    pub time: Duration,
+    /// CPU time of the scanning thread.
+    pub cpu: Duration,
     pub bytes: usize,
     /// Largest mountinfo read of one namespace; a larger one is skipped.
     pub per_namespace: usize,
@@ -22,13 +29,13 @@ pub struct ScanBudget {
 
 /// A launch's opportunistic collection must not slow the launch down.
 pub const AT_LAUNCH: ScanBudget = ScanBudget {
-    time: Duration::from_millis(50),
+    cpu: Duration::from_millis(50),
     bytes: 16 << 20,
     per_namespace: 1 << 20,
 };
 /// `--gc` and `--cache-status` may take longer.
 pub const ON_REQUEST: ScanBudget = ScanBudget {
-    time: Duration::from_secs(2),
+    cpu: Duration::from_secs(2),
     bytes: 256 << 20,
     per_namespace: 8 << 20,
 };
@@ -55,7 +62,7 @@ pub fn devices_in_use(
         usage.complete = true;
         return usage;
     }
-    let started = Instant::now();
+    let started = system::thread_cpu_time();
     let here = system::working_dir();
     let Ok((pids, more)) = system::list_dir(here, "/proc", 1 << 22) else {
         return usage;
@@ -68,7 +75,7 @@ pub fn devices_in_use(
         if pid.is_empty() || !pid.iter().all(u8::is_ascii_digit) {
             continue;
         }
-        if started.elapsed() > budget.time || read > budget.bytes {
+        if system::thread_cpu_time().saturating_sub(started) > budget.cpu || read > budget.bytes {
             complete = false;
             break;
         }

@@ -23,7 +23,8 @@ pub enum UsageError {
     /// An option whose value (the next word) is missing: the option as
     /// given, and what it needs.
     NeedsValue(String, &'static str),
-    UnknownOption(String),
+    /// An option this tool does not have, and the one it may have meant.
+    UnknownOption(String, Option<&'static str>),
     /// A word after the pairs that is no pair: the command, without `--`?
     NotAPair(String),
     /// `--verbose=` beyond 0 to `max`.
@@ -41,6 +42,8 @@ pub enum UsageError {
     /// `--writable=SIZE` that is no size: the text, and why.
     WritableSize(String, String),
     WritableTooSmall(String),
+    /// `--writable=WORD`, no size and without a '/': a directory meant?
+    WritableNeitherSizeNorDir(String),
     /// `--writable DIR` (two words): a directory is only `--writable=DIR`.
     WritableDirAsWord(String),
     /// `--writable[=SIZE]` and `--writable=DIR` together.
@@ -90,7 +93,10 @@ impl UsageError {
             U::NoCommandAtEnd => write!(f, "{NO_COMMAND}: put the command to run after '--', e.g. squashfs-mount image.sqfs:/mnt -- bash"),
             U::EmptyValue(option, what) => write!(f, "{option}= needs {what}"),
             U::NeedsValue(option, what) => write!(f, "{option} needs {what} before '--'"),
-            U::UnknownOption(arg) => write!(f, "unknown option '{arg}'"),
+            U::UnknownOption(arg, None) => write!(f, "unknown option '{arg}'"),
+            U::UnknownOption(arg, Some(like)) => {
+                write!(f, "unknown option '{arg}' (did you mean '{like}'?)")
+            }
             U::NotAPair(arg) => write!(f, "'{arg}' is not of the form <image>:<mountpoint>; did you forget '--' before the command?"),
             U::Verbosity { text, max } => write!(
                 f,
@@ -98,13 +104,14 @@ impl UsageError {
             ),
             U::OnlyOneCommand => f.write_str("give only one of --gc, --cache-status and --policy"),
             U::AllOrExpiredWithoutGc => f.write_str("--all and --expired go with --gc"),
-            U::JsonWithoutStatus => f.write_str("--json goes with --cache-status"),
+            U::JsonWithoutStatus => f.write_str("--json goes with --cache-status or --policy"),
             U::AllWithStatus => f.write_str("--all goes with --gc"),
             U::NotWith(arg, command) => write!(f, "'{arg}' cannot be combined with {command}"),
             U::WritableSize(text, why) => write!(f, "invalid --writable size '{text}': {why}; use a size such as 512M, 2G or 2GiB, or a percentage of RAM such as 25%"),
             U::WritableTooSmall(text) => {
                 write!(f, "--writable size '{text}' is too small: give at least 1M")
             }
+            U::WritableNeitherSizeNorDir(word) => write!(f, "--writable={word} is not a size; to keep the layer in the directory {word}, write --writable=./{word} (a layer directory is a path with a '/'); a size is e.g. --writable=2G or --writable=25%"),
             U::WritableDirAsWord(next) => write!(f, "--writable {next}: give a layer directory as --writable=DIR (one word), a size as --writable=SIZE"),
             U::BothWritables => f.write_str("give either --writable[=SIZE] (a fresh layer in memory) or --writable=DIR (a kept layer in DIR), not both"),
             U::LayerDirNewline => f.write_str("--writable=DIR: paths containing a newline are not supported"),
@@ -125,6 +132,63 @@ impl UsageError {
             U::Nul => f.write_str("paths cannot contain a NUL byte"),
         }
     }
+}
+
+/// Every long option, for [`suggestion`].
+const LONG_OPTIONS: &[&str] = &[
+    "--sqfs",
+    "--bind-mount",
+    "--mutable-root",
+    "--union",
+    "--writable",
+    "--no-cache",
+    "--prefetch",
+    "--no-prefetch",
+    "--verbose",
+    "--quiet",
+    "--gc",
+    "--all",
+    "--expired",
+    "--cache-status",
+    "--json",
+    "--policy",
+    "--help",
+    "--version",
+];
+
+/// The long option a misspelt one (`--bindmount`, `--writeable=1G`) was
+/// most likely meant to be: at most two edits away (one for short words),
+/// comparing the part before any '='.
+pub fn suggestion(given: &str) -> Option<&'static str> {
+    let name = given.split('=').next().unwrap_or(given);
+    if !name.starts_with("--") || name.len() < 4 {
+        return None;
+    }
+    let most = if name.len() < 7 { 1 } else { 2 };
+    LONG_OPTIONS
+        .iter()
+        .map(|o| (edits(name, o), *o))
+        .filter(|(d, _)| *d <= most)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, o)| o)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions) of bytes.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 crate::error_kind!(UsageError);

@@ -43,9 +43,11 @@ pub enum Invocation {
     CacheStatus {
         json: bool,
     },
-    /// `--policy [IMAGE...]`: the site policy, and each image's route.
+    /// `--policy [--json] [IMAGE...]`: the site policy, whether the FUSE
+    /// path is usable, and each image's route.
     Policy {
         images: Vec<OsString>,
+        json: bool,
     },
 }
 
@@ -124,7 +126,12 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             b"-h" | b"--help" => return Ok(Invocation::Help),
             b"-V" | b"--version" => return Ok(Invocation::Version),
             _ if flag(arg, &mut r)? || mounts(arg, args, &mut i, &mut r)? => {}
-            _ if arg.starts_with(b"-") => return Err(UsageError::UnknownOption(lossy(arg))),
+            _ if arg.starts_with(b"-") => {
+                return Err(UsageError::UnknownOption(
+                    lossy(arg),
+                    error::suggestion(&lossy(arg)),
+                ))
+            }
             _ if !looks_like_pair(arg) && !r.mounts.is_empty() => {
                 return Err(UsageError::NotAPair(lossy(arg)))
             }
@@ -194,7 +201,17 @@ fn mounts(
             if value.contains(&b'/') {
                 r.layer_dir = Some(parse_layer_dir(value)?);
             } else {
-                r.writable = Some(LayerSize::parse(value)?);
+                r.writable = Some(LayerSize::parse(value).map_err(|e| {
+                    // A word that cannot start a size: a directory without '/'.
+                    let size_like = value
+                        .first()
+                        .is_some_and(|b| b.is_ascii_digit() || *b == b'.');
+                    if size_like || value.starts_with(b"~") {
+                        e
+                    } else {
+                        UsageError::WritableNeitherSizeNorDir(lossy(value))
+                    }
+                })?);
             }
         }
         _ if arg.starts_with(b"--union=") => {
@@ -329,14 +346,17 @@ fn parse_maintenance(args: &[OsString]) -> Result<Option<Invocation>, UsageError
         .filter(|a| !matches!(*a, b"--gc" | b"--cache-status" | b"--policy"))
         .collect();
     if policy {
+        let json = rest.contains(&&b"--json"[..]);
+        let rest: Vec<&[u8]> = rest.into_iter().filter(|a| *a != b"--json").collect();
         if let Some(opt) = rest.iter().find(|a| a.starts_with(b"-")) {
-            return Err(UsageError::NotWith(lossy(opt), "--policy"));
+            return Err(UsageError::NotWith(lossy(opt), "--policy [--json]"));
         }
         return Ok(Some(Invocation::Policy {
             images: rest
                 .iter()
                 .map(|a| OsString::from_vec(a.to_vec()))
                 .collect(),
+            json,
         }));
     }
     if status {

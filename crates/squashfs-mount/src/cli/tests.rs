@@ -109,11 +109,25 @@ fn cache_options() {
             &["--cache-status", "--json"],
             Invocation::CacheStatus { json: true },
         ),
-        (&["--policy"], Invocation::Policy { images: vec![] }),
+        (
+            &["--policy"],
+            Invocation::Policy {
+                images: vec![],
+                json: false,
+            },
+        ),
         (
             &["--policy", "a", "b"],
             Invocation::Policy {
                 images: args(&["a", "b"]),
+                json: false,
+            },
+        ),
+        (
+            &["--policy", "--json", "a"],
+            Invocation::Policy {
+                images: args(&["a"]),
+                json: true,
             },
         ),
     ] {
@@ -143,7 +157,7 @@ fn maintenance_mistakes() {
         &["--json"],
         &["--cache-status", "--json", "--all"],
         &["--policy", "--gc"],
-        &["--policy", "--json"],
+        &["--policy", "--all"],
     ] {
         assert!(parse(&args(bad)).is_err(), "{bad:?} accepted");
     }
@@ -419,4 +433,38 @@ fn writable_dir_is_a_value_with_a_slash() {
         let e = parse(&args(bad)).unwrap_err().to_string();
         assert!(e.contains(needle), "{bad:?}: {e}");
     }
+}
+
+/// `--writable=mylayer` (no '/'): the message shows the directory form.
+#[test]
+fn a_writable_word_without_slash_points_to_the_directory_form() {
+    let e = parse(&args(&["--writable=mylayer", "a:/m", "--", "true"])).unwrap_err();
+    let words = e.to_string();
+    assert!(words.contains("--writable=./mylayer"), "{words}");
+    assert!(words.contains("not a size"), "{words}");
+    // Sizes that are wrong keep the size message.
+    let e = parse(&args(&["--writable=1Q", "a:/m", "--", "true"])).unwrap_err();
+    assert!(matches!(e, UsageError::WritableSize(..)), "{e:?}");
+    let r = run(&["--writable=./mylayer", "a:/m", "--", "true"]);
+    assert_eq!(r.layer_dir, Some("./mylayer".into()));
+}
+
+/// Misspelt options get the option meant.
+#[test]
+fn misspelt_options_get_a_suggestion() {
+    for (given, meant) in [
+        ("--bindmount=/a:/b", "--bind-mount"),
+        ("--writeable", "--writable"),
+        ("--no-cahce", "--no-cache"),
+        ("--mutableroot", "--mutable-root"),
+        ("--polcy", "--policy"),
+    ] {
+        let e = parse(&args(&[given, "a:/m", "--", "true"])).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("did you mean '{meant}'?")),
+            "{given}: {e}"
+        );
+    }
+    let e = parse(&args(&["--frobnicate", "a:/m", "--", "true"])).unwrap_err();
+    assert!(!e.to_string().contains("did you mean"), "{e}");
 }

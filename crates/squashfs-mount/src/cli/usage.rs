@@ -3,15 +3,19 @@
 pub const USAGE: &str = "\
 Usage: squashfs-mount [OPTIONS] <image>:<mountpoint> [<image>:<mountpoint>...] -- <command> [args...]
        squashfs-mount [OPTIONS] -s|--sqfs=<image>:<mountpoint>[,<image>:<mountpoint>...] -- <command> [args...]
+       squashfs-mount [OPTIONS] [-r] --bind-mount=<source>:<destination>[,...] [<image>:<mountpoint>...] -- <command> [args...]
        squashfs-mount --gc [--all | --expired | <image>]
        squashfs-mount --cache-status [--json]
-       squashfs-mount --policy [<image>...]
+       squashfs-mount --policy [--json] [<image>...]
 
 Mounts each SquashFS <image> read-only (nosuid, nodev) on <mountpoint> in a
 private mount namespace, drops all privileges and runs <command> as you.
 Images are opened with your own permissions. The site policy decides which
-images the kernel mounts; the others are served by a FUSE server running as
-you (see --policy).
+images the kernel mounts (by default those only root can change); the
+others, your own images among them, are served by a FUSE server running as
+you. 'squashfs-mount --policy IMAGE' says which way, and whether you can use
+FUSE here. -r makes missing mount points and bind destinations (e.g.
+/user-environment) in the command's view only.
 
 Options:
   -s, --sqfs=<image>:<mountpoint>[,...]
@@ -61,9 +65,9 @@ Options:
                                       --all (root only): every instance
   --cache-status                      list your cached instances (root: all);
                                       --json for a machine-readable list
-  --policy [<image>...]               print the site policy in force and, for
-                                      each <image>, which way it would be
-                                      mounted and why
+  --policy [--json] [<image>...]      print the site policy in force, whether
+                                      you can use FUSE, and for each <image>
+                                      which way it would be mounted and why
   -h, --help                          print this help and exit
   -V, --version                       print the version and exit
 
@@ -72,4 +76,8 @@ Environment:
                               (e.g. SQFSMNT_FWD_LD_LIBRARY_PATH)
   UENV_MOUNT_LIST             set for <command>: <image>:<mountpoint>,... in
                               mount order, absolute paths
+
+The image's programs are under its mount point: run them by their path
+(/user-environment/bin/python3), or put its bin/ on PATH inside the command.
+Every option, the site policy and examples: the squashfs-mount(1) manual.
 ";

@@ -136,7 +136,7 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
 
 /// A JSON string: UTF-8 kept, other bytes as \u00XX of their Latin-1
 /// reading (paths need not be UTF-8).
-fn json_string(bytes: &[u8]) -> String {
+pub(super) fn json_string(bytes: &[u8]) -> String {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t.to_string(),
         Err(_) => bytes.iter().map(|&b| b as char).collect(),

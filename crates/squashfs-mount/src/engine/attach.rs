@@ -75,7 +75,7 @@ pub fn all<C: Credentials, R: RootSide>(
     for (k, m) in plan.mounts.iter().enumerate() {
         if plan.mutable_root {
             if let Some(mirror) = view::make_missing(creds, root_side, plan, k, &owners)? {
-                notes.push((1, mirror.note()));
+                notes.push((mirror.level(), mirror.note()));
                 view.push(made(mirror.dir.clone(), Made::Directory));
                 mirrored.push(mirror.dir);
             }

@@ -60,11 +60,11 @@ pub fn start<C: Credentials, R: RootSide>(
         program,
         caller: creds.caller().clone(),
         drop_to_caller,
-        // Rootless, and under a kept layer (`--writable=DIR`): every file
-        // shows as the caller's, so that every file can be copied up into
-        // a layer the caller mounts (the caller can read every byte of an
-        // image served by FUSE anyway).
-        show_as_caller: !drop_to_caller || call.plan.layer_dir.is_some(),
+        // Rootless: every file shows as the caller's (its user namespace
+        // maps no other id). A kept layer (`--writable=DIR`) sees the
+        // image's own owners, as the kernel path does: the layer's stage
+        // copies what overlayfs cannot copy up (`layer::copies`).
+        show_as_caller: !drop_to_caller,
         threads: call.settings.fuse_threads,
         limits: call.ctx.caller_limits,
         detached: None,

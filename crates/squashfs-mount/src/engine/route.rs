@@ -114,9 +114,6 @@ fn launch_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Option<Cache> {
 
 /// Whether the caller's FUSE instance of an image may be kept in the image
 /// cache: whenever the launch may, except
-/// - under a kept writable layer (`--writable=DIR`), whose FUSE instances
-///   show every file as the caller's: not the instances the caller's other
-///   launches share;
 /// - for a file on a FUSE file system: a cached server would hold that
 ///   file open for as long as it is cached, keeping the other file
 ///   system's server busy and its mount alive after its own user is done
@@ -127,9 +124,6 @@ fn launch_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Option<Cache> {
 fn fuse_cache(mode: Mode, plan: &Plan, settings: &Settings, on_fuse: bool) -> Cache {
     match launch_cache(mode, plan, settings) {
         Some(no) => no,
-        None if plan.layer_dir.is_some() => Cache::Private(
-            "a kept writable layer's FUSE instances show every file as yours: they are this launch's own",
-        ),
         None if on_fuse => Cache::Private(
             "the file is on a FUSE file system, which a cached server would keep busy",
         ),

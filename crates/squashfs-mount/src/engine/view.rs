@@ -46,11 +46,34 @@ pub struct Mirrored {
     pub entries: usize,
     /// The caller could write D on the host: no longer in the view.
     pub was_writable: bool,
+    /// D is the caller's own (their home, a directory of theirs).
+    pub callers_own: bool,
 }
 
 impl Mirrored {
-    /// The `--verbose` line.
+    /// How much verbosity the note needs: none (a warning) when the
+    /// caller loses the right to create files in a directory of their own
+    /// (their home, say), which they would not expect; else `-v`.
+    pub fn level(&self) -> u8 {
+        if self.was_writable && self.callers_own {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// The note: a warning line (see [`Mirrored::level`]) or the
+    /// `--verbose` line.
     pub fn note(&self) -> String {
+        if self.level() == 0 {
+            let created: Vec<_> = self.created.iter().map(|c| c.to_string_lossy()).collect();
+            let dir = self.dir.to_string_lossy();
+            return format!(
+                "warning: -r: to create {} in the command's view, your directory {dir} is shown read-only at its top level: the command cannot create files directly in {dir}; create {} beforehand (mkdir), or mount elsewhere, to avoid this",
+                created.join(", "),
+                created.join(" ")
+            );
+        }
         let created: Vec<_> = self.created.iter().map(|c| c.to_string_lossy()).collect();
         let writable = if self.was_writable {
             "; new files cannot be created directly in it for the command"
@@ -101,6 +124,7 @@ pub fn make_missing<C: Credentials, R: RootSide>(
     let was_writable = system::may_write(dir.as_fd()).unwrap_or(false);
     let attrs = system::fstat(dir.as_fd())
         .map_err(|e| Failure::about(subject, ViewError::Stat(real.clone(), e)))?;
+    let callers_own = attrs.uid == creds.caller().uid;
     let root = RootAttributes::sanitized(&attrs, owners);
     let count = entries.len();
     let mirror = Mirror {
@@ -130,6 +154,7 @@ pub fn make_missing<C: Credentials, R: RootSide>(
         created,
         entries: count,
         was_writable,
+        callers_own,
     }))
 }
 

@@ -74,6 +74,9 @@ fn become_command(plan: &Plan, command: &[OsString]) -> u8 {
             return 1;
         }
     };
+    for warning in &entered.warnings {
+        error::warn(warning);
+    }
     if plan.verbose > 0 {
         for note in &entered.notes {
             error::report(note);
@@ -99,8 +102,17 @@ pub fn exec(command: &[OsString]) -> u8 {
     } else {
         126
     };
+    let searched = matches!(
+        err.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    );
+    let hint = if searched {
+        crate::environment::not_found_hint(program, std::env::var_os("UENV_MOUNT_LIST").as_deref())
+    } else {
+        String::new()
+    };
     error::report(format_args!(
-        "cannot run {}: {}",
+        "cannot run {}: {}{hint}",
         program.to_string_lossy(),
         error::io_message(&err)
     ));
@@ -120,12 +132,18 @@ fn report(plan: &Plan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
         Ok((entered, user, mnt))
     }) {
         Ok((entered, user, mnt)) => {
-            let line = format!(
+            // The warnings first, one line each, then the fds: one write.
+            let mut line: String = entered
+                .warnings
+                .iter()
+                .map(|w| format!("warning {}\n", w.replace('\n', " ")))
+                .collect();
+            line.push_str(&format!(
                 "ok {} {} {}\n",
                 user.as_raw_fd(),
                 mnt.as_raw_fd(),
                 entered.lock.as_raw_fd()
-            );
+            ));
             let _ = system::write_all(out.as_fd(), line.as_bytes());
             drop(out);
             // Until the plugin has its copies.
@@ -140,12 +158,29 @@ fn report(plan: &Plan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
 }
 
 /// What the plugin holds for a step with a kept layer: the namespaces the
-/// tasks join and DIR's lock.
+/// tasks join and DIR's lock; and what the helper warned of.
 #[derive(Debug)]
 pub struct StepLayer {
     pub user: OwnedFd,
     pub mnt: OwnedFd,
     pub lock: OwnedFd,
+    pub warnings: Vec<String>,
+}
+
+/// The helper's report (see the module documentation): its warnings, and
+/// `Ok(fd numbers)` or `Err(why)`; `None` when it said neither.
+fn parse_report(text: &str) -> (Vec<String>, Option<Result<&str, &str>>) {
+    let mut warnings = Vec::new();
+    for line in text.lines() {
+        if let Some(w) = line.strip_prefix("warning ") {
+            warnings.push(w.to_string());
+        } else if let Some(fds) = line.strip_prefix("ok ") {
+            return (warnings, Some(Ok(fds)));
+        } else if let Some(why) = line.strip_prefix("error ") {
+            return (warnings, Some(Err(why)));
+        }
+    }
+    (warnings, None)
 }
 
 /// For the Slurm plugin's worker thread, acting as root in the step's
@@ -204,9 +239,10 @@ pub fn start_for_step(
         Vec::new()
     };
     let line = String::from_utf8_lossy(&line);
-    let line = line.trim_end();
-    let result = if let Some(fds) = line.strip_prefix("ok ") {
-        take_fds(helper.as_fd(), fds)
+    let (warnings, said) = parse_report(&line);
+    let result = match said {
+        Some(Ok(fds)) => take_fds(helper.as_fd(), fds)
+            .map(|layer| StepLayer { warnings, ..layer })
             .map_err(|e| fail("taking the layer's fds from the helper", e))
             .and_then(|layer| {
                 check_step_layer(&layer, user.0).map_err(|why| {
@@ -216,15 +252,13 @@ pub fn start_for_step(
                     ))
                 })?;
                 Ok(layer)
-            })
-    } else if let Some(why) = line.strip_prefix("error ") {
-        Err(crate::layer::fail(why))
-    } else {
-        Err(crate::layer::fail(format!(
+            }),
+        Some(Err(why)) => Err(crate::layer::fail(why)),
+        None => Err(crate::layer::fail(format!(
             "writable layer {}: {} did not answer (killed, or not installed next to the plugin?)",
             plan.dir.to_string_lossy(),
             program.to_string_lossy()
-        )))
+        ))),
     };
     // Its work is done either way (copies taken, or failed): one that a
     // user stopped would not exit by itself.
@@ -242,6 +276,7 @@ fn take_fds(helper: BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Erro
         user: system::fd_of_process(helper, user)?,
         mnt: system::fd_of_process(helper, mnt)?,
         lock: system::fd_of_process(helper, lock)?,
+        warnings: Vec::new(),
     };
     Ok(layer)
 }
@@ -315,6 +350,7 @@ mod tests {
             user: open(user),
             mnt: open(mnt),
             lock,
+            warnings: Vec::new(),
         };
         let (user, mnt) = (ns("user"), ns("mnt"));
         let checked = |l: StepLayer, uid: u32| check_step_layer(&l, uid);
@@ -331,5 +367,18 @@ mod tests {
         assert!(swapped.unwrap_err().contains("not a user namespace"));
         assert!(host_mnt.unwrap_err().contains("does not own"));
         assert!(dir_lock.unwrap_err().contains("not a regular file"));
+    }
+
+    #[test]
+    fn the_helpers_report() {
+        let (w, said) =
+            parse_report("warning /m/a (owner uid 0, group gid 0): x\nwarning b\nok 3 4 5\n");
+        assert_eq!(w, ["/m/a (owner uid 0, group gid 0): x", "b"]);
+        assert_eq!(said, Some(Ok("3 4 5")));
+        let (w, said) = parse_report("error writable layer /d: no\n");
+        assert!(w.is_empty());
+        assert_eq!(said, Some(Err("writable layer /d: no")));
+        assert_eq!(parse_report("").1, None);
+        assert_eq!(parse_report("warning a\n").1, None);
     }
 }

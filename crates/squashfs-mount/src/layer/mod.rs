@@ -6,7 +6,8 @@
 //! layer; root never touches DIR. Then every privilege is dropped and the
 //! launch executes `squashfs-mount-layer` (fresh memory; only the caller's
 //! own fds cross the exec), which, as the caller: checks and locks DIR,
-//! checks its stamp, makes a user namespace of its own (the caller mapped
+//! checks its stamp, makes its own copies of what overlayfs could not copy
+//! up (`copies.rs`), makes a user namespace of its own (the caller mapped
 //! to itself, setgroups denied) with a mount namespace, and stacks an
 //! overlay (lower: what root mounted there; upper and work: in DIR) on
 //! each image mount point, in path order, before executing the command.
@@ -19,11 +20,13 @@
 //! | `handoff.rs`    | the helper's command line (pure)                       |
 //! | `filesystem.rs` | which file systems can hold an upper layer (pure)      |
 //! | `dir.rs`        | DIR: created, owned by the caller, its lock            |
+//! | `copies.rs`     | the caller's copies of what overlayfs cannot copy up |
 //! | `stack.rs`      | the overlays, in the user namespace                    |
 //! | `stage.rs`      | the caller's stage, in order (the stamp's format is    |
 //! |                 | `squashfs_format::stamp`)                              |
 //! | `helper.rs`     | `squashfs-mount-layer`: the command's and Slurm's ways |
 
+pub mod copies;
 pub mod dir;
 pub mod filesystem;
 pub mod handoff;
@@ -71,6 +74,8 @@ pub const HELPER_NAME: &str = "squashfs-mount-layer";
 
 /// The files of a layer directory.
 pub const LOCK_FILE: &str = "lock";
+/// In `DIR/<n>`: the caller's copies (`copies.rs`) are complete.
+pub const COPIED_MARK: &str = "copied";
 pub use squashfs_format::stamp::STAMP_FILE;
 
 /// What the caller's stage needs to know.

@@ -53,18 +53,23 @@ pub fn open_lowers(mounts: &[ViewMount], steps: &[Step]) -> Result<Vec<Option<Ow
                 format!("cannot open the mount point in the layer's namespace: {e}"),
             )
         })?;
-        {
-            let magic = system::filesystem_type(fd.as_fd()).unwrap_or(0);
-            if ![system::SQUASHFS_MAGIC, system::FUSE_MAGIC, OVERLAY_MAGIC].contains(&magic) {
-                return Err(crate::layer::fail_about(
-                    &shown(&m.path),
-                    format!("the mount point no longer shows the image (statfs type {magic:#x}): was a directory on its path renamed? Launch again"),
-                ));
-            }
-        }
+        shows_the_image(fd.as_fd(), &m.path)?;
         out.push(Some(fd));
     }
     Ok(out)
+}
+
+/// Refuses a mount point `fd` (at `path`) that does not show what root
+/// mounted there (squashfs, FUSE, or root's union).
+pub fn shows_the_image(fd: BorrowedFd<'_>, path: &OsStr) -> Result<(), Failure> {
+    let magic = system::filesystem_type(fd).unwrap_or(0);
+    if [system::SQUASHFS_MAGIC, system::FUSE_MAGIC, OVERLAY_MAGIC].contains(&magic) {
+        return Ok(());
+    }
+    Err(crate::layer::fail_about(
+        &shown(path),
+        format!("the mount point no longer shows the image (statfs type {magic:#x}): was a directory on its path renamed? Launch again"),
+    ))
 }
 
 /// Stacks, in order, an overlay on each image mount point (the sub-layer

@@ -10,6 +10,8 @@
 //! 2. its lock (a second launch on DIR is refused);
 //! 3. its stamp: each image mount point's sub-layer, made on the same
 //!    images (`squashfs_format::stamp`); the sub-layers' directories;
+//!    The caller's copies of what overlayfs cannot copy up itself
+//!    (`copies.rs`), once per sub-layer;
 //! 4. into DIR (so that the working directory moves into the new mount
 //!    namespace with it);
 //! 5. a user namespace (the caller mapped to itself, setgroups denied) and
@@ -24,7 +26,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::dir::LayerDir;
 use super::view;
-use super::{stack, Plan, STAMP_FILE};
+use super::{copies, stack, Plan, STAMP_FILE};
 use crate::error::Failure;
 use crate::system::{self, Error};
 use squashfs_format::stamp::Stamp;
@@ -35,6 +37,9 @@ pub struct Entered {
     pub lock: OwnedFd,
     /// What `-v` says.
     pub notes: Vec<String>,
+    /// What to say even without `-v`: what the caller's copies could not
+    /// copy (`copies.rs`), a few lines at most.
+    pub warnings: Vec<String>,
 }
 
 /// The stamp's largest size (a stamp of 500 images is about 60 KiB).
@@ -74,6 +79,9 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
             }
         ));
     }
+    // 3b.
+    let mut warnings = Vec::new();
+    copy_what_overlayfs_cannot(&dir, &wanted, &numbers, &mut notes, &mut warnings)?;
     // 4.
     let cwd = system::open_directory_path(OsStr::new(".")).ok();
     system::change_dir_to(dir.fd.as_fd())
@@ -93,7 +101,11 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
     drop(lowers);
     // 7.
     finish(&plan.cwd, cwd, &mut notes)?;
-    Ok(Entered { lock, notes })
+    Ok(Entered {
+        lock,
+        notes,
+        warnings,
+    })
 }
 
 fn shown(p: &OsStr) -> String {
@@ -122,6 +134,63 @@ fn sub_layers(
         fresh.push(new);
     }
     Ok((numbers, fresh))
+}
+
+/// Step 3b: in each sub-layer not yet complete, the caller's copies of
+/// what overlayfs could not copy up itself (`copies.rs`), then its mark.
+/// What cannot be copied is said, one line each (at most a few).
+fn copy_what_overlayfs_cannot(
+    dir: &LayerDir,
+    wanted: &[(&OsString, &[view::ImageId])],
+    numbers: &[u32],
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<(), Failure> {
+    let caller = copies::Caller::current();
+    for ((mount_point, _), n) in wanted.iter().zip(numbers) {
+        let mark = format!("{n}/{}", super::COPIED_MARK);
+        if system::stat_at(dir.fd.as_fd(), &mark).is_ok() {
+            continue;
+        }
+        let fail = |what: String| crate::layer::fail_about(&shown(mount_point), what);
+        let lower = system::open_listable_dir(system::working_dir(), mount_point)
+            .map_err(|e| fail(format!("cannot open the mount point: {e}")))?;
+        stack::shows_the_image(lower.as_fd(), mount_point)?;
+        let st = system::fstat(lower.as_fd())
+            .map_err(|e| fail(format!("cannot examine the mount point: {e}")))?;
+        let upper = system::open_listable_dir(dir.fd.as_fd(), OsStr::new(&format!("{n}/upper")))
+            .map_err(|e| fail(format!("cannot open {}/{n}/upper: {e}", shown(&dir.path))))?;
+        let mut account = copies::Account::default();
+        copies::copy_tree(
+            &caller,
+            lower.as_fd(),
+            &st,
+            upper.as_fd(),
+            mount_point,
+            &mut account,
+        )
+        .map_err(|e| fail(format!("writable layer {}: {e}", shown(&dir.path))))?;
+        const SHOWN: usize = 5;
+        warnings.extend(account.problems.iter().take(SHOWN).cloned());
+        if account.problems.len() > SHOWN {
+            warnings.push(format!(
+                "and {} more such files under {}",
+                account.problems.len() - SHOWN,
+                shown(mount_point)
+            ));
+        }
+        notes.push(format!(
+            "{}: your copies made in {}/{n}/upper: {} directories, {} files ({} bytes)",
+            shown(mount_point),
+            shown(&dir.path),
+            account.dirs,
+            account.files,
+            account.bytes
+        ));
+        system::create_file_if_missing(dir.fd.as_fd(), &mark, 0o600)
+            .map_err(|e| fail(format!("cannot write {}/{mark}: {e}", shown(&dir.path))))?;
+    }
+    Ok(())
 }
 
 fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {

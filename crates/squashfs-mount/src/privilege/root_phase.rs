@@ -21,6 +21,9 @@
 //! |                  | (their /proc/PID/ns/mnt): without it all read as idle    |
 //! | CAP_SYS_RESOURCE | raising the caller's lowered hard limits (the setuid    |
 //! |                  | command; best effort)                                   |
+//! | CAP_SYS_NICE     | SCHED_OTHER at nice 0 (and the default I/O priority)    |
+//! |                  | again while holding a lock other users wait on: the    |
+//! |                  | caller may lower its launch's while it is within reach |
 //! | CAP_KILL         | ending the server of an evicted FUSE instance that its  |
 //! |                  | user stopped (another user's process)                   |
 //! | CAP_CHOWN        | `--writable`: copy-up keeps files' owners, the upper    |
@@ -55,6 +58,7 @@ impl RootPhase {
             .union(Capabilities::SYS_ADMIN)
             .union(Capabilities::SYS_CHROOT)
             .union(Capabilities::SYS_PTRACE)
+            .union(Capabilities::SYS_NICE)
             .union(Capabilities::KILL),
     );
 

@@ -14,6 +14,8 @@ use crate::system::{self, Gid, Uid};
 #[derive(Debug)]
 pub struct Privileges {
     caller: Caller,
+    /// The caller's umask and scheduling, replaced for the root phase.
+    process: system::CallerProcessState,
 }
 
 impl sealed::Sealed for Privileges {}
@@ -40,6 +42,13 @@ impl Privileges {
             );
         }
         sys("prctl(PR_SET_DUMPABLE, 0)", system::set_not_dumpable())?;
+        // Before anything is created or held: the caller's umask, policy,
+        // nice value and I/O priority never reach what root makes or how
+        // long root holds what others wait on (doc/threat-model.md).
+        let process = sys(
+            "resetting the umask and scheduling",
+            system::neutralize_process_state(),
+        )?;
         let caller = Caller::of_this_process()?;
         // The credential calls below are per-thread system calls: they
         // change the whole process only while it has one thread. The tool
@@ -51,7 +60,7 @@ impl Privileges {
         if !caller.uid.is_root() {
             phase.enter()?;
         }
-        let p = Privileges { caller };
+        let p = Privileges { caller, process };
         p.become_caller()?;
         Ok(p)
     }
@@ -71,10 +80,12 @@ impl Privileges {
 
     /// Gives up root for good: real, effective and saved ids and the groups
     /// become the caller's, no_new_privs is set, and the result is verified.
-    pub fn drop_for_good(self) -> Result<Caller, PrivilegeError> {
+    /// Returns the caller and the umask and scheduling it had, for the
+    /// command (`CallerProcessState::restore`, as the caller).
+    pub fn drop_for_good(self) -> Result<(Caller, system::CallerProcessState), PrivilegeError> {
         // Single-threaded since `acquire` (the tool starts no thread).
         super::drop_to(&self.caller)?;
-        Ok(self.caller)
+        Ok((self.caller, self.process))
     }
 }
 

@@ -37,6 +37,13 @@ impl ThreadCredentials {
             return Err(PrivilegeError::InvalidUser);
         }
         super::sys("unshare(CLONE_FS)", system::unshare_fs_of_thread())?;
+        // This thread's own umask (its fs_struct) and scheduling: what
+        // slurmstepd or the job had never reaches what root makes or how
+        // long it holds what others wait on. The thread ends with the work.
+        super::sys(
+            "resetting the umask and scheduling",
+            system::neutralize_process_state(),
+        )?;
         let root_groups = super::sys("getgroups", system::supplementary_groups())?;
         phase.enter()?;
         let me = ThreadCredentials {

@@ -97,7 +97,83 @@ pub fn open_or_create_dir(path: &str, mode: u32) -> SysResult<OwnedFd> {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(e),
     }
-    open_dir_nofollow(CWD, path)
+    let fd = open_dir_nofollow(CWD, path)?;
+    ensure_mode(fd.as_fd(), mode)?;
+    Ok(fd)
+}
+
+/// Gives the file `fd` exactly the permission bits `mode`, when it has
+/// others and belongs to the effective user: what the tool creates gets
+/// its mode from the tool alone, never from a umask (the root phase's
+/// is 077) or from an earlier version that created it under a caller's
+/// umask (repaired here). EPERM when it is another's, or the change did
+/// not take.
+pub fn ensure_mode(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
+    let st = fstat(fd)?;
+    if st.mode & 0o7777 == mode {
+        return Ok(());
+    }
+    if st.uid != super::effective_uid() {
+        return Err(Errno::PERM);
+    }
+    let m = Mode::from_raw_mode(mode);
+    match rustix::fs::fchmod(fd, m) {
+        // An O_PATH fd: fchmodat2 with an empty path changes the inode the
+        // fd pins (Linux 6.6; it works where no /proc is mounted, as in the
+        // cache namespace); before it, the fd's /proc/self/fd link does.
+        Err(Errno::BADF) => match chmod_pinned(fd, mode) {
+            Err(Errno::NOSYS) => rustix::fs::chmodat(
+                CWD,
+                format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+                m,
+                rustix::fs::AtFlags::empty(),
+            )?,
+            other => other?,
+        },
+        other => other?,
+    }
+    if fstat(fd)?.mode & 0o7777 != mode {
+        return Err(Errno::PERM);
+    }
+    Ok(())
+}
+
+/// fchmodat2(fd, "", mode, AT_EMPTY_PATH): the mode of the file `fd`
+/// pins, also for an O_PATH fd.
+fn chmod_pinned(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
+    // SAFETY: fchmodat2 reads the empty, NUL-terminated path we pass (a
+    // static C string) and takes the other arguments by value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode as libc::c_uint,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(super::last_errno())
+    }
+}
+
+/// Opens `name` in `dir` with `flags` (creating it with exactly `mode`);
+/// an existing file of ours whose mode shuts us out (made under another
+/// umask) is given `mode` and opened again.
+fn open_with_mode<Fd: AsFd>(dir: Fd, name: &str, flags: OFlags, mode: u32) -> SysResult<OwnedFd> {
+    let open = || rustix::fs::openat(&dir, name, flags, Mode::from_raw_mode(mode));
+    let fd = match open() {
+        Err(Errno::ACCESS) => {
+            let path = open_path_nofollow(&dir, name)?;
+            ensure_mode(path.as_fd(), mode)?;
+            open()?
+        }
+        other => other?,
+    };
+    ensure_mode(fd.as_fd(), mode)?;
+    Ok(fd)
 }
 
 /// Opens an existing directory `path` relative to `dir` as an O_PATH fd,
@@ -134,28 +210,33 @@ pub fn open_read_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
 }
 
 /// Opens (creating with `mode` if missing) the lock file `name` in `dir`.
+/// The file has exactly `mode` afterwards (see [`ensure_mode`]).
 pub fn open_lock_file<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
-    rustix::fs::openat(
+    open_with_mode(
         dir,
         name,
         OFlags::CREATE | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::from_raw_mode(mode),
+        mode,
     )
 }
 
-/// Creates the empty file `name` in `dir` with `mode` unless it exists.
+/// Creates the empty file `name` in `dir` with `mode` unless it exists;
+/// it has exactly `mode` afterwards (see [`ensure_mode`]).
 pub fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<()> {
-    rustix::fs::openat(
+    open_with_mode(
         dir,
         name,
         OFlags::CREATE | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::from_raw_mode(mode),
+        mode,
     )
     .map(drop)
 }
 
+/// Makes the directory `path` in `dir` with exactly `mode` (whatever the
+/// umask); EEXIST if it exists.
 pub fn make_dir<Fd: AsFd>(dir: Fd, path: &str, mode: u32) -> SysResult<()> {
-    rustix::fs::mkdirat(dir, path, Mode::from_raw_mode(mode))
+    rustix::fs::mkdirat(&dir, path, Mode::from_raw_mode(mode))?;
+    ensure_mode(open_dir_nofollow(&dir, path)?.as_fd(), mode)
 }
 
 pub fn remove_dir<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
@@ -178,6 +259,7 @@ pub fn write_new_file<Fd: AsFd>(dir: Fd, path: &str, bytes: &[u8], mode: u32) ->
         OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(mode),
     )?;
+    ensure_mode(fd.as_fd(), mode)?;
     let mut done = 0;
     while done < bytes.len() {
         match super::retry(|| rustix::io::write(&fd, &bytes[done..]))? {

@@ -7,19 +7,23 @@ use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use super::SysResult;
 
 /// The limits a caller can lower to disturb the privileged phase.
-const RESOURCES: [Resource; 5] = [
+/// (RLIMIT_CPU and RLIMIT_STACK would let the caller have the kernel kill
+/// the launch at a CPU instant of its choosing, also out of its reach.)
+const RESOURCES: [Resource; 7] = [
     Resource::Fsize,
     Resource::Nofile,
     Resource::As,
     Resource::Nproc,
     Resource::Core,
+    Resource::Cpu,
+    Resource::Stack,
 ];
 
 /// The caller's limits that were changed, as found at start.
 pub struct CallerLimits(Vec<(Resource, Rlimit)>);
 
 /// Records the caller's limits and raises them for the privileged phase:
-/// no file size, address space or process limit, as many open files as
+/// no file size, address space, process, CPU time or stack limit, as many open files as
 /// root may have, no core dumps. Raising a hard limit needs
 /// CAP_SYS_RESOURCE, which some machines take away even from root (a
 /// container's bounding set): then the soft limit is raised to the hard

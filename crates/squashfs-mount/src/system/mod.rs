@@ -21,11 +21,14 @@
 //! | `cpu`           | CPU affinity                                         |
 //! | `signals`       | signal dispositions                                  |
 //! | `limits`        | resource limits                                      |
+//! | `process_state` | umask, scheduling, nice, I/O priority of the caller  |
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
 //! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
+//! | `copies`        | `--writable=DIR`: the caller's copies in a layer     |
 
+pub mod copies;
 pub mod cpu;
 pub mod credentials;
 pub mod files;
@@ -38,10 +41,12 @@ pub mod mount_tree;
 pub mod namespace;
 pub mod prefetch;
 pub mod process;
+pub mod process_state;
 pub mod signals;
 pub mod spawn;
 pub mod userns;
 
+pub use copies::*;
 pub use cpu::*;
 pub use credentials::*;
 pub use files::*;
@@ -52,6 +57,9 @@ pub use mount_tree::*;
 pub use namespace::*;
 pub use prefetch::*;
 pub use process::*;
+pub use process_state::{
+    neutralize as neutralize_process_state, set_root_scheduling, CallerProcessState,
+};
 pub use signals::*;
 pub use spawn::*;
 pub use userns::*;

@@ -218,3 +218,40 @@ pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
         f.contains(F::NODEV),
     ))
 }
+
+/// fusectl's superblock magic (FUSE_CTL_SUPER_MAGIC).
+pub const FUSECTL_MAGIC: u64 = 0x6573_5543;
+
+/// A detached mount of fusectl, the machine's one control file system of
+/// FUSE connections (nosuid, nodev, noexec, read-only).
+pub fn fuse_control_mount() -> SysResult<OwnedFd> {
+    let ctx = FsContext::open("fusectl")?;
+    ctx.create().map_err(|r| r.errno)?;
+    ctx.mount(
+        MountAttrFlags::MOUNT_ATTR_RDONLY
+            | MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV
+            | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+    )
+}
+
+/// Whether the kernel still has the FUSE connection of the file system on
+/// device `dev`: its directory in `control`, a fusectl mount. The
+/// connection lives while the superblock does: while any mount or open
+/// file of the file system remains, whatever namespace it is in. The
+/// kernel's own answer to "is this FUSE instance used?", which no scan of
+/// /proc can give for sure.
+pub fn fuse_connection_in(control: BorrowedFd<'_>, dev: u64) -> SysResult<bool> {
+    // The connection's name is the kernel's dev_t (major << 20 | minor).
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let name = ((u64::from(major) << 20) | u64::from(minor)).to_string();
+    match rustix::fs::statat(
+        control,
+        name.as_str(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        Ok(_) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -114,17 +114,25 @@ pub fn make_file_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<OwnedFd> {
         OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o644),
     )?);
-    open_entry(dir, name, OFlags::empty())
+    let fd = open_entry(dir, name, OFlags::empty())?;
+    super::ensure_mode(std::os::fd::AsFd::as_fd(&fd), 0o644)?;
+    Ok(fd)
 }
 
 /// Makes the directory `name` (mode `mode`) in `dir` (in a tmpfs the tool
 /// made) unless the tool made it already, and returns it as an O_PATH fd.
 pub fn make_dir_in(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> SysResult<OwnedFd> {
-    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
-        Ok(()) | Err(Errno::EXIST) => {}
+    let made = match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
+        Ok(()) => true,
+        Err(Errno::EXIST) => false,
         Err(e) => return Err(e),
+    };
+    let fd = open_entry(dir, name, OFlags::DIRECTORY)?;
+    if made {
+        // mkdir's mode was narrowed by the root phase's umask.
+        super::ensure_mode(std::os::fd::AsFd::as_fd(&fd), mode)?;
     }
-    open_entry(dir, name, OFlags::DIRECTORY)
+    Ok(fd)
 }
 
 fn open_entry(dir: BorrowedFd<'_>, name: &OsStr, kind: OFlags) -> SysResult<OwnedFd> {

@@ -270,6 +270,37 @@ pub fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
         .ok_or(Errno::SRCH)
 }
 
+/// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID): the
+/// budget of scans of other processes' state, which wall time would let a
+/// caller who starves the launch of CPU exhaust without any work done.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
+/// The CPU time process `pid` has run for, in nanoseconds: the sum over
+/// its threads of /proc/PID/task/TID/schedstat's first field (a plugin's
+/// worker thread holds the lock in slurmstepd, whose main thread sleeps).
+/// None when it is gone.
+pub fn cpu_progress(pid: u32) -> Option<u64> {
+    let here = working_dir();
+    let (tids, _) = super::list_dir(here, &format!("/proc/{pid}/task"), 4096).ok()?;
+    let ran = tids.iter().filter_map(|tid| {
+        let tid = tid.to_str()?;
+        let path = format!("/proc/{pid}/task/{tid}/schedstat");
+        let (sched, _) = super::read_file_at(here, &path, 256).ok()?;
+        String::from_utf8_lossy(&sched)
+            .split_whitespace()
+            .next()?
+            .parse::<u64>()
+            .ok()
+    });
+    Some(ran.sum())
+}
+
 #[cfg(test)]
 mod pidfd_tests {
     use super::*;

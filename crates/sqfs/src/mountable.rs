@@ -1,0 +1,135 @@
+//! Whether the caller can mount an image here, the way squashfs-mount
+//! would: its site policy picks the kernel's squashfs or its FUSE server
+//! (`squashfs-mount --policy --json IMAGE`, asked as the caller), and the
+//! FUSE path needs /dev/fuse to open for the caller.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+
+/// Which way squashfs-mount would mount an image, for the caller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PolicyPath {
+    /// "kernel" or "FUSE".
+    pub path: String,
+    /// The policy's reason.
+    pub reason: String,
+    /// Whether the caller can use the FUSE path here.
+    pub fuse_usable: bool,
+    /// Why not, when not.
+    pub fuse_unusable_because: Option<String>,
+}
+
+/// Asks the squashfs-mount found next to sqfs (else on PATH); None when
+/// there is none, or it is too old to answer `--policy --json`.
+pub fn ask(image: &Path) -> Option<PolicyPath> {
+    let bin = crate::bench::find_squashfs_mount()?;
+    let out = Command::new(bin)
+        .args(["--policy", "--json"])
+        .arg(image)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse(&out.stdout)
+}
+
+/// The answer of `--policy --json IMAGE` (one image).
+pub fn parse(json: &[u8]) -> Option<PolicyPath> {
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let image = v.get("images")?.get(0)?;
+    Some(PolicyPath {
+        path: image.get("path")?.as_str()?.to_string(),
+        reason: image.get("reason")?.as_str()?.to_string(),
+        fuse_usable: v.get("fuse_usable")?.as_bool()?,
+        fuse_unusable_because: v
+            .get("fuse_unusable_because")
+            .and_then(|w| w.as_str())
+            .map(str::to_string),
+    })
+}
+
+/// The first clause of a policy reason, at most about 80 characters (the
+/// whole one is long; `--policy IMAGE` has it).
+fn first_clause(reason: &str) -> String {
+    let first = reason.split(';').next().unwrap_or(reason).trim();
+    if first.len() <= 80 {
+        return first.to_string();
+    }
+    let mut cut = 77;
+    while !first.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = &first[..cut];
+    let head = head.rfind(' ').map_or(head, |at| &head[..at]);
+    format!("{}...", head.trim_end_matches(','))
+}
+
+/// The "Mountable here" verdict and sentence for the path the policy
+/// takes; `kernel` is the kernel's own verdict (can_mount, reason).
+pub fn verdict(p: &PolicyPath, kernel: (Option<bool>, &str)) -> (Option<bool>, String) {
+    if p.path == "kernel" {
+        return (
+            kernel.0,
+            format!(
+                "{} (squashfs-mount would use the kernel's squashfs: {})",
+                kernel.1,
+                first_clause(&p.reason)
+            ),
+        );
+    }
+    if p.fuse_usable {
+        (
+            Some(true),
+            format!(
+                "squashfs-mount would serve it through its FUSE server, as you ({}); squashfs-mount --policy IMAGE says why",
+                first_clause(&p.reason)
+            ),
+        )
+    } else {
+        (
+            Some(false),
+            format!(
+                "squashfs-mount would serve it through FUSE ({}), which you cannot use here: {}",
+                first_clause(&p.reason),
+                p.fuse_unusable_because
+                    .as_deref()
+                    .unwrap_or("/dev/fuse does not open for you")
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_answer_is_read() {
+        let json = br#"{"setuid":true,"fuse_usable":false,"fuse_unusable_because":"/dev/fuse cannot be opened (Permission denied): ask","images":[{"image":"/x","path":"FUSE","reason":"not trusted: the file is owned by uid 1000; more","mountable_here":false,"error":null}]}"#;
+        let p = parse(json).unwrap();
+        assert_eq!((p.path.as_str(), p.fuse_usable), ("FUSE", false));
+        let (yes, why) = verdict(&p, (Some(true), "the kernel can"));
+        assert_eq!(yes, Some(false));
+        assert!(
+            why.contains("cannot use here") && why.contains("Permission denied"),
+            "{why}"
+        );
+        assert!(!why.contains("more"), "{why}");
+        let usable = PolicyPath {
+            fuse_usable: true,
+            ..p.clone()
+        };
+        assert_eq!(verdict(&usable, (Some(false), "lzma")).0, Some(true));
+        let kernel = PolicyPath {
+            path: "kernel".into(),
+            ..p
+        };
+        assert_eq!(verdict(&kernel, (Some(false), "lzma")), (Some(false), "lzma (squashfs-mount would use the kernel's squashfs: not trusted: the file is owned by uid 1000)".to_string()));
+        assert!(parse(b"[]").is_none());
+    }
+}

@@ -1,0 +1,129 @@
+//! Per-process state that crosses a setuid exec and that the caller sets:
+//! the file-creation mask, the scheduling policy, the nice value and the
+//! I/O priority. The root phase replaces the caller's with fixed values
+//! (`neutralize`) before it creates or holds anything other users rely on,
+//! and the command gets the caller's back (`CallerProcessState::restore`,
+//! after the drop: only what the caller may set itself comes back).
+//! doc/threat-model.md lists every such attribute and what the tool does.
+#![allow(unsafe_code)]
+
+use rustix::fs::Mode;
+
+use super::SysResult;
+
+/// The umask of the root phase: whatever root creates is root's alone
+/// unless its mode is set explicitly (and it always is: `make_*` here and
+/// in `files`).
+pub const ROOT_UMASK: u32 = 0o077;
+
+/// ioprio_set/ioprio_get's `which` for one thread/process.
+const IOPRIO_WHO_PROCESS: libc::c_int = 1;
+
+/// What the caller had, as found at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallerProcessState {
+    pub umask: u32,
+    /// `sched_getscheduler`'s policy (with SCHED_RESET_ON_FORK) and
+    /// `sched_getparam`'s priority.
+    pub policy: libc::c_int,
+    pub priority: libc::c_int,
+    pub nice: i32,
+    pub ioprio: libc::c_int,
+}
+
+impl CallerProcessState {
+    /// Whether the caller's scheduling was the default one (the restore of
+    /// scheduling is then nothing to do).
+    fn default_scheduling(&self) -> bool {
+        self.policy == libc::SCHED_OTHER && self.nice == 0 && self.ioprio == 0
+    }
+
+    /// Gives the calling thread the caller's state again. Run after the
+    /// drop of privileges: the kernel then allows only what the caller
+    /// could set itself (RLIMIT_NICE, RLIMIT_RTPRIO), as if the command set
+    /// it. The umask always comes back; the first scheduling call that
+    /// fails is returned (name, errno).
+    pub fn restore(&self) -> Result<(), (&'static str, rustix::io::Errno)> {
+        rustix::process::umask(Mode::from_raw_mode(self.umask));
+        if self.default_scheduling() {
+            return Ok(());
+        }
+        // The nice value first: SCHED_IDLE and SCHED_BATCH keep it.
+        rustix::process::setpriority_process(None, self.nice).map_err(|e| ("setpriority", e))?;
+        let param = libc::sched_param {
+            sched_priority: self.priority,
+        };
+        // SAFETY: sched_setscheduler reads the sched_param we pass, which
+        // lives on this stack for the call; 0 is the calling thread.
+        if unsafe { libc::sched_setscheduler(0, self.policy, &param) } != 0 {
+            return Err(("sched_setscheduler", super::last_errno()));
+        }
+        // SAFETY: ioprio_set takes three integers; no memory is passed.
+        let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, self.ioprio) };
+        if r != 0 {
+            return Err(("ioprio_set", super::last_errno()));
+        }
+        Ok(())
+    }
+}
+
+/// Records the calling thread's umask, scheduling policy, nice value and
+/// I/O priority, and replaces them with the root phase's: umask 077,
+/// SCHED_OTHER at nice 0, the default I/O priority. Needs root (raising a
+/// priority needs CAP_SYS_NICE); run before the capabilities are reduced.
+pub fn neutralize() -> SysResult<CallerProcessState> {
+    let umask = rustix::process::umask(Mode::from_raw_mode(ROOT_UMASK)).bits();
+    let mut state = CallerProcessState {
+        umask: umask as u32,
+        policy: libc::SCHED_OTHER,
+        priority: 0,
+        nice: 0,
+        ioprio: 0,
+    };
+    // SAFETY: sched_getscheduler takes a pid (0: the calling thread) and
+    // touches no memory.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy < 0 {
+        return Err(super::last_errno());
+    }
+    state.policy = policy;
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_getparam writes one sched_param into `param`, which
+    // lives on this stack for the call.
+    if unsafe { libc::sched_getparam(0, &mut param) } != 0 {
+        return Err(super::last_errno());
+    }
+    state.priority = param.sched_priority;
+    state.nice = rustix::process::getpriority_process(None)?;
+    // SAFETY: ioprio_get takes two integers and returns the priority.
+    let ioprio = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+    if ioprio < 0 {
+        return Err(super::last_errno());
+    }
+    state.ioprio = ioprio as libc::c_int;
+    if !state.default_scheduling() {
+        set_root_scheduling()?;
+    }
+    Ok(state)
+}
+
+/// SCHED_OTHER (without SCHED_RESET_ON_FORK), nice 0, default I/O
+/// priority: at the start of the root phase, and again whenever it takes a
+/// lock other users wait on (the caller may have changed them meanwhile,
+/// while the launch was within its reach). Raising a priority needs
+/// CAP_SYS_NICE.
+pub fn set_root_scheduling() -> SysResult<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads the sched_param we pass, which lives
+    // on this stack for the call; 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) } != 0 {
+        return Err(super::last_errno());
+    }
+    rustix::process::setpriority_process(None, 0)?;
+    // SAFETY: ioprio_set takes three integers; no memory is passed. 0 is
+    // IOPRIO_CLASS_NONE: the class follows the CPU scheduling (best effort).
+    if unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) } != 0 {
+        return Err(super::last_errno());
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! The rough edges a new user met (issue 28), against the installed
+//! setuid binary as an unprivileged test user. Each test fails on the code
+//! before the fix.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use sqfsmnt_test_support::cmd::run_with_timeout;
+use sqfsmnt_test_support::{s, site, Fixture, Run};
+
+fn case(f: impl FnOnce(&Fixture)) {
+    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+/// Whether `text` is one JSON value (python3's parser; the crate has none).
+fn is_json(text: &str) -> bool {
+    let mut c = Command::new("python3")
+        .args(["-c", "import json, sys; json.load(sys.stdin)"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3");
+    c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    c.wait().unwrap().success()
+}
+
+/// `-r` with a mount point in a directory of the user's (their home):
+/// one warning line without -v, since the command cannot create files
+/// there any more; said once with -v too. Elsewhere (a root-owned
+/// directory), nothing without -v.
+#[test]
+fn mutable_root_in_your_own_directory_warns() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let img = fx.image(
+            "edges",
+            &[("bin/hello", "#!/bin/sh\necho hi\n")],
+            "chmod 755 bin/hello",
+        );
+        let home = fx.user_dir();
+        let m = home.join("stack");
+        let pair = format!("{}:{}", s(&img), s(&m));
+        let r = fx.run(["-r", pair.as_str(), "--", "true"]);
+        r.ok();
+        let err = r.stderr();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("warning: -r")
+                && err.contains(&format!("{} is shown read-only", s(&home)))
+                && err.contains("mkdir"),
+            "{err}"
+        );
+        let r = fx.run(["-v", "-r", pair.as_str(), "--", "true"]);
+        r.ok();
+        assert_eq!(r.stderr().matches("-r: ").count(), 1, "{}", r.stderr());
+        assert!(!m.exists(), "nothing made on the host");
+        // A root-owned directory: quiet.
+        let m = fx.mount_point("edges-parent").join("sub");
+        let pair = format!("{}:{}", s(&img), s(&m));
+        let r = fx.run(["-r", pair.as_str(), "--", "true"]);
+        r.ok();
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+    });
+}
+
+/// A command that is not on the caller's PATH: the image's program is
+/// named by its path; otherwise the mount point is named.
+#[test]
+fn a_command_not_found_points_into_the_image() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let img = fx.image(
+            "edges",
+            &[("bin/hello", "#!/bin/sh\necho hi\n")],
+            "chmod 755 bin/hello",
+        );
+        let m = fx.mount_point("edges-cmd");
+        let pair = format!("{}:{}", s(&img), s(&m));
+        let run = |cmd: &str| {
+            let mut c = fx.user_cmd([pair.as_str(), "--", cmd]);
+            c.env("PATH", "/usr/bin:/bin");
+            Run(run_with_timeout(
+                &mut c,
+                std::time::Duration::from_secs(120),
+            ))
+        };
+        let r = run("hello");
+        assert_eq!(r.code(), Some(127), "{}", r.stderr());
+        assert!(
+            r.stderr().contains(&format!("{}/bin/hello", s(&m))),
+            "{}",
+            r.stderr()
+        );
+        let r = run("nosuchprogram");
+        assert_eq!(r.code(), Some(127), "{}", r.stderr());
+        assert!(
+            r.stderr().contains("not on your PATH") && r.stderr().contains(&s(&m)),
+            "{}",
+            r.stderr()
+        );
+        // A path is not second-guessed.
+        let r = run("/nonexistent/prog");
+        assert!(!r.stderr().contains("PATH"), "{}", r.stderr());
+    });
+}
+
+/// `--policy`: says whether the configuration file exists and whether the
+/// caller can use FUSE, has --json, and fails for an image the caller
+/// cannot read.
+#[test]
+fn policy_tells_the_caller_what_applies_to_them() {
+    case(|fx| {
+        let own = fx.user_image("edges-own", &[("a", "a\n")]);
+        let closed = fx.image("edges-closed", &[("a", "a\n")], "");
+        std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        {
+            let _conf = site::no_config();
+            let _fuse = site::FuseDevice::with(0, 0o600);
+            let r = fx.run(["--policy", s(&own).as_str()]);
+            r.ok();
+            let out = r.stdout();
+            assert!(
+                out.contains("/etc/squashfs-mount.conf does not exist"),
+                "{out}"
+            );
+            assert!(
+                out.contains("FUSE path") && out.contains("NOT usable by you"),
+                "{out}"
+            );
+            assert!(out.contains(&format!("{}: FUSE (", s(&own))), "{out}");
+            assert!(out.contains("a launch is refused here"), "{out}");
+            let r = fx.run(["--policy", "--json", s(&own).as_str()]);
+            r.ok();
+            assert!(is_json(&r.stdout()), "{}", r.stdout());
+            assert!(
+                r.stdout().contains("\"fuse_usable\":false"),
+                "{}",
+                r.stdout()
+            );
+            assert!(
+                r.stdout().contains("\"config_file_exists\":false"),
+                "{}",
+                r.stdout()
+            );
+            assert!(
+                r.stdout().contains("\"mountable_here\":false"),
+                "{}",
+                r.stdout()
+            );
+        }
+        {
+            let _conf = site::config("kernel-images = trusted\n");
+            let _fuse = site::FuseDevice::open_to_all();
+            let r = fx.run(["--policy", "--json", s(&own).as_str()]);
+            r.ok();
+            assert!(
+                r.stdout().contains("\"fuse_usable\":true"),
+                "{}",
+                r.stdout()
+            );
+            assert!(
+                r.stdout().contains("\"config_file_exists\":true"),
+                "{}",
+                r.stdout()
+            );
+            assert!(r.stdout().contains("\"path\":\"FUSE\""), "{}", r.stdout());
+            assert!(
+                r.stdout().contains("\"mountable_here\":true"),
+                "{}",
+                r.stdout()
+            );
+            let r = fx.run(["--policy", s(&own).as_str()]);
+            assert!(r.stdout().contains("usable by you") && !r.stdout().contains("NOT usable"));
+            assert!(r
+                .stdout()
+                .contains("/etc/squashfs-mount.conf (built-in defaults where it sets nothing)"));
+            // An image the caller cannot read: named on stderr, exit 1.
+            let r = fx.run(["--policy", s(&own).as_str(), s(&closed).as_str()]);
+            r.refused(&[&s(&closed), "Permission denied"]);
+            assert!(
+                r.stdout().contains(&format!("{}: FUSE (", s(&own))),
+                "{}",
+                r.stdout()
+            );
+        }
+    });
+}
+
+/// `--help` shows the `-r --bind-mount` form, says where a user's own
+/// images go, and points to the manual.
+#[test]
+fn help_shows_the_bind_form_and_the_manual() {
+    case(|fx| {
+        let r = fx.run(["--help"]);
+        r.ok();
+        let out = r.stdout();
+        let synopsis: Vec<&str> = out.lines().take_while(|l| !l.is_empty()).collect();
+        assert!(
+            synopsis.iter().any(|l| l.contains("[-r] --bind-mount=")),
+            "{out}"
+        );
+        assert!(out.contains("squashfs-mount(1)"), "{out}");
+        assert!(out.contains("your own images"), "{out}");
+        // A misspelt option gets a suggestion.
+        fx.run(["--bindmount=/a:/b", "--", "true"])
+            .refused(&["did you mean '--bind-mount'?"]);
+        fx.run(["--writable=mylayer", "x:/m", "--", "true"])
+            .refused(&["--writable=./mylayer"]);
+    });
+}
