@@ -222,6 +222,10 @@ const TESTS: &[(&str, Test)] = &[
         "a_kept_writable_layer_step_1_installs_step_2_sees_it",
         kept_layer_across_steps,
     ),
+    (
+        "a_tampered_layer_helpers_namespaces_are_refused_before_tasks_join",
+        tampered_layer_helper,
+    ),
 ];
 
 /// Extra plugin arguments in plugstack.conf (read by srun and by each
@@ -642,6 +646,74 @@ wait
     assert!(
         out.contains("is in use by another launch"),
         "job {job}: {out}"
+    );
+}
+
+/// The kept-layer helper in place of the real one while alive.
+struct SwappedHelper {
+    at: PathBuf,
+    real: PathBuf,
+}
+
+impl Drop for SwappedHelper {
+    fn drop(&mut self) {
+        let _ = fs::rename(&self.real, &self.at);
+    }
+}
+
+/// Issue 26, finding 8: the helper runs as the job user, who may make it
+/// report any descriptor they hold. One that reports the host's user
+/// namespace (root's), the step's mount namespace and a program file is
+/// refused by root before any task joins them, with one line saying what
+/// is wrong.
+fn tampered_layer_helper(t: &T) {
+    // <target>/<profile>/deps/<test exe>
+    let exe = std::env::current_exe().expect("current_exe");
+    let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--locked",
+            "--release",
+            "-p",
+            "sqfsmnt-test-support",
+        ])
+        .args(["--bin", "sqfsmnt-tampered-layer", "--target-dir"])
+        .arg(&target)
+        .current_dir(workspace())
+        .status()
+        .expect("cargo build");
+    assert!(
+        status.success(),
+        "cargo build sqfsmnt-tampered-layer failed"
+    );
+    let at = t.c.dir.join(sqfsmnt_test_support::install::LAYER_HELPER);
+    let real = t.c.dir.join("real-layer-helper");
+    fs::rename(&at, &real).expect("move the real helper aside");
+    let _swap = SwappedHelper {
+        at: at.clone(),
+        real,
+    };
+    let fake = target.join("release/sqfsmnt-tampered-layer");
+    sqfsmnt_test_support::install::copy_as_root(&fake, &at, 0o755);
+    let dir = t.c.dir.join("jobs/tampered-layer");
+    let r = t.user(
+        &[],
+        &[
+            "srun",
+            "-N1",
+            "-n1",
+            &format!("--squashfs={}:{UE}", t.img("a.sqfs")),
+            &format!("--squashfs-writable={}", dir.display()),
+            "echo",
+            "RAN",
+        ],
+    );
+    assert!(!r.success() && !r.stdout().contains("RAN"), "{r:?}");
+    assert!(
+        r.stderr()
+            .contains("the helper handed over a user namespace owned by uid 0, not by you"),
+        "{r:?}"
     );
 }
 

@@ -517,6 +517,11 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
             "true".into(),
         ])
         .ok();
+        // Devices of earlier launches (autoclear lags a little) are gone.
+        let t = Instant::now();
+        while !loops_under(&fx.root).is_empty() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let mut signaller = Signaller::start(&fx.user);
         let (mut launches, mut refused, mut window) = (Vec::new(), None, 0);
         for img in &imgs {
@@ -567,11 +572,12 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let loops = attached_loops();
         drop(launches);
         drop(signaller);
         assert!(
             out.status.success(),
-            "user b was refused a loop device: {err}"
+            "user b was refused a loop device: {err} (attached: {loops:?})"
         );
         assert!(
             held_by_a <= 3,

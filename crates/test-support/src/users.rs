@@ -128,6 +128,9 @@ impl Drop for Users {
     fn drop(&mut self) {
         for u in &self.users {
             remove_user(&u.name);
+            // The FUSE servers' log of this uid (root's), which a later
+            // test user with the same uid would otherwise inherit.
+            let _ = std::fs::remove_file(format!("/run/squashfs-mount-fuse/{}.log", u.uid));
         }
         if let Some((g, _)) = &self.group {
             let _ = Command::new("groupdel")

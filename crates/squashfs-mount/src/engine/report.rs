@@ -97,7 +97,7 @@ fn instance(r: &Record) -> String {
         }
         (Some(Outcome::Cached), _) => return "new instance, kept in the image cache".into(),
         (Some(Outcome::Private(NotCached::Refused)), _) => {
-            "the image cache had no room for it (or could not store it)"
+            "the image cache had no room for it, or your share of it (cache-max-instances-per-user) is full (or it could not store it)"
         }
         (Some(Outcome::Private(NotCached::NoCache)), _) => "the image cache could not be used",
         (_, Cache::Private(why)) => why,
