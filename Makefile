@@ -38,7 +38,7 @@ SYS_PROGRAMS := squashfs-mount:4755 sqfs:0755
 SYS_HELPERS := squashfs-mount-fuse:0755 squashfs-mount-layer:0755
 SYSTEMD_UNITS := squashfs-mount-gc.service squashfs-mount-gc.timer
 
-.PHONY: all build install install-completions uninstall deps demo test unit-test integration-test bench bench-slurm fuzz-build clean \
+.PHONY: all build install install-completions uninstall deps demo test unit-test integration-test bench bench-slurm bench-dataset fuzz-build clean \
 	install-system dist deb rpm package-test
 
 all: build
@@ -158,6 +158,12 @@ bench:
 # The plugin's cost on the multi-node Slurm test cluster (doc/slurm.md).
 bench-slurm:
 	bench/slurm-cluster
+
+# The study's dataset table on a GlusterFS volume (issue 30): as root;
+# installs GlusterFS and squashfuse when missing, cleans up at exit.
+bench-dataset:
+	$(CARGO) build $(CARGO_FLAGS) --workspace
+	bench/dataset
 
 fuzz-build:
 	cd fuzz && $(CARGO) fuzz build

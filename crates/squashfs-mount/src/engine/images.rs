@@ -27,8 +27,8 @@ pub enum Mounting {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cache {
     /// Yes: caching is on for this launch (and for a kernel instance, the
-    /// image's path is open to everyone, and it is not on a FUSE file
-    /// system).
+    /// image's path is open to everyone), and the image is not on a FUSE
+    /// file system a user or this tool serves (`route::Home`).
     Kept,
     /// No, and why (for `--verbose`).
     Private(&'static str),

@@ -58,13 +58,17 @@ fn route<C: Credentials>(
     settings: &Settings,
     subject: &str,
 ) -> Result<Record, Failure> {
+    // Decided here, as the caller and before any lock of the cache is
+    // taken: fstatfs and the walk of the path may wait on a FUSE server.
     let on_fuse = system::filesystem_type(image.fd.as_fd()).ok() == Some(system::FUSE_MAGIC);
-    let (kernel, public, why) = if C::MODE.has_root() {
+    let (kernel, public, why, home) = if C::MODE.has_root() {
         let (prov, public) = image.provenance(creds, creds.caller());
         let route = settings.policy.route(&prov);
-        (route.kernel, public, route.reason)
+        let home = Home::of(on_fuse, prov.user_filesystem);
+        (route.kernel, public, route.reason, home)
     } else {
-        (false, false, "rootless mode: no kernel path".to_string())
+        let why = "rootless mode: no kernel path".to_string();
+        (false, false, why, Home::of(on_fuse, true))
     };
     let mounting = if kernel {
         // Whether the kernel has the image's compressor is checked when a
@@ -73,11 +77,11 @@ fn route<C: Credentials>(
         // costs every launch about 12 us.
         image.check_loop_fit(subject)?;
         Mounting::Kernel {
-            cache: kernel_cache(C::MODE, plan, settings, on_fuse, public),
+            cache: kernel_cache(C::MODE, plan, settings, home, public),
         }
     } else {
         Mounting::Fuse {
-            cache: fuse_cache(C::MODE, plan, settings, on_fuse),
+            cache: fuse_cache(C::MODE, plan, settings, home),
         }
     };
     let route = format!(
@@ -94,6 +98,34 @@ fn route<C: Credentials>(
         instances: Vec::new(),
         outcome: None,
     })
+}
+
+/// Where an image file lives, as far as keeping its instances goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Home {
+    /// Not on a FUSE file system (a disk, tmpfs, a network file system the
+    /// kernel serves).
+    Kernel,
+    /// On a FUSE mount that root made (`user_id=0` in the mount table of
+    /// the caller's namespace) and that is not one of this tool's: a
+    /// cluster file system's client (GlusterFS, ceph-fuse, CVMFS) mounted
+    /// for everyone. Root chose its server, as root chose a disk's.
+    RootFuse,
+    /// On a FUSE mount a user made, or one of this tool's (which serves a
+    /// user's image even when root launched it), or one whose maker could
+    /// not be told (`image::on_user_filesystem`): its server decides every
+    /// byte.
+    UserFuse,
+}
+
+impl Home {
+    fn of(on_fuse: bool, user_filesystem: bool) -> Home {
+        match (on_fuse, user_filesystem) {
+            (false, _) => Home::Kernel,
+            (true, false) => Home::RootFuse,
+            (true, true) => Home::UserFuse,
+        }
+    }
 }
 
 /// Why no instance of this launch may be kept in the image cache, when
@@ -114,18 +146,20 @@ fn launch_cache(mode: Mode, plan: &Plan, settings: &Settings) -> Option<Cache> {
 
 /// Whether the caller's FUSE instance of an image may be kept in the image
 /// cache: whenever the launch may, except
-/// - for a file on a FUSE file system: a cached server would hold that
-///   file open for as long as it is cached, keeping the other file
-///   system's server busy and its mount alive after its own user is done
-///   with it. When that is one of this tool's cached instances (root
-///   launching an image packed inside a user's image), each would keep the
-///   other alive and neither server could end (the launcher's namespace,
-///   which the new server is started in, holds the outer mount).
-fn fuse_cache(mode: Mode, plan: &Plan, settings: &Settings, on_fuse: bool) -> Cache {
+/// - for a file on a user's FUSE file system (or one of this tool's): a
+///   cached server would hold that file open for as long as it is cached,
+///   keeping the other file system's server busy and its mount alive after
+///   its own user is done with it. When that is one of this tool's cached
+///   instances (root launching an image packed inside a user's image),
+///   each would keep the other alive and neither server could end (the
+///   launcher's namespace, which the new server is started in, holds the
+///   outer mount). A FUSE mount root made for everyone (a cluster file
+///   system) is kept busy like a disk is: root unmounts it after `--gc`.
+fn fuse_cache(mode: Mode, plan: &Plan, settings: &Settings, home: Home) -> Cache {
     match launch_cache(mode, plan, settings) {
         Some(no) => no,
-        None if on_fuse => Cache::Private(
-            "the file is on a FUSE file system, which a cached server would keep busy",
+        None if home == Home::UserFuse => Cache::Private(
+            "the file is on a FUSE file system that a user, or this tool, serves, which a cached server would keep busy",
         ),
         None => Cache::Kept,
     }
@@ -133,21 +167,69 @@ fn fuse_cache(mode: Mode, plan: &Plan, settings: &Settings, on_fuse: bool) -> Ca
 
 /// Whether a kernel instance of the image may be kept in the image cache
 /// (a user's FUSE instance: whenever the launch may), and if not why: for
-/// the whole launch, or for this image.
-fn kernel_cache(
-    mode: Mode,
-    plan: &Plan,
-    settings: &Settings,
-    on_fuse: bool,
-    public: bool,
-) -> Cache {
+/// the whole launch, or for this image. An image on a user's FUSE file
+/// system reaches the kernel only under `kernel-images = all`, and is not
+/// shared even then: its server could change its bytes under the other
+/// users of a cached instance. One on a FUSE mount root made is shared as
+/// one on root's disk is.
+fn kernel_cache(mode: Mode, plan: &Plan, settings: &Settings, home: Home, public: bool) -> Cache {
     if let Some(no) = launch_cache(mode, plan, settings) {
         no
-    } else if on_fuse {
-        Cache::Private("the file is on a FUSE file system, whose server could change it")
+    } else if home == Home::UserFuse {
+        Cache::Private(
+            "the file is on a FUSE file system that a user, or this tool, serves, whose server could change it",
+        )
     } else if !public {
         Cache::Private("its path is not open to everyone (a directory on it is not searchable by all), and only such images are shared")
     } else {
         Cache::Kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            cwd: "/".into(),
+            mounts: Vec::new(),
+            writable: None,
+            no_cache: false,
+            mutable_root: false,
+            layer_dir: None,
+        }
+    }
+
+    #[test]
+    fn where_an_image_lives() {
+        assert_eq!(Home::of(false, false), Home::Kernel);
+        assert_eq!(Home::of(false, true), Home::Kernel);
+        assert_eq!(Home::of(true, false), Home::RootFuse);
+        assert_eq!(Home::of(true, true), Home::UserFuse);
+    }
+
+    /// Root's FUSE mounts are cached as a disk is, on both paths; a
+    /// user's (or this tool's) never are.
+    #[test]
+    fn fuse_homes_and_the_cache() {
+        let (p, s) = (plan(), Settings::default());
+        for home in [Home::Kernel, Home::RootFuse] {
+            assert_eq!(kernel_cache(Mode::Setuid, &p, &s, home, true), Cache::Kept);
+            assert_eq!(fuse_cache(Mode::Setuid, &p, &s, home), Cache::Kept);
+        }
+        let user = Home::UserFuse;
+        for c in [
+            kernel_cache(Mode::Setuid, &p, &s, user, true),
+            fuse_cache(Mode::Setuid, &p, &s, user),
+        ] {
+            assert!(
+                matches!(c, Cache::Private(why) if why.contains("a user, or this tool, serves")),
+                "{c:?}"
+            );
+        }
+        // What holds for the whole launch still comes first.
+        let rootless = fuse_cache(Mode::Rootless, &p, &s, Home::RootFuse);
+        assert_eq!(rootless, Cache::Private("rootless mode has no image cache"));
     }
 }
