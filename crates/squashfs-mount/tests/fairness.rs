@@ -5,7 +5,6 @@
 //! in time; every process, configuration and cgroup made is undone.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
+use sqfsmnt_test_support::held::{self, lock_ids};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
 
@@ -23,33 +23,13 @@ fn case(f: impl FnOnce(&Fixture)) {
 /// The lock files every user's launches share.
 const SHARED_LOCKS: [&str; 2] = ["/run/squashfs-mount/lock", "/run/squashfs-mount/loop-lock"];
 
-/// `MAJ:MIN:INO` of a file, as /proc/locks names it.
-fn lock_id(path: &str) -> Option<String> {
-    let m = fs::metadata(path).ok()?;
-    let dev = m.dev();
-    Some(format!(
-        "{:02x}:{:02x}:{}",
-        libc::major(dev),
-        libc::minor(dev),
-        m.ino()
-    ))
+fn shared_lock_ids() -> Vec<String> {
+    lock_ids(&SHARED_LOCKS)
 }
 
 /// The pids holding a lock on one of the files `ids`.
 fn holders(ids: &[String]) -> Vec<u32> {
-    fs::read_to_string("/proc/locks")
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.contains("->"))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 6 && ids.iter().any(|id| id == f[5])).then(|| f[4].parse().ok())?
-        })
-        .collect()
-}
-
-fn shared_lock_ids() -> Vec<String> {
-    SHARED_LOCKS.iter().filter_map(|p| lock_id(p)).collect()
+    held::holders(ids, "")
 }
 
 fn state(pid: u32) -> Option<char> {
@@ -59,17 +39,7 @@ fn state(pid: u32) -> Option<char> {
 
 use std::os::unix::process::CommandExt;
 
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.0.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use sqfsmnt_test_support::held::Group as Kill;
 
 /// User `a` launching in a loop, in a process group of its own: fresh
 /// private instances (the loop-device lock), cached launches of a fresh

@@ -10,9 +10,10 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::held::{self, lock_ids, Group};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
 
@@ -24,54 +25,14 @@ const STATE: &str = "/run/squashfs-mount";
 /// The lock files every user's launches share.
 const SHARED_LOCKS: [&str; 2] = ["/run/squashfs-mount/lock", "/run/squashfs-mount/loop-lock"];
 
-/// `MAJ:MIN:INO` of a file, as /proc/locks names it.
-fn lock_id(path: &str) -> Option<String> {
-    let m = fs::metadata(path).ok()?;
-    let dev = m.dev();
-    Some(format!(
-        "{:02x}:{:02x}:{}",
-        libc::major(dev),
-        libc::minor(dev),
-        m.ino()
-    ))
-}
-
 /// The pids holding a lock on one of `paths`.
 fn holders(paths: &[&str]) -> Vec<u32> {
-    holders_of(paths, "")
+    held::holders(&lock_ids(paths), "")
 }
 
 /// The pids holding an exclusive lock on one of `paths`.
 fn exclusive_holders(paths: &[&str]) -> Vec<u32> {
-    holders_of(paths, " WRITE ")
-}
-
-/// The pids holding a lock on one of `paths` whose line in /proc/locks
-/// contains `kind`.
-fn holders_of(paths: &[&str], kind: &str) -> Vec<u32> {
-    let ids: Vec<String> = paths.iter().filter_map(|p| lock_id(p)).collect();
-    fs::read_to_string("/proc/locks")
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.contains("->") && l.contains(kind))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 6 && ids.iter().any(|id| id == f[5])).then(|| f[4].parse().ok())?
-        })
-        .collect()
-}
-
-/// A process group killed when dropped.
-struct Group(Child);
-impl Drop for Group {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.0.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    held::holders(&lock_ids(paths), " WRITE ")
 }
 
 /// `script` as `user` in a process group of its own (`$SQM` the tool).

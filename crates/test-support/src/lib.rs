@@ -17,6 +17,7 @@
 //! - [`image`]: images built with mksquashfs.
 //! - [`install`]: the setuid binary installed into a temporary prefix.
 //! - [`fixture`]: the squashfs-mount suites' fixture and [`fixture::case`].
+//! - [`held`]: who holds the shared locks; process groups ended on drop.
 //! - [`python`]: a venv packed into an image and a local wheel for pip.
 //! - [`tree`]: deterministic test trees and temporary directories (sqfs).
 //! - [`slurm`]: a multi-node Slurm cluster in network, UTS and mount
@@ -28,6 +29,7 @@ pub mod cleanup;
 pub mod cmd;
 pub mod count;
 pub mod fixture;
+pub mod held;
 pub mod image;
 pub mod install;
 pub mod kernel;
