@@ -226,6 +226,10 @@ const TESTS: &[(&str, Test)] = &[
         "a_tampered_layer_helpers_namespaces_are_refused_before_tasks_join",
         tampered_layer_helper,
     ),
+    (
+        "a_kept_layer_changes_what_the_image_lets_the_user_change_whoever_owns_it",
+        kept_layer_other_owners,
+    ),
 ];
 
 /// Extra plugin arguments in plugstack.conf (read by srun and by each
@@ -646,6 +650,84 @@ wait
     assert!(
         out.contains("is in use by another launch"),
         "job {job}: {out}"
+    );
+}
+
+/// Issue 27 through the plugin: a kept layer over a root image changes
+/// what the image lets the job user change, whoever owns it: root's and
+/// another user's world-writable files may be appended to (their copies in
+/// DIR are the user's), root's 0644 file stays `Permission denied`, as
+/// with `--squashfs-writable=SIZE`; never EOVERFLOW.
+fn kept_layer_other_owners(t: &T) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let src = t.c.dir.join("src/owners");
+    let _ = fs::remove_dir_all(&src);
+    fs::create_dir_all(src.join("d")).expect("mkdir");
+    for (name, mode, owner) in [
+        ("open", 0o666, 0),
+        ("theirs", 0o666, 65534),
+        ("closed", 0o644, 0),
+    ] {
+        let f = src.join("d").join(name);
+        fs::write(&f, format!("{name}\n")).expect("write");
+        fs::set_permissions(&f, fs::Permissions::from_mode(mode)).expect("chmod");
+        std::os::unix::fs::chown(&f, Some(owner), Some(owner)).expect("chown");
+    }
+    let img = t.img("owners.sqfs");
+    let _ = fs::remove_file(&img);
+    let built = Command::new("mksquashfs")
+        .args([
+            src.as_os_str(),
+            img.as_ref(),
+            "-quiet".as_ref(),
+            "-no-progress".as_ref(),
+        ])
+        .status()
+        .expect("mksquashfs");
+    assert!(built.success());
+    let dir = t.c.dir.join("jobs").join("owners-layer");
+    let _ = fs::remove_dir_all(&dir);
+    let change = |layer: &str| {
+        let r = t.user(
+            &[],
+            &[
+                "srun",
+                "-N1",
+                "-n1",
+                &format!("--squashfs={img}:{UE}"),
+                &format!("--squashfs-writable={layer}"),
+                "sh",
+                "-c",
+                &format!(
+                    "for f in open theirs closed; do echo more >> {UE}/d/$f && echo $f:changed; done 2>&1; cat {UE}/d/theirs"
+                ),
+            ],
+        );
+        format!("{}{}", r.stdout(), r.stderr())
+    };
+    let kept = change(&dir.display().to_string());
+    let tmpfs = change("16M");
+    for out in [&kept, &tmpfs] {
+        assert!(
+            out.contains("open:changed") && out.contains("theirs:changed"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("closed:changed") && out.contains("Permission denied"),
+            "{out}"
+        );
+        assert!(!out.contains("Value too large"), "{out}");
+        assert!(out.contains("theirs\nmore\n"), "{out}");
+    }
+    let foreign = Command::new("find")
+        .arg(&dir)
+        .args(["!", "-user", &t.c.user.uid.to_string()])
+        .output()
+        .expect("find");
+    assert!(
+        foreign.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&foreign.stdout)
     );
 }
 
