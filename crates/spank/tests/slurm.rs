@@ -707,6 +707,7 @@ fn kept_layer_other_owners(t: &T) {
     };
     let kept = change(&dir.display().to_string());
     let tmpfs = change("16M");
+    eprintln!("kept layer: {kept}\ntmpfs layer: {tmpfs}");
     for out in [&kept, &tmpfs] {
         assert!(
             out.contains("open:changed") && out.contains("theirs:changed"),
