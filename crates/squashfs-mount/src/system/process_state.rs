@@ -48,22 +48,7 @@ impl CallerProcessState {
         if self.default_scheduling() {
             return Ok(());
         }
-        // The nice value first: SCHED_IDLE and SCHED_BATCH keep it.
-        rustix::process::setpriority_process(None, self.nice).map_err(|e| ("setpriority", e))?;
-        let param = libc::sched_param {
-            sched_priority: self.priority,
-        };
-        // SAFETY: sched_setscheduler reads the sched_param we pass, which
-        // lives on this stack for the call; 0 is the calling thread.
-        if unsafe { libc::sched_setscheduler(0, self.policy, &param) } != 0 {
-            return Err(("sched_setscheduler", super::last_errno()));
-        }
-        // SAFETY: ioprio_set takes three integers; no memory is passed.
-        let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, self.ioprio) };
-        if r != 0 {
-            return Err(("ioprio_set", super::last_errno()));
-        }
-        Ok(())
+        apply_scheduling(self.policy, self.priority, self.nice, self.ioprio)
     }
 }
 
@@ -113,17 +98,32 @@ pub fn neutralize() -> SysResult<CallerProcessState> {
 /// while the launch was within its reach). Raising a priority needs
 /// CAP_SYS_NICE.
 pub fn set_root_scheduling() -> SysResult<()> {
-    let param = libc::sched_param { sched_priority: 0 };
+    // I/O priority 0 is IOPRIO_CLASS_NONE: the class follows the CPU
+    // scheduling (best effort).
+    apply_scheduling(libc::SCHED_OTHER, 0, 0, 0).map_err(|(_, e)| e)
+}
+
+/// Sets the calling thread's nice value, scheduling policy and priority,
+/// and I/O priority; the first call that fails is returned (name, errno).
+fn apply_scheduling(
+    policy: libc::c_int,
+    priority: libc::c_int,
+    nice: i32,
+    ioprio: libc::c_int,
+) -> Result<(), (&'static str, rustix::io::Errno)> {
+    // The nice value first: SCHED_IDLE and SCHED_BATCH keep it.
+    rustix::process::setpriority_process(None, nice).map_err(|e| ("setpriority", e))?;
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: sched_setscheduler reads the sched_param we pass, which lives
     // on this stack for the call; 0 is the calling thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) } != 0 {
-        return Err(super::last_errno());
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(("sched_setscheduler", super::last_errno()));
     }
-    rustix::process::setpriority_process(None, 0)?;
-    // SAFETY: ioprio_set takes three integers; no memory is passed. 0 is
-    // IOPRIO_CLASS_NONE: the class follows the CPU scheduling (best effort).
-    if unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) } != 0 {
-        return Err(super::last_errno());
+    // SAFETY: ioprio_set takes three integers; no memory is passed.
+    if unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, ioprio) } != 0 {
+        return Err(("ioprio_set", super::last_errno()));
     }
     Ok(())
 }
