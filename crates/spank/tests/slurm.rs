@@ -623,16 +623,7 @@ srun -N1 -n1 --squashfs={venv}:{UE} {UE}/venv/bin/python -c 'import {DEMO_MODULE
         "two user namespaces in one step: {out}"
     );
     assert!(out.contains("step3: No module named"), "job {job}: {out}");
-    let foreign = Command::new("find")
-        .arg(&dir)
-        .args(["!", "-user", &t.c.user.uid.to_string()])
-        .output()
-        .expect("find");
-    assert!(
-        foreign.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&foreign.stdout)
-    );
+    assert_all_the_job_users(t, &dir);
     // A step holding DIR: another step on DIR fails, saying why.
     let script = format!(
         "#!/bin/sh
@@ -720,8 +711,13 @@ fn kept_layer_other_owners(t: &T) {
         assert!(!out.contains("Value too large"), "{out}");
         assert!(out.contains("theirs\nmore\n"), "{out}");
     }
+    assert_all_the_job_users(t, &dir);
+}
+
+/// Every file in the kept layer's `dir` is the job user's.
+fn assert_all_the_job_users(t: &T, dir: &Path) {
     let foreign = Command::new("find")
-        .arg(&dir)
+        .arg(dir)
         .args(["!", "-user", &t.c.user.uid.to_string()])
         .output()
         .expect("find");
