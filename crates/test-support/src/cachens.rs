@@ -4,14 +4,17 @@
 
 use std::ffi::CString;
 
-/// The names at the root of the cache namespace (`/run/squashfs-mount/ns`).
-pub fn names() -> Vec<String> {
+/// What a forked child wrote to a pipe after entering the cache namespace
+/// (`child` gets the pipe's write end, and must make only raw system calls
+/// on data made before the fork). Empty when the namespace cannot be
+/// entered.
+fn from_the_cache_namespace(child: impl FnOnce(i32)) -> Vec<u8> {
     let ns = CString::new("/run/squashfs-mount/ns").unwrap();
     let mut fds = [0i32; 2];
     // SAFETY: a pipe into an array of two ints.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: the child makes only raw system calls (open, setns,
-    // getdents64, write, _exit) on a stack buffer and data made before.
+    // SAFETY: the child makes only raw system calls (open, setns, and
+    // `child`'s) on data made before, and ends with _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
@@ -21,17 +24,10 @@ pub fn names() -> Vec<String> {
             if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
                 libc::_exit(2);
             }
-            let dir = libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
-            let mut buf = [0u8; 32768];
-            loop {
-                let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len());
-                if n <= 0 {
-                    break;
-                }
-                libc::write(fds[1], buf.as_ptr().cast(), n as usize);
-            }
-            libc::_exit(0);
         }
+        child(fds[1]);
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(0) };
     }
     // SAFETY: closes our copy of the write end.
     unsafe { libc::close(fds[1]) };
@@ -50,6 +46,25 @@ pub fn names() -> Vec<String> {
         libc::close(fds[0]);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
+    raw
+}
+
+/// The names at the root of the cache namespace (`/run/squashfs-mount/ns`).
+pub fn names() -> Vec<String> {
+    let raw = from_the_cache_namespace(|out| {
+        // SAFETY: raw system calls on a stack buffer (see above).
+        unsafe {
+            let dir = libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            let mut buf = [0u8; 32768];
+            loop {
+                let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                libc::write(out, buf.as_ptr().cast(), n as usize);
+            }
+        }
+    });
     // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name.
     let mut out = Vec::new();
     let mut at = 0;
@@ -153,22 +168,11 @@ pub fn entry_modes(chmod: Option<u32>) -> Vec<(String, u32)> {
         .iter()
         .map(|n| CString::new(format!("/{n}")).unwrap())
         .collect();
-    let ns = CString::new("/run/squashfs-mount/ns").unwrap();
-    let mut fds = [0i32; 2];
-    // SAFETY: a pipe into an array of two ints.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: the child makes only raw system calls (open, setns, chmod,
-    // lstat, write, _exit) on stack buffers and data made before the fork.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        // SAFETY: as above.
-        unsafe {
-            let fd = libc::open(ns.as_ptr(), libc::O_RDONLY);
-            if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
-                libc::_exit(2);
-            }
-            for p in &paths {
+    let raw = from_the_cache_namespace(|out| {
+        for p in &paths {
+            // SAFETY: raw system calls on a stack buffer and on paths made
+            // before the fork (see above).
+            unsafe {
                 if let Some(m) = chmod {
                     libc::chmod(p.as_ptr(), m);
                 }
@@ -178,27 +182,12 @@ pub fn entry_modes(chmod: Option<u32>) -> Vec<(String, u32)> {
                 } else {
                     u32::MAX
                 };
-                libc::write(fds[1], (&mode as *const u32).cast(), 4);
+                libc::write(out, (&mode as *const u32).cast(), 4);
             }
-            libc::_exit(0);
         }
-    }
-    // SAFETY: closes our copy of the write end.
-    unsafe { libc::close(fds[1]) };
-    let mut modes = Vec::new();
-    let mut word = [0u8; 4];
-    loop {
-        // SAFETY: reads into a stack buffer from our pipe end.
-        let n = unsafe { libc::read(fds[0], word.as_mut_ptr().cast(), 4) };
-        if n != 4 {
-            break;
-        }
-        modes.push(u32::from_ne_bytes(word));
-    }
-    // SAFETY: closes our read end; reaps the child.
-    unsafe {
-        libc::close(fds[0]);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-    }
+    });
+    let modes = raw
+        .chunks_exact(4)
+        .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
     names.into_iter().zip(modes).collect()
 }
