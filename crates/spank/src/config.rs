@@ -21,7 +21,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use squashfs_mount::paths;
+use squashfs_mount::cli::paths;
 
 pub const DEFAULT_MOUNT_POINTS: [&str; 2] = ["/user-environment", "/user-tools"];
 

@@ -12,10 +12,10 @@ use squashfs_mount::cli::RunRequest;
 use squashfs_mount::config;
 use squashfs_mount::engine::bind;
 use squashfs_mount::engine::plan::{self, FrontEnd};
-use squashfs_mount::error::Failure;
-use squashfs_mount::image::Image;
+use squashfs_mount::mounts::image::Image;
 use squashfs_mount::privilege::Unprivileged;
 use squashfs_mount::system;
+use squashfs_mount::system::error::Failure;
 
 /// srun, sbatch and salloc are the user's own unprivileged processes (not
 /// setuid): every open they make is made with the user's credentials.

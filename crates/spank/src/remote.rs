@@ -34,11 +34,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use squashfs_mount::cli::RunRequest;
 use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
-use squashfs_mount::error::Failure;
 use squashfs_mount::layer::helper::StepLayer;
 use squashfs_mount::privilege::{
     Caller, Credentials, PrivilegeError, RootPhase, ThreadCredentials,
 };
+use squashfs_mount::system::error::Failure;
 use squashfs_mount::system::{self, Gid, Uid};
 
 use crate::config::Config;

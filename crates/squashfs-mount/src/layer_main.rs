@@ -19,7 +19,7 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    squashfs_mount::error::start_program();
+    squashfs_mount::system::error::start_program();
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let code = squashfs_mount::layer::helper::main(&args);
     std::process::exit(i32::from(code))

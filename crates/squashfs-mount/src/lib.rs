@@ -12,30 +12,14 @@
 //!   checks (fuzzed, unit-tested without root).
 #![deny(unsafe_code)]
 
-pub mod acl;
 pub mod cache;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod engine;
-pub mod environment;
-pub mod error;
-pub mod fuse;
-pub mod fuse_server;
-pub mod image;
-pub mod instance;
-pub mod launch;
 pub mod layer;
-pub mod limits;
-pub mod loopdev;
-pub mod mount;
-pub mod mountpoint;
-pub mod overlay;
-pub mod paths;
-pub mod prefetch;
+pub mod mounts;
 pub mod privilege;
-pub mod provenance;
-pub mod shared_lock;
 pub mod system;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

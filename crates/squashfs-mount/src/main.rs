@@ -20,9 +20,11 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use squashfs_mount::cli::environment;
 use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
-use squashfs_mount::error::{print_stdout, report};
-use squashfs_mount::{commands, environment, launch, VERSION};
+use squashfs_mount::commands::{self, launch};
+use squashfs_mount::system::error::{print_stdout, report};
+use squashfs_mount::VERSION;
 
 fn fail(msg: impl std::fmt::Display) -> u8 {
     report(msg);
@@ -42,7 +44,7 @@ extern "C" fn main(
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
     // Fds 0-2, SIGPIPE and the panic hook, as the runtime would.
-    squashfs_mount::error::start_program();
+    squashfs_mount::system::error::start_program();
     let code = run();
     // exit, not a return: std's exit flushes stdout.
     std::process::exit(i32::from(code))
@@ -68,9 +70,11 @@ fn run_request(args: &[OsString]) -> Result<cli::RunRequest, u8> {
             image,
         }) => Err(done(commands::gc_command(all, expired, image.as_deref()))),
         Ok(Invocation::CacheStatus { json }) => Err(done(commands::status_command(json))),
-        Ok(Invocation::Policy { images, json }) => Err(done(commands::policy::run(&images, json))),
+        Ok(Invocation::Policy { images, json }) => {
+            Err(done(commands::policy_report::run(&images, json)))
+        }
         Err(cli::UsageError::NoCommand) => {
-            squashfs_mount::error::print_stderr(cli::USAGE);
+            squashfs_mount::system::error::print_stderr(cli::USAGE);
             Err(fail(NO_COMMAND))
         }
         Err(e) => Err(fail(e)),
@@ -114,7 +118,7 @@ fn run() -> u8 {
     if let Some(Err((call, e))) = ready.process.map(|p| p.restore()) {
         // The umask is back in any case; a scheduling the caller could not
         // set itself (an RT policy a privileged parent gave it) is not.
-        squashfs_mount::error::warn(format_args!(
+        squashfs_mount::system::error::warn(format_args!(
             "the command runs with the default scheduling (SCHED_OTHER, nice 0): {call} failed restoring the caller's: {e}"
         ));
     }
@@ -143,7 +147,7 @@ fn run() -> u8 {
     report(format_args!(
         "cannot run {}: {}{hint}",
         program.to_string_lossy(),
-        squashfs_mount::error::io_message(&err)
+        squashfs_mount::system::error::io_message(&err)
     ));
     code
 }
@@ -175,12 +179,12 @@ fn exec_layer_helper(
     report(format_args!(
         "cannot run {}: {}",
         helper.to_string_lossy(),
-        squashfs_mount::error::io_message(&err)
+        squashfs_mount::system::error::io_message(&err)
     ));
     1
 }
 
-fn done(r: Result<(), squashfs_mount::error::Failure>) -> u8 {
+fn done(r: Result<(), squashfs_mount::system::error::Failure>) -> u8 {
     match r {
         Ok(()) => 0,
         Err(e) => fail(e),

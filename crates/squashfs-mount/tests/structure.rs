@@ -1,6 +1,8 @@
 //! The crate's shape stays as doc/architecture.md draws it: no function of
 //! the setuid crate over 80 lines, the privileged sequence (`mount_all`)
-//! under 40 and made of its stages, and no loop between its modules.
+//! under 40 and made of its stages, no loop between its modules, the
+//! crate root holding only entry points and rooms, and every room
+//! importing only rooms below it.
 //! Read from the sources (as rustfmt lays them out); no root needed.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -165,7 +167,7 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn no_module_imports_itself_through_others() {
     let graph = module_graph();
-    assert!(graph.len() > 20, "{graph:?}");
+    assert!(graph.len() >= ROOMS.len(), "{graph:?}");
     // A depth-first search from each module for a way back to it.
     for start in graph.keys() {
         let mut stack: Vec<Vec<&String>> = vec![vec![start]];
@@ -180,6 +182,73 @@ fn no_module_imports_itself_through_others() {
                     stack.push(longer);
                 }
             }
+        }
+    }
+}
+
+/// The rooms of the crate (folders of src/), lowest first: a room may
+/// import only rooms before it (doc/architecture.md, "Rooms").
+const ROOMS: [&str; 9] = [
+    "system",
+    "privilege",
+    "cli",
+    "config",
+    "mounts",
+    "cache",
+    "layer",
+    "engine",
+    "commands",
+];
+/// The files the crate root may hold: the entry points.
+const ENTRY_POINTS: [&str; 3] = ["lib.rs", "main.rs", "layer_main.rs"];
+
+#[test]
+fn the_crate_root_holds_only_entry_points_and_rooms() {
+    for entry in fs::read_dir(SRC).expect("src") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            assert!(
+                ROOMS.contains(&name.as_str()),
+                "src/{name}/ is not a room of ROOMS"
+            );
+        } else {
+            assert!(
+                ENTRY_POINTS.contains(&name.as_str()),
+                "src/{name}: the crate root holds only entry points; put it in a room"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_room_imports_only_rooms_below_it() {
+    let rank = |room: &str| ROOMS.iter().position(|r| *r == room);
+    for (from, to) in module_graph() {
+        let Some(from_rank) = rank(&from) else {
+            continue; // an entry point
+        };
+        for room in to {
+            let to_rank =
+                rank(&room).unwrap_or_else(|| panic!("{from} imports {room}, not a room"));
+            assert!(
+                to_rank < from_rank,
+                "{from} imports {room}, which stands above it (ROOMS is lowest first)"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_file_name_is_used_twice() {
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (file, _) in sources() {
+        let name = file.rsplit('/').next().unwrap_or(&file).to_string();
+        if name == "mod.rs" {
+            continue;
+        }
+        if let Some(first) = seen.insert(name.clone(), file.clone()) {
+            panic!("{name} is used twice: {first} and {file}");
         }
     }
 }

@@ -17,9 +17,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 use super::meta::Key;
-use super::{root_only, CacheError, CACHE_DIR};
+use super::{root_only, CacheError, STATE_DIR};
+use crate::mounts::shared_lock::{self, Busy, Held, Reach};
 use crate::privilege::AsRoot;
-use crate::shared_lock::{self, Busy, Held, Reach};
 use crate::system::{self, Error, LockKind};
 
 const MAKING_DIR: &str = "making";
@@ -36,9 +36,9 @@ impl Claims {
     /// Opens (or creates) the claims directory.
     pub fn open(_root: &AsRoot) -> Result<Claims, CacheError> {
         let unavailable =
-            |e: Error| CacheError::System(format!("cannot open {CACHE_DIR}/{MAKING_DIR}"), e);
+            |e: Error| CacheError::System(format!("cannot open {STATE_DIR}/{MAKING_DIR}"), e);
         let state =
-            system::open_dir_nofollow(system::working_dir(), CACHE_DIR).map_err(unavailable)?;
+            system::open_dir_nofollow(system::working_dir(), STATE_DIR).map_err(unavailable)?;
         root_only(state.as_fd())?;
         match system::make_dir(state.as_fd(), MAKING_DIR, 0o700) {
             Ok(()) | Err(Error::EXIST) => {}
@@ -52,7 +52,7 @@ impl Claims {
     fn file(&self, key: &Key) -> Result<OwnedFd, CacheError> {
         system::open_lock_file(self.dir.as_fd(), &name(key), 0o600).map_err(|e| {
             CacheError::System(
-                format!("cannot open a claim in {CACHE_DIR}/{MAKING_DIR}"),
+                format!("cannot open a claim in {STATE_DIR}/{MAKING_DIR}"),
                 e,
             )
         })

@@ -7,10 +7,8 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::meta::{is_entry_name, Identity, Kind, Meta, META_LIMIT};
 use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE};
+use crate::config::MAX_CACHE_ENTRIES;
 use crate::system::{self, Error, Uid};
-
-/// Most names listed in the cache namespace (a hard cap on entries).
-pub const MAX_ENTRIES: usize = 4096;
 
 /// Directories of the host's mount namespace that work in the cache's
 /// namespace needs (its root is a bare tmpfs): /dev, for the loop devices
@@ -240,7 +238,7 @@ fn instance_in_place(name: &str, m: &Meta, host: &Host) -> bool {
 /// anything else (left by a killed launch, or by an earlier version of the
 /// tool), listed as broken so that collection removes it.
 pub(super) fn list_entries(host: &Host) -> Result<Vec<Entry>, CacheError> {
-    let (names, _) = system::list_dir(system::working_dir(), "/", MAX_ENTRIES)
+    let (names, _) = system::list_dir(system::working_dir(), "/", MAX_CACHE_ENTRIES)
         .map_err(CacheError::system("cannot list the cache"))?;
     let mut out = Vec::new();
     for name in names {

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use super::meta::make_dev;
+use crate::config::CacheLimits;
 
 /// Who asks for a collection, which decides what may be evicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,18 +61,6 @@ pub struct Candidate {
     pub cost: u64,
 }
 
-/// The cache's size limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub max_idle: u64,
-    pub max_instances: u32,
-    pub max_bytes: u64,
-    /// Instances one user's launches may have made that the cache holds
-    /// (`cache-max-instances-per-user`): kernel and FUSE ones together,
-    /// so also the user's cached FUSE servers.
-    pub per_user: u32,
-}
-
 /// Kernel memory an instance of an image with `block_size` holds while it
 /// is cached: squashfs keeps 8 metadata blocks (8 KiB each) and 3 fragment
 /// blocks, plus one data block for its page-cache helper; the loop device
@@ -82,7 +71,7 @@ pub fn instance_cost(block_size: u32) -> u64 {
 }
 
 /// Indices of the entries to evict, in order.
-pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize> {
+pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Mode) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     if mode == Mode::All {
         return (0..c.len()).collect();
@@ -137,7 +126,7 @@ pub fn plan(c: &[Candidate], now: i64, limits: Limits, mode: Mode) -> Vec<usize>
 /// Whether one more instance costing `cost` fits the limits next to the
 /// entries that stay (`remaining` count and bytes): beyond them a launch
 /// mounts a private instance instead of caching a new one.
-pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: Limits) -> bool {
+pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: CacheLimits) -> bool {
     (remaining as u64) < u64::from(limits.max_instances)
         && remaining_bytes.saturating_add(cost) <= limits.max_bytes
 }
@@ -145,7 +134,7 @@ pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: Limit
 /// Whether a user whose launches made `made` of the instances that stay may
 /// add one more: beyond their share, their launch mounts a private
 /// instance (its loop device or server counts for them) instead.
-pub fn within_share(made: usize, limits: Limits) -> bool {
+pub fn within_share(made: usize, limits: CacheLimits) -> bool {
     (made as u64) < u64::from(limits.per_user)
 }
 
@@ -205,7 +194,7 @@ mod tests {
             fuse(false, false),
             kernel,
         ];
-        let limits = Limits {
+        let limits = CacheLimits {
             max_idle: 600,
             max_instances: 0,
             per_user: u32::MAX,
@@ -223,7 +212,7 @@ mod tests {
             ..Candidate::default()
         }
     }
-    const L: Limits = Limits {
+    const L: CacheLimits = CacheLimits {
         max_idle: 600,
         max_instances: 10,
         per_user: u32::MAX,
@@ -259,14 +248,14 @@ mod tests {
         assert_eq!(plan(&c, now, L, Mode::All), (0..7).collect::<Vec<_>>());
         // Count: kept valid ones after the rules are 2, 3, 5, 6 (4 > 2):
         // the least recently used unused ones go (3 before 6: older).
-        let two = Limits {
+        let two = CacheLimits {
             max_instances: 2,
             ..L
         };
         assert_eq!(plan(&c, now, two, Mode::Launch), vec![0, 1, 4, 3, 6]);
         // max idle 0: every unused instance is idle.
         assert_eq!(
-            plan(&c, now, Limits { max_idle: 0, ..L }, Mode::Launch),
+            plan(&c, now, CacheLimits { max_idle: 0, ..L }, Mode::Launch),
             vec![0, 1, 3, 4, 6]
         );
     }
@@ -283,7 +272,7 @@ mod tests {
         let p = plan(
             &c,
             now,
-            Limits {
+            CacheLimits {
                 max_instances: 1,
                 ..L
             },
@@ -307,7 +296,7 @@ mod tests {
             plan(
                 &c,
                 now,
-                Limits {
+                CacheLimits {
                     max_bytes: 250,
                     ..L
                 },
@@ -319,7 +308,7 @@ mod tests {
             2,
             200,
             50,
-            Limits {
+            CacheLimits {
                 max_bytes: 250,
                 ..L
             }
@@ -328,7 +317,7 @@ mod tests {
             2,
             200,
             51,
-            Limits {
+            CacheLimits {
                 max_bytes: 250,
                 ..L
             }

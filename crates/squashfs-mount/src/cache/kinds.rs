@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 
 use super::evict;
 use super::meta::{dev_major_minor, Kind, Meta};
-use crate::loopdev::{self, Owner};
+use crate::mounts::loop_device::{self, Owner};
 use crate::privilege::AsRoot;
 use crate::system;
 
@@ -71,6 +71,6 @@ pub fn count_device_for(root: &AsRoot, meta: &Meta, owner: Owner) {
     };
     if let Ok(dev) = system::open_dir_nofollow(system::working_dir(), "/dev") {
         let backing = (meta.dev, meta.ino);
-        let _ = loopdev::count_for(root, dev.as_fd(), loop_number, backing, owner);
+        let _ = loop_device::count_for(root, dev.as_fd(), loop_number, backing, owner);
     }
 }

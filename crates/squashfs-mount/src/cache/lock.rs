@@ -6,8 +6,8 @@
 use std::os::fd::BorrowedFd;
 
 use super::CacheError;
+use crate::mounts::shared_lock::{self, Held, Reach};
 use crate::privilege::AsRoot;
-use crate::shared_lock::{self, Held, Reach};
 use crate::system::LockKind;
 
 /// Takes the lock `kind` on `fd` for at most `timeout_ms`.

@@ -46,29 +46,29 @@
 //!
 //! `--gc` and `--cache-status` are in `commands/`.
 
+mod cache_namespace;
 pub mod claim;
 mod entries;
 pub mod evict;
 mod kinds;
 mod lock;
 pub mod meta;
-mod namespace;
 mod servers;
 pub mod store;
-pub mod usage;
+pub mod usage_scan;
 
 use std::fmt;
-use std::os::fd::BorrowedFd;
 
+use crate::mounts::state_dir::StateDirError;
 use crate::system;
 
-pub use evict::{Limits, Mode};
+pub use evict::Mode;
 pub use kinds::{cost, fuse_cost};
 pub use meta::{Identity, Key, Kind, Meta};
 pub use store::{Entry, Offer, Placed, Reused, Store, Want};
 
 /// Compiled-in state directory (root-only, 0700).
-pub const CACHE_DIR: &str = "/run/squashfs-mount";
+pub use crate::mounts::state_dir::{root_only, STATE_DIR};
 const NS_FILE: &str = "ns";
 const LOCK_FILE: &str = "lock";
 const GC_STAMP: &str = "gc-stamp";
@@ -100,7 +100,7 @@ pub enum CacheError {
     /// The launch does not use the cache.
     NotOpen,
     /// The lock could not be taken in time (see `shared_lock`).
-    Busy(crate::shared_lock::Busy),
+    Busy(crate::mounts::shared_lock::Busy),
 }
 
 impl CacheError {
@@ -117,15 +117,15 @@ impl fmt::Display for CacheError {
             CacheError::System(what, e) => write!(f, "{what}: {e}"),
             CacheError::NotRootOnly => write!(
                 f,
-                "{CACHE_DIR} is not a directory owned by root with mode 0700"
+                "{STATE_DIR} is not a directory owned by root with mode 0700"
             ),
             CacheError::NotOurs => write!(
                 f,
-                "{CACHE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace"
+                "{STATE_DIR}/{NS_FILE} is not squashfs-mount's cache namespace"
             ),
             CacheError::NotNamespace => write!(
                 f,
-                "{CACHE_DIR}/{NS_FILE} is not a namespace after creating it"
+                "{STATE_DIR}/{NS_FILE} is not a namespace after creating it"
             ),
             CacheError::Loop => {
                 f.write_str("the kernel refused to keep the cache namespace (ELOOP)")
@@ -142,16 +142,11 @@ impl fmt::Display for CacheError {
 
 impl std::error::Error for CacheError {}
 
-/// The mode of every state directory root keeps in /run.
-pub const STATE_DIR_MODE: u32 = 0o700;
-
-/// Refuses a state directory that is not root's; gives root's own the
-/// exact mode [`STATE_DIR_MODE`] (one made under a caller's umask by an
-/// earlier version is repaired, not trusted nor given up on).
-pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), CacheError> {
-    let id = system::fstat(fd).map_err(CacheError::system(format!("cannot stat {CACHE_DIR}")))?;
-    if !id.is_dir() || !id.uid.is_root() {
-        return Err(CacheError::NotRootOnly);
+impl From<StateDirError> for CacheError {
+    fn from(e: StateDirError) -> Self {
+        match e {
+            StateDirError::Stat(e) => CacheError::System(format!("cannot stat {STATE_DIR}"), e),
+            StateDirError::NotRootOnly => CacheError::NotRootOnly,
+        }
     }
-    system::ensure_mode(fd, STATE_DIR_MODE).map_err(|_| CacheError::NotRootOnly)
 }

@@ -16,17 +16,18 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+pub use super::entries::Entry;
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
-pub use super::entries::{Entry, MAX_ENTRIES};
-use super::evict::{self, Candidate, Limits, Mode};
+use super::evict::{self, Candidate, Mode};
 use super::kinds;
 use super::lock::lock_with_timeout;
 use super::meta::{Identity, Key, Kind, Meta};
-use super::usage::{self, ScanBudget};
-use super::{root_only, CacheError, CACHE_DIR, LOCK_FILE, MARKER, NS_FILE};
-use crate::loopdev::Owner;
+use super::usage_scan::{self, ScanBudget};
+use super::{root_only, CacheError, LOCK_FILE, MARKER, NS_FILE, STATE_DIR};
+use crate::config::CacheLimits;
+use crate::mounts::loop_device::Owner;
+use crate::mounts::shared_lock::{self, Held, Reach};
 use crate::privilege::AsRoot;
-use crate::shared_lock::{self, Held, Reach};
 use crate::system::{self, Error, LockKind, Uid, VisitError};
 
 /// What a stranded visit calls (see `Credentials::stranded`).
@@ -40,7 +41,7 @@ pub struct Store {
     ns: OwnedFd,
     ns_ino: u64,
     timeout_ms: u64,
-    pub limits: Limits,
+    pub limits: CacheLimits,
     stranded: Stranded,
     secret: Cell<Option<[u8; 32]>>,
     /// When the last opportunistic collection ran (the stamp's mtime, read
@@ -88,35 +89,35 @@ impl Store {
     /// cache namespace when they do not exist; without, answers None then.
     pub fn open(
         root: &AsRoot,
-        limits: Limits,
+        limits: CacheLimits,
         timeout_ms: u64,
         create: bool,
         stranded: Stranded,
     ) -> Result<Option<Store>, CacheError> {
         let unavailable = |what: String, e: Error| CacheError::System(what, e);
-        let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR) {
-            Err(Error::NOENT) if create => system::open_or_create_dir(CACHE_DIR, 0o700),
+        let dir = match system::open_dir_nofollow(system::working_dir(), STATE_DIR) {
+            Err(Error::NOENT) if create => system::open_or_create_dir(STATE_DIR, 0o700),
             other => other,
         };
         let dir = match dir {
             Ok(d) => d,
             Err(Error::NOENT) if !create => return Ok(None),
-            Err(e) => return Err(unavailable(format!("cannot use {CACHE_DIR}"), e)),
+            Err(e) => return Err(unavailable(format!("cannot use {STATE_DIR}"), e)),
         };
         root_only(dir.as_fd())?;
         let lock = system::open_lock_file(dir.as_fd(), LOCK_FILE, 0o600)
-            .map_err(|e| unavailable(format!("cannot open {CACHE_DIR}/{LOCK_FILE}"), e))?;
+            .map_err(|e| unavailable(format!("cannot open {STATE_DIR}/{LOCK_FILE}"), e))?;
         let ns = match open_namespace(dir.as_fd()) {
             Some(ns) => ns,
             None if !create => return Ok(None),
             None => {
                 let _g = lock_with_timeout(root, lock.as_fd(), LockKind::Exclusive, timeout_ms)?;
                 if open_namespace(dir.as_fd()).is_none() {
-                    super::namespace::create(root, dir.as_fd(), stranded)?;
+                    super::cache_namespace::create(root, dir.as_fd(), stranded)?;
                 }
                 // The directory is now a private mount of its own: open again.
-                let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
-                    .map_err(|e| unavailable(format!("cannot open {CACHE_DIR}"), e))?;
+                let dir = system::open_dir_nofollow(system::working_dir(), STATE_DIR)
+                    .map_err(|e| unavailable(format!("cannot open {STATE_DIR}"), e))?;
                 root_only(dir.as_fd())?;
                 open_namespace(dir.as_fd()).ok_or(CacheError::NotNamespace)?
             }
@@ -213,7 +214,7 @@ impl Store {
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
         // Before the lock: which instances some namespace uses (a bounded
         // but slow scan that nobody should wait for).
-        let scanned = self.scan_usage(root, usage::AT_LAUNCH);
+        let scanned = self.scan_usage(root, usage_scan::AT_LAUNCH);
         let (host, guard, entries, secret) = match self.locked_listing(root) {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
@@ -377,10 +378,10 @@ impl Store {
                 return;
             }
         }
-        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), CACHE_DIR) else {
+        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), STATE_DIR) else {
             return;
         };
-        let scanned = self.scan_usage(root, usage::AT_LAUNCH);
+        let scanned = self.scan_usage(root, usage_scan::AT_LAUNCH);
         let Ok(Some(guard)) =
             shared_lock::try_take(root, self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
         else {
@@ -442,7 +443,7 @@ impl Store {
             .filter(|e| e.valid)
             .filter_map(|e| e.meta.as_ref().map(|m| m.device))
             .collect();
-        let used = usage::devices_in_use(root, &asked, self.ns_ino, budget).used;
+        let used = usage_scan::devices_in_use(root, &asked, self.ns_ino, budget).used;
         Scanned { asked, used }
     }
 
@@ -486,13 +487,13 @@ impl Store {
 
     /// The loop devices of `entries` that some namespace uses (for
     /// `--cache-status`), and whether the scan saw every namespace.
-    pub fn usage(&self, root: &AsRoot, entries: &[Entry]) -> usage::Usage {
+    pub fn usage(&self, root: &AsRoot, entries: &[Entry]) -> usage_scan::Usage {
         let devs: HashSet<u64> = entries
             .iter()
             .filter(|e| e.valid)
             .filter_map(|e| e.meta.as_ref().map(|m| m.device))
             .collect();
-        usage::devices_in_use(root, &devs, self.ns_ino, usage::ON_REQUEST)
+        usage_scan::devices_in_use(root, &devs, self.ns_ino, usage_scan::ON_REQUEST)
     }
 }
 

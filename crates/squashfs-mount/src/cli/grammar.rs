@@ -4,7 +4,7 @@
 
 use std::ffi::{OsStr, OsString};
 
-use super::error::UsageError;
+use super::usage_error::UsageError;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// One `<image>:<mountpoint>` or `--union=<image>,...:<mountpoint>`

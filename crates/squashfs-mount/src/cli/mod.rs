@@ -14,19 +14,21 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-mod error;
+pub mod environment;
 mod grammar;
 #[cfg(test)]
-mod tests;
+mod grammar_tests;
+pub mod paths;
 mod usage;
+mod usage_error;
 
-pub use error::{UsageError, NO_COMMAND};
 use grammar::lossy;
 pub use grammar::{
     forwarded_name, parse_bind, parse_layer_dir, parse_pair, parse_union, BindRequest, LayerSize,
     MountRequest, MAX_UNION_LAYERS,
 };
 pub use usage::USAGE;
+pub use usage_error::{UsageError, NO_COMMAND};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Invocation {
@@ -129,7 +131,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             _ if arg.starts_with(b"-") => {
                 return Err(UsageError::UnknownOption(
                     lossy(arg),
-                    error::suggestion(&lossy(arg)),
+                    usage_error::suggestion(&lossy(arg)),
                 ))
             }
             _ if !looks_like_pair(arg) && !r.mounts.is_empty() => {

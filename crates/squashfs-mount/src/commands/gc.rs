@@ -7,11 +7,11 @@ use std::ffi::OsStr;
 
 use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
 use crate::cache::evict::Mode;
-use crate::cache::{usage, CacheError, Entry, Store};
+use crate::cache::{usage_scan, CacheError, Entry, Store};
 use crate::config;
-use crate::error::{print_stdout, Failure};
-use crate::image::Image;
+use crate::mounts::image::Image;
 use crate::privilege::{AsRoot, Credentials, RootPhase};
+use crate::system::error::{print_stdout, Failure};
 use crate::system::Uid;
 
 /// `squashfs-mount --gc [--all | --expired]`, or `--gc IMAGE` for one
@@ -45,7 +45,7 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
                 (None, false) if uid.is_root() => Mode::Root,
                 (None, false) => Mode::User,
             };
-            store.collect(root, mode, Some(uid), file, usage::ON_REQUEST)
+            store.collect(root, mode, Some(uid), file, usage_scan::ON_REQUEST)
         })?
         .map_err(|e| Failure::new(CommandError::Cache(e)))?;
     drop(store);
@@ -80,7 +80,7 @@ pub fn end_of_job(root: &AsRoot, uid: Uid) -> Result<usize, Failure> {
     .map_err(|e| Failure::new(CommandError::Cache(e)))?;
     let Some(store) = store else { return Ok(0) };
     let result = store
-        .collect(root, Mode::JobEnd, Some(uid), None, usage::ON_REQUEST)
+        .collect(root, Mode::JobEnd, Some(uid), None, usage_scan::ON_REQUEST)
         .map_err(|e| Failure::new(CommandError::Cache(e)))?;
     Ok(result.iter().filter(|(_, gone)| *gone).count())
 }

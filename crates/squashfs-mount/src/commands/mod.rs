@@ -9,15 +9,16 @@
 //! it), and no other user's path is shown.
 
 pub mod gc;
-pub mod policy;
+pub mod launch;
+pub mod policy_report;
 pub mod status;
 
 use std::fmt;
 
 use crate::cache::{CacheError, Entry, Store};
 use crate::config;
-use crate::error::Failure;
 use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase};
+use crate::system::error::Failure;
 use crate::system::Uid;
 
 pub use gc::{end_of_job, gc_command, job_epilog};

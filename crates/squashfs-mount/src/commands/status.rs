@@ -3,9 +3,9 @@
 
 use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
 use crate::cache::{cost, CacheError, Entry, Kind, Meta};
-use crate::error::{print_stdout, Failure};
 use crate::privilege::Credentials;
 use crate::system;
+use crate::system::error::{print_stdout, Failure};
 
 /// `squashfs-mount --cache-status [--json]`: the caller's own cached
 /// instances (root: all of them).
@@ -128,7 +128,7 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
     if fuse {
         out += &format!(
             "FUSE servers write their messages to {}/<uid>.log\n",
-            crate::fuse::LOG_DIR
+            crate::mounts::fuse::LOG_DIR
         );
     }
     out

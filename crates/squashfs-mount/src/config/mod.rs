@@ -7,17 +7,18 @@
 //! nobody else. Unknown keys and bad values are reported (one line each)
 //! and skipped; everything has a compiled-in default.
 
+pub mod acl;
+pub mod mechanisms;
 pub mod parse;
 pub mod policy;
+pub mod provenance;
 pub mod trust;
 
 use std::os::fd::AsFd;
 
-use crate::cache::Limits;
-use crate::error;
-use crate::limits::LoopLimits;
-use crate::loopdev::LoopOptions;
 use crate::system;
+use crate::system::error;
+pub use mechanisms::{CacheLimits, LoopLimits, LoopOptions, SquashfsThreads, MAX_CACHE_ENTRIES};
 pub use parse::KEYS;
 pub use policy::Policy;
 
@@ -125,13 +126,13 @@ impl Settings {
 
     /// The image cache's limits on this machine; each user's share (by
     /// default a quarter) at least 1.
-    pub fn cache_limits(&self) -> Limits {
+    pub fn cache_limits(&self) -> CacheLimits {
         let all = self.cache_max_instances;
         let per_user = match self.cache_max_instances_per_user {
             Share::Count(n) => n,
             Share::Percent(p) => (u64::from(all) * u64::from(p) / 100) as u32,
         };
-        Limits {
+        CacheLimits {
             max_idle: self.cache_max_idle,
             max_instances: all,
             per_user: per_user.clamp(1, all.max(1)),

@@ -5,9 +5,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
 use super::policy::{KernelImages, Policy, TrustedMatch, MAX_IMAGES_PER_CALL};
+use super::SquashfsThreads;
 use super::{Memory, Settings, Share};
-use crate::loopdev::SquashfsThreads;
-use crate::paths;
+use crate::cli::paths;
 use crate::system::{Gid, Uid};
 
 /// Every key the file may set, in the order of the documented file
@@ -290,9 +290,9 @@ fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), Str
         "cache-max-idle" => parse_duration(value)
             .map(|v| s.cache_max_idle = v)
             .ok_or_else(String::new),
-        "cache-max-instances" => parse_count(value, crate::cache::store::MAX_ENTRIES as u64)
+        "cache-max-instances" => parse_count(value, super::MAX_CACHE_ENTRIES as u64)
             .map(|v| s.cache_max_instances = v as u32)
-            .ok_or_else(|| format!("use 0 to {}", crate::cache::store::MAX_ENTRIES)),
+            .ok_or_else(|| format!("use 0 to {}", super::MAX_CACHE_ENTRIES)),
         "cache-max-instances-per-user" => parse_share(value)
             .map(|v| s.cache_max_instances_per_user = v)
             .ok_or_else(|| {

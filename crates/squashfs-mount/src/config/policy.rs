@@ -6,9 +6,9 @@
 use std::ffi::OsString;
 use std::fmt;
 
-use crate::paths::Places;
+use crate::cli::paths::Places;
+pub use crate::config::provenance::Provenance;
 use crate::privilege::Caller;
-pub use crate::provenance::Provenance;
 use crate::system::{Gid, Uid};
 
 /// Which images the kernel's squashfs driver may mount.

@@ -16,7 +16,7 @@
 //! never trust bytes an untrusted user can change.
 
 use super::policy::{KernelImages, Policy, Route, TrustedMatch};
-pub use crate::provenance::{CallerAccess, PathDir, Provenance, Writers};
+pub use crate::config::provenance::{CallerAccess, PathDir, Provenance, Writers};
 use crate::system::{Gid, Uid};
 
 impl Policy {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::acl::AclWriters;
+use crate::config::acl::AclWriters;
 
 fn u(raw: u32) -> Uid {
     Uid::from_raw(raw)

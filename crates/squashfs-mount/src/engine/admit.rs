@@ -13,9 +13,9 @@ use super::context::Context;
 use super::root_side::RootSide;
 use crate::cli::RunRequest;
 use crate::config::Settings;
-use crate::error::{self, Failure};
-use crate::limits::LaunchSlot;
+use crate::mounts::budgets::LaunchSlot;
 use crate::privilege::{Credentials, Mode};
+use crate::system::error::{self, Failure};
 
 /// The caller may go on, under these settings.
 pub struct Admitted {

@@ -18,13 +18,13 @@ use super::images::Images;
 use super::plan::{self, Plan};
 use super::root_side::RootSide;
 use super::view;
-use crate::environment;
-use crate::error::Failure;
+use crate::cli::environment;
 use crate::layer::{self, Made, ViewMount};
-use crate::mountpoint::MountPoint;
-use crate::overlay::{OverlayError, Owners, RootAttributes};
+use crate::mounts::mount_point::MountPoint;
+use crate::mounts::overlay::{OverlayError, Owners, RootAttributes};
 use crate::privilege::Credentials;
 use crate::system;
+use crate::system::error::Failure;
 
 /// What the stage did.
 pub struct Attached {
@@ -210,7 +210,7 @@ fn stack<C: Credentials, R: RootSide>(
 /// that path does not exist in the mounted tree the command starts where
 /// it was, and the note says why.
 fn reenter_working_directory(cwd: &OsStr, mounted: &[OsString]) -> Option<String> {
-    if !mounted.iter().any(|m| crate::paths::is_within(cwd, m)) {
+    if !mounted.iter().any(|m| crate::cli::paths::is_within(cwd, m)) {
         return None;
     }
     system::change_dir(cwd).err().map(|e| {

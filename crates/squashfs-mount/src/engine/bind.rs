@@ -19,9 +19,9 @@ use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::error::{errno_hint, errno_words, Failure};
-use crate::paths;
+use crate::cli::paths;
 use crate::privilege::{ActingAsCaller, Credentials};
+use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno};
 
 use super::plan::Plan;

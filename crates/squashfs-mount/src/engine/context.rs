@@ -6,10 +6,10 @@ use std::fmt;
 
 use super::plan::{FrontEnd, Plan};
 use crate::config::Settings;
-use crate::error::Failure;
-use crate::fuse::{self, FuseError};
-use crate::fuse_server;
-use crate::system::{self, limits::CallerLimits};
+use crate::mounts::fuse::{self, FuseError};
+use crate::mounts::installed;
+use crate::system::error::Failure;
+use crate::system::{self, rlimits::CallerLimits};
 
 /// What the sequence itself could not do.
 #[derive(Debug)]
@@ -80,8 +80,8 @@ impl FuseServer {
             FuseServer::At(path) => path.clone().ok_or_else(missing),
             FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
             FuseServer::Search { path } => {
-                fuse_server::find_for_rootless(path.as_deref()).map_err(|looked| {
-                    Failure::new(fuse_server::NotFound {
+                installed::find_for_rootless(path.as_deref()).map_err(|looked| {
+                    Failure::new(installed::NotFound {
                         image: first.to_string_lossy().into(),
                         looked,
                     })

@@ -20,8 +20,8 @@ use super::plan::Plan;
 use super::root_side::RootSide;
 use crate::cache::{CacheError, Identity, Meta, Want};
 use crate::config::Settings;
-use crate::error::Failure;
 use crate::privilege::{AsRoot, Credentials};
+use crate::system::error::Failure;
 use crate::system::Uid;
 
 /// The image cache for this launch.

@@ -20,10 +20,10 @@ use super::flight::{self, away, CacheUse, Event, Path};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::RootSide;
 use crate::cache::{Identity, Kind, Meta, Offer, Placed};
-use crate::error::Failure;
-use crate::fuse::{self, Detached, FuseError, Launcher};
+use crate::mounts::fuse::{self, Detached, FuseError, Launcher};
 use crate::privilege::{Caller, Credentials};
-use crate::system::{self, limits::CallerLimits};
+use crate::system::error::Failure;
+use crate::system::{self, rlimits::CallerLimits};
 
 /// What the FUSE path did, besides the records' instances.
 #[derive(Default)]

@@ -8,7 +8,7 @@
 use std::os::fd::OwnedFd;
 
 use crate::cache::Key;
-use crate::image::Image;
+use crate::mounts::image::Image;
 use crate::system::Uid;
 
 /// How an image is mounted, and whether its instance may be kept in the

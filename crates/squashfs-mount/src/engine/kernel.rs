@@ -8,12 +8,12 @@ use super::flight::{self, away, CacheUse, Event, Path};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::{FreshImage, RootSide};
 use crate::cache::{evict, CacheError, Identity, Key, Kind, Meta, Offer, Placed};
+use crate::config::LoopLimits;
+use crate::config::LoopOptions;
 use crate::config::Settings;
-use crate::error::Failure;
-use crate::instance;
-use crate::limits::LoopLimits;
-use crate::loopdev::LoopOptions;
+use crate::mounts::instance;
 use crate::privilege::{AsRoot, Credentials};
+use crate::system::error::Failure;
 use crate::system::{self, Uid};
 
 /// The kernel instances of one launch.
@@ -224,7 +224,7 @@ impl Path for KernelSource {
         missing: &[usize],
     ) -> Result<(), Failure> {
         creds.as_root(|_root| {
-            let config = crate::image::kernel_config();
+            let config = crate::mounts::image::kernel_config();
             missing.iter().try_for_each(|&i| {
                 let r = &images.records[i];
                 r.image.check_kernel_support(config.as_ref(), &r.subject)

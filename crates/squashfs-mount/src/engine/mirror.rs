@@ -8,10 +8,10 @@ use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::error::{errno_hint, errno_words, Failure};
-use crate::overlay::RootAttributes;
-use crate::paths;
+use crate::cli::paths;
+use crate::mounts::overlay::RootAttributes;
 use crate::privilege::AsRoot;
+use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno, Reach};
 
 /// The most entries a mirrored directory may have (each becomes a mount).

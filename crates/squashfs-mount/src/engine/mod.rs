@@ -37,13 +37,13 @@ mod route;
 pub mod view;
 
 #[cfg(test)]
-mod fake;
+mod fake_root_side;
 #[cfg(test)]
-mod tests;
+mod mount_all_tests;
 
 use crate::cli::RunRequest;
-use crate::error::Failure;
 use crate::privilege::Credentials;
+use crate::system::error::Failure;
 use bind::Binds;
 use kernel::KernelSource;
 use root_side::RootSide;

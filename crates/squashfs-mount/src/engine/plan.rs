@@ -8,13 +8,13 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 
+use crate::cli::paths::{self, Places};
 use crate::cli::{BindRequest, LayerSize, MountRequest, RunRequest};
 use crate::config::policy::{Policy, PolicyError, MAX_IMAGES_PER_CALL};
 use crate::config::Settings;
-use crate::error::Failure;
-use crate::overlay::WritableLimits;
-use crate::paths::{self, Places};
+use crate::mounts::overlay::WritableLimits;
 use crate::system;
+use crate::system::error::Failure;
 
 /// What a front end adds to the site policy.
 #[derive(Clone, Debug, Default)]

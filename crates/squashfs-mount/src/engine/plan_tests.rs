@@ -1,7 +1,7 @@
 //! Unit tests of plan.rs.
 use super::*;
 use crate::cli::{self, Invocation};
-use crate::overlay::OverlayError;
+use crate::mounts::overlay::OverlayError;
 
 fn req(args: &[&str]) -> RunRequest {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();

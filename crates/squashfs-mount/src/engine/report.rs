@@ -13,7 +13,7 @@ use super::fuse_path::Fused;
 use super::images::{Cache, Images, NotCached, Outcome, Record};
 use super::kernel::KernelSource;
 use crate::cli::RunRequest;
-use crate::limits::LaunchSlot;
+use crate::mounts::budgets::LaunchSlot;
 
 /// The outcome: everything is mounted in the (process's or thread's)
 /// private mount namespace.

@@ -13,16 +13,17 @@ use crate::cache::claim::{Claim, Claims};
 use crate::cache::store::Stranded;
 use crate::cache::{CacheError, Key, Kind, Offer, Placed, Reused, Store, Want};
 use crate::config::{self, Settings};
-use crate::error::Failure;
-use crate::fuse::{self, Detached, FuseError, Launcher, Starting};
-use crate::image::Image;
-use crate::instance::{self, Fresh};
-use crate::limits::{LaunchSlot, LoopBudget, LoopLimits};
-use crate::loopdev::{LoopDevice, LoopOptions, Owner};
-use crate::mount;
-use crate::mountpoint::MountPoint;
-use crate::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
+use crate::config::{LoopLimits, LoopOptions};
+use crate::mounts::budgets::{LaunchSlot, LoopBudget};
+use crate::mounts::fuse::{self, Detached, FuseError, Launcher, Starting};
+use crate::mounts::image::Image;
+use crate::mounts::instance::{self, Fresh};
+use crate::mounts::loop_device::{LoopDevice, Owner};
+use crate::mounts::mount_point::MountPoint;
+use crate::mounts::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
+use crate::mounts::squashfs;
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
+use crate::system::error::Failure;
 use crate::system::{self, AwayFromWorkingDir, Uid};
 
 use super::context::SequenceError;
@@ -300,7 +301,7 @@ impl RootSide for System {
         source: BorrowedFd<'_>,
         subject: &str,
     ) -> Result<OwnedFd, Failure> {
-        mount::bind_copy(root, source, subject)
+        squashfs::bind_copy(root, source, subject)
     }
 
     fn open_cache(
@@ -447,6 +448,6 @@ impl RootSide for System {
         target: &MountPoint,
         subject: &str,
     ) -> Result<(), Failure> {
-        mount::attach(root, mount, target, subject)
+        squashfs::attach(root, mount, target, subject)
     }
 }

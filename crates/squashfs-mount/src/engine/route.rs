@@ -9,10 +9,10 @@ use std::os::fd::AsFd;
 use super::images::{Cache, Images, Mounting, Record};
 use super::plan::{self, Plan};
 use crate::config::Settings;
-use crate::error::Failure;
-use crate::image::Image;
+use crate::mounts::image::Image;
 use crate::privilege::{Credentials, Mode};
 use crate::system;
+use crate::system::error::Failure;
 
 /// The call's images, opened and routed: one record per distinct file,
 /// and each mount's images by index.

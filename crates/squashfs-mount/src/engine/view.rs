@@ -26,10 +26,10 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use crate::error::Failure;
-use crate::overlay::{Owners, RootAttributes};
-use crate::paths;
+use crate::cli::paths;
+use crate::mounts::overlay::{Owners, RootAttributes};
 use crate::privilege::{ActingAsCaller, Credentials};
+use crate::system::error::Failure;
 use crate::system::{self, Error as Errno};
 
 use super::mirror::{Entry, Mirror};
@@ -303,7 +303,7 @@ mod tests {
 
     fn keys(list: &[&'static str]) -> Vec<Vec<&'static [u8]>> {
         list.iter()
-            .map(|k| crate::paths::components(k.as_bytes()))
+            .map(|k| crate::cli::paths::components(k.as_bytes()))
             .collect()
     }
 

@@ -10,7 +10,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
 use super::filesystem;
-use crate::error::Failure;
+use crate::system::error::Failure;
 use crate::system::{self, Error, LockKind};
 
 /// DIR, opened and judged.

@@ -18,7 +18,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
-use super::view::{ImageId, Made, ViewMount};
+use super::mount_order::{ImageId, Made, ViewMount};
 use super::Plan;
 
 /// What the helper does once the overlays are mounted.

@@ -23,8 +23,8 @@ use std::os::unix::process::CommandExt;
 use super::handoff::{self, Then};
 use super::stage;
 use super::Plan;
-use crate::error::{self, Failure};
 use crate::system;
+use crate::system::error::{self, Failure};
 
 /// The lowest fd number DIR's lock is kept at in the command (out of the
 /// way of the small numbers scripts use).
@@ -107,7 +107,10 @@ pub fn exec(command: &[OsString]) -> u8 {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
     );
     let hint = if searched {
-        crate::environment::not_found_hint(program, std::env::var_os("UENV_MOUNT_LIST").as_deref())
+        crate::cli::environment::not_found_hint(
+            program,
+            std::env::var_os("UENV_MOUNT_LIST").as_deref(),
+        )
     } else {
         String::new()
     };

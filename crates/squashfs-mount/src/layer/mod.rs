@@ -31,18 +31,18 @@ pub mod dir;
 pub mod filesystem;
 pub mod handoff;
 pub mod helper;
+pub mod mount_order;
 pub mod stack;
 pub mod stage;
-pub mod view;
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::AsFd;
 
-use crate::error::Failure;
-use crate::image::Image;
+use crate::mounts::image::Image;
 use crate::system;
+use crate::system::error::Failure;
 
-pub use view::{ImageId, Made, ViewMount};
+pub use mount_order::{ImageId, Made, ViewMount};
 
 /// What the kept writable layer refuses or cannot do: a sentence naming
 /// the layer directory (or the image), what went wrong and what to do.
@@ -121,7 +121,7 @@ pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
 /// Where the helper is for the command: next to the FUSE server
 /// (`<prefix>/lib/squashfs-mount/`).
 pub fn helper_for_command() -> Option<OsString> {
-    let server = crate::fuse::server_for_command()?;
+    let server = crate::mounts::fuse::server_for_command()?;
     Some(sibling(&server))
 }
 

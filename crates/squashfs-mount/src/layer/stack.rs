@@ -18,8 +18,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::mount::MountAttrFlags;
 
-use super::view::{Step, ViewMount};
-use crate::error::Failure;
+use super::mount_order::{Step, ViewMount};
+use crate::system::error::Failure;
 use crate::system::{self, FsContext};
 
 /// Overlay parameters of a kept layer, each set on its own.

@@ -25,9 +25,9 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
 use super::dir::LayerDir;
-use super::view;
+use super::mount_order;
 use super::{copies, stack, Plan, STAMP_FILE};
-use crate::error::Failure;
+use crate::system::error::Failure;
 use crate::system::{self, Error};
 use squashfs_format::stamp::Stamp;
 
@@ -47,7 +47,7 @@ const STAMP_LIMIT: usize = 1 << 20;
 
 /// Runs the stage for `plan` as the current (unprivileged) process.
 pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
-    let steps = view::steps(&plan.mounts).map_err(crate::layer::fail)?;
+    let steps = mount_order::steps(&plan.mounts).map_err(crate::layer::fail)?;
     let (uid, gid) = (
         system::effective_uid().as_raw(),
         system::res_gid().map(|g| g.1.as_raw()).unwrap_or(0),
@@ -59,7 +59,7 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
     read_stamp(&dir)?;
     let lock = dir.lock(uid)?;
     // 3.
-    let wanted = view::image_mounts(&plan.mounts);
+    let wanted = mount_order::image_mounts(&plan.mounts);
     let (numbers, fresh) = sub_layers(&dir, &wanted)?;
     let mut notes = vec![format!(
         "writable layer {} ({}{}, kept)",
@@ -117,7 +117,7 @@ fn shown(p: &OsStr) -> String {
 /// directories made.
 fn sub_layers(
     dir: &LayerDir,
-    wanted: &[(&OsString, &[view::ImageId])],
+    wanted: &[(&OsString, &[mount_order::ImageId])],
 ) -> Result<(Vec<u32>, Vec<bool>), Failure> {
     let mut stamp = read_stamp(dir)?;
     let known: Vec<u32> = stamp.entries.iter().map(|e| e.number).collect();
@@ -141,7 +141,7 @@ fn sub_layers(
 /// What cannot be copied is said, one line each (at most a few).
 fn copy_what_overlayfs_cannot(
     dir: &LayerDir,
-    wanted: &[(&OsString, &[view::ImageId])],
+    wanted: &[(&OsString, &[mount_order::ImageId])],
     numbers: &[u32],
     notes: &mut Vec<String>,
     warnings: &mut Vec<String>,

@@ -32,7 +32,7 @@ mod verify;
 use std::fmt;
 use std::marker::PhantomData;
 
-use crate::error::Failure;
+use crate::system::error::Failure;
 use crate::system::{self, Gid, Uid};
 
 pub use root_phase::RootPhase;
@@ -260,4 +260,4 @@ pub trait Credentials: ActingAsCaller {
 }
 
 #[cfg(test)]
-pub mod fake;
+pub mod fake_privilege;

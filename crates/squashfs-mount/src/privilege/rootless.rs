@@ -8,8 +8,8 @@
 use std::fmt;
 
 use super::{sealed, sys, ActingAsCaller, AsRoot, Caller, Credentials, Mode, PrivilegeError};
-use crate::error::Failure;
 use crate::system;
+use crate::system::error::Failure;
 
 /// Holding this means: the process is the caller's (real, effective and
 /// saved ids), and once [`Credentials::enter_own_namespaces`] has run, it
@@ -75,7 +75,7 @@ impl Credentials for Rootless {
     }
 
     fn stranded(why: &dyn fmt::Display) -> ! {
-        crate::error::report(format_args!("fatal: {why}"));
+        crate::system::error::report(format_args!("fatal: {why}"));
         std::process::exit(1)
     }
 }

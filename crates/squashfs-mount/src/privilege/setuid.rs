@@ -141,7 +141,7 @@ impl Credentials for Privileges {
     }
 
     fn stranded(why: &dyn fmt::Display) -> ! {
-        crate::error::report(format_args!("fatal: {why}"));
+        crate::system::error::report(format_args!("fatal: {why}"));
         std::process::exit(1)
     }
 }

@@ -28,38 +28,39 @@
 //! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
 //! | `copies`        | `--writable=DIR`: the caller's copies in a layer     |
 
-pub mod copies;
+pub mod copy_files;
 pub mod cpu;
 pub mod credentials;
+pub mod error;
 pub mod files;
 pub mod ids;
-pub mod limits;
 pub mod locks;
-pub mod loop_device;
+pub mod loop_ioctl;
 pub mod mount_api;
 pub mod mount_tree;
 pub mod namespace;
-pub mod prefetch;
 pub mod process;
 pub mod process_state;
+pub mod readahead;
+pub mod rlimits;
 pub mod signals;
 pub mod spawn;
 pub mod userns;
 
-pub use copies::*;
+pub use copy_files::*;
 pub use cpu::*;
 pub use credentials::*;
 pub use files::*;
 pub use locks::*;
-pub use loop_device::*;
+pub use loop_ioctl::*;
 pub use mount_api::*;
 pub use mount_tree::*;
 pub use namespace::*;
-pub use prefetch::*;
 pub use process::*;
 pub use process_state::{
     neutralize as neutralize_process_state, set_root_scheduling, CallerProcessState,
 };
+pub use readahead::*;
 pub use signals::*;
 pub use spawn::*;
 pub use userns::*;

@@ -182,7 +182,7 @@ pub fn make_private(path: &str) -> SysResult<()> {
 
 /// Bind-mounts the namespace `ns` (an nsfs fd) onto the file `target` (an
 /// O_PATH fd). ELOOP means the kernel refused it as a possible reference
-/// loop (see `cache::namespace`).
+/// loop (see `cache::cache_namespace`).
 pub fn bind_namespace(ns: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
     let copy = clone_mount(ns)?;
     attach_mount(copy.as_fd(), target)

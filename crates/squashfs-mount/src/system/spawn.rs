@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;
 
-use super::limits::CallerLimits;
+use super::rlimits::CallerLimits;
 use super::SysResult;
 
 /// A pipe: (read end, write end), both close-on-exec.

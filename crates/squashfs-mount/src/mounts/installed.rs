@@ -1,7 +1,7 @@
 //! Where `squashfs-mount-fuse` is.
 //!
 //! - Setuid: only `<prefix>/lib/squashfs-mount/` next to the installed
-//!   binary ([`crate::fuse::server_for_command`]), a place root installed;
+//!   binary ([`crate::mounts::fuse::server_for_command`]), a place root installed;
 //!   never PATH or anything else a user chooses (the server is started by
 //!   a process that holds root, before it drops it).
 //! - Rootless (no setuid bit: the process has the caller's rights only, so
@@ -21,7 +21,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::fuse::{server_next_to, SERVER_NAME};
+use crate::mounts::fuse::{server_next_to, SERVER_NAME};
 use crate::system;
 
 /// The packages' places for the server, whatever the program's own place.

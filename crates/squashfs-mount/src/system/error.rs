@@ -64,9 +64,9 @@ impl Error for Failure {}
 macro_rules! error_kind {
     ($t:ty) => {
         impl std::error::Error for $t {}
-        impl From<$t> for $crate::error::Failure {
+        impl From<$t> for $crate::system::error::Failure {
             fn from(e: $t) -> Self {
-                $crate::error::Failure::new(e)
+                $crate::system::error::Failure::new(e)
             }
         }
     };

@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 
-use crate::acl::AclWriters;
+use crate::config::acl::AclWriters;
 use crate::system::{Gid, Uid};
 
 /// Who can change an inode, as the inode itself says.

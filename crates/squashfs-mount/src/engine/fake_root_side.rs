@@ -17,15 +17,15 @@ use super::root_side::{FreshImage, FuseFacts, RootSide};
 use crate::cache::store::Stranded;
 use crate::cache::{CacheError, Key, Kind, Meta, Offer, Placed, Reused, Want};
 use crate::config::Settings;
-use crate::error::Failure;
-use crate::fuse::{Detached, FuseError, Launcher, Starting};
-use crate::image::Image;
-use crate::instance::Fresh;
-use crate::limits::{LaunchSlot, LoopLimits};
-use crate::loopdev::LoopOptions;
-use crate::mountpoint::MountPoint;
-use crate::overlay::{RootAttributes, WritableLimits};
+use crate::config::{LoopLimits, LoopOptions};
+use crate::mounts::budgets::LaunchSlot;
+use crate::mounts::fuse::{Detached, FuseError, Launcher, Starting};
+use crate::mounts::image::Image;
+use crate::mounts::instance::Fresh;
+use crate::mounts::mount_point::MountPoint;
+use crate::mounts::overlay::{RootAttributes, WritableLimits};
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
+use crate::system::error::Failure;
 use crate::system::{self, AwayFromWorkingDir, Uid};
 
 /// The fake, and what it is to answer.

@@ -5,9 +5,9 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::error::{errno_hint, errno_words, Failure};
-use crate::paths::{self, tilde_hint};
+use crate::cli::paths::{self, tilde_hint};
 use crate::privilege::ActingAsCaller;
+use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno, FileId};
 
 /// How a mount point (or bind destination) is named in messages: "mount

@@ -8,10 +8,10 @@ use std::fmt;
 
 use crate::cli::RunRequest;
 use crate::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
-use crate::error::{self, Failure};
 use crate::layer;
 use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, RootPhase, Rootless};
 use crate::system;
+use crate::system::error::{self, Failure};
 
 /// What the setuid command's front end could not do.
 #[derive(Debug)]
@@ -109,7 +109,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     // A caller's lowered limits must not stop the privileged phase half-way.
     let signals = system::ignore_file_size_signal();
     let limits = privileges
-        .as_root(|_root| system::limits::raise_for_privileged_phase())?
+        .as_root(|_root| system::rlimits::raise_for_privileged_phase())?
         .map_err(LaunchError::RaiseLimits)?;
     let helper = layer_helper(&privileges, request)?;
     let ctx = Context {
@@ -143,7 +143,7 @@ fn layer_helper(
     let helper = layer::helper_for_command().ok_or(LaunchError::NotInstalled)?;
     system::open_program(&helper).map_err(|e| LaunchError::NoLayerHelper(helper.clone(), e))?;
     let cwd = system::current_dir().map_err(LaunchError::CurrentDir)?;
-    let dir = crate::paths::absolute(&cwd, dir);
+    let dir = crate::cli::paths::absolute(&cwd, dir);
     layer::dir::precheck(as_caller, &dir, system::real_uid().as_raw())?;
     Ok(Some(helper))
 }
@@ -198,7 +198,7 @@ fn mounted_ready(
 ) -> Ready {
     report(&mounted);
     if request.prefetch {
-        crate::prefetch::start(&mounted.mount_list);
+        crate::mounts::prefetch::start(&mounted.mount_list);
     }
     let layer = match (layer_helper, mounted.layer) {
         (Some(helper), Some(plan)) => Some((helper, plan)),

@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 
-use crate::paths;
+use crate::cli::paths;
 
 pub use squashfs_format::stamp::ImageId;
 

@@ -8,11 +8,12 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::cache::{CacheError, CACHE_DIR};
-use crate::error::Failure;
-use crate::loopdev;
+use crate::config::LoopLimits;
+use crate::mounts::loop_device;
+use crate::mounts::shared_lock::{self, Held, Reach};
+use crate::mounts::state_dir::{self, StateDirError, STATE_DIR};
 use crate::privilege::AsRoot;
-use crate::shared_lock::{self, Held, Reach};
+use crate::system::error::Failure;
 use crate::system::{self, Error, LockKind, Uid};
 
 const SLOTS_DIR: &str = "launches";
@@ -26,7 +27,7 @@ const LOOP_LOCK_TIMEOUT_MS: u64 = 10_000;
 #[derive(Debug)]
 pub enum LimitsError {
     StateDir(Error),
-    NotRootOnly(CacheError),
+    NotRootOnly(StateDirError),
     SlotsDir(&'static str, Error),
     SlotOpen(Error),
     SlotLock(Error),
@@ -53,12 +54,12 @@ pub enum LimitsError {
 impl fmt::Display for LimitsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LimitsError::StateDir(e) => write!(f, "cannot use {CACHE_DIR}: {e}"),
+            LimitsError::StateDir(e) => write!(f, "cannot use {STATE_DIR}: {e}"),
             LimitsError::NotRootOnly(e) => write!(f, "{e}"),
-            LimitsError::SlotsDir(what, e) => write!(f, "cannot {what} {CACHE_DIR}/{SLOTS_DIR}: {e}"),
+            LimitsError::SlotsDir(what, e) => write!(f, "cannot {what} {STATE_DIR}/{SLOTS_DIR}: {e}"),
             LimitsError::SlotOpen(e) => write!(
                 f,
-                "cannot open a launch slot in {CACHE_DIR}/{SLOTS_DIR}: {e}"
+                "cannot open a launch slot in {STATE_DIR}/{SLOTS_DIR}: {e}"
             ),
             LimitsError::SlotLock(e) => write!(f, "cannot lock a launch slot: {e}"),
             LimitsError::Slots { max, wait_ms } => write!(
@@ -66,7 +67,7 @@ impl fmt::Display for LimitsError {
                 "you have had {max} launches of squashfs-mount setting up at once for {:.0} s (max-launches-per-user, max-launches-wait in /etc/squashfs-mount.conf); some are stuck (an image on a file system that hangs?), or run fewer at a time",
                 *wait_ms as f64 / 1000.0
             ),
-            LimitsError::LoopLock(e) => write!(f, "cannot open {CACHE_DIR}/{LOOP_LOCK}: {e}"),
+            LimitsError::LoopLock(e) => write!(f, "cannot open {STATE_DIR}/{LOOP_LOCK}: {e}"),
             LimitsError::UserShare { now, more, share } => write!(
                 f,
                 "you have {now} image instances on loop devices outside the image cache now (private ones, or being made by your launches) and this call needs {more} more, beyond your share of {share} (max-loop-devices-per-user in /etc/squashfs-mount.conf); end some of your running or stopped commands that use squashfs-mount, or let the cache keep the images (without --no-cache)"
@@ -86,16 +87,16 @@ crate::error_kind!(LimitsError);
 /// boundary, so they are not enforced then rather than failing every
 /// launch.
 fn state_dir() -> Result<Option<OwnedFd>, Failure> {
-    let dir = match system::open_dir_nofollow(system::working_dir(), CACHE_DIR).or_else(|e| match e
+    let dir = match system::open_dir_nofollow(system::working_dir(), STATE_DIR).or_else(|e| match e
     {
-        Error::NOENT => system::open_or_create_dir(CACHE_DIR, 0o700),
+        Error::NOENT => system::open_or_create_dir(STATE_DIR, 0o700),
         e => Err(e),
     }) {
         Ok(dir) => dir,
         Err(Error::ROFS | Error::ACCESS | Error::PERM | Error::NOENT) => return Ok(None),
         Err(e) => return Err(Failure::new(LimitsError::StateDir(e))),
     };
-    crate::cache::root_only(dir.as_fd()).map_err(|e| Failure::new(LimitsError::NotRootOnly(e)))?;
+    state_dir::root_only(dir.as_fd()).map_err(|e| Failure::new(LimitsError::NotRootOnly(e)))?;
     Ok(Some(dir))
 }
 
@@ -130,7 +131,7 @@ impl LaunchSlot {
             other => other,
         }
         .map_err(|e| Failure::new(LimitsError::SlotsDir("open", e)))?;
-        crate::cache::root_only(slots.as_fd())
+        state_dir::root_only(slots.as_fd())
             .map_err(|e| Failure::new(LimitsError::NotRootOnly(e)))?;
         // Start at a slot chosen by the pid, so that waiting launches spread.
         let first = std::process::id() % max.max(1);
@@ -154,15 +155,6 @@ impl LaunchSlot {
             step = (step * 2).min(32);
         }
     }
-}
-
-/// How many loop devices the tool may attach: in all, and for one user.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoopLimits {
-    /// `max-loop-devices`.
-    pub all: u32,
-    /// `max-loop-devices-per-user`.
-    pub per_user: u32,
 }
 
 /// The right to attach loop devices, held while they are counted and
@@ -206,12 +198,12 @@ impl LoopBudget {
                 Ok((held, _)) => budget._lock = Some(held),
                 Err(busy) => {
                     budget.note = Some(format!(
-                        "loop devices counted without {CACHE_DIR}/{LOOP_LOCK}: {busy}"
+                        "loop devices counted without {STATE_DIR}/{LOOP_LOCK}: {busy}"
                     ))
                 }
             }
         }
-        let now = loopdev::attached(root, dev_dir, uid);
+        let now = loop_device::attached(root, dev_dir, uid);
         if private > 0 && now.users + private > limits.per_user as usize {
             return Err(Failure::new(LimitsError::UserShare {
                 now: now.users,

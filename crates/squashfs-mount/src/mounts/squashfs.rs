@@ -7,11 +7,12 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::error::Failure;
-use crate::image::Image;
-use crate::loopdev::{LoopDevice, SquashfsThreads};
-use crate::mountpoint::MountPoint;
+use crate::config::SquashfsThreads;
+use crate::mounts::image::Image;
+use crate::mounts::loop_device::LoopDevice;
+use crate::mounts::mount_point::MountPoint;
 use crate::privilege::AsRoot;
+use crate::system::error::Failure;
 use crate::system::{self, Error, FsContext, Reach};
 
 /// What went wrong mounting an instance, copying a bind source or

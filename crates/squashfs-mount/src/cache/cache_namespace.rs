@@ -5,7 +5,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::{CacheError, CACHE_DIR, MARKER, NS_FILE, SECRET_ATTRIBUTE};
+use super::{CacheError, MARKER, NS_FILE, SECRET_ATTRIBUTE, STATE_DIR};
 use crate::privilege::AsRoot;
 use crate::system::{self, Error, VisitError};
 
@@ -28,23 +28,23 @@ pub fn create(
     match system::is_mount_root(dir, ".") {
         Ok(true) => {}
         Ok(false) => system::bind_onto_itself(dir)
-            .map_err(|e| fail(&format!("cannot bind {CACHE_DIR} onto itself"), e))?,
+            .map_err(|e| fail(&format!("cannot bind {STATE_DIR} onto itself"), e))?,
         Err(e) => {
             return Err(fail(
-                &format!("cannot tell whether {CACHE_DIR} is a mount"),
+                &format!("cannot tell whether {STATE_DIR} is a mount"),
                 e,
             ))
         }
     }
-    system::make_private(CACHE_DIR)
-        .map_err(|e| fail(&format!("cannot make {CACHE_DIR} a private mount"), e))?;
-    let dir = system::open_dir_nofollow(system::working_dir(), CACHE_DIR)
-        .map_err(|e| fail(&format!("cannot open {CACHE_DIR}"), e))?;
+    system::make_private(STATE_DIR)
+        .map_err(|e| fail(&format!("cannot make {STATE_DIR} a private mount"), e))?;
+    let dir = system::open_dir_nofollow(system::working_dir(), STATE_DIR)
+        .map_err(|e| fail(&format!("cannot open {STATE_DIR}"), e))?;
     super::root_only(dir.as_fd())?;
     system::create_file_if_missing(dir.as_fd(), NS_FILE, 0o400)
-        .map_err(|e| fail(&format!("cannot create {CACHE_DIR}/{NS_FILE}"), e))?;
+        .map_err(|e| fail(&format!("cannot create {STATE_DIR}/{NS_FILE}"), e))?;
     let target = system::open_path_nofollow(dir.as_fd(), NS_FILE)
-        .map_err(|e| fail(&format!("cannot open {CACHE_DIR}/{NS_FILE}"), e))?;
+        .map_err(|e| fail(&format!("cannot open {STATE_DIR}/{NS_FILE}"), e))?;
 
     // The kernel refuses (ELOOP) to bind a namespace file into a namespace
     // whose id is not lower than the bound one's. Ids grow in time, but
@@ -88,7 +88,7 @@ fn attempt(
     stranded: fn(&dyn std::fmt::Display) -> !,
 ) -> Result<(), Attempt> {
     let made = system::in_new_mount_namespace(|| -> Result<(), Error> {
-        system::become_tmpfs_rooted(CACHE_DIR, TMPFS_SIZE)?;
+        system::become_tmpfs_rooted(STATE_DIR, TMPFS_SIZE)?;
         let secret = system::random_bytes::<32>()?;
         system::create_file_if_missing(system::working_dir(), MARKER, 0o600)?;
         system::set_attribute(MARKER, SECRET_ATTRIBUTE, &secret)
@@ -113,7 +113,7 @@ fn attempt(
         Ok(()) => Ok(()),
         Err(Error::LOOP) => Err(Attempt::Loop),
         Err(e) => Err(Attempt::Failed(CacheError::System(
-            format!("cannot bind the cache namespace on {CACHE_DIR}/{NS_FILE}"),
+            format!("cannot bind the cache namespace on {STATE_DIR}/{NS_FILE}"),
             e,
         ))),
     }

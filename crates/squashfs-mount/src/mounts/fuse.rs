@@ -17,12 +17,12 @@ use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use crate::acl;
+use crate::config::acl;
 use crate::config::Policy;
-use crate::error::Failure;
-use crate::image::{self, Image};
+use crate::mounts::image::{self, Image};
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
-use crate::system::limits::CallerLimits;
+use crate::system::error::Failure;
+use crate::system::rlimits::CallerLimits;
 use crate::system::{self, FsContext, Helper};
 
 /// The server's file name, installed in `<prefix>/lib/squashfs-mount/`.

@@ -4,11 +4,12 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::error::Failure;
-use crate::image::Image;
-use crate::loopdev::{LoopDevice, LoopOptions};
-use crate::mount;
+use crate::config::LoopOptions;
+use crate::mounts::image::Image;
+use crate::mounts::loop_device::LoopDevice;
+use crate::mounts::squashfs;
 use crate::privilege::AsRoot;
+use crate::system::error::Failure;
 
 /// A fresh instance with the loop device it sits on.
 #[derive(Debug)]
@@ -29,7 +30,7 @@ pub fn on_device(
     options: LoopOptions,
     subject: &str,
 ) -> Result<Fresh, Failure> {
-    let mount = mount::squashfs_on(root, &device, image, options.threads, subject)?;
+    let mount = squashfs::squashfs_on(root, &device, image, options.threads, subject)?;
     Ok(Fresh {
         mount,
         loop_number: device.number,
@@ -46,5 +47,5 @@ pub fn clone(
     subject: &str,
 ) -> Result<OwnedFd, Failure> {
     crate::system::clone_mount(tree.as_fd())
-        .map_err(|e| Failure::about(subject, mount::MountError::Clone(image.path.clone(), e)))
+        .map_err(|e| Failure::about(subject, squashfs::MountError::Clone(image.path.clone(), e)))
 }

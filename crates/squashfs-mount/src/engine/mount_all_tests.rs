@@ -9,14 +9,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::fake::Recorder;
+use super::fake_root_side::Recorder;
 use super::{mount_all, Context, FrontEnd, FuseServer, Mounted, WorkingDir};
 use crate::cli::{self, Invocation};
 use crate::config::policy::KernelImages;
 use crate::config::Settings;
-use crate::error::Failure;
-use crate::privilege::fake::Fake;
+use crate::privilege::fake_privilege::Fake;
 use crate::privilege::Credentials;
+use crate::system::error::Failure;
 use crate::system::Uid;
 
 const TINY: &[u8] = include_bytes!("../../../../testdata/tiny.sqfs");

@@ -4,12 +4,12 @@
 
 use std::ffi::OsString;
 
+use crate::cli::paths::Places;
 use crate::config::policy::{KernelImages, Policy, TrustedMatch};
 use crate::config::{self, Settings, CONFIG_PATH};
-use crate::error::{print_stdout, Failure};
-use crate::image::Image;
-use crate::paths::Places;
+use crate::mounts::image::Image;
 use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase, Unprivileged};
+use crate::system::error::{print_stdout, Failure};
 use crate::system::Uid;
 
 fn ids<T: std::fmt::Display>(list: &[T]) -> String {
@@ -72,7 +72,7 @@ fn fuse_for_caller() -> Result<(), String> {
     crate::system::open_fuse_device().map(drop).map_err(|e| {
         format!(
             "/dev/fuse cannot be opened ({e}): {}",
-            crate::fuse::device_problem(e)
+            crate::mounts::fuse::device_problem(e)
         )
     })
 }
@@ -225,7 +225,7 @@ pub fn run(images: &[OsString], as_json: bool) -> Result<(), Failure> {
                         reason: "rootless mode".into(),
                     }),
                     Err(e) => {
-                        let why = crate::error::io_message(&e);
+                        let why = crate::system::error::io_message(&e);
                         verdicts.push(Verdict {
                             image: image.clone(),
                             kernel: None,
@@ -251,7 +251,7 @@ pub fn run(images: &[OsString], as_json: bool) -> Result<(), Failure> {
     ));
     let last = unreadable.pop();
     for e in unreadable {
-        crate::error::report(e);
+        crate::system::error::report(e);
     }
     last.map_or(Ok(()), Err)
 }

@@ -10,11 +10,11 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use squashfs_format::kernel::KernelConfig;
 use squashfs_format::{parse_superblock, FormatError, Superblock, SUPERBLOCK_SIZE};
 
-use crate::acl::{self, AclWriters};
-use crate::error::{errno_hint, errno_words, Failure};
-use crate::paths::{self, tilde_hint};
+use crate::cli::paths::{self, tilde_hint};
+use crate::config::acl::{self, AclWriters};
+use crate::config::provenance::{CallerAccess, PathDir, Provenance, Writers};
 use crate::privilege::{ActingAsCaller, Caller};
-use crate::provenance::{CallerAccess, PathDir, Provenance, Writers};
+use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno, FileId, Uid};
 
 /// What is wrong with an image (the path as given, where it matters).

@@ -14,8 +14,8 @@ use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::cli::LayerSize;
-use crate::error::Failure;
 use crate::privilege::{AsRoot, Credentials};
+use crate::system::error::Failure;
 use crate::system::{self, FsContext, Gid, Uid};
 use rustix::mount::MountAttrFlags;
 

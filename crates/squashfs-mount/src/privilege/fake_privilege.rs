@@ -74,7 +74,7 @@ impl<const ROOTLESS: bool> Credentials for Fake<ROOTLESS> {
         Ok(f(&AsRoot::new()))
     }
 
-    fn enter_private_mount_namespace(&mut self) -> Result<(), crate::error::Failure> {
+    fn enter_private_mount_namespace(&mut self) -> Result<(), crate::system::error::Failure> {
         Ok(())
     }
 

@@ -1,0 +1,28 @@
+//! The mechanisms below the engine, one room each: what `engine::mount_all`
+//! and the cache use to make an instance of an image and put it in place.
+//!
+//! - [`image`]: the caller's image, opened as the caller and pinned as an fd.
+//! - [`loop_device`]: a loop device bound to that fd.
+//! - [`squashfs`]: the kernel's squashfs superblock on a loop device.
+//! - [`instance`]: a kernel instance (loop device + superblock) as a detached mount.
+//! - [`fuse`]: a FUSE instance and the server that serves it.
+//! - [`installed`]: where our installed programs are.
+//! - [`overlay`]: overlayfs unions and layers over instances.
+//! - [`mount_point`]: where an instance is attached, pinned as an fd.
+//! - [`budgets`]: launch slots and loop devices one user may hold.
+//! - [`shared_lock`]: locks other users' launches wait on.
+//! - [`state_dir`]: the root-only directory in /run that launches share.
+//! - [`prefetch`]: reading an image's hot files while the command starts.
+
+pub mod budgets;
+pub mod fuse;
+pub mod image;
+pub mod installed;
+pub mod instance;
+pub mod loop_device;
+pub mod mount_point;
+pub mod overlay;
+pub mod prefetch;
+pub mod shared_lock;
+pub mod squashfs;
+pub mod state_dir;
