@@ -48,6 +48,7 @@
 
 mod cache_namespace;
 pub mod claim;
+mod collection;
 mod entries;
 pub mod evict;
 mod kinds;

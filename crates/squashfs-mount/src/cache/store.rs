@@ -16,44 +16,38 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use super::collection::{recount_evicted, Scanned};
 pub use super::entries::Entry;
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
 use super::evict::{self, Candidate, Mode};
 use super::kinds;
 use super::lock::lock_with_timeout;
-use super::meta::{Identity, Key, Kind, Meta};
-use super::usage_scan::{self, ScanBudget};
+use super::meta::{Identity, Key, Meta};
+use super::usage_scan;
 use super::{root_only, CacheError, LOCK_FILE, MARKER, NS_FILE, STATE_DIR};
 use crate::config::CacheLimits;
 use crate::mounts::loop_device::Owner;
-use crate::mounts::shared_lock::{self, Held, Reach};
+use crate::mounts::shared_lock::Held;
 use crate::privilege::AsRoot;
 use crate::system::{self, Error, LockKind, Uid, VisitError};
 
 /// What a stranded visit calls (see `Credentials::stranded`).
-pub type Stranded = fn(&dyn fmt::Display) -> !;
+pub type OnStranded = fn(&dyn fmt::Display) -> !;
 
 /// An open handle on the cache. It holds two file descriptors (the lock
 /// file and the namespace) for as long as it lives; others are opened only
 /// while needed, so that a small open-file limit does not fail a launch.
 pub struct Store {
-    lock: OwnedFd,
-    ns: OwnedFd,
-    ns_ino: u64,
-    timeout_ms: u64,
+    pub(super) lock: OwnedFd,
+    pub(super) ns: OwnedFd,
+    pub(super) ns_ino: u64,
+    pub(super) timeout_ms: u64,
     pub limits: CacheLimits,
-    stranded: Stranded,
-    secret: Cell<Option<[u8; 32]>>,
+    pub(super) stranded: OnStranded,
+    pub(super) secret: Cell<Option<[u8; 32]>>,
     /// When the last opportunistic collection ran (the stamp's mtime, read
     /// while the state directory was open).
-    last_gc: Option<i64>,
-}
-
-/// What a usage scan before the lock found: the devices it asked about,
-/// and those some namespace uses.
-struct Scanned {
-    asked: HashSet<u64>,
-    used: HashSet<u64>,
+    pub(super) last_gc: Option<i64>,
 }
 
 /// A cached instance a launch asks for.
@@ -92,7 +86,7 @@ impl Store {
         limits: CacheLimits,
         timeout_ms: u64,
         create: bool,
-        stranded: Stranded,
+        stranded: OnStranded,
     ) -> Result<Option<Store>, CacheError> {
         let unavailable = |what: String, e: Error| CacheError::System(what, e);
         let dir = match system::open_dir_nofollow(system::working_dir(), STATE_DIR) {
@@ -140,7 +134,11 @@ impl Store {
         }))
     }
 
-    fn lock(&self, root: &AsRoot, kind: LockKind) -> Result<Held<BorrowedFd<'_>>, CacheError> {
+    pub(super) fn lock(
+        &self,
+        root: &AsRoot,
+        kind: LockKind,
+    ) -> Result<Held<BorrowedFd<'_>>, CacheError> {
         lock_with_timeout(root, self.lock.as_fd(), kind, self.timeout_ms)
     }
 
@@ -341,172 +339,10 @@ impl Store {
     pub fn name_of(&self, key: &Key) -> Option<String> {
         self.secret.get().map(|s| key.entry_name(&s))
     }
-
-    /// Evicts what `mode` allows for the user `asker` (exclusive lock);
-    /// `target` is `--gc IMAGE`'s file (device, inode: its kernel and FUSE
-    /// instances). Returns every entry with whether it was evicted.
-    pub fn collect(
-        &self,
-        root: &AsRoot,
-        mode: Mode,
-        asker: Option<Uid>,
-        target: Option<(u64, u64)>,
-        budget: ScanBudget,
-    ) -> Result<Vec<(Entry, bool)>, CacheError> {
-        let scanned = self.scan_usage(root, budget);
-        let guard = self.lock(root, LockKind::Exclusive)?;
-        let out = self.collect_locked(root, mode, asker, target, &scanned);
-        drop(guard);
-        self.end_evicted_servers(root, &out);
-        out
-    }
-
-    /// With the lock released: the servers of what a collection evicted.
-    fn end_evicted_servers(&self, root: &AsRoot, out: &Result<Vec<(Entry, bool)>, CacheError>) {
-        if let Ok(out) = out {
-            let evicted = out.iter().filter(|(_, e)| *e);
-            self.end_servers(root, evicted.filter_map(|(e, _)| e.meta.as_ref()));
-        }
-    }
-
-    /// At a launch, at most every `interval` seconds and only if nobody
-    /// holds the lock: a bounded collection.
-    pub fn maintain(&self, root: &AsRoot, interval: i64) {
-        let now = system::unix_time();
-        if let Some(last) = self.last_gc {
-            if last <= now && now - last < interval {
-                return;
-            }
-        }
-        let Ok(dir) = system::open_dir_nofollow(system::working_dir(), STATE_DIR) else {
-            return;
-        };
-        let scanned = self.scan_usage(root, usage_scan::AT_LAUNCH);
-        let Ok(Some(guard)) =
-            shared_lock::try_take(root, self.lock.as_fd(), LockKind::Exclusive, Reach::Out)
-        else {
-            return;
-        };
-        let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
-        let _ = system::touch(dir.as_fd(), super::GC_STAMP);
-        let out = self.collect_locked(root, Mode::Launch, None, None, &scanned);
-        drop(guard);
-        self.end_evicted_servers(root, &out);
-    }
-
-    fn collect_locked(
-        &self,
-        root: &AsRoot,
-        mode: Mode,
-        asker: Option<Uid>,
-        target: Option<(u64, u64)>,
-        scanned: &Scanned,
-    ) -> Result<Vec<(Entry, bool)>, CacheError> {
-        if let Ok(claims) = super::claim::Claims::open(root) {
-            claims.tidy(root);
-        }
-        let host = Host::open()?;
-        let entries = self.visit(false, |_| list_entries(&host))?;
-        let cands = self.candidates(root, &entries, asker, target, &HashSet::new(), scanned);
-        let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
-        if !chosen.is_empty() {
-            // One entry that cannot be removed does not keep the others.
-            let removed = self.visit(false, |_| {
-                let results: Vec<_> = chosen
-                    .iter()
-                    .map(|&i| remove_entry(&entries[i].name))
-                    .collect();
-                Ok(results)
-            })?;
-            recount_evicted(root, &entries, &chosen);
-            if let Some(Err(e)) = removed.into_iter().find(Result::is_err) {
-                return Err(e);
-            }
-        }
-        Ok(entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| (e, chosen.contains(&i)))
-            .collect())
-    }
-
-    /// Which of the cached instances some namespace uses: a scan run
-    /// before the exclusive lock is taken (listing without the lock; the
-    /// plan made under the lock re-reads the entries and treats one the
-    /// scan did not cover as used).
-    fn scan_usage(&self, root: &AsRoot, budget: ScanBudget) -> Scanned {
-        let entries = Host::open()
-            .and_then(|host| self.visit(false, |_| list_entries(&host)))
-            .unwrap_or_default();
-        let asked: HashSet<u64> = entries
-            .iter()
-            .filter(|e| e.valid)
-            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
-            .collect();
-        let used = usage_scan::devices_in_use(root, &asked, self.ns_ino, budget).used;
-        Scanned { asked, used }
-    }
-
-    /// The eviction plan's view of `entries`, with the use `scanned` found
-    /// before the lock.
-    fn candidates(
-        &self,
-        root: &AsRoot,
-        entries: &[Entry],
-        asker: Option<Uid>,
-        target: Option<(u64, u64)>,
-        protected: &HashSet<String>,
-        scanned: &Scanned,
-    ) -> Vec<Candidate> {
-        let used = |dev: u64| scanned.used.contains(&dev) || !scanned.asked.contains(&dev);
-        entries
-            .iter()
-            .map(|e| Candidate {
-                valid: e.valid,
-                deleted: e
-                    .meta
-                    .as_ref()
-                    .is_some_and(|m| e.valid && kinds::file_deleted(root, m)),
-                in_use: e.meta.as_ref().is_some_and(|m| used(m.device)),
-                mine: asker
-                    .is_some_and(|u| u.is_root() || e.meta.as_ref().is_some_and(|m| m.uid == u)),
-                fuse: e
-                    .meta
-                    .as_ref()
-                    .is_some_and(|m| matches!(m.kind, Kind::Fuse { .. })),
-                target: e
-                    .meta
-                    .as_ref()
-                    .is_some_and(|m| target == Some((m.dev, m.ino))),
-                protected: protected.contains(&e.name),
-                last_used: e.last_used,
-                cost: e.meta.as_ref().map_or(0, kinds::cost),
-            })
-            .collect()
-    }
-
-    /// The loop devices of `entries` that some namespace uses (for
-    /// `--cache-status`), and whether the scan saw every namespace.
-    pub fn usage(&self, root: &AsRoot, entries: &[Entry]) -> usage_scan::Usage {
-        let devs: HashSet<u64> = entries
-            .iter()
-            .filter(|e| e.valid)
-            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
-            .collect();
-        usage_scan::devices_in_use(root, &devs, self.ns_ino, usage_scan::ON_REQUEST)
-    }
 }
 
 /// The nsfs file of the cache namespace, if one is bound there.
 fn open_namespace(dir: BorrowedFd<'_>) -> Option<OwnedFd> {
     let fd = system::open_read_nofollow(dir, NS_FILE).ok()?;
     (system::filesystem_type(fd.as_fd()).ok()? == system::NSFS_MAGIC).then_some(fd)
-}
-
-/// After evicting `chosen`: their loop devices, which their users may keep
-/// attached, count for their makers again.
-fn recount_evicted(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
-    for m in chosen.iter().filter_map(|&i| entries[i].meta.as_ref()) {
-        kinds::count_device_for(root, m, Owner::User(m.uid));
-    }
 }

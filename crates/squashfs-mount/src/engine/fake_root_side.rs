@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use super::mirror::Mirror;
 use super::root_side::{FreshImage, FuseFacts, RootSide};
-use crate::cache::store::Stranded;
+use crate::cache::store::OnStranded;
 use crate::cache::{CacheError, Key, Kind, Meta, Offer, Placed, Reused, Want};
 use crate::config::Settings;
 use crate::config::{LoopLimits, LoopOptions};
@@ -260,7 +260,7 @@ impl RootSide for Recorder {
         &mut self,
         _root: &AsRoot,
         _settings: &Settings,
-        _stranded: Stranded,
+        _stranded: OnStranded,
     ) -> Result<bool, CacheError> {
         self.log.push("open the cache".into());
         match self.cache {

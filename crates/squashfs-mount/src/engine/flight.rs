@@ -5,7 +5,7 @@
 //! Single flight: concurrent launches of one uncached instance make one
 //! between them (`cache::claim`). What differs between the kinds (how a
 //! fresh instance is made, what is said when the cache fails) is the
-//! [`Path`]'s; the image cache is opened once for both (`open_cache`).
+//! [`InstanceKind`]'s; the image cache is opened once for both (`open_cache`).
 //!
 //! Every visit to the cache runs as root from "/" ([`away`]): the cache's
 //! lock may be held, and the working directory may be on a file system
@@ -89,7 +89,7 @@ pub enum Event<'a> {
 }
 
 /// What differs between the kinds of instance.
-pub trait Path {
+pub trait InstanceKind {
     /// Whether the cache is in use for this path (opened, and not given up
     /// since).
     fn cache_in_use(&self) -> bool;
@@ -121,7 +121,7 @@ pub trait Path {
 /// what is missing and may be cached; look again; make what is ours (and
 /// what may not be cached); let go; wait for the other launches' and take
 /// what they cached; make what is still missing.
-pub fn instances<C: Credentials, R: RootSide, P: Path>(
+pub fn instances<C: Credentials, R: RootSide, P: InstanceKind>(
     creds: &mut C,
     root_side: &mut R,
     images: &mut Images,
@@ -193,7 +193,7 @@ type Claimed<K> = (Vec<(usize, K)>, Vec<usize>);
 
 impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
     /// Clones of the cached instances of the records `which`.
-    fn reuse<P: Path>(
+    fn reuse<P: InstanceKind>(
         &mut self,
         images: &mut Images,
         path: &mut P,
@@ -230,7 +230,7 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
     }
 
     /// Claims the making of each record of `missing` that may be cached.
-    fn claim<P: Path>(
+    fn claim<P: InstanceKind>(
         &mut self,
         images: &Images,
         path: &mut P,
@@ -264,7 +264,7 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
 
     /// Waits (bounded, and not for a stalled maker) until the launches
     /// making the records `theirs` are done.
-    fn await_others<P: Path>(
+    fn await_others<P: InstanceKind>(
         &mut self,
         images: &Images,
         path: &mut P,

@@ -16,7 +16,7 @@
 use std::os::fd::OwnedFd;
 
 use super::context::Call;
-use super::flight::{self, away, CacheUse, Event, Path};
+use super::flight::{self, away, CacheUse, Event, InstanceKind};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::RootSide;
 use crate::cache::{Identity, Kind, Meta, Offer, Placed};
@@ -207,7 +207,7 @@ impl FusePath<'_> {
     }
 }
 
-impl Path for FusePath<'_> {
+impl InstanceKind for FusePath<'_> {
     fn cache_in_use(&self) -> bool {
         self.detached.is_some()
     }

@@ -4,7 +4,7 @@
 //! without any lock held), offered to the cache: through `flight`, which
 //! the FUSE path shares. Every root-side call goes through [`RootSide`].
 
-use super::flight::{self, away, CacheUse, Event, Path};
+use super::flight::{self, away, CacheUse, Event, InstanceKind};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::{FreshImage, RootSide};
 use crate::cache::{evict, CacheError, Identity, Key, Kind, Meta, Offer, Placed};
@@ -197,7 +197,7 @@ impl KernelSource {
     }
 }
 
-impl Path for KernelSource {
+impl InstanceKind for KernelSource {
     fn cache_in_use(&self) -> bool {
         self.cache
     }

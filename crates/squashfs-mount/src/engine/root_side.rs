@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
 use crate::cache::claim::{Claim, Claims};
-use crate::cache::store::Stranded;
+use crate::cache::store::OnStranded;
 use crate::cache::{CacheError, Key, Kind, Offer, Placed, Reused, Store, Want};
 use crate::config::{self, Settings};
 use crate::config::{LoopLimits, LoopOptions};
@@ -112,7 +112,7 @@ pub trait RootSide {
         &mut self,
         root: &AsRoot,
         settings: &Settings,
-        stranded: Stranded,
+        stranded: OnStranded,
     ) -> Result<bool, CacheError>;
     /// Moves to "/" for the visits to the cache (see
     /// `system::leave_working_dir`).
@@ -308,7 +308,7 @@ impl RootSide for System {
         &mut self,
         root: &AsRoot,
         settings: &Settings,
-        stranded: Stranded,
+        stranded: OnStranded,
     ) -> Result<bool, CacheError> {
         let store = Store::open(
             root,
