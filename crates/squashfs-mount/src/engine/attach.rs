@@ -62,72 +62,163 @@ pub fn all<C: Credentials, R: RootSide>(
     root_side: &mut R,
     call: &Call<'_>,
     images: &mut Images,
-    mut binds: Binds,
-    mut writable: Option<R::Writable>,
+    binds: Binds,
+    writable: Option<R::Writable>,
 ) -> Result<Attached, Failure> {
-    let plan = call.plan;
     let owners = Owners::of(creds);
-    let mut notes = Vec::new();
-    // The mount points so far, and the directories `-r` mirrored.
-    let (mut mounted, mut mirrored): (Vec<OsString>, Vec<OsString>) = (Vec::new(), Vec::new());
-    let mut list: Vec<(OsString, OsString)> = Vec::new();
-    let mut view = Vec::new();
-    for (k, m) in plan.mounts.iter().enumerate() {
-        if plan.mutable_root {
-            if let Some(mirror) = view::make_missing(creds, root_side, plan, k, &owners)? {
-                notes.push((mirror.level(), mirror.note()));
-                view.push(made(mirror.dir.clone(), Made::Directory));
-                mirrored.push(mirror.dir);
-            }
+    let mut parts = Parts {
+        images,
+        binds,
+        writable,
+        owners,
+    };
+    let mut so_far = SoFar::default();
+    for k in 0..call.plan.mounts.len() {
+        if call.plan.mutable_root {
+            so_far.mirror_missing(creds, root_side, call.plan, k, &parts.owners)?;
         }
-        let target = resolve(creds, call, k, &mounted, &mut notes)?;
-        let tree = if m.bind.is_some() {
-            let copy = binds.copies.remove(&k).ok_or_else(|| {
+        let target = resolve(creds, call, k, &so_far.mounted, &mut so_far.notes)?;
+        let tree = tree_of(
+            creds,
+            root_side,
+            &mut parts,
+            call.plan,
+            k,
+            &target,
+            &mut so_far,
+        )?;
+        let subject = &call.plan.mounts[k].subject;
+        creds.as_root(|root| root_side.attach(root, &tree, &target, subject))??;
+        if call.plan.layer_dir.is_some() {
+            so_far.record_images(parts.images, call.plan, k, &target)?;
+        }
+        so_far.mounted.push(target.real);
+    }
+    Ok(so_far.finish(call.plan))
+}
+
+/// What attaching uses throughout the call.
+struct Parts<'a, W> {
+    images: &'a mut Images,
+    /// The bind copies, taken by mount index.
+    binds: Binds,
+    /// `--writable`'s tmpfs, stacked on every image.
+    writable: Option<W>,
+    owners: Owners,
+}
+
+/// What the mounts attached so far leave for later ones, the command and
+/// the layer helper; one list per use.
+#[derive(Default)]
+struct SoFar {
+    /// The mount points, in order: later ones are judged against them.
+    mounted: Vec<OsString>,
+    /// `-r`: the directories mirrored (the working directory is entered
+    /// again when it lies in one, as in a mounted tree).
+    mirrored: Vec<OsString>,
+    /// `UENV_MOUNT_LIST`: each image with its mount point.
+    mount_list: Vec<(OsString, OsString)>,
+    /// `--writable=DIR`: what was made where, for the caller's stage.
+    view: Vec<ViewMount>,
+    /// `--verbose` lines, each with the verbosity it needs.
+    notes: Vec<(u8, String)>,
+}
+
+impl SoFar {
+    /// `-r`: mount `k`'s missing mount point, made in the view.
+    fn mirror_missing<C: Credentials, R: RootSide>(
+        &mut self,
+        creds: &mut C,
+        root_side: &mut R,
+        plan: &Plan,
+        k: usize,
+        owners: &Owners,
+    ) -> Result<(), Failure> {
+        if let Some(mirror) = view::make_missing(creds, root_side, plan, k, owners)? {
+            self.notes.push((mirror.level(), mirror.note()));
+            self.view.push(made(mirror.dir.clone(), Made::Directory));
+            self.mirrored.push(mirror.dir);
+        }
+        Ok(())
+    }
+
+    /// `--writable=DIR`: the images attached at mount `k`, for the view.
+    fn record_images(
+        &mut self,
+        images: &Images,
+        plan: &Plan,
+        k: usize,
+        target: &MountPoint,
+    ) -> Result<(), Failure> {
+        let m = &plan.mounts[k];
+        if m.bind.is_some() {
+            return Ok(());
+        }
+        let ids = images.layers[k]
+            .iter()
+            .map(|&i| layer::identity_of(&images.records[i].image, &m.subject))
+            .collect::<Result<_, _>>()?;
+        self.view.push(made(target.real.clone(), Made::Images(ids)));
+        Ok(())
+    }
+
+    fn finish(mut self, plan: &Plan) -> Attached {
+        self.mounted.append(&mut self.mirrored);
+        let list = self.mount_list.iter();
+        Attached {
+            mount_list: environment::mount_list(list.map(|(i, m)| (i.as_os_str(), m.as_os_str()))),
+            notes: self.notes,
+            reentered: reenter_working_directory(&plan.cwd, &self.mounted),
+            layer: plan.layer_dir.clone().map(|dir| layer::Plan {
+                dir,
+                mounts: self.view,
+                cwd: plan.cwd.clone(),
+                verbose: 0,
+            }),
+        }
+    }
+}
+
+/// The tree to attach at mount `k`: its bind copy, or its image's
+/// instance (a union, or under `--writable`, stacked first).
+fn tree_of<C: Credentials, R: RootSide>(
+    creds: &mut C,
+    root_side: &mut R,
+    parts: &mut Parts<'_, R::Writable>,
+    plan: &Plan,
+    k: usize,
+    target: &MountPoint,
+    so_far: &mut SoFar,
+) -> Result<OwnedFd, Failure> {
+    let m = &plan.mounts[k];
+    if m.bind.is_some() {
+        let copy =
+            parts.binds.copies.remove(&k).ok_or_else(|| {
                 Failure::about(&m.subject, SequenceError::Internal("no bind copy"))
             })?;
-            notes.extend(binds.note(k, &target.real).map(|n| (1, n)));
-            view.push(made(target.real.clone(), Made::Bind));
-            copy
-        } else {
-            let layers = images.take_layers(k).ok_or_else(|| {
-                Failure::about(&m.subject, SequenceError::Internal("no instance left"))
-            })?;
-            for &i in &images.layers[k] {
-                list.push((images.records[i].image.path.clone(), target.real.clone()));
-            }
-            stack(
-                creds,
-                root_side,
-                layers,
-                writable.as_mut(),
-                &owners,
-                &m.subject,
-            )?
-        };
-        creds.as_root(|root| root_side.attach(root, &tree, &target, &m.subject))??;
-        if m.bind.is_none() && plan.layer_dir.is_some() {
-            let ids = images.layers[k]
-                .iter()
-                .map(|&i| layer::identity_of(&images.records[i].image, &m.subject))
-                .collect::<Result<_, _>>()?;
-            view.push(made(target.real.clone(), Made::Images(ids)));
-        }
-        mounted.push(target.real);
+        so_far
+            .notes
+            .extend(parts.binds.note(k, &target.real).map(|n| (1, n)));
+        so_far.view.push(made(target.real.clone(), Made::Bind));
+        return Ok(copy);
     }
-    mounted.extend(mirrored);
-    Ok(Attached {
-        mount_list: environment::mount_list(
-            list.iter().map(|(i, m)| (i.as_os_str(), m.as_os_str())),
-        ),
-        notes,
-        reentered: reenter_working_directory(&plan.cwd, &mounted),
-        layer: plan.layer_dir.clone().map(|dir| layer::Plan {
-            dir,
-            mounts: view,
-            cwd: plan.cwd.clone(),
-            verbose: 0,
-        }),
-    })
+    let layers = parts
+        .images
+        .take_layers(k)
+        .ok_or_else(|| Failure::about(&m.subject, SequenceError::Internal("no instance left")))?;
+    for &i in &parts.images.layers[k] {
+        let image = parts.images.records[i].image.path.clone();
+        so_far.mount_list.push((image, target.real.clone()));
+    }
+    let writable = parts.writable.as_mut();
+    stack(
+        creds,
+        root_side,
+        layers,
+        writable,
+        &parts.owners,
+        &m.subject,
+    )
 }
 
 fn made(path: OsString, made: Made) -> ViewMount {
