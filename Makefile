@@ -149,6 +149,7 @@ bench:
 	@CARGO='$(CARGO)' scripts/deps bench
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/run
+	bench/launch-pairs
 	bench/fuse-rows
 	bench/cold
 	bench/kept-layer

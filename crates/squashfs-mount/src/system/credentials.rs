@@ -145,11 +145,14 @@ pub struct CapabilityState {
     pub bounding: Capabilities,
 }
 
-/// Every capability this kernel knows, one at a time.
-fn known_capabilities() -> impl Iterator<Item = Capabilities> {
+/// Every capability this kernel knows, one at a time, with whether it is
+/// in the bounding set (one PR_CAPBSET_READ each; the first number the
+/// kernel does not know ends it with EINVAL).
+fn bounding_set_members() -> impl Iterator<Item = SysResult<(Capabilities, bool)>> {
     (0..64)
         .map(|bit| Capabilities::from_bits_retain(1 << bit))
-        .take_while(|c| rustix::thread::capability_is_in_bounding_set(*c) != Err(Errno::INVAL))
+        .map(|c| rustix::thread::capability_is_in_bounding_set(c).map(|has| (c, has)))
+        .take_while(|r| *r != Err(Errno::INVAL))
 }
 
 /// The calling thread's capability sets (capget, and PR_CAPBSET_READ for
@@ -157,8 +160,8 @@ fn known_capabilities() -> impl Iterator<Item = Capabilities> {
 pub fn capability_state() -> SysResult<CapabilityState> {
     let sets = rustix::thread::capabilities(None)?;
     let mut bounding = Capabilities::empty();
-    for c in known_capabilities() {
-        if rustix::thread::capability_is_in_bounding_set(c)? {
+    for member in bounding_set_members() {
+        if let (c, true) = member? {
             bounding |= c;
         }
     }
@@ -178,12 +181,24 @@ pub fn capability_state() -> SysResult<CapabilityState> {
 /// the system call that failed.
 pub fn limit_capabilities(keep: Capabilities) -> Result<(), (&'static str, Errno)> {
     let before = rustix::thread::capabilities(None).map_err(|e| ("capget", e))?;
-    for c in known_capabilities().filter(|c| !keep.contains(*c)) {
-        if rustix::thread::capability_is_in_bounding_set(c)
-            .map_err(|e| ("prctl(PR_CAPBSET_READ)", e))?
-        {
-            rustix::thread::remove_capability_from_bounding_set(c)
-                .map_err(|e| ("prctl(PR_CAPBSET_DROP)", e))?;
+    // One PR_CAPBSET_DROP per capability not kept (dropping one already
+    // gone succeeds), until the first number the kernel does not know.
+    for bit in 0..64 {
+        let c = Capabilities::from_bits_retain(1 << bit);
+        if keep.contains(c) {
+            continue;
+        }
+        match rustix::thread::remove_capability_from_bounding_set(c) {
+            Ok(()) => {}
+            Err(Errno::INVAL) => break,
+            // Without CAP_SETPCAP, only a capability already gone is fine.
+            Err(Errno::PERM) => match rustix::thread::capability_is_in_bounding_set(c) {
+                Ok(false) => {}
+                Err(Errno::INVAL) => break,
+                Ok(true) => return Err(("prctl(PR_CAPBSET_DROP)", Errno::PERM)),
+                Err(e) => return Err(("prctl(PR_CAPBSET_READ)", e)),
+            },
+            Err(e) => return Err(("prctl(PR_CAPBSET_DROP)", e)),
         }
     }
     let kept = before.permitted & keep;
