@@ -65,30 +65,23 @@ fn ignore_missing(r: Result<(), Error>) -> Result<(), Error> {
     }
 }
 
-/// Checks that a clone is the record's instance: for a kernel instance a
+/// Whether a clone is the record's instance: for a kernel instance a
 /// read-only, nosuid, nodev squashfs mount of its loop device; for a FUSE
 /// instance one on its device, asked without a request to its server
 /// (which its user may have stopped: this runs under the cache's lock).
-fn check_clone(clone: &OwnedFd, meta: &Meta) -> Result<(), String> {
+/// A clone that cannot be looked at is not.
+fn is_recorded_instance(clone: &OwnedFd, meta: &Meta) -> bool {
     if let Kind::Fuse { .. } = meta.kind {
-        let st = system::fstat_cached(clone.as_fd())
-            .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
-        if st.dev != meta.device {
-            return Err("the cached instance is not what was recorded".into());
-        }
-        return Ok(());
+        return system::fstat_cached(clone.as_fd()).is_ok_and(|st| st.dev == meta.device);
     }
-    let rdev = meta.device;
-    let st = system::fstat(clone.as_fd())
-        .map_err(|e| format!("cannot stat the cached instance: {e}"))?;
-    let magic = system::filesystem_type(clone.as_fd())
-        .map_err(|e| format!("cannot statfs the cached instance: {e}"))?;
-    let flags = system::mount_flags(clone.as_fd())
-        .map_err(|e| format!("cannot read the cached instance's flags: {e}"))?;
-    if st.dev != rdev || magic != system::SQUASHFS_MAGIC || flags != (true, true, true) {
-        return Err("the cached instance is not what was recorded".into());
-    }
-    Ok(())
+    let (Ok(st), Ok(magic), Ok(flags)) = (
+        system::fstat(clone.as_fd()),
+        system::filesystem_type(clone.as_fd()),
+        system::mount_flags(clone.as_fd()),
+    ) else {
+        return false;
+    };
+    st.dev == meta.device && magic == system::SQUASHFS_MAGIC && flags == (true, true, true)
 }
 
 pub(super) fn read_secret(create: bool) -> Result<Option<[u8; 32]>, CacheError> {
@@ -140,7 +133,7 @@ pub(super) fn clones_of(
         return (Vec::new(), Some(meta));
     }
     let checked =
-        |c: system::SysResult<OwnedFd>| c.ok().filter(|c| check_clone(c, &meta).is_ok()).ok_or(());
+        |c: system::SysResult<OwnedFd>| c.ok().filter(|c| is_recorded_instance(c, &meta)).ok_or(());
     let Ok(out) = clones(name, copies)
         .map(checked)
         .collect::<Result<Vec<_>, ()>>()

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 
 use crate::cli::paths::Places;
-use crate::config::policy::{KernelImages, Policy, TrustedMatch};
+use crate::config::policy::{KernelImages, Policy, PolicyError, TrustedMatch};
 use crate::config::{self, Settings, CONFIG_PATH};
 use crate::mounts::image::Image;
 use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase, Unprivileged};
@@ -66,15 +66,23 @@ struct Verdict {
     reason: String,
 }
 
+/// Why the caller cannot use the FUSE path here: /dev/fuse does not open
+/// for them (the error), and what to do.
+struct FuseUnusable(crate::system::Error);
+
+impl std::fmt::Display for FuseUnusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let problem = crate::mounts::fuse::device_problem(self.0);
+        write!(f, "/dev/fuse cannot be opened ({}): {problem}", self.0)
+    }
+}
+
 /// Whether the caller can use the FUSE path here (/dev/fuse opens for
-/// them), and if not, why and what to do. Asked as the caller.
-fn fuse_for_caller() -> Result<(), String> {
-    crate::system::open_fuse_device().map(drop).map_err(|e| {
-        format!(
-            "/dev/fuse cannot be opened ({e}): {}",
-            crate::mounts::fuse::device_problem(e)
-        )
-    })
+/// them). Asked as the caller.
+fn fuse_for_caller() -> Result<(), FuseUnusable> {
+    crate::system::open_fuse_device()
+        .map(drop)
+        .map_err(FuseUnusable)
 }
 
 /// Whether the site's configuration file exists (asked as the caller:
@@ -88,8 +96,8 @@ fn config_exists() -> bool {
 /// (the form `sqfs bench` reads).
 fn text(
     policy: Option<&str>,
-    admitted: &Result<(), String>,
-    fuse: &Result<(), String>,
+    admitted: &Result<(), PolicyError>,
+    fuse: &Result<(), FuseUnusable>,
     verdicts: &[Verdict],
     rootless: bool,
 ) -> String {
@@ -130,8 +138,8 @@ fn json_text(text: &str) -> String {
 /// The report as one JSON object.
 fn json(
     policy: Option<&str>,
-    admitted: &Result<(), String>,
-    fuse: &Result<(), String>,
+    admitted: &Result<(), PolicyError>,
+    fuse: &Result<(), FuseUnusable>,
     verdicts: &[Verdict],
     rootless: bool,
 ) -> String {
@@ -161,10 +169,12 @@ fn json(
             format!("{{\"image\":{},\"path\":{path},\"reason\":{reason},\"mountable_here\":{usable},\"error\":{error}}}", json_text(&v.image))
         })
         .collect();
-    let err_or_null = |r: &Result<(), String>| match r {
-        Ok(()) => "null".to_string(),
-        Err(why) => json_text(why),
-    };
+    fn err_or_null<E: std::fmt::Display>(r: &Result<(), E>) -> String {
+        match r {
+            Ok(()) => "null".to_string(),
+            Err(why) => json_text(&why.to_string()),
+        }
+    }
     format!(
         "{{\"setuid\":{},\"config_file\":{},\"config_file_exists\":{},\"policy\":{{{}}},\"admitted\":{},\"not_admitted_because\":{},\"fuse_usable\":{},\"fuse_unusable_because\":{},\"images\":[{}]}}\n",
         !rootless,
@@ -188,7 +198,7 @@ pub fn run(images: &[OsString], as_json: bool) -> Result<(), Failure> {
         Ok(mut privileges) => {
             let settings: Settings = privileges.as_root(|_root| config::load())?;
             let caller = privileges.caller().clone();
-            let admitted = settings.policy.admits(&caller).map_err(|e| e.to_string());
+            let admitted = settings.policy.admits(&caller);
             for given in images {
                 let subject = given.to_string_lossy();
                 match Image::open(&privileges, given, &subject) {

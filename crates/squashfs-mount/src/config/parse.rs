@@ -2,6 +2,7 @@
 //! Pure: user and group names are resolved by the function passed in.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 
 use super::policy::{KernelImages, Policy, TrustedMatch, MAX_IMAGES_PER_CALL};
@@ -108,19 +109,61 @@ fn parse_memory(v: &str) -> Option<Memory> {
     squashfs_format::size::parse_size(v).ok().map(Memory::Bytes)
 }
 
+/// Why a value was refused: what the key takes, said after "invalid
+/// value 'V' for KEY" (nothing when it goes without saying).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueError {
+    /// A yes/no, count or duration out of bounds: nothing to add.
+    Plain,
+    /// The values the key takes.
+    Use(&'static str),
+    /// A number from `.0` to `.1`.
+    Range(u64, u64),
+    /// A user (true) or group name that /etc/passwd or /etc/group lacks.
+    UnknownId(bool, String),
+    NotAbsolute(String),
+    DotDot(String),
+    /// `/` in a list of directories.
+    Root,
+    /// A mount point directory that can never be allowed, and why.
+    ForbiddenMountPoints(String),
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueError::Plain => Ok(()),
+            ValueError::Use(what) => f.write_str(what),
+            ValueError::Range(from, to) => write!(f, "use {from} to {to}"),
+            ValueError::UnknownId(user, name) => write!(
+                f,
+                "unknown {} '{}'",
+                if *user { "user" } else { "group" },
+                name.escape_debug()
+            ),
+            ValueError::NotAbsolute(item) => {
+                write!(f, "'{}' is not an absolute path", item.escape_debug())
+            }
+            ValueError::DotDot(item) => write!(
+                f,
+                "'{}' contains '..'; give the directory itself",
+                item.escape_debug()
+            ),
+            ValueError::Root => f.write_str("'/' cannot be listed (it would allow everything)"),
+            ValueError::ForbiddenMountPoints(why) => {
+                write!(f, "a mount point directory cannot be allowed: {why}")
+            }
+        }
+    }
+}
+
 /// A list of names or numeric ids, separated by commas or spaces.
-fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, String> {
+fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, ValueError> {
     let mut out = Vec::new();
     for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
         let id = match item.parse::<u32>() {
             Ok(n) if n != u32::MAX => n,
-            _ => resolve(item, user).ok_or_else(|| {
-                format!(
-                    "unknown {} '{}'",
-                    if user { "user" } else { "group" },
-                    item.escape_debug()
-                )
-            })?,
+            _ => resolve(item, user).ok_or_else(|| ValueError::UnknownId(user, item.into()))?,
         };
         if !out.contains(&id) {
             out.push(id);
@@ -138,21 +181,18 @@ fn gids(ids: Vec<u32>) -> Vec<Gid> {
 }
 
 /// Absolute directories, separated by commas; no `..`.
-fn parse_dirs(v: &str) -> Result<Vec<OsString>, String> {
+fn parse_dirs(v: &str) -> Result<Vec<OsString>, ValueError> {
     let mut out = Vec::new();
     for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if !item.starts_with('/') {
-            return Err(format!("'{}' is not an absolute path", item.escape_debug()));
+            return Err(ValueError::NotAbsolute(item.into()));
         }
         if paths::components(item.as_bytes()).contains(&&b".."[..]) {
-            return Err(format!(
-                "'{}' contains '..'; give the directory itself",
-                item.escape_debug()
-            ));
+            return Err(ValueError::DotDot(item.into()));
         }
         let tidy = paths::absolute(std::ffi::OsStr::new("/"), std::ffi::OsStr::new(item));
         if tidy.as_bytes() == b"/" {
-            return Err("'/' cannot be listed (it would allow everything)".into());
+            return Err(ValueError::Root);
         }
         if !out.contains(&tidy) {
             out.push(tidy);
@@ -195,10 +235,9 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
             },
         };
         if let Err(why) = set {
-            let why = if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({why})")
+            let why = match why {
+                ValueError::Plain => String::new(),
+                why => format!(" ({why})"),
             };
             problems.push(format!(
                 "line {lineno}: invalid value '{}' for {key}{why}; using the default",
@@ -216,7 +255,7 @@ fn set_policy(
     key: &str,
     value: &str,
     resolve: Resolve<'_>,
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), ValueError>> {
     Some(match key {
         "kernel-images" => one_of(
             value,
@@ -227,7 +266,7 @@ fn set_policy(
             ],
         )
         .map(|v| p.kernel_images = v)
-        .ok_or_else(|| "use all, trusted or none".into()),
+        .ok_or(ValueError::Use("use all, trusted or none")),
         "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = uids(v)),
         "trusted-groups" => parse_ids(value, false, resolve).map(|v| p.trusted_groups = gids(v)),
         "trusted-dirs" => parse_dirs(value).map(|v| p.trusted_dirs = v.into()),
@@ -236,12 +275,12 @@ fn set_policy(
             &[("any", TrustedMatch::Any), ("all", TrustedMatch::All)],
         )
         .map(|v| p.trusted_match = v)
-        .ok_or_else(|| "use any or all".into()),
+        .ok_or(ValueError::Use("use any or all")),
         "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = uids(v)),
         "allowed-groups" => parse_ids(value, false, resolve).map(|v| p.allowed_groups = gids(v)),
         "mount-points" => parse_dirs(value).and_then(|v| {
             match v.iter().find_map(|d| paths::forbidden_reason(d)) {
-                Some(why) => Err(format!("a mount point directory cannot be allowed: {why}")),
+                Some(why) => Err(ValueError::ForbiddenMountPoints(why)),
                 None => {
                     p.mount_points = v.into();
                     Ok(())
@@ -250,64 +289,68 @@ fn set_policy(
         }),
         "allow-writable" => parse_bool(value)
             .map(|v| p.allow_writable = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "allow-union" => parse_bool(value)
             .map(|v| p.allow_union = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "allow-mutable-root" => parse_bool(value)
             .map(|v| p.allow_mutable_root = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "max-images-per-call" => parse_count(value, MAX_IMAGES_PER_CALL as u64)
             .filter(|&n| n > 0)
             .map(|v| p.max_images_per_call = v as usize)
-            .ok_or_else(|| format!("use 1 to {MAX_IMAGES_PER_CALL}")),
+            .ok_or(ValueError::Range(1, MAX_IMAGES_PER_CALL as u64)),
         _ => return None,
     })
 }
 
 /// Sets the tuning `key` (None: not one).
-fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), String>> {
+fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), ValueError>> {
     Some(match key {
         "max-loop-devices" => parse_count(value, 1 << 20)
             .map(|v| s.max_loop_devices = v as u32)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "max-loop-devices-per-user" => parse_share(value)
             .map(|v| s.max_loop_devices_per_user = v)
-            .ok_or_else(|| {
-                "use a number such as 64, or a percentage of max-loop-devices such as 10%".into()
-            }),
+            .ok_or(ValueError::Use(
+                "use a number such as 64, or a percentage of max-loop-devices such as 10%",
+            )),
         "max-launches-per-user" => parse_count(value, 4096)
             .filter(|&n| n > 0)
             .map(|v| s.max_launches_per_user = v as u32)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "max-launches-wait" => parse_duration(value)
             .filter(|&v| v <= 3600)
             .map(|v| s.max_launches_wait_ms = v * 1000)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "cache" => parse_bool(value)
             .map(|v| s.cache = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "cache-max-idle" => parse_duration(value)
             .map(|v| s.cache_max_idle = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "cache-max-instances" => parse_count(value, super::MAX_CACHE_ENTRIES as u64)
             .map(|v| s.cache_max_instances = v as u32)
-            .ok_or_else(|| format!("use 0 to {}", super::MAX_CACHE_ENTRIES)),
+            .ok_or(ValueError::Range(0, super::MAX_CACHE_ENTRIES as u64)),
         "cache-max-instances-per-user" => parse_share(value)
             .map(|v| s.cache_max_instances_per_user = v)
-            .ok_or_else(|| {
-                "use a number such as 64, or a percentage of cache-max-instances such as 25%".into()
-            }),
-        "cache-max-memory" => parse_memory(value)
-            .map(|v| s.cache_max_memory = v)
-            .ok_or_else(|| "use a size such as 512M or a percentage of RAM such as 2%".into()),
+            .ok_or(ValueError::Use(
+                "use a number such as 64, or a percentage of cache-max-instances such as 25%",
+            )),
+        "cache-max-memory" => {
+            parse_memory(value)
+                .map(|v| s.cache_max_memory = v)
+                .ok_or(ValueError::Use(
+                    "use a size such as 512M or a percentage of RAM such as 2%",
+                ))
+        }
         "cache-lock-timeout" => parse_duration(value)
             .filter(|&v| v <= 600)
             .map(|v| s.cache_lock_timeout_ms = v * 1000)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "loop-direct-io" => parse_bool(value)
             .map(|v| s.loop_options.direct_io = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "loop-block-size" => one_of(
             value,
             &[
@@ -319,16 +362,16 @@ fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), Str
             ],
         )
         .map(|v| s.loop_options.block_size = v)
-        .ok_or_else(|| "use 0, 512, 1024, 2048 or 4096".into()),
+        .ok_or(ValueError::Use("use 0, 512, 1024, 2048 or 4096")),
         "squashfs-threads" => parse_threads(value)
             .map(|v| s.loop_options.threads = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         "fuse-threads" => parse_count(value, 64)
             .map(|v| s.fuse_threads = v as u32)
-            .ok_or_else(|| "use 0 (automatic) to 64".into()),
+            .ok_or(ValueError::Use("use 0 (automatic) to 64")),
         "verbose" => parse_bool(value)
             .map(|v| s.verbose = v)
-            .ok_or_else(String::new),
+            .ok_or(ValueError::Plain),
         _ => return None,
     })
 }
