@@ -100,7 +100,11 @@ fn functions() -> Vec<(String, String, usize)> {
 #[test]
 fn no_source_file_is_longer_than_450_lines() {
     let files = sources();
-    let largest = files.iter().map(|(f, l)| (l.len(), f)).max().expect("files");
+    let largest = files
+        .iter()
+        .map(|(f, l)| (l.len(), f))
+        .max()
+        .expect("files");
     eprintln!("largest file: {} ({} lines)", largest.1, largest.0);
     let long: Vec<_> = files
         .iter()
@@ -115,7 +119,10 @@ fn no_function_is_longer_than_80_lines() {
     let all = functions();
     assert!(all.len() > 150, "only {} functions found", all.len());
     let longest = all.iter().max_by_key(|(_, _, n)| *n).expect("functions");
-    eprintln!("longest function: {}::{} ({} lines)", longest.0, longest.1, longest.2);
+    eprintln!(
+        "longest function: {}::{} ({} lines)",
+        longest.0, longest.1, longest.2
+    );
     let long: Vec<_> = all.iter().filter(|(_, _, n)| *n > MAX_FN).collect();
     assert!(long.is_empty(), "functions over {MAX_FN} lines: {long:?}");
 }
