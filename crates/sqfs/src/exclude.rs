@@ -238,7 +238,7 @@ mod tests {
         let mut e = Excludes::new();
         assert!(e.add("", Origin::CommandLine).is_err());
         assert!(e.add("/", Origin::CommandLine).is_err());
-        let err = e.add("a[", Origin::CommandLine).unwrap_err();
+        let err = e.add("a[", Origin::CommandLine).unwrap_err().to_string();
         assert!(err.contains("'a['"), "{err}");
     }
 

@@ -268,10 +268,15 @@ pub fn inspect_file(path: &Path) -> Result<Report, InspectError> {
 
 /// The human-readable form of a report.
 pub fn render(r: &Report) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    let o = &r.compressor_options;
+    render_format(&mut s, r);
+    render_contents(&mut s, r);
+    render_mountable(&mut s, r);
+    s
+}
+
+/// The compressor's options, or "none".
+fn compressor_options(o: &CompressorOptions) -> String {
     let mut opts = Vec::new();
     if let Some(l) = o.level {
         opts.push(format!("level {l}"));
@@ -298,17 +303,23 @@ pub fn render(r: &Report) -> String {
             "fast (not -Xhc)".into()
         });
     }
-    let opts = if opts.is_empty() {
+    if opts.is_empty() {
         "none".to_string()
     } else {
         opts.join(", ")
-    };
+    }
+}
+
+/// What the image is: format, compressor, blocks, time.
+fn render_format(s: &mut String, r: &Report) {
+    use std::fmt::Write;
+    let o = &r.compressor_options;
+    let opts = compressor_options(o);
     let source = if o.stored {
         "stored in the image"
     } else {
         "mksquashfs defaults"
     };
-    let f = &r.files;
     let _ = writeln!(s, "Image:            {}", r.image);
     let _ = writeln!(s, "Format:           SquashFS {}", r.version);
     let _ = writeln!(s, "Compressor:       {} ({opts}; {source})", r.compressor);
@@ -341,6 +352,13 @@ pub fn render(r: &Report) -> String {
         "Image time:       {} ({}): {time_is}",
         r.mkfs_time_utc, r.mkfs_time
     );
+}
+
+/// What the image holds: sizes, files, owners, attributes, options.
+fn render_contents(s: &mut String, r: &Report) {
+    use std::fmt::Write;
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let f = &r.files;
     let _ = writeln!(
         s,
         "Image size:       {} ({} bytes; file {} bytes)",
@@ -393,6 +411,11 @@ pub fn render(r: &Report) -> String {
         yes(r.flags.compressed_data),
         yes(r.flags.compressed_fragments)
     );
+}
+
+/// Whether this machine can mount it, and which way.
+fn render_mountable(s: &mut String, r: &Report) {
+    use std::fmt::Write;
     let word = |v: Option<bool>| match v {
         Some(true) => "yes",
         Some(false) => "NO, not mountable here",
@@ -421,5 +444,4 @@ pub fn render(r: &Report) -> String {
             }
         }
     }
-    s
 }

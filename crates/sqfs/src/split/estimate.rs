@@ -177,10 +177,7 @@ pub(super) fn estimate(
         }
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(SplitError::SamplerPanicked))
-            })
+            .map(|h| h.join().unwrap_or(Err(SplitError::SamplerPanicked)))
             .collect()
     });
     let mut samples = vec![Sample::default(); cut.units.len()];
