@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
+use squashfs_format::FormatError;
 use squashfs_reader::{Archive, FileSource, Kind};
 
 use crate::units;
@@ -80,18 +81,37 @@ fn join(dir: &str, name: &[u8]) -> String {
     }
 }
 
+/// Why an image cannot be checked at all.
+#[derive(Debug)]
+pub enum CheckError {
+    Open(std::io::Error),
+    Stat(std::io::Error),
+    /// Its superblock or tables cannot be read.
+    Image(FormatError),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::Open(e) => write!(f, "cannot open it: {}", units::io_error(e)),
+            CheckError::Stat(e) => write!(f, "cannot stat it: {}", units::io_error(e)),
+            CheckError::Image(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {}
+
 /// Reads every block of `file` (a regular file's inode); the error, if any.
 fn read_file(
     archive: &Archive<FileSource>,
     inode: &squashfs_reader::Inode,
     buf: &mut [u8],
-) -> Result<u64, String> {
-    let layout = archive.layout(inode).map_err(|e| e.to_string())?;
+) -> Result<u64, FormatError> {
+    let layout = archive.layout(inode)?;
     let mut offset = 0u64;
     loop {
-        let n = archive
-            .read(&layout, offset, buf)
-            .map_err(|e| e.to_string())?;
+        let n = archive.read(&layout, offset, buf)?;
         if n == 0 {
             return Ok(offset);
         }
@@ -100,13 +120,11 @@ fn read_file(
 }
 
 /// Checks the image at `path`.
-pub fn check(path: &Path) -> Result<Checked, String> {
+pub fn check(path: &Path) -> Result<Checked, CheckError> {
     let started = Instant::now();
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot open it: {}", units::io_error(&e)))?;
-    let source =
-        FileSource::new(file).map_err(|e| format!("cannot stat it: {}", units::io_error(&e)))?;
-    let archive = Archive::open(source).map_err(|e| e.to_string())?;
+    let file = std::fs::File::open(path).map_err(CheckError::Open)?;
+    let source = FileSource::new(file).map_err(CheckError::Stat)?;
+    let archive = Archive::open(source).map_err(CheckError::Image)?;
     let mut w = Walk {
         checked: Checked {
             image: path.display().to_string(),
@@ -158,8 +176,9 @@ pub fn check(path: &Path) -> Result<Checked, String> {
     w.checked.files = files.len() as u64;
     for (path, result) in files.iter().map(|(p, _)| p).zip(read_all(&archive, &files)) {
         match result {
-            Ok(n) => w.checked.data_bytes += n,
-            Err(e) => w.failed(path, e),
+            Some(Ok(n)) => w.checked.data_bytes += n,
+            Some(Err(e)) => w.failed(path, e.to_string()),
+            None => w.failed(path, "not read".to_string()),
         }
     }
     w.checked.seconds = started.elapsed().as_secs_f64();
@@ -171,14 +190,15 @@ pub fn check(path: &Path) -> Result<Checked, String> {
 fn read_all(
     archive: &Archive<FileSource>,
     files: &[(String, std::sync::Arc<squashfs_reader::Inode>)],
-) -> Vec<Result<u64, String>> {
+) -> Vec<Option<Result<u64, FormatError>>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(16);
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<u64, String>>>> = Mutex::new(vec![None; files.len()]);
+    let results: Mutex<Vec<Option<Result<u64, FormatError>>>> =
+        Mutex::new(files.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
@@ -195,12 +215,7 @@ fn read_all(
             });
         }
     });
-    results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("not read".into())))
-        .collect()
+    results.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The one line for standard output (all good) or standard error (a bad

@@ -7,6 +7,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use crate::error::FileError;
 use crate::exclude;
 
 /// sqfs's long options that take a value (as the next argument unless
@@ -139,42 +140,66 @@ pub fn wants_version(args: &[OsString]) -> bool {
     false
 }
 
+/// Why a command line cannot be translated (a usage error).
+#[derive(Debug)]
+pub enum CompatError {
+    /// A mksquashfs option without its value: the option, what it needs.
+    NeedsValue(String, &'static str),
+    /// `-e` with nothing after it.
+    NoPathsAfterE,
+    /// A mksquashfs option sqfs does not take: the option and subcommand.
+    Mksquashfs(String, String),
+    /// Neither sqfs's nor mksquashfs's: the option and subcommand.
+    Unknown(String, String),
+    ExcludeFile(FileError),
+    /// With -wildcards, an exclusion that is not relative.
+    NotRelative(String),
+}
+
+impl std::fmt::Display for CompatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use CompatError as E;
+        match self {
+            E::NeedsValue(option, what) => write!(f, "'{option}' needs {what}"),
+            E::NoPathsAfterE => f.write_str("'-e' needs the paths to exclude after it (it takes the rest of the command line, as in mksquashfs)"),
+            E::Mksquashfs(option, sub) => f.write_str(&answer(option, sub)),
+            E::Unknown(option, sub) => write!(
+                f,
+                "unknown option '{option}'; sqfs's options start with '--' (see 'sqfs {}--help')",
+                if sub.is_empty() {
+                    String::new()
+                } else {
+                    format!("{sub} ")
+                }
+            ),
+            E::ExcludeFile(e) => write!(f, "-ef {e}"),
+            E::NotRelative(text) => write!(
+                f,
+                "-e '{text}': with -wildcards, exclusions are relative to the packed directory (as in mksquashfs)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CompatError {}
+
 /// Rewrites `args` (without argv[0]). Errors are usage errors.
-pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, String> {
+pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, CompatError> {
     // The subcommand: the first word that is not an option.
     let sub_at = args
         .iter()
         .position(|a| !a.to_string_lossy().starts_with('-'));
-    let sub = sub_at
-        .map(|i| args[i].to_string_lossy().into_owned())
-        .unwrap_or_default();
     let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let wildcards = args[..end].iter().any(|a| a == "-wildcards");
-    // The positional arguments of the subcommand (for pack: DIR first).
-    let mut positionals: Vec<&OsStr> = Vec::new();
-    {
-        let mut i = sub_at.map_or(args.len(), |i| i + 1);
-        while i < end {
-            let a = args[i].to_string_lossy();
-            if a == "-e" {
-                break;
-            }
-            if is_value_option(&a)
-                || matches!(
-                    &*a,
-                    "-comp" | "-b" | "-ef" | "-processors" | "-Xcompression-level"
-                )
-            {
-                i += 2;
-                continue;
-            }
-            if !a.starts_with('-') || a == "-" {
-                positionals.push(&args[i]);
-            }
-            i += 1;
-        }
-    }
-    let dir = positionals.first().map(PathBuf::from);
+    let line = Line {
+        args,
+        sub: sub_at
+            .map(|i| args[i].to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        end,
+        wildcards: args[..end].iter().any(|a| a == "-wildcards"),
+        dir: positionals(args, sub_at, end).first().map(PathBuf::from),
+    };
+    let sub = &line.sub;
     let mut out: Vec<OsString> = Vec::with_capacity(args.len());
     let mut i = 0;
     while i < args.len() {
@@ -185,12 +210,6 @@ pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, String> {
             out.push(raw.clone());
             continue;
         }
-        let value = |i: usize, what: &str| -> Result<OsString, String> {
-            args.get(i)
-                .filter(|v| i < end && !v.is_empty())
-                .cloned()
-                .ok_or_else(|| format!("'{a}' needs {what}"))
-        };
         let before_sub = sub_at.is_none_or(|s| i - 1 < s);
         match &*a {
             "-version" => out.push("--version".into()),
@@ -206,81 +225,143 @@ pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, String> {
                 }
             }
             _ if is_short_cluster(&a) => out.push(raw.clone()),
-            "-comp" if sub == "pack" || sub == "bench" => {
-                out.extend([
-                    "--comp".into(),
-                    value(i, "a compressor name (zstd, gzip, lz4, lzo or xz)")?,
-                ]);
-                i += 1;
-            }
-            "-b" if sub == "pack" || sub == "bench" => {
-                out.extend([
-                    "--block-size".into(),
-                    value(i, "a block size such as 128K or 1M")?,
-                ]);
-                i += 1;
-            }
-            "-processors" if sub == "pack" => {
-                out.extend(["--processors".into(), value(i, "a number")?]);
-                i += 1;
-            }
-            "-Xcompression-level" if sub == "pack" => {
-                out.extend(["--level".into(), value(i, "a level")?]);
-                i += 1;
-            }
-            "-Xhc" if sub == "pack" => out.extend(["--level".into(), "9".into()]),
-            "-all-root" | "-root-owned" if sub == "pack" => out.push("--all-root".into()),
-            "-no-xattrs" if sub == "pack" => out.push("--no-xattrs".into()),
-            "-quiet" if sub == "pack" => out.push("--quiet".into()),
-            "-no-progress" if sub == "pack" => out.push("--no-progress".into()),
-            // What sqfs pack always does: nothing to translate.
-            "-noappend" | "-no-exports" | "-xattrs" | "-exit-on-error" | "-no-recovery"
-            | "-reproducible" | "-not-reproducible" | "-info" | "-progress" | "-wildcards"
-                if sub == "pack" => {}
-            "-ef" if sub == "pack" => {
-                let file = PathBuf::from(value(i, "a file of paths to exclude")?);
-                i += 1;
-                for line in exclude_file_lines(&file)? {
-                    if let Some(p) = mksquashfs_exclude(&line, wildcards, dir.as_deref())? {
-                        out.extend(["--exclude-quiet".into(), p.into()]);
-                    }
-                }
-            }
-            "-e" if sub == "pack" => {
-                if i >= end {
-                    return Err("'-e' needs the paths to exclude after it (it takes the rest of the command line, as in mksquashfs)".into());
-                }
-                for path in &args[i..end] {
-                    let path = path.to_string_lossy();
-                    if let Some(p) = mksquashfs_exclude(&path, wildcards, dir.as_deref())? {
-                        out.extend(["--exclude-quiet".into(), p.into()]);
-                    }
-                }
-                i = end;
-            }
+            _ if line.spelling(&a, &mut i, &mut out)? => {}
             _ if MKSQUASHFS_OPTIONS.contains(&&*a) || a.starts_with("-X") => {
-                return Err(answer(&a, &sub));
+                return Err(CompatError::Mksquashfs(a.into_owned(), sub.clone()));
             }
-            _ => {
-                return Err(format!(
-                    "unknown option '{a}'; sqfs's options start with '--' (see 'sqfs {}--help')",
-                    if sub.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{sub} ")
-                    }
-                ))
-            }
+            _ => return Err(CompatError::Unknown(a.into_owned(), sub.clone())),
         }
     }
     Ok(out)
 }
 
+/// The positional arguments of the subcommand (for pack: DIR first).
+fn positionals(args: &[OsString], sub_at: Option<usize>, end: usize) -> Vec<&OsStr> {
+    let mut positionals: Vec<&OsStr> = Vec::new();
+    let mut i = sub_at.map_or(args.len(), |i| i + 1);
+    while i < end {
+        let a = args[i].to_string_lossy();
+        if a == "-e" {
+            break;
+        }
+        if is_value_option(&a)
+            || matches!(
+                &*a,
+                "-comp" | "-b" | "-ef" | "-processors" | "-Xcompression-level"
+            )
+        {
+            i += 2;
+            continue;
+        }
+        if !a.starts_with('-') || a == "-" {
+            positionals.push(&args[i]);
+        }
+        i += 1;
+    }
+    positionals
+}
+
+/// A command line being translated.
+struct Line<'a> {
+    args: &'a [OsString],
+    /// The subcommand ("" for none).
+    sub: String,
+    /// Where `--` is (or the end).
+    end: usize,
+    /// `-wildcards` was given.
+    wildcards: bool,
+    /// pack's DIR.
+    dir: Option<PathBuf>,
+}
+
+impl Line<'_> {
+    /// The value of option `a` at `i`, or what it needs.
+    fn value(&self, i: usize, a: &str, what: &'static str) -> Result<OsString, CompatError> {
+        self.args
+            .get(i)
+            .filter(|v| i < self.end && !v.is_empty())
+            .cloned()
+            .ok_or_else(|| CompatError::NeedsValue(a.to_string(), what))
+    }
+
+    /// Translates the mksquashfs spelling `a` (its value at `*i`) into
+    /// `out`; false if `a` is not one sqfs translates for this subcommand.
+    fn spelling(
+        &self,
+        a: &str,
+        i: &mut usize,
+        out: &mut Vec<OsString>,
+    ) -> Result<bool, CompatError> {
+        let sub = self.sub.as_str();
+        let pack = sub == "pack";
+        let option = match a {
+            "-comp" if pack || sub == "bench" => {
+                Some(("--comp", "a compressor name (zstd, gzip, lz4, lzo or xz)"))
+            }
+            "-b" if pack || sub == "bench" => {
+                Some(("--block-size", "a block size such as 128K or 1M"))
+            }
+            "-processors" if pack => Some(("--processors", "a number")),
+            "-Xcompression-level" if pack => Some(("--level", "a level")),
+            _ => None,
+        };
+        if let Some((long, what)) = option {
+            out.extend([long.into(), self.value(*i, a, what)?]);
+            *i += 1;
+            return Ok(true);
+        }
+        match a {
+            "-Xhc" if pack => out.extend(["--level".into(), "9".into()]),
+            "-all-root" | "-root-owned" if pack => out.push("--all-root".into()),
+            "-no-xattrs" if pack => out.push("--no-xattrs".into()),
+            "-quiet" if pack => out.push("--quiet".into()),
+            "-no-progress" if pack => out.push("--no-progress".into()),
+            // What sqfs pack always does: nothing to translate.
+            "-noappend" | "-no-exports" | "-xattrs" | "-exit-on-error" | "-no-recovery"
+            | "-reproducible" | "-not-reproducible" | "-info" | "-progress" | "-wildcards"
+                if pack => {}
+            "-ef" if pack => {
+                let file = PathBuf::from(self.value(*i, a, "a file of paths to exclude")?);
+                *i += 1;
+                let lines = exclude_file_lines(&file)?;
+                self.exclusions(lines.iter().map(String::as_str), out)?;
+            }
+            "-e" if pack => {
+                if *i >= self.end {
+                    return Err(CompatError::NoPathsAfterE);
+                }
+                let paths: Vec<String> = self.args[*i..self.end]
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                self.exclusions(paths.iter().map(String::as_str), out)?;
+                *i = self.end;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// mksquashfs exclusions as `--exclude-quiet` patterns.
+    fn exclusions<'b>(
+        &self,
+        texts: impl Iterator<Item = &'b str>,
+        out: &mut Vec<OsString>,
+    ) -> Result<(), CompatError> {
+        for text in texts {
+            if let Some(p) = mksquashfs_exclude(text, self.wildcards, self.dir.as_deref())? {
+                out.extend(["--exclude-quiet".into(), p.into()]);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The lines of a mksquashfs exclude file, read as mksquashfs reads them:
 /// leading white space skipped, `#` lines skipped, a leading `\` removed.
-fn exclude_file_lines(file: &Path) -> Result<Vec<String>, String> {
-    let text = std::fs::read(file)
-        .map_err(|e| format!("-ef {}: {}", file.display(), crate::units::io_error(&e)))?;
+fn exclude_file_lines(file: &Path) -> Result<Vec<String>, CompatError> {
+    let text =
+        std::fs::read(file).map_err(|e| CompatError::ExcludeFile(FileError::new(file, e)))?;
     Ok(String::from_utf8_lossy(&text)
         .lines()
         .filter_map(|l| {
@@ -302,12 +383,10 @@ fn mksquashfs_exclude(
     text: &str,
     wildcards: bool,
     dir: Option<&Path>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, CompatError> {
     if wildcards {
         if text.starts_with('/') || text.starts_with("./") || text.starts_with("../") {
-            return Err(format!(
-                "-e '{text}': with -wildcards, exclusions are relative to the packed directory (as in mksquashfs)"
-            ));
+            return Err(CompatError::NotRelative(text.to_string()));
         }
         return Ok(Some(match text.strip_prefix("... ") {
             Some(rest) if rest.contains('/') => format!("**/{rest}"),
@@ -339,7 +418,7 @@ mod tests {
 
     fn t(args: &[&str]) -> Result<Vec<String>, String> {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        translate(&args).map(|v| {
+        translate(&args).map_err(|e| e.to_string()).map(|v| {
             v.into_iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect()

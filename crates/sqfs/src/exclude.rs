@@ -24,10 +24,47 @@
 //! happens.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use globset::{GlobBuilder, GlobMatcher};
+
+use crate::error::FileError;
+
+/// Why an exclusion pattern cannot be used.
+#[derive(Debug)]
+pub enum ExcludeError {
+    /// An empty pattern (or `/`).
+    Empty(String),
+    /// A pattern globset refuses, and why.
+    Glob(String, globset::ErrorKind),
+    /// The `--exclude-from` file cannot be read.
+    Unreadable(FileError),
+    NotUtf8(PathBuf),
+    /// A bad pattern in an `--exclude-from` file.
+    InFile(Box<ExcludeError>, PathBuf),
+}
+
+impl std::fmt::Display for ExcludeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExcludeError::Empty(text) => write!(
+                f,
+                "--exclude '{text}': an empty pattern would exclude nothing (or everything); name what to leave out, e.g. '*.pyc' or 'build/'"
+            ),
+            ExcludeError::Glob(text, kind) => write!(f, "--exclude '{text}': {kind}"),
+            ExcludeError::Unreadable(e) => write!(f, "--exclude-from {e}"),
+            ExcludeError::NotUtf8(file) => write!(
+                f,
+                "--exclude-from {}: not UTF-8 text; write the patterns as UTF-8",
+                file.display()
+            ),
+            ExcludeError::InFile(e, file) => write!(f, "{e} (in {})", file.display()),
+        }
+    }
+}
+
+impl std::error::Error for ExcludeError {}
 
 /// One pattern as given, compiled.
 struct Pattern {
@@ -64,7 +101,7 @@ impl Excludes {
     }
 
     /// Adds one pattern (see the module documentation).
-    pub fn add(&mut self, pattern: &str, origin: Origin) -> Result<(), String> {
+    pub fn add(&mut self, pattern: &str, origin: Origin) -> Result<(), ExcludeError> {
         let text = pattern.to_string();
         let mut p = pattern;
         let dirs_only = p.len() > 1 && p.ends_with('/') && !p.ends_with("\\/");
@@ -72,9 +109,7 @@ impl Excludes {
             p = p.trim_end_matches('/');
         }
         if p.is_empty() || p == "/" {
-            return Err(format!(
-                "--exclude '{text}': an empty pattern would exclude nothing (or everything); name what to leave out, e.g. '*.pyc' or 'build/'"
-            ));
+            return Err(ExcludeError::Empty(text));
         }
         let glob = if let Some(anchored) = p.strip_prefix('/') {
             anchored.to_string()
@@ -87,7 +122,7 @@ impl Excludes {
             .literal_separator(true)
             .backslash_escape(true)
             .build()
-            .map_err(|e| format!("--exclude '{text}': {}", e.kind()))?
+            .map_err(|e| ExcludeError::Glob(text.clone(), e.kind().clone()))?
             .compile_matcher();
         self.patterns.push(Pattern {
             text,
@@ -102,27 +137,18 @@ impl Excludes {
     /// Adds the patterns of a file, one a line; empty lines and lines
     /// starting with `#` are skipped (a leading `\` keeps a `#` or a space),
     /// leading and trailing white space is removed.
-    pub fn add_file(&mut self, file: &Path, origin: Origin) -> Result<(), String> {
-        let text = std::fs::read(file).map_err(|e| {
-            format!(
-                "--exclude-from {}: {}",
-                file.display(),
-                crate::units::io_error(&e)
-            )
-        })?;
-        let text = String::from_utf8(text).map_err(|_| {
-            format!(
-                "--exclude-from {}: not UTF-8 text; write the patterns as UTF-8",
-                file.display()
-            )
-        })?;
+    pub fn add_file(&mut self, file: &Path, origin: Origin) -> Result<(), ExcludeError> {
+        let text =
+            std::fs::read(file).map_err(|e| ExcludeError::Unreadable(FileError::new(file, e)))?;
+        let text =
+            String::from_utf8(text).map_err(|_| ExcludeError::NotUtf8(file.to_path_buf()))?;
         for line in text.lines() {
             let line = line.trim_end_matches('\r').trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             self.add(line, origin)
-                .map_err(|e| format!("{} (in {})", e, file.display()))?;
+                .map_err(|e| ExcludeError::InFile(Box::new(e), file.to_path_buf()))?;
         }
         Ok(())
     }
@@ -212,7 +238,7 @@ mod tests {
         let mut e = Excludes::new();
         assert!(e.add("", Origin::CommandLine).is_err());
         assert!(e.add("/", Origin::CommandLine).is_err());
-        let err = e.add("a[", Origin::CommandLine).unwrap_err();
+        let err = e.add("a[", Origin::CommandLine).unwrap_err().to_string();
         assert!(err.contains("'a['"), "{err}");
     }
 

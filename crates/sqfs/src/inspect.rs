@@ -95,10 +95,37 @@ pub struct ImageFile {
 
 const WINDOW: usize = 256 << 10;
 
+/// Why an image cannot be inspected.
+#[derive(Debug)]
+pub enum InspectError {
+    Open(std::io::Error),
+    Stat(std::io::Error),
+    DeviceSize(std::io::Error),
+    /// Neither a regular file nor a block device: what it is.
+    NotAnImage(&'static str),
+    Image(FormatError),
+}
+
+impl std::fmt::Display for InspectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InspectError::Open(e) => write!(f, "cannot open it: {e}"),
+            InspectError::Stat(e) => write!(f, "cannot stat it: {}", units::io_error(e)),
+            InspectError::DeviceSize(e) => {
+                write!(f, "cannot size the block device: {}", units::io_error(e))
+            }
+            InspectError::NotAnImage(kind) => write!(f, "it is {kind}, not an image file"),
+            InspectError::Image(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for InspectError {}
+
 impl ImageFile {
     /// Opens `path` as the caller; refuses anything but a regular file or a
     /// block device (a FIFO must not make us wait, so open non-blocking).
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, InspectError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(
@@ -106,18 +133,15 @@ impl ImageFile {
                     | rustix::fs::OFlags::NOCTTY.bits() as i32,
             )
             .open(path)
-            .map_err(|e| format!("cannot open it: {e}"))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| format!("cannot stat it: {}", units::io_error(&e)))?;
+            .map_err(InspectError::Open)?;
+        let meta = file.metadata().map_err(InspectError::Stat)?;
         let ft = meta.file_type();
         let len = if ft.is_file() {
             meta.len()
         } else if ft.is_block_device() {
             use std::io::{Seek, SeekFrom};
             let mut f = &file;
-            f.seek(SeekFrom::End(0))
-                .map_err(|e| format!("cannot size the block device: {}", units::io_error(&e)))?
+            f.seek(SeekFrom::End(0)).map_err(InspectError::DeviceSize)?
         } else {
             let kind = if ft.is_dir() {
                 "a directory"
@@ -130,7 +154,7 @@ impl ImageFile {
             } else {
                 "not a regular file"
             };
-            return Err(format!("it is {kind}, not an image file"));
+            return Err(InspectError::NotAnImage(kind));
         };
         Ok(ImageFile {
             file,
@@ -225,12 +249,12 @@ pub fn examine(
 }
 
 /// Inspects the image at `path`. Errors are one line naming what is wrong.
-pub fn inspect_file(path: &Path) -> Result<Report, String> {
+pub fn inspect_file(path: &Path) -> Result<Report, InspectError> {
     let image = ImageFile::open(path)?;
     let total = image.len();
     let bar = crate::progress::Bar::bytes("reading inode table", total);
     let (_, mut report) = examine(&image, &path.display().to_string(), |done| bar.set(done))
-        .map_err(|e| e.to_string())?;
+        .map_err(InspectError::Image)?;
     bar.finish();
     report.kernel = kernel::image_verdict_here(
         report.compressor,
@@ -244,10 +268,15 @@ pub fn inspect_file(path: &Path) -> Result<Report, String> {
 
 /// The human-readable form of a report.
 pub fn render(r: &Report) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    let o = &r.compressor_options;
+    render_format(&mut s, r);
+    render_contents(&mut s, r);
+    render_mountable(&mut s, r);
+    s
+}
+
+/// The compressor's options, or "none".
+fn compressor_options(o: &CompressorOptions) -> String {
     let mut opts = Vec::new();
     if let Some(l) = o.level {
         opts.push(format!("level {l}"));
@@ -274,17 +303,23 @@ pub fn render(r: &Report) -> String {
             "fast (not -Xhc)".into()
         });
     }
-    let opts = if opts.is_empty() {
+    if opts.is_empty() {
         "none".to_string()
     } else {
         opts.join(", ")
-    };
+    }
+}
+
+/// What the image is: format, compressor, blocks, time.
+fn render_format(s: &mut String, r: &Report) {
+    use std::fmt::Write;
+    let o = &r.compressor_options;
+    let opts = compressor_options(o);
     let source = if o.stored {
         "stored in the image"
     } else {
         "mksquashfs defaults"
     };
-    let f = &r.files;
     let _ = writeln!(s, "Image:            {}", r.image);
     let _ = writeln!(s, "Format:           SquashFS {}", r.version);
     let _ = writeln!(s, "Compressor:       {} ({opts}; {source})", r.compressor);
@@ -317,6 +352,13 @@ pub fn render(r: &Report) -> String {
         "Image time:       {} ({}): {time_is}",
         r.mkfs_time_utc, r.mkfs_time
     );
+}
+
+/// What the image holds: sizes, files, owners, attributes, options.
+fn render_contents(s: &mut String, r: &Report) {
+    use std::fmt::Write;
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let f = &r.files;
     let _ = writeln!(
         s,
         "Image size:       {} ({} bytes; file {} bytes)",
@@ -369,6 +411,11 @@ pub fn render(r: &Report) -> String {
         yes(r.flags.compressed_data),
         yes(r.flags.compressed_fragments)
     );
+}
+
+/// Whether this machine can mount it, and which way.
+fn render_mountable(s: &mut String, r: &Report) {
+    use std::fmt::Write;
     let word = |v: Option<bool>| match v {
         Some(true) => "yes",
         Some(false) => "NO, not mountable here",
@@ -397,5 +444,4 @@ pub fn render(r: &Report) -> String {
             }
         }
     }
-    s
 }

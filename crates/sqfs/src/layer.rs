@@ -24,7 +24,99 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use squashfs_format::stamp::{Entry, Stamp};
+use squashfs_format::FormatError;
 use squashfs_reader::{Archive, FileSource, Kind};
+
+use crate::error::FileError;
+
+/// Why a layer cannot be packed.
+#[derive(Debug)]
+pub enum LayerError {
+    /// No stamp: not a layer directory.
+    NoStamp {
+        dir: PathBuf,
+        error: FileError,
+    },
+    /// The stamp cannot be parsed (the parser's sentence).
+    Stamp(PathBuf, String),
+    NoLayerOf {
+        dir: PathBuf,
+        mount_point: OsString,
+        known: Vec<String>,
+    },
+    NoLayerYet(PathBuf),
+    Several {
+        dir: PathBuf,
+        known: Vec<String>,
+    },
+    Reading(FileError),
+    /// An image below the layer cannot be opened.
+    ImageGone {
+        image: String,
+        error: std::io::Error,
+    },
+    ImageChanged(String),
+    ImageUnreadable(String, std::io::Error),
+    Image(String, FormatError),
+    /// The images below cannot be listed.
+    Below(FormatError),
+    File(FileError),
+    NewlineInName(PathBuf),
+}
+
+crate::wraps!(LayerError {
+    File(FileError),
+    Below(FormatError),
+});
+
+impl std::fmt::Display for LayerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use LayerError as E;
+        match self {
+            E::NoStamp { dir, error } => write!(
+                f,
+                "{error} (is {} a layer made by squashfs-mount --writable=DIR?)",
+                dir.display()
+            ),
+            E::Stamp(path, e) => write!(f, "{}: {e}", path.display()),
+            E::NoLayerOf { dir, mount_point, known } => write!(
+                f,
+                "{} holds no layer of {} (it has: {})",
+                dir.display(),
+                mount_point.to_string_lossy(),
+                known.join(", ")
+            ),
+            E::NoLayerYet(dir) => write!(f, "{} holds no layer yet", dir.display()),
+            E::Several { dir, known } => write!(
+                f,
+                "{} holds layers of several mount points ({}): say which with --mount-point",
+                dir.display(),
+                known.join(", ")
+            ),
+            E::Reading(e) => write!(f, "reading the layer: {e}"),
+            E::ImageGone { image, error } => write!(
+                f,
+                "the layer has directories that hide what the images below it have there, and {image} (named in its stamp) cannot be opened: {}",
+                crate::units::io_error(error)
+            ),
+            E::ImageChanged(image) => write!(
+                f,
+                "{image} changed since the layer was made (its stamp names another image): the names the layer's opaque directories hide cannot be known; pack the merged tree instead (squashfs-mount --writable=DIR ... -- sqfs pack <mount point> IMAGE)"
+            ),
+            E::ImageUnreadable(image, e) => write!(f, "{image}: {e}"),
+            E::Image(image, e) => write!(f, "{image}: {e}"),
+            E::Below(e) => e.fmt(f),
+            E::File(e) => e.fmt(f),
+            E::NewlineInName(rel) => write!(
+                f,
+                "{}: a name with a newline cannot be given to mksquashfs as a whiteout",
+                rel.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LayerError {}
 
 /// What to pack for one sub-layer.
 #[derive(Debug)]
@@ -42,17 +134,14 @@ pub struct Layer {
 
 /// Reads DIR's stamp and prepares the sub-layer of `mount_point` (the
 /// only one when not given).
-pub fn prepare(dir: &Path, mount_point: Option<&OsStr>) -> Result<Layer, String> {
+pub fn prepare(dir: &Path, mount_point: Option<&OsStr>) -> Result<Layer, LayerError> {
     let stamp_path = dir.join(squashfs_format::stamp::STAMP_FILE);
-    let text = std::fs::read(&stamp_path).map_err(|e| {
-        format!(
-            "{}: {} (is {} a layer made by squashfs-mount --writable=DIR?)",
-            stamp_path.display(),
-            crate::units::io_error(&e),
-            dir.display()
-        )
+    let text = std::fs::read(&stamp_path).map_err(|e| LayerError::NoStamp {
+        dir: dir.to_path_buf(),
+        error: FileError::new(&stamp_path, e),
     })?;
-    let stamp = Stamp::parse(&text).map_err(|e| format!("{}: {e}", stamp_path.display()))?;
+    let stamp =
+        Stamp::parse(&text).map_err(|e| LayerError::Stamp(stamp_path.clone(), e.to_string()))?;
     let entry = choose(&stamp, mount_point, dir)?;
     let upper = dir.join(entry.number.to_string()).join("upper");
     let mut opaque_dirs = Vec::new();
@@ -62,12 +151,14 @@ pub fn prepare(dir: &Path, mount_point: Option<&OsStr>) -> Result<Layer, String>
             whiteouts += 1;
         }
         if meta.is_dir() && is_opaque(path) {
-            let rel = path.strip_prefix(&upper).map_err(|e| e.to_string())?;
+            let rel = path
+                .strip_prefix(&upper)
+                .expect("walk gives paths below its root");
             opaque_dirs.push(rel.to_path_buf());
         }
         Ok(true)
     })
-    .map_err(|e| format!("reading the layer: {e}"))?;
+    .map_err(LayerError::Reading)?;
     let mut pseudo = Vec::new();
     if !opaque_dirs.is_empty() {
         let below = Below::open(entry)?;
@@ -94,7 +185,7 @@ fn choose<'a>(
     stamp: &'a Stamp,
     mount_point: Option<&OsStr>,
     dir: &Path,
-) -> Result<&'a Entry, String> {
+) -> Result<&'a Entry, LayerError> {
     let known: Vec<String> = stamp
         .entries
         .iter()
@@ -105,22 +196,18 @@ fn choose<'a>(
             .entries
             .iter()
             .find(|e| e.mount_point == m)
-            .ok_or_else(|| {
-                format!(
-                    "{} holds no layer of {} (it has: {})",
-                    dir.display(),
-                    m.to_string_lossy(),
-                    known.join(", ")
-                )
+            .ok_or_else(|| LayerError::NoLayerOf {
+                dir: dir.to_path_buf(),
+                mount_point: m.to_os_string(),
+                known,
             }),
         None => match stamp.entries.as_slice() {
             [one] => Ok(one),
-            [] => Err(format!("{} holds no layer yet", dir.display())),
-            _ => Err(format!(
-                "{} holds layers of several mount points ({}): say which with --mount-point",
-                dir.display(),
-                known.join(", ")
-            )),
+            [] => Err(LayerError::NoLayerYet(dir.to_path_buf())),
+            _ => Err(LayerError::Several {
+                dir: dir.to_path_buf(),
+                known,
+            }),
         },
     }
 }
@@ -146,36 +233,33 @@ struct Below {
 }
 
 impl Below {
-    fn open(entry: &Entry) -> Result<Below, String> {
+    fn open(entry: &Entry) -> Result<Below, LayerError> {
         let mut archives = Vec::new();
         for image in &entry.images {
-            let shown = image.path.to_string_lossy();
-            let file = File::open(&image.path).map_err(|e| {
-                format!(
-                    "the layer has directories that hide what the images below it have there, and {shown} (named in its stamp) cannot be opened: {}",
-                    crate::units::io_error(&e)
-                )
+            let shown = image.path.to_string_lossy().into_owned();
+            let file = File::open(&image.path).map_err(|error| LayerError::ImageGone {
+                image: shown.clone(),
+                error,
             })?;
             if identity(&file).as_deref() != Some(image.identity.as_str()) {
-                return Err(format!(
-                    "{shown} changed since the layer was made (its stamp names another image): the names the layer's opaque directories hide cannot be known; pack the merged tree instead (squashfs-mount --writable=DIR ... -- sqfs pack <mount point> IMAGE)"
-                ));
+                return Err(LayerError::ImageChanged(shown));
             }
-            let source = FileSource::new(file).map_err(|e| format!("{shown}: {e}"))?;
-            archives.push(Archive::open(source).map_err(|e| format!("{shown}: {e}"))?);
+            let source =
+                FileSource::new(file).map_err(|e| LayerError::ImageUnreadable(shown.clone(), e))?;
+            archives.push(Archive::open(source).map_err(|e| LayerError::Image(shown, e))?);
         }
         Ok(Below { archives })
     }
 
     /// The names in directory `rel` of every image that has it as a
     /// directory, and the names among them that are directories there.
-    fn names(&self, rel: &Path) -> Result<Names, String> {
+    fn names(&self, rel: &Path) -> Result<Names, LayerError> {
         let (mut all, mut dirs) = (BTreeSet::new(), BTreeSet::new());
         for a in &self.archives {
-            let Some(dir) = lookup_dir(a, rel).map_err(|e| e.to_string())? else {
+            let Some(dir) = lookup_dir(a, rel)? else {
                 continue;
             };
-            for e in &a.listing(&dir).map_err(|e| e.to_string())?.entries {
+            for e in &a.listing(&dir)?.entries {
                 all.insert(e.name.to_vec());
                 if e.kind == Kind::Dir {
                     dirs.insert(e.name.to_vec());
@@ -209,11 +293,16 @@ fn lookup_dir(
 /// Whiteouts in `rel` (opaque in the layer) for every name below that the
 /// layer does not have; the same for the layer's directories there that
 /// are directories below too.
-fn hide(below: &Below, upper: &Path, rel: &Path, pseudo: &mut Vec<OsString>) -> Result<(), String> {
+fn hide(
+    below: &Below,
+    upper: &Path,
+    rel: &Path,
+    pseudo: &mut Vec<OsString>,
+) -> Result<(), LayerError> {
     let (names, dirs) = below.names(rel)?;
     let here = upper.join(rel);
     let time = std::fs::symlink_metadata(&here)
-        .map_err(|e| format!("{}: {e}", here.display()))?
+        .map_err(FileError::at(&here))?
         .mtime()
         .max(0);
     for name in &names {
@@ -234,14 +323,11 @@ fn hide(below: &Below, upper: &Path, rel: &Path, pseudo: &mut Vec<OsString>) -> 
 
 /// A mksquashfs pseudo definition of a whiteout at `rel` (every byte but
 /// letters, digits and `/._-` escaped with a backslash).
-pub fn whiteout_definition(rel: &Path, time: i64) -> Result<OsString, String> {
+pub fn whiteout_definition(rel: &Path, time: i64) -> Result<OsString, LayerError> {
     let mut out = Vec::new();
     for &b in rel.as_os_str().as_bytes() {
         if b == b'\n' {
-            return Err(format!(
-                "{}: a name with a newline cannot be given to mksquashfs as a whiteout",
-                rel.display()
-            ));
+            return Err(LayerError::NewlineInName(rel.to_path_buf()));
         }
         if !(b.is_ascii_alphanumeric() || b"/._-".contains(&b)) {
             out.push(b'\\');

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod check;
 pub mod compat;
 pub use squashfs_reader::decompress;
+pub mod error;
 pub mod exclude;
 pub mod format;
 pub mod inspect;

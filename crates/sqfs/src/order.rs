@@ -27,7 +27,36 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::units;
+use crate::error::FileError;
+
+/// Why a hot list cannot be used.
+#[derive(Debug)]
+pub enum OrderError {
+    /// The list file cannot be read.
+    Unreadable(FileError),
+    /// A line names a path outside the tree.
+    LeavesTheTree {
+        list: PathBuf,
+        line: usize,
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for OrderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OrderError::Unreadable(e) => write!(f, "cannot read the hot list {e}"),
+            OrderError::LeavesTheTree { list, line, path } => write!(
+                f,
+                "{}:{line}: '{}' leaves the tree; hot lists name files inside it, relative to its top",
+                list.display(),
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OrderError {}
 
 /// Highest and lowest priorities mksquashfs accepts.
 const TOP: i32 = 32767;
@@ -42,7 +71,7 @@ pub struct HotList {
 /// Parses a hot list: one path a line, relative to the packed directory
 /// (a leading `/` or `./` is ignored); empty lines and lines starting with
 /// `#` are skipped. A path with `..` is refused.
-pub fn parse(text: &[u8], origin: &Path) -> Result<HotList, String> {
+pub fn parse(text: &[u8], origin: &Path) -> Result<HotList, OrderError> {
     let mut paths = Vec::new();
     let mut seen = HashSet::new();
     for (n, line) in text.split(|&b| b == b'\n').enumerate() {
@@ -57,12 +86,11 @@ pub fn parse(text: &[u8], origin: &Path) -> Result<HotList, String> {
                 Component::Normal(s) => rel.push(s),
                 Component::RootDir | Component::CurDir => {}
                 Component::ParentDir | Component::Prefix(_) => {
-                    return Err(format!(
-                        "{}:{}: '{}' leaves the tree; hot lists name files inside it, relative to its top",
-                        origin.display(),
-                        n + 1,
-                        p.display()
-                    ))
+                    return Err(OrderError::LeavesTheTree {
+                        list: origin.to_path_buf(),
+                        line: n + 1,
+                        path: p.to_path_buf(),
+                    })
                 }
             }
         }
@@ -74,14 +102,8 @@ pub fn parse(text: &[u8], origin: &Path) -> Result<HotList, String> {
 }
 
 /// Reads and parses the hot list in `file`.
-pub fn read(file: &Path) -> Result<HotList, String> {
-    let text = std::fs::read(file).map_err(|e| {
-        format!(
-            "cannot read the hot list {}: {}",
-            file.display(),
-            units::io_error(&e)
-        )
-    })?;
+pub fn read(file: &Path) -> Result<HotList, OrderError> {
+    let text = std::fs::read(file).map_err(|e| OrderError::Unreadable(FileError::new(file, e)))?;
     parse(&text, file)
 }
 
@@ -89,7 +111,7 @@ pub fn read(file: &Path) -> Result<HotList, String> {
 /// order: depth first, each directory's entries sorted by their bytes,
 /// subdirectories entered where they sort. `excluded` (relative paths)
 /// are left out with everything below them.
-pub fn files_in_pack_order(root: &Path, excluded: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+pub fn files_in_pack_order(root: &Path, excluded: &[PathBuf]) -> Result<Vec<PathBuf>, FileError> {
     let excluded: HashSet<&Path> = excluded.iter().map(|p| p.as_path()).collect();
     let mut out = Vec::new();
     // A stack of directory listings still to finish: (entries, next).
@@ -117,16 +139,14 @@ pub fn files_in_pack_order(root: &Path, excluded: &[PathBuf]) -> Result<Vec<Path
 type Entry = (PathBuf, bool, bool);
 
 /// `dir`'s entries (relative to `root`), sorted by name bytes.
-fn list(root: &Path, dir: &Path) -> Result<Vec<Entry>, String> {
+fn list(root: &Path, dir: &Path) -> Result<Vec<Entry>, FileError> {
     let full = root.join(dir);
     let mut v = Vec::new();
-    for e in std::fs::read_dir(&full)
-        .map_err(|e| format!("{}: {}", full.display(), units::io_error(&e)))?
-    {
-        let e = e.map_err(|e| format!("{}: {}", full.display(), units::io_error(&e)))?;
+    for e in std::fs::read_dir(&full).map_err(FileError::at(&full))? {
+        let e = e.map_err(FileError::at(&full))?;
         let t = e
             .file_type()
-            .map_err(|err| format!("{}: {}", e.path().display(), units::io_error(&err)))?;
+            .map_err(|err| FileError::new(&e.path(), err))?;
         v.push((dir.join(e.file_name()), t.is_dir(), t.is_file()));
     }
     v.sort_by(|a, b| a.0.as_os_str().as_bytes().cmp(b.0.as_os_str().as_bytes()));

@@ -26,11 +26,11 @@
 //! together, which is what makes the reads contiguous.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::error::FileError;
 use crate::units;
 
 /// Files per fincore run (keeps each command line short).
@@ -57,6 +57,66 @@ pub struct Traced {
     pub exit_status: Option<i32>,
 }
 
+/// Why a trace cannot be made.
+#[derive(Debug)]
+pub enum TraceError {
+    File(FileError),
+    NotADirectory(PathBuf),
+    NoCommand,
+    NoFincore,
+    /// mincore says every file is cached: not the caller's files.
+    NotTruthful(PathBuf),
+    Stderr(std::io::Error),
+    CannotRun {
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    Fincore(std::io::Error),
+    NotAFileName(PathBuf),
+    CannotWrite {
+        output: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+crate::wraps!(TraceError { File(FileError) });
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use TraceError as E;
+        match self {
+            E::File(e) => e.fmt(f),
+            E::NotADirectory(dir) => write!(f, "{} is not a directory", dir.display()),
+            E::NoCommand => f.write_str("no command given after --"),
+            E::NoFincore => f.write_str(
+                "fincore not found; install util-linux (it asks the kernel which pages are cached)",
+            ),
+            E::NotTruthful(dir) => write!(
+                f,
+                "cannot trace in {}: every file still looks cached after eviction; Linux reports which pages are cached (mincore) only for files you own or may write, and says 'all of them' for others, so trace a tree whose files are yours (the tree you pack, or an image built from it), or run sqfs trace as root",
+                dir.display()
+            ),
+            E::Stderr(e) => write!(f, "standard error: {}", units::io_error(e)),
+            E::CannotRun { program, error } => write!(
+                f,
+                "cannot run {}: {}",
+                program.display(),
+                units::io_error(error)
+            ),
+            E::Fincore(e) => write!(f, "cannot run fincore: {}", units::io_error(e)),
+            E::NotAFileName(output) => write!(f, "{} is not a file name", output.display()),
+            E::CannotWrite { output, error } => write!(
+                f,
+                "cannot write {}: {}",
+                output.display(),
+                units::io_error(error)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
 /// Runs `command` (no shell) after evicting DIR's files from the page
 /// cache, and writes the files it read to `output`. With `quiet_stdout`
 /// (for `--json`, whose standard output is the JSON alone) the command's
@@ -66,13 +126,12 @@ pub fn trace(
     output: &Path,
     command: &[OsString],
     quiet_stdout: bool,
-) -> Result<Traced, String> {
-    let meta = std::fs::metadata(dir)
-        .map_err(|e| format!("{}: {}", dir.display(), units::io_error(&e)))?;
+) -> Result<Traced, TraceError> {
+    let meta = std::fs::metadata(dir).map_err(FileError::at(dir))?;
     if !meta.is_dir() {
-        return Err(format!("{} is not a directory", dir.display()));
+        return Err(TraceError::NotADirectory(dir.to_path_buf()));
     }
-    let program = command.first().ok_or("no command given after --")?;
+    let program = command.first().ok_or(TraceError::NoCommand)?;
     if Command::new("fincore")
         .arg("--version")
         .stdout(Stdio::null())
@@ -80,15 +139,40 @@ pub fn trace(
         .status()
         .is_err()
     {
-        return Err(
-            "fincore not found; install util-linux (it asks the kernel which pages are cached)"
-                .into(),
-        );
+        return Err(TraceError::NoFincore);
     }
     let files = crate::order::files_in_pack_order(dir, &[])?;
+    let (traced, unreadable) = evict(dir, &files);
+    let before = resident(dir, &traced)?;
+    refuse_untruthful(dir, &traced, &before)?;
+    let status = run(program, &command[1..], quiet_stdout)?;
+    let after = resident(dir, &traced)?;
+    let hot = Hot::of(dir, &traced, &before, &after);
+    let mut text = heading(dir, command, &hot, files.len()).into_bytes();
+    for rel in &hot.files {
+        text.extend_from_slice(rel.as_os_str().as_bytes());
+        text.push(b'\n');
+    }
+    write_atomically(output, &text)?;
+    Ok(Traced {
+        dir: dir.display().to_string(),
+        output: output.display().to_string(),
+        files: files.len(),
+        hot: hot.files.len(),
+        hot_bytes: hot.bytes,
+        resident_bytes: hot.resident_bytes,
+        stayed_cached: hot.stayed,
+        unreadable,
+        exit_status: status.code(),
+    })
+}
+
+/// Evicts the pages of `files` (relative to `dir`); returns the files
+/// traced and how many could not be opened.
+fn evict<'a>(dir: &Path, files: &'a [PathBuf]) -> (Vec<&'a PathBuf>, usize) {
     let mut unreadable = 0;
     let mut traced: Vec<&PathBuf> = Vec::with_capacity(files.len());
-    for rel in &files {
+    for rel in files {
         match std::fs::File::open(dir.join(rel)) {
             Ok(f) => {
                 // Dirty pages (a file just written) cannot be dropped:
@@ -101,119 +185,136 @@ pub fn trace(
             Err(_) => unreadable += 1,
         }
     }
-    let before = resident(dir, &traced)?;
-    // Files with data that the eviction emptied: none means mincore is not
-    // answering truthfully (or nothing could be evicted).
+    (traced, unreadable)
+}
+
+/// Files with data that the eviction emptied: none means mincore is not
+/// answering truthfully (or nothing could be evicted).
+fn refuse_untruthful(
+    dir: &Path,
+    traced: &[&PathBuf],
+    before: &[Option<u64>],
+) -> Result<(), TraceError> {
     let evicted = traced
         .iter()
-        .zip(&before)
+        .zip(before)
         .filter(|(rel, r)| {
             *r == &Some(0) && std::fs::symlink_metadata(dir.join(rel)).is_ok_and(|m| m.len() > 0)
         })
         .count();
     if evicted == 0 && before.iter().any(|r| r.is_some_and(|r| r > 0)) {
-        return Err(format!(
-            "cannot trace in {}: every file still looks cached after eviction; Linux reports which pages are cached (mincore) only for files you own or may write, and says 'all of them' for others, so trace a tree whose files are yours (the tree you pack, or an image built from it), or run sqfs trace as root",
-            dir.display()
-        ));
+        return Err(TraceError::NotTruthful(dir.to_path_buf()));
     }
+    Ok(())
+}
+
+/// Runs the traced command and waits for it.
+fn run(
+    program: &OsString,
+    args: &[OsString],
+    quiet_stdout: bool,
+) -> Result<std::process::ExitStatus, TraceError> {
     let mut cmd = Command::new(program);
-    cmd.args(&command[1..]);
+    cmd.args(args);
     if quiet_stdout {
         let err = std::os::fd::AsFd::as_fd(&std::io::stderr())
             .try_clone_to_owned()
-            .map_err(|e| format!("standard error: {}", units::io_error(&e)))?;
+            .map_err(TraceError::Stderr)?;
         cmd.stdout(Stdio::from(err));
     }
-    let status = cmd.status().map_err(|e| {
-        format!(
-            "cannot run {}: {}",
-            Path::new(program).display(),
-            units::io_error(&e)
-        )
-    })?;
-    let after = resident(dir, &traced)?;
-    let mut hot: Vec<&PathBuf> = Vec::new();
-    let (mut hot_bytes, mut resident_bytes, mut stayed, mut newline) = (0u64, 0u64, 0usize, 0usize);
-    for (i, rel) in traced.iter().enumerate() {
-        if before[i].is_some_and(|r| r > 0) {
-            stayed += 1;
-            continue;
-        }
-        if let Some(res) = after[i].filter(|&r| r > 0) {
-            if rel.as_os_str().as_bytes().contains(&b'\n') {
-                newline += 1;
+    cmd.status().map_err(|error| TraceError::CannotRun {
+        program: PathBuf::from(program),
+        error,
+    })
+}
+
+/// The files the command read: cached after it, not before.
+struct Hot<'a> {
+    files: Vec<&'a PathBuf>,
+    /// Their sizes added up, and their bytes in the page cache.
+    bytes: u64,
+    resident_bytes: u64,
+    /// Files whose pages could not be evicted.
+    stayed: usize,
+}
+
+impl<'a> Hot<'a> {
+    fn of(
+        dir: &Path,
+        traced: &[&'a PathBuf],
+        before: &[Option<u64>],
+        after: &[Option<u64>],
+    ) -> Self {
+        let mut hot = Hot {
+            files: Vec::new(),
+            bytes: 0,
+            resident_bytes: 0,
+            stayed: 0,
+        };
+        let mut newline = 0usize;
+        for (i, rel) in traced.iter().enumerate() {
+            if before[i].is_some_and(|r| r > 0) {
+                hot.stayed += 1;
                 continue;
             }
-            resident_bytes += res;
-            hot_bytes += std::fs::symlink_metadata(dir.join(rel)).map_or(0, |m| m.len());
-            hot.push(rel);
+            if let Some(res) = after[i].filter(|&r| r > 0) {
+                if rel.as_os_str().as_bytes().contains(&b'\n') {
+                    newline += 1;
+                    continue;
+                }
+                hot.resident_bytes += res;
+                hot.bytes += std::fs::symlink_metadata(dir.join(rel)).map_or(0, |m| m.len());
+                hot.files.push(rel);
+            }
         }
+        if newline > 0 {
+            eprintln!("sqfs: warning: {newline} files read have a newline in their name, which a hot list cannot hold; left out");
+        }
+        hot
     }
-    if newline > 0 {
-        eprintln!("sqfs: warning: {newline} files read have a newline in their name, which a hot list cannot hold; left out");
-    }
-    let mut text = Vec::new();
+}
+
+/// The comment lines at the top of the list.
+fn heading(dir: &Path, command: &[OsString], hot: &Hot<'_>, files: usize) -> String {
     let shown: Vec<String> = command
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    writeln!(
-        text,
-        "# sqfs trace: the files of {} that this command read: {}",
+    format!(
+        "# sqfs trace: the files of {} that this command read: {}\n# {} of {} files, {} ({} of it read); paths relative to {}, for 'sqfs pack --order'\n",
         dir.display(),
-        shown.join(" ").replace('\n', " ")
+        shown.join(" ").replace('\n', " "),
+        hot.files.len(),
+        files,
+        units::bytes(hot.bytes),
+        units::bytes(hot.resident_bytes),
+        dir.display()
     )
-    .and_then(|()| {
-        writeln!(
-            text,
-            "# {} of {} files, {} ({} of it read); paths relative to {}, for 'sqfs pack --order'",
-            hot.len(),
-            files.len(),
-            units::bytes(hot_bytes),
-            units::bytes(resident_bytes),
-            dir.display()
-        )
-    })
-    .map_err(|e| e.to_string())?;
-    for rel in &hot {
-        text.extend_from_slice(rel.as_os_str().as_bytes());
-        text.push(b'\n');
-    }
-    write_atomically(output, &text)?;
-    Ok(Traced {
-        dir: dir.display().to_string(),
-        output: output.display().to_string(),
-        files: files.len(),
-        hot: hot.len(),
-        hot_bytes,
-        resident_bytes,
-        stayed_cached: stayed,
-        unreadable,
-        exit_status: status.code(),
-    })
 }
 
 /// Writes `output` under a temporary name, then renames it.
-fn write_atomically(output: &Path, text: &[u8]) -> Result<(), String> {
+fn write_atomically(output: &Path, text: &[u8]) -> Result<(), TraceError> {
     let name = output
         .file_name()
-        .ok_or_else(|| format!("{} is not a file name", output.display()))?;
+        .ok_or_else(|| TraceError::NotAFileName(output.to_path_buf()))?;
     let mut tmp = OsString::from(".");
     tmp.push(name);
     tmp.push(format!(".partial-{}", std::process::id()));
     let tmp = output.with_file_name(tmp);
     std::fs::write(&tmp, text)
         .and_then(|()| std::fs::rename(&tmp, output))
-        .map_err(|e| {
+        .map_err(|error| {
             let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {}", output.display(), units::io_error(&e))
+            TraceError::CannotWrite {
+                output: output.to_path_buf(),
+                error,
+            }
         })
 }
 
 /// The bytes of each file (relative to `dir`) in the page cache, by
 /// `fincore`; None for a file it could not look at.
-fn resident(dir: &Path, files: &[&PathBuf]) -> Result<Vec<Option<u64>>, String> {
+fn resident(dir: &Path, files: &[&PathBuf]) -> Result<Vec<Option<u64>>, TraceError> {
     let mut out = Vec::with_capacity(files.len());
     for batch in files.chunks(BATCH) {
         let o = Command::new("fincore")
@@ -230,7 +331,7 @@ fn resident(dir: &Path, files: &[&PathBuf]) -> Result<Vec<Option<u64>>, String> 
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run fincore: {}", units::io_error(&e)))?;
+            .map_err(TraceError::Fincore)?;
         let mut found: std::collections::HashMap<Vec<u8>, u64> = std::collections::HashMap::new();
         for line in o.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             if let Some((res, name)) = parse_line(line) {

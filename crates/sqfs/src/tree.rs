@@ -6,30 +6,89 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::FileError;
 use crate::exclude::Excludes;
 use crate::units;
+
+/// Why a tree cannot be walked or packed.
+#[derive(Debug)]
+pub enum TreeError {
+    File(FileError),
+    NotADirectory(PathBuf),
+    /// Entries the caller cannot read, so mksquashfs would fail.
+    Unreadable(Unreadable),
+}
+
+crate::wraps!(TreeError { File(FileError) });
+
+impl std::fmt::Display for TreeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TreeError::File(e) => e.fmt(f),
+            TreeError::NotADirectory(p) => write!(f, "{} is not a directory", p.display()),
+            TreeError::Unreadable(u) => u.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TreeError {}
+
+/// The entries of `root` the caller cannot read (relative path, why),
+/// sorted; `can_exclude` (`sqfs pack`) adds how to leave them out.
+#[derive(Debug)]
+pub struct Unreadable {
+    pub root: PathBuf,
+    pub entries: Vec<(PathBuf, String)>,
+    pub can_exclude: bool,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.entries.len();
+        let mut shown: Vec<String> = self
+            .entries
+            .iter()
+            .take(5)
+            .map(|(p, why)| format!("{} ({why})", p.display()))
+            .collect();
+        if n > 5 {
+            shown.push(format!("and {} more", n - 5));
+        }
+        let it = if n == 1 { "it" } else { "them" };
+        let leave_out = match self.entries.first() {
+            Some((first, _)) if self.can_exclude => format!(
+                " or leave {it} out with --exclude, e.g. --exclude '{}'",
+                crate::exclude::literal(first.as_os_str())
+            ),
+            _ => String::new(),
+        };
+        write!(
+            f,
+            "cannot read {} in {}, so mksquashfs would fail: {}; make {it} readable to you (chmod a+r for files, a+rx for directories, or ask the owner){leave_out}",
+            if n == 1 { "1 entry".to_string() } else { format!("{n} entries") },
+            self.root.display(),
+            shown.join(", "),
+        )
+    }
+}
 
 /// Calls `visit(path, metadata, depth)` for `root`'s entries (not `root`
 /// itself) in sorted order, depth first; `depth` is 1 for `root`'s
 /// children. `descend` decides whether to enter a directory.
-pub fn walk(
+pub fn walk<E: From<FileError>>(
     root: &Path,
-    mut visit: impl FnMut(&Path, &Metadata, usize) -> Result<bool, String>,
-) -> Result<(), String> {
+    mut visit: impl FnMut(&Path, &Metadata, usize) -> Result<bool, E>,
+) -> Result<(), E> {
     let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = stack.pop() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .map(|e| {
-                e.map(|e| e.path())
-                    .map_err(|e| format!("{}: {e}", dir.display()))
-            })
+            .map_err(FileError::at(&dir))?
+            .map(|e| e.map(|e| e.path()).map_err(FileError::at(&dir)))
             .collect::<Result<_, _>>()?;
         entries.sort();
         let mut subdirs = Vec::new();
         for path in entries {
-            let meta =
-                std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let meta = std::fs::symlink_metadata(&path).map_err(FileError::at(&path))?;
             let descend = visit(&path, &meta, depth + 1)?;
             if descend && meta.is_dir() {
                 subdirs.push((path, depth + 1));
@@ -70,18 +129,19 @@ impl<'a> Scan<'a> {
 
     /// Walks `root` as [`walk`] does, calling `visit(path, relative path,
     /// metadata, depth)` for the entries that will be packed only.
-    pub fn walk(
+    pub fn walk<E: From<TreeError> + From<FileError>>(
         &mut self,
         root: &Path,
-        mut visit: impl FnMut(&Path, &Path, &Metadata, usize) -> Result<bool, String>,
-    ) -> Result<(), String> {
-        let top = std::fs::metadata(root)
-            .map_err(|e| format!("{}: {}", root.display(), units::io_error(&e)))?;
+        mut visit: impl FnMut(&Path, &Path, &Metadata, usize) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        let top = std::fs::metadata(root).map_err(|e| TreeError::from(FileError::new(root, e)))?;
         if !top.is_dir() {
-            return Err(format!("{} is not a directory", root.display()));
+            return Err(TreeError::NotADirectory(root.to_path_buf()).into());
         }
         walk(root, |path, meta, depth| {
-            let rel = path.strip_prefix(root).map_err(|e| e.to_string())?;
+            let rel = path
+                .strip_prefix(root)
+                .expect("walk gives the paths below its root");
             let key = (meta.dev(), meta.ino());
             if self.excludes.matches(rel, meta.is_dir()).is_some() {
                 if !meta.is_dir() && meta.nlink() > 1 {
@@ -118,35 +178,15 @@ impl<'a> Scan<'a> {
     /// After the walk: refuses a tree with unreadable entries (saying
     /// which, and what to do: with `can_exclude`, `sqfs pack`, also how to
     /// leave them out) and warns about exclusions that go wrong.
-    pub fn finish(&self, root: &Path, can_exclude: bool) -> Result<(), String> {
+    pub fn finish(&self, root: &Path, can_exclude: bool) -> Result<(), TreeError> {
         if !self.unreadable.is_empty() {
-            let mut unreadable: Vec<&(PathBuf, String)> = self.unreadable.iter().collect();
-            unreadable.sort();
-            let n = unreadable.len();
-            let mut shown: Vec<String> = unreadable
-                .iter()
-                .take(5)
-                .map(|(p, why)| format!("{} ({why})", p.display()))
-                .collect();
-            if n > 5 {
-                shown.push(format!("and {} more", n - 5));
-            }
-            let first = &unreadable[0].0;
-            let it = if n == 1 { "it" } else { "them" };
-            let leave_out = if can_exclude {
-                format!(
-                    " or leave {it} out with --exclude, e.g. --exclude '{}'",
-                    crate::exclude::literal(first.as_os_str())
-                )
-            } else {
-                String::new()
-            };
-            return Err(format!(
-                "cannot read {} in {}, so mksquashfs would fail: {}; make {it} readable to you (chmod a+r for files, a+rx for directories, or ask the owner){leave_out}",
-                if n == 1 { "1 entry".to_string() } else { format!("{n} entries") },
-                root.display(),
-                shown.join(", "),
-            ));
+            let mut entries = self.unreadable.clone();
+            entries.sort();
+            return Err(TreeError::Unreadable(Unreadable {
+                root: root.to_path_buf(),
+                entries,
+                can_exclude,
+            }));
         }
         for (key, excluded) in &self.excluded_inodes {
             if let Some(kept) = self.kept_links.get(key) {
@@ -191,11 +231,10 @@ pub fn stats(
     root: &Path,
     scan: &mut Scan<'_>,
     progress: &crate::progress::Bar,
-) -> Result<Stats, String> {
-    let meta = std::fs::metadata(root)
-        .map_err(|e| format!("{}: {}", root.display(), units::io_error(&e)))?;
+) -> Result<Stats, TreeError> {
+    let meta = std::fs::metadata(root).map_err(FileError::at(root))?;
     if !meta.is_dir() {
-        return Err(format!("{} is not a directory", root.display()));
+        return Err(TreeError::NotADirectory(root.to_path_buf()));
     }
     let mut s = Stats {
         newest_mtime: meta.mtime(),
@@ -217,7 +256,7 @@ pub fn stats(
         if s.entries.is_multiple_of(1024) {
             progress.set(s.entries);
         }
-        Ok(true)
+        Ok::<_, TreeError>(true)
     })?;
     s.excluded = scan.excluded.len() as u64;
     Ok(s)
@@ -225,17 +264,14 @@ pub fn stats(
 
 /// Reads every regular file under `root` to the end (for `bench`'s default
 /// command); returns (files, bytes).
-pub fn read_all(root: &Path) -> Result<(u64, u64), String> {
+pub fn read_all(root: &Path) -> Result<(u64, u64), FileError> {
     let mut buf = vec![0u8; 1 << 20];
     let (mut files, mut bytes) = (0u64, 0u64);
     walk(root, |path, meta, _| {
         if meta.is_file() {
-            let mut f =
-                std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut f = std::fs::File::open(path).map_err(FileError::at(path))?;
             loop {
-                let n = f
-                    .read(&mut buf)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let n = f.read(&mut buf).map_err(FileError::at(path))?;
                 if n == 0 {
                     break;
                 }
@@ -243,17 +279,17 @@ pub fn read_all(root: &Path) -> Result<(u64, u64), String> {
             }
             files += 1;
         }
-        Ok(true)
+        Ok::<_, FileError>(true)
     })?;
     Ok((files, bytes))
 }
 
 /// Stats every entry under `root` (the full-tree walk); returns the count.
-pub fn stat_all(root: &Path) -> Result<u64, String> {
+pub fn stat_all(root: &Path) -> Result<u64, FileError> {
     let mut n = 0u64;
     walk(root, |_, _, _| {
         n += 1;
-        Ok(true)
+        Ok::<_, FileError>(true)
     })?;
     Ok(n)
 }

@@ -3,9 +3,7 @@
 pub use squashfs_format::size::format_bytes as bytes;
 
 /// Parses a size with the grammar both tools share (`squashfs_format::size`).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    squashfs_format::size::parse_size(s).map_err(|e| e.to_string())
-}
+pub use squashfs_format::size::{parse_size, SizeError};
 
 /// An I/O error's message without Rust's " (os error N)" suffix:
 /// "Permission denied", "No such file or directory".

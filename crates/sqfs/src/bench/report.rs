@@ -1,0 +1,175 @@
+//! What `sqfs bench` shows: the table and the chart.
+
+use super::methods::ColdMethod;
+use super::Report;
+use crate::svg;
+use crate::units;
+
+pub(super) fn median(v: &[f64]) -> Option<f64> {
+    let s = svg::sorted(v);
+    (!s.is_empty()).then(|| svg::quantile(&s, 0.5))
+}
+
+fn spread(v: &[f64]) -> String {
+    let s = svg::sorted(v);
+    match (median(v), s.first(), s.last()) {
+        (Some(m), Some(lo), Some(hi)) => format!("{} [{}-{}]", units::seconds(m), ms(*lo), ms(*hi)),
+        _ => "-".into(),
+    }
+}
+
+fn ms(s: f64) -> String {
+    if s < 10.0 {
+        format!("{:.0}", s * 1000.0)
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+pub fn chart(r: &Report) -> svg::Chart {
+    let mut notes = vec![format!(
+        "Tree: {} ({}, {} entries), block size {}",
+        r.tree,
+        units::bytes(r.tree_bytes),
+        r.tree_entries,
+        units::bytes(u64::from(r.block_size))
+    )];
+    match (&r.command, r.cold_method) {
+        (Some(c), Some(m)) => {
+            notes.push(format!("Command: {c}; mounted on {}; {} runs each (box: quartiles, line: median, whiskers: min-max)", r.mountpoint, r.runs));
+            if let Some(p) = &r.mount_path {
+                notes.push(p.explain());
+            }
+            notes.push(m.explain().to_string());
+            if let Some(w) = &r.warm_explained {
+                notes.push(w.clone());
+            }
+        }
+        _ => notes.push("Launch times not measured (--no-run): sizes and build times only".into()),
+    }
+    svg::Chart {
+        title: "sqfs bench: SquashFS compressors compared".into(),
+        notes,
+        cold_label: r.cold_method.map_or("cold", |m| m.label()).to_string(),
+        warm_label: "warm".into(),
+        series: r
+            .variants
+            .iter()
+            .map(|v| svg::Series {
+                label: v.variant.label.clone(),
+                size_bytes: v.bytes,
+                build_seconds: v.build_seconds,
+                cold: v.cold.clone(),
+                warm: v.warm.clone(),
+                walk_cold: v.walk_cold.clone(),
+                walk_warm: v.walk_warm.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The table `bench` prints.
+pub fn table(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut s = preamble(r);
+    let rows = rows(r);
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "{}", cells.join("  ").trim_end());
+    }
+    let _ = writeln!(s, "chart: {}", r.svg);
+    s
+}
+
+/// The lines above the table: the tree, the command and how it was timed.
+fn preamble(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "tree: {} ({}, {} entries)",
+        r.tree,
+        units::bytes(r.tree_bytes),
+        r.tree_entries
+    );
+    let _ = writeln!(s, "block size: {}", units::bytes(u64::from(r.block_size)));
+    if let (Some(c), Some(m)) = (&r.command, r.cold_method) {
+        let _ = writeln!(
+            s,
+            "command: {c}  (mounted on {}, {} runs each)",
+            r.mountpoint, r.runs
+        );
+        if let Some(p) = &r.mount_path {
+            let _ = writeln!(s, "{}", p.explain());
+        }
+        let _ = writeln!(s, "{}", m.explain());
+        if let Some(w) = &r.warm_explained {
+            let _ = writeln!(s, "{w}");
+        }
+        let _ = writeln!(
+            s,
+            "times: median [min-max in ms] of the whole squashfs-mount run"
+        );
+    } else {
+        let _ = writeln!(s, "launch times not measured (--no-run)");
+    }
+    s
+}
+
+/// The table's cells, the header first.
+fn rows(r: &Report) -> Vec<Vec<String>> {
+    let cold = r.cold_method.map_or("cold", |m| {
+        if m == ColdMethod::Fadvise {
+            "cold*"
+        } else {
+            "cold"
+        }
+    });
+    let header = [
+        "compressor".to_string(),
+        "size".into(),
+        "% of tree".into(),
+        "build".into(),
+        format!("{cold} command"),
+        "warm command".into(),
+        format!("{cold} walk"),
+        "warm walk".into(),
+    ];
+    let mut rows = vec![header.to_vec()];
+    for v in &r.variants {
+        rows.push(vec![
+            v.variant.label.clone(),
+            units::bytes(v.bytes),
+            if r.tree_bytes > 0 {
+                format!("{:.1}%", v.bytes as f64 * 100.0 / r.tree_bytes as f64)
+            } else {
+                "-".into()
+            },
+            units::seconds(v.build_seconds),
+            spread(&v.cold),
+            spread(&v.warm),
+            spread(&v.walk_cold),
+            spread(&v.walk_warm),
+        ]);
+    }
+    if r.cold_method.is_none() {
+        // Sizes and build times only: leave out the empty timing columns.
+        for row in &mut rows {
+            row.truncate(4);
+        }
+    }
+    rows
+}
