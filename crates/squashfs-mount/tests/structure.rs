@@ -5,7 +5,7 @@
 //! are typed). In the setuid crate also: the privileged sequence
 //! (`mount_all`) under 40 lines and made of its stages, and no loop between
 //! its modules. Read from the sources (as rustfmt lays them out); no root
-//! needed. (Violations still open are listed by the failing test, by crate.)
+//! needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
