@@ -216,11 +216,12 @@ const FUNCTION_LINES_MAX: usize = 80;
 /// The workspace's members (crates/NAME), from its Cargo.toml.
 fn members() -> Vec<String> {
     let manifest = fs::read_to_string(format!("{WORKSPACE}/Cargo.toml")).expect("Cargo.toml");
-    let line = manifest
-        .lines()
-        .find(|l| l.trim_start().starts_with("members"))
-        .expect("members = [...]");
-    line.split('"')
+    let list = manifest
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .expect("members = [...]")
+        .0;
+    list.split('"')
         .skip(1)
         .step_by(2)
         .map(|m| m.trim_start_matches("crates/").to_string())
