@@ -1,20 +1,20 @@
 //! Metadata blocks and the tables read by walking them: compressor options
-//! ([`options`]), metadata blocks and streams over them ([`metadata`]), the
-//! id and xattr id tables ([`ids`]) and the inode-table census of `sqfs
-//! inspect` ([`census`]). Everything here works on untrusted bytes: every
-//! offset, length and count is checked before use, nothing is allocated from
-//! a size read from the image, and every loop is bounded by bytes actually
-//! present.
+//! (`options.rs`), metadata blocks and streams over them (`metadata.rs`),
+//! the id and xattr id tables (`ids.rs`) and the inode-table census of
+//! `sqfs inspect` (`census.rs`). Everything here works on untrusted bytes:
+//! every offset, length and count is checked before use, nothing is
+//! allocated from a size read from the image, and every loop is bounded by
+//! bytes actually present.
 
 pub use squashfs_format::superblock::{
     flags, le16, le32, le64, parse_superblock, Superblock, METADATA_SIZE, NO_TABLE, SUPERBLOCK_SIZE,
 };
 pub use squashfs_format::{Compressor, FormatError};
 
-pub mod census;
-pub mod ids;
-pub mod metadata;
-pub mod options;
+mod census;
+mod ids;
+mod metadata;
+mod options;
 
 pub use census::{count_inodes, InodeCounts};
 pub use ids::{id_table, xattr_ids};
