@@ -17,6 +17,7 @@
 //! caller's stage reads and writes the file, `sqfs pack --layer` reads it.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// One image of a mount, as the stamp names it.
@@ -50,18 +51,18 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    pub fn parse(text: &[u8]) -> Result<Stamp, String> {
+    pub fn parse(text: &[u8]) -> Result<Stamp, StampError> {
         let mut lines = text.split(|&b| b == b'\n');
         match lines.next() {
             Some(h) if h == HEADER.as_bytes() => {}
             Some(h) if h.starts_with(b"squashfs-mount writable layer ") => {
-                return Err("it was written by another version of squashfs-mount".into())
+                return Err(StampError::OtherVersion)
             }
-            _ => return Err("its first line is not a squashfs-mount stamp".into()),
+            _ => return Err(StampError::NotAStamp),
         }
         let mut stamp = Stamp::default();
         for (i, line) in lines.enumerate() {
-            let bad = || format!("line {} is not understood", i + 2);
+            let bad = || StampError::NotUnderstood { line: i + 2 };
             if line.is_empty() {
                 continue;
             }
@@ -118,7 +119,7 @@ impl Stamp {
         &mut self,
         wanted: &[(&OsString, &[ImageId])],
         dir: &OsStr,
-    ) -> Result<(Vec<u32>, bool), String> {
+    ) -> Result<(Vec<u32>, bool), StampError> {
         let mut numbers = Vec::with_capacity(wanted.len());
         let mut changed = false;
         for (mount_point, images) in wanted {
@@ -158,8 +159,8 @@ fn names(images: &[ImageId]) -> String {
     v.join(", ")
 }
 
-fn mismatch(dir: &OsStr, kept: &Entry, now: &[ImageId]) -> String {
-    let what = if kept.images.len() == now.len()
+fn mismatch(dir: &OsStr, kept: &Entry, now: &[ImageId]) -> StampError {
+    let difference = if kept.images.len() == now.len()
         && kept.images.iter().zip(now).all(|(a, b)| a.path == b.path)
     {
         // Same files, other bytes.
@@ -170,24 +171,82 @@ fn mismatch(dir: &OsStr, kept: &Entry, now: &[ImageId]) -> String {
             .filter(|(a, b)| a.identity != b.identity || a.size != b.size)
             .map(|(a, _)| a.path.to_string_lossy().into_owned())
             .collect();
-        format!(
-            "{} changed (rebuilt or replaced) since the layer was made",
-            changed.join(", ")
-        )
+        Difference::Changed(changed)
     } else {
-        format!(
-            "the layer was made on {} there, not on {}",
-            names(&kept.images),
-            names(now)
-        )
+        Difference::OtherImages {
+            kept: names(&kept.images),
+            now: names(now),
+        }
     };
-    format!(
-        "the writable layer {} does not belong to the images on {}: {what}; a layer kept on other images would show their files mixed with its own. Use another directory for these images (or delete {} to start afresh)",
-        dir.to_string_lossy(),
-        kept.mount_point.to_string_lossy(),
-        dir.to_string_lossy()
-    )
+    StampError::Mismatch {
+        layer: dir.to_string_lossy().into_owned(),
+        mount_point: kept.mount_point.to_string_lossy().into_owned(),
+        difference,
+    }
 }
+
+/// Why a stamp cannot be read, or its layer not be used for these images.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StampError {
+    /// The header names another version of the format.
+    OtherVersion,
+    /// The first line is not a stamp's header.
+    NotAStamp,
+    /// A line (1-based) that is neither a mount nor an image line.
+    NotUnderstood { line: usize },
+    /// The layer was made on other images at `mount_point`.
+    Mismatch {
+        layer: String,
+        mount_point: String,
+        difference: Difference,
+    },
+}
+
+/// How a mount point's images differ from those its layer was made on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Difference {
+    /// The same files, these of them with other bytes.
+    Changed(Vec<String>),
+    /// Other files (names, comma-separated).
+    OtherImages { kept: String, now: String },
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Difference::Changed(changed) => write!(
+                f,
+                "{} changed (rebuilt or replaced) since the layer was made",
+                changed.join(", ")
+            ),
+            Difference::OtherImages { kept, now } => {
+                write!(f, "the layer was made on {kept} there, not on {now}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for StampError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StampError::OtherVersion => {
+                write!(f, "it was written by another version of squashfs-mount")
+            }
+            StampError::NotAStamp => write!(f, "its first line is not a squashfs-mount stamp"),
+            StampError::NotUnderstood { line } => write!(f, "line {line} is not understood"),
+            StampError::Mismatch {
+                layer,
+                mount_point,
+                difference,
+            } => write!(
+                f,
+                "the writable layer {layer} does not belong to the images on {mount_point}: {difference}; a layer kept on other images would show their files mixed with its own. Use another directory for these images (or delete {layer} to start afresh)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StampError {}
 
 fn ascii(b: &[u8]) -> Option<&str> {
     std::str::from_utf8(b).ok().filter(|s| s.is_ascii())
@@ -234,18 +293,24 @@ mod tests {
         );
         // A rebuilt image, a reordered union, another image.
         let rebuilt = [id("aa", "/s/a.sqfs"), id("b2", "/s/b.sqfs")];
-        let e = s.assign(&[(&ue, &rebuilt[..])], "/l".as_ref()).unwrap_err();
+        let e = s
+            .assign(&[(&ue, &rebuilt[..])], "/l".as_ref())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("/s/b.sqfs changed") && !e.contains("/s/a.sqfs,"),
             "{e}"
         );
         let swapped = [id("bb", "/s/b.sqfs"), id("aa", "/s/a.sqfs")];
-        let e = s.assign(&[(&ue, &swapped[..])], "/l".as_ref()).unwrap_err();
+        let e = s
+            .assign(&[(&ue, &swapped[..])], "/l".as_ref())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("made on /s/a.sqfs, /s/b.sqfs there, not on /s/b.sqfs, /s/a.sqfs"),
             "{e}"
         );
-        assert!(e.contains("delete /l"), "{e}");
+        assert_eq!(e, "the writable layer /l does not belong to the images on /user-environment: the layer was made on /s/a.sqfs, /s/b.sqfs there, not on /s/b.sqfs, /s/a.sqfs; a layer kept on other images would show their files mixed with its own. Use another directory for these images (or delete /l to start afresh)");
     }
 
     #[test]
@@ -265,6 +330,20 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
+        }
+        // The sentences the callers print after the stamp's path.
+        for (text, said) in [
+            (
+                &b"squashfs-mount writable layer 2\n"[..],
+                "it was written by another version of squashfs-mount",
+            ),
+            (b"stamp\n", "its first line is not a squashfs-mount stamp"),
+            (
+                b"squashfs-mount writable layer 1\n\nwhat\n",
+                "line 3 is not understood",
+            ),
+        ] {
+            assert_eq!(Stamp::parse(text).unwrap_err().to_string(), said);
         }
         let s = Stamp::parse(b"squashfs-mount writable layer 1\nmount 3 /a b\nimage ff 7 /p q\n")
             .unwrap();

@@ -98,6 +98,31 @@ pub fn guess_format(head: &[u8]) -> Option<&'static str> {
 /// a file of `file_size` bytes; pass at least 1080 bytes for the best guess of
 /// what a non-SquashFS file is).
 pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, FormatError> {
+    let (compressor, block_size) = check_header(head, file_size)?;
+    let sb = Superblock {
+        inodes: le32(head, 4),
+        mkfs_time: le32(head, 8),
+        block_size,
+        fragments: le32(head, 16),
+        compressor,
+        flags: le16(head, 24),
+        ids: le16(head, 26),
+        root_inode: le64(head, 32),
+        bytes_used: le64(head, 40),
+        id_table_start: le64(head, 48),
+        xattr_id_table_start: le64(head, 56),
+        inode_table_start: le64(head, 64),
+        directory_table_start: le64(head, 72),
+        fragment_table_start: le64(head, 80),
+        export_table_start: le64(head, 88),
+    };
+    check_tables(&sb, file_size)?;
+    Ok(sb)
+}
+
+/// Whether `head` is a SquashFS 4.0 superblock this reader understands: the
+/// magic, its length, version, compressor and block size.
+fn check_header(head: &[u8], file_size: u64) -> Result<(Compressor, u32), FormatError> {
     if file_size == 0 || head.is_empty() {
         return Err(FormatError::Empty);
     }
@@ -130,23 +155,11 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
     {
         return Err(FormatError::BadBlockSize(block_size));
     }
-    let sb = Superblock {
-        inodes: le32(head, 4),
-        mkfs_time: le32(head, 8),
-        block_size,
-        fragments: le32(head, 16),
-        compressor,
-        flags: le16(head, 24),
-        ids: le16(head, 26),
-        root_inode: le64(head, 32),
-        bytes_used: le64(head, 40),
-        id_table_start: le64(head, 48),
-        xattr_id_table_start: le64(head, 56),
-        inode_table_start: le64(head, 64),
-        directory_table_start: le64(head, 72),
-        fragment_table_start: le64(head, 80),
-        export_table_start: le64(head, 88),
-    };
+    Ok((compressor, block_size))
+}
+
+/// Whether the image's length and its tables' starts lie where they must.
+fn check_tables(sb: &Superblock, file_size: u64) -> Result<(), FormatError> {
     if sb.bytes_used > file_size {
         return Err(FormatError::Truncated {
             bytes_used: sb.bytes_used,
@@ -200,7 +213,7 @@ pub fn parse_superblock(head: &[u8], file_size: u64) -> Result<Superblock, Forma
             "the image has no inodes",
         ));
     }
-    Ok(sb)
+    Ok(())
 }
 
 /// The kernel's squashfs reads its device in blocks of 1 KiB (or of the

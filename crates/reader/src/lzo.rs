@@ -139,17 +139,7 @@ pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<usize, LzoError> {
         pos: 0,
     };
     let mut op = Output { buf: out, len: 0 };
-    let mut state: usize = 0;
-
-    if let Some(&first) = input.first() {
-        if first > 17 {
-            ip.pos = 1;
-            let t = usize::from(first - 17);
-            op.literals(ip.take(t)?)?;
-            state = if t < 4 { t } else { 4 };
-        }
-    }
-
+    let mut state = leading_literals(&mut ip, &mut op)?;
     loop {
         let t = usize::from(ip.byte()?);
         let (distance, length, next);
@@ -212,6 +202,20 @@ pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<usize, LzoError> {
         if ip.pos == input.len() {
             return Err(LzoError::NoEndMarker);
         }
+    }
+}
+
+/// A first byte of 18..=255 copies `byte - 17` literals; returns the state
+/// they leave (0 when the stream does not start so).
+fn leading_literals(ip: &mut Input<'_>, op: &mut Output<'_>) -> Result<usize, LzoError> {
+    match ip.data.first() {
+        Some(&first) if first > 17 => {
+            ip.pos = 1;
+            let t = usize::from(first - 17);
+            op.literals(ip.take(t)?)?;
+            Ok(if t < 4 { t } else { 4 })
+        }
+        _ => Ok(0),
     }
 }
 

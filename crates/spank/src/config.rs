@@ -19,6 +19,7 @@
 //!   the user: the site decides.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use squashfs_mount::cli::paths;
@@ -49,8 +50,63 @@ fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Why the plugstack.conf arguments are refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// An argument the plugin does not know.
+    Unknown { arg: String },
+    /// `key=` with a value other than yes or no.
+    NotYesOrNo { arg: String, key: String },
+    /// An entry of `mountpoints=` that cannot be allowed.
+    MountPoint {
+        item: String,
+        why: MountPointProblem,
+    },
+    /// `mountpoints=` with no entry.
+    NoMountPoints,
+}
+
+/// What is wrong with an entry of `mountpoints=`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MountPointProblem {
+    NotAbsolute,
+    DotDot,
+    /// A directory root reads, or a kernel file system (the reason says).
+    Forbidden(String),
+}
+
+impl fmt::Display for MountPointProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MountPointProblem::NotAbsolute => write!(f, "is not an absolute path"),
+            MountPointProblem::DotDot => write!(f, "contains '..'; give the directory itself"),
+            MountPointProblem::Forbidden(why) => write!(f, "cannot be allowed: {why}"),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Unknown { arg } => write!(
+                f,
+                "plugstack.conf: unknown argument '{arg}' (known: mountpoints=<dir>[,<dir>...], cache=yes|no, mutable-root=yes|no)"
+            ),
+            ConfigError::NotYesOrNo { arg, key } => {
+                write!(f, "plugstack.conf: '{arg}': {key}= takes yes or no")
+            }
+            ConfigError::MountPoint { item, why } => {
+                write!(f, "plugstack.conf: mountpoints=: '{item}' {why}")
+            }
+            ConfigError::NoMountPoints => write!(f, "plugstack.conf: mountpoints= is empty"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 /// Parses the plugstack.conf arguments (everything after the .so path).
-pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, String> {
+pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, ConfigError> {
     let mut config = Config::default();
     for arg in args {
         let arg = arg.as_ref();
@@ -61,55 +117,52 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Config, String> {
         } else if let Some(v) = arg.strip_prefix(b"mutable-root=") {
             config.mutable_root = yes_or_no(arg, v)?;
         } else {
-            return Err(format!(
-                "plugstack.conf: unknown argument '{}' (known: mountpoints=<dir>[,<dir>...], cache=yes|no, mutable-root=yes|no)",
-                lossy(arg)
-            ));
+            return Err(ConfigError::Unknown { arg: lossy(arg) });
         }
     }
     Ok(config)
 }
 
-fn yes_or_no(arg: &[u8], value: &[u8]) -> Result<bool, String> {
+fn yes_or_no(arg: &[u8], value: &[u8]) -> Result<bool, ConfigError> {
     match value {
         b"yes" => Ok(true),
         b"no" => Ok(false),
         _ => {
             let key = lossy(arg.split(|&b| b == b'=').next().unwrap_or_default());
-            Err(format!(
-                "plugstack.conf: '{}': {key}= takes yes or no",
-                lossy(arg)
-            ))
+            Err(ConfigError::NotYesOrNo {
+                arg: lossy(arg),
+                key,
+            })
         }
     }
 }
 
-fn parse_mount_points(list: &[u8]) -> Result<Vec<OsString>, String> {
+fn parse_mount_points(list: &[u8]) -> Result<Vec<OsString>, ConfigError> {
     let mut out: Vec<OsString> = Vec::new();
     for item in list.split(|&b| b == b',') {
-        let bad = |why: &str| {
-            Err(format!(
-                "plugstack.conf: mountpoints=: '{}' {why}",
-                lossy(item)
-            ))
+        let bad = |why| {
+            Err(ConfigError::MountPoint {
+                item: lossy(item),
+                why,
+            })
         };
         if !item.starts_with(b"/") {
-            return bad("is not an absolute path");
+            return bad(MountPointProblem::NotAbsolute);
         }
         let comps = paths::components(item);
         if comps.iter().any(|c| *c == b"..") {
-            return bad("contains '..'; give the directory itself");
+            return bad(MountPointProblem::DotDot);
         }
         let tidy = paths::absolute(OsStr::new("/"), OsStr::from_bytes(item));
         if let Some(why) = paths::forbidden_reason(&tidy) {
-            return bad(&format!("cannot be allowed: {why}"));
+            return bad(MountPointProblem::Forbidden(why));
         }
         if !out.contains(&tidy) {
             out.push(tidy);
         }
     }
     if out.is_empty() {
-        return Err("plugstack.conf: mountpoints= is empty".into());
+        return Err(ConfigError::NoMountPoints);
     }
     Ok(out)
 }
@@ -207,5 +260,19 @@ mod tests {
         ] {
             assert!(parse(&[bad]).is_err(), "{bad:?} accepted");
         }
+        // What the admin reads in slurmd's log.
+        for (bad, said) in [
+            ("mountpoints=", "plugstack.conf: mountpoints=: '' is not an absolute path"),
+            ("mountpoints=/a/../etc", "plugstack.conf: mountpoints=: '/a/../etc' contains '..'; give the directory itself"),
+            ("cache=maybe", "plugstack.conf: 'cache=maybe': cache= takes yes or no"),
+            ("allowed=/x", "plugstack.conf: unknown argument 'allowed=/x' (known: mountpoints=<dir>[,<dir>...], cache=yes|no, mutable-root=yes|no)"),
+        ] {
+            assert_eq!(parse(&[bad]).unwrap_err().to_string(), said);
+        }
+        let forbidden = parse(&["mountpoints=/dev"]).unwrap_err().to_string();
+        assert!(
+            forbidden.starts_with("plugstack.conf: mountpoints=: '/dev' cannot be allowed: "),
+            "{forbidden}"
+        );
     }
 }

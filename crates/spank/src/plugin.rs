@@ -22,7 +22,8 @@
 //! reaches the user's terminal (or the batch job's error file) and the task
 //! exits with 1 (measured with Slurm 22.05).
 
-use std::ffi::OsStr;
+use std::convert::Infallible;
+use std::ffi::{c_int, OsStr};
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, Once, OnceLock};
@@ -157,7 +158,7 @@ pub fn init_post_opt(spank: &Spank) -> Result<(), ()> {
 
 /// The images by precedence (request.rs): the options given, else the
 /// variables, else the session's `UENV_MOUNT_LIST` (read with `get`).
-fn given(get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>) -> Result<Given, String> {
+fn given<E>(get: impl Fn(&str) -> Result<Option<Vec<u8>>, E>) -> Result<Given, E> {
     lock(&GIVEN).clone().resolve(get)
 }
 
@@ -174,7 +175,8 @@ fn from_source(source: request::Source, e: impl std::fmt::Display) -> String {
 /// environment is reading the user's input, nothing privileged.
 fn local_check() -> Result<(), ()> {
     let g =
-        given(|name| Ok(std::env::var_os(name).map(|v| v.as_bytes().to_vec()))).map_err(report)?;
+        given(|name| Ok::<_, Infallible>(std::env::var_os(name).map(|v| v.as_bytes().to_vec())))
+            .map_err(report)?;
     if g.is_empty() && g.writable.is_none() {
         return Ok(());
     }
@@ -186,12 +188,12 @@ fn local_check() -> Result<(), ()> {
 /// slurmstepd: mount for this step, or remember why not.
 fn remote_prepare(spank: &Spank) -> Step {
     let g = match given(|name| {
-        spank.getenv(name).map_err(|rc| {
-            format!("cannot read ${name} from the job's environment (spank error {rc})")
-        })
+        spank
+            .getenv(name)
+            .map_err(|rc| StepError::Unreadable(name.to_string(), rc))
     }) {
         Ok(g) => g,
-        Err(e) => return Step::Failed(e),
+        Err(e) => return Step::Failed(e.to_string()),
     };
     if g.is_empty() && g.writable.is_none() {
         return Step::Nothing;
@@ -206,15 +208,13 @@ fn remote_prepare(spank: &Spank) -> Step {
     };
     let user = match job_user(spank) {
         Ok(u) => u,
-        Err(e) => return Step::Failed(e),
+        Err(e) => return Step::Failed(e.to_string()),
     };
     let server = remote::own_directory().map(|d| squashfs_mount::mounts::fuse::server_next_to(&d));
     match remote::prepare(user, req, config(), server) {
         Ok(prepared) => {
             if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {
-                return Step::Failed(format!(
-                    "cannot set UENV_MOUNT_LIST in the job's environment (spank error {rc})"
-                ));
+                return Step::Failed(StepError::Unsettable("UENV_MOUNT_LIST", rc).to_string());
             }
             spank_api::verbose(&format!(
                 "{PREFIX}: mounted {}",
@@ -238,17 +238,52 @@ fn remote_prepare(spank: &Spank) -> Step {
     }
 }
 
-fn job_user(spank: &Spank) -> Result<JobUser, String> {
+/// Why slurmstepd cannot prepare the step (besides the request's and the
+/// engine's own refusals).
+#[derive(Debug)]
+enum StepError {
+    /// A variable of the job's environment could not be read.
+    Unreadable(String, c_int),
+    /// A variable could not be set in the job's environment.
+    Unsettable(&'static str, c_int),
+    /// Slurm did not say who the job's user is.
+    NoJobUser,
+    /// Slurm named a uid or gid of -1.
+    InvalidJobUser,
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Unreadable(name, rc) => write!(
+                f,
+                "cannot read ${name} from the job's environment (spank error {rc})"
+            ),
+            StepError::Unsettable(name, rc) => write!(
+                f,
+                "cannot set {name} in the job's environment (spank error {rc})"
+            ),
+            StepError::NoJobUser => write!(
+                f,
+                "Slurm did not tell the job's uid, gid and groups; refusing to open images"
+            ),
+            StepError::InvalidJobUser => write!(
+                f,
+                "invalid uid or gid for the job's user; refusing to open images"
+            ),
+        }
+    }
+}
+
+fn job_user(spank: &Spank) -> Result<JobUser, StepError> {
     let (Some(uid), Some(gid), Some(groups)) =
         (spank.uid(), spank.gid(), spank.supplementary_groups())
     else {
-        return Err(
-            "Slurm did not tell the job's uid, gid and groups; refusing to open images".into(),
-        );
+        return Err(StepError::NoJobUser);
     };
     // -1 means "leave unchanged" to the set*id calls: never a user.
     if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
-        return Err("invalid uid or gid for the job's user; refusing to open images".into());
+        return Err(StepError::InvalidJobUser);
     }
     Ok(JobUser { uid, gid, groups })
 }

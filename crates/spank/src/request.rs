@@ -28,6 +28,7 @@
 //! Pure.
 
 use std::ffi::OsString;
+use std::fmt;
 
 use squashfs_mount::cli::{self, LayerSize, RunRequest};
 
@@ -101,10 +102,7 @@ impl Given {
 
     /// The images by precedence: `self` holds the options given; `get`
     /// reads a variable of the calling environment.
-    pub fn resolve(
-        self,
-        get: impl Fn(&str) -> Result<Option<Vec<u8>>, String>,
-    ) -> Result<Given, String> {
+    pub fn resolve<E>(self, get: impl Fn(&str) -> Result<Option<Vec<u8>>, E>) -> Result<Given, E> {
         let binds = match self.binds.clone() {
             Some(b) => Some(b),
             None => get(ENV_BIND)?,
@@ -143,20 +141,55 @@ impl Given {
     }
 }
 
+/// Why the values given make no request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// The value of `--name` does not parse (as squashfs-mount's own
+    /// option would not).
+    Option {
+        name: &'static str,
+        error: cli::UsageError,
+    },
+    /// The value of `$name` does not parse.
+    Variable {
+        name: &'static str,
+        error: cli::UsageError,
+    },
+    /// `--squashfs-writable` without any image.
+    WritableWithoutImages,
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Option { name, error } => write!(f, "--{name}: {}", error.message()),
+            RequestError::Variable { name, error } => write!(f, "${name}: {}", error.message()),
+            RequestError::WritableWithoutImages => write!(
+                f,
+                "--{OPTION_WRITABLE} needs images: give --{OPTION}= or --{OPTION_UNION}="
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// A refusal of option `name`'s value, in squashfs-mount's words.
+fn option(name: &'static str) -> impl Fn(cli::UsageError) -> RequestError {
+    move |error| RequestError::Option { name, error }
+}
+
 /// Builds the request (no command: the tasks are the command).
-pub fn parse(given: &Given) -> Result<RunRequest, String> {
+pub fn parse(given: &Given) -> Result<RunRequest, RequestError> {
     let mut mounts = Vec::new();
     if let Some(spec) = given.pairs.as_deref().filter(|s| !s.is_empty()) {
         for pair in spec.split(|&b| b == b',') {
-            mounts.push(cli::parse_pair(pair).map_err(|e| format!("--{OPTION}: {}", e.message()))?);
+            mounts.push(cli::parse_pair(pair).map_err(option(OPTION))?);
         }
     }
     if let Some(spec) = given.unions.as_deref().filter(|s| !s.is_empty()) {
         for union in spec.split(|&b| b == b';') {
-            mounts.push(
-                cli::parse_union(union)
-                    .map_err(|e| format!("--{OPTION_UNION}: {}", e.message()))?,
-            );
+            mounts.push(cli::parse_union(union).map_err(option(OPTION_UNION))?);
         }
     }
     if let Some(list) = given.session.as_deref().filter(|s| !s.is_empty()) {
@@ -168,30 +201,20 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
         // A value with a '/': a kept layer in that directory.
         Some(dir) if dir.contains(&b'/') => (
             None,
-            Some(
-                cli::parse_layer_dir(dir)
-                    .map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.message()))?,
-            ),
+            Some(cli::parse_layer_dir(dir).map_err(option(OPTION_WRITABLE))?),
         ),
         Some(size) => (
-            Some(
-                LayerSize::parse(size)
-                    .map_err(|e| format!("--{OPTION_WRITABLE}: {}", e.message()))?,
-            ),
+            Some(LayerSize::parse(size).map_err(option(OPTION_WRITABLE))?),
             None,
         ),
     };
     if mounts.is_empty() && (writable.is_some() || layer_dir.is_some()) {
-        return Err(format!(
-            "--{OPTION_WRITABLE} needs images: give --{OPTION}= or --{OPTION_UNION}="
-        ));
+        return Err(RequestError::WritableWithoutImages);
     }
     let mut binds = Vec::new();
     if let Some(spec) = given.binds.as_deref().filter(|s| !s.is_empty()) {
         for bind in spec.split(|&b| b == b',') {
-            binds.push(
-                cli::parse_bind(bind).map_err(|e| format!("--{OPTION_BIND}: {}", e.message()))?,
-            );
+            binds.push(cli::parse_bind(bind).map_err(option(OPTION_BIND))?);
         }
     }
     Ok(RunRequest {
@@ -211,10 +234,13 @@ pub fn parse(given: &Given) -> Result<RunRequest, String> {
 
 /// `UENV_MOUNT_LIST` (`image:mountpoint,...`): layers of one union are
 /// listed one after another with the union's mount point.
-fn from_mount_list(list: &[u8]) -> Result<Vec<cli::MountRequest>, String> {
+fn from_mount_list(list: &[u8]) -> Result<Vec<cli::MountRequest>, RequestError> {
     let mut out: Vec<cli::MountRequest> = Vec::new();
     for pair in list.split(|&b| b == b',') {
-        let req = cli::parse_pair(pair).map_err(|e| format!("${ENV_SESSION}: {}", e.message()))?;
+        let req = cli::parse_pair(pair).map_err(|error| RequestError::Variable {
+            name: ENV_SESSION,
+            error,
+        })?;
         match out.last_mut() {
             Some(last) if last.mount_point == req.mount_point => {
                 last.images.extend(req.images);
@@ -336,6 +362,7 @@ mod tests {
             ..Given::default()
         })
         .unwrap_err()
+        .to_string()
         .contains("$UENV_MOUNT_LIST"));
     }
 
@@ -375,6 +402,7 @@ mod tests {
             ..Given::default()
         })
         .unwrap_err()
+        .to_string()
         .contains("--squashfs-bind"));
         let off = |name: &str| -> Result<Option<Vec<u8>>, String> {
             Ok((name == "SLURM_SQUASHFS_MUTABLE_ROOT").then(|| b"0".to_vec()))
@@ -390,21 +418,27 @@ mod tests {
     fn refused() {
         assert!(parse(&g("/a:/user-environment,", "", None))
             .unwrap_err()
+            .to_string()
             .contains("not of the form"));
         assert!(parse(&g("/a:/b:/user-environment", "", None))
             .unwrap_err()
+            .to_string()
             .contains("more than one ':'"));
         assert!(parse(&g("/a\n:/user-environment", "", None))
             .unwrap_err()
+            .to_string()
             .contains("newline"));
         assert!(parse(&g("", "/a,,/b:/u", None))
             .unwrap_err()
+            .to_string()
             .contains("--squashfs-union"));
         assert!(parse(&g("/a:/m", "", Some("1Q")))
             .unwrap_err()
+            .to_string()
             .contains("--squashfs-writable"));
         assert!(parse(&g("", "", Some("1G")))
             .unwrap_err()
+            .to_string()
             .contains("needs images"));
     }
 }

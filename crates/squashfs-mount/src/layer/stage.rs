@@ -123,7 +123,7 @@ fn sub_layers(
     let known: Vec<u32> = stamp.entries.iter().map(|e| e.number).collect();
     let (numbers, changed) = stamp
         .assign(wanted, &dir.path)
-        .map_err(crate::layer::fail)?;
+        .map_err(|e| crate::layer::fail(e.to_string()))?;
     if changed {
         write_stamp(dir, &stamp)?;
     }

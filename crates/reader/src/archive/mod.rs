@@ -1,0 +1,143 @@
+//! The whole image: inodes of every type, directories (with the directory
+//! index for lookups), file data (compressed, uncompressed and sparse
+//! blocks, fragments), the id table and extended attributes.
+//!
+//! Untrusted input throughout: every offset, length and count is checked
+//! before use; allocations are bounded by constants or by bytes actually
+//! read; every loop is bounded by the bytes present (a metadata stream ends
+//! at its table's end); nothing recurses. Decompressed metadata blocks, data
+//! and fragment blocks, parsed inodes, block lists and directory listings
+//! are kept in bounded caches; an `Archive` can be shared between threads.
+
+use squashfs_format::superblock::{flags, METADATA_SIZE, NO_TABLE};
+use squashfs_format::{parse_superblock, Compressor, FormatError, Superblock};
+
+use crate::cache::Cache;
+use crate::table::{self, Source};
+
+mod data;
+mod directory;
+mod inode;
+mod stream;
+mod xattr;
+
+pub use data::FileLayout;
+pub use directory::{DirEntry, Listing, NAME_MAX};
+pub use inode::{Inode, InodeData, InodeRef, Kind, SYMLINK_MAX};
+pub use stream::Position;
+pub use xattr::{Xattr, XATTR_VALUE_MAX};
+
+use stream::{read_index, MetaBlock};
+use xattr::XattrTables;
+
+fn corrupt(what: &'static str, detail: impl Into<String>) -> FormatError {
+    FormatError::corrupt(what, detail)
+}
+
+/// An opened image. All methods take `&self`; share it with `Arc`.
+pub struct Archive<S> {
+    src: S,
+    sb: Superblock,
+    ids: Vec<u32>,
+    fragment_locations: Vec<u64>,
+    xattrs: Option<XattrTables>,
+    dir_table_end: u64,
+    root: InodeRef,
+    meta: Cache<u64, MetaBlock>,
+    data: Cache<(u64, u32), Vec<u8>>,
+    inodes: Cache<InodeRef, Inode>,
+    listings: Cache<InodeRef, Listing>,
+    layouts: Cache<InodeRef, FileLayout>,
+}
+
+/// Cache sizes (each cache holds at most twice this).
+const META_CACHE: usize = 8 << 20;
+const DATA_CACHE: usize = 16 << 20;
+const INODE_CACHE: usize = 4 << 20;
+const LISTING_CACHE: usize = 8 << 20;
+const LAYOUT_CACHE: usize = 4 << 20;
+
+impl<S: Source> Archive<S> {
+    /// Opens an image: checks the superblock and everything the kernel
+    /// checks at mount time (compressor options, id table, fragment table,
+    /// export table, xattr id table, root inode).
+    pub fn open(src: S) -> Result<Self, FormatError> {
+        let size = src.len();
+        let mut head = vec![0u8; size.min(4096) as usize];
+        src.read_at(0, &mut head)?;
+        let sb = parse_superblock(&head, size)?;
+        table::compressor_options(&src, &sb)?;
+        let ids = table::id_table(&src, &sb)?;
+        let fragment_locations = data::fragment_index(&src, &sb)?;
+        check_export_table(&src, &sb)?;
+        let xattrs = XattrTables::open(&src, &sb)?;
+        let dir_table_end = directory::table_end(&sb);
+        let ar = Archive {
+            src,
+            sb,
+            ids,
+            fragment_locations,
+            xattrs,
+            dir_table_end,
+            root: sb.root_inode,
+            meta: Cache::new(META_CACHE),
+            data: Cache::new(DATA_CACHE),
+            inodes: Cache::new(INODE_CACHE),
+            listings: Cache::new(LISTING_CACHE),
+            layouts: Cache::new(LAYOUT_CACHE),
+        };
+        let root = ar.inode(ar.root)?;
+        if root.kind != Kind::Dir {
+            return Err(corrupt("inode table", "the root inode is not a directory"));
+        }
+        Ok(ar)
+    }
+
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+    pub fn root(&self) -> InodeRef {
+        self.root
+    }
+    pub fn compressor(&self) -> Compressor {
+        self.sb.compressor
+    }
+    pub fn has_xattrs(&self) -> bool {
+        self.xattrs.is_some()
+    }
+}
+
+/// The export table's index, when the image has one: each block among the
+/// metadata after the directory table.
+fn check_export_table(src: &impl Source, sb: &Superblock) -> Result<(), FormatError> {
+    if sb.export_table_start == NO_TABLE || !sb.has(flags::EXPORTABLE) {
+        return Ok(());
+    }
+    let n = (u64::from(sb.inodes) * 8).div_ceil(METADATA_SIZE as u64);
+    let locs = read_index(src, sb.export_table_start, n, sb.bytes_used, "export table")?;
+    for &l in &locs {
+        if l < sb.directory_table_start || l >= sb.export_table_start {
+            return Err(corrupt(
+                "export table",
+                format!("a block at byte {l} lies outside the image's metadata"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Opens an image held in memory (tests, fuzzing).
+pub fn open_bytes(bytes: Vec<u8>) -> Result<Archive<Vec<u8>>, FormatError> {
+    Archive::open(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(open_bytes(Vec::new()).is_err());
+        assert!(open_bytes(vec![0u8; 100]).is_err());
+    }
+}
