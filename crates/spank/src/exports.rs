@@ -153,11 +153,11 @@ pub extern "C" fn slurm_spank_job_epilog(
 extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
     boundary("a --squashfs* option", || {
         let which = match val {
-            0 => plugin::Option_::Pairs,
-            1 => plugin::Option_::Unions,
-            3 => plugin::Option_::Bind,
-            4 => plugin::Option_::MutableRoot,
-            _ => plugin::Option_::Writable,
+            0 => plugin::JobOption::Pairs,
+            1 => plugin::JobOption::Unions,
+            3 => plugin::JobOption::Bind,
+            4 => plugin::JobOption::MutableRoot,
+            _ => plugin::JobOption::Writable,
         };
         let value = if optarg.is_null() {
             Vec::new()

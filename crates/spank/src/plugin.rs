@@ -115,9 +115,10 @@ pub fn init(
     Ok(())
 }
 
-/// Which option a callback is for (its `val` in exports.rs).
+/// Which of the plugin's job options (`--squashfs*`) a callback is for
+/// (its `val` in exports.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Option_ {
+pub enum JobOption {
     Pairs,
     Unions,
     Writable,
@@ -125,17 +126,17 @@ pub enum Option_ {
     MutableRoot,
 }
 
-pub fn option_given(which: Option_, value: Vec<u8>, _remote: bool) -> Result<(), ()> {
+pub fn option_given(which: JobOption, value: Vec<u8>, _remote: bool) -> Result<(), ()> {
     let mut g = lock(&GIVEN);
     match which {
-        Option_::Pairs => g.pairs = Some(value),
-        Option_::Unions => g.unions = Some(value),
-        Option_::Writable => g.writable = Some(value),
+        JobOption::Pairs => g.pairs = Some(value),
+        JobOption::Unions => g.unions = Some(value),
+        JobOption::Writable => g.writable = Some(value),
         // As for the others, the last value given counts: Slurm passes
         // one value of an option to slurmstepd (and calls the callback
         // there more than once), so a list goes in one option.
-        Option_::Bind => g.binds = Some(value),
-        Option_::MutableRoot => g.mutable_root = Some(value),
+        JobOption::Bind => g.binds = Some(value),
+        JobOption::MutableRoot => g.mutable_root = Some(value),
     }
     Ok(())
 }
