@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::os::fd::AsFd;
 
 use super::entries::{list_entries, remove_entry, Entry, Host};
-use super::evict::{self, Candidate, Mode};
+use super::evict::{self, Candidate, Occasion};
 use super::kinds;
 use super::meta::Kind;
 use super::store::Store;
@@ -31,7 +31,7 @@ impl Store {
     pub fn collect(
         &self,
         root: &AsRoot,
-        mode: Mode,
+        mode: Occasion,
         asker: Option<Uid>,
         target: Option<(u64, u64)>,
         budget: ScanBudget,
@@ -72,7 +72,7 @@ impl Store {
         };
         let _ = system::create_file_if_missing(dir.as_fd(), super::GC_STAMP, 0o600);
         let _ = system::touch(dir.as_fd(), super::GC_STAMP);
-        let out = self.collect_locked(root, Mode::Launch, None, None, &scanned);
+        let out = self.collect_locked(root, Occasion::Launch, None, None, &scanned);
         drop(guard);
         self.end_evicted_servers(root, &out);
     }
@@ -80,7 +80,7 @@ impl Store {
     fn collect_locked(
         &self,
         root: &AsRoot,
-        mode: Mode,
+        mode: Occasion,
         asker: Option<Uid>,
         target: Option<(u64, u64)>,
         scanned: &Scanned,

@@ -8,7 +8,7 @@ use crate::config::CacheLimits;
 
 /// Who asks for a collection, which decides what may be evicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum Occasion {
     /// At a launch: broken entries, and unused instances whose file was
     /// deleted, that were idle too long, or beyond the limits; never one
     /// the launch itself uses; at most [`MAX_EVICTIONS_PER_LAUNCH`].
@@ -48,11 +48,11 @@ pub struct Candidate {
     /// sharing (its users keep their mounts), while keeping every instance
     /// "just in case" lets anyone who can blow up the scan stop eviction.
     pub in_use: bool,
-    /// Created by the user who asks (for `Mode::User` and `Mode::Image`).
+    /// Created by the user who asks (for `Occasion::User` and `Occasion::Image`).
     pub mine: bool,
     /// A FUSE instance (a server of its user's runs for it).
     pub fuse: bool,
-    /// The instance of `--gc IMAGE`'s image (`Mode::Image`).
+    /// The instance of `--gc IMAGE`'s image (`Occasion::Image`).
     pub target: bool,
     /// Used by the current launch: never evicted by it.
     pub protected: bool,
@@ -71,9 +71,9 @@ pub fn instance_cost(block_size: u32) -> u64 {
 }
 
 /// Indices of the entries to evict, in order.
-pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Mode) -> Vec<usize> {
+pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Occasion) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
-    if mode == Mode::All {
+    if mode == Occasion::All {
         return (0..c.len()).collect();
     }
     // Broken entries first: they hold nothing anyone can reuse.
@@ -87,18 +87,18 @@ pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Mode) -> Vec<u
             continue;
         }
         let want = match mode {
-            Mode::Image => e.target && e.mine && !e.protected,
-            Mode::Root => evictable(i),
-            Mode::User => evictable(i) && (e.deleted || idle(i) || e.mine),
-            Mode::Launch | Mode::Expired => evictable(i) && (e.deleted || idle(i)),
-            Mode::JobEnd => evictable(i) && e.mine && e.fuse,
-            Mode::All => true,
+            Occasion::Image => e.target && e.mine && !e.protected,
+            Occasion::Root => evictable(i),
+            Occasion::User => evictable(i) && (e.deleted || idle(i) || e.mine),
+            Occasion::Launch | Occasion::Expired => evictable(i) && (e.deleted || idle(i)),
+            Occasion::JobEnd => evictable(i) && e.mine && e.fuse,
+            Occasion::All => true,
         };
         if want {
             out.push(i);
         }
     }
-    if mode != Mode::Image && mode != Mode::JobEnd {
+    if mode != Occasion::Image && mode != Occasion::JobEnd {
         // Beyond the limits: least recently used unused instances go.
         let mut kept: Vec<usize> = (0..c.len())
             .filter(|&i| c[i].valid && !out.contains(&i))
@@ -117,7 +117,7 @@ pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Mode) -> Vec<u
             }
         }
     }
-    if mode == Mode::Launch {
+    if mode == Occasion::Launch {
         out.truncate(MAX_EVICTIONS_PER_LAUNCH);
     }
     out
@@ -200,7 +200,7 @@ mod tests {
             per_user: u32::MAX,
             max_bytes: 0,
         };
-        assert_eq!(plan(&c, 1, limits, Mode::JobEnd), vec![0]);
+        assert_eq!(plan(&c, 1, limits, Occasion::JobEnd), vec![0]);
     }
 
     fn cand(valid: bool, in_use: bool, last_used: i64) -> Candidate {
@@ -240,22 +240,22 @@ mod tests {
                 ..cand(true, false, now - 5)
             }, // 6 the asking user's own
         ];
-        assert_eq!(plan(&c, now, L, Mode::Launch), vec![0, 1, 4]);
-        assert_eq!(plan(&c, now, L, Mode::Expired), vec![0, 1, 4]);
+        assert_eq!(plan(&c, now, L, Occasion::Launch), vec![0, 1, 4]);
+        assert_eq!(plan(&c, now, L, Occasion::Expired), vec![0, 1, 4]);
         // A user's --gc: routine maintenance plus their own, never 3.
-        assert_eq!(plan(&c, now, L, Mode::User), vec![0, 1, 4, 6]);
-        assert_eq!(plan(&c, now, L, Mode::Root), vec![0, 1, 3, 4, 6]);
-        assert_eq!(plan(&c, now, L, Mode::All), (0..7).collect::<Vec<_>>());
+        assert_eq!(plan(&c, now, L, Occasion::User), vec![0, 1, 4, 6]);
+        assert_eq!(plan(&c, now, L, Occasion::Root), vec![0, 1, 3, 4, 6]);
+        assert_eq!(plan(&c, now, L, Occasion::All), (0..7).collect::<Vec<_>>());
         // Count: kept valid ones after the rules are 2, 3, 5, 6 (4 > 2):
         // the least recently used unused ones go (3 before 6: older).
         let two = CacheLimits {
             max_instances: 2,
             ..L
         };
-        assert_eq!(plan(&c, now, two, Mode::Launch), vec![0, 1, 4, 3, 6]);
+        assert_eq!(plan(&c, now, two, Occasion::Launch), vec![0, 1, 4, 3, 6]);
         // max idle 0: every unused instance is idle.
         assert_eq!(
-            plan(&c, now, CacheLimits { max_idle: 0, ..L }, Mode::Launch),
+            plan(&c, now, CacheLimits { max_idle: 0, ..L }, Occasion::Launch),
             vec![0, 1, 3, 4, 6]
         );
     }
@@ -276,7 +276,7 @@ mod tests {
                 max_instances: 1,
                 ..L
             },
-            Mode::Launch,
+            Occasion::Launch,
         );
         assert_eq!(p, vec![1, 3, 5]);
         assert!(p.iter().all(|&i| !c[i].protected));
@@ -300,7 +300,7 @@ mod tests {
                     max_bytes: 250,
                     ..L
                 },
-                Mode::Launch
+                Occasion::Launch
             ),
             vec![3, 2]
         );
@@ -344,7 +344,7 @@ mod tests {
                 ..cand(true, false, 0)
             },
         ];
-        assert_eq!(plan(&c, 0, L, Mode::Image), vec![0]);
+        assert_eq!(plan(&c, 0, L, Occasion::Image), vec![0]);
     }
 
     #[test]
@@ -360,7 +360,12 @@ mod tests {
             },
             cand(true, false, 100),
         ];
-        for mode in [Mode::Launch, Mode::User, Mode::Root, Mode::All] {
+        for mode in [
+            Occasion::Launch,
+            Occasion::User,
+            Occasion::Root,
+            Occasion::All,
+        ] {
             let p = plan(&entries, 100, L, mode);
             assert_eq!(p.first(), Some(&0), "{mode:?}: {p:?}");
         }
@@ -369,9 +374,12 @@ mod tests {
     #[test]
     fn launch_plan_is_bounded() {
         let c: Vec<Candidate> = (0..50).map(|_| cand(false, false, 0)).collect();
-        assert_eq!(plan(&c, 0, L, Mode::Launch).len(), MAX_EVICTIONS_PER_LAUNCH);
-        assert_eq!(plan(&c, 0, L, Mode::Expired).len(), 50);
-        assert_eq!(plan(&c, 0, L, Mode::Root).len(), 50);
+        assert_eq!(
+            plan(&c, 0, L, Occasion::Launch).len(),
+            MAX_EVICTIONS_PER_LAUNCH
+        );
+        assert_eq!(plan(&c, 0, L, Occasion::Expired).len(), 50);
+        assert_eq!(plan(&c, 0, L, Occasion::Root).len(), 50);
     }
 
     #[test]

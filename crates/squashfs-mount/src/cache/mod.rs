@@ -63,7 +63,7 @@ use std::fmt;
 use crate::mounts::state_dir::StateDirError;
 use crate::system;
 
-pub use evict::Mode;
+pub use evict::Occasion;
 pub use kinds::{cost, fuse_cost};
 pub use meta::{Identity, Key, Kind, Meta};
 pub use store::{Entry, Offer, Placed, Reused, Store, Want};

@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::collection::{recount_evicted, Scanned};
 pub use super::entries::Entry;
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
-use super::evict::{self, Candidate, Mode};
+use super::evict::{self, Candidate, Occasion};
 use super::kinds;
 use super::lock::lock_with_timeout;
 use super::meta::{Identity, Key, Meta};
@@ -317,7 +317,7 @@ impl Store {
             .map(|o| o.meta.key().entry_name(secret))
             .collect();
         let cands = self.candidates(root, entries, None, None, &protected_names, scanned);
-        let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Mode::Launch);
+        let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Occasion::Launch);
         let stale: Vec<usize> = (0..entries.len())
             .filter(|&i| {
                 offered.contains(&entries[i].name) && !entries[i].valid && !evict.contains(&i)

@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 
 use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
-use crate::cache::evict::Mode;
+use crate::cache::evict::Occasion;
 use crate::cache::{usage_scan, CacheError, Entry, Store};
 use crate::config;
 use crate::mounts::image::Image;
@@ -39,11 +39,11 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
         .as_root(|root| -> Result<_, CacheError> {
             let file = target.as_ref().map(|t| (t.id.dev, t.id.ino));
             let mode = match (&target, all) {
-                (Some(_), _) => Mode::Image,
-                (None, true) => Mode::All,
-                (None, false) if expired => Mode::Expired,
-                (None, false) if uid.is_root() => Mode::Root,
-                (None, false) => Mode::User,
+                (Some(_), _) => Occasion::Image,
+                (None, true) => Occasion::All,
+                (None, false) if expired => Occasion::Expired,
+                (None, false) if uid.is_root() => Occasion::Root,
+                (None, false) => Occasion::User,
             };
             store.collect(root, mode, Some(uid), file, usage_scan::ON_REQUEST)
         })?
@@ -80,7 +80,13 @@ pub fn end_of_job(root: &AsRoot, uid: Uid) -> Result<usize, Failure> {
     .map_err(|e| Failure::new(CommandError::Cache(e)))?;
     let Some(store) = store else { return Ok(0) };
     let result = store
-        .collect(root, Mode::JobEnd, Some(uid), None, usage_scan::ON_REQUEST)
+        .collect(
+            root,
+            Occasion::JobEnd,
+            Some(uid),
+            None,
+            usage_scan::ON_REQUEST,
+        )
         .map_err(|e| Failure::new(CommandError::Cache(e)))?;
     Ok(result.iter().filter(|(_, gone)| *gone).count())
 }

@@ -12,7 +12,7 @@ use crate::cli::paths;
 use crate::mounts::overlay::RootAttributes;
 use crate::privilege::AsRoot;
 use crate::system::error::{errno_hint, errno_words, Failure};
-use crate::system::{self, Error as Errno, Reach};
+use crate::system::{self, AttributeScope, Error as Errno};
 
 /// The most entries a mirrored directory may have (each becomes a mount).
 pub const MAX_MIRROR_ENTRIES: usize = 4096;
@@ -99,15 +99,15 @@ crate::error_kind!(ViewError);
 
 /// One entry of the mirrored directory, opened as the caller: a file or
 /// directory (is it a directory), or a symlink and its target.
-pub enum Entry {
+pub enum MirrorEntry {
     Tree(OsString, OwnedFd, bool),
     Symlink(OsString, OsString),
 }
 
-impl Entry {
+impl MirrorEntry {
     pub fn name(&self) -> &OsStr {
         match self {
-            Entry::Tree(n, ..) | Entry::Symlink(n, _) => n,
+            MirrorEntry::Tree(n, ..) | MirrorEntry::Symlink(n, _) => n,
         }
     }
 }
@@ -125,7 +125,7 @@ pub struct Mirror<'a> {
     pub dir: &'a OwnedFd,
     /// Its kernel name.
     pub real: &'a OsStr,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<MirrorEntry>,
     /// The directories to create in it, as components below it.
     pub new: &'a [Vec<&'a [u8]>],
     /// The tmpfs root's owner and mode.
@@ -152,19 +152,19 @@ pub fn build(_root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
     let mut placed = Vec::with_capacity(entries.len());
     for entry in entries {
         placed.push(match entry {
-            Entry::Tree(name, fd, is_dir) => {
+            MirrorEntry::Tree(name, fd, is_dir) => {
                 let copy =
                     system::clone_tree(fd.as_fd()).map_err(|e| fail("copying an entry of", e))?;
                 system::set_tree_attributes(
                     copy.as_fd(),
                     system::no_attributes(),
                     true,
-                    Reach::Tree,
+                    AttributeScope::Tree,
                 )
                 .map_err(|e| fail("copying an entry of", e))?;
                 Placed::Tree(name, copy, is_dir)
             }
-            Entry::Symlink(name, target) => Placed::Symlink(name, target),
+            MirrorEntry::Symlink(name, target) => Placed::Symlink(name, target),
         });
     }
     let inodes = placed.len() + new.iter().map(Vec::len).sum::<usize>() + 16;
@@ -197,8 +197,13 @@ pub fn build(_root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
             );
         }
     }
-    system::set_tree_attributes(tmpfs.as_fd(), system::read_only(), false, Reach::Mount)
-        .map_err(|e| fail("making read-only the copy of", e))?;
+    system::set_tree_attributes(
+        tmpfs.as_fd(),
+        system::read_only(),
+        false,
+        AttributeScope::Mount,
+    )
+    .map_err(|e| fail("making read-only the copy of", e))?;
     if paths::components(real.as_bytes()).is_empty() {
         system::pivot_onto(tmpfs.as_fd()).map_err(|e| fail("making the new root of", e))?;
     }

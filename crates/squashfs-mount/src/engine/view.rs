@@ -32,7 +32,7 @@ use crate::privilege::{ActingAsCaller, Credentials};
 use crate::system::error::Failure;
 use crate::system::{self, Error as Errno};
 
-use super::mirror::{Entry, Mirror};
+use super::mirror::{Mirror, MirrorEntry};
 pub use super::mirror::{ViewError, MAX_MIRROR_ENTRIES};
 use super::plan::Plan;
 use super::root_side::RootSide;
@@ -232,7 +232,7 @@ fn list(
     dir: &OwnedFd,
     real: &OsStr,
     subject: &str,
-) -> Result<Vec<Entry>, Failure> {
+) -> Result<Vec<MirrorEntry>, Failure> {
     let shown = || real.to_string_lossy().into_owned();
     let (names, more) = system::list_dir(dir.as_fd(), ".", MAX_MIRROR_ENTRIES)
         .map_err(|e| Failure::about(subject, ViewError::List(shown(), e)))?;
@@ -251,9 +251,9 @@ fn list(
         if st.is_symlink() {
             let target = system::link_target(fd.as_fd())
                 .map_err(|e| entry_failure(subject, real, &name, e))?;
-            out.push(Entry::Symlink(name, target));
+            out.push(MirrorEntry::Symlink(name, target));
         } else {
-            out.push(Entry::Tree(name, fd, st.is_dir()));
+            out.push(MirrorEntry::Tree(name, fd, st.is_dir()));
         }
     }
     Ok(out)

@@ -128,7 +128,7 @@ pub fn count_for(
 /// Loop devices the tool has attached now (cached and private instances
 /// of every user): those bound and named [`MARKER`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Attached {
+pub struct AttachedCount {
     pub all: usize,
     /// The private instances of the user asked about.
     pub users: usize,
@@ -136,9 +136,9 @@ pub struct Attached {
 
 /// Counts the tool's loop devices, and those of them counted for `uid`
 /// (its private instances). Root reads each bound device's status.
-pub fn attached(_root: &AsRoot, dev_dir: BorrowedFd<'_>, uid: Uid) -> Attached {
+pub fn attached(_root: &AsRoot, dev_dir: BorrowedFd<'_>, uid: Uid) -> AttachedCount {
     let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else {
-        return Attached::default();
+        return AttachedCount::default();
     };
     let owners = names
         .iter()
@@ -152,7 +152,7 @@ pub fn attached(_root: &AsRoot, dev_dir: BorrowedFd<'_>, uid: Uid) -> Attached {
                 .ok()?;
             owner_of(&info.lo_file_name)
         });
-    owners.fold(Attached::default(), |a, owner| Attached {
+    owners.fold(AttachedCount::default(), |a, owner| AttachedCount {
         all: a.all + 1,
         users: a.users + usize::from(owner == Some(Owner::User(uid))),
     })

@@ -13,7 +13,7 @@ use crate::mounts::loop_device::LoopDevice;
 use crate::mounts::mount_point::MountPoint;
 use crate::privilege::AsRoot;
 use crate::system::error::Failure;
-use crate::system::{self, Error, FsContext, Reach};
+use crate::system::{self, AttributeScope, Error, FsContext};
 
 /// What went wrong mounting an instance, copying a bind source or
 /// attaching a mount.
@@ -133,8 +133,13 @@ pub fn bind_copy(
 ) -> Result<OwnedFd, Failure> {
     let copy =
         system::clone_tree(source).map_err(|e| Failure::about(subject, MountError::BindCopy(e)))?;
-    system::set_tree_attributes(copy.as_fd(), system::nosuid_nodev(), true, Reach::Tree)
-        .map_err(|e| Failure::about(subject, MountError::BindFlags(e)))?;
+    system::set_tree_attributes(
+        copy.as_fd(),
+        system::nosuid_nodev(),
+        true,
+        AttributeScope::Tree,
+    )
+    .map_err(|e| Failure::about(subject, MountError::BindFlags(e)))?;
     Ok(copy)
 }
 

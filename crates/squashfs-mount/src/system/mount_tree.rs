@@ -42,7 +42,7 @@ struct MountAttr {
 
 /// How [`set_tree_attributes`] changes the mounts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reach {
+pub enum AttributeScope {
     /// Only the mount `fd` is the root of.
     Mount,
     /// That mount and every mount below it.
@@ -58,7 +58,7 @@ pub fn set_tree_attributes(
     fd: BorrowedFd<'_>,
     set: MountAttrFlags,
     slave: bool,
-    reach: Reach,
+    reach: AttributeScope,
 ) -> SysResult<()> {
     let attr = MountAttr {
         attr_set: u64::from(set.bits()),
@@ -67,7 +67,7 @@ pub fn set_tree_attributes(
         userns_fd: 0,
     };
     let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
-    if reach == Reach::Tree {
+    if reach == AttributeScope::Tree {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }
     // SAFETY: `attr` is a properly laid out `struct mount_attr` (four u64,
