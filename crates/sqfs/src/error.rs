@@ -37,9 +37,8 @@ impl fmt::Display for FileError {
 
 impl std::error::Error for FileError {}
 
-/// `impl Display`, `impl Error` and `From` conversions for a module's error
-/// enum whose variants wrap other errors and show them unchanged.
-#[macro_export]
+/// `From` conversions for a module's error enum whose variants wrap other
+/// errors (and show them unchanged).
 macro_rules! wraps {
     ($enum:ident { $($variant:ident($inner:ty)),* $(,)? }) => {
         $(impl From<$inner> for $enum {
@@ -49,3 +48,5 @@ macro_rules! wraps {
         })*
     };
 }
+
+pub(crate) use wraps;

@@ -64,7 +64,7 @@ pub enum LayerError {
     NewlineInName(PathBuf),
 }
 
-crate::wraps!(LayerError {
+crate::error::wraps!(LayerError {
     File(FileError),
     Below(FormatError),
 });

@@ -79,7 +79,7 @@ pub enum TraceError {
     },
 }
 
-crate::wraps!(TraceError { File(FileError) });
+crate::error::wraps!(TraceError { File(FileError) });
 
 impl std::fmt::Display for TraceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

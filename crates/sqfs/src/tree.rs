@@ -19,7 +19,7 @@ pub enum TreeError {
     Unreadable(Unreadable),
 }
 
-crate::wraps!(TreeError { File(FileError) });
+crate::error::wraps!(TreeError { File(FileError) });
 
 impl std::fmt::Display for TreeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -39,14 +39,24 @@ fn sources() -> Vec<(String, Vec<String>)> {
             let rel = p.strip_prefix(SRC).expect("below src").display();
             let text = fs::read_to_string(&p).expect("read");
             let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if let Some(i) = lines.iter().position(|l| l == "#[cfg(test)]") {
-                if lines.get(i + 1).is_some_and(|l| l.starts_with("mod tests")) {
-                    lines.truncate(i);
-                }
+            if let Some(i) = tests_at_end(&lines) {
+                lines.truncate(i);
             }
             (rel.to_string(), lines)
         })
         .collect()
+}
+
+/// Where a `#[cfg(test)] mod tests { ... }` that closes the file starts.
+fn tests_at_end(lines: &[String]) -> Option<usize> {
+    let i = lines
+        .windows(2)
+        .position(|w| w[0] == "#[cfg(test)]" && w[1].starts_with("mod tests"))?;
+    let close = (i + 2..lines.len()).find(|&j| lines[j] == "}")?;
+    lines[close + 1..]
+        .iter()
+        .all(|l| l.trim().is_empty())
+        .then_some(i)
 }
 
 /// The name of the function a line declares, and its indentation.

@@ -58,7 +58,7 @@ impl BenchError {
     }
 }
 
-crate::wraps!(BenchError {
+crate::error::wraps!(BenchError {
     File(FileError),
     Tree(TreeError),
     Pack(PackError),

@@ -66,7 +66,7 @@ pub enum PackError {
     Order(OrderError),
 }
 
-crate::wraps!(PackError {
+crate::error::wraps!(PackError {
     File(FileError),
     Size(units::SizeError),
     Tree(TreeError),

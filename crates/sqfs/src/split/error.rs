@@ -57,7 +57,7 @@ pub enum TooLarge {
     Built(u64),
 }
 
-crate::wraps!(SplitError {
+crate::error::wraps!(SplitError {
     File(FileError),
     Tree(TreeError),
     Pack(PackError),

@@ -5,122 +5,15 @@
 //! answers with a misleading tip.
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::FileError;
-use crate::exclude;
 
-/// sqfs's long options that take a value (as the next argument unless
-/// written `--opt=value`).
-const VALUE_OPTIONS: &[&str] = &[
-    "--comp",
-    "--level",
-    "--block-size",
-    "--processors",
-    "--split",
-    "--depth",
-    "--exclude",
-    "--exclude-from",
-    "--exclude-quiet",
-    "--run",
-    "--runs",
-    "--mountpoint",
-    "--work-dir",
-    "--svg",
-    "--order",
-    "--output",
-];
+mod exclusions;
+mod options;
 
-/// mksquashfs 4.5/4.6 options sqfs does not offer (see [`answer`]).
-const MKSQUASHFS_OPTIONS: &[&str] = &[
-    "-tar",
-    "-no-strip",
-    "-tarstyle",
-    "-cpiostyle",
-    "-cpiostyle0",
-    "-mkfs-time",
-    "-fstime",
-    "-all-time",
-    "-exports",
-    "-no-sparse",
-    "-noI",
-    "-noId",
-    "-noD",
-    "-noF",
-    "-noX",
-    "-no-tailends",
-    "-tailends",
-    "-no-fragments",
-    "-always-use-fragments",
-    "-no-duplicates",
-    "-no-hardlinks",
-    "-root-time",
-    "-root-mode",
-    "-root-uid",
-    "-root-gid",
-    "-force-uid",
-    "-force-gid",
-    "-keep-as-directory",
-    "-action",
-    "-log-action",
-    "-true-action",
-    "-false-action",
-    "-action-file",
-    "-log-action-file",
-    "-true-action-file",
-    "-false-action-file",
-    "-p",
-    "-pf",
-    "-sort",
-    "-regex",
-    "-one-file-system",
-    "-root-becomes",
-    "-recover",
-    "-recovery-path",
-    "-throttle",
-    "-limit",
-    "-mem",
-    "-nopad",
-    "-offset",
-    "-o",
-    "-noInodeCompression",
-    "-noIdTableCompression",
-    "-noDataCompression",
-    "-noFragmentCompression",
-    "-noXattrCompression",
-    "-Xhelp",
-    "-Xbcj",
-    "-Xdict-size",
-    "-Xwindow-size",
-    "-Xstrategy",
-    "-Xalgorithm",
-];
-
-/// What to say to a mksquashfs option sqfs does not take.
-fn answer(option: &str, sub: &str) -> String {
-    let why = match option {
-        "-nopad" => "sqfs pack always pads images to 4 KiB: without padding the kernel cannot read the end of an image from a loop device".to_string(),
-        "-mkfs-time" | "-fstime" | "-all-time" | "-root-time" => "sqfs pack sets the image's time stamp to the newest file time in the tree; set SOURCE_DATE_EPOCH to choose it, or use --reproducible to set every file's time too".to_string(),
-        "-force-uid" | "-force-gid" | "-root-uid" | "-root-gid" => "sqfs pack keeps owners, or makes root own everything with --all-root (--reproducible does that too)".to_string(),
-        "-sort" => "sqfs pack --order FILE takes a list of paths to store first (as 'sqfs trace' writes it) and gives mksquashfs the priorities".to_string(),
-        "-regex" => "sqfs pack's --exclude takes glob patterns (*, ?, [..], **), not regular expressions; see 'sqfs pack --help'".to_string(),
-        "-o" | "-offset" => "sqfs pack writes images that start at the beginning of the file, as squashfs-mount needs".to_string(),
-        _ => format!("sqfs {sub} does not offer it; see 'sqfs {sub} --help' for what it does offer, or run mksquashfs yourself and check the image with 'sqfs inspect'"),
-    };
-    format!("'{option}' is a mksquashfs option: {why}")
-}
-
-fn is_value_option(a: &str) -> bool {
-    VALUE_OPTIONS.contains(&a)
-}
-
-/// Short options sqfs has (`-f`, `-q`, `-h`, `-V`), alone or clustered.
-fn is_short_cluster(a: &str) -> bool {
-    a.len() >= 2
-        && a.starts_with('-')
-        && !a.starts_with("--")
-        && a[1..].chars().all(|c| matches!(c, 'f' | 'q' | 'h' | 'V'))
-}
+use exclusions::{exclude_file_lines, mksquashfs_exclude};
+use options::{answer, is_short_cluster, is_value_option, MKSQUASHFS_OPTIONS};
 
 /// Whether `args` (translated) ask for the version: `--version` or `-V`
 /// anywhere before `--`, except as the value of an option, so that
@@ -355,61 +248,6 @@ impl Line<'_> {
         }
         Ok(())
     }
-}
-
-/// The lines of a mksquashfs exclude file, read as mksquashfs reads them:
-/// leading white space skipped, `#` lines skipped, a leading `\` removed.
-fn exclude_file_lines(file: &Path) -> Result<Vec<String>, CompatError> {
-    let text =
-        std::fs::read(file).map_err(|e| CompatError::ExcludeFile(FileError::new(file, e)))?;
-    Ok(String::from_utf8_lossy(&text)
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim_start();
-            if l.starts_with('#') {
-                return None;
-            }
-            let l = l.strip_prefix('\\').unwrap_or(l);
-            (!l.is_empty()).then(|| l.to_string())
-        })
-        .collect())
-}
-
-/// One mksquashfs exclusion as an sqfs pattern. Without -wildcards it is a
-/// path (relative to DIR, or starting with /, ./ or ../ relative to the
-/// current directory); with it, a wildcard pattern anchored at DIR, or at
-/// any depth after "... ". `None`: it cannot name anything in DIR.
-fn mksquashfs_exclude(
-    text: &str,
-    wildcards: bool,
-    dir: Option<&Path>,
-) -> Result<Option<String>, CompatError> {
-    if wildcards {
-        if text.starts_with('/') || text.starts_with("./") || text.starts_with("../") {
-            return Err(CompatError::NotRelative(text.to_string()));
-        }
-        return Ok(Some(match text.strip_prefix("... ") {
-            Some(rest) if rest.contains('/') => format!("**/{rest}"),
-            Some(rest) => rest.to_string(),
-            None => format!("/{text}"),
-        }));
-    }
-    if text.starts_with('/') || text.starts_with("./") || text.starts_with("../") {
-        let (Some(dir), Ok(path)) = (dir, Path::new(text).canonicalize()) else {
-            return Ok(None);
-        };
-        let Ok(top) = dir.canonicalize() else {
-            return Ok(None);
-        };
-        return Ok(path
-            .strip_prefix(&top)
-            .ok()
-            .filter(|r| !r.as_os_str().is_empty())
-            .map(|r| exclude::literal(r.as_os_str())));
-    }
-    Ok(Some(exclude::literal(OsStr::new(
-        text.trim_end_matches('/'),
-    ))))
 }
 
 #[cfg(test)]
