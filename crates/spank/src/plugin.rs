@@ -208,7 +208,7 @@ fn remote_prepare(spank: &Spank) -> Step {
         Ok(u) => u,
         Err(e) => return Step::Failed(e),
     };
-    let server = remote::own_directory().map(|d| squashfs_mount::mounts::fuse::server_next_to(&d));
+    let server = squashfs_mount::mounts::installed::server_for_plugin();
     match remote::prepare(user, req, config(), server) {
         Ok(prepared) => {
             if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {

@@ -201,7 +201,9 @@ fn on_worker_thread(
         let uid = creds.caller().uid.as_raw();
         squashfs_mount::layer::dir::precheck(&creds, dir, uid)?;
     }
-    let layer_helper = fuse_server.as_deref().map(squashfs_mount::layer::sibling);
+    let layer_helper = fuse_server
+        .as_deref()
+        .map(squashfs_mount::mounts::installed::helper_next_to);
     let ctx = Context {
         front: &front,
         cwd: WorkingDir::At(OsString::from("/")),
@@ -289,33 +291,6 @@ pub fn enter_namespace(namespace: BorrowedFd<'_>) -> Result<(), Failure> {
         .map_err(|e| Failure::new(StepError::JoinNamespace(e)))?;
     system::set_no_new_privs()
         .map_err(|e| Failure::new(PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e)))
-}
-
-/// The directory the plugin's shared object was loaded from (the FUSE
-/// server is installed next to it), from this process's own memory map.
-pub fn own_directory() -> Option<OsString> {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let here = own_directory as fn() -> Option<OsString> as usize;
-    let (maps, _) =
-        system::read_file_at(system::working_dir(), "/proc/self/maps", 16 << 20).ok()?;
-    maps.split(|&b| b == b'\n').find_map(|line| {
-        let text = std::str::from_utf8(line).ok()?;
-        let mut fields = text.split_whitespace();
-        let (start, end) = fields.next()?.split_once('-')?;
-        let (start, end) = (
-            usize::from_str_radix(start, 16).ok()?,
-            usize::from_str_radix(end, 16).ok()?,
-        );
-        if !(start..end).contains(&here) {
-            return None;
-        }
-        let path = text.find('/').map(|at| &text[at..])?;
-        let dir = std::ffi::OsStr::new(path)
-            .as_bytes()
-            .rsplitn(2, |&b| b == b'/')
-            .nth(1)?;
-        Some(OsString::from_vec(dir.to_vec()))
-    })
 }
 
 /// After a job of `uid` on this node: its unused cached FUSE instances go

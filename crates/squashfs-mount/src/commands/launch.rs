@@ -140,7 +140,7 @@ fn layer_helper(
     let Some(dir) = &request.layer_dir else {
         return Ok(None);
     };
-    let helper = layer::helper_for_command().ok_or(LaunchError::NotInstalled)?;
+    let helper = crate::mounts::installed::helper_for_command().ok_or(LaunchError::NotInstalled)?;
     system::open_program(&helper).map_err(|e| LaunchError::NoLayerHelper(helper.clone(), e))?;
     let cwd = system::current_dir().map_err(LaunchError::CurrentDir)?;
     let dir = crate::cli::paths::absolute(&cwd, dir);

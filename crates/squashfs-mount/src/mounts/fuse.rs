@@ -15,7 +15,6 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use crate::config::acl;
 use crate::config::Policy;
@@ -121,37 +120,6 @@ impl fmt::Display for FuseError {
 }
 
 crate::error_kind!(FuseError);
-
-/// Where the server is: next to the setuid binary's installation
-/// (`<prefix>/bin/squashfs-mount` → `<prefix>/lib/squashfs-mount/`), or
-/// next to the plugin. The kernel's name of our own executable, never the
-/// environment.
-pub fn server_next_to(dir: &OsStr) -> OsString {
-    let mut p = dir.as_bytes().to_vec();
-    p.extend_from_slice(b"/");
-    p.extend_from_slice(SERVER_NAME.as_bytes());
-    OsString::from_vec(p)
-}
-
-/// The server for the setuid command: `<exe dir>/../lib/squashfs-mount/`.
-pub fn server_for_command() -> Option<OsString> {
-    let exe = system::own_executable().ok()?;
-    let bin = exe.as_bytes().rsplit_once_byte(b'/')?.0;
-    let prefix = bin.rsplit_once_byte(b'/')?.0;
-    let mut dir = prefix.to_vec();
-    dir.extend_from_slice(b"/lib/squashfs-mount");
-    Some(server_next_to(OsStr::from_bytes(&dir)))
-}
-
-trait SplitByte {
-    fn rsplit_once_byte(&self, b: u8) -> Option<(&[u8], &[u8])>;
-}
-impl SplitByte for [u8] {
-    fn rsplit_once_byte(&self, b: u8) -> Option<(&[u8], &[u8])> {
-        let at = self.iter().rposition(|&c| c == b)?;
-        Some((&self[..at], &self[at + 1..]))
-    }
-}
 
 /// The server program of a launch, pinned as an fd: every server of the
 /// launch is executed from that very file.
@@ -476,24 +444,4 @@ pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedF
         ));
     }
     Ok(servers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_location() {
-        assert_eq!(
-            server_next_to(OsStr::new("/usr/lib/squashfs-mount")),
-            "/usr/lib/squashfs-mount/squashfs-mount-fuse"
-        );
-        assert_eq!(
-            b"/usr/local/bin/squashfs-mount"
-                .rsplit_once_byte(b'/')
-                .unwrap()
-                .0,
-            b"/usr/local/bin"
-        );
-    }
 }
