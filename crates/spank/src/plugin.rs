@@ -30,9 +30,11 @@ use std::sync::{Mutex, Once, OnceLock};
 use crate::abi::SLURM_EXTERN_CONT;
 use crate::config::{self, Config};
 use crate::local;
-use crate::remote::{self, JobUser, Prepared};
+use crate::remote::{self, Prepared};
 use crate::request::{self, Given};
 use crate::spank_api::{self, Context, Spank};
+use squashfs_mount::privilege::Caller;
+use squashfs_mount::system::Uid;
 
 const PREFIX: &str = "squashfs-mount";
 
@@ -238,7 +240,9 @@ fn remote_prepare(spank: &Spank) -> Step {
     }
 }
 
-fn job_user(spank: &Spank) -> Result<JobUser, String> {
+/// The job's user, as Slurm reports it (S_JOB_UID, S_JOB_GID,
+/// S_JOB_SUPPLEMENTARY_GIDS).
+fn job_user(spank: &Spank) -> Result<Caller, String> {
     let (Some(uid), Some(gid), Some(groups)) =
         (spank.uid(), spank.gid(), spank.supplementary_groups())
     else {
@@ -247,10 +251,8 @@ fn job_user(spank: &Spank) -> Result<JobUser, String> {
         );
     };
     // -1 means "leave unchanged" to the set*id calls: never a user.
-    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
-        return Err("invalid uid or gid for the job's user; refusing to open images".into());
-    }
-    Ok(JobUser { uid, gid, groups })
+    Caller::checked(uid, gid, &groups)
+        .ok_or_else(|| "invalid uid or gid for the job's user; refusing to open images".into())
 }
 
 /// In each forked task (root, single-threaded), before Slurm drops to the
@@ -311,7 +313,8 @@ pub fn exit(_spank: &Spank) -> Result<(), ()> {
 /// FUSE instances that no other job uses are evicted, and their servers
 /// end with them. Failing here would drain the node: problems are logged.
 pub fn job_epilog(spank: &Spank) -> Result<(), ()> {
-    let Some(uid) = spank.uid() else {
+    // -1 is no user (Uid::checked): nothing of theirs to evict.
+    let Some(uid) = spank.uid().and_then(Uid::checked) else {
         return Ok(());
     };
     if let Err(e) = remote::job_end(uid) {

@@ -226,7 +226,7 @@ impl Meta {
             ctime: two(field("ctime"))?,
             kind: kind(field("kind"))?,
             device: one(field("device"))?,
-            uid: Uid::from_raw(one(field("uid"))?),
+            uid: Uid::checked(one(field("uid"))?)?,
             created: one(field("created"))?,
             path: unhex(one::<String>(field("path"))?.as_str())?,
         };

@@ -144,7 +144,7 @@ fn layer_helper(
     system::open_program(&helper).map_err(|e| LaunchError::NoLayerHelper(helper.clone(), e))?;
     let cwd = system::current_dir().map_err(LaunchError::CurrentDir)?;
     let dir = crate::cli::paths::absolute(&cwd, dir);
-    layer::dir::precheck(as_caller, &dir, system::real_uid().as_raw())?;
+    layer::dir::precheck(as_caller, &dir, system::real_uid())?;
     Ok(Some(helper))
 }
 

@@ -56,10 +56,17 @@ pub fn writers(xattr: &[u8]) -> AclWriters {
             .map(|(_, _, id)| *id)
             .collect()
     };
-    AclWriters {
-        users: named(USER).into_iter().map(Uid::from_raw).collect(),
-        groups: named(GROUP).into_iter().map(Gid::from_raw).collect(),
-        unknown: false,
+    // A named entry of -1 (no id; the kernel never stores one): an ACL
+    // this does not understand.
+    let users = named(USER).into_iter().map(Uid::checked).collect();
+    let groups = named(GROUP).into_iter().map(Gid::checked).collect();
+    match (users, groups) {
+        (Some(users), Some(groups)) => AclWriters {
+            users,
+            groups,
+            unknown: false,
+        },
+        _ => unknown,
     }
 }
 

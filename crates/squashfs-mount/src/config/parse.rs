@@ -108,13 +108,19 @@ fn parse_memory(v: &str) -> Option<Memory> {
     squashfs_format::size::parse_size(v).ok().map(Memory::Bytes)
 }
 
-/// A list of names or numeric ids, separated by commas or spaces.
-fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, String> {
+/// A list of names or numeric ids, separated by commas or spaces, each
+/// made an id by `id` (the checked constructor: -1 is no id).
+fn parse_ids<T: PartialEq>(
+    v: &str,
+    user: bool,
+    resolve: Resolve<'_>,
+    id: fn(u32) -> Option<T>,
+) -> Result<Vec<T>, String> {
     let mut out = Vec::new();
     for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
-        let id = match item.parse::<u32>() {
-            Ok(n) if n != u32::MAX => n,
-            _ => resolve(item, user).ok_or_else(|| {
+        let id = match item.parse::<u32>().ok().and_then(id) {
+            Some(n) => n,
+            None => resolve(item, user).and_then(id).ok_or_else(|| {
                 format!(
                     "unknown {} '{}'",
                     if user { "user" } else { "group" },
@@ -127,14 +133,6 @@ fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, Stri
         }
     }
     Ok(out)
-}
-
-fn uids(ids: Vec<u32>) -> Vec<Uid> {
-    ids.into_iter().map(Uid::from_raw).collect()
-}
-
-fn gids(ids: Vec<u32>) -> Vec<Gid> {
-    ids.into_iter().map(Gid::from_raw).collect()
 }
 
 /// Absolute directories, separated by commas; no `..`.
@@ -228,8 +226,12 @@ fn set_policy(
         )
         .map(|v| p.kernel_images = v)
         .ok_or_else(|| "use all, trusted or none".into()),
-        "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = uids(v)),
-        "trusted-groups" => parse_ids(value, false, resolve).map(|v| p.trusted_groups = gids(v)),
+        "trusted-owners" => {
+            parse_ids(value, true, resolve, Uid::checked).map(|v| p.trusted_owners = v)
+        }
+        "trusted-groups" => {
+            parse_ids(value, false, resolve, Gid::checked).map(|v| p.trusted_groups = v)
+        }
         "trusted-dirs" => parse_dirs(value).map(|v| p.trusted_dirs = v.into()),
         "trusted-match" => one_of(
             value,
@@ -237,8 +239,12 @@ fn set_policy(
         )
         .map(|v| p.trusted_match = v)
         .ok_or_else(|| "use any or all".into()),
-        "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = uids(v)),
-        "allowed-groups" => parse_ids(value, false, resolve).map(|v| p.allowed_groups = gids(v)),
+        "allowed-users" => {
+            parse_ids(value, true, resolve, Uid::checked).map(|v| p.allowed_users = v)
+        }
+        "allowed-groups" => {
+            parse_ids(value, false, resolve, Gid::checked).map(|v| p.allowed_groups = v)
+        }
         "mount-points" => parse_dirs(value).and_then(|v| {
             match v.iter().find_map(|d| paths::forbidden_reason(d)) {
                 Some(why) => Err(format!("a mount point directory cannot be allowed: {why}")),

@@ -299,8 +299,8 @@ fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<
     for (key, value) in [
         ("fd", device.as_raw_fd().to_string()),
         ("rootmode", "40000".to_string()),
-        ("user_id", caller.uid.as_raw().to_string()),
-        ("group_id", caller.gid.as_raw().to_string()),
+        ("user_id", caller.uid.to_string()),
+        ("group_id", caller.gid.to_string()),
         ("max_read", (1u32 << 20).to_string()),
         ("subtype", system::OUR_FUSE_SUBTYPE.to_string()),
         ("source", system::OUR_FUSE_SUBTYPE.to_string()),
@@ -325,16 +325,12 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
     let caller = l.caller;
     let mut argv = vec![arg(SERVER_NAME)];
     if l.drop_to_caller {
-        let groups: Vec<String> = caller
-            .groups
-            .iter()
-            .map(|g| g.as_raw().to_string())
-            .collect();
+        let groups: Vec<String> = caller.groups.iter().map(ToString::to_string).collect();
         argv.push(arg("--run-as"));
         argv.push(arg(&format!(
             "{}:{}:{}",
-            caller.uid.as_raw(),
-            caller.gid.as_raw(),
+            caller.uid,
+            caller.gid,
             groups.join(",")
         )));
     }
@@ -351,11 +347,7 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
         // image's others would show as nobody. The caller can read every
         // byte of the image anyway.
         argv.push(arg("--owner"));
-        argv.push(arg(&format!(
-            "{}:{}",
-            caller.uid.as_raw(),
-            caller.gid.as_raw()
-        )));
+        argv.push(arg(&format!("{}:{}", caller.uid, caller.gid)));
     }
     argv
 }

@@ -83,7 +83,7 @@ pub fn device_name(owner: Owner) -> Vec<u8> {
     let mut name = MARKER.to_vec();
     name.push(0);
     match owner {
-        Owner::User(uid) => name.extend_from_slice(uid.as_raw().to_string().as_bytes()),
+        Owner::User(uid) => name.extend_from_slice(uid.to_string().as_bytes()),
         Owner::Cache => name.extend_from_slice(CACHED),
     }
     name
@@ -101,7 +101,8 @@ fn owner_of(name: &[u8]) -> Option<Option<Owner>> {
         std::str::from_utf8(tag)
             .ok()
             .and_then(|d| d.parse().ok())
-            .map(|uid| Owner::User(Uid::from_raw(uid))),
+            .and_then(Uid::checked)
+            .map(Owner::User),
     )
 }
 
