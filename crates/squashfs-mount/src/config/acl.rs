@@ -149,6 +149,9 @@ mod tests {
         assert!(writers(&[2, 0, 0, 0, 1]).unknown);
         assert!(writers(&encode(&[(0x40, 7, 1)])).unknown);
         assert!(!writers(&encode(&[(0x01, 7, OBJ)])).unknown);
+        // A named writer of -1 (no id): not understood.
+        assert!(writers(&encode(&[(0x01, 7, OBJ), (USER, 6, u32::MAX)])).unknown);
+        assert!(writers(&encode(&[(0x01, 7, OBJ), (GROUP, 6, u32::MAX)])).unknown);
     }
 
     #[test]

@@ -306,6 +306,10 @@ mod tests {
         assert_eq!(owner_of(&old), Some(None));
         assert_eq!(owner_of(b"/home/a/img.sqfs\0"), None);
         assert_eq!(owner_of(b"squashfs-mountX\0"), None);
+        // -1 is no user: a device named for it counts for nobody.
+        let mut minus_one = MARKER.to_vec();
+        minus_one.extend_from_slice(b"\x004294967295\0");
+        assert_eq!(owner_of(&minus_one), Some(None));
     }
 
     #[test]

@@ -273,3 +273,18 @@ pub trait Credentials: ActingAsCaller {
 
 #[cfg(test)]
 pub mod fake_privilege;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caller_of_minus_one_is_none() {
+        let c = Caller::checked(1000, 100, &[100, 7]).expect("a user");
+        assert_eq!((c.uid, c.gid), (Uid::from_raw(1000), Gid::from_raw(100)));
+        assert_eq!(c.groups, [Gid::from_raw(100), Gid::from_raw(7)]);
+        assert_eq!(Caller::checked(u32::MAX, 100, &[]), None);
+        assert_eq!(Caller::checked(1000, u32::MAX, &[]), None);
+        assert_eq!(Caller::checked(1000, 100, &[7, u32::MAX]), None);
+    }
+}
