@@ -31,9 +31,11 @@ use std::sync::{Mutex, Once, OnceLock};
 use crate::abi::SLURM_EXTERN_CONT;
 use crate::config::{self, Config};
 use crate::local;
-use crate::remote::{self, JobUser, Prepared};
+use crate::remote::{self, Prepared};
 use crate::request::{self, Given};
 use crate::spank_api::{self, Context, Spank};
+use squashfs_mount::privilege::Caller;
+use squashfs_mount::system::Uid;
 
 const PREFIX: &str = "squashfs-mount";
 
@@ -211,7 +213,7 @@ fn remote_prepare(spank: &Spank) -> Step {
         Ok(u) => u,
         Err(e) => return Step::Failed(e.to_string()),
     };
-    let server = remote::own_directory().map(|d| squashfs_mount::mounts::fuse::server_next_to(&d));
+    let server = squashfs_mount::mounts::installed::server_for_plugin();
     match remote::prepare(user, req, config(), server) {
         Ok(prepared) => {
             if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {
@@ -276,17 +278,16 @@ impl std::fmt::Display for StepError {
     }
 }
 
-fn job_user(spank: &Spank) -> Result<JobUser, StepError> {
+/// The job's user, as Slurm reports it (S_JOB_UID, S_JOB_GID,
+/// S_JOB_SUPPLEMENTARY_GIDS).
+fn job_user(spank: &Spank) -> Result<Caller, StepError> {
     let (Some(uid), Some(gid), Some(groups)) =
         (spank.uid(), spank.gid(), spank.supplementary_groups())
     else {
         return Err(StepError::NoJobUser);
     };
     // -1 means "leave unchanged" to the set*id calls: never a user.
-    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
-        return Err(StepError::InvalidJobUser);
-    }
-    Ok(JobUser { uid, gid, groups })
+    Caller::checked(uid, gid, &groups).ok_or(StepError::InvalidJobUser)
 }
 
 /// In each forked task (root, single-threaded), before Slurm drops to the
@@ -347,7 +348,8 @@ pub fn exit(_spank: &Spank) -> Result<(), ()> {
 /// FUSE instances that no other job uses are evicted, and their servers
 /// end with them. Failing here would drain the node: problems are logged.
 pub fn job_epilog(spank: &Spank) -> Result<(), ()> {
-    let Some(uid) = spank.uid() else {
+    // -1 is no user (Uid::checked): nothing of theirs to evict.
+    let Some(uid) = spank.uid().and_then(Uid::checked) else {
         return Ok(());
     };
     if let Err(e) = remote::job_end(uid) {

@@ -39,7 +39,7 @@ use squashfs_mount::privilege::{
     Caller, Credentials, PrivilegeError, RootPhase, ThreadCredentials,
 };
 use squashfs_mount::system::error::Failure;
-use squashfs_mount::system::{self, Gid, Uid};
+use squashfs_mount::system::{self, Uid};
 
 use crate::config::Config;
 
@@ -97,15 +97,6 @@ impl fmt::Display for StepError {
 
 impl std::error::Error for StepError {}
 
-/// The job's user, as Slurm reports it (S_JOB_UID, S_JOB_GID,
-/// S_JOB_SUPPLEMENTARY_GIDS).
-#[derive(Clone, Debug)]
-pub struct JobUser {
-    pub uid: u32,
-    pub gid: u32,
-    pub groups: Vec<u32>,
-}
-
 /// The step's mounts, ready for the tasks.
 #[derive(Debug)]
 pub struct Prepared {
@@ -159,7 +150,7 @@ pub fn front_end(config: &Config) -> FrontEnd {
 /// see the module documentation. Runs the work on a worker thread and waits
 /// for it.
 pub fn prepare(
-    user: JobUser,
+    user: Caller,
     request: RunRequest,
     config: Config,
     fuse_server: Option<OsString>,
@@ -178,18 +169,13 @@ pub fn prepare(
 }
 
 fn on_worker_thread(
-    user: JobUser,
+    user: Caller,
     request: &RunRequest,
     config: &Config,
     fuse_server: Option<OsString>,
 ) -> Result<Prepared, Failure> {
-    let caller = Caller {
-        uid: Uid::from_raw(user.uid),
-        gid: Gid::from_raw(user.gid),
-        groups: user.groups.iter().map(|&g| Gid::from_raw(g)).collect(),
-    };
     let phase = RootPhase::mounts(request.writable.is_some(), request.mutable_root);
-    let mut creds = ThreadCredentials::switch(caller, phase)?;
+    let mut creds = ThreadCredentials::switch(user.clone(), phase)?;
     // The site's configuration and admission apply to jobs as to the
     // command (the engine's first stage).
     let front = front_end(config);
@@ -198,10 +184,12 @@ fn on_worker_thread(
         .as_deref()
         .filter(|d| std::os::unix::ffi::OsStrExt::as_bytes(*d).starts_with(b"/"))
     {
-        let uid = creds.caller().uid.as_raw();
+        let uid = creds.caller().uid;
         squashfs_mount::layer::dir::precheck(&creds, dir, uid)?;
     }
-    let layer_helper = fuse_server.as_deref().map(squashfs_mount::layer::sibling);
+    let layer_helper = fuse_server
+        .as_deref()
+        .map(squashfs_mount::mounts::installed::helper_next_to);
     let ctx = Context {
         front: &front,
         cwd: WorkingDir::At(OsString::from("/")),
@@ -246,16 +234,10 @@ fn start_layer(
     creds: &mut ThreadCredentials,
     plan: &squashfs_mount::layer::Plan,
     helper: Option<&std::ffi::OsStr>,
-    user: &JobUser,
+    user: &Caller,
 ) -> Result<StepLayer, Failure> {
     let helper = helper.ok_or_else(|| Failure::new(StepError::NoLayerHelper))?;
-    creds.as_root(|_root| {
-        squashfs_mount::layer::helper::start_for_step(
-            helper,
-            plan,
-            (user.uid, user.gid, &user.groups),
-        )
-    })?
+    creds.as_root(|_root| squashfs_mount::layer::helper::start_for_step(helper, plan, user))?
 }
 
 /// In a task, once Slurm made it the job user (`slurm_spank_task_init`):
@@ -291,38 +273,11 @@ pub fn enter_namespace(namespace: BorrowedFd<'_>) -> Result<(), Failure> {
         .map_err(|e| Failure::new(PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e)))
 }
 
-/// The directory the plugin's shared object was loaded from (the FUSE
-/// server is installed next to it), from this process's own memory map.
-pub fn own_directory() -> Option<OsString> {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let here = own_directory as fn() -> Option<OsString> as usize;
-    let (maps, _) =
-        system::read_file_at(system::working_dir(), "/proc/self/maps", 16 << 20).ok()?;
-    maps.split(|&b| b == b'\n').find_map(|line| {
-        let text = std::str::from_utf8(line).ok()?;
-        let mut fields = text.split_whitespace();
-        let (start, end) = fields.next()?.split_once('-')?;
-        let (start, end) = (
-            usize::from_str_radix(start, 16).ok()?,
-            usize::from_str_radix(end, 16).ok()?,
-        );
-        if !(start..end).contains(&here) {
-            return None;
-        }
-        let path = text.find('/').map(|at| &text[at..])?;
-        let dir = std::ffi::OsStr::new(path)
-            .as_bytes()
-            .rsplitn(2, |&b| b == b'/')
-            .nth(1)?;
-        Some(OsString::from_vec(dir.to_vec()))
-    })
-}
-
 /// After a job of `uid` on this node: its unused cached FUSE instances go
 /// (`commands::job_epilog`), on a thread of its own (the cache's namespace
 /// is visited with a fs_struct of the thread's own, and the thread keeps
 /// only the capabilities that takes).
-pub fn job_end(uid: u32) -> Result<usize, Failure> {
+pub fn job_end(uid: Uid) -> Result<usize, Failure> {
     let worker = std::thread::Builder::new()
         .name("squashfs-mount".into())
         .stack_size(2 << 20)

@@ -226,7 +226,7 @@ impl Meta {
             ctime: two(field("ctime"))?,
             kind: kind(field("kind"))?,
             device: one(field("device"))?,
-            uid: Uid::from_raw(one(field("uid"))?),
+            uid: Uid::checked(one(field("uid"))?)?,
             created: one(field("created"))?,
             path: unhex(one::<String>(field("path"))?.as_str())?,
         };
@@ -330,6 +330,8 @@ mod tests {
             good.replace("squashfs-mount-cache 3", "squashfs-mount-cache 4"),
             good.replace("ino 12345", "ino -1"),
             good.replace("ino 12345", "ino 1 2"),
+            // -1 is no user.
+            good.replace("uid 1000", "uid 4294967295"),
             good.replace("kind kernel 3 ", "kind kernel 99999999999 "),
             good.replace("kind kernel 3 131072", "kind fuse 1"),
             good.replace("kind kernel", "kind other"),

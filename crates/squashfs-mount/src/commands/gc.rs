@@ -57,10 +57,8 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
 /// The plugin's job epilog (slurmd, root) for a job of user `uid`, on a
 /// thread of its own with its own fs_struct, which keeps only the cache
 /// commands' capabilities: [`end_of_job`].
-pub fn job_epilog(uid: u32) -> Result<usize, Failure> {
-    crate::privilege::on_root_thread(RootPhase::CACHE, |root| {
-        end_of_job(root, Uid::from_raw(uid))
-    })?
+pub fn job_epilog(uid: Uid) -> Result<usize, Failure> {
+    crate::privilege::on_root_thread(RootPhase::CACHE, |root| end_of_job(root, uid))?
 }
 
 /// A Slurm job of user `uid` ended on this node (the plugin's job epilog,

@@ -140,11 +140,11 @@ fn layer_helper(
     let Some(dir) = &request.layer_dir else {
         return Ok(None);
     };
-    let helper = layer::helper_for_command().ok_or(LaunchError::NotInstalled)?;
+    let helper = crate::mounts::installed::helper_for_command().ok_or(LaunchError::NotInstalled)?;
     system::open_program(&helper).map_err(|e| LaunchError::NoLayerHelper(helper.clone(), e))?;
     let cwd = system::current_dir().map_err(LaunchError::CurrentDir)?;
     let dir = crate::cli::paths::absolute(&cwd, dir);
-    layer::dir::precheck(as_caller, &dir, system::real_uid().as_raw())?;
+    layer::dir::precheck(as_caller, &dir, system::real_uid())?;
     Ok(Some(helper))
 }
 

@@ -56,10 +56,17 @@ pub fn writers(xattr: &[u8]) -> AclWriters {
             .map(|(_, _, id)| *id)
             .collect()
     };
-    AclWriters {
-        users: named(USER).into_iter().map(Uid::from_raw).collect(),
-        groups: named(GROUP).into_iter().map(Gid::from_raw).collect(),
-        unknown: false,
+    // A named entry of -1 (no id; the kernel never stores one): an ACL
+    // this does not understand.
+    let users = named(USER).into_iter().map(Uid::checked).collect();
+    let groups = named(GROUP).into_iter().map(Gid::checked).collect();
+    match (users, groups) {
+        (Some(users), Some(groups)) => AclWriters {
+            users,
+            groups,
+            unknown: false,
+        },
+        _ => unknown,
     }
 }
 
@@ -142,6 +149,9 @@ mod tests {
         assert!(writers(&[2, 0, 0, 0, 1]).unknown);
         assert!(writers(&encode(&[(0x40, 7, 1)])).unknown);
         assert!(!writers(&encode(&[(0x01, 7, OBJ)])).unknown);
+        // A named writer of -1 (no id): not understood.
+        assert!(writers(&encode(&[(0x01, 7, OBJ), (USER, 6, u32::MAX)])).unknown);
+        assert!(writers(&encode(&[(0x01, 7, OBJ), (GROUP, 6, u32::MAX)])).unknown);
     }
 
     #[test]

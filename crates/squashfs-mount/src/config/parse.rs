@@ -157,27 +157,27 @@ impl fmt::Display for ValueError {
     }
 }
 
-/// A list of names or numeric ids, separated by commas or spaces.
-fn parse_ids(v: &str, user: bool, resolve: Resolve<'_>) -> Result<Vec<u32>, ValueError> {
+/// A list of names or numeric ids, separated by commas or spaces, each
+/// made an id by `id` (the checked constructor: -1 is no id).
+fn parse_ids<T: PartialEq>(
+    v: &str,
+    user: bool,
+    resolve: Resolve<'_>,
+    id: fn(u32) -> Option<T>,
+) -> Result<Vec<T>, ValueError> {
     let mut out = Vec::new();
     for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
-        let id = match item.parse::<u32>() {
-            Ok(n) if n != u32::MAX => n,
-            _ => resolve(item, user).ok_or_else(|| ValueError::UnknownId(user, item.into()))?,
+        let id = match item.parse::<u32>().ok().and_then(id) {
+            Some(n) => n,
+            None => resolve(item, user)
+                .and_then(id)
+                .ok_or_else(|| ValueError::UnknownId(user, item.into()))?,
         };
         if !out.contains(&id) {
             out.push(id);
         }
     }
     Ok(out)
-}
-
-fn uids(ids: Vec<u32>) -> Vec<Uid> {
-    ids.into_iter().map(Uid::from_raw).collect()
-}
-
-fn gids(ids: Vec<u32>) -> Vec<Gid> {
-    ids.into_iter().map(Gid::from_raw).collect()
 }
 
 /// Absolute directories, separated by commas; no `..`.
@@ -267,8 +267,12 @@ fn set_policy(
         )
         .map(|v| p.kernel_images = v)
         .ok_or(ValueError::Use("use all, trusted or none")),
-        "trusted-owners" => parse_ids(value, true, resolve).map(|v| p.trusted_owners = uids(v)),
-        "trusted-groups" => parse_ids(value, false, resolve).map(|v| p.trusted_groups = gids(v)),
+        "trusted-owners" => {
+            parse_ids(value, true, resolve, Uid::checked).map(|v| p.trusted_owners = v)
+        }
+        "trusted-groups" => {
+            parse_ids(value, false, resolve, Gid::checked).map(|v| p.trusted_groups = v)
+        }
         "trusted-dirs" => parse_dirs(value).map(|v| p.trusted_dirs = v.into()),
         "trusted-match" => one_of(
             value,
@@ -276,8 +280,12 @@ fn set_policy(
         )
         .map(|v| p.trusted_match = v)
         .ok_or(ValueError::Use("use any or all")),
-        "allowed-users" => parse_ids(value, true, resolve).map(|v| p.allowed_users = uids(v)),
-        "allowed-groups" => parse_ids(value, false, resolve).map(|v| p.allowed_groups = gids(v)),
+        "allowed-users" => {
+            parse_ids(value, true, resolve, Uid::checked).map(|v| p.allowed_users = v)
+        }
+        "allowed-groups" => {
+            parse_ids(value, false, resolve, Gid::checked).map(|v| p.allowed_groups = v)
+        }
         "mount-points" => parse_dirs(value).and_then(|v| {
             match v.iter().find_map(|d| paths::forbidden_reason(d)) {
                 Some(why) => Err(ValueError::ForbiddenMountPoints(why)),

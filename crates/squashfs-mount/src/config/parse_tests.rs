@@ -8,6 +8,8 @@ fn resolve(name: &str, user: bool) -> Option<u32> {
         ("root", _) => Some(0),
         ("alice", true) => Some(1000),
         ("hpc", false) => Some(300),
+        // A name database's entry of -1, which is no id.
+        ("nobody-at-all", _) => Some(u32::MAX),
         _ => None,
     }
 }
@@ -69,6 +71,27 @@ fn policy_keys() {
     // An empty list is a list: nobody is a trusted owner.
     assert!(p("trusted-owners =\n").0.policy.trusted_owners.is_empty());
     assert_eq!(Policy::default().trusted_owners, [Uid::ROOT]);
+}
+
+#[test]
+fn minus_one_is_no_id() {
+    for line in [
+        "trusted-owners = 4294967295",
+        "trusted-owners = nobody-at-all",
+        "trusted-groups = nobody-at-all",
+        "allowed-users = nobody-at-all",
+        "allowed-groups = 4294967295",
+    ] {
+        let (s, problems) = p(line);
+        assert_eq!(problems.len(), 1, "{line}: {problems:?}");
+        assert!(problems[0].contains("unknown"), "{line}: {problems:?}");
+        // Skipped: the defaults stay.
+        let (pol, default) = (&s.policy, &Settings::default().policy);
+        assert_eq!(pol.trusted_owners, default.trusted_owners, "{line}");
+        assert_eq!(pol.trusted_groups, default.trusted_groups, "{line}");
+        assert_eq!(pol.allowed_users, default.allowed_users, "{line}");
+        assert_eq!(pol.allowed_groups, default.allowed_groups, "{line}");
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::plan::{FrontEnd, Plan};
 use crate::config::Settings;
-use crate::mounts::fuse::{self, FuseError};
+use crate::mounts::fuse::FuseError;
 use crate::mounts::installed;
 use crate::system::error::Failure;
 use crate::system::{self, rlimits::CallerLimits};
@@ -63,11 +63,11 @@ impl WorkingDir {
 pub enum FuseServer {
     /// Known (None: no FUSE path available).
     At(Option<OsString>),
-    /// Next to the running program (`fuse::server_for_command`): the
+    /// Next to the running program (`installed::server_for_command`): the
     /// setuid command's only place.
     NextToProgram,
     /// Rootless mode: next to the program, in the packages' places, then
-    /// on `path`, the caller's PATH (`fuse_server.rs`).
+    /// on `path`, the caller's PATH (`mounts/installed.rs`).
     Search { path: Option<OsString> },
 }
 
@@ -78,7 +78,7 @@ impl FuseServer {
         let missing = || Failure::new(FuseError::NotInstalled(first.to_os_string()));
         match self {
             FuseServer::At(path) => path.clone().ok_or_else(missing),
-            FuseServer::NextToProgram => fuse::server_for_command().ok_or_else(missing),
+            FuseServer::NextToProgram => installed::server_for_command().ok_or_else(missing),
             FuseServer::Search { path } => {
                 installed::find_for_rootless(path.as_deref()).map_err(|looked| {
                     Failure::new(installed::NotFound {

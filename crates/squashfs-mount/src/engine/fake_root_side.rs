@@ -48,7 +48,7 @@ pub struct Recorder {
     names: HashMap<(u64, u64), String>,
     next_loop: u32,
     /// The caller, as the launch slot was asked for.
-    caller: Option<u32>,
+    caller: Option<Uid>,
 }
 
 impl Recorder {
@@ -111,7 +111,7 @@ impl Recorder {
     }
 
     /// The caller's uid, as the launch slot was asked for.
-    pub fn caller_uid(&self) -> u32 {
+    pub fn caller_uid(&self) -> Uid {
         self.caller.expect("no launch slot asked for")
     }
 
@@ -185,9 +185,8 @@ impl RootSide for Recorder {
         caller: &Caller,
         _settings: &Settings,
     ) -> Result<LaunchSlot, Failure> {
-        self.caller = Some(caller.uid.as_raw());
-        self.log
-            .push(format!("launch slot of uid {}", caller.uid.as_raw()));
+        self.caller = Some(caller.uid);
+        self.log.push(format!("launch slot of uid {}", caller.uid));
         Ok(LaunchSlot::unbounded())
     }
 
@@ -220,7 +219,7 @@ impl RootSide for Recorder {
     }
 
     fn fuse_log(&mut self, _root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
-        self.log.push(format!("log of uid {}", caller.uid.as_raw()));
+        self.log.push(format!("log of uid {}", caller.uid));
         Ok(Detached::stand_in())
     }
 
@@ -342,7 +341,7 @@ impl RootSide for Recorder {
             let name = self.name_of(f.image);
             let owner = match f.for_cache {
                 true => "the cache".to_string(),
-                false => format!("uid {}", caller.as_raw()),
+                false => format!("uid {caller}"),
             };
             self.log.push(format!("loop {name} for {owner}"));
             self.next_loop += 1;

@@ -37,34 +37,30 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::system::{self, Error, FileId};
+use crate::system::{self, Error, FileId, Gid, Uid};
 
 /// Who the caller is, for judging rights.
 pub struct Caller {
-    pub uid: u32,
+    pub uid: Uid,
     /// The primary (effective) gid: mapped in the layer's namespace.
-    pub gid: u32,
+    pub gid: Gid,
     /// Every group of the caller's (the primary among them).
-    pub groups: Vec<u32>,
+    pub groups: Vec<Gid>,
 }
 
 impl Caller {
     /// The current process's ids.
     pub fn current() -> Caller {
-        let uid = system::effective_uid().as_raw();
-        let gid = system::res_gid().map(|g| g.1.as_raw()).unwrap_or(u32::MAX);
-        let mut groups: Vec<u32> = system::supplementary_groups()
-            .unwrap_or_default()
-            .iter()
-            .map(|g| g.as_raw())
-            .collect();
+        let uid = system::effective_uid();
+        let gid = system::effective_gid();
+        let mut groups = system::supplementary_groups().unwrap_or_default();
         groups.push(gid);
         Caller { uid, gid, groups }
     }
 
     /// The caller's rights (rwx as 0..=7) on an entry with this owner,
     /// group and mode, as the kernel's permission check judges them.
-    pub fn rights(&self, uid: u32, gid: u32, mode: u32) -> u32 {
+    pub fn rights(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
         if uid == self.uid {
             (mode >> 6) & 7
         } else if self.groups.contains(&gid) {
@@ -75,18 +71,18 @@ impl Caller {
     }
 
     fn rights_of(&self, st: &FileId) -> u32 {
-        self.rights(st.uid.as_raw(), st.gid.as_raw(), st.mode)
+        self.rights(st.uid, st.gid, st.mode)
     }
 
     /// The mode of the caller's copy: the caller's rights as owner bits,
     /// the image's group and other bits without write; no set-id or
     /// sticky bit.
-    pub fn copy_mode(&self, uid: u32, gid: u32, mode: u32) -> u32 {
+    pub fn copy_mode(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
         (self.rights(uid, gid, mode) << 6) | (mode & 0o055)
     }
 
     fn copy_mode_of(&self, st: &FileId) -> u32 {
-        self.copy_mode(st.uid.as_raw(), st.gid.as_raw(), st.mode)
+        self.copy_mode(st.uid, st.gid, st.mode)
     }
 }
 
@@ -102,7 +98,7 @@ pub enum Need {
 /// Whether an entry (not a directory) whose owner, group and mode are
 /// given needs the caller's copy, in a directory the caller may or may
 /// not write.
-pub fn need(caller: &Caller, uid: u32, gid: u32, mode: u32, dir_writable: bool) -> Need {
+pub fn need(caller: &Caller, uid: Uid, gid: Gid, mode: u32, dir_writable: bool) -> Need {
     if uid == caller.uid && gid == caller.gid {
         return Need::Nothing;
     }
@@ -186,7 +182,7 @@ fn fail(path: &[u8], what: &str, e: Error) -> String {
 impl Caller {
     /// Whether overlayfs could copy up an entry with these ids itself.
     fn mapped(&self, st: &FileId) -> bool {
-        st.uid.as_raw() == self.uid && st.gid.as_raw() == self.gid
+        st.uid == self.uid && st.gid == self.gid
     }
 
     /// Whether overlayfs would have to copy up a directory it cannot (one
@@ -304,7 +300,7 @@ fn walk(
 fn needs_copy(caller: &Caller, st: &FileId, dir_writable: bool) -> bool {
     // A symlink's mode means nothing (always 0777).
     let mode = if st.is_symlink() { 0 } else { st.mode };
-    need(caller, st.uid.as_raw(), st.gid.as_raw(), mode, dir_writable) == Need::Copy
+    need(caller, st.uid, st.gid, mode, dir_writable) == Need::Copy
 }
 
 /// A directory of the image: the caller's copy of it where one is needed
@@ -342,7 +338,7 @@ fn directory(
             }
         ));
     }
-    let own = !caller.mapped(&st) && (st.uid.as_raw() == caller.uid || rights & 2 != 0);
+    let own = !caller.mapped(&st) && (st.uid == caller.uid || rights & 2 != 0);
     stack.push(Level {
         name,
         st,
@@ -425,40 +421,61 @@ mod tests {
 
     fn me() -> Caller {
         Caller {
-            uid: 1000,
-            gid: 1000,
-            groups: vec![1000, 500],
+            uid: Uid::from_raw(1000),
+            gid: Gid::from_raw(1000),
+            groups: vec![Gid::from_raw(1000), Gid::from_raw(500)],
         }
+    }
+
+    /// (owner, group) of an entry.
+    fn ids(uid: u32, gid: u32) -> (Uid, Gid) {
+        (Uid::from_raw(uid), Gid::from_raw(gid))
+    }
+
+    fn rights(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
+        c.rights(uid, gid, mode)
+    }
+
+    fn copy_mode(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
+        c.copy_mode(uid, gid, mode)
+    }
+
+    fn needs(c: &Caller, (uid, gid): (Uid, Gid), mode: u32, dir_writable: bool) -> Need {
+        need(c, uid, gid, mode, dir_writable)
     }
 
     #[test]
     fn rights_as_the_kernel_judges_them() {
         let c = me();
-        assert_eq!(c.rights(1000, 0, 0o604), 6);
-        assert_eq!(c.rights(0, 500, 0o664), 6);
-        assert_eq!(c.rights(0, 500, 0o606), 0, "group bits, not the others'");
-        assert_eq!(c.rights(0, 0, 0o644), 4);
-        assert_eq!(c.rights(0, 0, 0o666), 6);
-        assert_eq!(c.rights(7, 7, 0o777), 7);
-        assert_eq!(c.copy_mode(0, 0, 0o4755), 0o555);
-        assert_eq!(c.copy_mode(0, 500, 0o2775), 0o755);
-        assert_eq!(c.copy_mode(0, 0, 0o1777), 0o755);
-        assert_eq!(c.copy_mode(0, 0, 0o644), 0o444);
+        assert_eq!(rights(&c, ids(1000, 0), 0o604), 6);
+        assert_eq!(rights(&c, ids(0, 500), 0o664), 6);
+        assert_eq!(
+            rights(&c, ids(0, 500), 0o606),
+            0,
+            "group bits, not the others'"
+        );
+        assert_eq!(rights(&c, ids(0, 0), 0o644), 4);
+        assert_eq!(rights(&c, ids(0, 0), 0o666), 6);
+        assert_eq!(rights(&c, ids(7, 7), 0o777), 7);
+        assert_eq!(copy_mode(&c, ids(0, 0), 0o4755), 0o555);
+        assert_eq!(copy_mode(&c, ids(0, 500), 0o2775), 0o755);
+        assert_eq!(copy_mode(&c, ids(0, 0), 0o1777), 0o755);
+        assert_eq!(copy_mode(&c, ids(0, 0), 0o644), 0o444);
     }
 
     #[test]
     fn what_needs_a_copy() {
         let c = me();
         // Overlayfs copies the caller's own (uid and primary gid) itself.
-        assert_eq!(need(&c, 1000, 1000, 0o644, true), Need::Nothing);
+        assert_eq!(needs(&c, ids(1000, 1000), 0o644, true), Need::Nothing);
         // The caller's with another group: may chmod it.
-        assert_eq!(need(&c, 1000, 0, 0o444, false), Need::Copy);
-        assert_eq!(need(&c, 0, 500, 0o664, false), Need::Copy);
-        assert_eq!(need(&c, 0, 500, 0o644, false), Need::Nothing);
-        assert_eq!(need(&c, 0, 0, 0o666, false), Need::Copy);
-        assert_eq!(need(&c, 0, 0, 0o644, false), Need::Nothing);
+        assert_eq!(needs(&c, ids(1000, 0), 0o444, false), Need::Copy);
+        assert_eq!(needs(&c, ids(0, 500), 0o664, false), Need::Copy);
+        assert_eq!(needs(&c, ids(0, 500), 0o644, false), Need::Nothing);
+        assert_eq!(needs(&c, ids(0, 0), 0o666, false), Need::Copy);
+        assert_eq!(needs(&c, ids(0, 0), 0o644, false), Need::Nothing);
         // In a directory the caller may write: may be renamed or removed.
-        assert_eq!(need(&c, 0, 0, 0o644, true), Need::Copy);
-        assert_eq!(need(&c, 7, 7, 0o600, true), Need::Copy);
+        assert_eq!(needs(&c, ids(0, 0), 0o644, true), Need::Copy);
+        assert_eq!(needs(&c, ids(7, 7), 0o600, true), Need::Copy);
     }
 }

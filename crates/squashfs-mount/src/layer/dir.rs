@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::filesystem;
 use crate::system::error::Failure;
-use crate::system::{self, Error, LockKind};
+use crate::system::{self, Error, LockKind, Uid};
 
 /// DIR, opened and judged.
 pub struct LayerDir {
@@ -30,7 +30,7 @@ fn shown(path: &OsStr) -> String {
 impl LayerDir {
     /// Creates DIR if missing and opens it (symlinks followed, as the
     /// caller's own lookup would), then judges it; `uid` is the caller's.
-    pub fn open(path: &OsStr, uid: u32) -> Result<LayerDir, Failure> {
+    pub fn open(path: &OsStr, uid: Uid) -> Result<LayerDir, Failure> {
         let created = system::make_directory_path(path, 0o700).map_err(|e| {
             let hint = match e {
                 Error::ACCESS | Error::PERM | Error::ROFS => {
@@ -61,7 +61,7 @@ impl LayerDir {
 
     /// Takes DIR's lock, or says that another launch holds it. The lock
     /// file stays open as long as the returned fd (the command keeps it).
-    pub fn lock(&self, uid: u32) -> Result<OwnedFd, Failure> {
+    pub fn lock(&self, uid: Uid) -> Result<OwnedFd, Failure> {
         let fail = |e: Error| {
             crate::layer::fail(format!(
                 "cannot lock the writable layer {}: {e}",
@@ -70,7 +70,7 @@ impl LayerDir {
         };
         let fd = system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600).map_err(fail)?;
         let st = system::fstat(fd.as_fd()).map_err(fail)?;
-        if !st.is_regular() || st.uid.as_raw() != uid {
+        if !st.is_regular() || st.uid != uid {
             return Err(crate::layer::fail(format!(
                 "the writable layer {} holds a {} named {} owned by uid {}, not the layer's lock; this is not a layer made by squashfs-mount: give another directory",
                 shown(&self.path),
@@ -95,7 +95,7 @@ impl LayerDir {
 }
 
 /// Owner, mode, file system and read-only state of the opened DIR.
-fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: u32) -> Result<&'static str, Failure> {
+fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: Uid) -> Result<&'static str, Failure> {
     let fail = |e: Error| {
         crate::layer::fail(format!(
             "cannot examine the writable layer {}: {e}",
@@ -110,7 +110,7 @@ fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: u32) -> Result<&'st
             st.kind()
         )));
     }
-    if st.uid.as_raw() != uid {
+    if st.uid != uid {
         return Err(crate::layer::fail(format!(
             "the writable layer {} belongs to uid {}, not to you: a writable layer must be a directory of your own; give another directory",
             shown(path),
@@ -142,7 +142,7 @@ fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: u32) -> Result<&'st
 pub fn precheck(
     _as_caller: &impl crate::privilege::ActingAsCaller,
     path: &OsStr,
-    uid: u32,
+    uid: Uid,
 ) -> Result<(), Failure> {
     match system::open_directory_path(path) {
         Ok(fd) => judge(fd.as_fd(), path, uid).map(drop),

@@ -23,8 +23,9 @@ use std::os::unix::process::CommandExt;
 use super::handoff::{self, Then};
 use super::stage;
 use super::Plan;
-use crate::system;
+use crate::privilege::Caller;
 use crate::system::error::{self, Failure};
+use crate::system::{self, Uid};
 
 /// The lowest fd number DIR's lock is kept at in the command (out of the
 /// way of the small numbers scripts use).
@@ -190,11 +191,7 @@ fn parse_report(text: &str) -> (Vec<String>, Option<Result<&str, &str>>) {
 /// mount namespace: starts the helper `program` as the job user
 /// (`uid`, `gid`, `groups`), waits for its report and takes copies of the
 /// fds it names.
-pub fn start_for_step(
-    program: &OsStr,
-    plan: &Plan,
-    user: (u32, u32, &[u32]),
-) -> Result<StepLayer, Failure> {
+pub fn start_for_step(program: &OsStr, plan: &Plan, user: &Caller) -> Result<StepLayer, Failure> {
     let fail = |what: &str, e: system::Error| {
         crate::layer::fail(format!(
             "writable layer {}: {what}: {e}",
@@ -230,7 +227,7 @@ pub fn start_for_step(
         keep: &keep,
         as_root: false,
         limits: None,
-        as_user: Some(user),
+        as_user: Some((user.uid, user.gid, &user.groups)),
     })
     .map_err(|e| fail("starting the helper", e))?;
     drop((report_write, wait_read));
@@ -248,7 +245,7 @@ pub fn start_for_step(
             .map(|layer| StepLayer { warnings, ..layer })
             .map_err(|e| fail("taking the layer's fds from the helper", e))
             .and_then(|layer| {
-                check_step_layer(&layer, user.0).map_err(|why| {
+                check_step_layer(&layer, user.uid).map_err(|why| {
                     crate::layer::fail(format!(
                         "writable layer {}: the helper handed over {why}; refused (the helper runs as you: was it tampered with?)",
                         plan.dir.to_string_lossy()
@@ -289,13 +286,13 @@ fn take_fds(helper: BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Erro
 /// they hold. The user namespace must be one `uid` owns, the mount
 /// namespace one that user namespace owns, the lock a regular file.
 /// Checked before any task joins them; says what is wrong.
-pub fn check_step_layer(layer: &StepLayer, uid: u32) -> Result<(), String> {
+pub fn check_step_layer(layer: &StepLayer, uid: Uid) -> Result<(), String> {
     let (user, mnt) = (layer.user.as_fd(), layer.mnt.as_fd());
     if system::namespace_type(user) != Ok(system::USER_NAMESPACE) {
         return Err("as its user namespace something that is not a user namespace".into());
     }
     match system::user_namespace_owner(user) {
-        Ok(owner) if owner.as_raw() == uid => {}
+        Ok(owner) if owner == uid => {}
         Ok(owner) => return Err(format!("a user namespace owned by uid {owner}, not by you")),
         Err(e) => return Err(format!("a user namespace whose owner cannot be read ({e})")),
     }
@@ -327,7 +324,7 @@ mod tests {
     /// hands over are checked for type and owner before tasks join them.
     #[test]
     fn a_step_layer_is_the_job_users_namespaces_or_refused() {
-        let me = rustix::process::getuid().as_raw();
+        let me = system::real_uid();
         let Ok(mut child) = std::process::Command::new("unshare")
             .args(["-Urm", "sleep", "30"])
             .spawn()
@@ -356,9 +353,12 @@ mod tests {
             warnings: Vec::new(),
         };
         let (user, mnt) = (ns("user"), ns("mnt"));
-        let checked = |l: StepLayer, uid: u32| check_step_layer(&l, uid);
+        let checked = |l: StepLayer, uid: Uid| check_step_layer(&l, uid);
         let good = checked(layer(&user, &mnt, lock()), me);
-        let other_owner = checked(layer(&user, &mnt, lock()), me + 12345);
+        let other_owner = checked(
+            layer(&user, &mnt, lock()),
+            Uid::from_raw(me.as_raw() + 12345),
+        );
         let swapped = checked(layer(&mnt, &user, lock()), me);
         let host_mnt = checked(layer(&user, "/proc/self/ns/mnt", lock()), me);
         let dir_lock = checked(layer(&user, &mnt, open(dir.to_str().unwrap())), me);

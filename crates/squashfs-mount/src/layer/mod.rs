@@ -35,7 +35,7 @@ pub mod mount_order;
 pub mod stack;
 pub mod stage;
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::os::fd::AsFd;
 
 use crate::mounts::image::Image;
@@ -69,8 +69,8 @@ pub fn fail_about(subject: &str, text: impl Into<String>) -> Failure {
     Failure::about(subject, LayerError(text.into()))
 }
 
-/// The helper's file name, installed next to the FUSE server.
-pub const HELPER_NAME: &str = "squashfs-mount-layer";
+/// The helper's file name (`mounts::installed` says where it is).
+pub use crate::mounts::installed::HELPER_NAME;
 
 /// The files of a layer directory.
 pub const LOCK_FILE: &str = "lock";
@@ -116,24 +116,4 @@ pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
         size: image.id.size,
         path: image.path.clone(),
     })
-}
-
-/// Where the helper is for the command: next to the FUSE server
-/// (`<prefix>/lib/squashfs-mount/`).
-pub fn helper_for_command() -> Option<OsString> {
-    let server = crate::mounts::fuse::server_for_command()?;
-    Some(sibling(&server))
-}
-
-/// The helper next to the FUSE server `server` (the plugin's).
-pub fn sibling(server: &OsStr) -> OsString {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let bytes = server.as_bytes();
-    let dir = match bytes.iter().rposition(|&b| b == b'/') {
-        Some(at) => &bytes[..=at],
-        None => &b""[..],
-    };
-    let mut p = dir.to_vec();
-    p.extend_from_slice(HELPER_NAME.as_bytes());
-    OsString::from_vec(p)
 }

@@ -7,9 +7,11 @@
 //!
 //! Options: `userxattr` (the layer's own marks are user.overlay.*: this
 //! mounter may not write trusted.*; without it overlayfs would mount but
-//! lose opaque directories), `redirect_dir=nofollow`, `metacopy=off`,
-//! `index=off`, `nfs_export=off`, `xino=off` (nothing in any layer can
-//! redirect a lookup or pull data from elsewhere), `uuid=null`; the mount
+//! lose opaque directories), the safe options every overlay of the tool
+//! sets (`mounts::overlay::SAFE_OPTIONS`: `redirect_dir=nofollow`,
+//! `metacopy=off`, `index=off`, `nfs_export=off`, `xino=off`, so nothing in
+//! any layer can redirect a lookup or pull data from elsewhere),
+//! `uuid=null`; the mount
 //! is nosuid and nodev. A layer mounted read-only (overlayfs does that
 //! silently when it cannot use the work directory) is refused.
 
@@ -19,18 +21,22 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::mount::MountAttrFlags;
 
 use super::mount_order::{Step, ViewMount};
+use crate::mounts::overlay::{self, OverlayOptions};
 use crate::system::error::Failure;
 use crate::system::{self, FsContext};
 
-/// Overlay parameters of a kept layer, each set on its own.
-const PARAMETERS: [(&str, &str); 6] = [
-    ("redirect_dir", "nofollow"),
-    ("metacopy", "off"),
-    ("index", "off"),
-    ("nfs_export", "off"),
-    ("xino", "off"),
-    ("uuid", "null"),
-];
+/// The options of a kept layer's overlays: `userxattr`, every option of
+/// the one list ([`overlay::SAFE_OPTIONS`]), `uuid=null`.
+pub fn layer_options(ctx: &impl OverlayOptions) -> Result<(), overlay::OptionFailed> {
+    ctx.set_flag("userxattr").map_err(|e| {
+        (
+            "overlay userxattr (this needs Linux 5.11 or later)".to_string(),
+            e,
+        )
+    })?;
+    overlay::set_safe_options(ctx)?;
+    overlay::set_option(ctx, "uuid", "null")
+}
 
 /// statfs f_type of overlayfs (root's read-only unions).
 const OVERLAY_MAGIC: u64 = 0x794C_7630;
@@ -107,12 +113,7 @@ fn overlay(lower: BorrowedFd<'_>, n: u32, subject: &str) -> Result<OwnedFd, Fail
             e,
         )
     })?;
-    ctx.set_flag("userxattr")
-        .map_err(|e| fail("overlay userxattr (this needs Linux 5.11 or later)", e))?;
-    for (key, value) in PARAMETERS {
-        ctx.set_string(key, OsStr::new(value))
-            .map_err(|e| fail(&format!("overlay {key}={value}"), e))?;
-    }
+    layer_options(&ctx).map_err(|(what, e)| fail(&what, e))?;
     ctx.set_fd("lowerdir+", lower)
         .map_err(|e| fail("overlay lowerdir+ (this needs Linux 6.8 or later)", e))?;
     for (key, name) in [("upperdir", "upper"), ("workdir", "work")] {
@@ -157,4 +158,43 @@ fn overlay(lower: BorrowedFd<'_>, n: u32, subject: &str) -> Result<OwnedFd, Fail
         ));
     }
     Ok(mount)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Records the options set, `key=value` or `key`.
+    #[derive(Default)]
+    struct Recorder(RefCell<Vec<String>>);
+
+    impl OverlayOptions for Recorder {
+        fn set_option(&self, key: &str, value: &str) -> Result<(), system::Error> {
+            self.0.borrow_mut().push(format!("{key}={value}"));
+            Ok(())
+        }
+        fn set_flag(&self, key: &str) -> Result<(), system::Error> {
+            self.0.borrow_mut().push(key.to_string());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn root_unions_and_kept_layers_set_every_safe_option() {
+        let union = Recorder::default();
+        overlay::union_options(&union).unwrap();
+        let layer = Recorder::default();
+        layer_options(&layer).unwrap();
+        for (key, value) in overlay::SAFE_OPTIONS {
+            let option = format!("{key}={value}");
+            assert!(union.0.borrow().contains(&option), "union lacks {option}");
+            assert!(layer.0.borrow().contains(&option), "layer lacks {option}");
+        }
+        // The kept layer's own: user.overlay.* marks, no uuid needed.
+        let layer = layer.0.into_inner();
+        assert_eq!(layer.first().map(String::as_str), Some("userxattr"));
+        assert_eq!(layer.last().map(String::as_str), Some("uuid=null"));
+        assert_eq!(layer.len(), overlay::SAFE_OPTIONS.len() + 2);
+    }
 }

@@ -48,10 +48,7 @@ const STAMP_LIMIT: usize = 1 << 20;
 /// Runs the stage for `plan` as the current (unprivileged) process.
 pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
     let steps = mount_order::steps(&plan.mounts).map_err(crate::layer::fail)?;
-    let (uid, gid) = (
-        system::effective_uid().as_raw(),
-        system::res_gid().map(|g| g.1.as_raw()).unwrap_or(0),
-    );
+    let (uid, gid) = (system::effective_uid(), system::effective_gid());
     // 1., 2.
     let dir = LayerDir::open(&plan.dir, uid)?;
     // A directory that is no layer is refused before anything (the lock

@@ -116,7 +116,6 @@ impl LaunchSlot {
     /// (128 at once by one user are normal in a job script), but one whose
     /// setup is stuck cannot block the user's others forever.
     pub fn take(_root: &AsRoot, uid: Uid, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
-        let uid = uid.as_raw();
         let Some(dir) = state_dir()? else {
             return Ok(LaunchSlot::unbounded());
         };

@@ -15,7 +15,6 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use crate::config::acl;
 use crate::config::Policy;
@@ -121,37 +120,6 @@ impl fmt::Display for FuseError {
 }
 
 crate::error_kind!(FuseError);
-
-/// Where the server is: next to the setuid binary's installation
-/// (`<prefix>/bin/squashfs-mount` → `<prefix>/lib/squashfs-mount/`), or
-/// next to the plugin. The kernel's name of our own executable, never the
-/// environment.
-pub fn server_next_to(dir: &OsStr) -> OsString {
-    let mut p = dir.as_bytes().to_vec();
-    p.extend_from_slice(b"/");
-    p.extend_from_slice(SERVER_NAME.as_bytes());
-    OsString::from_vec(p)
-}
-
-/// The server for the setuid command: `<exe dir>/../lib/squashfs-mount/`.
-pub fn server_for_command() -> Option<OsString> {
-    let exe = system::own_executable().ok()?;
-    let bin = exe.as_bytes().rsplit_once_byte(b'/')?.0;
-    let prefix = bin.rsplit_once_byte(b'/')?.0;
-    let mut dir = prefix.to_vec();
-    dir.extend_from_slice(b"/lib/squashfs-mount");
-    Some(server_next_to(OsStr::from_bytes(&dir)))
-}
-
-trait SplitByte {
-    fn rsplit_once_byte(&self, b: u8) -> Option<(&[u8], &[u8])>;
-}
-impl SplitByte for [u8] {
-    fn rsplit_once_byte(&self, b: u8) -> Option<(&[u8], &[u8])> {
-        let at = self.iter().rposition(|&c| c == b)?;
-        Some((&self[..at], &self[at + 1..]))
-    }
-}
 
 /// The server program of a launch, pinned as an fd: every server of the
 /// launch is executed from that very file.
@@ -331,8 +299,8 @@ fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<
     for (key, value) in [
         ("fd", device.as_raw_fd().to_string()),
         ("rootmode", "40000".to_string()),
-        ("user_id", caller.uid.as_raw().to_string()),
-        ("group_id", caller.gid.as_raw().to_string()),
+        ("user_id", caller.uid.to_string()),
+        ("group_id", caller.gid.to_string()),
         ("max_read", (1u32 << 20).to_string()),
         ("subtype", system::OUR_FUSE_SUBTYPE.to_string()),
         ("source", system::OUR_FUSE_SUBTYPE.to_string()),
@@ -357,16 +325,12 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
     let caller = l.caller;
     let mut argv = vec![arg(SERVER_NAME)];
     if l.drop_to_caller {
-        let groups: Vec<String> = caller
-            .groups
-            .iter()
-            .map(|g| g.as_raw().to_string())
-            .collect();
+        let groups: Vec<String> = caller.groups.iter().map(ToString::to_string).collect();
         argv.push(arg("--run-as"));
         argv.push(arg(&format!(
             "{}:{}:{}",
-            caller.uid.as_raw(),
-            caller.gid.as_raw(),
+            caller.uid,
+            caller.gid,
             groups.join(",")
         )));
     }
@@ -383,11 +347,7 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
         // image's others would show as nobody. The caller can read every
         // byte of the image anyway.
         argv.push(arg("--owner"));
-        argv.push(arg(&format!(
-            "{}:{}",
-            caller.uid.as_raw(),
-            caller.gid.as_raw()
-        )));
+        argv.push(arg(&format!("{}:{}", caller.uid, caller.gid)));
     }
     argv
 }
@@ -476,24 +436,4 @@ pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedF
         ));
     }
     Ok(servers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_location() {
-        assert_eq!(
-            server_next_to(OsStr::new("/usr/lib/squashfs-mount")),
-            "/usr/lib/squashfs-mount/squashfs-mount-fuse"
-        );
-        assert_eq!(
-            b"/usr/local/bin/squashfs-mount"
-                .rsplit_once_byte(b'/')
-                .unwrap()
-                .0,
-            b"/usr/local/bin"
-        );
-    }
 }

@@ -1,9 +1,18 @@
-//! Where `squashfs-mount-fuse` is.
+//! Where our installed programs are: the FUSE server
+//! (`squashfs-mount-fuse`), the layer helper (`squashfs-mount-layer`, next
+//! to the server) and the plugin's directory. The one place that works
+//! them out; every front end asks here.
 //!
 //! - Setuid: only `<prefix>/lib/squashfs-mount/` next to the installed
-//!   binary ([`crate::mounts::fuse::server_for_command`]), a place root installed;
-//!   never PATH or anything else a user chooses (the server is started by
-//!   a process that holds root, before it drops it).
+//!   binary ([`server_for_command`], [`helper_for_command`]), a place root
+//!   installed; never PATH or anything else a user chooses (the server is
+//!   started by a process that holds root, before it drops it). The
+//!   binary's place is the kernel's name of our own executable, never the
+//!   environment.
+//! - The plugin: the directory its shared object was loaded from
+//!   ([`plugin_directory`], from this process's memory map), a place root
+//!   installed (slurmstepd loads it from plugstack.conf);
+//!   [`server_for_plugin`] there, the helper next to that server.
 //! - Rootless (no setuid bit: the process has the caller's rights only, so
 //!   a program found anywhere is one the caller could run anyway): the
 //!   package's places next to the program (`../lib/squashfs-mount/`,
@@ -21,8 +30,89 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::mounts::fuse::{server_next_to, SERVER_NAME};
+use std::os::unix::ffi::OsStringExt;
+
+use crate::mounts::fuse::SERVER_NAME;
 use crate::system;
+
+/// The layer helper's file name, installed next to the FUSE server.
+pub const HELPER_NAME: &str = "squashfs-mount-layer";
+
+/// `name` in the directory `dir`.
+fn in_dir(dir: &[u8], name: &str) -> OsString {
+    let mut p = dir.to_vec();
+    p.push(b'/');
+    p.extend_from_slice(name.as_bytes());
+    OsString::from_vec(p)
+}
+
+/// The directory part of `path` (before its last slash).
+fn parent(path: &[u8]) -> Option<&[u8]> {
+    path.iter().rposition(|&b| b == b'/').map(|at| &path[..at])
+}
+
+/// The server in the directory `dir`.
+pub fn server_next_to(dir: &OsStr) -> OsString {
+    in_dir(dir.as_bytes(), SERVER_NAME)
+}
+
+/// The helper next to the FUSE server `server`.
+pub fn helper_next_to(server: &OsStr) -> OsString {
+    match parent(server.as_bytes()) {
+        Some(dir) => in_dir(dir, HELPER_NAME),
+        None => OsString::from(HELPER_NAME),
+    }
+}
+
+/// `<prefix>/lib/squashfs-mount` for the program at `exe`
+/// (`<prefix>/bin/squashfs-mount`).
+fn lib_dir_of(exe: &[u8]) -> Option<Vec<u8>> {
+    let prefix = parent(parent(exe)?)?;
+    Some([prefix, b"/lib/squashfs-mount"].concat())
+}
+
+/// The server for the setuid command: `<exe dir>/../lib/squashfs-mount/`.
+pub fn server_for_command() -> Option<OsString> {
+    let exe = system::own_executable().ok()?;
+    Some(server_next_to(OsStr::from_bytes(&lib_dir_of(
+        exe.as_bytes(),
+    )?)))
+}
+
+/// The helper for the command: next to its FUSE server.
+pub fn helper_for_command() -> Option<OsString> {
+    Some(helper_next_to(&server_for_command()?))
+}
+
+/// The directory the shared object holding this code was loaded from
+/// (for the plugin: its own directory), from this process's memory map.
+pub fn plugin_directory() -> Option<OsString> {
+    let here = plugin_directory as fn() -> Option<OsString> as usize;
+    let (maps, _) =
+        system::read_file_at(system::working_dir(), "/proc/self/maps", 16 << 20).ok()?;
+    directory_of_mapping(&maps, here)
+}
+
+/// The server next to the plugin.
+pub fn server_for_plugin() -> Option<OsString> {
+    plugin_directory().map(|d| server_next_to(&d))
+}
+
+/// In `maps` (the text of /proc/self/maps), the directory of the file
+/// mapped at `address`.
+fn directory_of_mapping(maps: &[u8], address: usize) -> Option<OsString> {
+    maps.split(|&b| b == b'\n').find_map(|line| {
+        let range = line.split(|&b| b == b' ').next()?;
+        let (start, end) = std::str::from_utf8(range).ok()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        if !(start..end).contains(&address) {
+            return None;
+        }
+        let path = &line[line.iter().position(|&b| b == b'/')?..];
+        Some(OsString::from_vec(parent(path)?.to_vec()))
+    })
+}
 
 /// The packages' places for the server, whatever the program's own place.
 const SYSTEM_DIRS: &[&str] = &[
@@ -158,6 +248,28 @@ mod tests {
         // Non-UTF-8 bytes are kept.
         let c = rootless_candidates(&os(b"/h/\xff/bin/squashfs-mount"), None);
         assert_eq!(c[2], os(b"/h/\xff/bin/squashfs-mount-fuse"));
+    }
+
+    #[test]
+    fn the_installed_places() {
+        let lib = lib_dir_of(b"/usr/local/bin/squashfs-mount").unwrap();
+        assert_eq!(lib, b"/usr/local/lib/squashfs-mount");
+        let server = server_next_to(OsStr::from_bytes(&lib));
+        assert_eq!(server, "/usr/local/lib/squashfs-mount/squashfs-mount-fuse");
+        assert_eq!(
+            helper_next_to(&server),
+            "/usr/local/lib/squashfs-mount/squashfs-mount-layer"
+        );
+        assert_eq!(lib_dir_of(b"squashfs-mount"), None);
+        let maps = b"5600-5700 r-xp 00000000 08:01 12 /usr/bin/slurmstepd\n\
+            7f00-7f80 r-xp 00001000 08:01 34 /usr/lib/squashfs-mount/spank.so\n\
+            7f80-7f90 rw-p 00000000 00:00 0 \n";
+        let dir = |a| directory_of_mapping(maps, a);
+        assert_eq!(dir(0x7f10).unwrap(), "/usr/lib/squashfs-mount");
+        assert_eq!(dir(0x5600).unwrap(), "/usr/bin");
+        assert_eq!(dir(0x7f85), None);
+        assert_eq!(dir(0x7f80 - 1).unwrap(), "/usr/lib/squashfs-mount");
+        assert_eq!(dir(0x9000), None);
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub fn device_name(owner: Owner) -> Vec<u8> {
     let mut name = MARKER.to_vec();
     name.push(0);
     match owner {
-        Owner::User(uid) => name.extend_from_slice(uid.as_raw().to_string().as_bytes()),
+        Owner::User(uid) => name.extend_from_slice(uid.to_string().as_bytes()),
         Owner::Cache => name.extend_from_slice(CACHED),
     }
     name
@@ -101,7 +101,8 @@ fn owner_of(name: &[u8]) -> Option<Option<Owner>> {
         std::str::from_utf8(tag)
             .ok()
             .and_then(|d| d.parse().ok())
-            .map(|uid| Owner::User(Uid::from_raw(uid))),
+            .and_then(Uid::checked)
+            .map(Owner::User),
     )
 }
 
@@ -305,6 +306,10 @@ mod tests {
         assert_eq!(owner_of(&old), Some(None));
         assert_eq!(owner_of(b"/home/a/img.sqfs\0"), None);
         assert_eq!(owner_of(b"squashfs-mountX\0"), None);
+        // -1 is no user: a device named for it counts for nobody.
+        let mut minus_one = MARKER.to_vec();
+        minus_one.extend_from_slice(b"\x004294967295\0");
+        assert_eq!(owner_of(&minus_one), Some(None));
     }
 
     #[test]

@@ -171,8 +171,11 @@ impl RootAttributes {
     }
 }
 
-/// Overlay parameters, each set on its own through fsconfig.
-const SAFE_OVERLAY_PARAMETERS: [(&str, &str); 5] = [
+/// The overlay options that keep what a layer holds from steering
+/// overlayfs, the one list of them: every overlay this tool makes (root's
+/// unions and writable layers here, a kept layer's in `layer::stack`) sets
+/// each, one fsconfig call per option, through [`set_safe_options`].
+pub const SAFE_OPTIONS: [(&str, &str); 5] = [
     // Neither create nor follow trusted.overlay.redirect.
     ("redirect_dir", "nofollow"),
     // Do not follow trusted.overlay.metacopy (data from another layer).
@@ -182,6 +185,44 @@ const SAFE_OVERLAY_PARAMETERS: [(&str, &str); 5] = [
     ("nfs_export", "off"),
     ("xino", "off"),
 ];
+
+/// Where overlay options are set: an overlay's filesystem context (and,
+/// in the unit tests, a recorder of the calls).
+pub trait OverlayOptions {
+    fn set_option(&self, key: &str, value: &str) -> Result<(), system::Error>;
+    fn set_flag(&self, key: &str) -> Result<(), system::Error>;
+}
+
+impl OverlayOptions for FsContext {
+    fn set_option(&self, key: &str, value: &str) -> Result<(), system::Error> {
+        self.set_string(key, OsStr::new(value))
+    }
+    fn set_flag(&self, key: &str) -> Result<(), system::Error> {
+        FsContext::set_flag(self, key)
+    }
+}
+
+/// An option that could not be set: what was set (`overlay KEY=VALUE`)
+/// and the error.
+pub type OptionFailed = (String, system::Error);
+
+/// Sets `key=value` on `ctx`.
+pub fn set_option(ctx: &impl OverlayOptions, key: &str, value: &str) -> Result<(), OptionFailed> {
+    ctx.set_option(key, value)
+        .map_err(|e| (format!("overlay {key}={value}"), e))
+}
+
+/// Sets every option of [`SAFE_OPTIONS`] on `ctx`.
+pub fn set_safe_options(ctx: &impl OverlayOptions) -> Result<(), OptionFailed> {
+    SAFE_OPTIONS
+        .iter()
+        .try_for_each(|(key, value)| set_option(ctx, key, value))
+}
+
+/// The options of root's unions and writable layers: [`SAFE_OPTIONS`].
+pub fn union_options(ctx: &impl OverlayOptions) -> Result<(), OptionFailed> {
+    set_safe_options(ctx)
+}
 
 /// The call's writable tmpfs (detached mount); each mount made writable
 /// gets its own `upper-N` and `work-N` directories in it.
@@ -256,10 +297,7 @@ pub fn stack(
 ) -> Result<OwnedFd, Failure> {
     let ctx = FsContext::open("overlay")
         .map_err(|e| Failure::about(subject, OverlayError::NoOverlay(e)))?;
-    for (key, value) in SAFE_OVERLAY_PARAMETERS {
-        ctx.set_string(key, OsStr::new(value))
-            .map_err(|e| sys_err(subject, &format!("overlay {key}={value}"), e))?;
-    }
+    union_options(&ctx).map_err(|(what, e)| sys_err(subject, &what, e))?;
     for layer in layers {
         ctx.set_fd("lowerdir+", layer.as_fd()).map_err(|e| {
             sys_err(

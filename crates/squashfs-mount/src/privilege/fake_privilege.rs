@@ -30,11 +30,11 @@ impl<const ROOTLESS: bool> Fake<ROOTLESS> {
         Fake {
             caller: Caller {
                 uid,
-                gid: Gid::from_raw(if was_root {
-                    NOBODY
+                gid: if was_root {
+                    Gid::from_raw(NOBODY)
                 } else {
-                    system::real_gid().as_raw()
-                }),
+                    system::real_gid()
+                },
                 groups: Vec::new(),
             },
             was_root,

@@ -62,6 +62,20 @@ impl Caller {
         })
     }
 
+    /// The user of these raw ids (from outside: Slurm's), or None if any
+    /// of them is -1, which is no id (the set*id calls would read it as
+    /// "leave unchanged").
+    pub fn checked(uid: u32, gid: u32, groups: &[u32]) -> Option<Caller> {
+        Some(Caller {
+            uid: Uid::checked(uid)?,
+            gid: Gid::checked(gid)?,
+            groups: groups
+                .iter()
+                .map(|&g| Gid::checked(g))
+                .collect::<Option<_>>()?,
+        })
+    }
+
     /// The caller's gid and supplementary groups.
     pub fn all_gids(&self) -> Vec<Gid> {
         std::iter::once(self.gid)
@@ -80,8 +94,6 @@ pub enum PrivilegeError {
     Threads,
     Syscall(&'static str, system::Error),
     StillPrivileged(&'static str),
-    /// A job user Slurm reported that is no user (-1).
-    InvalidUser,
     /// The job user's credentials did not take effect on the worker thread.
     NotTakenEffect,
     /// The capabilities the task does not need could not be given up.
@@ -92,10 +104,11 @@ pub enum PrivilegeError {
     /// Rootless mode, where user namespaces are not available.
     NoUserNamespaces(system::Error),
     UserNamespace(system::Error),
-    /// The program file is set-group-ID (its path and mode), or, where
-    /// /proc/self/exe cannot be read, the process runs with an effective
-    /// gid that is not its real one (path `None`).
-    SetGroupId(Option<std::ffi::OsString>, u32),
+    /// The program file is set-group-ID (its path and mode).
+    SetGroupId(std::ffi::OsString, u32),
+    /// Where /proc/self/exe cannot be read: the process runs with this
+    /// effective gid, which is not its real one.
+    SetGroupIdEffective(Gid),
 }
 
 impl fmt::Display for PrivilegeError {
@@ -114,7 +127,6 @@ impl fmt::Display for PrivilegeError {
             PrivilegeError::StillPrivileged(what) => {
                 write!(f, "privileges were not fully dropped ({what}); refusing to run the command")
             }
-            PrivilegeError::InvalidUser => write!(f, "invalid uid or gid for the job's user; refusing to open images"),
             PrivilegeError::NotTakenEffect => {
                 write!(f, "the job user's credentials did not take effect; refusing to open images")
             }
@@ -134,13 +146,13 @@ impl fmt::Display for PrivilegeError {
                 f,
                 "capabilities this task does not need remain after giving them up (mask {mask:#x}); refusing to run with more privilege than it needs"
             ),
-            PrivilegeError::SetGroupId(Some(path), mode) => write!(
+            PrivilegeError::SetGroupId(path, mode) => write!(
                 f,
                 "{} is installed set-group-ID (mode {mode:o}), which this tool never needs; refusing to run: as root, chmod g-s {}",
                 path.to_string_lossy(),
                 path.to_string_lossy()
             ),
-            PrivilegeError::SetGroupId(None, egid) => write!(
+            PrivilegeError::SetGroupIdEffective(egid) => write!(
                 f,
                 "running with effective group ID {egid}, not the caller's: the program is installed set-group-ID, which this tool never needs; refusing to run: as root, chmod g-s on the installed squashfs-mount"
             ),
@@ -261,3 +273,18 @@ pub trait Credentials: ActingAsCaller {
 
 #[cfg(test)]
 pub mod fake_privilege;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caller_of_minus_one_is_none() {
+        let c = Caller::checked(1000, 100, &[100, 7]).expect("a user");
+        assert_eq!((c.uid, c.gid), (Uid::from_raw(1000), Gid::from_raw(100)));
+        assert_eq!(c.groups, [Gid::from_raw(100), Gid::from_raw(7)]);
+        assert_eq!(Caller::checked(u32::MAX, 100, &[]), None);
+        assert_eq!(Caller::checked(1000, u32::MAX, &[]), None);
+        assert_eq!(Caller::checked(1000, 100, &[7, u32::MAX]), None);
+    }
+}

@@ -59,7 +59,7 @@ impl Credentials for Rootless {
 
     /// Enters the user and mount namespaces, or says why it cannot.
     fn enter_own_namespaces(&mut self) -> Result<(), Failure> {
-        let (uid, gid) = (self.caller.uid.as_raw(), self.caller.gid.as_raw());
+        let (uid, gid) = (self.caller.uid, self.caller.gid);
         use system::Error as E;
         system::enter_user_and_mount_namespace(uid, gid).map_err(|e| {
             Failure::new(match e {

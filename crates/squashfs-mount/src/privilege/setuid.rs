@@ -98,13 +98,13 @@ impl Privileges {
 pub fn refuse_set_group_id() -> Result<(), PrivilegeError> {
     match system::own_program() {
         Ok((st, _)) if st.mode & 0o2000 == 0 => Ok(()),
-        Ok((st, path)) => Err(PrivilegeError::SetGroupId(Some(path), st.mode & 0o7777)),
+        Ok((st, path)) => Err(PrivilegeError::SetGroupId(path, st.mode & 0o7777)),
         Err(_) => {
             let egid = system::effective_gid();
             if egid == system::real_gid() {
                 Ok(())
             } else {
-                Err(PrivilegeError::SetGroupId(None, egid.as_raw()))
+                Err(PrivilegeError::SetGroupIdEffective(egid))
             }
         }
     }

@@ -27,15 +27,10 @@ impl ThreadCredentials {
     /// after giving it its own fs_struct (so that it can visit other mount
     /// namespaces without moving slurmstepd's other threads), after giving
     /// up every capability `phase` does not keep. Run only on a thread made
-    /// for this, which ends when the work is done.
+    /// for this, which ends when the work is done. (`user`'s ids are never
+    /// -1, "leave unchanged" to the set*id calls: `Uid` and `Gid` refuse
+    /// it.)
     pub fn switch(user: Caller, phase: RootPhase) -> Result<Self, PrivilegeError> {
-        if user.uid.as_raw() == u32::MAX
-            || user.gid.as_raw() == u32::MAX
-            || user.groups.iter().any(|g| g.as_raw() == u32::MAX)
-        {
-            // -1 means "leave unchanged" to the set*id calls: never a user.
-            return Err(PrivilegeError::InvalidUser);
-        }
         super::sys("unshare(CLONE_FS)", system::unshare_fs_of_thread())?;
         // This thread's own umask (its fs_struct) and scheduling: what
         // slurmstepd or the job had never reaches what root makes or how

@@ -8,16 +8,16 @@ use rustix::io::Errno;
 use super::{Gid, SysResult, Uid};
 
 pub fn real_uid() -> Uid {
-    Uid::from_raw(rustix::process::getuid().as_raw())
+    Uid::from_sys(rustix::process::getuid())
 }
 pub fn real_gid() -> Gid {
-    Gid::from_raw(rustix::process::getgid().as_raw())
+    Gid::from_sys(rustix::process::getgid())
 }
 pub fn effective_uid() -> Uid {
-    Uid::from_raw(rustix::process::geteuid().as_raw())
+    Uid::from_sys(rustix::process::geteuid())
 }
 pub fn effective_gid() -> Gid {
-    Gid::from_raw(rustix::process::getegid().as_raw())
+    Gid::from_sys(rustix::process::getegid())
 }
 
 /// The program file this process executed (`/proc/self/exe`, the
@@ -39,7 +39,7 @@ pub fn own_program() -> SysResult<(super::FileId, std::ffi::OsString)> {
 pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
     Ok(rustix::process::getgroups()?
         .into_iter()
-        .map(|g| Gid::from_raw(g.as_raw()))
+        .map(Gid::from_sys)
         .collect())
 }
 
@@ -52,7 +52,11 @@ pub fn res_uid() -> SysResult<(Uid, Uid, Uid)> {
     if rc != 0 {
         return Err(super::last_errno());
     }
-    Ok((Uid::from_raw(r), Uid::from_raw(e), Uid::from_raw(s)))
+    Ok((
+        super::ids::kernel_uid(r)?,
+        super::ids::kernel_uid(e)?,
+        super::ids::kernel_uid(s)?,
+    ))
 }
 
 /// Returns (real, effective, saved) gids.
@@ -63,7 +67,11 @@ pub fn res_gid() -> SysResult<(Gid, Gid, Gid)> {
     if rc != 0 {
         return Err(super::last_errno());
     }
-    Ok((Gid::from_raw(r), Gid::from_raw(e), Gid::from_raw(s)))
+    Ok((
+        super::ids::kernel_gid(r)?,
+        super::ids::kernel_gid(e)?,
+        super::ids::kernel_gid(s)?,
+    ))
 }
 
 // The process is single-threaded whenever these run (checked in

@@ -9,10 +9,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use rustix::fs::CWD;
 use rustix::io::Errno;
 
-use super::{FileId, Gid, SysResult, Uid};
+use super::{FileId, SysResult};
 
 pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
-    Ok(file_id(&rustix::fs::fstat(fd)?))
+    file_id(&rustix::fs::fstat(fd)?)
 }
 
 /// Filesystem magic (statfs f_type) of the filesystem holding `fd`.
@@ -20,19 +20,19 @@ pub fn filesystem_type(fd: BorrowedFd<'_>) -> SysResult<u64> {
     Ok(rustix::fs::fstatfs(fd)?.f_type as u64)
 }
 
-fn file_id(st: &rustix::fs::Stat) -> FileId {
-    FileId {
+fn file_id(st: &rustix::fs::Stat) -> SysResult<FileId> {
+    Ok(FileId {
         dev: st.st_dev,
         ino: st.st_ino,
         mode: st.st_mode,
         size: st.st_size as u64,
         nlink: st.st_nlink,
-        uid: super::Uid::from_raw(st.st_uid),
-        gid: super::Gid::from_raw(st.st_gid),
+        uid: super::ids::kernel_uid(st.st_uid)?,
+        gid: super::ids::kernel_gid(st.st_gid)?,
         mtime: (st.st_mtime, st.st_mtime_nsec as i64),
         ctime: (st.st_ctime, st.st_ctime_nsec as i64),
         rdev: st.st_rdev,
-    }
+    })
 }
 
 /// fstatat without following a symlink in the last component.
@@ -43,13 +43,13 @@ pub fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
 /// [`stat_at`] for a name that need not be UTF-8.
 pub fn stat_name_at<Fd: AsFd>(dir: Fd, path: &OsStr) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(file_id(&st))
+    file_id(&st)
 }
 
 /// fstatat following symlinks (e.g. the magic links in /proc/<pid>/ns).
 pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
-    Ok(file_id(&st))
+    file_id(&st)
 }
 
 /// Whether the effective ids (the caller's, while acting as the caller)
@@ -248,8 +248,8 @@ fn stat_cached(dir: BorrowedFd<'_>, path: &str, flags: rustix::fs::AtFlags) -> S
         mode: u32::from(st.stx_mode),
         size: st.stx_size,
         nlink: u64::from(st.stx_nlink),
-        uid: Uid::from_raw(st.stx_uid),
-        gid: Gid::from_raw(st.stx_gid),
+        uid: super::ids::kernel_uid(st.stx_uid)?,
+        gid: super::ids::kernel_gid(st.stx_gid)?,
         mtime: (st.stx_mtime.tv_sec, i64::from(st.stx_mtime.tv_nsec)),
         ctime: (st.stx_ctime.tv_sec, i64::from(st.stx_ctime.tv_nsec)),
         rdev: dev(st.stx_rdev_major, st.stx_rdev_minor),

@@ -13,7 +13,7 @@ use rustix::mount::{MountAttrFlags, MountPropagationFlags};
 use super::credentials::{real_gid, real_uid};
 use super::files::open_dir_nofollow;
 use super::mount_api::{attach_mount, FsContext};
-use super::SysResult;
+use super::{Gid, SysResult, Uid};
 
 /// The calling thread could not return to its own mount namespace, root,
 /// working directory or file system ids after a visit. It must not go on:
@@ -335,7 +335,7 @@ pub fn pivot_onto(new_root: BorrowedFd<'_>) -> SysResult<()> {
 /// (uid and gid; setgroups denied, as an unprivileged user namespace
 /// requires), then every mount a slave of the host's. The calling process
 /// then has every capability over its new mount namespace, none outside.
-pub fn enter_user_and_mount_namespace(uid: u32, gid: u32) -> SysResult<()> {
+pub fn enter_user_and_mount_namespace(uid: Uid, gid: Gid) -> SysResult<()> {
     // SAFETY: as in `enter_private_mount_namespace`: the fd table is not
     // unshared and no memory is involved. CLONE_NEWUSER needs a
     // single-threaded process, which the kernel checks (EINVAL).

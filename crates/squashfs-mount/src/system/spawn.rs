@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use rustix::io::Errno;
 
 use super::rlimits::CallerLimits;
-use super::SysResult;
+use super::{Gid, SysResult, Uid};
 
 /// A pipe: (read end, write end), both close-on-exec.
 pub fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
@@ -67,7 +67,7 @@ pub struct Helper<'a> {
     pub limits: Option<&'a CallerLimits>,
     /// Executed as this user (uid, gid, supplementary groups: all ids set,
     /// from root's), instead of `as_root`'s root.
-    pub as_user: Option<(u32, u32, &'a [u32])>,
+    pub as_user: Option<(Uid, Gid, &'a [Gid])>,
 }
 
 /// What the forked processes use, prepared before fork: nothing is
@@ -101,7 +101,10 @@ impl Prepared {
             first_free,
             limits: h.limits.map(CallerLimits::raw).unwrap_or_default(),
             as_root: h.as_root,
-            as_user: h.as_user.map(|(u, g, gs)| (u, g, gs.to_vec())),
+            as_user: h.as_user.map(|(u, g, gs)| {
+                let groups = gs.iter().map(|g| g.as_raw()).collect();
+                (u.as_raw(), g.as_raw(), groups)
+            }),
         }
     }
 }

@@ -171,7 +171,7 @@ pub fn user_namespace_owner(ns: BorrowedFd<'_>) -> SysResult<super::Uid> {
     if rc < 0 {
         return Err(super::last_errno());
     }
-    Ok(super::Uid::from_raw(uid))
+    super::ids::kernel_uid(uid)
 }
 
 /// The user namespace that owns the namespace `ns` (NS_GET_USERNS), as a
