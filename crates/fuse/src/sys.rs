@@ -8,25 +8,62 @@
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 
-use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
+use rustix::io::{fcntl_getfd, fcntl_setfd, Errno, FdFlags};
+
+/// A system step that failed, in the words the server prints.
+#[derive(Debug)]
+pub enum SysError {
+    /// An option's descriptor number is negative.
+    InvalidFd(String, RawFd),
+    /// An option's descriptor is not open.
+    NotOpen(String, RawFd, Errno),
+    /// A call (named, with the option it served) and the kernel's answer.
+    Call(String, Errno),
+    /// A call whose answer came as an I/O error (libc's errno).
+    Os(&'static str, std::io::Error),
+    /// The ids, groups, capabilities or flags after the switch are not
+    /// what [`become_user`] set.
+    NotTheCaller,
+}
+
+impl std::fmt::Display for SysError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SysError::InvalidFd(what, n) => write!(f, "{what}: invalid file descriptor {n}"),
+            SysError::NotOpen(what, n, e) => {
+                write!(f, "{what}: file descriptor {n} is not open ({e})")
+            }
+            SysError::Call(what, e) => write!(f, "{what}: {e}"),
+            SysError::Os(what, e) => write!(f, "{what}: {e}"),
+            SysError::NotTheCaller => f.write_str(
+                "the server's credentials are not the caller's after the switch; refusing to serve",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SysError {}
+
+fn call(what: &str) -> impl Fn(Errno) -> SysError + '_ {
+    move |e| SysError::Call(what.to_string(), e)
+}
 
 /// Takes ownership of descriptor `n`, inherited from the parent; fails if it
 /// is not open. Marks it close-on-exec. Callers must not adopt one number
 /// twice (main checks that the numbers differ).
-pub fn adopt_fd(n: RawFd, what: &str) -> Result<OwnedFd, String> {
+pub fn adopt_fd(n: RawFd, what: &str) -> Result<OwnedFd, SysError> {
     if n < 0 {
-        return Err(format!("{what}: invalid file descriptor {n}"));
+        return Err(SysError::InvalidFd(what.to_string(), n));
     }
     // SAFETY: `n` is only borrowed for the duration of this fcntl, which
     // fails with EBADF (and touches nothing) if it is not open.
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
-    let flags = fcntl_getfd(borrowed)
-        .map_err(|e| format!("{what}: file descriptor {n} is not open ({e})"))?;
+    let flags = fcntl_getfd(borrowed).map_err(|e| SysError::NotOpen(what.to_string(), n, e))?;
     // SAFETY: `n` is open (checked above), was passed to this process on
     // its command line to be used by it, and is adopted exactly once, so
     // the OwnedFd is its only owner.
     let fd = unsafe { OwnedFd::from_raw_fd(n) };
-    fcntl_setfd(&fd, flags | FdFlags::CLOEXEC).map_err(|e| format!("{what}: fcntl: {e}"))?;
+    fcntl_setfd(&fd, flags | FdFlags::CLOEXEC).map_err(call(&format!("{what}: fcntl")))?;
     Ok(fd)
 }
 
@@ -78,21 +115,21 @@ pub fn block_termination() {
 /// SIGXFSZ, so that a write beyond fails with EFBIG instead of ending the
 /// process. For a server whose only file is a log it was given: the log
 /// cannot grow beyond, whatever the server is made to do.
-pub fn cap_file_size(bytes: u64) -> Result<(), String> {
+pub fn cap_file_size(bytes: u64) -> Result<(), SysError> {
     use rustix::process::{setrlimit, Resource, Rlimit};
     // SAFETY: installs SIG_IGN (no handler code runs) for SIGXFSZ; no other
     // thread is running yet.
     if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(format!(
-            "signal(SIGXFSZ): {}",
-            std::io::Error::last_os_error()
+        return Err(SysError::Os(
+            "signal(SIGXFSZ)",
+            std::io::Error::last_os_error(),
         ));
     }
     let cap = Rlimit {
         current: Some(bytes),
         maximum: Some(bytes),
     };
-    setrlimit(Resource::Fsize, cap).map_err(|e| format!("setrlimit(RLIMIT_FSIZE): {e}"))
+    setrlimit(Resource::Fsize, cap).map_err(call("setrlimit(RLIMIT_FSIZE)"))
 }
 
 /// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked);
@@ -112,7 +149,7 @@ pub fn wait_termination() -> &'static str {
 
 /// Closes every descriptor except 0, 1, 2 and those in `keep` (a detached
 /// server holds nothing else of the launch that started it).
-pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
+pub fn close_all_but(keep: &[RawFd]) -> Result<(), SysError> {
     let mut keep: Vec<u32> = keep
         .iter()
         .filter_map(|&fd| u32::try_from(fd).ok())
@@ -129,7 +166,7 @@ pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
             // Nothing else (no thread, no std object) holds one yet.
             let r = unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0u32) };
             if r != 0 {
-                return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+                return Err(SysError::Os("close_range", std::io::Error::last_os_error()));
             }
         }
         from = k.saturating_add(1);
@@ -145,10 +182,10 @@ pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
 /// alone denies the caller ptrace) until it is not dumpable again. Then no
 /// capability, no_new_privs, and all of it verified. The process must be
 /// single-threaded (the calls are per thread).
-pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), SysError> {
     use rustix::process::{set_dumpable_behavior, DumpableBehavior, Gid, Uid};
     use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
-    let step = |what: &str, r: rustix::io::Result<()>| r.map_err(|e| format!("{what}: {e}"));
+    let step = |what: &str, r: rustix::io::Result<()>| r.map_err(call(what));
     let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
     let gids: Vec<Gid> = groups.iter().map(|&g| Gid::from_raw(g)).collect();
     let not_dumpable = || set_dumpable_behavior(DumpableBehavior::NotDumpable);
@@ -180,7 +217,7 @@ fn clear_capabilities() -> rustix::io::Result<()> {
 
 /// Checks what [`become_user`] did: all ids, the groups, no capability,
 /// not dumpable, no_new_privs.
-fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), SysError> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     let (mut rg, mut eg, mut sg) = (0, 0, 0);
     // SAFETY: getresuid and getresgid write three ids each through valid,
@@ -189,14 +226,14 @@ fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
         libc::getresuid(&mut r, &mut e, &mut s) | libc::getresgid(&mut rg, &mut eg, &mut sg)
     };
     let mut have: Vec<u32> = rustix::process::getgroups()
-        .map_err(|e| format!("getgroups: {e}"))?
+        .map_err(call("getgroups"))?
         .iter()
         .map(|g| g.as_raw())
         .collect();
     let mut want = groups.to_vec();
     have.sort_unstable();
     want.sort_unstable();
-    let caps = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    let caps = rustix::thread::capabilities(None).map_err(call("capget"))?;
     let ok = rc == 0
         && [r, e, s] == [uid; 3]
         && [rg, eg, sg] == [gid; 3]
@@ -209,10 +246,7 @@ fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(
-            "the server's credentials are not the caller's after the switch; refusing to serve"
-                .into(),
-        )
+        Err(SysError::NotTheCaller)
     }
 }
 
