@@ -7,6 +7,7 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: squashfs-mount-fuse [--run-as UID:GID:GROUPS] --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P | --detached] [--log-fd L] [--threads T] [--owner UID:GID] [--name NAME]
        squashfs-mount-fuse --mount IMAGE DIR [--threads T] [-- COMMAND [ARGS...]]
+       squashfs-mount-fuse [--run-as UID:GID:GROUPS] --report --log-fd L --watch-pidfd P --from BYTES --servers PID[,PID...]
 
 Serves a SquashFS image read-only over FUSE, in userspace, with the
 credentials it is started with. Safe on corrupt or hostile images: every
@@ -46,6 +47,12 @@ then exits 0. Nothing is printed unless the image turns out to be corrupt
 (a detached server also logs one line when it starts and one when it
 exits). Its memory use: VmRSS in /proc/PID/status.
 
+--report is how squashfs-mount tells a launch that uses cached instances
+about a corrupt image: it waits until the process of --watch-pidfd exits,
+then writes to stderr, in one line, the first corruption that one of the
+servers --servers wrote to the log --log-fd after byte --from, with the
+log's path. Nothing otherwise.
+
 The second form mounts IMAGE on DIR as an unprivileged user through
 fusermount3 (Debian package fuse3), for development, tests and benchmarks.
 Without COMMAND it serves in the foreground until 'fusermount3 -u DIR' or
@@ -68,6 +75,13 @@ pub struct Args {
     pub name: Option<String>,
     pub mount: Option<(PathBuf, PathBuf)>,
     pub command: Vec<OsString>,
+    /// `--report`: the launch's reporter, not a server.
+    pub report: bool,
+    /// `--from BYTES` (`--report`): where the launch's part of the log
+    /// starts.
+    pub from: u64,
+    /// `--servers PID,...` (`--report`): the servers of its instances.
+    pub servers: Vec<u32>,
     /// `--help` or `--version`: print this and exit 0.
     pub print: Option<String>,
 }
@@ -88,6 +102,8 @@ pub enum ArgError {
     Unknown(String),
     NeedsRunAs,
     NotRunAs(String),
+    /// `--from` or `--servers` without a number (list).
+    NotNumbers(&'static str, String),
 }
 
 impl std::fmt::Display for ArgError {
@@ -104,6 +120,7 @@ impl std::fmt::Display for ArgError {
             ArgError::Unknown(a) => write!(f, "unknown argument {a}"),
             ArgError::NeedsRunAs => f.write_str("--run-as needs UID:GID:GROUPS"),
             ArgError::NotRunAs(spec) => write!(f, "--run-as: not UID:GID:GROUPS: {spec}"),
+            ArgError::NotNumbers(opt, v) => write!(f, "{opt}: not a number (list): {v}"),
         }
     }
 }
@@ -137,6 +154,19 @@ fn threads(v: Option<OsString>) -> Result<Option<usize>, ArgError> {
     Ok(usize::try_from(n).ok().filter(|&n| n > 0))
 }
 
+/// `--from BYTES` or `--servers PID,...`: numbers separated by commas.
+fn numbers<T: std::str::FromStr>(
+    v: Option<OsString>,
+    opt: &'static str,
+) -> Result<Vec<T>, ArgError> {
+    let v = v.ok_or(ArgError::NeedsValue(opt))?;
+    let v = v.to_string_lossy();
+    v.split(',')
+        .map(|n| n.parse().ok())
+        .collect::<Option<Vec<T>>>()
+        .ok_or_else(|| ArgError::NotNumbers(opt, v.to_string()))
+}
+
 impl Args {
     /// The options after the program's name (`--run-as` and its value, when
     /// first, are skipped: [`run_as`] reads them).
@@ -153,6 +183,14 @@ impl Args {
                 "--ready-fd" => a.ready_fd = Some(number(it.next(), "--ready-fd")?),
                 "--watch-pidfd" => a.watch_pidfd = Some(number(it.next(), "--watch-pidfd")?),
                 "--detached" => a.detached = true,
+                "--report" => a.report = true,
+                "--from" => {
+                    a.from = match numbers(it.next(), "--from")?[..] {
+                        [n] => n,
+                        _ => return Err(ArgError::NeedsValue("--from")),
+                    }
+                }
+                "--servers" => a.servers = numbers(it.next(), "--servers")?,
                 "--log-fd" => a.log_fd = Some(number(it.next(), "--log-fd")?),
                 "--threads" => a.threads = threads(it.next())?,
                 "--owner" => a.owner = Some(owner(it.next())?),
@@ -242,6 +280,12 @@ mod tests {
         assert_eq!(e(&["--owner", "1"]), "--owner: not UID:GID: 1");
         assert_eq!(e(&["--x"]), "unknown argument --x");
         assert_eq!(e(&["--"]), "no command after --");
+        assert_eq!(
+            e(&["--servers", "1,x"]),
+            "--servers: not a number (list): 1,x"
+        );
+        let a = Args::parse(args(&["--report", "--from", "12", "--servers", "5,6"])).unwrap();
+        assert_eq!((a.report, a.from, a.servers), (true, 12, vec![5, 6]));
         assert_eq!(
             run_as(args(&["--run-as", "1:2:3,4"])).unwrap(),
             Some((1, 2, vec![3, 4]))

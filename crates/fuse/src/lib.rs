@@ -2,7 +2,8 @@
 //! ([`proto`]), the read-only file system answering it ([`server`]), its
 //! worker threads ([`workers`]), where its messages go ([`log`]), the
 //! server as a process ([`process`]: threads, detaching, ending), its
-//! command line ([`args`]), mounting for `--mount` ([`mount`]) and the
+//! command line ([`args`]), the launch's report of a corrupt image
+//! ([`report`]), mounting for `--mount` ([`mount`]) and the
 //! few `unsafe` system calls ([`sys`]). The binary (main.rs) puts them
 //! together; the fuzz target `fuse_requests` drives
 //! [`server::Fs::respond`].
@@ -13,6 +14,7 @@ pub mod log;
 pub mod mount;
 pub mod process;
 pub mod proto;
+pub mod report;
 pub mod server;
 pub mod sys;
 pub mod workers;

@@ -146,8 +146,11 @@ fn serve_fds(a: Args) -> ExitCode {
 
 /// A detached server: serves until the mount is gone (a worker then ends
 /// the process) or a termination signal.
-fn serve_detached(fs: FileFs, fuse: OwnedFd, n: usize) -> ! {
+fn serve_detached(mut fs: FileFs, fuse: OwnedFd, n: usize) -> ! {
     let name = fs.name.clone();
+    // A cached instance: once its image is found corrupt, squashfs-mount
+    // must not reuse it.
+    fs.on_corrupt = Some(sys::mark_corrupt);
     // Blocked before the workers start, so that they inherit the mask
     // and only this thread takes the signal.
     sys::block_termination();
@@ -281,6 +284,32 @@ fn exit_code(
     }
 }
 
+/// `--report`: the launch's reporter (see `report`).
+fn report(a: &Args) -> ExitCode {
+    let (Some(log), Some(watch)) = (a.log_fd, a.watch_pidfd) else {
+        return usage_error("--report needs --log-fd and --watch-pidfd");
+    };
+    if log == watch {
+        eprintln!("squashfs-mount-fuse: the descriptor numbers must differ");
+        return ExitCode::from(2);
+    }
+    let fds = sys::adopt_fd(log, "--log-fd")
+        .and_then(|l| Ok((l, sys::adopt_fd(watch, "--watch-pidfd")?)));
+    match fds {
+        Ok((l, w)) => ExitCode::from(squashfs_mount_fuse::report::run(
+            File::from(l),
+            log,
+            w,
+            a.from,
+            &a.servers,
+        )),
+        Err(e) => {
+            eprintln!("squashfs-mount-fuse: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// `--run-as UID:GID:GROUPS` (only as the first argument): started as
 /// root by squashfs-mount, become the caller before reading any input.
 fn become_caller() -> Result<(), Box<dyn std::error::Error>> {
@@ -303,6 +332,9 @@ fn main() -> ExitCode {
     if let Some(text) = &a.print {
         print!("{text}");
         return ExitCode::SUCCESS;
+    }
+    if a.report {
+        return report(&a);
     }
     match a.mount.clone() {
         Some((image, dir)) => serve_mount(a, image, dir),

@@ -42,7 +42,14 @@ pub struct Fs<S> {
     /// Every file shown as owned by this user and group (`--owner`), not by
     /// the ids stored in the image.
     pub owner: Option<(u32, u32)>,
+    /// Called once, after the first corruption is reported (a detached
+    /// server marks itself: `sys::mark_corrupt`).
+    pub on_corrupt: Option<fn()>,
 }
+
+/// What every report of a corrupt image says after the image's name and
+/// the reader's reason (`--report` looks for it in a log).
+pub const CORRUPT_MARK: &str = "; the image is corrupt: ";
 
 /// What a worker tells its pool (see `workers`): it took a request read
 /// from `dev` (now busy), and it answered it (idle again).
@@ -75,6 +82,7 @@ impl<S: Source> Fs<S> {
             zero_open: AtomicBool::new(false),
             plus_dirs_only: true,
             owner: None,
+            on_corrupt: None,
         }
     }
 
@@ -98,16 +106,20 @@ impl<S: Source> Fs<S> {
         }
     }
 
-    /// Reports the first corruption (see `log`); returns EIO.
+    /// Reports the first corruption (see `log`) and calls `on_corrupt`;
+    /// returns EIO.
     fn corrupt(&self, e: &FormatError) -> Errno {
         if !self.reported.swap(true, Ordering::Relaxed) {
             crate::log::message(
                 crate::log::Level::Error,
                 &format!(
-                    "squashfs-mount: {}: {e}; the image is corrupt: reads of the affected files fail with EIO",
+                    "squashfs-mount: {}: {e}{CORRUPT_MARK}reads of the affected files fail with EIO",
                     self.name
                 ),
             );
+            if let Some(mark) = self.on_corrupt {
+                mark();
+            }
         }
         Errno::IO
     }

@@ -94,15 +94,37 @@ fn termination_set() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, CORRUPT_SIGNAL] {
             libc::sigaddset(&mut set, s);
         }
         set
     }
 }
 
-/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and in threads
-/// it starts afterwards), so that [`wait_termination`] receives them.
+/// What a worker sends its own process when it found the image corrupt
+/// ([`mark_corrupt`]); blocked with the termination signals, taken by the
+/// main thread in [`wait_termination`].
+const CORRUPT_SIGNAL: i32 = libc::SIGUSR1;
+
+/// The name (comm) a server takes once it found its image corrupt:
+/// squashfs-mount does not reuse a cached instance whose server has it
+/// (its `fuse::CORRUPT_SERVER_NAME`). Only the process itself can set its
+/// name; its user can send it the signal, which only stops the reuse of
+/// their own instance.
+pub const CORRUPT_NAME: &std::ffi::CStr = c"sqfsmnt-corrupt";
+
+/// Marks this server as one whose image is corrupt: asks the main thread
+/// (waiting in [`wait_termination`]) to take [`CORRUPT_NAME`], which is
+/// the name `/proc/PID/stat` shows.
+pub fn mark_corrupt() {
+    // CORRUPT_SIGNAL, process-directed: every thread blocks it until the
+    // main thread waits for it.
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::USR1);
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP (and the corruption mark's signal) in
+/// the calling thread (and in threads it starts afterwards), so that
+/// [`wait_termination`] receives them.
 pub fn block_termination() {
     let set = termination_set();
     // SAFETY: `set` is an initialised signal set; a null old-set pointer is
@@ -133,17 +155,23 @@ pub fn cap_file_size(bytes: u64) -> Result<(), SysError> {
 }
 
 /// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked);
-/// returns its name.
+/// returns its name. The corruption mark's signal renames the process
+/// ([`CORRUPT_NAME`]) on the way.
 pub fn wait_termination() -> &'static str {
     let set = termination_set();
-    let mut sig = 0;
-    // SAFETY: `set` is initialised and `sig` is a valid place for the
-    // signal number.
-    while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
-    match sig {
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        _ => "SIGTERM",
+    loop {
+        let mut sig = 0;
+        // SAFETY: `set` is initialised and `sig` is a valid place for the
+        // signal number.
+        while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+        match sig {
+            CORRUPT_SIGNAL => {
+                let _ = rustix::thread::set_name(CORRUPT_NAME);
+            }
+            libc::SIGINT => return "SIGINT",
+            libc::SIGHUP => return "SIGHUP",
+            _ => return "SIGTERM",
+        }
     }
 }
 
