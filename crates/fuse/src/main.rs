@@ -293,6 +293,10 @@ fn report(a: &Args) -> ExitCode {
         eprintln!("squashfs-mount-fuse: the descriptor numbers must differ");
         return ExitCode::from(2);
     }
+    if let Err(e) = sys::ignore_keyboard_signals() {
+        eprintln!("squashfs-mount-fuse: {e}");
+        return ExitCode::from(2);
+    }
     let fds = sys::adopt_fd(log, "--log-fd")
         .and_then(|l| Ok((l, sys::adopt_fd(watch, "--watch-pidfd")?)));
     match fds {
@@ -324,11 +328,11 @@ fn main() -> ExitCode {
         eprintln!("squashfs-mount-fuse: {e}");
         return ExitCode::from(126);
     }
-    sys::set_process_name();
     let a = match Args::parse(std::env::args_os().skip(1)) {
         Ok(a) => a,
         Err(e) => return usage_error(&e.to_string()),
     };
+    sys::set_process_name(a.report);
     if let Some(text) = &a.print {
         print!("{text}");
         return ExitCode::SUCCESS;

@@ -279,7 +279,29 @@ fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), SysError> {
 }
 
 /// Names the process (its comm, 15 bytes at most) whatever the kernel
-/// made of an exec by fd.
-pub fn set_process_name() {
-    let _ = rustix::thread::set_name(c"squashfs-mount-");
+/// made of an exec by fd: a server, or a launch's reporter (`--report`),
+/// which is not counted among the servers.
+pub fn set_process_name(reporter: bool) {
+    let name = if reporter {
+        REPORTER_NAME
+    } else {
+        c"squashfs-mount-"
+    };
+    let _ = rustix::thread::set_name(name);
+}
+
+/// The name of a launch's reporter (`--report`).
+pub const REPORTER_NAME: &std::ffi::CStr = c"sqfsmnt-report";
+
+/// The reporter outlives the command that the terminal's ^C or ^\ ends:
+/// it ignores SIGINT and SIGQUIT, so that it still reports.
+pub fn ignore_keyboard_signals() -> Result<(), SysError> {
+    for sig in [libc::SIGINT, libc::SIGQUIT] {
+        // SAFETY: installs SIG_IGN (no handler code runs) for a valid
+        // signal number; no other thread is running.
+        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(SysError::Os("signal", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
