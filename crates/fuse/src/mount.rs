@@ -21,6 +21,47 @@ use rustix::net::{
 
 pub const FUSERMOUNT: &str = "fusermount3";
 
+/// Why `--mount` could not mount, in the words the server prints.
+#[derive(Debug)]
+pub enum MountError {
+    /// A call on the way (socketpair, fcntl) and the kernel's answer.
+    Step(&'static str, rustix::io::Errno),
+    /// fusermount3 cannot be run.
+    NoFusermount(std::io::Error),
+    /// fusermount3 ran and passed no descriptor back: its status and its
+    /// messages.
+    NotMounted(String, String),
+    /// Waiting for fusermount3 failed.
+    Wait(std::io::Error),
+    /// Root's /dev/fuse cannot be opened.
+    Device(rustix::io::Errno),
+    /// The mount options hold a NUL byte.
+    Options(std::ffi::NulError),
+    /// mount(2) on this directory failed.
+    On(std::path::PathBuf, rustix::io::Errno),
+}
+
+impl std::fmt::Display for MountError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MountError::Step(what, e) => write!(f, "{what}: {e}"),
+            MountError::NoFusermount(e) => write!(
+                f,
+                "cannot run {FUSERMOUNT} (install Debian's fuse3 package): {e}"
+            ),
+            MountError::NotMounted(status, msg) => {
+                write!(f, "{FUSERMOUNT} could not mount it ({status}): {msg}")
+            }
+            MountError::Wait(e) => write!(f, "{e}"),
+            MountError::Device(e) => write!(f, "cannot open /dev/fuse: {e}"),
+            MountError::Options(e) => write!(f, "{e}"),
+            MountError::On(dir, e) => write!(f, "cannot mount on {}: {e}", dir.display()),
+        }
+    }
+}
+
+impl std::error::Error for MountError {}
+
 /// Mounts a FUSE file system on `dir` and returns the /dev/fuse descriptor
 /// descriptor, the socket that keeps fusermount3's auto_unmount watch alive
 /// and that fusermount3 process (closing the socket makes it unmount and
@@ -29,15 +70,15 @@ pub fn fusermount(
     dir: &Path,
     fsname: &str,
     max_read: usize,
-) -> Result<(OwnedFd, OwnedFd, Child), String> {
+) -> Result<(OwnedFd, OwnedFd, Child), MountError> {
     let (ours, theirs) = socketpair(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::CLOEXEC,
         None,
     )
-    .map_err(|e| format!("socketpair: {e}"))?;
-    fcntl_setfd(&theirs, FdFlags::empty()).map_err(|e| format!("fcntl: {e}"))?;
+    .map_err(|e| MountError::Step("socketpair", e))?;
+    fcntl_setfd(&theirs, FdFlags::empty()).map_err(|e| MountError::Step("fcntl", e))?;
     // Commas and backslashes would split or escape mount options.
     let fsname: String = fsname
         .chars()
@@ -64,7 +105,7 @@ pub fn fusermount(
         // unmount) are dropped.
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {FUSERMOUNT} (install Debian's fuse3 package): {e}"))?;
+        .map_err(MountError::NoFusermount)?;
     drop(theirs);
     let mut byte = [0u8; 1];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -92,9 +133,9 @@ pub fn fusermount(
             if let Some(mut e) = child.stderr.take() {
                 let _ = std::io::Read::read_to_string(&mut e, &mut msg);
             }
-            let status = child.wait().map_err(|e| e.to_string())?;
+            let status = child.wait().map_err(MountError::Wait)?;
             let msg = msg.trim().replace('\n', "; ");
-            Err(format!("{FUSERMOUNT} could not mount it ({status}): {msg}"))
+            Err(MountError::NotMounted(status.to_string(), msg))
         }
     }
 }
@@ -120,16 +161,16 @@ pub fn fuseunmount(dir: &Path) {
 }
 
 /// As root: opens /dev/fuse and mounts it on `dir` with mount(2).
-pub fn direct_mount(dir: &Path, fsname: &str, max_read: usize) -> Result<OwnedFd, String> {
+pub fn direct_mount(dir: &Path, fsname: &str, max_read: usize) -> Result<OwnedFd, MountError> {
     use rustix::fs::{open, Mode, OFlags};
     use rustix::mount::{mount, MountFlags};
     let fd = open("/dev/fuse", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| format!("cannot open /dev/fuse: {e}"))?;
+        .map_err(MountError::Device)?;
     let opts = format!(
         "fd={},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other,max_read={max_read}",
         fd.as_raw_fd()
     );
-    let opts = std::ffi::CString::new(opts).map_err(|e| e.to_string())?;
+    let opts = std::ffi::CString::new(opts).map_err(MountError::Options)?;
     let fsname: String = fsname.chars().filter(|c| !c.is_control()).collect();
     mount(
         fsname.as_str(),
@@ -138,7 +179,7 @@ pub fn direct_mount(dir: &Path, fsname: &str, max_read: usize) -> Result<OwnedFd
         MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
         opts.as_c_str(),
     )
-    .map_err(|e| format!("cannot mount on {}: {e}", dir.display()))?;
+    .map_err(|e| MountError::On(dir.to_path_buf(), e))?;
     Ok(fd)
 }
 

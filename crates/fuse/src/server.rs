@@ -42,7 +42,14 @@ pub struct Fs<S> {
     /// Every file shown as owned by this user and group (`--owner`), not by
     /// the ids stored in the image.
     pub owner: Option<(u32, u32)>,
+    /// Called once, after the first corruption is reported (a detached
+    /// server marks itself: `sys::mark_corrupt`).
+    pub on_corrupt: Option<fn()>,
 }
+
+/// What every report of a corrupt image says after the image's name and
+/// the reader's reason (`--report` looks for it in a log).
+pub const CORRUPT_MARK: &str = "; the image is corrupt: ";
 
 /// What a worker tells its pool (see `workers`): it took a request read
 /// from `dev` (now busy), and it answered it (idle again).
@@ -75,6 +82,7 @@ impl<S: Source> Fs<S> {
             zero_open: AtomicBool::new(false),
             plus_dirs_only: true,
             owner: None,
+            on_corrupt: None,
         }
     }
 
@@ -98,16 +106,20 @@ impl<S: Source> Fs<S> {
         }
     }
 
-    /// Reports the first corruption (see `log`); returns EIO.
+    /// Reports the first corruption (see `log`) and calls `on_corrupt`;
+    /// returns EIO.
     fn corrupt(&self, e: &FormatError) -> Errno {
         if !self.reported.swap(true, Ordering::Relaxed) {
             crate::log::message(
                 crate::log::Level::Error,
                 &format!(
-                    "squashfs-mount: {}: {e}; the image is corrupt: reads of the affected files fail with EIO",
+                    "squashfs-mount: {}: {e}{CORRUPT_MARK}reads of the affected files fail with EIO",
                     self.name
                 ),
             );
+            if let Some(mark) = self.on_corrupt {
+                mark();
+            }
         }
         Errno::IO
     }
@@ -135,60 +147,10 @@ impl<S: Source> Fs<S> {
     /// Handles one request; `Ok(false)` when no reply is due (FORGET...).
     fn handle(&self, h: &proto::InHeader, arg: &[u8], out: &mut Reply) -> Result<bool, Errno> {
         match h.opcode {
-            op::INIT => {
-                let i = proto::init_in(arg).ok_or(Errno::INVAL)?;
-                if i.major < 7 {
-                    return Err(Errno::PROTO);
-                }
-                out.u32(proto::KERNEL_VERSION);
-                out.u32(proto::KERNEL_MINOR_VERSION);
-                if i.major > 7 {
-                    // The kernel retries with 7.x.
-                    return Ok(true);
-                }
-                let want = proto::init::ASYNC_READ
-                    | proto::init::DO_READDIRPLUS
-                    | proto::init::PARALLEL_DIROPS
-                    | proto::init::MAX_PAGES
-                    | proto::init::CACHE_SYMLINKS;
-                let zero = proto::init::NO_OPEN_SUPPORT | proto::init::NO_OPENDIR_SUPPORT;
-                self.zero_open
-                    .store(i.flags & zero == zero, Ordering::Relaxed);
-                out.u32(i.max_readahead);
-                out.u32(i.flags & want);
-                out.u16(64); // max_background
-                out.u16(48); // congestion_threshold
-                out.u32(4096); // max_write
-                out.u32(1_000_000_000); // time_gran: whole seconds
-                out.u16((MAX_READ / 4096) as u16); // max_pages
-                out.u16(0); // map_alignment
-                out.u32(0); // flags2
-                out.u32(0); // max_stack_depth
-                out.bytes(&[0u8; 24]); // unused
-                Ok(true)
-            }
+            op::INIT => self.init(arg, out),
             op::DESTROY | op::RELEASE | op::RELEASEDIR => Ok(true),
             op::FORGET | op::BATCH_FORGET | op::INTERRUPT => Ok(false),
-            op::LOOKUP => {
-                let name = proto::c_name(arg).ok_or(Errno::INVAL)?;
-                let dir = self.inode(h.nodeid)?;
-                if dir.kind != Kind::Dir {
-                    return Err(Errno::NOTDIR);
-                }
-                match self
-                    .archive
-                    .lookup(&dir, name)
-                    .map_err(|e| self.corrupt(&e))?
-                {
-                    Some(e) => {
-                        let i = self.archive.inode(e.inode).map_err(|e| self.corrupt(&e))?;
-                        out.entry(self.nodeid(e.inode), TTL, &self.attr(&i));
-                    }
-                    // A negative entry, cached by the kernel for TTL.
-                    None => out.entry(0, TTL, &Attr::default()),
-                }
-                Ok(true)
-            }
+            op::LOOKUP => self.lookup(h, arg, out),
             op::GETATTR => {
                 let i = self.inode(h.nodeid)?;
                 out.u64(TTL);
@@ -205,98 +167,162 @@ impl<S: Source> Fs<S> {
                 }
                 Ok(true)
             }
-            op::OPEN | op::OPENDIR => {
-                let flags = proto::open_flags(arg).ok_or(Errno::INVAL)?;
-                if flags & 3 != 0 {
-                    return Err(Errno::ROFS);
-                }
-                if self.zero_open.load(Ordering::Relaxed) {
-                    return Err(Errno::NOSYS);
-                }
-                let i = self.inode(h.nodeid)?;
-                let open_flags = if h.opcode == op::OPENDIR {
-                    if i.kind != Kind::Dir {
-                        return Err(Errno::NOTDIR);
-                    }
-                    proto::FOPEN_KEEP_CACHE | proto::FOPEN_CACHE_DIR
-                } else {
-                    if i.kind == Kind::Dir {
-                        return Err(Errno::ISDIR);
-                    }
-                    proto::FOPEN_KEEP_CACHE
-                };
-                out.u64(0); // fh: nothing to keep per open file
-                out.u32(open_flags);
-                out.u32(0);
-                Ok(true)
-            }
-            op::READ => {
-                let (_, offset, size) = proto::read_in(arg).ok_or(Errno::INVAL)?;
-                let i = self.inode(h.nodeid)?;
-                if i.kind != Kind::File {
-                    return Err(Errno::INVAL);
-                }
-                let layout = self.archive.layout(&i).map_err(|e| self.corrupt(&e))?;
-                let size = (size as usize).min(MAX_READ);
-                let start = out.buf.len();
-                out.buf.resize(start + size, 0);
-                match self.archive.read(&layout, offset, &mut out.buf[start..]) {
-                    Ok(n) => out.buf.truncate(start + n),
-                    Err(e) => return Err(self.corrupt(&e)),
-                }
-                Ok(true)
-            }
+            op::OPEN | op::OPENDIR => self.open(h, arg, out),
+            op::READ => self.read(h, arg, out),
             op::READDIR | op::READDIRPLUS => {
                 let (_, offset, size) = proto::read_in(arg).ok_or(Errno::INVAL)?;
                 self.readdir(h, offset, (size as usize).min(MAX_READ), out)?;
                 Ok(true)
             }
-            op::STATFS => {
-                let sb = self.archive.superblock();
-                let bs = u64::from(sb.block_size);
-                out.u64(sb.bytes_used.div_ceil(bs)); // blocks
-                out.u64(0); // bfree
-                out.u64(0); // bavail
-                out.u64(u64::from(sb.inodes)); // files
-                out.u64(0); // ffree
-                out.u32(sb.block_size); // bsize
-                out.u32(squashfs_reader::archive::NAME_MAX as u32); // namelen
-                out.u32(sb.block_size); // frsize
-                out.u32(0);
-                out.bytes(&[0u8; 24]);
-                Ok(true)
-            }
-            op::GETXATTR | op::LISTXATTR => {
-                let (size, rest) = proto::getxattr_in(arg).ok_or(Errno::INVAL)?;
-                let i = self.inode(h.nodeid)?;
-                let all = self.archive.xattrs(&i).map_err(|e| self.corrupt(&e))?;
-                let value = if h.opcode == op::GETXATTR {
-                    let name = proto::c_name(rest).ok_or(Errno::INVAL)?;
-                    all.into_iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, v)| v)
-                        .ok_or(Errno::NODATA)?
-                } else {
-                    let mut list = Vec::new();
-                    for (n, _) in all {
-                        list.extend_from_slice(&n);
-                        list.push(0);
-                    }
-                    list
-                };
-                if size == 0 {
-                    out.u32(value.len() as u32);
-                    out.u32(0);
-                } else if value.len() > size as usize {
-                    return Err(Errno::RANGE);
-                } else {
-                    out.bytes(&value);
-                }
-                Ok(true)
-            }
+            op::STATFS => self.statfs(out),
+            op::GETXATTR | op::LISTXATTR => self.xattr(h, arg, out),
             o if op::MODIFYING.contains(&o) => Err(Errno::ROFS),
             _ => Err(Errno::NOSYS),
         }
+    }
+
+    /// INIT: the protocol version and what this server wants.
+    fn init(&self, arg: &[u8], out: &mut Reply) -> Result<bool, Errno> {
+        let i = proto::init_in(arg).ok_or(Errno::INVAL)?;
+        if i.major < 7 {
+            return Err(Errno::PROTO);
+        }
+        out.u32(proto::KERNEL_VERSION);
+        out.u32(proto::KERNEL_MINOR_VERSION);
+        if i.major > 7 {
+            // The kernel retries with 7.x.
+            return Ok(true);
+        }
+        let want = proto::init::ASYNC_READ
+            | proto::init::DO_READDIRPLUS
+            | proto::init::PARALLEL_DIROPS
+            | proto::init::MAX_PAGES
+            | proto::init::CACHE_SYMLINKS;
+        let zero = proto::init::NO_OPEN_SUPPORT | proto::init::NO_OPENDIR_SUPPORT;
+        self.zero_open
+            .store(i.flags & zero == zero, Ordering::Relaxed);
+        out.u32(i.max_readahead);
+        out.u32(i.flags & want);
+        out.u16(64); // max_background
+        out.u16(48); // congestion_threshold
+        out.u32(4096); // max_write
+        out.u32(1_000_000_000); // time_gran: whole seconds
+        out.u16((MAX_READ / 4096) as u16); // max_pages
+        out.u16(0); // map_alignment
+        out.u32(0); // flags2
+        out.u32(0); // max_stack_depth
+        out.bytes(&[0u8; 24]); // unused
+        Ok(true)
+    }
+
+    fn lookup(&self, h: &proto::InHeader, arg: &[u8], out: &mut Reply) -> Result<bool, Errno> {
+        let name = proto::c_name(arg).ok_or(Errno::INVAL)?;
+        let dir = self.inode(h.nodeid)?;
+        if dir.kind != Kind::Dir {
+            return Err(Errno::NOTDIR);
+        }
+        match self
+            .archive
+            .lookup(&dir, name)
+            .map_err(|e| self.corrupt(&e))?
+        {
+            Some(e) => {
+                let i = self.archive.inode(e.inode).map_err(|e| self.corrupt(&e))?;
+                out.entry(self.nodeid(e.inode), TTL, &self.attr(&i));
+            }
+            // A negative entry, cached by the kernel for TTL.
+            None => out.entry(0, TTL, &Attr::default()),
+        }
+        Ok(true)
+    }
+
+    fn open(&self, h: &proto::InHeader, arg: &[u8], out: &mut Reply) -> Result<bool, Errno> {
+        let flags = proto::open_flags(arg).ok_or(Errno::INVAL)?;
+        if flags & 3 != 0 {
+            return Err(Errno::ROFS);
+        }
+        if self.zero_open.load(Ordering::Relaxed) {
+            return Err(Errno::NOSYS);
+        }
+        let i = self.inode(h.nodeid)?;
+        let open_flags = if h.opcode == op::OPENDIR {
+            if i.kind != Kind::Dir {
+                return Err(Errno::NOTDIR);
+            }
+            proto::FOPEN_KEEP_CACHE | proto::FOPEN_CACHE_DIR
+        } else {
+            if i.kind == Kind::Dir {
+                return Err(Errno::ISDIR);
+            }
+            proto::FOPEN_KEEP_CACHE
+        };
+        out.u64(0); // fh: nothing to keep per open file
+        out.u32(open_flags);
+        out.u32(0);
+        Ok(true)
+    }
+
+    fn read(&self, h: &proto::InHeader, arg: &[u8], out: &mut Reply) -> Result<bool, Errno> {
+        let (_, offset, size) = proto::read_in(arg).ok_or(Errno::INVAL)?;
+        let i = self.inode(h.nodeid)?;
+        if i.kind != Kind::File {
+            return Err(Errno::INVAL);
+        }
+        let layout = self.archive.layout(&i).map_err(|e| self.corrupt(&e))?;
+        let size = (size as usize).min(MAX_READ);
+        let start = out.buf.len();
+        out.buf.resize(start + size, 0);
+        match self.archive.read(&layout, offset, &mut out.buf[start..]) {
+            Ok(n) => out.buf.truncate(start + n),
+            Err(e) => return Err(self.corrupt(&e)),
+        }
+        Ok(true)
+    }
+
+    fn statfs(&self, out: &mut Reply) -> Result<bool, Errno> {
+        let sb = self.archive.superblock();
+        let bs = u64::from(sb.block_size);
+        out.u64(sb.bytes_used.div_ceil(bs)); // blocks
+        out.u64(0); // bfree
+        out.u64(0); // bavail
+        out.u64(u64::from(sb.inodes)); // files
+        out.u64(0); // ffree
+        out.u32(sb.block_size); // bsize
+        out.u32(squashfs_reader::archive::NAME_MAX as u32); // namelen
+        out.u32(sb.block_size); // frsize
+        out.u32(0);
+        out.bytes(&[0u8; 24]);
+        Ok(true)
+    }
+
+    /// GETXATTR (one value) and LISTXATTR (every name).
+    fn xattr(&self, h: &proto::InHeader, arg: &[u8], out: &mut Reply) -> Result<bool, Errno> {
+        let (size, rest) = proto::getxattr_in(arg).ok_or(Errno::INVAL)?;
+        let i = self.inode(h.nodeid)?;
+        let all = self.archive.xattrs(&i).map_err(|e| self.corrupt(&e))?;
+        let value = if h.opcode == op::GETXATTR {
+            let name = proto::c_name(rest).ok_or(Errno::INVAL)?;
+            all.into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v)
+                .ok_or(Errno::NODATA)?
+        } else {
+            let mut list = Vec::new();
+            for (n, _) in all {
+                list.extend_from_slice(&n);
+                list.push(0);
+            }
+            list
+        };
+        if size == 0 {
+            out.u32(value.len() as u32);
+            out.u32(0);
+        } else if value.len() > size as usize {
+            return Err(Errno::RANGE);
+        } else {
+            out.bytes(&value);
+        }
+        Ok(true)
     }
 
     fn readdir(

@@ -8,25 +8,62 @@
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 
-use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
+use rustix::io::{fcntl_getfd, fcntl_setfd, Errno, FdFlags};
+
+/// A system step that failed, in the words the server prints.
+#[derive(Debug)]
+pub enum SysError {
+    /// An option's descriptor number is negative.
+    InvalidFd(String, RawFd),
+    /// An option's descriptor is not open.
+    NotOpen(String, RawFd, Errno),
+    /// A call (named, with the option it served) and the kernel's answer.
+    Call(String, Errno),
+    /// A call whose answer came as an I/O error (libc's errno).
+    Os(&'static str, std::io::Error),
+    /// The ids, groups, capabilities or flags after the switch are not
+    /// what [`become_user`] set.
+    NotTheCaller,
+}
+
+impl std::fmt::Display for SysError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SysError::InvalidFd(what, n) => write!(f, "{what}: invalid file descriptor {n}"),
+            SysError::NotOpen(what, n, e) => {
+                write!(f, "{what}: file descriptor {n} is not open ({e})")
+            }
+            SysError::Call(what, e) => write!(f, "{what}: {e}"),
+            SysError::Os(what, e) => write!(f, "{what}: {e}"),
+            SysError::NotTheCaller => f.write_str(
+                "the server's credentials are not the caller's after the switch; refusing to serve",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SysError {}
+
+fn call(what: &str) -> impl Fn(Errno) -> SysError + '_ {
+    move |e| SysError::Call(what.to_string(), e)
+}
 
 /// Takes ownership of descriptor `n`, inherited from the parent; fails if it
 /// is not open. Marks it close-on-exec. Callers must not adopt one number
 /// twice (main checks that the numbers differ).
-pub fn adopt_fd(n: RawFd, what: &str) -> Result<OwnedFd, String> {
+pub fn adopt_fd(n: RawFd, what: &str) -> Result<OwnedFd, SysError> {
     if n < 0 {
-        return Err(format!("{what}: invalid file descriptor {n}"));
+        return Err(SysError::InvalidFd(what.to_string(), n));
     }
     // SAFETY: `n` is only borrowed for the duration of this fcntl, which
     // fails with EBADF (and touches nothing) if it is not open.
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
-    let flags = fcntl_getfd(borrowed)
-        .map_err(|e| format!("{what}: file descriptor {n} is not open ({e})"))?;
+    let flags = fcntl_getfd(borrowed).map_err(|e| SysError::NotOpen(what.to_string(), n, e))?;
     // SAFETY: `n` is open (checked above), was passed to this process on
     // its command line to be used by it, and is adopted exactly once, so
     // the OwnedFd is its only owner.
     let fd = unsafe { OwnedFd::from_raw_fd(n) };
-    fcntl_setfd(&fd, flags | FdFlags::CLOEXEC).map_err(|e| format!("{what}: fcntl: {e}"))?;
+    fcntl_setfd(&fd, flags | FdFlags::CLOEXEC).map_err(call(&format!("{what}: fcntl")))?;
     Ok(fd)
 }
 
@@ -57,15 +94,37 @@ fn termination_set() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, CORRUPT_SIGNAL] {
             libc::sigaddset(&mut set, s);
         }
         set
     }
 }
 
-/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and in threads
-/// it starts afterwards), so that [`wait_termination`] receives them.
+/// What a worker sends its own process when it found the image corrupt
+/// ([`mark_corrupt`]); blocked with the termination signals, taken by the
+/// main thread in [`wait_termination`].
+const CORRUPT_SIGNAL: i32 = libc::SIGUSR1;
+
+/// The name (comm) a server takes once it found its image corrupt:
+/// squashfs-mount does not reuse a cached instance whose server has it
+/// (its `fuse::CORRUPT_SERVER_NAME`). Only the process itself can set its
+/// name; its user can send it the signal, which only stops the reuse of
+/// their own instance.
+pub const CORRUPT_NAME: &std::ffi::CStr = c"sqfsmnt-corrupt";
+
+/// Marks this server as one whose image is corrupt: asks the main thread
+/// (waiting in [`wait_termination`]) to take [`CORRUPT_NAME`], which is
+/// the name `/proc/PID/stat` shows.
+pub fn mark_corrupt() {
+    // CORRUPT_SIGNAL, process-directed: every thread blocks it until the
+    // main thread waits for it.
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::USR1);
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP (and the corruption mark's signal) in
+/// the calling thread (and in threads it starts afterwards), so that
+/// [`wait_termination`] receives them.
 pub fn block_termination() {
     let set = termination_set();
     // SAFETY: `set` is an initialised signal set; a null old-set pointer is
@@ -78,41 +137,47 @@ pub fn block_termination() {
 /// SIGXFSZ, so that a write beyond fails with EFBIG instead of ending the
 /// process. For a server whose only file is a log it was given: the log
 /// cannot grow beyond, whatever the server is made to do.
-pub fn cap_file_size(bytes: u64) -> Result<(), String> {
+pub fn cap_file_size(bytes: u64) -> Result<(), SysError> {
     use rustix::process::{setrlimit, Resource, Rlimit};
     // SAFETY: installs SIG_IGN (no handler code runs) for SIGXFSZ; no other
     // thread is running yet.
     if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(format!(
-            "signal(SIGXFSZ): {}",
-            std::io::Error::last_os_error()
+        return Err(SysError::Os(
+            "signal(SIGXFSZ)",
+            std::io::Error::last_os_error(),
         ));
     }
     let cap = Rlimit {
         current: Some(bytes),
         maximum: Some(bytes),
     };
-    setrlimit(Resource::Fsize, cap).map_err(|e| format!("setrlimit(RLIMIT_FSIZE): {e}"))
+    setrlimit(Resource::Fsize, cap).map_err(call("setrlimit(RLIMIT_FSIZE)"))
 }
 
 /// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked);
-/// returns its name.
+/// returns its name. The corruption mark's signal renames the process
+/// ([`CORRUPT_NAME`]) on the way.
 pub fn wait_termination() -> &'static str {
     let set = termination_set();
-    let mut sig = 0;
-    // SAFETY: `set` is initialised and `sig` is a valid place for the
-    // signal number.
-    while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
-    match sig {
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        _ => "SIGTERM",
+    loop {
+        let mut sig = 0;
+        // SAFETY: `set` is initialised and `sig` is a valid place for the
+        // signal number.
+        while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+        match sig {
+            CORRUPT_SIGNAL => {
+                let _ = rustix::thread::set_name(CORRUPT_NAME);
+            }
+            libc::SIGINT => return "SIGINT",
+            libc::SIGHUP => return "SIGHUP",
+            _ => return "SIGTERM",
+        }
     }
 }
 
 /// Closes every descriptor except 0, 1, 2 and those in `keep` (a detached
 /// server holds nothing else of the launch that started it).
-pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
+pub fn close_all_but(keep: &[RawFd]) -> Result<(), SysError> {
     let mut keep: Vec<u32> = keep
         .iter()
         .filter_map(|&fd| u32::try_from(fd).ok())
@@ -129,7 +194,7 @@ pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
             // Nothing else (no thread, no std object) holds one yet.
             let r = unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0u32) };
             if r != 0 {
-                return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+                return Err(SysError::Os("close_range", std::io::Error::last_os_error()));
             }
         }
         from = k.saturating_add(1);
@@ -145,10 +210,10 @@ pub fn close_all_but(keep: &[RawFd]) -> Result<(), String> {
 /// alone denies the caller ptrace) until it is not dumpable again. Then no
 /// capability, no_new_privs, and all of it verified. The process must be
 /// single-threaded (the calls are per thread).
-pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), SysError> {
     use rustix::process::{set_dumpable_behavior, DumpableBehavior, Gid, Uid};
     use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
-    let step = |what: &str, r: rustix::io::Result<()>| r.map_err(|e| format!("{what}: {e}"));
+    let step = |what: &str, r: rustix::io::Result<()>| r.map_err(call(what));
     let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
     let gids: Vec<Gid> = groups.iter().map(|&g| Gid::from_raw(g)).collect();
     let not_dumpable = || set_dumpable_behavior(DumpableBehavior::NotDumpable);
@@ -180,7 +245,7 @@ fn clear_capabilities() -> rustix::io::Result<()> {
 
 /// Checks what [`become_user`] did: all ids, the groups, no capability,
 /// not dumpable, no_new_privs.
-fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), SysError> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     let (mut rg, mut eg, mut sg) = (0, 0, 0);
     // SAFETY: getresuid and getresgid write three ids each through valid,
@@ -189,14 +254,14 @@ fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
         libc::getresuid(&mut r, &mut e, &mut s) | libc::getresgid(&mut rg, &mut eg, &mut sg)
     };
     let mut have: Vec<u32> = rustix::process::getgroups()
-        .map_err(|e| format!("getgroups: {e}"))?
+        .map_err(call("getgroups"))?
         .iter()
         .map(|g| g.as_raw())
         .collect();
     let mut want = groups.to_vec();
     have.sort_unstable();
     want.sort_unstable();
-    let caps = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    let caps = rustix::thread::capabilities(None).map_err(call("capget"))?;
     let ok = rc == 0
         && [r, e, s] == [uid; 3]
         && [rg, eg, sg] == [gid; 3]
@@ -209,15 +274,34 @@ fn verify_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(
-            "the server's credentials are not the caller's after the switch; refusing to serve"
-                .into(),
-        )
+        Err(SysError::NotTheCaller)
     }
 }
 
 /// Names the process (its comm, 15 bytes at most) whatever the kernel
-/// made of an exec by fd.
-pub fn set_process_name() {
-    let _ = rustix::thread::set_name(c"squashfs-mount-");
+/// made of an exec by fd: a server, or a launch's reporter (`--report`),
+/// which is not counted among the servers.
+pub fn set_process_name(reporter: bool) {
+    let name = if reporter {
+        REPORTER_NAME
+    } else {
+        c"squashfs-mount-"
+    };
+    let _ = rustix::thread::set_name(name);
+}
+
+/// The name of a launch's reporter (`--report`).
+pub const REPORTER_NAME: &std::ffi::CStr = c"sqfsmnt-report";
+
+/// The reporter outlives the command that the terminal's ^C or ^\ ends:
+/// it ignores SIGINT and SIGQUIT, so that it still reports.
+pub fn ignore_keyboard_signals() -> Result<(), SysError> {
+    for sig in [libc::SIGINT, libc::SIGQUIT] {
+        // SAFETY: installs SIG_IGN (no handler code runs) for a valid
+        // signal number; no other thread is running.
+        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(SysError::Os("signal", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }

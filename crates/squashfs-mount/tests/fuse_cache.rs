@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
+use sqfsmnt_test_support::count::{processes_named, CORRUPT_FUSE_SERVER_NAME, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{kernel, pair, s, site, Fixture};
 
@@ -17,9 +17,12 @@ fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
 }
 
-/// Pids of the FUSE servers whose real uid is `uid`.
+/// Pids of the FUSE servers whose real uid is `uid` (those that found
+/// their image corrupt too).
 fn servers_of(uid: u32) -> Vec<u32> {
-    processes_named(uid, FUSE_SERVER_NAME)
+    let mut all = processes_named(uid, FUSE_SERVER_NAME);
+    all.extend(processes_named(uid, CORRUPT_FUSE_SERVER_NAME));
+    all
 }
 
 /// Waits until `uid` has no FUSE server (evicted servers exit at once).
@@ -264,8 +267,12 @@ fn a_killed_server_is_replaced_by_the_next_launch() {
 }
 
 /// The image that oopsed this kernel, owned by the user, is served and
-/// refused by our reader through a cached instance, twice (the second
-/// launch reuses it); the kernel log does not change.
+/// refused by our reader through a cached instance, twice; the kernel log
+/// does not change. Issue 28: each launch says, in one line on exit, why
+/// its command's reads failed and where the server's log is (the server
+/// of a cached instance has no stderr); and the server that found the
+/// image corrupt is not reused: the second launch starts a fresh one,
+/// without a word about the first.
 #[test]
 fn the_crash_image_through_a_cached_instance() {
     case(|fx| {
@@ -280,6 +287,8 @@ fn the_crash_image_through_a_cached_instance() {
         assert!(policy.stdout().contains("FUSE"), "{}", policy.stdout());
         let before = kernel::problems();
         let m = fx.mount_point("fuse-crash");
+        let log = format!("/run/squashfs-mount-fuse/{}.log", fx.uid);
+        let mut marked = Vec::new();
         for round in 0..2 {
             let mut args = vec!["-v".to_string(), pair(&img, &m), "--".into()];
             args.extend([
@@ -288,22 +297,39 @@ fn the_crash_image_through_a_cached_instance() {
                 format!("cat $(find {} -type f) >/dev/null; echo $?", s(&m)),
             ]);
             let r = fx.run(&args);
-            // The server may refuse the image before the command runs, or
-            // the reads fail: either way an error, never a kernel mount.
-            if r.success() {
-                assert_ne!(
-                    r.stdout().trim(),
-                    "0",
-                    "round {round}: every read succeeded"
-                );
-                if round == 1 {
-                    assert!(
-                        r.stderr().contains("your cached FUSE instance reused"),
-                        "{}",
-                        r.stderr()
-                    );
-                }
-            }
+            // The server accepts the image (its superblock is sound) and
+            // the reads fail: never a kernel mount.
+            r.ok();
+            assert_ne!(
+                r.stdout().trim(),
+                "0",
+                "round {round}: every read succeeded"
+            );
+            let err = r.stderr();
+            let told: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains("the image is corrupt"))
+                .collect();
+            assert_eq!(told.len(), 1, "round {round}: {err}");
+            let line = told[0];
+            assert!(
+                line.starts_with(&format!("squashfs-mount: {}: corrupt ", s(&img)))
+                    && line.contains("Input/output error")
+                    && line.ends_with(&format!("(its FUSE server's log: {log})")),
+                "round {round}: {line}"
+            );
+            // The fresh instance of each round, kept in the cache.
+            assert!(
+                err.contains("a FUSE server of yours started") && !err.contains("reused"),
+                "round {round}: {err}"
+            );
+            assert!(!err.contains("is gone"), "round {round}: {err}");
+            let now = processes_named(fx.uid, CORRUPT_FUSE_SERVER_NAME);
+            assert!(
+                now.iter().any(|p| !marked.contains(p)),
+                "round {round}: no newly marked server among {now:?} (before: {marked:?})"
+            );
+            marked = now;
         }
         assert_eq!(kernel::problems(), before, "the kernel log changed");
         fx.run(["--gc"]).ok();

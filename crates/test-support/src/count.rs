@@ -61,6 +61,10 @@ pub fn mounts_under(prefix: &Path) -> Vec<String> {
 /// The name the kernel keeps for `squashfs-mount-fuse` (15 characters).
 pub const FUSE_SERVER_NAME: &str = "squashfs-mount-";
 
+/// The name a cached instance's server takes once it found its image
+/// corrupt (squashfs-mount then does not reuse it).
+pub const CORRUPT_FUSE_SERVER_NAME: &str = "sqfsmnt-corrupt";
+
 /// (pid, real uid, state) of each process whose name starts with `prefix`.
 fn processes(prefix: &str) -> Vec<(u32, Option<u32>, char)> {
     let mut out = Vec::new();
@@ -102,8 +106,9 @@ pub fn processes_named(uid: u32, prefix: &str) -> Vec<u32> {
 /// Running FUSE servers of this tool, anyone's, zombies left out: their
 /// pids.
 pub fn fuse_servers() -> Vec<u32> {
-    processes(FUSE_SERVER_NAME)
-        .into_iter()
+    let mut all = processes(FUSE_SERVER_NAME);
+    all.extend(processes(CORRUPT_FUSE_SERVER_NAME));
+    all.into_iter()
         .filter(|&(_, _, state)| !matches!(state, 'Z' | 'X'))
         .map(|(pid, _, _)| pid)
         .collect()

@@ -31,10 +31,36 @@ impl Host {
         })
     }
 
-    /// Whether the FUSE server `pid` that started at `started` still runs.
-    fn server_runs(&self, pid: u32, started: u64) -> bool {
-        system::process_started_in(self.proc.as_fd(), &format!("{pid}/stat")) == Some(started)
+    /// Whether the FUSE server `pid` that started at `started` still runs,
+    /// and whether it found its image corrupt.
+    fn server(&self, pid: u32, started: u64) -> Server {
+        match system::process_name_and_start_in(self.proc.as_fd(), &format!("{pid}/stat")) {
+            Some((_, s)) if s != started => Server::Gone,
+            Some((name, _)) if name == CORRUPT_SERVER => Server::Corrupt,
+            Some(_) => Server::Runs,
+            None => Server::Gone,
+        }
     }
+
+    /// Whether the FUSE server `pid` that started at `started` still runs
+    /// and may serve more launches.
+    fn server_runs(&self, pid: u32, started: u64) -> bool {
+        self.server(pid, started) == Server::Runs
+    }
+}
+
+/// The name a FUSE server takes once it found its image corrupt (the
+/// server's `sys::CORRUPT_NAME`; only the server itself can set it): its
+/// instance is not reused, and its entry counts as broken.
+const CORRUPT_SERVER: &str = "sqfsmnt-corrupt";
+
+/// What became of a cached instance's FUSE server.
+#[derive(PartialEq, Eq)]
+enum Server {
+    Runs,
+    /// It runs, but found its image corrupt.
+    Corrupt,
+    Gone,
 }
 
 /// One cached entry, as listed.
@@ -125,9 +151,12 @@ pub(super) fn clones_of(
         Kind::Kernel { loop_number, .. } => {
             loop_backed_by(loop_number, &meta, id, host.dev.as_fd())
         }
-        Kind::Fuse { pid, started } => {
-            fuse_user == Some(meta.uid) && host.server_runs(pid, started)
-        }
+        Kind::Fuse { pid, started } => match host.server(pid, started) {
+            // Not reused, and nothing to say: the launch starts a fresh
+            // instance, which replaces the entry (`Store::place`).
+            Server::Corrupt => return (Vec::new(), None),
+            s => fuse_user == Some(meta.uid) && s == Server::Runs,
+        },
     };
     if !good {
         return (Vec::new(), Some(meta));

@@ -223,6 +223,17 @@ impl RootSide for Recorder {
         Ok(Detached::stand_in())
     }
 
+    fn fuse_reporter(
+        &mut self,
+        _root: &AsRoot,
+        _launcher: &Launcher<'_>,
+        _log: &Detached,
+        servers: &[u32],
+    ) -> Result<OwnedFd, FuseError> {
+        self.log.push(format!("reporter for servers {servers:?}"));
+        Ok(self.mount("reporter".into()))
+    }
+
     fn fuse_facts(&mut self, mount: &OwnedFd, _server: &OwnedFd) -> Option<FuseFacts> {
         let label = self.label(std::os::fd::AsFd::as_fd(mount));
         self.log.push(format!("facts of {label}"));
@@ -300,7 +311,16 @@ impl RootSide for Recorder {
                     let uid = w.key.fuse_user.unwrap_or(Uid::ROOT);
                     return (Vec::new(), Some(Meta::new(&w.id, kind, 0, uid, 0, b"")));
                 }
-                (self.clones(name, w.copies), None)
+                // A FUSE instance comes with its record (its server's pid),
+                // as from the real cache.
+                let meta = w.key.fuse_user.map(|uid| {
+                    let kind = Kind::Fuse {
+                        pid: 4000,
+                        started: 1,
+                    };
+                    Meta::new(&w.id, kind, 0, uid, 0, b"")
+                });
+                (self.clones(name, w.copies), meta)
             })
             .collect())
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::plan::Plan;
 use super::root_side::RootSide;
-use crate::cache::{CacheError, Identity, Meta, Want};
+use crate::cache::{CacheError, Identity, Kind, Meta, Want};
 use crate::config::Settings;
 use crate::privilege::{AsRoot, Credentials};
 use crate::system::error::Failure;
@@ -217,8 +217,13 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
             Ok(found) => {
                 for (&i, (clones, stale)) in which.iter().zip(found) {
                     if !clones.is_empty() {
-                        images.records[i].instances = clones;
-                        images.records[i].outcome = Some(Outcome::Reused);
+                        let r = &mut images.records[i];
+                        r.instances = clones;
+                        r.outcome = Some(Outcome::Reused);
+                        r.server = stale.and_then(|m| match m.kind {
+                            Kind::Fuse { pid, .. } => Some(pid),
+                            Kind::Kernel { .. } => None,
+                        });
                     } else if let Some(meta) = stale {
                         path.event(Event::Stale(&images.records[i], meta));
                     }

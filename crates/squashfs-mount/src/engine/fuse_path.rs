@@ -21,7 +21,7 @@ use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::RootSide;
 use crate::cache::{Identity, Kind, Meta, Offer, Placed};
 use crate::mounts::fuse::{self, Detached, FuseError, Launcher};
-use crate::privilege::{Caller, Credentials};
+use crate::privilege::{Caller, Credentials, Mode};
 use crate::system::error::Failure;
 use crate::system::{self, rlimits::CallerLimits};
 
@@ -73,6 +73,7 @@ pub fn start<C: Credentials, R: RootSide>(
     path.open_log(creds, root_side, images, cache)?;
     let wait_ms = call.settings.cache_lock_timeout_ms;
     flight::instances(creds, root_side, images, &mut path, &which, wait_ms)?;
+    path.report(creds, root_side, images)?;
     Ok(path.fused)
 }
 
@@ -128,6 +129,34 @@ impl FusePath<'_> {
     ) -> Result<Result<Detached, FuseError>, Failure> {
         let caller = &self.caller;
         away(creds, root_side, |root, rs| rs.fuse_log(root, caller))
+    }
+
+    /// The setuid command's launch becomes its command, and the servers of
+    /// its cached instances have no stderr: a reporter tells the command's
+    /// stderr about their read errors when it exits (`fuse::start_reporter`).
+    /// The Slurm plugin's servers write to the user's log only.
+    fn report<C: Credentials, R: RootSide>(
+        &mut self,
+        creds: &mut C,
+        root_side: &mut R,
+        images: &Images,
+    ) -> Result<(), Failure> {
+        let servers: Vec<u32> = images.records.iter().filter_map(|r| r.server).collect();
+        let Some(log) = self.detached.as_ref() else {
+            return Ok(());
+        };
+        if C::MODE != Mode::Setuid || servers.is_empty() {
+            return Ok(());
+        }
+        let launcher = self.launcher();
+        let started =
+            creds.as_root(|root| root_side.fuse_reporter(root, &launcher, log, &servers))?;
+        if let Err(e) = started {
+            self.fused
+                .notes
+                .push(format!("read errors will not be reported at exit: {e}"));
+        }
+        Ok(())
     }
 
     fn launcher(&self) -> Launcher<'_> {
@@ -242,7 +271,7 @@ impl InstanceKind for FusePath<'_> {
         }
         let fresh = self.start(creds, root_side, images, which)?;
         let mut offers: Vec<Offer> = Vec::new();
-        let mut offered: Vec<(usize, OwnedFd)> = Vec::new();
+        let mut offered: Vec<(usize, OwnedFd, Option<u32>)> = Vec::new();
         for (&i, (mount, server)) in which.iter().zip(fresh) {
             let r = &mut images.records[i];
             let offer = match self.cache_in_use() {
@@ -257,13 +286,17 @@ impl InstanceKind for FusePath<'_> {
                 continue;
             };
             let copies = r.copies;
+            let pid = match meta.kind {
+                Kind::Fuse { pid, .. } => Some(pid),
+                Kind::Kernel { .. } => None,
+            };
+            offered.push((i, server, pid));
             offers.push(Offer {
                 mount,
                 meta,
                 cost,
                 copies,
             });
-            offered.push((i, server));
         }
         self.place(creds, root_side, images, offers, offered)
     }
@@ -279,7 +312,7 @@ impl FusePath<'_> {
         root_side: &mut R,
         images: &mut Images,
         offers: Vec<Offer>,
-        offered: Vec<(usize, OwnedFd)>,
+        offered: Vec<(usize, OwnedFd, Option<u32>)>,
     ) -> Result<(), Failure> {
         if offers.is_empty() {
             return Ok(());
@@ -296,12 +329,16 @@ impl FusePath<'_> {
                 back.into_iter().map(Placed::Private).collect()
             }
         };
-        for ((i, server), placed) in offered.into_iter().zip(placed) {
+        for ((i, server, pid), placed) in offered.into_iter().zip(placed) {
             let r = &mut images.records[i];
             match placed {
                 Placed::Cached(clones) => {
                     r.instances = clones;
                     r.outcome = Some(Outcome::Cached);
+                    // Ours, unless another launch of the caller's kept
+                    // the same file a moment before (its clones, whose
+                    // server's reports are then not told at exit).
+                    r.server = pid;
                 }
                 Placed::Private(offer) => {
                     r.outcome = Some(Outcome::Private(NotCached::Refused));

@@ -73,6 +73,9 @@ pub struct Record {
     pub instances: Vec<OwnedFd>,
     /// What the stage that made its instances did (FUSE or kernel).
     pub outcome: Option<Outcome>,
+    /// The pid of the server of its cached FUSE instance (reused or kept),
+    /// whose read errors the launch reports (`fuse::start_reporter`).
+    pub server: Option<u32>,
 }
 
 impl Record {

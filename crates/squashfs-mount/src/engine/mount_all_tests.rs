@@ -387,6 +387,8 @@ fn images_the_policy_does_not_trust_get_fuse_servers_kept_in_the_cache() {
             "fuse a.sqfs, server drops to the caller, detached".into(),
             "facts of a.sqfs#fuse".into(),
             "place fuse:a.sqfs: cached".into(),
+            // Its server's read errors, told when the launch exits.
+            "reporter for servers [1001]".into(),
             "attach fuse:a.sqfs#cached on m1".into(),
             "attach fuse:a.sqfs#cached on m2".into(),
         ]
@@ -445,6 +447,7 @@ fn the_callers_cached_fuse_instance_is_reused_and_no_server_started() {
             "fuse b.sqfs, server drops to the caller, detached",
             "facts of b.sqfs#fuse",
             "place fuse:b.sqfs: cached",
+            "reporter for servers [4000, 1001]",
             "attach fuse:a.sqfs#cached on m1",
             "attach fuse:b.sqfs#cached on m2",
         ]
@@ -490,6 +493,7 @@ fn a_launch_waits_for_another_making_the_same_fuse_instance() {
             "reuse fuse:a.sqfs",
             "await fuse:a.sqfs",
             "reuse fuse:a.sqfs",
+            "reporter for servers [4000]",
             "attach fuse:a.sqfs#cached on m"
         ]
     );

@@ -98,6 +98,15 @@ pub trait RootSide {
     /// only the launch's own descriptors and the server's /proc files (so
     /// it takes no proof).
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts>;
+    /// The launch's reporter of read errors from the cached instances
+    /// served by `servers` (`fuse::start_reporter`).
+    fn fuse_reporter(
+        &mut self,
+        root: &AsRoot,
+        launcher: &Launcher<'_>,
+        log: &Detached,
+        servers: &[u32],
+    ) -> Result<OwnedFd, FuseError>;
     /// A detached recursive copy of the bind source `source` (pinned as
     /// the caller), nosuid and nodev, its mounts slaves.
     fn copy_tree(
@@ -283,6 +292,16 @@ impl RootSide for System {
 
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
         Detached::create(root, caller)
+    }
+
+    fn fuse_reporter(
+        &mut self,
+        root: &AsRoot,
+        launcher: &Launcher<'_>,
+        log: &Detached,
+        servers: &[u32],
+    ) -> Result<OwnedFd, FuseError> {
+        fuse::start_reporter(root, launcher, log, servers)
     }
 
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {

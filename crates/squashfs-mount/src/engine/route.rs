@@ -97,6 +97,7 @@ fn route<C: Credentials>(
         route,
         instances: Vec::new(),
         outcome: None,
+        server: None,
     })
 }
 

@@ -323,17 +323,7 @@ fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<
 fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
     let arg = |s: &str| CString::new(s).unwrap_or_default();
     let caller = l.caller;
-    let mut argv = vec![arg(SERVER_NAME)];
-    if l.drop_to_caller {
-        let groups: Vec<String> = caller.groups.iter().map(ToString::to_string).collect();
-        argv.push(arg("--run-as"));
-        argv.push(arg(&format!(
-            "{}:{}:{}",
-            caller.uid,
-            caller.gid,
-            groups.join(",")
-        )));
-    }
+    let mut argv = program_argv(l);
     for (opt, value) in [("--fuse-fd", "3"), ("--image-fd", "4"), ("--ready-fd", "5")] {
         argv.extend([arg(opt), arg(value)]);
     }
@@ -350,6 +340,70 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
         argv.push(arg(&format!("{}:{}", caller.uid, caller.gid)));
     }
     argv
+}
+
+/// The program's name, and `--run-as` when it starts as root.
+fn program_argv(l: &Launcher<'_>) -> Vec<CString> {
+    let arg = |s: &str| CString::new(s).unwrap_or_default();
+    let caller = l.caller;
+    let mut argv = vec![arg(SERVER_NAME)];
+    if l.drop_to_caller {
+        let groups: Vec<String> = caller.groups.iter().map(ToString::to_string).collect();
+        argv.push(arg("--run-as"));
+        argv.push(arg(&format!(
+            "{}:{}:{}",
+            caller.uid,
+            caller.gid,
+            groups.join(",")
+        )));
+    }
+    argv
+}
+
+/// Starts the launch's reporter (`squashfs-mount-fuse --report`, started
+/// and dropping to the caller as a server does): once the launch (then
+/// its command) exits, it writes to the launch's stderr, in one line, the
+/// first corruption that `servers` (those of its cached instances, which
+/// have no stderr) wrote to the caller's log from now on, with the log's
+/// path. It holds the caller's log, a pidfd of the launch and the launch's
+/// stderr; stdin and stdout are /dev/null. Returns its pidfd.
+pub fn start_reporter(
+    _root: &AsRoot,
+    l: &Launcher<'_>,
+    d: &Detached,
+    servers: &[u32],
+) -> Result<OwnedFd, FuseError> {
+    let fail = |what: &'static str| move |e| FuseError::Step(what.to_string(), e);
+    let from = system::fstat(d.log.as_fd()).map_err(FuseError::Log)?.size;
+    let watch = system::own_pidfd().map_err(fail("pidfd_open"))?;
+    let arg = |s: &str| CString::new(s).unwrap_or_default();
+    let list: Vec<String> = servers.iter().map(u32::to_string).collect();
+    let mut argv = program_argv(l);
+    for (opt, value) in [
+        ("--report", None),
+        ("--log-fd", Some("3".to_string())),
+        ("--watch-pidfd", Some("4".to_string())),
+        ("--from", Some(from.to_string())),
+        ("--servers", Some(list.join(","))),
+    ] {
+        argv.push(arg(opt));
+        argv.extend(value.map(|v| arg(&v)));
+    }
+    let keep = [
+        (d.null.as_fd(), 0),
+        (d.null.as_fd(), 1),
+        (d.log.as_fd(), 3),
+        (watch.as_fd(), 4),
+    ];
+    system::spawn_detached(&Helper {
+        program: l.server.fd.as_fd(),
+        argv: &argv,
+        keep: &keep,
+        as_root: l.drop_to_caller,
+        limits: l.limits,
+        as_user: None,
+    })
+    .map_err(fail("starting the FUSE report"))
 }
 
 /// Makes a FUSE mount for `image` on the connection `device` (opened as

@@ -330,13 +330,14 @@ pub fn read_link(path: &str) -> SysResult<Vec<u8>> {
     Ok(rustix::fs::readlinkat(CWD, path, Vec::new())?.into_bytes())
 }
 
-/// Opens root's log `name` in `dir` (a directory of root's) for appending,
-/// no symlink followed, made with `mode` when missing. Whatever is there
+/// Opens root's log `name` in `dir` (a directory of root's) for appending
+/// and reading (a launch's reporter reads what its servers wrote), no
+/// symlink followed, made with `mode` when missing. Whatever is there
 /// that is not a regular file of root's with one link (a log an older
 /// version gave its user) is removed first. The caller checks the mode.
 pub fn open_root_log<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
     let dir = dir.as_fd();
-    let flags = OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags = OFlags::RDWR | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let roots = |st: &super::FileId| st.is_regular() && st.uid.is_root() && st.nlink == 1;
     match super::stat_at(dir, name) {
         Ok(st) if !roots(&st) => rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())?,

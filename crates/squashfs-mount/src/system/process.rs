@@ -189,15 +189,26 @@ pub fn process_started(pid: u32) -> Option<u64> {
 /// [`process_started`] from the `stat` file at `path` relative to `dir` (a
 /// directory fd of /proc, where the current root has none).
 pub fn process_started_in(dir: std::os::fd::BorrowedFd<'_>, path: &str) -> Option<u64> {
+    process_name_and_start_in(dir, path).map(|(_, started)| started)
+}
+
+/// The name (comm, field 2) and the start time of the process whose `stat`
+/// file is at `path` relative to `dir`, if it is not a zombie.
+pub fn process_name_and_start_in(
+    dir: std::os::fd::BorrowedFd<'_>,
+    path: &str,
+) -> Option<(String, u64)> {
     let (stat, _) = super::read_file_at(dir, path, 4096).ok()?;
     let stat = String::from_utf8_lossy(&stat);
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let (head, tail) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_string();
+    let mut fields = tail.split_whitespace();
     // Field 3 is the state; field 22 the start time.
     let state = fields.next()?;
     if state == "Z" || state == "X" {
         return None;
     }
-    fields.nth(18)?.parse().ok()
+    Some((name, fields.nth(18)?.parse().ok()?))
 }
 
 /// The resident memory of the process `pid`, in bytes (/proc/PID/statm).
