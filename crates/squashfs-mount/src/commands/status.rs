@@ -128,7 +128,7 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
     if fuse {
         out += &format!(
             "FUSE servers write their messages to {}/<uid>.log\n",
-            crate::mounts::fuse::LOG_DIR
+            crate::mounts::fuse_log::LOG_DIR
         );
     }
     out

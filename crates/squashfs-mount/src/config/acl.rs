@@ -92,7 +92,7 @@ fn entries(xattr: &[u8]) -> Option<Vec<(u16, u16, u32)>> {
 
 /// The ACL of a file of root's that one other user may read and nobody
 /// else may use: `user::rw-,user:UID:r--,group::---,mask::r--,other::---`
-/// (mode 0640 once set). A user's FUSE log (`fuse::LOG_DIR`).
+/// (mode 0640 once set). A user's FUSE log (`fuse_log::LOG_DIR`).
 pub fn read_only_for(uid: Uid) -> Vec<u8> {
     const OBJ: u32 = u32::MAX;
     encode(&[

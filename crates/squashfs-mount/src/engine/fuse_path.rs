@@ -8,7 +8,7 @@
 //!
 //! A cached instance (the caller's alone, keyed by the file and the uid)
 //! is served by a server detached from the launch (`--detached`), which
-//! writes to the caller's log in `fuse::LOG_DIR` and exits when its mount
+//! writes to the caller's log in `fuse_log::LOG_DIR` and exits when its mount
 //! is evicted and unused. Without the cache (rootless, `--no-cache`,
 //! `cache = no`, or the cache unavailable) each server lives exactly as
 //! long as its mount and watches the launch.
@@ -20,7 +20,8 @@ use super::flight::{self, away, CacheUse, Event, InstanceKind};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::RootSide;
 use crate::cache::{Identity, Kind, Meta, Offer, Placed};
-use crate::mounts::fuse::{self, Detached, FuseError, Launcher};
+use crate::mounts::fuse::{self, FuseError, Launcher};
+use crate::mounts::fuse_log::Detached;
 use crate::privilege::{Caller, Credentials, Mode};
 use crate::system::error::Failure;
 use crate::system::{self, rlimits::CallerLimits};
@@ -133,7 +134,7 @@ impl FusePath<'_> {
 
     /// The setuid command's launch becomes its command, and the servers of
     /// its cached instances have no stderr: a reporter tells the command's
-    /// stderr about their read errors when it exits (`fuse::start_reporter`).
+    /// stderr about their read errors when it exits (`fuse_log::start_reporter`).
     /// The Slurm plugin's servers write to the user's log only.
     fn report<C: Credentials, R: RootSide>(
         &mut self,

@@ -15,7 +15,8 @@ use crate::cache::{CacheError, Key, Kind, Offer, Placed, Reused, Store, Want};
 use crate::config::{self, Settings};
 use crate::config::{LoopLimits, LoopOptions};
 use crate::mounts::budgets::{LaunchSlot, LoopBudget};
-use crate::mounts::fuse::{self, Detached, FuseError, Launcher, Starting};
+use crate::mounts::fuse::{self, FuseError, Launcher, Starting};
+use crate::mounts::fuse_log::{self, Detached};
 use crate::mounts::image::Image;
 use crate::mounts::instance::{self, Fresh};
 use crate::mounts::loop_device::{LoopDevice, Owner};
@@ -90,7 +91,7 @@ pub trait RootSide {
         subject: &str,
     ) -> Result<(OwnedFd, Starting), Failure>;
     /// The caller's log for the servers of cached FUSE instances (which
-    /// outlive the launch), in `fuse::LOG_DIR`: root's file, opened (made
+    /// outlive the launch), in `fuse_log::LOG_DIR`: root's file, opened (made
     /// when missing) by root.
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError>;
     /// What the cache records about the fresh FUSE instance `mount` served
@@ -99,7 +100,7 @@ pub trait RootSide {
     /// it takes no proof).
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts>;
     /// The launch's reporter of read errors from the cached instances
-    /// served by `servers` (`fuse::start_reporter`).
+    /// served by `servers` (`fuse_log::start_reporter`).
     fn fuse_reporter(
         &mut self,
         root: &AsRoot,
@@ -301,7 +302,7 @@ impl RootSide for System {
         log: &Detached,
         servers: &[u32],
     ) -> Result<OwnedFd, FuseError> {
-        fuse::start_reporter(root, launcher, log, servers)
+        fuse_log::start_reporter(root, launcher, log, servers)
     }
 
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {

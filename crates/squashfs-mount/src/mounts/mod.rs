@@ -6,6 +6,7 @@
 //! - [`squashfs`]: the kernel's squashfs superblock on a loop device.
 //! - [`instance`]: a kernel instance (loop device + superblock) as a detached mount.
 //! - [`fuse`]: a FUSE instance and the server that serves it.
+//! - [`fuse_log`]: the caller's FUSE log, and the reporter that reads it.
 //! - [`installed`]: where our installed programs are.
 //! - [`overlay`]: overlayfs unions and layers over instances.
 //! - [`mount_point`]: where an instance is attached, pinned as an fd.
@@ -16,6 +17,7 @@
 
 pub mod budgets;
 pub mod fuse;
+pub mod fuse_log;
 pub mod image;
 pub mod installed;
 pub mod instance;
