@@ -24,6 +24,7 @@ pub mod fuse;
 pub mod fuse_server;
 pub mod image;
 pub mod instance;
+pub mod join;
 pub mod launch;
 pub mod layer;
 pub mod limits;

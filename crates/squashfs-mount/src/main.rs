@@ -22,7 +22,7 @@ use std::process::Command;
 
 use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
 use squashfs_mount::error::{print_stdout, report};
-use squashfs_mount::{commands, environment, launch, VERSION};
+use squashfs_mount::{commands, environment, join, launch, VERSION};
 
 fn fail(msg: impl std::fmt::Display) -> u8 {
     report(msg);
@@ -89,6 +89,10 @@ fn run() -> u8 {
         return fail("refusing to run with an empty argument list (argc == 0)");
     }
     let args: Vec<OsString> = argv.collect();
+    // `--join`'s keeper (internal; it refuses to run with any privilege).
+    if args.first().is_some_and(|a| join::is_keeper_word(a)) {
+        return join::keeper::run(&args[1..]);
+    }
     let request = match run_request(&args) {
         Ok(r) => r,
         Err(code) => return code,

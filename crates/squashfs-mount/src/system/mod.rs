@@ -25,6 +25,7 @@
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
+//! | `join`          | `--join`: other processes via /proc, queued signals  |
 //! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
 //! | `copies`        | `--writable=DIR`: the caller's copies in a layer     |
 
@@ -33,6 +34,7 @@ pub mod cpu;
 pub mod credentials;
 pub mod files;
 pub mod ids;
+pub mod join;
 pub mod limits;
 pub mod locks;
 pub mod loop_device;
