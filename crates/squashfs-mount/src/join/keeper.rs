@@ -1,7 +1,8 @@
 //! The keeper of a `--join` step: started by the leading task (an
-//! unprivileged exec of this program, `--join-keeper TAG TASKS FD USERNS
-//! MOUNT_LIST`), it holds the namespace until the step's TASKS tasks on
-//! the node have joined and exited; and how the tasks find it.
+//! unprivileged exec of this program, `--join-keeper TAG TASKS FD PARENT
+//! USERNS MOUNT_LIST`), it holds the namespace until the step's TASKS
+//! tasks on the node have joined and exited, or the leading task's parent
+//! (slurmstepd: the step) has ended; and how the tasks find it.
 
 use std::collections::BTreeSet;
 use std::ffi::{CStr, OsString};
@@ -50,7 +51,7 @@ pub fn find(step: &Step, uid: u32) -> Option<Found> {
             .split(|&b| b == 0)
             .collect();
         match words.as_slice() {
-            [_, word, t, _, _, _, list]
+            [_, word, t, _, _, _, _, list]
                 if *word == KEEPER_WORD.as_bytes() && *t == tag.as_bytes() =>
             {
                 return Some(Found {
@@ -69,6 +70,8 @@ pub fn find(step: &Step, uid: u32) -> Option<Found> {
 struct Orders {
     tasks: u32,
     ready_fd: i32,
+    /// A pidfd of the leading task's parent.
+    parent_fd: i32,
     /// Make a user and mount namespace of the caller's (the setuid
     /// program's namespace is root's).
     own_user_namespace: bool,
@@ -81,9 +84,10 @@ fn orders(args: &[OsString]) -> Result<Orders, JoinError> {
             .ok_or(JoinError::KeeperArguments)
     };
     match args {
-        [_tag, tasks, fd, userns, _list] => Ok(Orders {
+        [_tag, tasks, fd, parent, userns, _list] => Ok(Orders {
             tasks: number(tasks)?,
             ready_fd: i32::try_from(number(fd)?).map_err(|_| JoinError::KeeperArguments)?,
+            parent_fd: i32::try_from(number(parent)?).map_err(|_| JoinError::KeeperArguments)?,
             own_user_namespace: match userns.to_str() {
                 Some("userns") => true,
                 Some("-") => false,
@@ -110,15 +114,20 @@ pub fn run(args: &[OsString]) -> u8 {
         crate::error::report(JoinError::KeeperArguments);
         return 1;
     };
-    let Some(ready) = system::take_fd(orders.ready_fd) else {
+    let (Some(ready), Some(parent)) = (
+        system::take_fd(orders.ready_fd),
+        system::take_fd(orders.parent_fd),
+    ) else {
         crate::error::report(JoinError::KeeperArguments);
         return 1;
     };
-    let ready = match system::join::keep_only(ready) {
-        Ok(fd) => fd,
-        Err(_) => return 1,
+    let Ok(mut kept) = system::join::keep_only(vec![ready, parent]) else {
+        return 1;
     };
-    match prepare(&orders) {
+    let (Some(parent), Some(ready)) = (kept.pop(), kept.pop()) else {
+        return 1;
+    };
+    match prepare(&orders, parent) {
         Ok(watch) => {
             let _ = system::write_all(ready.as_fd(), b"ready\n");
             drop(ready);
@@ -135,6 +144,9 @@ pub fn run(args: &[OsString]) -> u8 {
 /// What the keeper watches.
 struct Watch {
     signals: OwnedFd,
+    /// The leading task's parent (slurmstepd): when it ends, so does the
+    /// step, and no task is left to join.
+    step: OwnedFd,
     /// The tasks that joined and still run (pidfds).
     inside: Vec<OwnedFd>,
     /// The tasks that said they joined (pids), and how many will.
@@ -144,7 +156,7 @@ struct Watch {
     namespace: u64,
 }
 
-fn prepare(orders: &Orders) -> Result<Watch, JoinError> {
+fn prepare(orders: &Orders, step: OwnedFd) -> Result<Watch, JoinError> {
     let signals = system::join::join_signal_fd().map_err(JoinError::Keeper)?;
     let uid = system::real_uid().as_raw();
     if orders.own_user_namespace {
@@ -159,6 +171,7 @@ fn prepare(orders: &Orders) -> Result<Watch, JoinError> {
     system::join::set_process_name(name).map_err(JoinError::Keeper)?;
     Ok(Watch {
         signals,
+        step,
         inside: Vec::new(),
         joined: BTreeSet::new(),
         expected: orders.tasks,
@@ -174,12 +187,16 @@ impl Watch {
 
     fn until_all_left(mut self) {
         while !self.done() {
-            let mut fds: Vec<BorrowedFd<'_>> = vec![self.signals.as_fd()];
+            let mut fds: Vec<BorrowedFd<'_>> = vec![self.signals.as_fd(), self.step.as_fd()];
             fds.extend(self.inside.iter().map(|f| f.as_fd()));
             let Ok(ready) = system::join::wait_any_readable(&fds) else {
                 return;
             };
-            let mut left = ready[1..].iter();
+            if ready[1] {
+                // The step ended: no task is left to join.
+                return;
+            }
+            let mut left = ready[2..].iter();
             self.inside
                 .retain(|_| !left.next().copied().unwrap_or(false));
             if ready[0] {

@@ -64,12 +64,17 @@ pub fn lead(step: &Step, mount_list: &OsStr, own_user_namespace: bool) -> Result
         system::join::inheritable_copy(ready_write.as_fd()).map_err(JoinError::Keeper)?;
     drop(ready_write);
     let fd_number = std::os::fd::AsRawFd::as_raw_fd(&inherited).to_string();
+    // The task's parent (slurmstepd): the keeper ends with the step.
+    let parent = system::join::parent_pidfd().ok_or(JoinError::Keeper(system::Error::SRCH))?;
+    let parent = system::join::inheritable_copy(parent.as_fd()).map_err(JoinError::Keeper)?;
+    let parent_number = std::os::fd::AsRawFd::as_raw_fd(&parent).to_string();
     let spawned = Command::new("/proc/self/exe")
         .arg0(PROCESS_NAME)
         .arg(KEEPER_WORD)
         .arg(step.tag())
         .arg((step.followers() + 1).to_string())
         .arg(&fd_number)
+        .arg(&parent_number)
         .arg(if own_user_namespace { "userns" } else { "-" })
         .arg(mount_list)
         .env_clear()
@@ -79,6 +84,7 @@ pub fn lead(step: &Step, mount_list: &OsStr, own_user_namespace: bool) -> Result
         .stderr(Stdio::null())
         .spawn();
     drop(inherited);
+    drop(parent);
     // Not waited for: the keeper stays a child of the command.
     let pid = spawned
         .map_err(|e| {

@@ -166,30 +166,47 @@ pub fn inheritable_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     Ok(copy)
 }
 
-/// Moves `keep` to fd 3 and closes every fd above it: a process that
-/// outlives the task must hold none of what it inherited (its fds 0-2
-/// are /dev/null already). Returns fd 3.
-pub fn keep_only(keep: OwnedFd) -> SysResult<OwnedFd> {
-    let three = if keep.as_raw_fd() == 3 {
-        keep
-    } else {
-        // SAFETY: dup2 onto fd 3, which nothing in this process owns at
-        // start (it is closed or one the caller left, closed below
-        // anyway); `keep` is open for the call.
-        if unsafe { libc::dup2(keep.as_raw_fd(), 3) } < 0 {
+/// Moves `keep` to fds 3, 4, ... (in order) and closes every fd above
+/// them: a process that outlives the task must hold none of what it
+/// inherited (its fds 0-2 are /dev/null already). Returns the moved fds.
+pub fn keep_only(keep: Vec<OwnedFd>) -> SysResult<Vec<OwnedFd>> {
+    // First above every fd kept, then down to 3, 4, ...: no copy lands on
+    // a kept fd not yet moved.
+    let high = keep.iter().map(|f| f.as_raw_fd()).max().unwrap_or(3) + 1;
+    let mut parked = Vec::new();
+    for fd in keep {
+        parked.push(rustix::io::fcntl_dupfd_cloexec(&fd, high)?);
+    }
+    let mut out = Vec::new();
+    for (i, fd) in parked.into_iter().enumerate() {
+        let target = 3 + i as i32;
+        // SAFETY: dup2 onto `target`, which is either closed or an fd
+        // inherited at start that nothing in this process uses (the
+        // originals were copied above `high` first).
+        if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
             return Err(super::last_errno());
         }
-        drop(keep);
-        // SAFETY: fd 3 was just made a copy that only this value owns.
-        unsafe { OwnedFd::from_raw_fd(3) }
-    };
-    rustix::io::fcntl_setfd(&three, rustix::io::FdFlags::CLOEXEC)?;
-    // SAFETY: close_range closes fds above 3; nothing in this process
-    // refers to them (called at the keeper's start, before it opens any).
-    if unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) } < 0 {
+        // SAFETY: `target` was just made a copy that only this value owns.
+        let moved = unsafe { OwnedFd::from_raw_fd(target) };
+        rustix::io::fcntl_setfd(&moved, rustix::io::FdFlags::CLOEXEC)?;
+        out.push(moved);
+    }
+    let first_free = 3 + out.len() as u32;
+    // SAFETY: close_range closes the fds above those kept; nothing in this
+    // process refers to them (the originals and the parked copies were
+    // closed when their owners were dropped above).
+    if unsafe { libc::syscall(libc::SYS_close_range, first_free, u32::MAX, 0u32) } < 0 {
         return Err(super::last_errno());
     }
-    Ok(three)
+    Ok(out)
+}
+
+/// A pidfd for this process's parent, or None when the parent changed
+/// meanwhile (it exited).
+pub fn parent_pidfd() -> Option<OwnedFd> {
+    let parent = parent_pid();
+    let fd = open_pidfd(parent).ok()?;
+    (parent_pid() == parent).then_some(fd)
 }
 
 /// This process's parent's pid (0 when it has none in this pid namespace).
