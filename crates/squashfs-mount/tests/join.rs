@@ -122,7 +122,7 @@ fn a_planted_keeper_is_refused_cleanly(j: &J) -> Result<(), String> {
     let r = j.bats(&format!(
         r#"{RUN}
 tag=jointest$$
-setpriv --no-new-privs {bin} --join-keeper $SLURM_JOBID.$tag.0 2 3 4 - $IMG:$MNT 3>/dev/null 4< <(sleep 60) &
+setpriv --no-new-privs {bin} --join-keeper $SLURM_JOBID.$tag.0 2 3 4 - $IMG:$MNT 3>/dev/null 4< <(exec sleep 60 >/dev/null 2>&1) &
 planted=$!
 sleep 1
 run $SRUN -n2 bash -c \
@@ -217,13 +217,22 @@ run $SRUN -n1 bash -c \
     'pgrep -x squashfs-mount || echo NO_DAEMONS; ls /dev/shm/uenv-run* 2>/dev/null || echo NO_IPC'"#
     ));
     let out = output(&r);
-    check(
-        status(&r) == Some(0)
-            && !out.contains("FIRST_FAILED")
-            && out.contains("NO_DAEMONS")
-            && out.contains("NO_IPC"),
-        &r,
-    )
+    let ok = status(&r) == Some(0)
+        && !out.contains("FIRST_FAILED")
+        && out.contains("NO_DAEMONS")
+        && out.contains("NO_IPC");
+    check(ok, &r).map_err(|e| {
+        let ps = sqfsmnt_test_support::cmd::run(
+            Command::new("ps").args(["-eo", "pid,ppid,user,etimes,args"]),
+        );
+        let all = ps.stdout();
+        let named: Vec<&str> = all
+            .lines()
+            .filter(|l| l.contains("squashfs-mount"))
+            .map(|l| l.trim())
+            .collect::<Vec<_>>();
+        format!("{e}\nprocesses named squashfs-mount now: {named:#?}")
+    })
 }
 
 /// A second user on the node knows the job's and step's ids (squeue shows
@@ -283,10 +292,11 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     plant
         .arg("-c")
         .arg(format!(
-            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>/dev/null 4< <(sleep 120)",
+            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>/dev/null 4<&0",
             j.bin.display()
         ))
-        .stdin(std::process::Stdio::null())
+        // Its "step" (fd 4): a pipe the test holds open.
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut planted = plant.spawn().map_err(|e| e.to_string())?;
@@ -303,6 +313,10 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
         ]));
         r.success()
     });
+    // The plant has had its chance; the second user now tries to join the
+    // running step (its own plant, were it left, would be refused too).
+    let _ = planted.kill();
+    let _ = planted.wait();
     // The second user tries to join the running step.
     let mut join = user2.command("env");
     for (k, v) in env_for("1") {
@@ -312,8 +326,6 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     let joined = sqfsmnt_test_support::cmd::run(&mut join);
     fs::write(&done, "").map_err(|e| e.to_string())?;
     let state = j.c.wait_job(&job);
-    let _ = planted.kill();
-    let _ = planted.wait();
     let out = fs::read_to_string(&victim).unwrap_or_default();
     let tasks = lines_starting(&out, "TASK ");
     let namespaces: std::collections::BTreeSet<&str> =

@@ -5,7 +5,7 @@
 //! (slurmstepd: the step) has ended; and how the tasks find it.
 
 use std::collections::BTreeSet;
-use std::ffi::{CStr, OsString};
+use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 
@@ -166,9 +166,7 @@ fn prepare(orders: &Orders, step: OwnedFd) -> Result<Watch, JoinError> {
     let (_, mnt) = system::own_namespaces().map_err(JoinError::Namespace)?;
     let namespace = system::join::namespace_id(mnt.as_fd()).map_err(JoinError::Namespace)?;
     // Findable from here on (the signal is blocked: it cannot end it).
-    let name =
-        CStr::from_bytes_with_nul(b"squashfs-mount\0").map_err(|_| JoinError::KeeperArguments)?;
-    system::join::set_process_name(name).map_err(JoinError::Keeper)?;
+    system::join::set_process_name(c"squashfs-mount").map_err(JoinError::Keeper)?;
     Ok(Watch {
         signals,
         step,

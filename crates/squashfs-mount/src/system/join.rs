@@ -109,9 +109,9 @@ pub fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, u32)> {
     // SAFETY: signalfd_siginfo is plain data; zeroed is a valid value.
     let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::signalfd_siginfo>();
-    // SAFETY: read writes at most `size` bytes into `info`, which is
-    // exactly that large and exclusively borrowed for the call.
     let n = super::retry(|| {
+        // SAFETY: read writes at most `size` bytes into `info`, which is
+        // exactly that large and exclusively borrowed for the call.
         let rc = unsafe {
             libc::read(
                 fd.as_raw_fd(),
