@@ -86,7 +86,7 @@ _squashfs_mount()
     case $cur in
         -*)
             COMPREPLY=($(compgen -W '-s --sqfs= --bind-mount= -r --mutable-root --union= --writable --writable=
-                --no-cache --prefetch --no-prefetch -v --verbose -q --quiet --gc --all --expired --cache-status
+                --no-cache --prefetch --no-prefetch --join --fuse-single -v --verbose -q --quiet --gc --all --expired --cache-status
                 --json --policy -h --help -V --version --' -- "$cur"))
             [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
             return

@@ -67,6 +67,8 @@ complete -c squashfs-mount -n $plain -l writable -d 'Writable layer: on a fresh 
 complete -c squashfs-mount -n $plain -l no-cache -d 'Mount private instances; do not use or fill the image cache'
 complete -c squashfs-mount -n $plain -l prefetch -d 'Read the files images list in /.squashfs-mount/hot.list while the command starts (default)'
 complete -c squashfs-mount -n $plain -l no-prefetch -d 'Do not prefetch the hot lists images carry'
+complete -c squashfs-mount -n $plain -l join -d 'Tasks of a Slurm step on a node share one mount (srun task)'
+complete -c squashfs-mount -n $plain -l fuse-single -d 'Accepted for uenv, ignored'
 complete -c squashfs-mount -n $plain -s h -l help -d 'Print the help and exit'
 complete -c squashfs-mount -n $plain -s V -l version -d 'Print the version and exit'
 complete -c squashfs-mount -n $plain -s v -l verbose -d 'Say which way each image was mounted and why (-vv, -vvv: more)'

@@ -229,6 +229,8 @@ pub fn parse(given: &Given) -> Result<RunRequest, RequestError> {
         quiet: true,
         // The plugin does not prefetch (the tasks start later, elsewhere).
         prefetch: false,
+        // The plugin's tasks share the step's namespace already.
+        join: false,
     })
 }
 

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod join;
 pub mod layer;
 pub mod mounts;
 pub mod privilege;

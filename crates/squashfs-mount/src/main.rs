@@ -23,6 +23,7 @@ use std::process::Command;
 use squashfs_mount::cli::environment;
 use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
 use squashfs_mount::commands::{self, launch};
+use squashfs_mount::join;
 use squashfs_mount::system::error::{print_stdout, report};
 use squashfs_mount::VERSION;
 
@@ -93,6 +94,10 @@ fn run() -> u8 {
         return fail("refusing to run with an empty argument list (argc == 0)");
     }
     let args: Vec<OsString> = argv.collect();
+    // `--join`'s keeper (internal; it refuses to run with any privilege).
+    if args.first().is_some_and(|a| join::is_keeper_word(a)) {
+        return join::keeper::run(&args[1..]);
+    }
     let request = match run_request(&args) {
         Ok(r) => r,
         Err(code) => return code,

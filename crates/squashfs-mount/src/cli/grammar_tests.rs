@@ -468,3 +468,11 @@ fn misspelt_options_get_a_suggestion() {
     let e = parse(&args(&["--frobnicate", "a:/m", "--", "true"])).unwrap_err();
     assert!(!e.to_string().contains("did you mean"), "{e}");
 }
+
+#[test]
+fn uenvs_join_and_fuse_single() {
+    let r = run(&["--join", "--fuse-single", "a:/x", "--", "true"]);
+    assert!(r.join);
+    assert_eq!(r.mounts.len(), 1);
+    assert!(!run(&["a:/x", "--", "--join"]).join);
+}

@@ -80,6 +80,9 @@ pub struct RunRequest {
     /// Prefetch the hot lists images carry (`--prefetch`, the default;
     /// `--no-prefetch` turns it off).
     pub prefetch: bool,
+    /// `--join`: the tasks of a Slurm step on one node share one mount
+    /// namespace (`join`).
+    pub join: bool,
 }
 
 /// The most `-v` counts for (`-vvv`: every detail and the time each step
@@ -111,6 +114,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         binds: Vec::new(),
         quiet: false,
         prefetch: true,
+        join: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -152,6 +156,10 @@ fn flag(arg: &[u8], r: &mut RunRequest) -> Result<bool, UsageError> {
         b"--verbose" => r.verbose = r.verbose.saturating_add(1).min(MAX_VERBOSITY),
         b"--mutable-root" => r.mutable_root = true,
         b"--quiet" => r.quiet = true,
+        b"--join" => r.join = true,
+        // uenv's single-threaded FUSE loop: accepted; the FUSE server
+        // sizes its own workers.
+        b"--fuse-single" => {}
         _ if arg.starts_with(b"--verbose=") => r.verbose = verbosity(&arg[b"--verbose=".len()..])?,
         _ if is_short_flags(arg) => short_flags(&arg[1..], r),
         _ => return Ok(false),

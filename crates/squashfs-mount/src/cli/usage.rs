@@ -50,6 +50,9 @@ Options:
                                       /.squashfs-mount/hot.list (as sqfs
                                       pack stores it) in the background
                                       while the command starts (default: on)
+  --join                              tasks of a Slurm step on a node share one
+                                      mount (uenv's; run as srun's task)
+  --fuse-single                       accepted (uenv's), ignored
   -v, --verbose                       say which way each image was mounted
                                       (kernel or FUSE, and why) and whether
                                       a cached instance was reused or made;

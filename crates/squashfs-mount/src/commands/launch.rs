@@ -8,6 +8,7 @@ use std::fmt;
 
 use crate::cli::RunRequest;
 use crate::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
+use crate::join::{self, JoinError};
 use crate::layer;
 use crate::privilege::{Caller, Credentials, PrivilegeError, Privileges, RootPhase, Rootless};
 use crate::system;
@@ -84,6 +85,9 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     let privileges = match Privileges::acquire(phase) {
         Ok(p) => p,
         Err(PrivilegeError::NotSetuidRoot) => return rootless(request),
+        Err(PrivilegeError::InsideSession) if request.join => {
+            return Err(JoinError::AlreadyRunning.into())
+        }
         Err(e) => return Err(e.into()),
     };
     if nothing_to_mount {
@@ -125,9 +129,27 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
     let (caller, process) = privileges.drop_for_good()?;
+    let uid = caller.uid.as_raw();
     let mut ready = mounted_ready(caller, request, mounted, signals, helper);
     ready.process = Some(process);
+    if request.join {
+        // As the caller now: the Slurm variables may be read.
+        let step = join_step(request)?;
+        match step.leads() {
+            true => join::lead(&step, ready.mount_list.as_deref().unwrap_or_default(), true)?,
+            false => drop(join::follow(&step, uid)?),
+        }
+    }
     Ok(ready)
+}
+
+/// `--join`: the Slurm step of this task, from the caller's environment
+/// (read as the caller only).
+fn join_step(request: &RunRequest) -> Result<join::Step, JoinError> {
+    if request.layer_dir.is_some() {
+        return Err(JoinError::WithLayerDir);
+    }
+    join::Step::from_env(|name| std::env::var_os(name))
 }
 
 /// `--writable=DIR`, before anything is mounted (as the caller): the
@@ -168,6 +190,16 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     // Not privileged at all: the caller's PATH may say where the FUSE
     // server is (the setuid command never reads it).
     let path = std::env::var_os("PATH");
+    let step = match request.join {
+        true if std::env::var_os("UENV_MOUNT_LIST").is_some_and(|l| !l.is_empty()) => {
+            return Err(JoinError::AlreadyRunning.into())
+        }
+        true => Some(join_step(request)?),
+        false => None,
+    };
+    if let Some(step) = step.as_ref().filter(|s| !s.leads()) {
+        return rootless_follower(request, step);
+    }
     let mut creds = Rootless::new()?;
     let helper = layer_helper(&creds, request)?;
     let ctx = Context {
@@ -178,13 +210,33 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     };
     let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
     let caller = creds.finish()?;
-    Ok(mounted_ready(
+    let ready = mounted_ready(
         caller,
         request,
         mounted,
         system::CallerSignals::unchanged(),
         helper,
-    ))
+    );
+    if let Some(step) = &step {
+        join::lead(step, ready.mount_list.as_deref().unwrap_or_default(), false)?;
+    }
+    Ok(ready)
+}
+
+/// Rootless `--join`, a task that does not lead: it mounts nothing, and
+/// joins the leading task's namespaces (before making any of its own: a
+/// user namespace of its own could not enter them).
+fn rootless_follower(request: &RunRequest, step: &join::Step) -> Result<Ready, Failure> {
+    let caller = Caller::of_this_process()?;
+    let joined = join::follow(step, caller.uid.as_raw())?;
+    Ok(Ready {
+        caller,
+        command: request.command.clone(),
+        mount_list: Some(joined.mount_list),
+        signals: system::CallerSignals::unchanged(),
+        process: None,
+        layer: None,
+    })
 }
 
 /// After the mounts, privileges gone: what was done (quietly, unless

@@ -25,6 +25,7 @@
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
+//! | `task_join`     | `--join`: other processes via /proc, queued signals  |
 //! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
 //! | `copies`        | `--writable=DIR`: the caller's copies in a layer     |
 
@@ -46,6 +47,7 @@ pub mod readahead;
 pub mod rlimits;
 pub mod signals;
 pub mod spawn;
+pub mod task_join;
 pub mod userns;
 
 pub use copy_files::*;
