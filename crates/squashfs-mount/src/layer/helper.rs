@@ -22,7 +22,7 @@ use std::os::unix::process::CommandExt;
 
 use super::handoff::{self, Then};
 use super::stage;
-use super::Plan;
+use super::{LayerError, Plan};
 use crate::system;
 use crate::system::error::{self, Failure};
 
@@ -130,8 +130,7 @@ fn report(plan: &Plan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
         return 1;
     };
     let line = match stage::enter(plan).and_then(|entered| {
-        let (user, mnt) = system::own_namespaces()
-            .map_err(|e| crate::layer::fail(format!("cannot open the layer's namespaces: {e}")))?;
+        let (user, mnt) = system::own_namespaces().map_err(LayerError::OwnNamespaces)?;
         Ok((entered, user, mnt))
     }) {
         Ok((entered, user, mnt)) => {
@@ -195,18 +194,16 @@ pub fn start_for_step(
     plan: &Plan,
     user: (u32, u32, &[u32]),
 ) -> Result<StepLayer, Failure> {
-    let fail = |what: &str, e: system::Error| {
-        crate::layer::fail(format!(
-            "writable layer {}: {what}: {e}",
-            plan.dir.to_string_lossy()
-        ))
+    let dir = || plan.dir.to_string_lossy().into_owned();
+    let fail = |what: &'static str, e: system::Error| {
+        Failure::new(LayerError::StepHelper {
+            dir: dir(),
+            what,
+            e,
+        })
     };
-    let pinned = system::open_program(program).map_err(|e| {
-        crate::layer::fail(format!(
-            "--squashfs-writable=DIR needs {} (installed next to the plugin), which cannot be opened: {e}",
-            program.to_string_lossy()
-        ))
-    })?;
+    let pinned = system::open_program(program)
+        .map_err(|e| LayerError::PluginHelperUnopenable(program.to_owned(), e))?;
     let (report_read, report_write) = system::pipe().map_err(|e| fail("pipe", e))?;
     let (wait_read, wait_write) = system::pipe().map_err(|e| fail("pipe", e))?;
     let mut argv = vec![CString::new(super::HELPER_NAME).unwrap_or_default()];
@@ -217,11 +214,7 @@ pub fn start_for_step(
             wait_fd: 4,
         },
     ) {
-        argv.push(
-            CString::new(a.as_bytes()).map_err(|_| {
-                crate::layer::fail("a path of the writable layer contains a NUL byte")
-            })?,
-        );
+        argv.push(CString::new(a.as_bytes()).map_err(|_| LayerError::Nul)?);
     }
     let keep = [(report_write.as_fd(), 3), (wait_read.as_fd(), 4)];
     let helper = system::spawn_detached(&system::Helper {
@@ -248,20 +241,16 @@ pub fn start_for_step(
             .map(|layer| StepLayer { warnings, ..layer })
             .map_err(|e| fail("taking the layer's fds from the helper", e))
             .and_then(|layer| {
-                check_step_layer(&layer, user.0).map_err(|why| {
-                    crate::layer::fail(format!(
-                        "writable layer {}: the helper handed over {why}; refused (the helper runs as you: was it tampered with?)",
-                        plan.dir.to_string_lossy()
-                    ))
-                })?;
+                check_step_layer(&layer, user.0)
+                    .map_err(|why| LayerError::Tampered { dir: dir(), why })?;
                 Ok(layer)
             }),
-        Some(Err(why)) => Err(crate::layer::fail(why)),
-        None => Err(crate::layer::fail(format!(
-            "writable layer {}: {} did not answer (killed, or not installed next to the plugin?)",
-            plan.dir.to_string_lossy(),
-            program.to_string_lossy()
-        ))),
+        Some(Err(why)) => Err(LayerError::Helper(why.to_string()).into()),
+        None => Err(LayerError::NoAnswer {
+            dir: dir(),
+            program: program.to_string_lossy().into_owned(),
+        }
+        .into()),
     };
     // Its work is done either way (copies taken, or failed): one that a
     // user stopped would not exit by itself.
