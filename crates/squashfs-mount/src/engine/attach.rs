@@ -37,7 +37,7 @@ pub struct Attached {
     pub reentered: Option<String>,
     /// `--writable=DIR`: what the caller's stage stacks its layer on
     /// (what was made where, in path order).
-    pub layer: Option<layer::Plan>,
+    pub layer: Option<layer::Kept>,
 }
 
 /// The call's writable tmpfs (`--writable`), made in the private namespace.
@@ -121,12 +121,23 @@ pub fn all<C: Credentials, R: RootSide>(
         ),
         notes,
         reentered: reenter_working_directory(&plan.cwd, &mounted),
-        layer: plan.layer_dir.clone().map(|dir| layer::Plan {
+        layer: kept(call, view),
+    })
+}
+
+/// `--writable=DIR`: the helper found before anything was mounted, and
+/// what it stacks its layer on (`view`).
+fn kept(call: &Call<'_>, view: Vec<ViewMount>) -> Option<layer::Kept> {
+    let plan = call.plan;
+    let (dir, helper) = (plan.layer_dir.clone()?, call.layer_helper.clone()?);
+    Some(layer::Kept {
+        helper,
+        plan: layer::Plan {
             dir,
             mounts: view,
             cwd: plan.cwd.clone(),
             verbose: 0,
-        }),
+        },
     })
 }
 

@@ -188,8 +188,8 @@ fn parse_report(text: &str) -> (Vec<String>, Option<Result<&str, &str>>) {
 /// For the Slurm plugin's worker thread, acting as root in the step's
 /// mount namespace: starts the helper `program` as the job user
 /// (`uid`, `gid`, `groups`), waits for its report and takes copies of the
-/// fds it names.
-pub fn start_for_step(
+/// fds it names. Front ends call `start::start`.
+pub(super) fn start_for_step(
     program: &OsStr,
     plan: &Plan,
     user: (u32, u32, &[u32]),

@@ -26,6 +26,7 @@
 //! | `stage.rs`      | the caller's stage, in order (the stamp's format is    |
 //! |                 | `squashfs_format::stamp`)                              |
 //! | `helper.rs`     | `squashfs-mount-layer`: the command's and Slurm's ways |
+//! | `start.rs`      | the one way each front end starts the helper           |
 
 pub mod copies;
 pub mod dir;
@@ -36,6 +37,7 @@ pub mod helper;
 pub mod mount_order;
 pub mod stack;
 pub mod stage;
+pub mod start;
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::AsFd;
@@ -47,6 +49,7 @@ use crate::system::error::Failure;
 pub use mount_order::{ImageId, Made, ViewMount};
 
 pub use failure::{Foreign, LayerError};
+pub use start::{start, Kept, Start};
 
 /// The helper's file name, installed next to the FUSE server.
 pub const HELPER_NAME: &str = "squashfs-mount-layer";
