@@ -97,31 +97,52 @@ fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: u32) -> Result<&'st
     Ok(name)
 }
 
-/// Before root mounts anything: refuses a DIR that exists but cannot be a
-/// layer (another owner, a refused file system), or whose parent is on a
-/// refused file system, so that such a call fails at once. As the caller;
-/// the helper judges again what it opens.
+/// Before root mounts anything (a stage of `engine::mount_all`): refuses
+/// a DIR that exists but cannot be a layer (another owner, open to
+/// others, a refused file system, not a layer squashfs-mount made), or
+/// that is missing where the caller cannot create it or on a refused file
+/// system, so that such a call fails at once, with the words the helper
+/// would say. As the caller; the helper judges again what it opens.
 pub fn precheck(
     _as_caller: &impl crate::privilege::ActingAsCaller,
     path: &OsStr,
     uid: u32,
 ) -> Result<(), Failure> {
     match system::open_directory_path(path) {
-        Ok(fd) => judge(fd.as_fd(), path, uid).map(drop),
-        Err(Error::NOENT) => {
-            let parent = parent_of(path);
-            match system::open_directory_path(&parent) {
-                Ok(fd) => {
-                    let magic = system::filesystem_type(fd.as_fd())
-                        .map_err(|e| LayerError::ExamineParent(shown(&parent), e))?;
-                    Ok(filesystem::judge(magic, &shown(path)).map(drop)?)
-                }
-                // Said precisely when the helper tries to create it.
-                Err(_) => Ok(()),
-            }
+        Ok(fd) => {
+            let filesystem = judge(fd.as_fd(), path, uid)?;
+            let dir = LayerDir {
+                fd,
+                path: path.to_owned(),
+                filesystem,
+                created: false,
+            };
+            super::stage::read_stamp(&dir).map(drop)
         }
+        Err(Error::NOENT) => precheck_parent(path),
         // Said precisely by the helper.
         Err(_) => Ok(()),
+    }
+}
+
+/// A missing DIR: where it would be created.
+fn precheck_parent(path: &OsStr) -> Result<(), Failure> {
+    let parent = parent_of(path);
+    let fd = match system::open_directory_path(&parent) {
+        Ok(fd) => fd,
+        // What creating DIR would meet.
+        Err(e @ (Error::NOENT | Error::ACCESS)) => {
+            return Err(LayerError::Create(shown(path), e).into())
+        }
+        // Said precisely when the helper tries to create it.
+        Err(_) => return Ok(()),
+    };
+    let magic = system::filesystem_type(fd.as_fd())
+        .map_err(|e| LayerError::ExamineParent(shown(&parent), e))?;
+    filesystem::judge(magic, &shown(path))?;
+    match system::may_create_in(fd.as_fd()) {
+        Err(e @ (Error::ACCESS | Error::ROFS)) => Err(LayerError::Create(shown(path), e).into()),
+        _ => Ok(()),
     }
 }
 

@@ -196,7 +196,8 @@ fn copy_what_overlayfs_cannot(
     Ok(())
 }
 
-fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
+/// DIR's stamp, or the refusal of a directory that is no layer.
+pub(super) fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
     let not_ours = |why: Foreign| {
         Failure::new(LayerError::NotALayer {
             dir: shown(&dir.path),
