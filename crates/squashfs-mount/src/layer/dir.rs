@@ -119,9 +119,14 @@ pub fn precheck(
             };
             super::stage::read_stamp(&dir).map(drop)
         }
-        Err(Error::NOENT) => precheck_parent(path),
-        // Said precisely by the helper.
-        Err(_) => Ok(()),
+        Err(e) => match system::stat_name_at(system::working_dir(), path) {
+            // Something there (a file, a dangling symlink): what the
+            // helper's open would meet.
+            Ok(_) => Err(LayerError::Open(shown(path), e).into()),
+            Err(_) if e == Error::NOENT => precheck_parent(path),
+            // What creating it would meet.
+            Err(_) => Err(LayerError::Create(shown(path), e).into()),
+        },
     }
 }
 
