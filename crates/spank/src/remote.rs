@@ -35,6 +35,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use squashfs_mount::cli::RunRequest;
 use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
 use squashfs_mount::layer::helper::StepLayer;
+use squashfs_mount::layer::Start;
 use squashfs_mount::privilege::{
     Caller, Credentials, PrivilegeError, RootPhase, ThreadCredentials,
 };
@@ -51,8 +52,6 @@ pub enum StepError {
     WorkerStopped,
     OpenNamespace(system::Error),
     JoinNamespace(system::Error),
-    /// `--squashfs-writable=DIR` without the helper next to the plugin.
-    NoLayerHelper,
     /// A task could not join the step's writable layer.
     JoinLayer(system::Error),
     /// A task kept capabilities of the step's user namespace.
@@ -76,11 +75,6 @@ impl fmt::Display for StepError {
             StepError::JoinNamespace(e) => {
                 write!(f, "cannot join the step's mount namespace: {e}")
             }
-            StepError::NoLayerHelper => write!(
-                f,
-                "--squashfs-writable=DIR needs {} installed next to the plugin",
-                squashfs_mount::layer::HELPER_NAME
-            ),
             StepError::JoinLayer(e) => write!(
                 f,
                 "cannot join the step's writable layer (user and mount namespaces): {e}"
@@ -179,17 +173,6 @@ fn on_worker_thread(
     // The site's configuration and admission apply to jobs as to the
     // command (the engine's first stage).
     let front = front_end(config);
-    if let Some(dir) = request
-        .layer_dir
-        .as_deref()
-        .filter(|d| std::os::unix::ffi::OsStrExt::as_bytes(*d).starts_with(b"/"))
-    {
-        let uid = creds.caller().uid;
-        squashfs_mount::layer::dir::precheck(&creds, dir, uid)?;
-    }
-    let layer_helper = fuse_server
-        .as_deref()
-        .map(squashfs_mount::mounts::installed::helper_next_to);
     let ctx = Context {
         front: &front,
         cwd: WorkingDir::At(OsString::from("/")),
@@ -203,12 +186,7 @@ fn on_worker_thread(
         .as_root(|_root| system::open_thread_mount_namespace())?
         .map_err(|e| Failure::new(StepError::OpenNamespace(e)))?;
     let layer = match &mounted.layer {
-        Some(plan) => Some(start_layer(
-            &mut creds,
-            plan,
-            layer_helper.as_deref(),
-            &user,
-        )?),
+        Some(kept) => Some(start_layer(&mut creds, kept, &user)?),
         None => None,
     };
     Ok(Prepared {
@@ -232,12 +210,10 @@ fn on_worker_thread(
 /// stacks the layer there and hands over fds of both and of DIR's lock.
 fn start_layer(
     creds: &mut ThreadCredentials,
-    plan: &squashfs_mount::layer::Plan,
-    helper: Option<&std::ffi::OsStr>,
+    kept: &squashfs_mount::layer::Kept,
     user: &Caller,
 ) -> Result<StepLayer, Failure> {
-    let helper = helper.ok_or_else(|| Failure::new(StepError::NoLayerHelper))?;
-    creds.as_root(|_root| squashfs_mount::layer::helper::start_for_step(helper, plan, user))?
+    creds.as_root(|root| squashfs_mount::layer::start(kept, Start::ForStep { root, user }))?
 }
 
 /// In a task, once Slurm made it the job user (`slurm_spank_task_init`):

@@ -800,7 +800,7 @@ fn tampered_layer_helper(t: &T) {
 fn shared_refusal_table(t: &T) {
     use sqfsmnt_test_support::refusals::{self, TABLE};
     let dir = t.c.dir.join("refusals");
-    refusals::make_images(&dir);
+    refusals::make_images(&dir, &t.c.user);
     for r in TABLE {
         let _site = r.site.map(sqfsmnt_test_support::site::config);
         let mut args: Vec<String> = vec!["srun".into(), "-N1".into()];
@@ -808,7 +808,10 @@ fn shared_refusal_table(t: &T) {
             args.push("--squashfs-mutable-root".into());
         }
         if let Some(w) = r.writable {
-            args.push(format!("--squashfs-writable={w}"));
+            args.push(format!(
+                "--squashfs-writable={}",
+                refusals::writable(&dir, w)
+            ));
         }
         if !r.pairs.is_empty() {
             let pairs: Vec<String> = r

@@ -24,6 +24,7 @@ use squashfs_mount::cli::environment;
 use squashfs_mount::cli::{self, Invocation, NO_COMMAND};
 use squashfs_mount::commands::{self, launch};
 use squashfs_mount::join;
+use squashfs_mount::layer::Start;
 use squashfs_mount::system::error::{print_stdout, report};
 use squashfs_mount::VERSION;
 
@@ -127,8 +128,8 @@ fn run() -> u8 {
             "the command runs with the default scheduling (SCHED_OTHER, nice 0): {call} failed restoring the caller's: {e}"
         ));
     }
-    if let (Some((helper, plan)), Some(inherited)) = (&ready.layer, &inherited) {
-        return exec_layer_helper(helper, plan, &ready.command, inherited, env);
+    if let (Some(kept), Some(inherited)) = (&ready.layer, &inherited) {
+        return become_layer_helper(kept, &ready.command, inherited, env);
     }
     let program = &ready.command[0];
     let mut command = Command::new(program);
@@ -157,36 +158,25 @@ fn run() -> u8 {
     code
 }
 
-/// `--writable=DIR`: executes `squashfs-mount-layer`, which mounts the
-/// layer as the caller and becomes the command. Every fd this process
-/// opened is marked close-on-exec first (all should be already): only the
-/// caller's own fds (`inherited`, listed at start) reach it, never a mount,
-/// loop device, /dev/fuse or namespace fd of the privileged phase. The
-/// exec also leaves none of this process's memory to the helper.
-fn exec_layer_helper(
-    helper: &std::ffi::OsStr,
-    plan: &squashfs_mount::layer::Plan,
+/// `--writable=DIR`: the process becomes `squashfs-mount-layer`, which
+/// mounts the layer as the caller and becomes the command; only the
+/// caller's own fds (`inherited`) reach it (`layer::Start::Become`).
+fn become_layer_helper(
+    kept: &squashfs_mount::layer::Kept,
     command: &[OsString],
     inherited: &[std::os::fd::RawFd],
     env: Vec<(OsString, OsString)>,
 ) -> u8 {
-    use squashfs_mount::layer::handoff::{encode, Then};
-    if let Err(e) = squashfs_mount::system::close_on_exec_all_but(inherited) {
-        return fail(format_args!("cannot close the tool's fds: {e}"));
+    let how = Start::Become {
+        command,
+        inherited,
+        env,
+    };
+    match squashfs_mount::layer::start(kept, how) {
+        Err(e) => fail(e),
+        // Becoming the helper returns only when it failed.
+        Ok(_) => 1,
     }
-    let mut c = Command::new(helper);
-    c.arg0(squashfs_mount::layer::HELPER_NAME)
-        .args(encode(plan, &Then::Command(command.to_vec())))
-        .env_clear()
-        .envs(env);
-    squashfs_mount::system::keep_callers_pipe_signal(&mut c);
-    let err = c.exec();
-    report(format_args!(
-        "cannot run {}: {}",
-        helper.to_string_lossy(),
-        squashfs_mount::system::error::io_message(&err)
-    ));
-    1
 }
 
 fn done(r: Result<(), squashfs_mount::system::error::Failure>) -> u8 {

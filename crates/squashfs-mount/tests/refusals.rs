@@ -9,7 +9,7 @@ use sqfsmnt_test_support::refusals::{self, TABLE};
 fn the_shared_refusal_table() {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), |fx| {
         let dir = fx.path("refusals");
-        refusals::make_images(&dir);
+        refusals::make_images(&dir, &fx.user);
         let root = fx.mount_point("refusals");
         for r in TABLE {
             let _site = r.site.map(sqfsmnt_test_support::site::config);
@@ -18,7 +18,7 @@ fn the_shared_refusal_table() {
                 args.push("-r".into());
             }
             if let Some(w) = r.writable {
-                args.push(format!("--writable={w}"));
+                args.push(format!("--writable={}", refusals::writable(&dir, w)));
             }
             for (img, sub) in r.pairs {
                 args.push(format!(

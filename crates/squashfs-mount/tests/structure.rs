@@ -132,6 +132,7 @@ fn mount_all_is_its_stages() {
     for stage in [
         "admit::admit(",
         "plan::stage(",
+        "kept_layer::check(",
         "route::open_and_route(",
         "Binds::pin(",
         "flight::open_cache(",

@@ -1,12 +1,15 @@
 //! One table of refusals, run through every front end (the setuid command
 //! and the Slurm plugin): they share one privileged sequence, so they must
-//! refuse the same requests with the same words.
+//! refuse the same requests with the same words. Every refusal of a kept
+//! writable layer (`--writable=DIR`) is here: the sequence makes them all
+//! before anything is mounted (`engine/kept_layer.rs`).
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::image;
+use crate::users::User;
 
 /// A request, in terms both front ends can spell: images by name (in the
 /// table's directory), a mount point below the front end's allowed root.
@@ -19,6 +22,8 @@ pub struct Refusal {
     /// Bind mounts: (source directory in the table's directory, destination
     /// below the root: "" is the root).
     pub binds: &'static [(&'static str, &'static str)],
+    /// `--writable=` (the plugin: `--squashfs-writable=`); `table/NAME` is
+    /// NAME in the table's directory ([`writable`]).
     pub writable: Option<&'static str>,
     /// `-r` (the plugin: `--squashfs-mutable-root`).
     pub mutable_root: bool,
@@ -132,6 +137,87 @@ pub const TABLE: &[Refusal] = &[
         expect: &["the writable layer /proc/sqfsmnt-layer is on", "node-local"],
     },
     Refusal {
+        name: "kept writable layer that is another user's directory",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/layer-roots"),
+        mutable_root: false,
+        site: None,
+        expect: &["layer-roots belongs to uid 0, not to you"],
+    },
+    Refusal {
+        name: "kept writable layer that is a file",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/a.sqfs"),
+        mutable_root: false,
+        site: None,
+        expect: &["cannot open the writable layer", "a.sqfs: Not a directory"],
+    },
+    Refusal {
+        name: "kept writable layer writable by others",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/layer-open"),
+        mutable_root: false,
+        site: None,
+        expect: &["layer-open is writable by its group or others (mode 0770)"],
+    },
+    Refusal {
+        name: "kept writable layer that is not a layer",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/layer-foreign"),
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "layer-foreign is not a writable layer made by squashfs-mount",
+            "it holds precious but no stamp",
+        ],
+    },
+    Refusal {
+        name: "kept writable layer the user cannot create",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/layer-new"),
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "cannot create the writable layer",
+            "layer-new",
+            "Permission denied",
+        ],
+    },
+    Refusal {
+        name: "kept writable layer behind a directory the user cannot enter",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/private/layer"),
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "cannot create the writable layer",
+            "private/layer",
+            "Permission denied",
+        ],
+    },
+    Refusal {
+        name: "kept writable layer whose parent does not exist",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/no-such-dir/layer"),
+        mutable_root: false,
+        site: None,
+        expect: &["no-such-dir/layer", "its parent directory does not exist"],
+    },
+    Refusal {
         name: "writable layer beyond the RAM ceiling",
         pairs: &[("a.sqfs", "")],
         union: &[],
@@ -217,9 +303,19 @@ pub const TABLE: &[Refusal] = &[
     },
 ];
 
+/// The `--writable=` value of a row: `table/NAME` is NAME in `dir`.
+pub fn writable(dir: &Path, value: &str) -> String {
+    match value.strip_prefix("table/") {
+        Some(name) => dir.join(name).display().to_string(),
+        None => value.to_string(),
+    }
+}
+
 /// Makes the table's images in `dir` (root-owned, world-readable unless
-/// said otherwise; nothing corrupt past its superblock).
-pub fn make_images(dir: &Path) {
+/// said otherwise; nothing corrupt past its superblock), and the layer
+/// directories of the kept-layer rows (some of them `user`'s, who runs
+/// the table).
+pub fn make_images(dir: &Path, user: &User) {
     fs::create_dir_all(dir).expect("mkdir");
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod");
     let img = |n: &str| dir.join(n);
@@ -248,6 +344,26 @@ pub fn make_images(dir: &Path) {
     fs::create_dir_all(img("bindsrc")).expect("mkdir");
     fs::create_dir_all(img("private/inner")).expect("mkdir");
     fs::set_permissions(img("private"), fs::Permissions::from_mode(0o700)).expect("chmod");
+    make_layer_dirs(dir, user);
+}
+
+/// The kept-layer rows' directories: root's; the user's, open to the
+/// group; the user's, holding a file and no stamp; and none at
+/// `layer-new`.
+fn make_layer_dirs(dir: &Path, user: &User) {
+    let own = |path: &Path, mode: u32| {
+        std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid)).expect("chown");
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    let _ = fs::remove_dir_all(dir.join("layer-new"));
+    fs::create_dir_all(dir.join("layer-roots")).expect("mkdir");
+    fs::create_dir_all(dir.join("layer-open")).expect("mkdir");
+    own(&dir.join("layer-open"), 0o770);
+    let foreign = dir.join("layer-foreign");
+    fs::create_dir_all(&foreign).expect("mkdir");
+    fs::write(foreign.join("precious"), "x").expect("write");
+    own(&foreign.join("precious"), 0o600);
+    own(&foreign, 0o700);
 }
 
 /// The mount point of `sub` below `root` (`.` and "" are the root).

@@ -21,13 +21,6 @@ pub enum LaunchError {
     RestoreLimits(system::Error),
     /// `--writable=DIR` without an image.
     LayerWithoutImages,
-    /// The working directory, which `--writable=DIR` is made absolute
-    /// against, is unknown.
-    CurrentDir(system::Error),
-    /// Where squashfs-mount is installed is unknown.
-    NotInstalled,
-    /// `--writable=DIR` needs the helper, which cannot be opened.
-    NoLayerHelper(OsString, system::Error),
 }
 
 impl fmt::Display for LaunchError {
@@ -37,17 +30,6 @@ impl fmt::Display for LaunchError {
             LaunchError::RestoreLimits(e) => write!(f, "cannot restore resource limits: {e}"),
             LaunchError::LayerWithoutImages => f.write_str(
                 "--writable=DIR puts a writable layer on images: give at least one image",
-            ),
-            LaunchError::CurrentDir(e) => {
-                write!(f, "cannot determine the current directory: {e}")
-            }
-            LaunchError::NotInstalled => {
-                f.write_str("cannot find where squashfs-mount is installed")
-            }
-            LaunchError::NoLayerHelper(helper, e) => write!(
-                f,
-                "--writable=DIR needs {} ({e}); install it (make install)",
-                helper.to_string_lossy()
             ),
         }
     }
@@ -68,8 +50,8 @@ pub struct Ready {
     /// phase), to give back before exec.
     pub process: Option<system::CallerProcessState>,
     /// `--writable=DIR`: the helper to execute instead of the command, and
-    /// what it stacks (`layer`); it becomes the command.
-    pub layer: Option<(OsString, layer::Plan)>,
+    /// what it stacks (`layer::start`); it becomes the command.
+    pub layer: Option<layer::Kept>,
 }
 
 /// Mounts what `request` asks for in a private mount namespace and drops
@@ -115,7 +97,6 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     let limits = privileges
         .as_root(|_root| system::rlimits::raise_for_privileged_phase())?
         .map_err(LaunchError::RaiseLimits)?;
-    let helper = layer_helper(&privileges, request)?;
     let ctx = Context {
         front: &FrontEnd::default(),
         cwd: WorkingDir::Current,
@@ -130,7 +111,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     // Verified inside (ids, groups, capabilities, root not regainable).
     let (caller, process) = privileges.drop_for_good()?;
     let uid = caller.uid.as_raw();
-    let mut ready = mounted_ready(caller, request, mounted, signals, helper);
+    let mut ready = mounted_ready(caller, request, mounted, signals);
     ready.process = Some(process);
     if request.join {
         // As the caller now: the Slurm variables may be read.
@@ -150,24 +131,6 @@ fn join_step(request: &RunRequest) -> Result<join::Step, JoinError> {
         return Err(JoinError::WithLayerDir);
     }
     join::Step::from_env(|name| std::env::var_os(name))
-}
-
-/// `--writable=DIR`, before anything is mounted (as the caller): the
-/// helper that will mount the layer (`squashfs-mount-layer`, next to the
-/// FUSE server) must be there, and DIR must not be refused already.
-fn layer_helper(
-    as_caller: &impl crate::privilege::ActingAsCaller,
-    request: &RunRequest,
-) -> Result<Option<OsString>, Failure> {
-    let Some(dir) = &request.layer_dir else {
-        return Ok(None);
-    };
-    let helper = crate::mounts::installed::helper_for_command().ok_or(LaunchError::NotInstalled)?;
-    system::open_program(&helper).map_err(|e| LaunchError::NoLayerHelper(helper.clone(), e))?;
-    let cwd = system::current_dir().map_err(LaunchError::CurrentDir)?;
-    let dir = crate::cli::paths::absolute(&cwd, dir);
-    layer::dir::precheck(as_caller, &dir, system::real_uid())?;
-    Ok(Some(helper))
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
@@ -201,7 +164,6 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         return rootless_follower(request, step);
     }
     let mut creds = Rootless::new()?;
-    let helper = layer_helper(&creds, request)?;
     let ctx = Context {
         front: &FrontEnd::default(),
         cwd: WorkingDir::Current,
@@ -210,13 +172,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     };
     let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
     let caller = creds.finish()?;
-    let ready = mounted_ready(
-        caller,
-        request,
-        mounted,
-        system::CallerSignals::unchanged(),
-        helper,
-    );
+    let ready = mounted_ready(caller, request, mounted, system::CallerSignals::unchanged());
     if let Some(step) = &step {
         join::lead(step, ready.mount_list.as_deref().unwrap_or_default(), false)?;
     }
@@ -246,23 +202,18 @@ fn mounted_ready(
     request: &RunRequest,
     mounted: engine::Mounted,
     signals: system::CallerSignals,
-    layer_helper: Option<OsString>,
 ) -> Ready {
     report(&mounted);
     if request.prefetch {
         crate::mounts::prefetch::start(&mounted.mount_list);
     }
-    let layer = match (layer_helper, mounted.layer) {
-        (Some(helper), Some(plan)) => Some((helper, plan)),
-        _ => None,
-    };
     Ready {
         caller,
         command: request.command.clone(),
         mount_list: Some(mounted.mount_list),
         signals,
         process: None,
-        layer,
+        layer: mounted.layer,
     }
 }
 

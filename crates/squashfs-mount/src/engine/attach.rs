@@ -37,7 +37,7 @@ pub struct Attached {
     pub reentered: Option<String>,
     /// `--writable=DIR`: what the caller's stage stacks its layer on
     /// (what was made where, in path order).
-    pub layer: Option<layer::Plan>,
+    pub layer: Option<layer::Kept>,
 }
 
 /// The call's writable tmpfs (`--writable`), made in the private namespace.
@@ -94,7 +94,7 @@ pub fn all<C: Credentials, R: RootSide>(
         }
         so_far.mounted.push(target.real);
     }
-    Ok(so_far.finish(call.plan))
+    Ok(so_far.finish(call))
 }
 
 /// What attaching uses throughout the call.
@@ -162,19 +162,15 @@ impl SoFar {
         Ok(())
     }
 
-    fn finish(mut self, plan: &Plan) -> Attached {
+    fn finish(mut self, call: &Call<'_>) -> Attached {
+        let plan = call.plan;
         self.mounted.append(&mut self.mirrored);
         let list = self.mount_list.iter();
         Attached {
             mount_list: environment::mount_list(list.map(|(i, m)| (i.as_os_str(), m.as_os_str()))),
             notes: self.notes,
             reentered: reenter_working_directory(&plan.cwd, &self.mounted),
-            layer: plan.layer_dir.clone().map(|dir| layer::Plan {
-                dir,
-                mounts: self.view,
-                cwd: plan.cwd.clone(),
-                verbose: 0,
-            }),
+            layer: kept(call, self.view),
         }
     }
 }
@@ -309,5 +305,21 @@ fn reenter_working_directory(cwd: &OsStr, mounted: &[OsString]) -> Option<String
             "the working directory {} is not in the mounted tree ({e}); the command starts in the directory it hides",
             cwd.to_string_lossy()
         )
+    })
+}
+
+/// `--writable=DIR`: the helper found before anything was mounted, and
+/// what it stacks its layer on (`view`).
+fn kept(call: &Call<'_>, view: Vec<ViewMount>) -> Option<layer::Kept> {
+    let plan = call.plan;
+    let (dir, helper) = (plan.layer_dir.clone()?, call.layer_helper.clone()?);
+    Some(layer::Kept {
+        helper,
+        plan: layer::Plan {
+            dir,
+            mounts: view,
+            cwd: plan.cwd.clone(),
+            verbose: 0,
+        },
     })
 }

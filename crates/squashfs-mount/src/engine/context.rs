@@ -106,14 +106,22 @@ pub struct Call<'a> {
     pub ctx: &'a Context<'a>,
     pub settings: &'a Settings,
     pub plan: &'a Plan,
+    /// `--writable=DIR`: the layer helper (`kept_layer.rs`).
+    pub layer_helper: Option<OsString>,
 }
 
 impl<'a> Call<'a> {
-    pub fn new(ctx: &'a Context<'a>, settings: &'a Settings, plan: &'a Plan) -> Call<'a> {
+    pub fn new(
+        ctx: &'a Context<'a>,
+        settings: &'a Settings,
+        plan: &'a Plan,
+        layer_helper: Option<OsString>,
+    ) -> Call<'a> {
         Call {
             ctx,
             settings,
             plan,
+            layer_helper,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! |----------------|-------|--------------------------------------------------|
 //! | `admit.rs`     | 0     | the site's settings, admission, a launch slot    |
 //! | `plan.rs`      | 1     | checks without system calls, mount order (pure)  |
+//! | `kept_layer.rs`| 1     | `--writable=DIR`: the helper there, DIR not refused |
 //! | `route.rs`     | 2     | images opened as the caller, judged, routed      |
 //! | `bind.rs`      | 2, 3  | `--bind-mount`: sources pinned, then copied      |
 //! | `flight.rs`    | 3, 5  | the image cache: reuse, single flight, offers    |
@@ -28,6 +29,7 @@ mod context;
 mod flight;
 mod fuse_path;
 pub mod images;
+pub mod kept_layer;
 pub mod kernel;
 mod mirror;
 pub mod plan;
@@ -62,7 +64,8 @@ pub use root_side::System;
 ///     a launch slot (the setuid command); rootless mode then enters its
 ///     own user and mount namespaces;
 ///  1. plan: duplicates, nesting order, limits, policy switches, front-end
-///     rules (pure);
+///     rules (pure); with `--writable=DIR`, as the caller, the layer
+///     helper installed and DIR not refused already (`kept_layer.rs`);
 ///  2. open and route, as the caller: every image opened once per file,
 ///     its superblock checked, judged on the opened fd and routed (kernel
 ///     or FUSE, by the site policy); the bind sources pinned;
@@ -92,7 +95,8 @@ pub fn mount_all<C: Credentials, R: RootSide>(
     let admitted = admit::admit(creds, root_side, request, ctx)?;
     let settings = &admitted.settings;
     let plan = plan::stage(request, &ctx.cwd.resolve()?, settings, ctx.front)?;
-    let call = Call::new(ctx, settings, &plan);
+    let kept = kept_layer::check(creds, &plan, ctx)?;
+    let call = Call::new(ctx, settings, &plan, kept);
     clock.lap("plan");
     let mut images = route::open_and_route(creds, &plan, settings)?;
     let mut binds = Binds::pin(creds, &plan)?;

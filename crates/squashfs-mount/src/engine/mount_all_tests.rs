@@ -95,6 +95,17 @@ fn run_as<const ROOTLESS: bool>(
     rec: &mut Recorder,
     args: &[&str],
 ) -> Result<Mounted, Failure> {
+    run_with::<ROOTLESS>(place, rec, args, "/bin/true")
+}
+
+/// [`run_as`], the FUSE server (and the layer helper next to it) in
+/// `server`'s directory.
+fn run_with<const ROOTLESS: bool>(
+    place: &Place,
+    rec: &mut Recorder,
+    args: &[&str],
+    server: &str,
+) -> Result<Mounted, Failure> {
     let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
     argv.extend(["--".into(), "true".into()]);
     let Ok(Invocation::Run(request)) = cli::parse(&argv) else {
@@ -103,7 +114,7 @@ fn run_as<const ROOTLESS: bool>(
     let ctx = Context {
         front: &FrontEnd::default(),
         cwd: WorkingDir::At(place.dir.clone().into_os_string()),
-        fuse_server: FuseServer::At(Some("/bin/true".into())),
+        fuse_server: FuseServer::At(Some(server.into())),
         caller_limits: None,
     };
     // After the place: the credentials act as nobody when the tests run
@@ -583,4 +594,67 @@ fn a_refusal_stops_before_any_root_side_operation_of_its_stage() {
         .expect("refused");
     assert!(e.to_string().contains("does not exist"), "{e}");
     assert!(rec.lines("attach").is_empty());
+}
+
+/// Issue 29: the kept layer's checks are a stage of the sequence. A
+/// layer helper missing, or a DIR refused (here: on /proc), stops the
+/// call after admission, before anything is opened or mounted; with both
+/// in order, the call goes on to mount.
+#[test]
+fn a_refused_kept_layer_stops_the_call_before_anything_is_mounted() {
+    use crate::layer::LayerError;
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let lib = place.dir("lib", false);
+    let server = format!("{lib}/squashfs-mount-fuse");
+    std::fs::write(&server, "").expect("write");
+    let layer = |dir: &str| format!("--writable={dir}");
+    let only_admitted = |rec: &Recorder| {
+        rec.log
+            .iter()
+            .all(|l| l == "settings" || l.starts_with("launch slot"))
+    };
+    // No helper next to the server.
+    let mut rec = place.recorder(kernel_for_all());
+    let args = [layer(&format!("{}/l", place.dir.display())), pair(&a, &m)];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let e = run_with::<false>(&place, &mut rec, &args, &server)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            e.kind::<LayerError>(),
+            Some(LayerError::PluginHelperUnopenable(..))
+        ),
+        "{e}"
+    );
+    assert!(only_admitted(&rec), "{:?}", rec.log);
+    // A DIR on a file system that cannot hold a layer.
+    std::fs::write(format!("{lib}/squashfs-mount-layer"), "").expect("write");
+    let mut rec = place.recorder(kernel_for_all());
+    let args = [layer("/proc/sqfsmnt-layer"), pair(&a, &m)];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let e = run_with::<false>(&place, &mut rec, &args, &server)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(e.kind::<LayerError>(), Some(LayerError::FileSystem { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("/proc/sqfsmnt-layer is on"), "{e}");
+    assert!(only_admitted(&rec), "{:?}", rec.log);
+    // Both in order: mounted, the helper and DIR handed to the front end.
+    let dir = format!("{}/l", place.dir("layers", true));
+    let mut rec = place.recorder(kernel_for_all());
+    let args = [layer(&dir), pair(&a, &m)];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mounted = run_with::<false>(&place, &mut rec, &args, &server).expect("mounted");
+    let kept = mounted.layer.expect("a kept layer");
+    assert_eq!(
+        kept.helper,
+        OsString::from(format!("{lib}/squashfs-mount-layer"))
+    );
+    assert_eq!(kept.plan.dir, OsString::from(dir));
+    assert!(!rec.lines("attach").is_empty(), "{:?}", rec.log);
 }

@@ -38,7 +38,7 @@ pub struct Mounted {
     pub slot: Option<LaunchSlot>,
     /// `--writable=DIR`: what the caller's stage stacks its layer on
     /// (`layer`), once every privilege is gone.
-    pub layer: Option<crate::layer::Plan>,
+    pub layer: Option<crate::layer::Kept>,
 }
 
 /// The outcome, with every note in the order `--verbose` prints them.
@@ -69,9 +69,9 @@ pub fn mounted(
             .collect(),
         servers: fused.servers,
         slot: admitted.slot,
-        layer: attached.layer.map(|plan| crate::layer::Plan {
-            verbose: verbosity,
-            ..plan
+        layer: attached.layer.map(|mut kept| {
+            kept.plan.verbose = verbosity;
+            kept
         }),
     }
 }

@@ -9,7 +9,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
-use super::filesystem;
+use super::{filesystem, LayerError};
 use crate::system::error::Failure;
 use crate::system::{self, Error, LockKind, Uid};
 
@@ -31,25 +31,9 @@ impl LayerDir {
     /// Creates DIR if missing and opens it (symlinks followed, as the
     /// caller's own lookup would), then judges it; `uid` is the caller's.
     pub fn open(path: &OsStr, uid: Uid) -> Result<LayerDir, Failure> {
-        let created = system::make_directory_path(path, 0o700).map_err(|e| {
-            let hint = match e {
-                Error::ACCESS | Error::PERM | Error::ROFS => {
-                    "give a directory you may create, in a directory of yours on a node-local disk"
-                }
-                Error::NOENT => "its parent directory does not exist: create that first",
-                _ => "give another directory",
-            };
-            crate::layer::fail(format!(
-                "cannot create the writable layer {}: {e}; {hint}",
-                shown(path)
-            ))
-        })?;
-        let fd = system::open_directory_path(path).map_err(|e| {
-            crate::layer::fail(format!(
-                "cannot open the writable layer {}: {e}",
-                shown(path)
-            ))
-        })?;
+        let created = system::make_directory_path(path, 0o700)
+            .map_err(|e| LayerError::Create(shown(path), e))?;
+        let fd = system::open_directory_path(path).map_err(|e| LayerError::Open(shown(path), e))?;
         let filesystem = judge(fd.as_fd(), path, uid)?;
         Ok(LayerDir {
             fd,
@@ -62,33 +46,22 @@ impl LayerDir {
     /// Takes DIR's lock, or says that another launch holds it. The lock
     /// file stays open as long as the returned fd (the command keeps it).
     pub fn lock(&self, uid: Uid) -> Result<OwnedFd, Failure> {
-        let fail = |e: Error| {
-            crate::layer::fail(format!(
-                "cannot lock the writable layer {}: {e}",
-                shown(&self.path)
-            ))
-        };
+        let fail = |e: Error| LayerError::Lock(shown(&self.path), e);
         let fd = system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600).map_err(fail)?;
         let st = system::fstat(fd.as_fd()).map_err(fail)?;
         if !st.is_regular() || st.uid != uid {
-            return Err(crate::layer::fail(format!(
-                "the writable layer {} holds a {} named {} owned by uid {}, not the layer's lock; this is not a layer made by squashfs-mount: give another directory",
-                shown(&self.path),
-                st.kind(),
-                super::LOCK_FILE,
-                st.uid
-            )));
+            return Err(Failure::new(LayerError::NotTheLock {
+                dir: shown(&self.path),
+                kind: st.kind(),
+                owner: st.uid,
+            }));
         }
         if !system::try_lock(fd.as_fd(), LockKind::Exclusive).map_err(fail)? {
             let holders = system::lock_holders(fd.as_fd()).unwrap_or_default();
-            let by = match holders.first() {
-                Some(pid) => format!(" (process {pid})"),
-                None => String::new(),
-            };
-            return Err(crate::layer::fail(format!(
-                "the writable layer {} is in use by another launch{by}; one launch at a time can use a layer directory (overlayfs cannot share it): wait for that one to end, or give another directory",
-                shown(&self.path)
-            )));
+            return Err(Failure::new(LayerError::InUse {
+                dir: shown(&self.path),
+                by: holders.first().copied(),
+            }));
         }
         Ok(fd)
     }
@@ -96,73 +69,85 @@ impl LayerDir {
 
 /// Owner, mode, file system and read-only state of the opened DIR.
 fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: Uid) -> Result<&'static str, Failure> {
-    let fail = |e: Error| {
-        crate::layer::fail(format!(
-            "cannot examine the writable layer {}: {e}",
-            shown(path)
-        ))
-    };
+    let fail = |e: Error| LayerError::Examine(shown(path), e);
     let st = system::fstat(fd).map_err(fail)?;
     if !st.is_dir() {
-        return Err(crate::layer::fail(format!(
-            "the writable layer {} is a {}, not a directory",
-            shown(path),
-            st.kind()
-        )));
+        return Err(Failure::new(LayerError::NotADirectory {
+            dir: shown(path),
+            kind: st.kind(),
+        }));
     }
     if st.uid != uid {
-        return Err(crate::layer::fail(format!(
-            "the writable layer {} belongs to uid {}, not to you: a writable layer must be a directory of your own; give another directory",
-            shown(path),
-            st.uid
-        )));
+        return Err(Failure::new(LayerError::NotYours {
+            dir: shown(path),
+            owner: st.uid,
+        }));
     }
     if st.mode & 0o022 != 0 {
-        return Err(crate::layer::fail(format!(
-            "the writable layer {} is writable by its group or others (mode {:04o}), who could change your layer: chmod go-w it, or give another directory",
-            shown(path),
-            st.mode & 0o7777
-        )));
+        return Err(Failure::new(LayerError::OpenToOthers {
+            dir: shown(path),
+            mode: st.mode & 0o7777,
+        }));
     }
     let magic = system::filesystem_type(fd).map_err(fail)?;
-    let name = filesystem::judge(magic, &shown(path)).map_err(crate::layer::fail)?;
+    let name = filesystem::judge(magic, &shown(path))?;
     if system::on_read_only_filesystem(fd).map_err(fail)? {
-        return Err(crate::layer::fail(format!(
-            "the writable layer {} is on a read-only file system; give a directory on a writable, node-local disk",
-            shown(path)
-        )));
+        return Err(Failure::new(LayerError::ReadOnly(shown(path))));
     }
     Ok(name)
 }
 
-/// Before root mounts anything: refuses a DIR that exists but cannot be a
-/// layer (another owner, a refused file system), or whose parent is on a
-/// refused file system, so that such a call fails at once. As the caller;
-/// the helper judges again what it opens.
+/// Before root mounts anything (a stage of `engine::mount_all`): refuses
+/// a DIR that exists but cannot be a layer (another owner, open to
+/// others, a refused file system, not a layer squashfs-mount made), or
+/// that is missing where the caller cannot create it or on a refused file
+/// system, so that such a call fails at once, with the words the helper
+/// would say. As the caller; the helper judges again what it opens.
 pub fn precheck(
     _as_caller: &impl crate::privilege::ActingAsCaller,
     path: &OsStr,
     uid: Uid,
 ) -> Result<(), Failure> {
     match system::open_directory_path(path) {
-        Ok(fd) => judge(fd.as_fd(), path, uid).map(drop),
-        Err(Error::NOENT) => {
-            let parent = parent_of(path);
-            match system::open_directory_path(&parent) {
-                Ok(fd) => {
-                    let magic = system::filesystem_type(fd.as_fd()).map_err(|e| {
-                        crate::layer::fail(format!("cannot examine {}: {e}", shown(&parent)))
-                    })?;
-                    filesystem::judge(magic, &shown(path))
-                        .map(drop)
-                        .map_err(crate::layer::fail)
-                }
-                // Said precisely when the helper tries to create it.
-                Err(_) => Ok(()),
-            }
+        Ok(fd) => {
+            let filesystem = judge(fd.as_fd(), path, uid)?;
+            let dir = LayerDir {
+                fd,
+                path: path.to_owned(),
+                filesystem,
+                created: false,
+            };
+            super::stage::read_stamp(&dir).map(drop)
         }
-        // Said precisely by the helper.
-        Err(_) => Ok(()),
+        Err(e) => match system::stat_name_at(system::working_dir(), path) {
+            // Something there (a file, a dangling symlink): what the
+            // helper's open would meet.
+            Ok(_) => Err(LayerError::Open(shown(path), e).into()),
+            Err(_) if e == Error::NOENT => precheck_parent(path),
+            // What creating it would meet.
+            Err(_) => Err(LayerError::Create(shown(path), e).into()),
+        },
+    }
+}
+
+/// A missing DIR: where it would be created.
+fn precheck_parent(path: &OsStr) -> Result<(), Failure> {
+    let parent = parent_of(path);
+    let fd = match system::open_directory_path(&parent) {
+        Ok(fd) => fd,
+        // What creating DIR would meet.
+        Err(e @ (Error::NOENT | Error::ACCESS)) => {
+            return Err(LayerError::Create(shown(path), e).into())
+        }
+        // Said precisely when the helper tries to create it.
+        Err(_) => return Ok(()),
+    };
+    let magic = system::filesystem_type(fd.as_fd())
+        .map_err(|e| LayerError::ExamineParent(shown(&parent), e))?;
+    filesystem::judge(magic, &shown(path))?;
+    match system::may_create_in(fd.as_fd()) {
+        Err(e @ (Error::ACCESS | Error::ROFS)) => Err(LayerError::Create(shown(path), e).into()),
+        _ => Ok(()),
     }
 }
 

@@ -22,10 +22,10 @@ use std::os::unix::process::CommandExt;
 
 use super::handoff::{self, Then};
 use super::stage;
-use super::Plan;
+use super::{LayerError, Plan};
 use crate::privilege::Caller;
+use crate::system;
 use crate::system::error::{self, Failure};
-use crate::system::{self, Uid};
 
 /// The lowest fd number DIR's lock is kept at in the command (out of the
 /// way of the small numbers scripts use).
@@ -131,8 +131,7 @@ fn report(plan: &Plan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
         return 1;
     };
     let line = match stage::enter(plan).and_then(|entered| {
-        let (user, mnt) = system::own_namespaces()
-            .map_err(|e| crate::layer::fail(format!("cannot open the layer's namespaces: {e}")))?;
+        let (user, mnt) = system::own_namespaces().map_err(LayerError::OwnNamespaces)?;
         Ok((entered, user, mnt))
     }) {
         Ok((entered, user, mnt)) => {
@@ -190,20 +189,22 @@ fn parse_report(text: &str) -> (Vec<String>, Option<Result<&str, &str>>) {
 /// For the Slurm plugin's worker thread, acting as root in the step's
 /// mount namespace: starts the helper `program` as the job user
 /// (`uid`, `gid`, `groups`), waits for its report and takes copies of the
-/// fds it names.
-pub fn start_for_step(program: &OsStr, plan: &Plan, user: &Caller) -> Result<StepLayer, Failure> {
-    let fail = |what: &str, e: system::Error| {
-        crate::layer::fail(format!(
-            "writable layer {}: {what}: {e}",
-            plan.dir.to_string_lossy()
-        ))
+/// fds it names. Front ends call `start::start`.
+pub(super) fn start_for_step(
+    program: &OsStr,
+    plan: &Plan,
+    user: &Caller,
+) -> Result<StepLayer, Failure> {
+    let dir = || plan.dir.to_string_lossy().into_owned();
+    let fail = |what: &'static str, e: system::Error| {
+        Failure::new(LayerError::StepHelper {
+            dir: dir(),
+            what,
+            e,
+        })
     };
-    let pinned = system::open_program(program).map_err(|e| {
-        crate::layer::fail(format!(
-            "--squashfs-writable=DIR needs {} (installed next to the plugin), which cannot be opened: {e}",
-            program.to_string_lossy()
-        ))
-    })?;
+    let pinned = system::open_program(program)
+        .map_err(|e| LayerError::PluginHelperUnopenable(program.to_owned(), e))?;
     let (report_read, report_write) = system::pipe().map_err(|e| fail("pipe", e))?;
     let (wait_read, wait_write) = system::pipe().map_err(|e| fail("pipe", e))?;
     let mut argv = vec![CString::new(super::HELPER_NAME).unwrap_or_default()];
@@ -214,11 +215,7 @@ pub fn start_for_step(program: &OsStr, plan: &Plan, user: &Caller) -> Result<Ste
             wait_fd: 4,
         },
     ) {
-        argv.push(
-            CString::new(a.as_bytes()).map_err(|_| {
-                crate::layer::fail("a path of the writable layer contains a NUL byte")
-            })?,
-        );
+        argv.push(CString::new(a.as_bytes()).map_err(|_| LayerError::Nul)?);
     }
     let keep = [(report_write.as_fd(), 3), (wait_read.as_fd(), 4)];
     let helper = system::spawn_detached(&system::Helper {
@@ -227,7 +224,7 @@ pub fn start_for_step(program: &OsStr, plan: &Plan, user: &Caller) -> Result<Ste
         keep: &keep,
         as_root: false,
         limits: None,
-        as_user: Some((user.uid, user.gid, &user.groups)),
+        as_user: Some((user.uid, user.gid, &user.groups[..])),
     })
     .map_err(|e| fail("starting the helper", e))?;
     drop((report_write, wait_read));
@@ -245,20 +242,16 @@ pub fn start_for_step(program: &OsStr, plan: &Plan, user: &Caller) -> Result<Ste
             .map(|layer| StepLayer { warnings, ..layer })
             .map_err(|e| fail("taking the layer's fds from the helper", e))
             .and_then(|layer| {
-                check_step_layer(&layer, user.uid).map_err(|why| {
-                    crate::layer::fail(format!(
-                        "writable layer {}: the helper handed over {why}; refused (the helper runs as you: was it tampered with?)",
-                        plan.dir.to_string_lossy()
-                    ))
-                })?;
+                check_step_layer(&layer, user.uid.as_raw())
+                    .map_err(|why| LayerError::Tampered { dir: dir(), why })?;
                 Ok(layer)
             }),
-        Some(Err(why)) => Err(crate::layer::fail(why)),
-        None => Err(crate::layer::fail(format!(
-            "writable layer {}: {} did not answer (killed, or not installed next to the plugin?)",
-            plan.dir.to_string_lossy(),
-            program.to_string_lossy()
-        ))),
+        Some(Err(why)) => Err(LayerError::Helper(why.to_string()).into()),
+        None => Err(LayerError::NoAnswer {
+            dir: dir(),
+            program: program.to_string_lossy().into_owned(),
+        }
+        .into()),
     };
     // Its work is done either way (copies taken, or failed): one that a
     // user stopped would not exit by itself.
@@ -286,13 +279,13 @@ fn take_fds(helper: BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Erro
 /// they hold. The user namespace must be one `uid` owns, the mount
 /// namespace one that user namespace owns, the lock a regular file.
 /// Checked before any task joins them; says what is wrong.
-pub fn check_step_layer(layer: &StepLayer, uid: Uid) -> Result<(), String> {
+pub fn check_step_layer(layer: &StepLayer, uid: u32) -> Result<(), String> {
     let (user, mnt) = (layer.user.as_fd(), layer.mnt.as_fd());
     if system::namespace_type(user) != Ok(system::USER_NAMESPACE) {
         return Err("as its user namespace something that is not a user namespace".into());
     }
     match system::user_namespace_owner(user) {
-        Ok(owner) if owner == uid => {}
+        Ok(owner) if owner.as_raw() == uid => {}
         Ok(owner) => return Err(format!("a user namespace owned by uid {owner}, not by you")),
         Err(e) => return Err(format!("a user namespace whose owner cannot be read ({e})")),
     }
@@ -324,7 +317,7 @@ mod tests {
     /// hands over are checked for type and owner before tasks join them.
     #[test]
     fn a_step_layer_is_the_job_users_namespaces_or_refused() {
-        let me = system::real_uid();
+        let me = rustix::process::getuid().as_raw();
         let Ok(mut child) = std::process::Command::new("unshare")
             .args(["-Urm", "sleep", "30"])
             .spawn()
@@ -353,12 +346,9 @@ mod tests {
             warnings: Vec::new(),
         };
         let (user, mnt) = (ns("user"), ns("mnt"));
-        let checked = |l: StepLayer, uid: Uid| check_step_layer(&l, uid);
+        let checked = |l: StepLayer, uid: u32| check_step_layer(&l, uid);
         let good = checked(layer(&user, &mnt, lock()), me);
-        let other_owner = checked(
-            layer(&user, &mnt, lock()),
-            Uid::from_raw(me.as_raw() + 12345),
-        );
+        let other_owner = checked(layer(&user, &mnt, lock()), me + 12345);
         let swapped = checked(layer(&mnt, &user, lock()), me);
         let host_mnt = checked(layer(&user, "/proc/self/ns/mnt", lock()), me);
         let dir_lock = checked(layer(&user, &mnt, open(dir.to_str().unwrap())), me);

@@ -18,6 +18,7 @@
 //! |-----------------|--------------------------------------------------------|
 //! | `view.rs`       | what root mounted, and what the caller stacks (pure)   |
 //! | `handoff.rs`    | the helper's command line (pure)                       |
+//! | `failure.rs`    | what it refuses or cannot do, one variant per kind     |
 //! | `filesystem.rs` | which file systems can hold an upper layer (pure)      |
 //! | `dir.rs`        | DIR: created, owned by the caller, its lock            |
 //! | `copies.rs`     | the caller's copies of what overlayfs cannot copy up |
@@ -25,15 +26,18 @@
 //! | `stage.rs`      | the caller's stage, in order (the stamp's format is    |
 //! |                 | `squashfs_format::stamp`)                              |
 //! | `helper.rs`     | `squashfs-mount-layer`: the command's and Slurm's ways |
+//! | `start.rs`      | the one way each front end starts the helper           |
 
 pub mod copies;
 pub mod dir;
+pub mod failure;
 pub mod filesystem;
 pub mod handoff;
 pub mod helper;
 pub mod mount_order;
 pub mod stack;
 pub mod stage;
+pub mod start;
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
@@ -44,30 +48,8 @@ use crate::system::error::Failure;
 
 pub use mount_order::{ImageId, Made, ViewMount};
 
-/// What the kept writable layer refuses or cannot do: a sentence naming
-/// the layer directory (or the image), what went wrong and what to do.
-/// One kind for the whole stage (the plugin and the tests match it); the
-/// words are for people.
-#[derive(Debug)]
-pub struct LayerError(pub String);
-
-impl std::fmt::Display for LayerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-crate::error_kind!(LayerError);
-
-/// A failure of the layer stage saying `text`.
-pub fn fail(text: impl Into<String>) -> Failure {
-    Failure::new(LayerError(text.into()))
-}
-
-/// A failure of the layer stage about `subject` saying `text`.
-pub fn fail_about(subject: &str, text: impl Into<String>) -> Failure {
-    Failure::about(subject, LayerError(text.into()))
-}
+pub use failure::{Foreign, LayerError};
+pub use start::{start, Kept, Start};
 
 /// The helper's file name (`mounts::installed` says where it is).
 pub use crate::mounts::installed::HELPER_NAME;
@@ -97,13 +79,8 @@ pub struct Plan {
 /// from the caller's fd.
 pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
     let fail = |e: system::Error| {
-        fail_about(
-            subject,
-            format!(
-                "cannot read {} for the layer's stamp: {e}",
-                image.path.to_string_lossy()
-            ),
-        )
+        let image = image.path.to_string_lossy().into_owned();
+        Failure::about(subject, LayerError::Identity { image, e })
     };
     let mut superblock = [0u8; squashfs_format::SUPERBLOCK_SIZE];
     system::read_at(image.fd.as_fd(), 0, &mut superblock).map_err(fail)?;

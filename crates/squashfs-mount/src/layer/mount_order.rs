@@ -11,6 +11,7 @@
 
 use std::ffi::OsString;
 
+use super::LayerError;
 use crate::cli::paths;
 
 pub use squashfs_format::stamp::ImageId;
@@ -44,7 +45,7 @@ pub enum Step {
 }
 
 /// The step for each mount, or why the view cannot take a kept layer.
-pub fn steps(mounts: &[ViewMount]) -> Result<Vec<Step>, String> {
+pub fn steps(mounts: &[ViewMount]) -> Result<Vec<Step>, LayerError> {
     let mut out: Vec<Step> = Vec::with_capacity(mounts.len());
     for (i, m) in mounts.iter().enumerate() {
         let holder = mounts[..i]
@@ -56,11 +57,11 @@ pub fn steps(mounts: &[ViewMount]) -> Result<Vec<Step>, String> {
                 Made::Bind => "the bind mount on",
                 Made::Directory => "the directory -r made for a mount point,",
             };
-            return Err(format!(
-                "with --writable=DIR nothing can be mounted inside an image's mount point ({what} {} is inside {}): overlayfs cannot put a layer you mount on an image with mounts inside it; mount them side by side, or use --writable[=SIZE]",
-                m.path.to_string_lossy(),
-                holder.path.to_string_lossy()
-            ));
+            return Err(LayerError::Nested {
+                what,
+                path: m.path.to_string_lossy().into_owned(),
+                holder: holder.path.to_string_lossy().into_owned(),
+            });
         }
         out.push(if matches!(m.made, Made::Images(_)) {
             Step::Overlay
@@ -129,7 +130,9 @@ mod tests {
     #[test]
     fn nothing_inside_an_image() {
         for inner in [image("/a/x"), bind("/a/x"), dir("/a"), dir("/a/y")] {
-            let e = steps(&[dir("/"), image("/a"), inner.clone()]).unwrap_err();
+            let e = steps(&[dir("/"), image("/a"), inner.clone()])
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("is inside /a") && e.contains("side by side"),
                 "{e}"

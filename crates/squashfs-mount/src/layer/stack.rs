@@ -21,6 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::mount::MountAttrFlags;
 
 use super::mount_order::{Step, ViewMount};
+use super::LayerError;
 use crate::mounts::overlay::{self, OverlayOptions};
 use crate::system::error::Failure;
 use crate::system::{self, FsContext};
@@ -53,12 +54,8 @@ pub fn open_lowers(mounts: &[ViewMount], steps: &[Step]) -> Result<Vec<Option<Ow
             out.push(None);
             continue;
         }
-        let fd = system::open_dir_nofollow(system::working_dir(), &m.path).map_err(|e| {
-            crate::layer::fail_about(
-                &shown(&m.path),
-                format!("cannot open the mount point in the layer's namespace: {e}"),
-            )
-        })?;
+        let fd = system::open_dir_nofollow(system::working_dir(), &m.path)
+            .map_err(|e| Failure::about(&shown(&m.path), LayerError::OpenLower(e)))?;
         shows_the_image(fd.as_fd(), &m.path)?;
         out.push(Some(fd));
     }
@@ -72,10 +69,7 @@ pub fn shows_the_image(fd: BorrowedFd<'_>, path: &OsStr) -> Result<(), Failure> 
     if [system::SQUASHFS_MAGIC, system::FUSE_MAGIC, OVERLAY_MAGIC].contains(&magic) {
         return Ok(());
     }
-    Err(crate::layer::fail_about(
-        &shown(path),
-        format!("the mount point no longer shows the image (statfs type {magic:#x}): was a directory on its path renamed? Launch again"),
-    ))
+    Err(Failure::about(&shown(path), LayerError::NotTheImage(magic)))
 }
 
 /// Stacks, in order, an overlay on each image mount point (the sub-layer
@@ -91,13 +85,11 @@ pub fn stack(
         let subject = shown(&m.path);
         let n = numbers
             .next()
-            .ok_or_else(|| crate::layer::fail_about(&subject, "internal error: no sub-layer"))?;
+            .ok_or_else(|| Failure::about(&subject, LayerError::Internal("no sub-layer")))?;
         let mount = overlay(lower.as_fd(), *n, &subject)?;
         system::open_dir_nofollow(system::working_dir(), &m.path)
             .and_then(|t| system::attach_mount(mount.as_fd(), t.as_fd()))
-            .map_err(|e| {
-                crate::layer::fail_about(&subject, format!("cannot attach the layer: {e}"))
-            })?;
+            .map_err(|e| Failure::about(&subject, LayerError::Attach(e)))?;
     }
     Ok(())
 }
@@ -105,8 +97,10 @@ pub fn stack(
 /// One overlay: `lower` below, `DIR/<n>/upper` above (the working
 /// directory is DIR).
 fn overlay(lower: BorrowedFd<'_>, n: u32, subject: &str) -> Result<OwnedFd, Failure> {
-    let fail =
-        |what: &str, e: system::Error| crate::layer::fail_about(subject, format!("{what}: {e}"));
+    let fail = |step: &str, e: system::Error| {
+        let step = step.to_string();
+        Failure::about(subject, LayerError::Overlay { step, e })
+    };
     let ctx = FsContext::open("overlay").map_err(|e| {
         fail(
             "the kernel offers no overlay file system (--writable=DIR needs overlayfs)",
@@ -128,16 +122,9 @@ fn overlay(lower: BorrowedFd<'_>, n: u32, subject: &str) -> Result<OwnedFd, Fail
             .map_err(|e| fail(&format!("overlay {key}"), e))?;
     }
     if let Err(system::Refused { errno: e, log }) = ctx.create() {
-        return Err(crate::layer::fail_about(
+        return Err(Failure::about(
             subject,
-            format!(
-                "overlayfs refused the layer: {e}{}",
-                if log.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (kernel: {})", log.join("; "))
-                }
-            ),
+            LayerError::OverlayRefused { e, log },
         ));
     }
     let mount = ctx
@@ -145,17 +132,7 @@ fn overlay(lower: BorrowedFd<'_>, n: u32, subject: &str) -> Result<OwnedFd, Fail
         .map_err(|e| fail("fsmount(overlay)", e))?;
     if system::on_read_only_filesystem(mount.as_fd()).map_err(|e| fail("statvfs", e))? {
         let log = ctx.messages();
-        return Err(crate::layer::fail_about(
-            subject,
-            format!(
-                "overlayfs would mount the layer read-only{}; its directory must be on a local file system that supports extended attributes and whiteouts",
-                if log.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (kernel: {})", log.join("; "))
-                }
-            ),
-        ));
+        return Err(Failure::about(subject, LayerError::ReadOnlyOverlay { log }));
     }
     Ok(mount)
 }

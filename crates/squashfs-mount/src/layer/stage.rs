@@ -26,7 +26,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::dir::LayerDir;
 use super::mount_order;
-use super::{copies, stack, Plan, STAMP_FILE};
+use super::{copies, stack, Foreign, LayerError, Plan, STAMP_FILE};
 use crate::system::error::Failure;
 use crate::system::{self, Error};
 use squashfs_format::stamp::Stamp;
@@ -47,7 +47,7 @@ const STAMP_LIMIT: usize = 1 << 20;
 
 /// Runs the stage for `plan` as the current (unprivileged) process.
 pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
-    let steps = mount_order::steps(&plan.mounts).map_err(crate::layer::fail)?;
+    let steps = mount_order::steps(&plan.mounts)?;
     let (uid, gid) = (system::effective_uid(), system::effective_gid());
     // 1., 2.
     let dir = LayerDir::open(&plan.dir, uid)?;
@@ -81,16 +81,13 @@ pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
     copy_what_overlayfs_cannot(&dir, &wanted, &numbers, &mut notes, &mut warnings)?;
     // 4.
     let cwd = system::open_directory_path(OsStr::new(".")).ok();
-    system::change_dir_to(dir.fd.as_fd())
-        .map_err(|e| crate::layer::fail(format!("cannot enter {}: {e}", shown(&dir.path))))?;
+    system::change_dir_to(dir.fd.as_fd()).map_err(|e| LayerError::Enter(shown(&dir.path), e))?;
     // 5.
-    system::enter_user_and_mount_namespace(uid, gid).map_err(|e| {
-        crate::layer::fail(match e {
-            Error::PERM | Error::NOSPC | Error::ACCESS | Error::INVAL => format!(
-                "--writable=DIR mounts the layer as you, in a user namespace, and user namespaces are not available here ({e}: disabled by sysctl user.max_user_namespaces=0 or kernel.unprivileged_userns_clone=0, or by a security module); use --writable[=SIZE] (a layer in memory), or ask your administrator to allow user namespaces"
-            ),
-            _ => format!("cannot create a user namespace for the writable layer: {e}"),
-        })
+    system::enter_user_and_mount_namespace(uid, gid).map_err(|e| match e {
+        Error::PERM | Error::NOSPC | Error::ACCESS | Error::INVAL => {
+            LayerError::NoUserNamespaces(e)
+        }
+        _ => LayerError::UserNamespace(e),
     })?;
     // 6.
     let lowers = stack::open_lowers(&plan.mounts, &steps)?;
@@ -120,7 +117,7 @@ fn sub_layers(
     let known: Vec<u32> = stamp.entries.iter().map(|e| e.number).collect();
     let (numbers, changed) = stamp
         .assign(wanted, &dir.path)
-        .map_err(|e| crate::layer::fail(e.to_string()))?;
+        .map_err(|e| LayerError::Stamp(e.to_string()))?;
     if changed {
         write_stamp(dir, &stamp)?;
     }
@@ -149,14 +146,17 @@ fn copy_what_overlayfs_cannot(
         if system::stat_at(dir.fd.as_fd(), &mark).is_ok() {
             continue;
         }
-        let fail = |what: String| crate::layer::fail_about(&shown(mount_point), what);
+        let fail = |what: LayerError| Failure::about(&shown(mount_point), what);
         let lower = system::open_listable_dir(system::working_dir(), mount_point)
-            .map_err(|e| fail(format!("cannot open the mount point: {e}")))?;
+            .map_err(|e| fail(LayerError::OpenMountPoint(e)))?;
         stack::shows_the_image(lower.as_fd(), mount_point)?;
-        let st = system::fstat(lower.as_fd())
-            .map_err(|e| fail(format!("cannot examine the mount point: {e}")))?;
+        let st =
+            system::fstat(lower.as_fd()).map_err(|e| fail(LayerError::ExamineMountPoint(e)))?;
         let upper = system::open_listable_dir(dir.fd.as_fd(), OsStr::new(&format!("{n}/upper")))
-            .map_err(|e| fail(format!("cannot open {}/{n}/upper: {e}", shown(&dir.path))))?;
+            .map_err(|e| {
+                let (dir, n) = (shown(&dir.path), *n);
+                fail(LayerError::OpenUpper { dir, n, e })
+            })?;
         let mut account = copies::Account::default();
         copies::copy_tree(
             &caller,
@@ -166,7 +166,10 @@ fn copy_what_overlayfs_cannot(
             mount_point,
             &mut account,
         )
-        .map_err(|e| fail(format!("writable layer {}: {e}", shown(&dir.path))))?;
+        .map_err(|why| {
+            let dir = shown(&dir.path);
+            fail(LayerError::Copies { dir, why })
+        })?;
         const SHOWN: usize = 5;
         warnings.extend(account.problems.iter().take(SHOWN).cloned());
         if account.problems.len() > SHOWN {
@@ -184,65 +187,59 @@ fn copy_what_overlayfs_cannot(
             account.files,
             account.bytes
         ));
-        system::create_file_if_missing(dir.fd.as_fd(), &mark, 0o600)
-            .map_err(|e| fail(format!("cannot write {}/{mark}: {e}", shown(&dir.path))))?;
+        system::create_file_if_missing(dir.fd.as_fd(), &mark, 0o600).map_err(|e| {
+            let (dir, mark) = (shown(&dir.path), mark.clone());
+            fail(LayerError::WriteMark { dir, mark, e })
+        })?;
     }
     Ok(())
 }
 
-fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
-    let not_ours = |why: String| {
-        crate::layer::fail(format!(
-            "{} is not a writable layer made by squashfs-mount ({why}); give an empty or new directory",
-            shown(&dir.path)
-        ))
+/// DIR's stamp, or the refusal of a directory that is no layer.
+pub(super) fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
+    let not_ours = |why: Foreign| {
+        Failure::new(LayerError::NotALayer {
+            dir: shown(&dir.path),
+            why,
+        })
     };
     match system::read_file_at(dir.fd.as_fd(), STAMP_FILE, STAMP_LIMIT) {
-        Ok((_, true)) => Err(not_ours(format!("its {STAMP_FILE} is too large"))),
+        Ok((_, true)) => Err(not_ours(Foreign::StampTooLarge)),
         Ok((text, false)) => {
-            Stamp::parse(&text).map_err(|e| not_ours(format!("{STAMP_FILE}: {e}")))
+            Stamp::parse(&text).map_err(|e| not_ours(Foreign::BadStamp(e.to_string())))
         }
         Err(Error::NOENT) => {
-            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8).map_err(|e| {
-                crate::layer::fail(format!("cannot list {}: {e}", shown(&dir.path)))
-            })?;
+            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
+                .map_err(|e| LayerError::List(shown(&dir.path), e))?;
             match names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) {
-                Some(other) => Err(not_ours(format!(
-                    "it holds {} but no {STAMP_FILE}",
-                    shown(other)
-                ))),
+                Some(other) => Err(not_ours(Foreign::Holds(shown(other)))),
                 None => Ok(Stamp::default()),
             }
         }
-        Err(e) => Err(crate::layer::fail(format!(
-            "cannot read {}/{STAMP_FILE}: {e}",
-            shown(&dir.path)
-        ))),
+        Err(e) => Err(Failure::new(LayerError::ReadStamp(shown(&dir.path), e))),
     }
 }
 
 /// Writes the stamp beside the old one, then renames it over.
 fn write_stamp(dir: &LayerDir, stamp: &Stamp) -> Result<(), Failure> {
-    let fail = |e: Error| {
-        crate::layer::fail(format!(
-            "cannot write {}/{STAMP_FILE}: {e}",
-            shown(&dir.path)
-        ))
-    };
+    let fail = |e: Error| LayerError::WriteStamp(shown(&dir.path), e);
     let tmp = ".stamp.new";
     match system::remove_file(dir.fd.as_fd(), tmp) {
         Ok(()) | Err(Error::NOENT) => {}
-        Err(e) => return Err(fail(e)),
+        Err(e) => return Err(fail(e).into()),
     }
     system::write_new_file(dir.fd.as_fd(), tmp, &stamp.render(), 0o600).map_err(fail)?;
-    system::rename(dir.fd.as_fd(), tmp, STAMP_FILE).map_err(fail)
+    Ok(system::rename(dir.fd.as_fd(), tmp, STAMP_FILE).map_err(fail)?)
 }
 
 /// `DIR/<n>`, `upper` (a new one with the mode of the image's root,
 /// without set-id bits: the merged root takes the upper's) and `work`.
 fn make_sub_layer(dir: &LayerDir, n: u32, mount_point: &OsStr) -> Result<(), Failure> {
-    let fail = |what: &str, e: Error| {
-        crate::layer::fail(format!("cannot make {}/{n}/{what}: {e}", shown(&dir.path)))
+    let fail = |what: &'static str, e: Error| LayerError::MakeSubLayer {
+        dir: shown(&dir.path),
+        n,
+        what,
+        e,
     };
     let make = |path: &str, mode: u32| match system::make_dir(dir.fd.as_fd(), path, mode) {
         Ok(()) | Err(Error::EXIST) => Ok(()),
@@ -254,7 +251,7 @@ fn make_sub_layer(dir: &LayerDir, n: u32, mount_point: &OsStr) -> Result<(), Fai
         .map(|st| st.mode & 0o1777)
         .unwrap_or(0o755);
     make(&format!("{n}/upper"), root_mode).map_err(|e| fail("upper", e))?;
-    make(&format!("{n}/work"), 0o700).map_err(|e| fail("work", e))
+    Ok(make(&format!("{n}/work"), 0o700).map_err(|e| fail("work", e))?)
 }
 
 /// Step 7: no capability left (verified), and the working directory
@@ -263,9 +260,7 @@ fn make_sub_layer(dir: &LayerDir, n: u32, mount_point: &OsStr) -> Result<(), Fai
 fn finish(cwd: &OsStr, before: Option<OwnedFd>, notes: &mut Vec<String>) -> Result<(), Failure> {
     let drop_caps = system::clear_capabilities().and_then(|()| system::has_no_capabilities());
     if !matches!(drop_caps, Ok(true)) {
-        return Err(crate::layer::fail(
-            "cannot drop the user namespace's capabilities; refusing to run the command",
-        ));
+        return Err(Failure::new(LayerError::Capabilities));
     }
     if let Err(e) = system::change_dir(cwd) {
         notes.push(format!(

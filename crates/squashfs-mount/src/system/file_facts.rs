@@ -68,6 +68,13 @@ pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
     }
 }
 
+/// Whether the effective ids may make an entry in the directory `fd`
+/// refers to (write and search permission, ACLs, read-only mounts): Ok,
+/// or the error a mkdir there would meet (EACCES, EROFS).
+pub fn may_create_in(fd: BorrowedFd<'_>) -> SysResult<()> {
+    access(fd, libc::W_OK | libc::X_OK)
+}
+
 /// Whether the effective ids may list and search the directory `fd`
 /// refers to (read and execute permission, ACLs included). Anything but a
 /// clear yes is a no.

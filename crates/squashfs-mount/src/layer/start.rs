@@ -1,0 +1,82 @@
+//! The one way a front end starts the layer helper (`squashfs-mount-layer`)
+//! once root's mounts are made: [`start`], with the setuid command's way
+//! (the process becomes the helper) or the Slurm plugin's (its worker
+//! starts the helper as the job user and takes over what it made).
+
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use super::helper::{self, StepLayer};
+use super::{LayerError, Plan};
+use crate::privilege::{AsRoot, Caller};
+use crate::system;
+use crate::system::error::Failure;
+
+/// A kept layer to stack: the helper that stacks it (found and opened
+/// before anything was mounted, `engine::mount_all`), and what it stacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kept {
+    pub helper: OsString,
+    pub plan: Plan,
+}
+
+/// How the front end hands the layer to the helper.
+pub enum Start<'a> {
+    /// The setuid command, every privilege gone: this process executes
+    /// the helper, which stacks the layer as the caller and becomes
+    /// `command` with the environment `env`. Every fd this process opened
+    /// is marked close-on-exec first (all should be already): only the
+    /// caller's own fds (`inherited`, listed at start) reach it, never a
+    /// mount, loop device, /dev/fuse or namespace fd of the privileged
+    /// phase. The exec also leaves none of this process's memory to it.
+    Become {
+        command: &'a [OsString],
+        inherited: &'a [RawFd],
+        env: Vec<(OsString, OsString)>,
+    },
+    /// The Slurm plugin's worker thread, as root in the step's mount
+    /// namespace: the helper starts as the job user (`uid`, `gid`,
+    /// `groups`), with nothing of slurmstepd's, stacks the layer in a user
+    /// namespace of the job user's and hands over fds of both namespaces
+    /// and of DIR's lock (`helper::start_for_step`).
+    ForStep { root: &'a AsRoot, user: &'a Caller },
+}
+
+/// Starts the helper for `kept`, the way `how` says. `Start::Become`
+/// returns only when it failed (the process is the helper otherwise).
+pub fn start(kept: &Kept, how: Start<'_>) -> Result<StepLayer, Failure> {
+    match how {
+        Start::Become {
+            command,
+            inherited,
+            env,
+        } => Err(become_helper(kept, command, inherited, env)),
+        Start::ForStep { root: _, user } => helper::start_for_step(&kept.helper, &kept.plan, user),
+    }
+}
+
+/// Executes the helper; what went wrong, if it returns.
+fn become_helper(
+    kept: &Kept,
+    command: &[OsString],
+    inherited: &[RawFd],
+    env: Vec<(OsString, OsString)>,
+) -> Failure {
+    use super::handoff::{encode, Then};
+    if let Err(e) = system::close_on_exec_all_but(inherited) {
+        return Failure::new(LayerError::CloseFds(e));
+    }
+    let mut c = Command::new(&kept.helper);
+    c.arg0(super::HELPER_NAME)
+        .args(encode(&kept.plan, &Then::Command(command.to_vec())))
+        .env_clear()
+        .envs(env);
+    system::keep_callers_pipe_signal(&mut c);
+    let err = c.exec();
+    Failure::new(LayerError::RunHelper(
+        kept.helper.clone(),
+        system::error::io_message(&err),
+    ))
+}
