@@ -13,9 +13,7 @@ use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{kernel, pair, s, site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// Pids of the FUSE servers whose real uid is `uid`.
 fn servers_of(uid: u32) -> Vec<u32> {

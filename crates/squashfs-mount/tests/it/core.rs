@@ -12,11 +12,7 @@ use std::time::{Duration, Instant};
 use sqfsmnt_test_support::Fixture;
 use sqfsmnt_test_support::{pair, s};
 
-/// One case against the installed setuid binary, as a fresh test user
-/// (see `sqfsmnt_test_support::fixture::case`).
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 fn image_a(fx: &Fixture) -> PathBuf {
     fx.image(
