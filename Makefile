@@ -137,8 +137,11 @@ demo:
 # Unit tests, then the integration suite against an installed setuid binary
 # run as an unprivileged test user (needs root; skips loudly otherwise), the
 # package tests and the check that no setuid file is left reachable
-# (scripts/test: every test program runs even when one fails; a summary
-# line with the totals at the end).
+# (scripts/test: every test program runs even when one fails, the package
+# builds beside the cargo tests; a summary line with the totals and the
+# time it all took at the end).
+# (MAKE_TEST_START: the duration scripts/test prints counts the builds too.)
+test: export MAKE_TEST_START := $(shell date +%s)
 test:
 	@CARGO='$(CARGO)' scripts/deps test
 	$(CARGO) build $(CARGO_FLAGS) --workspace

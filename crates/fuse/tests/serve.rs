@@ -43,6 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::tree::TempDir;
+
 const BIN: &str = env!("CARGO_BIN_EXE_squashfs-mount-fuse");
 
 fn skip(msg: &str) {
@@ -69,21 +71,6 @@ fn can_fuse(test: &str) -> bool {
         return false;
     }
     true
-}
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("sqfs-fuse-test-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 fn mksquashfs(src: &Path, img: &Path, extra: &[&str]) -> bool {

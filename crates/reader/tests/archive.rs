@@ -4,25 +4,11 @@
 //! walked without a panic or a hang.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use sqfsmnt_test_support::tree::TempDir;
 use squashfs_reader::{Archive, FileSource, InodeData, Kind};
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("sqfs-reader-test-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 fn mksquashfs(src: &Path, img: &Path, extra: &[&str]) {
     let st = Command::new("mksquashfs")

@@ -750,21 +750,18 @@ fn tampered_layer_helper(t: &T) {
     let exe = std::env::current_exe().expect("current_exe");
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
     let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--locked",
-            "--release",
-            "-p",
-            "sqfsmnt-test-support",
-        ])
-        .args(["--bin", "sqfsmnt-tampered-layer", "--target-dir"])
+        // The whole workspace, as `make test` built it before the tests:
+        // up to date there (one package alone would unify other features
+        // and be built again).
+        .args(["build", "--locked", "--release", "--workspace"])
+        .arg("--target-dir")
         .arg(&target)
         .current_dir(workspace())
         .status()
         .expect("cargo build");
     assert!(
         status.success(),
-        "cargo build sqfsmnt-tampered-layer failed"
+        "cargo build --release --workspace (sqfsmnt-tampered-layer) failed"
     );
     let at = t.c.dir.join(sqfsmnt_test_support::install::LAYER_HELPER);
     let real = t.c.dir.join("real-layer-helper");
@@ -955,25 +952,20 @@ fn build_cli() -> PathBuf {
         .expect("target dir")
         .to_path_buf();
     let status = Command::new(env!("CARGO"))
+        // The whole workspace, as `make test` built it before the tests
+        // (see tampered_layer_helper).
         .args([
             "build",
             "--locked",
             "--release",
-            "-p",
-            "squashfs-mount",
-            "--bin",
-            "squashfs-mount",
-            "--bin",
-            "squashfs-mount-layer",
-            "-p",
-            "squashfs-mount-fuse",
+            "--workspace",
             "--target-dir",
         ])
         .arg(&target)
         .current_dir(workspace())
         .status()
         .expect("cargo build");
-    assert!(status.success(), "cargo build -p squashfs-mount failed");
+    assert!(status.success(), "cargo build --release --workspace failed");
     target.join("release/squashfs-mount")
 }
 
@@ -989,22 +981,23 @@ fn build_plugin(profile: &str, panic: &str) -> PathBuf {
         .expect("target dir")
         .to_path_buf();
     let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--locked",
-            "--profile",
-            profile,
-            "-p",
-            "spank-squashfs-mount",
-            "--target-dir",
-        ])
+        // As `make test` built it before the tests: the plugin alone in
+        // its spank profile, the whole workspace in release (see
+        // tampered_layer_helper).
+        .args(["build", "--locked", "--profile", profile])
+        .args(if profile == "spank" {
+            ["-p", "spank-squashfs-mount"].as_slice()
+        } else {
+            ["--workspace"].as_slice()
+        })
+        .arg("--target-dir")
         .arg(&target)
         .current_dir(workspace())
         .status()
         .expect("cargo build");
     assert!(
         status.success(),
-        "cargo build --profile {profile} -p spank-squashfs-mount failed"
+        "cargo build --profile {profile} (the plugin) failed"
     );
     let so = target.join(profile).join("libspank_squashfs_mount.so");
     let bytes = fs::read(&so).expect("plugin .so");

@@ -19,6 +19,8 @@
 //! - [`fixture`]: the squashfs-mount suites' fixture and [`fixture::case`].
 //! - [`held`]: who holds the shared locks; process groups ended on drop.
 //! - [`python`]: a venv packed into an image and a local wheel for pip.
+//! - [`race`]: a symlink flipped between two targets while a test launches
+//!   through it.
 //! - [`tree`]: deterministic test trees and temporary directories (sqfs).
 //! - [`slurm`]: a multi-node Slurm cluster in network, UTS and mount
 //!   namespaces.
@@ -35,6 +37,7 @@ pub mod install;
 pub mod kernel;
 pub mod lock;
 pub mod python;
+pub mod race;
 pub mod refusals;
 pub mod site;
 pub mod skip;

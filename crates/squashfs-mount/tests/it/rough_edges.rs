@@ -6,11 +6,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use sqfsmnt_test_support::cmd::run_with_timeout;
-use sqfsmnt_test_support::{s, site, Fixture, Run};
+use sqfsmnt_test_support::{s, site, Run};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// Whether `text` is one JSON value (python3's parser; the crate has none).
 fn is_json(text: &str) -> bool {

@@ -13,9 +13,7 @@ use sqfsmnt_test_support::count::{processes_named, CORRUPT_FUSE_SERVER_NAME, FUS
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{kernel, pair, s, site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// Pids of the FUSE servers whose real uid is `uid` (those that found
 /// their image corrupt too).
@@ -343,7 +341,7 @@ fn the_crash_image_through_a_cached_instance() {
 fn a_burst_of_launches_starts_one_server() {
     case(|fx| {
         let _conf = site::config("max-launches-per-user = 128\n");
-        let img = own_image(fx, &fx.user, "burst");
+        let img = own_image(fx, &fx.user, "fuse-burst");
         let m = fx.mount_point("fuse-burst");
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let uid = fx.uid;
@@ -370,7 +368,7 @@ fn a_burst_of_launches_starts_one_server() {
         let mut failed = Vec::new();
         for c in children {
             let o = c.wait_with_output().unwrap();
-            if !o.status.success() || o.stdout != b"burst\n" {
+            if !o.status.success() || o.stdout != b"fuse-burst\n" {
                 failed.push(String::from_utf8_lossy(&o.stderr).into_owned());
             }
         }

@@ -17,9 +17,7 @@ use sqfsmnt_test_support::cmd::run;
 use sqfsmnt_test_support::{image, install, site, Fixture, Run};
 use sqfsmnt_test_support::{pair, s};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// One path: the program to run and the images it gets.
 struct Way<'a> {

@@ -16,9 +16,7 @@ use sqfsmnt_test_support::held::{self, lock_ids};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// The lock files every user's launches share.
 const SHARED_LOCKS: [&str; 2] = ["/run/squashfs-mount/lock", "/run/squashfs-mount/loop-lock"];

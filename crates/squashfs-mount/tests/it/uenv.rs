@@ -14,9 +14,7 @@ use std::path::{Path, PathBuf};
 use sqfsmnt_test_support::Fixture;
 use sqfsmnt_test_support::{pair, s};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// uenv's `app42.squashfs`: `env/app/bin/app` prints "hello app".
 fn app(fx: &Fixture) -> PathBuf {

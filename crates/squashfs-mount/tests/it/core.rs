@@ -5,18 +5,13 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::race::SymlinkFlip;
 use sqfsmnt_test_support::Fixture;
 use sqfsmnt_test_support::{pair, s};
 
-/// One case against the installed setuid binary, as a fresh test user
-/// (see `sqfsmnt_test_support::fixture::case`).
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 fn image_a(fx: &Fixture) -> PathBuf {
     fx.image(
@@ -368,23 +363,8 @@ fn symlink_swap_race_never_mounts_the_secret_image() {
         let m = fx.mount_point("race");
         let (public, secret) = (image_public(fx), image_secret(fx));
         let link = fx.path("user/race.sqfs");
-        let stop = Arc::new(AtomicBool::new(false));
-        let swapper = {
-            let (stop, link) = (stop.clone(), link.clone());
-            std::thread::spawn(move || {
-                let tmp = link.with_extension("tmp");
-                let mut flip = false;
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = fs::remove_file(&tmp);
-                    std::os::unix::fs::symlink(if flip { &public } else { &secret }, &tmp).unwrap();
-                    fs::rename(&tmp, &link).unwrap();
-                    flip = !flip;
-                }
-            })
-        };
-        let (mut mounted, mut refused) = (0, 0);
-        let deadline = Instant::now() + Duration::from_secs(4);
-        while Instant::now() < deadline && mounted + refused < 300 {
+        let flip = SymlinkFlip::start(&link, &secret, &public);
+        flip.launches(Duration::from_secs(4), 300, || {
             let r = fx.run([
                 pair(&link, &m),
                 "--".into(),
@@ -398,20 +378,14 @@ fn symlink_swap_race_never_mounts_the_secret_image() {
             match r.code() {
                 Some(0) => {
                     assert_eq!(r.stdout(), "public\n");
-                    mounted += 1
+                    true
                 }
                 _ => {
                     r.refused(&[]);
-                    refused += 1
+                    false
                 }
             }
-        }
-        stop.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
-        assert!(
-            mounted > 0 && refused > 0,
-            "race not exercised: {mounted} mounted, {refused} refused"
-        );
+        });
     });
 }
 
@@ -1072,31 +1046,8 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
         let dir = fx.path("user/swap-dir");
         fs::create_dir_all(&dir).unwrap();
         let link = fx.path("user/swap-mnt");
-        let stop = Arc::new(AtomicBool::new(false));
-        let swapper = {
-            let (stop, link, dir) = (stop.clone(), link.clone(), dir.clone());
-            std::thread::spawn(move || {
-                let tmp = link.with_extension("tmp");
-                let mut flip = false;
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = fs::remove_file(&tmp);
-                    std::os::unix::fs::symlink(
-                        if flip {
-                            Path::new("/proc/sys")
-                        } else {
-                            dir.as_path()
-                        },
-                        &tmp,
-                    )
-                    .unwrap();
-                    fs::rename(&tmp, &link).unwrap();
-                    flip = !flip;
-                }
-            })
-        };
-        let (mut mounted, mut refused) = (0, 0);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline && mounted + refused < 200 {
+        let flip = SymlinkFlip::start(&link, &dir, Path::new("/proc/sys"));
+        flip.launches(Duration::from_secs(3), 200, || {
             let r = fx.run([
                 pair(&b, &link),
                 "--".into(),
@@ -1107,20 +1058,14 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
             match r.code() {
                 Some(0) => {
                     assert_eq!(r.stdout().trim(), s(&dir), "mounted elsewhere");
-                    mounted += 1
+                    true
                 }
                 _ => {
                     r.refused(&[]);
-                    refused += 1
+                    false
                 }
             }
-        }
-        stop.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
-        assert!(
-            mounted > 0 && refused > 0,
-            "race not exercised: {mounted} mounted, {refused} refused"
-        );
+        });
     });
 }
 

@@ -12,9 +12,7 @@ use std::process::{Command, Stdio};
 use sqfsmnt_test_support::cmd::{run, Run};
 use sqfsmnt_test_support::{pair, s, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// Another user's id (not the case user's, not root).
 const OTHER: u32 = 65534;

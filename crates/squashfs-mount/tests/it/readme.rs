@@ -37,9 +37,7 @@ use std::time::Duration;
 use sqfsmnt_test_support::cmd::run_with_timeout;
 use sqfsmnt_test_support::{image, install, python, site, Fixture, Run};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 fn top() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

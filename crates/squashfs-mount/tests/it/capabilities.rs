@@ -14,14 +14,12 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::wait_until;
-use sqfsmnt_test_support::{is_root, loud_skip, pair, site, Fixture};
+use sqfsmnt_test_support::{is_root, loud_skip, pair, site};
 
 use squashfs_mount::privilege::{Caller, Credentials, RootPhase, ThreadCredentials};
 use squashfs_mount::system::{Gid, Uid};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 // The kernel's numbers (linux/capability.h).
 const CHOWN: u64 = 1 << 0;

@@ -6,11 +6,11 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::{have, loud_skip};
 use squashfs_mount::cli::USAGE;
 
 fn completions_dir() -> PathBuf {
@@ -47,17 +47,6 @@ fn usage_options() -> BTreeSet<String> {
         out.insert(USAGE[i..j].to_string());
     }
     out
-}
-
-fn have(shell: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {shell}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skipped(what: &str) {
-    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {what} ***\n");
 }
 
 /// Whether `text` has `word` not followed by another option character.
@@ -165,7 +154,7 @@ done
 #[test]
 fn bash_offers_exactly_the_options() {
     if !have("bash") || !Path::new("/usr/share/bash-completion/bash_completion").exists() {
-        return skipped("bash completion test: bash or bash-completion is not installed (scripts/deps test installs them)");
+        return loud_skip("bash completion test: bash or bash-completion is not installed (scripts/deps test installs them)");
     }
     let dir = scratch("bash");
     let lines = [
@@ -225,7 +214,7 @@ fn bash_offers_exactly_the_options() {
 #[test]
 fn fish_offers_exactly_the_options() {
     if !have("fish") {
-        return skipped(
+        return loud_skip(
             "fish completion test: fish is not installed (scripts/deps test installs it)",
         );
     }
@@ -310,7 +299,7 @@ zpty -d z
 #[test]
 fn zsh_offers_exactly_the_options() {
     if !have("zsh") {
-        return skipped(
+        return loud_skip(
             "zsh completion test: zsh is not installed (scripts/deps test installs it)",
         );
     }

@@ -14,9 +14,7 @@ use sqfsmnt_test_support::count::mounts_under;
 use sqfsmnt_test_support::Fixture;
 use sqfsmnt_test_support::{pair, s};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 fn image(fx: &Fixture) -> PathBuf {
     fx.image("views", &[("x.txt", "ex\n"), ("sub/.keep", "")], "")

@@ -14,9 +14,7 @@ use sqfsmnt_test_support::cmd::{run, wait_until, Run};
 use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
 use sqfsmnt_test_support::{pair, s, site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// `squashfs-mount <args>` as the case's user with pip quiet and offline.
 fn launch(fx: &Fixture, bin: &Path, args: &[String]) -> Run {

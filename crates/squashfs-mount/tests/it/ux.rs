@@ -8,9 +8,7 @@ use std::path::Path;
 use sqfsmnt_test_support::s;
 use sqfsmnt_test_support::Fixture;
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 fn image(fx: &Fixture) -> std::path::PathBuf {
     fx.image("ux", &[("x.txt", "ex\n"), ("dir/y.txt", "why\n")], "")

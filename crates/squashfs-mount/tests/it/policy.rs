@@ -18,9 +18,7 @@ use std::sync::Arc;
 use sqfsmnt_test_support::{kernel, site, Fixture};
 use sqfsmnt_test_support::{pair, s};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// A root-owned image in the fixture's root-only images/ directory.
 fn rooted(fx: &Fixture) -> PathBuf {

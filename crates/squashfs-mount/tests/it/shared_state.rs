@@ -17,9 +17,7 @@ use sqfsmnt_test_support::held::{self, lock_ids, Group};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 const STATE: &str = "/run/squashfs-mount";
 /// The lock files every user's launches share.

@@ -426,7 +426,7 @@ fn join_bats_on_the_slurm_cluster() {
     let mut tools = TOOLS.to_vec();
     tools.extend(["mksquashfs", "pgrep", "perl"]);
     if !sqfsmnt_test_support::privileged(
-        "--join tests (crates/squashfs-mount/tests/join.rs)",
+        "--join tests (crates/squashfs-mount/tests/it/join.rs)",
         &tools,
     ) {
         return;

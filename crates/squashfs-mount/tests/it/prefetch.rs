@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::Fixture;
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// An image whose hot list makes a slow prefetch: one 64 MiB file listed
 /// 400 times (about 25 GiB read from the page cache, seconds of work).

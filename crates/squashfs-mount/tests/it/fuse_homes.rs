@@ -16,9 +16,7 @@ use sqfsmnt_test_support::fixture::evict_cached_instances;
 use sqfsmnt_test_support::users::User;
 use sqfsmnt_test_support::{have, loud_skip, pair, s, site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// A squashfuse mount of `image` on `dir` by `user` (root when `None`),
 /// with `allow_other`, `default_permissions` and `ro` (as GlusterFS mounts

@@ -15,9 +15,7 @@ use sqfsmnt_test_support::users::Users;
 use sqfsmnt_test_support::{have, loud_skip, site, Fixture};
 use sqfsmnt_test_support::{pair, s};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 /// Images `n` (distinct content), root-owned, in the fixture's images/.
 fn images(fx: &Fixture, prefix: &str, n: usize) -> Vec<PathBuf> {
@@ -96,7 +94,7 @@ fn a_huge_mountinfo_does_not_stop_eviction() {
 
 /// `max-loop-devices` bounds the loop devices the tool attaches (every
 /// user's together), with a message that names it. (The user's own share,
-/// `max-loop-devices-per-user`, is the whole here: tests/fairness.rs.)
+/// `max-loop-devices-per-user`, is the whole here: tests/it/fairness.rs.)
 #[test]
 fn loop_devices_are_capped() {
     case(|fx| {

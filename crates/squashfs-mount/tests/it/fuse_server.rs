@@ -18,9 +18,7 @@ use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{pair, s};
 use sqfsmnt_test_support::{site, Fixture};
 
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 struct Kill(Child);
 impl Drop for Kill {

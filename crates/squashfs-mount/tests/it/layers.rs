@@ -8,11 +8,7 @@ use std::process::Command;
 use sqfsmnt_test_support::s;
 use sqfsmnt_test_support::Fixture;
 
-/// One case against the installed setuid binary, as a fresh test user
-/// (see `sqfsmnt_test_support::fixture::case`).
-fn case(f: impl FnOnce(&Fixture)) {
-    sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
-}
+use crate::case;
 
 fn sha256(p: &Path) -> String {
     let out = Command::new("sha256sum").arg(p).output().unwrap();

@@ -3,7 +3,8 @@
 //! subcommands and their options, and none of the hidden ones.
 
 use std::collections::BTreeSet;
-use std::io::Write;
+
+use sqfsmnt_test_support::{have, loud_skip};
 use std::process::Command;
 
 fn sqfs(args: &[&str]) -> String {
@@ -22,17 +23,6 @@ fn sqfs(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn have(shell: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {shell}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skipped(what: &str) {
-    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {what} ***\n");
 }
 
 /// The long options `sqfs <sub> --help` lists (the lines of its Options:
@@ -81,7 +71,7 @@ fn scripts_for_each_shell_are_valid_and_leave_out_hidden_commands() {
             assert!(script.contains(form.as_str()), "{shell}: {option} missing");
         }
         if !have(shell) {
-            skipped(&format!(
+            loud_skip(&format!(
                 "syntax check of sqfs's {shell} completion: {shell} is not installed"
             ));
             continue;
@@ -113,7 +103,7 @@ fn scripts_for_each_shell_are_valid_and_leave_out_hidden_commands() {
 #[test]
 fn fish_offers_the_subcommands_and_their_options() {
     if !have("fish") {
-        return skipped(
+        return loud_skip(
             "fish completion test of sqfs: fish is not installed (scripts/deps test installs it)",
         );
     }
@@ -160,7 +150,7 @@ fn make_install_installs_the_completions() {
     let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let have_make = Command::new("make").arg("--version").output().is_ok();
     if !have_make {
-        skipped("make_install_installs_the_completions: make is not installed");
+        loud_skip("make_install_installs_the_completions: make is not installed");
         return;
     }
     let dry = Command::new("make")
