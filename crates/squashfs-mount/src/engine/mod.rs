@@ -33,9 +33,11 @@ pub mod kept_layer;
 pub mod kernel;
 mod mirror;
 pub mod plan;
+mod plan_error;
 mod report;
 pub mod root_side;
 mod route;
+mod system_root_side;
 pub mod view;
 
 #[cfg(test)]
@@ -53,7 +55,7 @@ use root_side::RootSide;
 pub use context::{Call, Context, FuseServer, WorkingDir};
 pub use plan::{FrontEnd, Plan};
 pub use report::Mounted;
-pub use root_side::System;
+pub use system_root_side::System;
 
 /// Mounts what `request` asks for, in a private mount namespace, under
 /// `creds`; every root-side operation goes through `root_side` (the
