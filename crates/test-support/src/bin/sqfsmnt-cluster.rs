@@ -39,32 +39,40 @@ fn default_plugin() -> PathBuf {
     target.join("spank/libspank_squashfs_mount.so")
 }
 
-fn main() -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
+/// What the command line asks for.
+struct Request {
+    nodes: usize,
+    plugin: PathBuf,
+    runs: usize,
+    /// `shell`, `run` or `bench`.
+    sub: String,
+    /// What follows the subcommand (run's COMMAND).
+    args: Vec<String>,
+}
+
+/// The command line (without the program's name), or None where the
+/// answer is [`usage`].
+fn parse_args(mut args: Vec<String>) -> Option<Request> {
     let mut nodes = 3;
     let mut plugin = default_plugin();
     let mut runs = 15;
     while args.first().is_some_and(|a| a.starts_with("--")) && args[0] != "--" {
         let flag = args.remove(0);
-        let Some(value) = (!args.is_empty()).then(|| args.remove(0)) else {
-            return usage();
-        };
+        let value = (!args.is_empty()).then(|| args.remove(0))?;
         match flag.as_str() {
             "--nodes" => nodes = value.parse().unwrap_or(0),
             "--plugin" => plugin = PathBuf::from(value),
-            _ => return usage(),
+            _ => return None,
         }
     }
-    let Some(sub) = (!args.is_empty()).then(|| args.remove(0)) else {
-        return usage();
-    };
+    let sub = (!args.is_empty()).then(|| args.remove(0))?;
     if sub == "bench" {
         while args.len() >= 2 && args[0] == "--runs" {
             runs = args[1].parse().unwrap_or(0);
             args.drain(..2);
         }
         if runs == 0 || !args.is_empty() {
-            return usage();
+            return None;
         }
     }
     if sub == "run" {
@@ -72,78 +80,110 @@ fn main() -> ExitCode {
             args.remove(0);
         }
         if args.is_empty() {
-            return usage();
+            return None;
         }
     }
     if !matches!(sub.as_str(), "shell" | "run" | "bench") || !(1..=9).contains(&nodes) {
-        return usage();
+        return None;
     }
+    Some(Request {
+        nodes,
+        plugin,
+        runs,
+        sub,
+        args,
+    })
+}
+
+/// Whether the plugin is there and this process may start a cluster
+/// (root, with every tool a cluster and the benchmark need); says why not.
+fn can_start(plugin: &Path) -> bool {
     if !plugin.exists() {
         eprintln!(
             "sqfsmnt-cluster: no plugin at {} (cargo build --profile spank -p spank-squashfs-mount, or --plugin SO)",
             plugin.display()
         );
-        return ExitCode::from(1);
+        return false;
     }
     let mut tools = TOOLS.to_vec();
     tools.push("mksquashfs");
-    if !sqfsmnt_test_support::privileged("sqfsmnt-cluster", &tools) {
-        return ExitCode::from(1);
-    }
-    let cluster = Cluster::start(&Options {
+    sqfsmnt_test_support::privileged("sqfsmnt-cluster", &tools)
+}
+
+/// The FUSE server beside this binary, if built.
+fn fuse_server_beside() -> Option<PathBuf> {
+    Some(
+        std::env::current_exe()
+            .unwrap_or_default()
+            .with_file_name(sqfsmnt_test_support::install::FUSE_SERVER),
+    )
+    .filter(|s| s.exists())
+}
+
+fn start_cluster(nodes: usize, plugin: PathBuf) -> Cluster {
+    Cluster::start(&Options {
         nodes,
-        fuse_server: Some(
-            std::env::current_exe()
-                .unwrap_or_default()
-                .with_file_name(sqfsmnt_test_support::install::FUSE_SERVER),
-        )
-        .filter(|s| s.exists()),
+        fuse_server: fuse_server_beside(),
         plugin,
         plugin_args: String::new(),
         mount_points: vec![
             PathBuf::from("/user-environment"),
             PathBuf::from("/user-tools"),
         ],
-    });
-    let code = match sub.as_str() {
-        "bench" => bench(&cluster, runs),
-        _ => {
-            let mut cmd = if sub == "shell" {
-                Command::new(std::env::var("SHELL").unwrap_or_else(|_| "/bin/bash".into()))
-            } else {
-                let mut c = Command::new(&args[0]);
-                c.args(&args[1..]);
-                c
-            };
-            let pids: Vec<String> = cluster
-                .nodes
-                .iter()
-                .map(|n| format!("{}={}", n.name, n.pid()))
-                .collect();
-            cmd.env("SLURM_CONF", &cluster.conf)
-                .env("SQFSMNT_CLUSTER_DIR", &cluster.dir)
-                .env("SQFSMNT_USER", &cluster.user.name)
-                .env("SQFSMNT_NODE_PIDS", pids.join(" "));
-            if sub == "shell" {
-                eprintln!(
-                    "sqfsmnt-cluster: SLURM_CONF={}; user {} (setpriv --reuid={u} --regid={u} --init-groups srun ...); nodes {}; exit the shell to tear down",
-                    cluster.conf.display(),
-                    cluster.user.name,
-                    pids.join(" "),
-                    u = cluster.user.name
-                );
-            }
-            match cmd.status() {
-                Ok(s) => s.code().unwrap_or(1),
-                Err(e) => {
-                    eprintln!(
-                        "sqfsmnt-cluster: {}: {e}",
-                        args.first().map(String::as_str).unwrap_or("shell")
-                    );
-                    1
-                }
-            }
+    })
+}
+
+/// The shell (`sub` is `shell`) or `args` (`run`), with the cluster's
+/// environment; its exit code.
+fn run_in_cluster(cluster: &Cluster, sub: &str, args: &[String]) -> i32 {
+    let mut cmd = if sub == "shell" {
+        Command::new(std::env::var("SHELL").unwrap_or_else(|_| "/bin/bash".into()))
+    } else {
+        let mut c = Command::new(&args[0]);
+        c.args(&args[1..]);
+        c
+    };
+    let pids: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("{}={}", n.name, n.pid()))
+        .collect();
+    cmd.env("SLURM_CONF", &cluster.conf)
+        .env("SQFSMNT_CLUSTER_DIR", &cluster.dir)
+        .env("SQFSMNT_USER", &cluster.user.name)
+        .env("SQFSMNT_NODE_PIDS", pids.join(" "));
+    if sub == "shell" {
+        eprintln!(
+            "sqfsmnt-cluster: SLURM_CONF={}; user {} (setpriv --reuid={u} --regid={u} --init-groups srun ...); nodes {}; exit the shell to tear down",
+            cluster.conf.display(),
+            cluster.user.name,
+            pids.join(" "),
+            u = cluster.user.name
+        );
+    }
+    match cmd.status() {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!(
+                "sqfsmnt-cluster: {}: {e}",
+                args.first().map(String::as_str).unwrap_or("shell")
+            );
+            1
         }
+    }
+}
+
+fn main() -> ExitCode {
+    let Some(req) = parse_args(std::env::args().skip(1).collect()) else {
+        return usage();
+    };
+    if !can_start(&req.plugin) {
+        return ExitCode::from(1);
+    }
+    let cluster = start_cluster(req.nodes, req.plugin);
+    let code = match req.sub.as_str() {
+        "bench" => bench(&cluster, req.runs),
+        _ => run_in_cluster(&cluster, &req.sub, &req.args),
     };
     drop(cluster);
     ExitCode::from(code.clamp(0, 255) as u8)

@@ -237,6 +237,19 @@ fn start_time(pid: u32) -> Option<String> {
     after.split(' ').nth(19).map(str::to_string)
 }
 
+/// munged's arguments (the same everywhere: `node/` is each one's own).
+fn munged_args(d: &Path, key_path: &Path, log: &str) -> Vec<String> {
+    vec![
+        "--foreground".into(),
+        "--force".into(),
+        format!("--key-file={}", key_path.display()),
+        format!("--socket={}/node/munge/munge.socket", d.display()),
+        format!("--pid-file={}/node/munge/munged.pid", d.display()),
+        format!("--seed-file={}/node/munge/munged.seed", d.display()),
+        format!("--log-file={}/node/munge/{log}", d.display()),
+    ]
+}
+
 impl Cluster {
     /// Starts a cluster (the caller has called [`crate::privileged`] with
     /// [`TOOLS`]). Panics, after tearing down what it started, if the
@@ -282,6 +295,19 @@ impl Cluster {
 
 impl Cluster {
     fn setup(&mut self, opts: &Options, seq: u32) {
+        self.create_dirs(opts);
+        self.install_plugin(opts);
+        let key_path = self.write_munge_key();
+        self.start_nodes(opts, seq);
+        self.start_munged(&key_path);
+        self.write_slurm_conf();
+        self.start_slurm();
+        self.record_baselines();
+    }
+
+    /// The missing mount points (in the host), the cluster directory's
+    /// folders, and `jobs/` the user's.
+    fn create_dirs(&mut self, opts: &Options) {
         let d = self.dir.clone();
         for m in &opts.mount_points {
             if !m.exists() {
@@ -293,7 +319,12 @@ impl Cluster {
             mkdir(&d.join(sub), 0o755);
         }
         self.user.chown(&d.join("jobs"));
-        // The plugin, where the daemons and the users' srun can load it.
+    }
+
+    /// The plugin (and the FUSE server and layer helper), where the
+    /// daemons and the users' srun can load it, and plugstack.conf.
+    fn install_plugin(&self, opts: &Options) {
+        let d = &self.dir;
         let so = d.join("spank_squashfs_mount.so");
         fs::copy(&opts.plugin, &so)
             .unwrap_or_else(|e| panic!("copy {}: {e}", opts.plugin.display()));
@@ -311,17 +342,24 @@ impl Cluster {
             format!("required {} {}\n", so.display(), opts.plugin_args),
         )
         .expect("plugstack");
+    }
 
-        // One munge key.
+    /// One munge key for every munged; its path.
+    fn write_munge_key(&self) -> PathBuf {
         let mut key = vec![0u8; 1024];
         fs::File::open("/dev/urandom")
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
             .expect("urandom");
-        let key_path = d.join("munge.key");
+        let key_path = self.dir.join("munge.key");
         fs::write(&key_path, &key).expect("key");
         fs::set_permissions(&key_path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        key_path
+    }
 
-        // The network and the nodes' namespaces.
+    /// The network (the bridge, then each node's holder and veth pair) and
+    /// each node's own munge and spool folders.
+    fn start_nodes(&mut self, opts: &Options, seq: u32) {
+        let d = self.dir.clone();
         let net_prefix = net::free_subnet(std::process::id() + seq);
         self.controller_addr = format!("{net_prefix}.1");
         net::bridge(&self.bridge, &net_prefix);
@@ -350,25 +388,18 @@ impl Cluster {
             }
         }
         mkdir(&d.join("node/munge"), 0o755);
+    }
 
-        // munged everywhere (the same arguments: `node/` is each one's own).
-        let munged_args = |log: &str| -> Vec<String> {
-            vec![
-                "--foreground".into(),
-                "--force".into(),
-                format!("--key-file={}", key_path.display()),
-                format!("--socket={}/node/munge/munge.socket", d.display()),
-                format!("--pid-file={}/node/munge/munged.pid", d.display()),
-                format!("--seed-file={}/node/munge/munged.seed", d.display()),
-                format!("--log-file={}/node/munge/{log}", d.display()),
-            ]
-        };
+    /// munged everywhere (the same arguments: `node/` is each one's own),
+    /// until every one has its socket.
+    fn start_munged(&mut self, key_path: &Path) {
+        let d = self.dir.clone();
         let mut host_munged = Command::new("munged");
-        host_munged.args(munged_args("munged.log"));
+        host_munged.args(munged_args(&d, key_path, "munged.log"));
         self.spawn_munged("munged (host)", host_munged, &d.join("node"));
         for i in 0..self.nodes.len() {
             let mut cmd = self.nodes[i].command("munged");
-            cmd.args(munged_args("munged.log"));
+            cmd.args(munged_args(&d, key_path, "munged.log"));
             let (name, own) = (
                 format!("munged ({})", self.nodes[i].name),
                 self.nodes[i].own.clone(),
@@ -385,8 +416,11 @@ impl Cluster {
             "munged to create its socket on every node",
             |_| sockets.iter().all(|s| s.exists()),
         );
+    }
 
-        // slurm.conf.
+    /// slurm.conf (and plugstack.conf) readable by all.
+    fn write_slurm_conf(&self) {
+        let d = &self.dir;
         let host = fs::read_to_string("/proc/sys/kernel/hostname")
             .expect("hostname")
             .trim()
@@ -438,8 +472,11 @@ PlugStackConfig={dd}/plugstack.conf
         for f in ["slurm.conf", "plugstack.conf"] {
             fs::set_permissions(d.join(f), fs::Permissions::from_mode(0o644)).expect("chmod");
         }
+    }
 
-        // slurmctld and every slurmd at once.
+    /// slurmctld and every slurmd at once, until every node is idle.
+    fn start_slurm(&mut self) {
+        let d = self.dir.clone();
         let log = |p: PathBuf| fs::File::create(p).expect("log file");
         let mut ctld = Command::new("slurmctld");
         ctld.args(["-D", "-f"])
@@ -463,6 +500,10 @@ PlugStackConfig={dd}/plugstack.conf
             let r = c.root(&["sinfo", "-h", "-N", "-o", "%N %t"]);
             r.stdout().lines().filter(|l| l.ends_with(" idle")).count() == want
         });
+    }
+
+    /// What each node has mounted at start: not the tests' doing.
+    fn record_baselines(&mut self) {
         self.baseline = self
             .nodes
             .iter()
