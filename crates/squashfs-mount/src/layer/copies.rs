@@ -37,6 +37,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
+use super::failure::CopyError;
 use crate::system::{self, Error, FileId, Gid, Uid};
 
 /// Who the caller is, for judging rights.
@@ -147,8 +148,8 @@ pub fn copy_tree(
     upper: BorrowedFd<'_>,
     shown: &OsStr,
     account: &mut Account,
-) -> Result<(), String> {
-    let fail = |e: Error| format!("cannot open {}: {e}", shown.to_string_lossy());
+) -> Result<(), CopyError> {
+    let fail = |e: Error| CopyError::Open(shown.to_string_lossy().into_owned(), e);
     let mut stack = vec![Level {
         name: OsString::new(),
         st: *st,
@@ -159,12 +160,8 @@ pub fn copy_tree(
     }];
     let mut path = shown.as_bytes().to_vec();
     walk(caller, &mut stack, &mut path, account)?;
-    system::set_mode(upper, caller.copy_mode_of(st)).map_err(|e| {
-        format!(
-            "cannot set the mode of the layer's top directory for {}: {e}",
-            shown.to_string_lossy()
-        )
-    })
+    system::set_mode(upper, caller.copy_mode_of(st))
+        .map_err(|e| CopyError::TopMode(shown.to_string_lossy().into_owned(), e))
 }
 
 fn named(path: &[u8]) -> String {
@@ -175,8 +172,12 @@ fn owner(st: &FileId) -> String {
     format!("owner uid {}, group gid {}", st.uid, st.gid)
 }
 
-fn fail(path: &[u8], what: &str, e: Error) -> String {
-    format!("{what} {}: {e}", named(path))
+fn fail(path: &[u8], what: &'static str, e: Error) -> CopyError {
+    CopyError::At {
+        what,
+        path: named(path),
+        e,
+    }
 }
 
 impl Caller {
@@ -197,7 +198,7 @@ impl Caller {
 
 /// Makes the layer's copy of every directory of `stack` that has none;
 /// false when one of them was removed or replaced in the layer.
-fn ensure(stack: &mut [Level], path: &[u8], account: &mut Account) -> Result<bool, String> {
+fn ensure(stack: &mut [Level], path: &[u8], account: &mut Account) -> Result<bool, CopyError> {
     for i in 1..stack.len() {
         let (above, here) = stack.split_at_mut(i);
         let (parent, level) = (&above[i - 1], &mut here[0]);
@@ -253,7 +254,7 @@ fn walk(
     stack: &mut Vec<Level>,
     path: &mut Vec<u8>,
     account: &mut Account,
-) -> Result<(), String> {
+) -> Result<(), CopyError> {
     let here = stack.last().expect("the walk's path is never empty");
     let dir_writable = caller.rights_of(&here.st) & 3 == 3;
     let Some(lower) = here.lower.as_ref() else {
@@ -313,7 +314,7 @@ fn directory(
     st: FileId,
     path: &mut Vec<u8>,
     account: &mut Account,
-) -> Result<(), String> {
+) -> Result<(), CopyError> {
     let rights = caller.rights_of(&st);
     let listable = rights & 5 == 5 && stack.len() < MAX_DEPTH;
     let lower = match listable {
@@ -371,7 +372,7 @@ fn entry(
     st: &FileId,
     path: &[u8],
     account: &mut Account,
-) -> Result<(), String> {
+) -> Result<(), CopyError> {
     let cannot = |why: &str| {
         format!(
             "{} ({}): {why}; in the writable layer it cannot be changed or renamed (it can be removed)",
@@ -408,74 +409,10 @@ fn entry(
         }
         // The layer holds the caller's own version, or a whiteout.
         Err(Error::EXIST) => Ok(()),
-        Err(e) => Err(format!(
-            "cannot copy {} into the writable layer: {e}",
-            named(path)
-        )),
+        Err(e) => Err(CopyError::Copy(named(path), e)),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn me() -> Caller {
-        Caller {
-            uid: Uid::from_raw(1000),
-            gid: Gid::from_raw(1000),
-            groups: vec![Gid::from_raw(1000), Gid::from_raw(500)],
-        }
-    }
-
-    /// (owner, group) of an entry.
-    fn ids(uid: u32, gid: u32) -> (Uid, Gid) {
-        (Uid::from_raw(uid), Gid::from_raw(gid))
-    }
-
-    fn rights(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
-        c.rights(uid, gid, mode)
-    }
-
-    fn copy_mode(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
-        c.copy_mode(uid, gid, mode)
-    }
-
-    fn needs(c: &Caller, (uid, gid): (Uid, Gid), mode: u32, dir_writable: bool) -> Need {
-        need(c, uid, gid, mode, dir_writable)
-    }
-
-    #[test]
-    fn rights_as_the_kernel_judges_them() {
-        let c = me();
-        assert_eq!(rights(&c, ids(1000, 0), 0o604), 6);
-        assert_eq!(rights(&c, ids(0, 500), 0o664), 6);
-        assert_eq!(
-            rights(&c, ids(0, 500), 0o606),
-            0,
-            "group bits, not the others'"
-        );
-        assert_eq!(rights(&c, ids(0, 0), 0o644), 4);
-        assert_eq!(rights(&c, ids(0, 0), 0o666), 6);
-        assert_eq!(rights(&c, ids(7, 7), 0o777), 7);
-        assert_eq!(copy_mode(&c, ids(0, 0), 0o4755), 0o555);
-        assert_eq!(copy_mode(&c, ids(0, 500), 0o2775), 0o755);
-        assert_eq!(copy_mode(&c, ids(0, 0), 0o1777), 0o755);
-        assert_eq!(copy_mode(&c, ids(0, 0), 0o644), 0o444);
-    }
-
-    #[test]
-    fn what_needs_a_copy() {
-        let c = me();
-        // Overlayfs copies the caller's own (uid and primary gid) itself.
-        assert_eq!(needs(&c, ids(1000, 1000), 0o644, true), Need::Nothing);
-        // The caller's with another group: may chmod it.
-        assert_eq!(needs(&c, ids(1000, 0), 0o444, false), Need::Copy);
-        assert_eq!(needs(&c, ids(0, 500), 0o664, false), Need::Copy);
-        assert_eq!(needs(&c, ids(0, 500), 0o644, false), Need::Nothing);
-        assert_eq!(needs(&c, ids(0, 0), 0o666, false), Need::Copy);
-        assert_eq!(needs(&c, ids(0, 0), 0o644, false), Need::Nothing);
-        // In a directory the caller may write: may be renamed or removed.
-        assert_eq!(needs(&c, ids(0, 0), 0o644, true), Need::Copy);
-        assert_eq!(needs(&c, ids(7, 7), 0o600, true), Need::Copy);
-    }
-}
+#[path = "copies_tests.rs"]
+mod tests;

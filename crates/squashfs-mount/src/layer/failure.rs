@@ -107,7 +107,7 @@ pub enum LayerError {
     },
     Copies {
         dir: String,
-        why: String,
+        why: CopyError,
     },
     WriteMark {
         dir: String,
@@ -149,7 +149,7 @@ pub enum LayerError {
     /// The helper handed over something else than its namespaces.
     Tampered {
         dir: String,
-        why: String,
+        why: Tampered,
     },
     /// The helper's own sentence, relayed.
     Helper(String),
@@ -332,52 +332,79 @@ impl LayerError {
 
 crate::error_kind!(LayerError);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Why the caller's copies could not be made (the walk stops there).
+#[derive(Debug)]
+pub enum CopyError {
+    /// The image's mount (as shown) or its sub-layer's upper directory
+    /// could not be opened.
+    Open(String, Error),
+    /// The mode of the sub-layer's top directory could not be set.
+    TopMode(String, Error),
+    /// What was being done at `path` of the image.
+    At {
+        what: &'static str,
+        path: String,
+        e: Error,
+    },
+    /// The entry at this path could not be copied into the layer.
+    Copy(String, Error),
+}
 
-    /// The sentences are the ones the single string kind said.
-    #[test]
-    fn sentences() {
-        let said = |e: LayerError| e.to_string();
-        assert_eq!(
-            said(LayerError::NotYours { dir: "/l".into(), owner: Uid::from_raw(0) }),
-            "the writable layer /l belongs to uid 0, not to you: a writable layer must be a directory of your own; give another directory"
-        );
-        assert_eq!(
-            said(LayerError::Create("/l".into(), Error::NOENT)),
-            format!("cannot create the writable layer /l: {}; its parent directory does not exist: create that first", Error::NOENT)
-        );
-        assert_eq!(
-            said(LayerError::InUse { dir: "/l".into(), by: Some(7) }),
-            "the writable layer /l is in use by another launch (process 7); one launch at a time can use a layer directory (overlayfs cannot share it): wait for that one to end, or give another directory"
-        );
-        assert_eq!(
-            said(LayerError::NotALayer { dir: "/l".into(), why: Foreign::Holds("x".into()) }),
-            "/l is not a writable layer made by squashfs-mount (it holds x but no stamp); give an empty or new directory"
-        );
-        assert_eq!(
-            said(LayerError::OverlayRefused {
-                e: Error::INVAL,
-                log: vec!["a".into(), "b".into()]
-            }),
-            format!(
-                "overlayfs refused the layer: {} (kernel: a; b)",
-                Error::INVAL
-            )
-        );
-        assert_eq!(
-            said(LayerError::OpenToOthers { dir: "/l".into(), mode: 0o770 }),
-            "the writable layer /l is writable by its group or others (mode 0770), who could change your layer: chmod go-w it, or give another directory"
-        );
-        assert!(said(LayerError::FileSystem {
-            dir: "/l".into(),
-            magic: 0x6969
-        })
-        .starts_with("the writable layer /l is on NFS, which overlayfs"));
-        assert_eq!(
-            said(LayerError::NoHelperNextToPlugin),
-            "--squashfs-writable=DIR needs squashfs-mount-layer installed next to the plugin"
-        );
+impl fmt::Display for CopyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CopyError::Open(shown, e) => write!(f, "cannot open {shown}: {e}"),
+            CopyError::TopMode(shown, e) => write!(
+                f,
+                "cannot set the mode of the layer's top directory for {shown}: {e}"
+            ),
+            CopyError::At { what, path, e } => write!(f, "{what} {path}: {e}"),
+            CopyError::Copy(path, e) => {
+                write!(f, "cannot copy {path} into the writable layer: {e}")
+            }
+        }
     }
 }
+
+/// What the helper handed over that is not what it should be (it runs as
+/// the job user, who could make it hand over anything they hold).
+#[derive(Debug)]
+pub enum Tampered {
+    NotUserNamespace,
+    /// A user namespace of another user.
+    OwnedBy(Uid),
+    OwnerUnreadable(Error),
+    NotMountNamespace,
+    /// A mount namespace its user namespace does not own.
+    NotOwned,
+    LockNotFile,
+}
+
+impl fmt::Display for Tampered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tampered::NotUserNamespace => {
+                f.write_str("as its user namespace something that is not a user namespace")
+            }
+            Tampered::OwnedBy(owner) => {
+                write!(f, "a user namespace owned by uid {owner}, not by you")
+            }
+            Tampered::OwnerUnreadable(e) => {
+                write!(f, "a user namespace whose owner cannot be read ({e})")
+            }
+            Tampered::NotMountNamespace => {
+                f.write_str("as its mount namespace something that is not a mount namespace")
+            }
+            Tampered::NotOwned => {
+                f.write_str("a mount namespace that its user namespace does not own")
+            }
+            Tampered::LockNotFile => {
+                f.write_str("as the layer's lock something that is not a regular file")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "failure_tests.rs"]
+mod tests;

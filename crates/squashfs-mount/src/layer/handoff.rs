@@ -82,7 +82,7 @@ pub fn encode(plan: &Plan, then: &Then) -> Vec<OsString> {
 }
 
 /// Parses what [`encode`] wrote.
-pub fn decode(args: &[OsString]) -> Result<(Plan, Then), String> {
+pub fn decode(args: &[OsString]) -> Result<(Plan, Then), HandoffError> {
     let mut plan = Plan {
         dir: OsString::new(),
         mounts: Vec::new(),
@@ -92,16 +92,16 @@ pub fn decode(args: &[OsString]) -> Result<(Plan, Then), String> {
     let (mut report, mut wait) = (None, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let mut next = |what: &str| {
+        let mut next = |what: &'static str| {
             it.next()
                 .cloned()
-                .ok_or_else(|| format!("{} needs {what}", arg.to_string_lossy()))
+                .ok_or_else(|| HandoffError::Needs(arg.to_string_lossy().into_owned(), what))
         };
         match arg.as_bytes() {
             b"--" => {
                 let command: Vec<OsString> = it.cloned().collect();
                 if command.is_empty() {
-                    return Err("no command after '--'".into());
+                    return Err(HandoffError::NoCommand);
                 }
                 return finish(plan, Then::Command(command));
             }
@@ -137,26 +137,52 @@ pub fn decode(args: &[OsString]) -> Result<(Plan, Then), String> {
             }
             b"--report-fd" => report = Some(number(&next("an fd")?)?),
             b"--wait-fd" => wait = Some(number(&next("an fd")?)?),
-            _ => return Err(format!("unknown argument '{}'", arg.to_string_lossy())),
+            _ => return Err(HandoffError::Unknown(arg.to_string_lossy().into_owned())),
         }
     }
     match (report, wait) {
         (Some(report_fd), Some(wait_fd)) => finish(plan, Then::Report { report_fd, wait_fd }),
-        _ => Err("give '-- COMMAND' or --report-fd and --wait-fd".into()),
+        _ => Err(HandoffError::NoThen),
     }
 }
 
-fn finish(plan: Plan, then: Then) -> Result<(Plan, Then), String> {
+fn finish(plan: Plan, then: Then) -> Result<(Plan, Then), HandoffError> {
     if !plan.dir.as_bytes().starts_with(b"/") || !plan.cwd.as_bytes().starts_with(b"/") {
-        return Err("--dir and --cwd must be absolute".into());
+        return Err(HandoffError::NotAbsolute);
     }
     Ok((plan, then))
 }
 
-fn number<T: std::str::FromStr>(s: &OsStr) -> Result<T, String> {
+fn number<T: std::str::FromStr>(s: &OsStr) -> Result<T, HandoffError> {
     s.to_str()
         .and_then(|t| t.parse().ok())
-        .ok_or_else(|| format!("not a number: {}", s.to_string_lossy()))
+        .ok_or_else(|| HandoffError::NotANumber(s.to_string_lossy().into_owned()))
+}
+
+/// What is wrong with the helper's arguments (they are squashfs-mount's
+/// own, never a user's: the helper is not run by hand).
+#[derive(Debug)]
+pub enum HandoffError {
+    /// An option without its value: the option, what it needs.
+    Needs(String, &'static str),
+    NoCommand,
+    Unknown(String),
+    NoThen,
+    NotAbsolute,
+    NotANumber(String),
+}
+
+impl std::fmt::Display for HandoffError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandoffError::Needs(arg, what) => write!(f, "{arg} needs {what}"),
+            HandoffError::NoCommand => f.write_str("no command after '--'"),
+            HandoffError::Unknown(arg) => write!(f, "unknown argument '{arg}'"),
+            HandoffError::NoThen => f.write_str("give '-- COMMAND' or --report-fd and --wait-fd"),
+            HandoffError::NotAbsolute => f.write_str("--dir and --cwd must be absolute"),
+            HandoffError::NotANumber(s) => write!(f, "not a number: {s}"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -20,12 +20,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 
+use super::failure::Tampered;
 use super::handoff::{self, Then};
 use super::stage;
 use super::{LayerError, Plan};
 use crate::privilege::Caller;
 use crate::system;
 use crate::system::error::{self, Failure};
+use crate::system::Uid;
 
 /// The lowest fd number DIR's lock is kept at in the command (out of the
 /// way of the small numbers scripts use).
@@ -54,15 +56,33 @@ pub fn main(args: &[OsString]) -> u8 {
     }
 }
 
+/// Why the helper refuses to start: its ids cannot be read, or the exec
+/// gave it ids other than its caller's (a setuid bit).
+#[derive(Debug)]
+enum Elevated {
+    Unreadable(system::Error),
+    Gained,
+}
+
+impl std::fmt::Display for Elevated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Elevated::Unreadable(e) => write!(f, "{e}"),
+            Elevated::Gained => write!(
+                f,
+                "{} must not run with ids other than its caller's; refusing",
+                super::HELPER_NAME
+            ),
+        }
+    }
+}
+
 /// All ids equal: nothing was gained by the exec (a setuid bit).
-fn unelevated() -> Result<(), String> {
-    let (r, e, s) = system::res_uid().map_err(|e| e.to_string())?;
-    let (rg, eg, sg) = system::res_gid().map_err(|e| e.to_string())?;
+fn unelevated() -> Result<(), Elevated> {
+    let (r, e, s) = system::res_uid().map_err(Elevated::Unreadable)?;
+    let (rg, eg, sg) = system::res_gid().map_err(Elevated::Unreadable)?;
     if r != e || e != s || rg != eg || eg != sg {
-        return Err(format!(
-            "{} must not run with ids other than its caller's; refusing",
-            super::HELPER_NAME
-        ));
+        return Err(Elevated::Gained);
     }
     Ok(())
 }
@@ -242,7 +262,7 @@ pub(super) fn start_for_step(
             .map(|layer| StepLayer { warnings, ..layer })
             .map_err(|e| fail("taking the layer's fds from the helper", e))
             .and_then(|layer| {
-                check_step_layer(&layer, user.uid.as_raw())
+                check_step_layer(&layer, user.uid)
                     .map_err(|why| LayerError::Tampered { dir: dir(), why })?;
                 Ok(layer)
             }),
@@ -279,26 +299,26 @@ fn take_fds(helper: BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Erro
 /// they hold. The user namespace must be one `uid` owns, the mount
 /// namespace one that user namespace owns, the lock a regular file.
 /// Checked before any task joins them; says what is wrong.
-pub fn check_step_layer(layer: &StepLayer, uid: u32) -> Result<(), String> {
+pub fn check_step_layer(layer: &StepLayer, uid: Uid) -> Result<(), Tampered> {
     let (user, mnt) = (layer.user.as_fd(), layer.mnt.as_fd());
     if system::namespace_type(user) != Ok(system::USER_NAMESPACE) {
-        return Err("as its user namespace something that is not a user namespace".into());
+        return Err(Tampered::NotUserNamespace);
     }
     match system::user_namespace_owner(user) {
-        Ok(owner) if owner.as_raw() == uid => {}
-        Ok(owner) => return Err(format!("a user namespace owned by uid {owner}, not by you")),
-        Err(e) => return Err(format!("a user namespace whose owner cannot be read ({e})")),
+        Ok(owner) if owner == uid => {}
+        Ok(owner) => return Err(Tampered::OwnedBy(owner)),
+        Err(e) => return Err(Tampered::OwnerUnreadable(e)),
     }
     if system::namespace_type(mnt) != Ok(system::MOUNT_NAMESPACE) {
-        return Err("as its mount namespace something that is not a mount namespace".into());
+        return Err(Tampered::NotMountNamespace);
     }
     let same = |a: BorrowedFd<'_>, b: BorrowedFd<'_>| matches!((system::fstat(a), system::fstat(b)), (Ok(x), Ok(y)) if (x.dev, x.ino) == (y.dev, y.ino));
     let owner = system::owning_user_namespace(mnt);
     if !owner.as_ref().is_ok_and(|o| same(o.as_fd(), user)) {
-        return Err("a mount namespace that its user namespace does not own".into());
+        return Err(Tampered::NotOwned);
     }
     if !system::is_regular_file(&layer.lock) {
-        return Err("as the layer's lock something that is not a regular file".into());
+        return Err(Tampered::LockNotFile);
     }
     Ok(())
 }
@@ -346,7 +366,7 @@ mod tests {
             warnings: Vec::new(),
         };
         let (user, mnt) = (ns("user"), ns("mnt"));
-        let checked = |l: StepLayer, uid: u32| check_step_layer(&l, uid);
+        let checked = |l: StepLayer, uid: u32| check_step_layer(&l, Uid::from_raw(uid));
         let good = checked(layer(&user, &mnt, lock()), me);
         let other_owner = checked(layer(&user, &mnt, lock()), me + 12345);
         let swapped = checked(layer(&mnt, &user, lock()), me);
@@ -355,11 +375,17 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(good, Ok(()));
-        assert!(other_owner.unwrap_err().contains("not by you"));
-        assert!(swapped.unwrap_err().contains("not a user namespace"));
-        assert!(host_mnt.unwrap_err().contains("does not own"));
-        assert!(dir_lock.unwrap_err().contains("not a regular file"));
+        assert!(good.is_ok(), "{good:?}");
+        assert!(other_owner.unwrap_err().to_string().contains("not by you"));
+        assert!(swapped
+            .unwrap_err()
+            .to_string()
+            .contains("not a user namespace"));
+        assert!(host_mnt.unwrap_err().to_string().contains("does not own"));
+        assert!(dir_lock
+            .unwrap_err()
+            .to_string()
+            .contains("not a regular file"));
     }
 
     #[test]

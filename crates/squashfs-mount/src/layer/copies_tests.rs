@@ -1,0 +1,61 @@
+use super::*;
+
+fn me() -> Caller {
+    Caller {
+        uid: Uid::from_raw(1000),
+        gid: Gid::from_raw(1000),
+        groups: vec![Gid::from_raw(1000), Gid::from_raw(500)],
+    }
+}
+
+/// (owner, group) of an entry.
+fn ids(uid: u32, gid: u32) -> (Uid, Gid) {
+    (Uid::from_raw(uid), Gid::from_raw(gid))
+}
+
+fn rights(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
+    c.rights(uid, gid, mode)
+}
+
+fn copy_mode(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
+    c.copy_mode(uid, gid, mode)
+}
+
+fn needs(c: &Caller, (uid, gid): (Uid, Gid), mode: u32, dir_writable: bool) -> Need {
+    need(c, uid, gid, mode, dir_writable)
+}
+
+#[test]
+fn rights_as_the_kernel_judges_them() {
+    let c = me();
+    assert_eq!(rights(&c, ids(1000, 0), 0o604), 6);
+    assert_eq!(rights(&c, ids(0, 500), 0o664), 6);
+    assert_eq!(
+        rights(&c, ids(0, 500), 0o606),
+        0,
+        "group bits, not the others'"
+    );
+    assert_eq!(rights(&c, ids(0, 0), 0o644), 4);
+    assert_eq!(rights(&c, ids(0, 0), 0o666), 6);
+    assert_eq!(rights(&c, ids(7, 7), 0o777), 7);
+    assert_eq!(copy_mode(&c, ids(0, 0), 0o4755), 0o555);
+    assert_eq!(copy_mode(&c, ids(0, 500), 0o2775), 0o755);
+    assert_eq!(copy_mode(&c, ids(0, 0), 0o1777), 0o755);
+    assert_eq!(copy_mode(&c, ids(0, 0), 0o644), 0o444);
+}
+
+#[test]
+fn what_needs_a_copy() {
+    let c = me();
+    // Overlayfs copies the caller's own (uid and primary gid) itself.
+    assert_eq!(needs(&c, ids(1000, 1000), 0o644, true), Need::Nothing);
+    // The caller's with another group: may chmod it.
+    assert_eq!(needs(&c, ids(1000, 0), 0o444, false), Need::Copy);
+    assert_eq!(needs(&c, ids(0, 500), 0o664, false), Need::Copy);
+    assert_eq!(needs(&c, ids(0, 500), 0o644, false), Need::Nothing);
+    assert_eq!(needs(&c, ids(0, 0), 0o666, false), Need::Copy);
+    assert_eq!(needs(&c, ids(0, 0), 0o644, false), Need::Nothing);
+    // In a directory the caller may write: may be renamed or removed.
+    assert_eq!(needs(&c, ids(0, 0), 0o644, true), Need::Copy);
+    assert_eq!(needs(&c, ids(7, 7), 0o600, true), Need::Copy);
+}
