@@ -608,3 +608,31 @@ fn no_file_name_is_used_twice() {
         }
     }
 }
+
+#[test]
+fn no_type_name_is_declared_twice() {
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (file, text) in sources() {
+        for line in text.lines() {
+            let rest = line.trim_start();
+            let rest = rest
+                .strip_prefix("pub(crate) ")
+                .or_else(|| rest.strip_prefix("pub(super) "))
+                .or_else(|| rest.strip_prefix("pub "))
+                .unwrap_or(rest);
+            let Some(name) = ["struct ", "enum ", "trait "]
+                .iter()
+                .find_map(|kind| rest.strip_prefix(kind))
+            else {
+                continue;
+            };
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(first) = seen.insert(name.clone(), file.clone()) {
+                panic!("{name} is declared twice: in {first} and in {file}");
+            }
+        }
+    }
+}

@@ -33,19 +33,19 @@ impl Host {
 
     /// Whether the FUSE server `pid` that started at `started` still runs,
     /// and whether it found its image corrupt.
-    fn server(&self, pid: u32, started: u64) -> Server {
+    fn server(&self, pid: u32, started: u64) -> ServerState {
         match system::process_name_and_start_in(self.proc.as_fd(), &format!("{pid}/stat")) {
-            Some((_, s)) if s != started => Server::Gone,
-            Some((name, _)) if name == CORRUPT_SERVER => Server::Corrupt,
-            Some(_) => Server::Runs,
-            None => Server::Gone,
+            Some((_, s)) if s != started => ServerState::Gone,
+            Some((name, _)) if name == CORRUPT_SERVER => ServerState::Corrupt,
+            Some(_) => ServerState::Runs,
+            None => ServerState::Gone,
         }
     }
 
     /// Whether the FUSE server `pid` that started at `started` still runs
     /// and may serve more launches.
     fn server_runs(&self, pid: u32, started: u64) -> bool {
-        self.server(pid, started) == Server::Runs
+        self.server(pid, started) == ServerState::Runs
     }
 }
 
@@ -56,7 +56,7 @@ const CORRUPT_SERVER: &str = "sqfsmnt-corrupt";
 
 /// What became of a cached instance's FUSE server.
 #[derive(PartialEq, Eq)]
-enum Server {
+enum ServerState {
     Runs,
     /// It runs, but found its image corrupt.
     Corrupt,
@@ -154,8 +154,8 @@ pub(super) fn clones_of(
         Kind::Fuse { pid, started } => match host.server(pid, started) {
             // Not reused, and nothing to say: the launch starts a fresh
             // instance, which replaces the entry (`Store::place`).
-            Server::Corrupt => return (Vec::new(), None),
-            s => fuse_user == Some(meta.uid) && s == Server::Runs,
+            ServerState::Corrupt => return (Vec::new(), None),
+            s => fuse_user == Some(meta.uid) && s == ServerState::Runs,
         },
     };
     if !good {

@@ -126,11 +126,11 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
 
 /// `--join`: the Slurm step of this task, from the caller's environment
 /// (read as the caller only).
-fn join_step(request: &RunRequest) -> Result<join::Step, JoinError> {
+fn join_step(request: &RunRequest) -> Result<join::SlurmStep, JoinError> {
     if request.layer_dir.is_some() {
         return Err(JoinError::WithLayerDir);
     }
-    join::Step::from_env(|name| std::env::var_os(name))
+    join::SlurmStep::from_env(|name| std::env::var_os(name))
 }
 
 /// Not setuid root: the same command line in a user namespace of its own.
@@ -182,7 +182,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
 /// Rootless `--join`, a task that does not lead: it mounts nothing, and
 /// joins the leading task's namespaces (before making any of its own: a
 /// user namespace of its own could not enter them).
-fn rootless_follower(request: &RunRequest, step: &join::Step) -> Result<Ready, Failure> {
+fn rootless_follower(request: &RunRequest, step: &join::SlurmStep) -> Result<Ready, Failure> {
     let caller = Caller::of_this_process()?;
     let joined = join::follow(step, caller.uid.as_raw())?;
     Ok(Ready {

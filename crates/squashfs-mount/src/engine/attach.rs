@@ -315,7 +315,7 @@ fn kept(call: &Call<'_>, view: Vec<ViewMount>) -> Option<layer::Kept> {
     let (dir, helper) = (plan.layer_dir.clone()?, call.layer_helper.clone()?);
     Some(layer::Kept {
         helper,
-        plan: layer::Plan {
+        plan: layer::LayerPlan {
             dir,
             mounts: view,
             cwd: plan.cwd.clone(),

@@ -114,7 +114,7 @@ impl MirrorEntry {
 
 /// An entry ready for the tmpfs: the copy of a file or directory (is it
 /// a directory), or a symlink to recreate.
-enum Placed {
+enum ReadyEntry {
     Tree(OsString, OwnedFd, bool),
     Symlink(OsString, OsString),
 }
@@ -162,9 +162,9 @@ pub fn build(_root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
                     AttributeScope::Tree,
                 )
                 .map_err(|e| fail("copying an entry of", e))?;
-                Placed::Tree(name, copy, is_dir)
+                ReadyEntry::Tree(name, copy, is_dir)
             }
-            MirrorEntry::Symlink(name, target) => Placed::Symlink(name, target),
+            MirrorEntry::Symlink(name, target) => ReadyEntry::Symlink(name, target),
         });
     }
     let inodes = placed.len() + new.iter().map(Vec::len).sum::<usize>() + 16;
@@ -173,9 +173,11 @@ pub fn build(_root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
     system::attach_mount(tmpfs.as_fd(), dir.as_fd()).map_err(|e| fail("mounting a tmpfs on", e))?;
     for p in placed {
         match p {
-            Placed::Symlink(name, target) => system::make_symlink_in(tmpfs.as_fd(), &name, &target)
-                .map_err(|e| fail("recreating a symlink of", e))?,
-            Placed::Tree(name, copy, is_dir) => {
+            ReadyEntry::Symlink(name, target) => {
+                system::make_symlink_in(tmpfs.as_fd(), &name, &target)
+                    .map_err(|e| fail("recreating a symlink of", e))?
+            }
+            ReadyEntry::Tree(name, copy, is_dir) => {
                 let spot = if is_dir {
                     system::make_dir_in(tmpfs.as_fd(), &name, 0o755)
                 } else {

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 
-use super::{JoinError, Step, KEEPER_WORD, PROCESS_NAME};
+use super::{JoinError, SlurmStep, KEEPER_WORD, PROCESS_NAME};
 use crate::system;
 
 /// A keeper found in /proc.
@@ -30,7 +30,7 @@ pub fn read_comm(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
 /// Another user's process is never taken, whatever it is called: its
 /// /proc directory is not owned by `uid` (nor is a process's that is
 /// privileged or not dumpable, whose namespaces `uid` could not open).
-pub fn find(step: &Step, uid: u32) -> Option<Found> {
+pub fn find(step: &SlurmStep, uid: u32) -> Option<Found> {
     let tag = step.tag();
     for pid in system::task_join::process_ids().ok()? {
         let Ok(dir) = system::task_join::open_process(pid) else {

@@ -27,7 +27,7 @@
 pub mod keeper;
 mod step;
 
-pub use step::{JoinError, Step};
+pub use step::{JoinError, SlurmStep};
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::AsFd;
@@ -53,7 +53,11 @@ const WAIT_STEPS: u32 = 3000;
 /// mount namespace of the caller's on top of this one (it can write its
 /// id maps: a fresh, dumpable process), which this task joins too. In
 /// rootless mode the namespace is the caller's already.
-pub fn lead(step: &Step, mount_list: &OsStr, own_user_namespace: bool) -> Result<(), JoinError> {
+pub fn lead(
+    step: &SlurmStep,
+    mount_list: &OsStr,
+    own_user_namespace: bool,
+) -> Result<(), JoinError> {
     if step.followers() == 0 {
         return Ok(());
     }
@@ -129,7 +133,7 @@ pub struct Joined {
 /// of `uid`'s), joins its user and mount namespaces, returns to the
 /// working directory and tells the keeper. The process must be
 /// single-threaded.
-pub fn follow(step: &Step, uid: u32) -> Result<Joined, JoinError> {
+pub fn follow(step: &SlurmStep, uid: u32) -> Result<Joined, JoinError> {
     let cwd = system::current_dir().map_err(JoinError::WorkingDir)?;
     let mut waited = 0;
     let found = loop {

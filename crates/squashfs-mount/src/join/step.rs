@@ -12,7 +12,7 @@ const NEEDS_SLURM: &str =
 
 /// A task of a Slurm step on this node.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Step {
+pub struct SlurmStep {
     job: String,
     step: String,
     node: u32,
@@ -22,9 +22,9 @@ pub struct Step {
     local: u32,
 }
 
-impl Step {
+impl SlurmStep {
     /// The step from the variables `var` gives (the caller's environment).
-    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<Step, JoinError> {
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<SlurmStep, JoinError> {
         let text = |name: &str| var(name).map(|v| v.to_string_lossy().into_owned());
         let (Some(per_node), Some(node), Some(job), Some(step)) = (
             text("SLURM_STEP_TASKS_PER_NODE"),
@@ -52,7 +52,7 @@ impl Step {
         if local >= tasks_here {
             return Err(JoinError::Invalid("SLURM_LOCALID", local.to_string()));
         }
-        Ok(Step {
+        Ok(SlurmStep {
             job,
             step,
             node,
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn a_task_of_a_step() {
-        let s = Step::from_env(env(FULL)).unwrap();
+        let s = SlurmStep::from_env(env(FULL)).unwrap();
         assert_eq!(s.tag(), "17.0.2");
         assert_eq!(s.followers(), 2);
         assert!(!s.leads());
@@ -199,7 +199,7 @@ mod tests {
                 .copied()
                 .filter(|(n, _)| *n != missing)
                 .collect();
-            let e = Step::from_env(env(&some)).unwrap_err();
+            let e = SlurmStep::from_env(env(&some)).unwrap_err();
             assert!(e.to_string().contains(NEEDS_SLURM), "{e}");
         }
     }
@@ -214,7 +214,7 @@ mod tests {
         ] {
             let mut some: Vec<_> = FULL.iter().copied().filter(|(n, _)| *n != name).collect();
             some.push((name, v));
-            assert!(Step::from_env(env(&some)).is_err(), "{name}={v}");
+            assert!(SlurmStep::from_env(env(&some)).is_err(), "{name}={v}");
         }
     }
 }

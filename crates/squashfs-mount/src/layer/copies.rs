@@ -41,7 +41,7 @@ use super::failure::CopyError;
 use crate::system::{self, Error, FileId, Gid, Uid};
 
 /// Who the caller is, for judging rights.
-pub struct Caller {
+pub struct CallerRights {
     pub uid: Uid,
     /// The primary (effective) gid: mapped in the layer's namespace.
     pub gid: Gid,
@@ -49,14 +49,14 @@ pub struct Caller {
     pub groups: Vec<Gid>,
 }
 
-impl Caller {
+impl CallerRights {
     /// The current process's ids.
-    pub fn current() -> Caller {
+    pub fn current() -> CallerRights {
         let uid = system::effective_uid();
         let gid = system::effective_gid();
         let mut groups = system::supplementary_groups().unwrap_or_default();
         groups.push(gid);
-        Caller { uid, gid, groups }
+        CallerRights { uid, gid, groups }
     }
 
     /// The caller's rights (rwx as 0..=7) on an entry with this owner,
@@ -99,7 +99,7 @@ pub enum Need {
 /// Whether an entry (not a directory) whose owner, group and mode are
 /// given needs the caller's copy, in a directory the caller may or may
 /// not write.
-pub fn need(caller: &Caller, uid: Uid, gid: Gid, mode: u32, dir_writable: bool) -> Need {
+pub fn need(caller: &CallerRights, uid: Uid, gid: Gid, mode: u32, dir_writable: bool) -> Need {
     if uid == caller.uid && gid == caller.gid {
         return Need::Nothing;
     }
@@ -142,7 +142,7 @@ struct Level {
 /// stat) needs into `upper` (its sub-layer's upper directory), as the
 /// caller. `shown` names `lower` in messages.
 pub fn copy_tree(
-    caller: &Caller,
+    caller: &CallerRights,
     lower: BorrowedFd<'_>,
     st: &FileId,
     upper: BorrowedFd<'_>,
@@ -180,7 +180,7 @@ fn fail(path: &[u8], what: &'static str, e: Error) -> CopyError {
     }
 }
 
-impl Caller {
+impl CallerRights {
     /// Whether overlayfs could copy up an entry with these ids itself.
     fn mapped(&self, st: &FileId) -> bool {
         st.uid == self.uid && st.gid == self.gid
@@ -250,7 +250,7 @@ fn ensure(stack: &mut [Level], path: &[u8], account: &mut Account) -> Result<boo
 
 /// The entries of the innermost directory of `stack`.
 fn walk(
-    caller: &Caller,
+    caller: &CallerRights,
     stack: &mut Vec<Level>,
     path: &mut Vec<u8>,
     account: &mut Account,
@@ -298,7 +298,7 @@ fn walk(
     Ok(())
 }
 
-fn needs_copy(caller: &Caller, st: &FileId, dir_writable: bool) -> bool {
+fn needs_copy(caller: &CallerRights, st: &FileId, dir_writable: bool) -> bool {
     // A symlink's mode means nothing (always 0777).
     let mode = if st.is_symlink() { 0 } else { st.mode };
     need(caller, st.uid, st.gid, mode, dir_writable) == Need::Copy
@@ -308,7 +308,7 @@ fn needs_copy(caller: &Caller, st: &FileId, dir_writable: bool) -> bool {
 /// (it is of another owner or group and the caller owns it or may write
 /// it, or something below needs one), then its entries.
 fn directory(
-    caller: &Caller,
+    caller: &CallerRights,
     stack: &mut Vec<Level>,
     name: OsString,
     st: FileId,
@@ -365,7 +365,7 @@ fn directory(
 
 /// A file, symlink or other entry that needs the caller's copy.
 fn entry(
-    caller: &Caller,
+    caller: &CallerRights,
     lower: BorrowedFd<'_>,
     upper: BorrowedFd<'_>,
     name: &OsStr,

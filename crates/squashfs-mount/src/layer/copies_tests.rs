@@ -1,7 +1,7 @@
 use super::*;
 
-fn me() -> Caller {
-    Caller {
+fn me() -> CallerRights {
+    CallerRights {
         uid: Uid::from_raw(1000),
         gid: Gid::from_raw(1000),
         groups: vec![Gid::from_raw(1000), Gid::from_raw(500)],
@@ -13,15 +13,15 @@ fn ids(uid: u32, gid: u32) -> (Uid, Gid) {
     (Uid::from_raw(uid), Gid::from_raw(gid))
 }
 
-fn rights(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
+fn rights(c: &CallerRights, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
     c.rights(uid, gid, mode)
 }
 
-fn copy_mode(c: &Caller, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
+fn copy_mode(c: &CallerRights, (uid, gid): (Uid, Gid), mode: u32) -> u32 {
     c.copy_mode(uid, gid, mode)
 }
 
-fn needs(c: &Caller, (uid, gid): (Uid, Gid), mode: u32, dir_writable: bool) -> Need {
+fn needs(c: &CallerRights, (uid, gid): (Uid, Gid), mode: u32, dir_writable: bool) -> Need {
     need(c, uid, gid, mode, dir_writable)
 }
 

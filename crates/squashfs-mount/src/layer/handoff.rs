@@ -19,7 +19,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
 use super::mount_order::{ImageId, Made, ViewMount};
-use super::Plan;
+use super::LayerPlan;
 
 /// What the helper does once the overlays are mounted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum Then {
 }
 
 /// The arguments after the program name.
-pub fn encode(plan: &Plan, then: &Then) -> Vec<OsString> {
+pub fn encode(plan: &LayerPlan, then: &Then) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |s: &OsStr| a.push(s.to_owned());
     if plan.verbose > 0 {
@@ -82,8 +82,8 @@ pub fn encode(plan: &Plan, then: &Then) -> Vec<OsString> {
 }
 
 /// Parses what [`encode`] wrote.
-pub fn decode(args: &[OsString]) -> Result<(Plan, Then), HandoffError> {
-    let mut plan = Plan {
+pub fn decode(args: &[OsString]) -> Result<(LayerPlan, Then), HandoffError> {
+    let mut plan = LayerPlan {
         dir: OsString::new(),
         mounts: Vec::new(),
         cwd: OsString::new(),
@@ -146,7 +146,7 @@ pub fn decode(args: &[OsString]) -> Result<(Plan, Then), HandoffError> {
     }
 }
 
-fn finish(plan: Plan, then: Then) -> Result<(Plan, Then), HandoffError> {
+fn finish(plan: LayerPlan, then: Then) -> Result<(LayerPlan, Then), HandoffError> {
     if !plan.dir.as_bytes().starts_with(b"/") || !plan.cwd.as_bytes().starts_with(b"/") {
         return Err(HandoffError::NotAbsolute);
     }
@@ -189,8 +189,8 @@ impl std::fmt::Display for HandoffError {
 mod tests {
     use super::*;
 
-    fn plan() -> Plan {
-        Plan {
+    fn plan() -> LayerPlan {
+        LayerPlan {
             dir: "/scratch/me/layer dir".into(),
             cwd: "/home/me".into(),
             verbose: 2,

@@ -23,7 +23,7 @@ use std::os::unix::process::CommandExt;
 use super::failure::Tampered;
 use super::handoff::{self, Then};
 use super::stage;
-use super::{LayerError, Plan};
+use super::{LayerError, LayerPlan};
 use crate::privilege::Caller;
 use crate::system;
 use crate::system::error::{self, Failure};
@@ -87,7 +87,7 @@ fn unelevated() -> Result<(), Elevated> {
     Ok(())
 }
 
-fn become_command(plan: &Plan, command: &[OsString]) -> u8 {
+fn become_command(plan: &LayerPlan, command: &[OsString]) -> u8 {
     let entered = match stage::enter(plan) {
         Ok(e) => e,
         Err(e) => {
@@ -144,7 +144,7 @@ pub fn exec(command: &[OsString]) -> u8 {
 }
 
 /// The Slurm plugin's way: see the module documentation.
-fn report(plan: &Plan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
+fn report(plan: &LayerPlan, report_fd: RawFd, wait_fd: RawFd) -> u8 {
     // The plugin's spawn placed them at these numbers; owned from here on.
     let (Some(out), Some(wait)) = (system::take_fd(report_fd), system::take_fd(wait_fd)) else {
         error::report("the report and wait fds are not open");
@@ -212,7 +212,7 @@ fn parse_report(text: &str) -> (Vec<String>, Option<Result<&str, &str>>) {
 /// fds it names. Front ends call `start::start`.
 pub(super) fn start_for_step(
     program: &OsStr,
-    plan: &Plan,
+    plan: &LayerPlan,
     user: &Caller,
 ) -> Result<StepLayer, Failure> {
     let dir = || plan.dir.to_string_lossy().into_owned();

@@ -62,7 +62,7 @@ pub use squashfs_format::stamp::STAMP_FILE;
 
 /// What the caller's stage needs to know.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub struct LayerPlan {
     /// The layer directory: absolute (made so against the working directory
     /// the launch started in), lexically tidy.
     pub dir: OsString,

@@ -144,9 +144,9 @@ mod tests {
 
     /// Records the options set, `key=value` or `key`.
     #[derive(Default)]
-    struct Recorder(RefCell<Vec<String>>);
+    struct OptionRecorder(RefCell<Vec<String>>);
 
-    impl OverlayOptions for Recorder {
+    impl OverlayOptions for OptionRecorder {
         fn set_option(&self, key: &str, value: &str) -> Result<(), system::Error> {
             self.0.borrow_mut().push(format!("{key}={value}"));
             Ok(())
@@ -159,9 +159,9 @@ mod tests {
 
     #[test]
     fn root_unions_and_kept_layers_set_every_safe_option() {
-        let union = Recorder::default();
+        let union = OptionRecorder::default();
         overlay::union_options(&union).unwrap();
-        let layer = Recorder::default();
+        let layer = OptionRecorder::default();
         layer_options(&layer).unwrap();
         for (key, value) in overlay::SAFE_OPTIONS {
             let option = format!("{key}={value}");

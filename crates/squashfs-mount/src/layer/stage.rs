@@ -26,7 +26,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::dir::LayerDir;
 use super::mount_order;
-use super::{copies, stack, Foreign, LayerError, Plan, STAMP_FILE};
+use super::{copies, stack, Foreign, LayerError, LayerPlan, STAMP_FILE};
 use crate::system::error::Failure;
 use crate::system::{self, Error};
 use squashfs_format::stamp::Stamp;
@@ -46,7 +46,7 @@ pub struct Entered {
 const STAMP_LIMIT: usize = 1 << 20;
 
 /// Runs the stage for `plan` as the current (unprivileged) process.
-pub fn enter(plan: &Plan) -> Result<Entered, Failure> {
+pub fn enter(plan: &LayerPlan) -> Result<Entered, Failure> {
     let steps = mount_order::steps(&plan.mounts)?;
     let (uid, gid) = (system::effective_uid(), system::effective_gid());
     // 1., 2.
@@ -140,7 +140,7 @@ fn copy_what_overlayfs_cannot(
     notes: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> Result<(), Failure> {
-    let caller = copies::Caller::current();
+    let caller = copies::CallerRights::current();
     for ((mount_point, _), n) in wanted.iter().zip(numbers) {
         let mark = format!("{n}/{}", super::COPIED_MARK);
         if system::stat_at(dir.fd.as_fd(), &mark).is_ok() {

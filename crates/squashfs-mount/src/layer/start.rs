@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use super::helper::{self, StepLayer};
-use super::{LayerError, Plan};
+use super::{LayerError, LayerPlan};
 use crate::privilege::{AsRoot, Caller};
 use crate::system;
 use crate::system::error::Failure;
@@ -19,7 +19,7 @@ use crate::system::error::Failure;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kept {
     pub helper: OsString,
-    pub plan: Plan,
+    pub plan: LayerPlan,
 }
 
 /// How the front end hands the layer to the helper.

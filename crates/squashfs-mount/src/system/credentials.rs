@@ -241,14 +241,14 @@ pub struct OutOfReach {
 
 /// What the first guard of this thread changed: the real uid and mask to
 /// give back, and how many guards are alive.
-struct Reach {
+struct GuardState {
     depth: usize,
     restore: Option<(Uid, super::SignalMask)>,
 }
 
 thread_local! {
-    static REACH: std::cell::RefCell<Reach> =
-        const { std::cell::RefCell::new(Reach { depth: 0, restore: None }) };
+    static REACH: std::cell::RefCell<GuardState> =
+        const { std::cell::RefCell::new(GuardState { depth: 0, restore: None }) };
 }
 
 impl OutOfReach {
