@@ -13,7 +13,8 @@
 //! are one namespace for the whole binary (the images are built once per
 //! process): a name means the same content in every module.
 //! `tests/structure.rs` stays a binary of its own (it reads the sources,
-//! needs no root, and other work edits it).
+//! needs no root, and other work edits it), and so does `tests/join.rs`
+//! (a Slurm cluster whose image cache must not overlap these tests').
 
 mod cache;
 mod capabilities;
@@ -24,7 +25,6 @@ mod fuse_cache;
 mod fuse_homes;
 mod fuse_server;
 mod hardening;
-mod join;
 mod kept_layer_owners;
 mod kept_layers;
 mod layers;

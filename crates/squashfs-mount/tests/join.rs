@@ -10,7 +10,11 @@
 //! join it.
 //!
 //! One cluster for all the cases (it takes a while to start): one `#[test]`
-//! that runs each case and names the ones that failed.
+//! that runs each case and names the ones that failed. A test binary of
+//! its own (not a module of `tests/it/`): its cluster and its `--gc --all`
+//! runs must not overlap the other privileged tests, which share the
+//! host's image cache and loop devices (as part of `it` it once evicted
+//! their instances and found a loop device of its image still attached).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -426,7 +430,7 @@ fn join_bats_on_the_slurm_cluster() {
     let mut tools = TOOLS.to_vec();
     tools.extend(["mksquashfs", "pgrep", "perl"]);
     if !sqfsmnt_test_support::privileged(
-        "--join tests (crates/squashfs-mount/tests/it/join.rs)",
+        "--join tests (crates/squashfs-mount/tests/join.rs)",
         &tools,
     ) {
         return;
@@ -515,7 +519,15 @@ fn join_bats_on_the_slurm_cluster() {
             .lines()
             .filter(|l| l.contains("sqfsmnt") || l.contains("squashfs-mount"))
             .collect();
-        left.push(format!("processes: {ours:#?}; --gc said: {said:?}"));
+        let holders = sqfsmnt_test_support::cmd::run(Command::new("sh").args([
+            "-c",
+            "for f in /proc/[0-9]*/mountinfo; do grep -q ' /dev/loop' $f 2>/dev/null && grep -q squashfs $f && p=${f#/proc/} && echo \"${p%%/*} $(readlink /proc/${p%%/*}/ns/mnt) $(tr '\\0' ' ' < /proc/${p%%/*}/cmdline | cut -c1-80)\"; done | sort -k2 | uniq -f1",
+        ]));
+        left.push(format!(
+            "processes: {ours:#?}; mount namespaces with a squashfs on a loop device: {}",
+            holders.stdout()
+        ));
+        let _ = &said;
     }
     assert!(failed.is_empty(), "failed:\n{}", failed.join("\n\n"));
     assert!(left.is_empty(), "left behind: {left:?}");
