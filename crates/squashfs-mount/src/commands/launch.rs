@@ -110,7 +110,7 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
     let (caller, process) = privileges.drop_for_good()?;
-    let uid = caller.uid.as_raw();
+    let uid = caller.uid;
     let mut ready = mounted_ready(caller, request, mounted, signals);
     ready.process = Some(process);
     if request.join {
@@ -184,7 +184,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
 /// user namespace of its own could not enter them).
 fn rootless_follower(request: &RunRequest, step: &join::SlurmStep) -> Result<Ready, Failure> {
     let caller = Caller::of_this_process()?;
-    let joined = join::follow(step, caller.uid.as_raw())?;
+    let joined = join::follow(step, caller.uid)?;
     Ok(Ready {
         caller,
         command: request.command.clone(),

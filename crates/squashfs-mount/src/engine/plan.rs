@@ -76,7 +76,7 @@ pub struct Plan {
 /// The most bind mounts one call may ask for.
 pub const MAX_BINDS_PER_CALL: usize = 64;
 
-pub use super::plan_error::PlanError;
+use super::plan_error::PlanError;
 crate::error_kind!(PlanError);
 
 impl Plan {

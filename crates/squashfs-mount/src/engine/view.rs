@@ -33,7 +33,7 @@ use crate::system::error::Failure;
 use crate::system::{self, Error as Errno};
 
 use super::mirror::{Mirror, MirrorEntry};
-pub use super::mirror::{ViewError, MAX_MIRROR_ENTRIES};
+use super::mirror::{ViewError, MAX_MIRROR_ENTRIES};
 use super::plan::Plan;
 use super::root_side::RootSide;
 

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 
 use super::{JoinError, SlurmStep, KEEPER_WORD, PROCESS_NAME};
-use crate::system;
+use crate::system::{self, Uid};
 
 /// A keeper found in /proc.
 pub struct Found {
@@ -30,13 +30,13 @@ pub fn read_comm(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
 /// Another user's process is never taken, whatever it is called: its
 /// /proc directory is not owned by `uid` (nor is a process's that is
 /// privileged or not dumpable, whose namespaces `uid` could not open).
-pub fn find(step: &SlurmStep, uid: u32) -> Option<Found> {
+pub fn find(step: &SlurmStep, uid: Uid) -> Option<Found> {
     let tag = step.tag();
     for pid in system::task_join::process_ids().ok()? {
         let Ok(dir) = system::task_join::open_process(pid) else {
             continue;
         };
-        if system::fstat(dir.as_fd()).map(|st| st.uid.as_raw()) != Ok(uid) {
+        if system::fstat(dir.as_fd()).map(|st| st.uid) != Ok(uid) {
             continue;
         }
         if read_comm(dir.as_fd()).as_deref() != Some(format!("{PROCESS_NAME}\n").as_bytes()) {
@@ -152,13 +152,13 @@ struct Watch {
     /// The tasks that said they joined (pids), and how many will.
     joined: BTreeSet<u32>,
     expected: u32,
-    uid: u32,
+    uid: Uid,
     namespace: u64,
 }
 
 fn prepare(orders: &Orders, step: OwnedFd) -> Result<Watch, JoinError> {
     let signals = system::task_join::join_signal_fd().map_err(JoinError::Keeper)?;
-    let uid = system::real_uid().as_raw();
+    let uid = system::real_uid();
     if orders.own_user_namespace {
         system::enter_user_and_mount_namespace(system::real_uid(), system::real_gid())
             .map_err(JoinError::Namespace)?;

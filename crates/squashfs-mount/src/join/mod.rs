@@ -35,7 +35,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use crate::system;
+use crate::system::{self, Uid};
 
 /// The name the keeper runs under (as `ps` and `pgrep -x` show it).
 pub const PROCESS_NAME: &str = "squashfs-mount";
@@ -61,7 +61,7 @@ pub fn lead(
     if step.followers() == 0 {
         return Ok(());
     }
-    let uid = system::real_uid().as_raw();
+    let uid = system::real_uid();
     let cwd = system::current_dir().map_err(JoinError::WorkingDir)?;
     let (ready_read, ready_write) = system::task_join::pipe().map_err(JoinError::Keeper)?;
     let inherited =
@@ -133,7 +133,7 @@ pub struct Joined {
 /// of `uid`'s), joins its user and mount namespaces, returns to the
 /// working directory and tells the keeper. The process must be
 /// single-threaded.
-pub fn follow(step: &SlurmStep, uid: u32) -> Result<Joined, JoinError> {
+pub fn follow(step: &SlurmStep, uid: Uid) -> Result<Joined, JoinError> {
     let cwd = system::current_dir().map_err(JoinError::WorkingDir)?;
     let mut waited = 0;
     let found = loop {
@@ -154,7 +154,7 @@ pub fn follow(step: &SlurmStep, uid: u32) -> Result<Joined, JoinError> {
 
 /// Joins the namespaces of the keeper `found` (when `enter`; the rootless
 /// leader is in them already), goes back to `cwd` and tells the keeper.
-fn join_keeper(found: &keeper::Found, uid: u32, cwd: &OsStr, enter: bool) -> Result<(), JoinError> {
+fn join_keeper(found: &keeper::Found, uid: Uid, cwd: &OsStr, enter: bool) -> Result<(), JoinError> {
     let pidfd = system::task_join::open_pidfd(found.pid).map_err(JoinError::Namespace)?;
     // The /proc directory still reads: the pidfd is the keeper's, not a
     // process that got its pid since.
@@ -169,9 +169,7 @@ fn join_keeper(found: &keeper::Found, uid: u32, cwd: &OsStr, enter: bool) -> Res
             system::namespace_type(mnt.as_fd()),
         );
         let owner = system::user_namespace_owner(user.as_fd());
-        if types != (Ok(system::USER_NAMESPACE), Ok(system::MOUNT_NAMESPACE))
-            || owner.map(|u| u.as_raw()) != Ok(uid)
-        {
+        if types != (Ok(system::USER_NAMESPACE), Ok(system::MOUNT_NAMESPACE)) || owner != Ok(uid) {
             return Err(JoinError::NotOurs(found.pid));
         }
         system::join_user_and_mount_namespaces(user.as_fd(), mnt.as_fd())

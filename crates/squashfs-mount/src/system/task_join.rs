@@ -105,7 +105,7 @@ pub fn join_signal_fd() -> SysResult<OwnedFd> {
 }
 
 /// One signal read from a signalfd: the sender's pid and real uid.
-pub fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, u32)> {
+pub fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, super::Uid)> {
     // SAFETY: signalfd_siginfo is plain data; zeroed is a valid value.
     let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::signalfd_siginfo>();
@@ -128,7 +128,8 @@ pub fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, u32)> {
     if n != size {
         return Err(Errno::IO);
     }
-    Ok((info.ssi_pid, info.ssi_uid))
+    let uid = super::Uid::checked(info.ssi_uid).ok_or(Errno::INVAL)?;
+    Ok((info.ssi_pid, uid))
 }
 
 /// Waits until at least one of `fds` is readable (a pidfd: its process
