@@ -1333,6 +1333,19 @@ fn detached_server() {
     assert_eq!(line, "ready\n");
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
     kill_pid(pid, Signal::STOP);
+    // Every thread of the server stopped before the reader starts (a
+    // thread on the other CPU stops only once it is scheduled).
+    let all_stopped = || {
+        fs::read_dir(proc_dir_of(pid).join("task"))
+            .unwrap()
+            .all(|t| task_state(&t.unwrap().path()) == Some('T'))
+    };
+    let mut waited = 0;
+    while !all_stopped() {
+        assert!(waited < 500, "the server did not stop on SIGSTOP");
+        waited += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut reader = Command::new("cat")
         .arg(mnt.join("a/g"))
         .stdout(Stdio::null())
@@ -1340,10 +1353,11 @@ fn detached_server() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        reader.try_wait().unwrap().is_none(),
-        "the reader did not wait for the stopped server"
-    );
+    if let Some(status) = reader.try_wait().unwrap() {
+        let mut e = String::new();
+        let _ = reader.stderr.take().unwrap().read_to_string(&mut e);
+        panic!("the reader did not wait for the stopped server: {status:?}, {e:?}");
+    }
     kill_pid(pid, Signal::KILL);
     let status = wait_timeout(&mut reader, Duration::from_secs(5))
         .expect("the reader hangs after SIGKILL of the server");
@@ -1384,4 +1398,20 @@ fn detached_server() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("exclude each other"));
+}
+
+/// /proc/<pid> of a child.
+fn proc_dir_of(pid: rustix::process::Pid) -> PathBuf {
+    PathBuf::from(format!("/proc/{}", pid.as_raw_nonzero()))
+}
+
+/// The state letter of a task (`/proc/<pid>/task/<tid>`), from its stat.
+fn task_state(task: &Path) -> Option<char> {
+    let stat = fs::read_to_string(task.join("stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
