@@ -88,13 +88,27 @@ fn root_phase(caps: u64) -> Sets {
 fn in_root_phase(child: &Child, what: &str) -> Sets {
     let pid = child.id();
     let mut seen = None;
+    // Sampled only while it sleeps between attempts at the held lock or
+    // slot: right after exec a set-user-ID program still has every
+    // capability, before it gives them up.
+    let sleeping = || {
+        let call = fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        let number = call.split_whitespace().next().unwrap_or("");
+        number == libc::SYS_nanosleep.to_string() || number == libc::SYS_clock_nanosleep.to_string()
+    };
     wait_until(Duration::from_secs(20), what, || {
         let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() != "squashfs-mount" || !sleeping() {
+            return false;
+        }
         let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
             return false;
         };
+        if !sleeping() {
+            return false;
+        }
         let s = sets(&status);
-        let done = comm.trim() == "squashfs-mount" && s.effective != 0;
+        let done = s.effective != 0;
         seen = Some(s);
         done
     });
