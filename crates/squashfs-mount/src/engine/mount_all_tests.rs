@@ -700,7 +700,11 @@ fn a_kept_layer_in_use_or_made_on_other_images_is_refused_by_the_sequence() {
         matches!(e.kind::<LayerError>(), Some(LayerError::InUse { .. })),
         "{e}"
     );
-    assert!(e.to_string().contains(&format!("{dir} is in use by another launch")), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("{dir} is in use by another launch")),
+        "{e}"
+    );
     assert!(!rec.lines("attach").is_empty(), "{:?}", rec.log);
     drop(first);
     // A layer made on other images at m.

@@ -51,8 +51,9 @@ impl LayerDir {
     pub fn lock(&self, uid: Uid, handed: Option<OwnedFd>) -> Result<OwnedFd, Failure> {
         let fail = |e: Error| LayerError::Lock(shown(&self.path), e);
         let fd = match handed {
-            None => system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600)
-                .map_err(fail)?,
+            None => {
+                system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600).map_err(fail)?
+            }
             Some(fd) => {
                 let named = system::stat_at(self.fd.as_fd(), super::LOCK_FILE).map_err(fail)?;
                 let got = system::fstat(fd.as_fd()).map_err(fail)?;

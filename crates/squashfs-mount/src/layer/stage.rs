@@ -84,9 +84,9 @@ pub fn claim(plan: &LayerPlan, uid: Uid, handed: Option<OwnedFd>) -> Result<Clai
 pub fn enter(plan: &LayerPlan) -> Result<Entered, Failure> {
     let (uid, gid) = (system::effective_uid(), system::effective_gid());
     let handed = match plan.lock_fd {
-        Some(n) => Some(
-            system::take_fd(n).ok_or_else(|| LayerError::NotHandedLock(shown(&plan.dir)))?,
-        ),
+        Some(n) => {
+            Some(system::take_fd(n).ok_or_else(|| LayerError::NotHandedLock(shown(&plan.dir)))?)
+        }
         None => None,
     };
     // 1., 2., and 3.'s refusals.

@@ -72,13 +72,11 @@ fn become_helper(
     use super::handoff::{encode, Then};
     // A copy of the lock's fd (the same open file: the lock stays held),
     // without close-on-exec, out of the way of the caller's numbers.
-    let lock = match system::keep_copy_across_exec(
-        kept.lock.as_fd(),
-        super::helper::LOCK_FD_AT_LEAST,
-    ) {
-        Ok(n) => n,
-        Err(e) => return Failure::new(LayerError::HandLock(e)),
-    };
+    let lock =
+        match system::keep_copy_across_exec(kept.lock.as_fd(), super::helper::LOCK_FD_AT_LEAST) {
+            Ok(n) => n,
+            Err(e) => return Failure::new(LayerError::HandLock(e)),
+        };
     let keep: Vec<RawFd> = inherited.iter().copied().chain([lock]).collect();
     if let Err(e) = system::close_on_exec_all_but(&keep) {
         return Failure::new(LayerError::CloseFds(e));
