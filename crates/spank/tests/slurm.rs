@@ -797,7 +797,10 @@ fn tampered_layer_helper(t: &T) {
 fn shared_refusal_table(t: &T) {
     use sqfsmnt_test_support::refusals::{self, TABLE};
     let dir = t.c.dir.join("refusals");
-    refusals::make_images(&dir, &t.c.user);
+    let _busy = refusals::make_images(&dir, &t.c.user, Path::new(UE));
+    // Every refusal is the sequence's: the layer helper never runs.
+    let helper = t.c.dir.join(sqfsmnt_test_support::install::LAYER_HELPER);
+    let _helper = refusals::HelperMustNotRun::at(&helper);
     for r in TABLE {
         let _site = r.site.map(sqfsmnt_test_support::site::config);
         let mut args: Vec<String> = vec!["srun".into(), "-N1".into()];
@@ -861,6 +864,7 @@ fn shared_refusal_table(t: &T) {
                 r.name
             );
         }
+        refusals::assert_no_lock_left(&dir, r);
     }
 }
 

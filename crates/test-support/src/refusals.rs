@@ -2,7 +2,11 @@
 //! and the Slurm plugin): they share one privileged sequence, so they must
 //! refuse the same requests with the same words. Every refusal of a kept
 //! writable layer (`--writable=DIR`) is here: the sequence makes them all
-//! before anything is mounted (`engine/kept_layer.rs`).
+//! (`engine/kept_layer.rs`), before anything is mounted, or once the
+//! mounts are attached for what needs them (a DIR in use, a layer made on
+//! other images, a mount inside an image's mount point), never the layer
+//! helper: the front ends run the table with a helper that must not run
+//! ([`HelperMustNotRun`]).
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -218,6 +222,48 @@ pub const TABLE: &[Refusal] = &[
         expect: &["no-such-dir/layer", "its parent directory does not exist"],
     },
     Refusal {
+        name: "kept writable layer in use by another launch",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/layer-busy"),
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "the writable layer",
+            "layer-busy is in use by another launch",
+            "wait for that one to end, or give another directory",
+        ],
+    },
+    Refusal {
+        name: "kept writable layer made on other images",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[],
+        writable: Some("table/layer-other"),
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "layer-other does not belong to the images on",
+            "the layer was made on /elsewhere/b.sqfs there",
+            "Use another directory for these images",
+        ],
+    },
+    Refusal {
+        name: "kept writable layer with a mount inside an image's mount point",
+        pairs: &[("a.sqfs", "")],
+        union: &[],
+        binds: &[("bindsrc", "sub")],
+        writable: Some("table/layer-nest"),
+        mutable_root: false,
+        site: None,
+        expect: &[
+            "nothing can be mounted inside an image's mount point",
+            "the bind mount on",
+            "mount them side by side",
+        ],
+    },
+    Refusal {
         name: "writable layer beyond the RAM ceiling",
         pairs: &[("a.sqfs", "")],
         union: &[],
@@ -314,8 +360,10 @@ pub fn writable(dir: &Path, value: &str) -> String {
 /// Makes the table's images in `dir` (root-owned, world-readable unless
 /// said otherwise; nothing corrupt past its superblock), and the layer
 /// directories of the kept-layer rows (some of them `user`'s, who runs
-/// the table).
-pub fn make_images(dir: &Path, user: &User) {
+/// the table); `root` is the front end's mount point for "" (the rows'
+/// stamp names it). Returns the lock of `layer-busy`, held until dropped.
+#[must_use = "the busy layer's lock is held only while this lives"]
+pub fn make_images(dir: &Path, user: &User, root: &Path) -> fs::File {
     fs::create_dir_all(dir).expect("mkdir");
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod");
     let img = |n: &str| dir.join(n);
@@ -324,7 +372,7 @@ pub fn make_images(dir: &Path, user: &User) {
         image::build(
             &src.join(name),
             &img(&format!("{name}.sqfs")),
-            &[("file", content)],
+            &[("file", content), ("sub/.keep", "")],
             "",
             &["-all-root"],
         );
@@ -344,13 +392,14 @@ pub fn make_images(dir: &Path, user: &User) {
     fs::create_dir_all(img("bindsrc")).expect("mkdir");
     fs::create_dir_all(img("private/inner")).expect("mkdir");
     fs::set_permissions(img("private"), fs::Permissions::from_mode(0o700)).expect("chmod");
-    make_layer_dirs(dir, user);
+    make_layer_dirs(dir, user, root)
 }
 
 /// The kept-layer rows' directories: root's; the user's, open to the
-/// group; the user's, holding a file and no stamp; and none at
-/// `layer-new`.
-fn make_layer_dirs(dir: &Path, user: &User) {
+/// group; the user's, holding a file and no stamp; none at `layer-new`;
+/// the user's layers: one whose lock is held (the returned file), one
+/// made on other images at `root`, one empty.
+fn make_layer_dirs(dir: &Path, user: &User, root: &Path) -> fs::File {
     let own = |path: &Path, mode: u32| {
         std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid)).expect("chown");
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
@@ -364,6 +413,76 @@ fn make_layer_dirs(dir: &Path, user: &User) {
     fs::write(foreign.join("precious"), "x").expect("write");
     own(&foreign.join("precious"), 0o600);
     own(&foreign, 0o700);
+    for name in ["layer-busy", "layer-other", "layer-nest"] {
+        let _ = fs::remove_dir_all(dir.join(name));
+        fs::create_dir_all(dir.join(name)).expect("mkdir");
+        own(&dir.join(name), 0o700);
+    }
+    // The layer's stamp names its mount point's real path.
+    let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let stamp = dir.join("layer-other/stamp");
+    let text = format!(
+        "squashfs-mount writable layer 1\nmount 0 {}\nimage {} 4096 /elsewhere/b.sqfs\n",
+        root.display(),
+        "0".repeat(64)
+    );
+    fs::write(&stamp, text).expect("write the stamp");
+    own(&stamp, 0o600);
+    let lock = dir.join("layer-busy/lock");
+    let held = fs::File::create(&lock).expect("create the lock");
+    own(&lock, 0o600);
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .expect("hold the busy layer's lock");
+    held
+}
+
+/// After a row ran: the lock of its layer directory (`table/NAME`, but
+/// `layer-busy`, whose lock the table holds) is not held by anything the
+/// row left (a process, an fd of the plugin's). Panics with the row's name.
+pub fn assert_no_lock_left(dir: &Path, r: &Refusal) {
+    let Some(name) = r.writable.and_then(|w| w.strip_prefix("table/")) else {
+        return;
+    };
+    if name == "layer-busy" {
+        return;
+    }
+    let Ok(lock) = fs::File::open(dir.join(name).join("lock")) else {
+        return;
+    };
+    let free = rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+    assert!(free.is_ok(), "{}: the layer's lock is left held", r.name);
+}
+
+/// The kept-layer helper at `at` replaced by a copy of false(1) while this
+/// lives (then put back): a row the helper refused rather than the
+/// sequence would fail, without the row's words.
+pub struct HelperMustNotRun {
+    at: PathBuf,
+    real: PathBuf,
+}
+
+impl HelperMustNotRun {
+    pub fn at(at: &Path) -> HelperMustNotRun {
+        let real = at.with_file_name("real-layer-helper");
+        fs::rename(at, &real).expect("move the helper aside");
+        let swapped = HelperMustNotRun {
+            at: at.to_path_buf(),
+            real,
+        };
+        let false_ = ["/bin/false", "/usr/bin/false"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| p.exists())
+            .expect("false(1)");
+        crate::install::copy_as_root(false_, at, 0o755);
+        swapped
+    }
+}
+
+impl Drop for HelperMustNotRun {
+    fn drop(&mut self) {
+        let _ = fs::rename(&self.real, &self.at);
+    }
 }
 
 /// The mount point of `sub` below `root` (`.` and "" are the root).

@@ -7,7 +7,8 @@
 //! `--writable`, stacked first) is attached onto the pinned fd. Last, the
 //! working directory is entered again when it lies in a mounted tree.
 //! With `--writable=DIR` it also records what was made where, for the
-//! caller's stage (`layer`), which stacks the kept layer after the drop.
+//! caller's stage (`layer`), which stacks the kept layer after the drop;
+//! `kept_layer::claim` then judges DIR against it.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
@@ -36,7 +37,9 @@ pub struct Attached {
     /// Why the command starts in the directory a mount hides, if it does.
     pub reentered: Option<String>,
     /// `--writable=DIR`: what the caller's stage stacks its layer on
-    /// (what was made where, in path order).
+    /// (what was made where, in path order), for `kept_layer::claim`.
+    pub view: Option<layer::LayerPlan>,
+    /// `--writable=DIR`: DIR claimed (`kept_layer::claim`), with its helper.
     pub layer: Option<layer::Kept>,
 }
 
@@ -170,7 +173,8 @@ impl SoFar {
             mount_list: environment::mount_list(list.map(|(i, m)| (i.as_os_str(), m.as_os_str()))),
             notes: self.notes,
             reentered: reenter_working_directory(&plan.cwd, &self.mounted),
-            layer: kept(call, self.view),
+            view: layer_plan(call, self.view),
+            layer: None,
         }
     }
 }
@@ -308,18 +312,15 @@ fn reenter_working_directory(cwd: &OsStr, mounted: &[OsString]) -> Option<String
     })
 }
 
-/// `--writable=DIR`: the helper found before anything was mounted, and
-/// what it stacks its layer on (`view`).
-fn kept(call: &Call<'_>, view: Vec<ViewMount>) -> Option<layer::Kept> {
+/// `--writable=DIR`: what the caller's stage stacks its layer on (`view`).
+fn layer_plan(call: &Call<'_>, view: Vec<ViewMount>) -> Option<layer::LayerPlan> {
     let plan = call.plan;
-    let (dir, helper) = (plan.layer_dir.clone()?, call.layer_helper.clone()?);
-    Some(layer::Kept {
-        helper,
-        plan: layer::LayerPlan {
-            dir,
-            mounts: view,
-            cwd: plan.cwd.clone(),
-            verbose: 0,
-        },
+    Some(layer::LayerPlan {
+        dir: plan.layer_dir.clone()?,
+        mounts: view,
+        cwd: plan.cwd.clone(),
+        verbose: 0,
+        lock_fd: None,
+        dir_made: false,
     })
 }

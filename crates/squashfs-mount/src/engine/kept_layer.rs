@@ -1,15 +1,27 @@
-//! Stage 1, the kept layer (`--writable=DIR`), as the caller, before
-//! anything is opened or mounted: the layer helper must be installed
-//! (next to the FUSE server), and DIR must not be refused already
-//! (`layer::dir::precheck`: another owner, open to others, a file system
-//! that cannot hold an upper layer). Every front end gets these refusals
-//! here, in the one sequence; the helper judges again what it opens.
+//! The kept layer (`--writable=DIR`) in the sequence, as the caller; every
+//! front end gets its refusals here, and the helper judges again what it
+//! opens.
+//!
+//! - [`check`], stage 1, before anything is opened or mounted: the layer
+//!   helper must be installed (next to the FUSE server), and DIR must not
+//!   be refused already (`layer::dir::precheck`: another owner, open to
+//!   others, a file system that cannot hold an upper layer, no layer).
+//! - [`claim`], stage 7, once everything is attached, in the private
+//!   namespace (where the helper will look): what needs the mounts made
+//!   (`layer::stage::claim`): no mount inside an image's mount point; DIR
+//!   (created if missing) judged again; its lock taken, so that a DIR
+//!   another launch uses is refused here; its stamp matched with the
+//!   identities of the images just attached, so that a layer made on
+//!   other images is refused here. The lock, held, goes to the helper
+//!   (`layer::start`): no other launch can take DIR in between. A refusal
+//!   here unwinds like any failure of the sequence: nothing is exposed,
+//!   the command does not run, the lock goes with its fd.
 
 use std::ffi::OsString;
 
-use super::context::{Context, FuseServer};
+use super::context::{Call, Context, FuseServer, SequenceError};
 use super::plan::Plan;
-use crate::layer::{self, LayerError};
+use crate::layer::{self, Kept, LayerError, LayerPlan};
 use crate::privilege::Credentials;
 use crate::system;
 use crate::system::error::Failure;
@@ -26,6 +38,28 @@ pub fn check<C: Credentials>(
     let helper = helper(&ctx.fuse_server)?;
     layer::dir::precheck(creds, dir, creds.caller().uid)?;
     Ok(Some(helper))
+}
+
+/// DIR claimed for the layer of `view` (see the module documentation).
+pub fn claim<C: Credentials>(
+    creds: &C,
+    call: &Call<'_>,
+    view: Option<LayerPlan>,
+) -> Result<Option<Kept>, Failure> {
+    let Some(mut plan) = view else {
+        return Ok(None);
+    };
+    let helper = call
+        .layer_helper
+        .clone()
+        .ok_or(SequenceError::Internal("no layer helper"))?;
+    let claimed = layer::stage::claim(&plan, creds.caller().uid, None)?;
+    plan.dir_made = claimed.dir.created;
+    Ok(Some(Kept {
+        helper,
+        plan,
+        lock: claimed.lock,
+    }))
 }
 
 /// Where the helper is (next to the FUSE server), opened as the caller to

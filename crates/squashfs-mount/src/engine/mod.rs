@@ -8,7 +8,8 @@
 //! |----------------|-------|--------------------------------------------------|
 //! | `admit.rs`     | 0     | the site's settings, admission, a launch slot    |
 //! | `plan.rs`      | 1     | checks without system calls, mount order (pure)  |
-//! | `kept_layer.rs`| 1     | `--writable=DIR`: the helper there, DIR not refused |
+//! | `kept_layer.rs`| 1, 7  | `--writable=DIR`: the helper there, DIR not refused; |
+//! |                |       | DIR claimed: locked, its stamp matched           |
 //! | `route.rs`     | 2     | images opened as the caller, judged, routed      |
 //! | `bind.rs`      | 2, 3  | `--bind-mount`: sources pinned, then copied      |
 //! | `flight.rs`    | 3, 5  | the image cache: reuse, single flight, offers    |
@@ -82,7 +83,13 @@ pub use system_root_side::System;
 ///  6. attach, for each mount point and bind destination in path order:
 ///     with `-r` a missing one made in the view; resolved and pinned as the
 ///     caller and judged; stacked (unions, `--writable`) and attached onto
-///     the pinned fd.
+///     the pinned fd;
+///  7. with `--writable=DIR`, as the caller, in the private namespace: DIR
+///     claimed (`kept_layer.rs`): no mount inside an image's mount point,
+///     DIR made if missing and judged, its lock taken (refused when
+///     another launch holds it), its stamp matched with the images just
+///     attached (refused when made on others); the lock, held, goes to the
+///     layer helper.
 ///
 /// Any failure returns before the command runs; the namespace, its mounts,
 /// the autoclear loop devices and the FUSE servers go away with the
@@ -112,8 +119,9 @@ pub fn mount_all<C: Credentials, R: RootSide>(
     kernel.instances(creds, root_side, &mut images)?;
     let writable = attach::writable_layer(creds, root_side, &plan)?;
     clock.lap("kernel instances, the writable layer");
-    let attached = attach::all(creds, root_side, &call, &mut images, binds, writable)?;
+    let mut attached = attach::all(creds, root_side, &call, &mut images, binds, writable)?;
     clock.lap("mount points resolved and mounted");
+    attached.layer = kept_layer::claim(creds, &call, attached.view.take())?;
     Ok(report::mounted(
         admitted, request, fused, &images, attached, &kernel, &clock,
     ))

@@ -658,3 +658,85 @@ fn a_refused_kept_layer_stops_the_call_before_anything_is_mounted() {
     assert_eq!(kept.plan.dir, OsString::from(dir));
     assert!(!rec.lines("attach").is_empty(), "{:?}", rec.log);
 }
+
+/// Issue 29: the kept layer's last refusals are the sequence's too, once
+/// everything is attached (`kept_layer::claim`): a DIR another launch
+/// holds, a layer made on other images, a mount inside an image's mount
+/// point. The sequence takes DIR's lock as the caller and hands it,
+/// held, to the front end; a refusal leaves no lock held.
+#[test]
+fn a_kept_layer_in_use_or_made_on_other_images_is_refused_by_the_sequence() {
+    use crate::layer::LayerError;
+    use crate::system::{try_lock, unlock, LockKind};
+    use std::os::fd::AsFd;
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let sub = place.dir("m/sub", false);
+    let src = place.dir("src", false);
+    let lib = place.dir("lib", false);
+    let server = format!("{lib}/squashfs-mount-fuse");
+    for program in [&server, &format!("{lib}/squashfs-mount-layer")] {
+        std::fs::write(program, "").expect("write");
+    }
+    let layers = place.dir("layers", true);
+    let dir = format!("{layers}/l");
+    let w = format!("--writable={dir}");
+    let launch = |args: &[&str]| {
+        let mut rec = place.recorder(kernel_for_all());
+        let r = run_with::<false>(&place, &mut rec, args, &server);
+        (r, rec)
+    };
+    let refused = |r: Result<Mounted, Failure>| r.err().expect("refused");
+    // Claimed: DIR made, its lock held by what the sequence hands over.
+    let (first, rec) = launch(&[&w, &pair(&a, &m)]);
+    let first = first.expect("mounted").layer.expect("a kept layer");
+    assert!(first.plan.dir_made, "{:?}", first.plan);
+    assert!(!rec.lines("attach").is_empty(), "{:?}", rec.log);
+    // A second launch on DIR meanwhile: refused after attach.
+    let (second, rec) = launch(&[&w, &pair(&a, &m)]);
+    let e = refused(second);
+    assert!(
+        matches!(e.kind::<LayerError>(), Some(LayerError::InUse { .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains(&format!("{dir} is in use by another launch")),
+        "{e}"
+    );
+    assert!(!rec.lines("attach").is_empty(), "{:?}", rec.log);
+    drop(first);
+    // A layer made on other images at m.
+    let real = std::fs::canonicalize(&m).expect("realpath");
+    let stamp = format!(
+        "{}\nmount 0 {}\nimage {} 4096 /elsewhere/b.sqfs\n",
+        squashfs_format::stamp::HEADER,
+        real.display(),
+        "0".repeat(64)
+    );
+    let stamp_file = format!("{dir}/{}", crate::layer::STAMP_FILE);
+    std::fs::write(&stamp_file, stamp).expect("write the stamp");
+    mode(Path::new(&stamp_file), 0o644);
+    let e = refused(launch(&[&w, &pair(&a, &m)]).0);
+    assert!(
+        matches!(e.kind::<LayerError>(), Some(LayerError::Stamp(_))),
+        "{e}"
+    );
+    let said = format!("{dir} does not belong to the images on {}", real.display());
+    assert!(e.to_string().contains(&said), "{e}");
+    // Neither refusal left DIR's lock held.
+    let lock = std::fs::File::open(format!("{dir}/lock")).expect("the lock file");
+    assert_eq!(try_lock(lock.as_fd(), LockKind::Exclusive), Ok(true));
+    unlock(lock.as_fd()).expect("unlock");
+    // A bind mount inside the image's mount point: refused before DIR is
+    // made.
+    let fresh = format!("{layers}/fresh");
+    let bind = format!("--bind-mount={src}:{sub}");
+    let e = refused(launch(&[&format!("--writable={fresh}"), &pair(&a, &m), &bind]).0);
+    assert!(
+        matches!(e.kind::<LayerError>(), Some(LayerError::Nested { .. })),
+        "{e}"
+    );
+    assert!(!Path::new(&fresh).exists());
+}

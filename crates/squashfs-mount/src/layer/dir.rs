@@ -45,9 +45,24 @@ impl LayerDir {
 
     /// Takes DIR's lock, or says that another launch holds it. The lock
     /// file stays open as long as the returned fd (the command keeps it).
-    pub fn lock(&self, uid: Uid) -> Result<OwnedFd, Failure> {
+    /// `handed`: the lock the launch took (`engine::kept_layer::claim`)
+    /// and handed over; it must be DIR's, and taking it again on the same
+    /// open file succeeds (flock belongs to the open file description).
+    pub fn lock(&self, uid: Uid, handed: Option<OwnedFd>) -> Result<OwnedFd, Failure> {
         let fail = |e: Error| LayerError::Lock(shown(&self.path), e);
-        let fd = system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600).map_err(fail)?;
+        let fd = match handed {
+            None => {
+                system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600).map_err(fail)?
+            }
+            Some(fd) => {
+                let named = system::stat_at(self.fd.as_fd(), super::LOCK_FILE).map_err(fail)?;
+                let got = system::fstat(fd.as_fd()).map_err(fail)?;
+                if (named.dev, named.ino) != (got.dev, got.ino) {
+                    return Err(Failure::new(LayerError::NotHandedLock(shown(&self.path))));
+                }
+                fd
+            }
+        };
         let st = system::fstat(fd.as_fd()).map_err(fail)?;
         if !st.is_regular() || st.uid != uid {
             return Err(Failure::new(LayerError::NotTheLock {

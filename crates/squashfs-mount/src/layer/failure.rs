@@ -33,6 +33,8 @@ pub enum LayerError {
     PluginHelperUnopenable(OsString, Error),
     /// The command could not mark its fds close-on-exec.
     CloseFds(Error),
+    /// The command could not keep DIR's lock open for the helper.
+    HandLock(Error),
     /// The command could not execute the helper (the I/O error's words).
     RunHelper(OsString, String),
 
@@ -68,6 +70,8 @@ pub enum LayerError {
         dir: String,
         by: Option<u32>,
     },
+    /// The lock handed to the helper is not DIR's.
+    NotHandedLock(String),
 
     // The stamp and the sub-layers (stage.rs).
     NotALayer {
@@ -198,6 +202,11 @@ impl fmt::Display for LayerError {
                 helper.to_string_lossy()
             ),
             L::CloseFds(e) => write!(f, "cannot close the tool's fds: {e}"),
+            L::HandLock(e) => write!(
+                f,
+                "cannot hand the writable layer's lock to {}: {e}",
+                super::HELPER_NAME
+            ),
             L::RunHelper(helper, why) => {
                 write!(f, "cannot run {}: {why}", helper.to_string_lossy())
             }
@@ -253,6 +262,12 @@ impl LayerError {
                     "the writable layer {dir} is in use by another launch{by}; one launch at a time can use a layer directory (overlayfs cannot share it): wait for that one to end, or give another directory"
                 )
             }
+            L::NotHandedLock(dir) => write!(
+                f,
+                "the lock {} was handed is not {dir}/{}; refusing (it is started by squashfs-mount, not by hand)",
+                super::HELPER_NAME,
+                super::LOCK_FILE
+            ),
             L::NotALayer { dir, why } => write!(
                 f,
                 "{dir} is not a writable layer made by squashfs-mount ({why}); give an empty or new directory"

@@ -2,8 +2,8 @@
 //! launch (or the Slurm plugin) hands it over. Pure.
 //!
 //! ```text
-//! squashfs-mount-layer [--verbose N] --dir DIR --cwd CWD
-//!     {--images PATH N {ID SIZE IMAGE}*N | --bind PATH | --made PATH}...
+//! squashfs-mount-layer [--verbose N] --dir DIR [--dir-made] [--lock-fd L]
+//!     --cwd CWD {--images PATH N {ID SIZE IMAGE}*N | --bind PATH | --made PATH}...
 //!     (-- COMMAND [ARG...] | --report-fd R --wait-fd W)
 //! ```
 //!
@@ -11,6 +11,7 @@
 //! launch's way (the helper becomes the command). `--report-fd`: the Slurm
 //! plugin's way (the helper reports its namespaces' fd numbers on R, then
 //! waits for end of file on W, while the plugin takes copies of them).
+//! L: the fd of DIR's lock, taken and held by the launch, inherited.
 //! Nothing in it is secret: the images' paths and the command are the
 //! caller's own command line.
 
@@ -40,6 +41,13 @@ pub fn encode(plan: &LayerPlan, then: &Then) -> Vec<OsString> {
     }
     push("--dir".as_ref());
     push(&plan.dir);
+    if plan.dir_made {
+        push("--dir-made".as_ref());
+    }
+    if let Some(fd) = plan.lock_fd {
+        push("--lock-fd".as_ref());
+        push(fd.to_string().as_ref());
+    }
     push("--cwd".as_ref());
     push(&plan.cwd);
     for m in &plan.mounts {
@@ -88,6 +96,8 @@ pub fn decode(args: &[OsString]) -> Result<(LayerPlan, Then), HandoffError> {
         mounts: Vec::new(),
         cwd: OsString::new(),
         verbose: 0,
+        lock_fd: None,
+        dir_made: false,
     };
     let (mut report, mut wait) = (None, None);
     let mut it = args.iter();
@@ -107,6 +117,8 @@ pub fn decode(args: &[OsString]) -> Result<(LayerPlan, Then), HandoffError> {
             }
             b"--verbose" => plan.verbose = number(&next("a level")?)?,
             b"--dir" => plan.dir = next("a directory")?,
+            b"--dir-made" => plan.dir_made = true,
+            b"--lock-fd" => plan.lock_fd = Some(number(&next("an fd")?)?),
             b"--cwd" => plan.cwd = next("a directory")?,
             b"--bind" | b"--made" => {
                 let made = if arg == "--bind" {
@@ -194,6 +206,8 @@ mod tests {
             dir: "/scratch/me/layer dir".into(),
             cwd: "/home/me".into(),
             verbose: 2,
+            lock_fd: Some(64),
+            dir_made: true,
             mounts: vec![
                 ViewMount {
                     path: "/".into(),

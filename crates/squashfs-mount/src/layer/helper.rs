@@ -4,8 +4,8 @@
 //! - by the launch, after every privilege is gone (`--  COMMAND`): the
 //!   stage, then it becomes the command, keeping DIR's lock open (at fd 64
 //!   or above) for as long as the command and what it starts keep it;
-//! - by the Slurm plugin's worker, as the job user (`--report-fd`): the
-//!   stage, then it writes `ok USERNS MNTNS LOCK` (fd numbers) and waits;
+//! - by the Slurm plugin's worker, as the job user (`--report-fd`), with
+//!   DIR's lock the launch took at fd 5: the stage, then it writes `ok USERNS MNTNS LOCK` (fd numbers) and waits;
 //!   the worker, as root, copies those fds (pidfd_getfd), closes the wait
 //!   pipe and the helper exits. Each task of the step joins both
 //!   namespaces in `slurm_spank_task_init`, once Slurm has made it the job
@@ -15,7 +15,7 @@
 //! It refuses to run with privileges it was not started with by its
 //! caller (a setuid start): it only does what the caller could do.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CString, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -206,15 +206,19 @@ fn parse_report(text: &str) -> (Vec<String>, Option<Result<&str, &str>>) {
     (warnings, None)
 }
 
+/// The fd number at which the Slurm plugin's helper gets DIR's lock.
+const STEP_LOCK_FD: RawFd = 5;
+
 /// For the Slurm plugin's worker thread, acting as root in the step's
-/// mount namespace: starts the helper `program` as the job user
-/// (`uid`, `gid`, `groups`), waits for its report and takes copies of the
-/// fds it names. Front ends call `start::start`.
-pub(super) fn start_for_step(
-    program: &OsStr,
-    plan: &LayerPlan,
-    user: &Caller,
-) -> Result<StepLayer, Failure> {
+/// mount namespace: starts the helper of `kept` as the job user (`uid`,
+/// `gid`, `groups`) with DIR's lock the launch holds, waits for its
+/// report and takes copies of the fds it names. Front ends call
+/// `start::start`.
+pub(super) fn start_for_step(kept: &super::Kept, user: &Caller) -> Result<StepLayer, Failure> {
+    let program = kept.helper.as_os_str();
+    let mut plan = kept.plan.clone();
+    plan.lock_fd = Some(STEP_LOCK_FD);
+    let plan = &plan;
     let dir = || plan.dir.to_string_lossy().into_owned();
     let fail = |what: &'static str, e: system::Error| {
         Failure::new(LayerError::StepHelper {
@@ -237,7 +241,11 @@ pub(super) fn start_for_step(
     ) {
         argv.push(CString::new(a.as_bytes()).map_err(|_| LayerError::Nul)?);
     }
-    let keep = [(report_write.as_fd(), 3), (wait_read.as_fd(), 4)];
+    let keep = [
+        (report_write.as_fd(), 3),
+        (wait_read.as_fd(), 4),
+        (kept.lock.as_fd(), STEP_LOCK_FD),
+    ];
     let helper = system::spawn_detached(&system::Helper {
         program: pinned.as_fd(),
         argv: &argv,

@@ -5,8 +5,10 @@
 //! FUSE instances, unions) and attached by root as without a writable
 //! layer; root never touches DIR. Then every privilege is dropped and the
 //! launch executes `squashfs-mount-layer` (fresh memory; only the caller's
-//! own fds cross the exec), which, as the caller: checks and locks DIR,
-//! checks its stamp, makes its own copies of what overlayfs could not copy
+//! own fds and DIR's lock cross the exec), which, as the caller: checks
+//! DIR again, adopts the lock the launch took (`engine::kept_layer`
+//! claimed DIR as the caller before the drop: a DIR in use, or made on
+//! other images, is refused there), checks its stamp, makes its own copies of what overlayfs could not copy
 //! up (`copies.rs`), makes a user namespace of its own (the caller mapped
 //! to itself, setgroups denied) with a mount namespace, and stacks an
 //! overlay (lower: what root mounted there; upper and work: in DIR) on
@@ -73,6 +75,12 @@ pub struct LayerPlan {
     pub cwd: OsString,
     /// What `-v` asks to be told.
     pub verbose: u8,
+    /// The fd number at which the helper finds DIR's lock, taken by the
+    /// launch (`engine::kept_layer::claim`) and handed over locked, so
+    /// that no other launch can take DIR in between; set by `start.rs`.
+    pub lock_fd: Option<std::os::fd::RawFd>,
+    /// DIR was made by this launch (for `-v`).
+    pub dir_made: bool,
 }
 
 /// The identity of an opened image (`squashfs_format::identity`), read

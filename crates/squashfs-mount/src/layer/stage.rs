@@ -2,12 +2,18 @@
 //! `squashfs-mount-layer`, a fresh program the launch executes after every
 //! privilege is gone (or the Slurm plugin starts as the job user): its
 //! memory holds nothing of the privileged phase, and its fds are the
-//! caller's own (the launch marks every other one close-on-exec).
+//! caller's own and DIR's lock (the launch marks every other one
+//! close-on-exec).
+//!
+//! Steps 1 to 3's refusals ([`claim`]) are made first by the launch, as
+//! the caller, in `engine::mount_all` (a DIR in use, a layer made on other
+//! images, a mount inside an image's mount point are refused there); it
+//! hands DIR's lock, held, to the helper, which makes them again:
 //!
 //! 1. DIR: created 0700 if missing, the caller's own, not group- or
 //!    other-writable, on a file system that can hold an upper layer, not
 //!    read-only (`dir.rs`);
-//! 2. its lock (a second launch on DIR is refused);
+//! 2. its lock (a second launch on DIR is refused): the launch's;
 //! 3. its stamp: each image mount point's sub-layer, made on the same
 //!    images (`squashfs_format::stamp`); the sub-layers' directories;
 //!    The caller's copies of what overlayfs cannot copy up itself
@@ -28,7 +34,7 @@ use super::dir::LayerDir;
 use super::mount_order;
 use super::{copies, stack, Foreign, LayerError, LayerPlan, STAMP_FILE};
 use crate::system::error::Failure;
-use crate::system::{self, Error};
+use crate::system::{self, Error, Uid};
 use squashfs_format::stamp::Stamp;
 
 /// The stage done: the command may run.
@@ -45,16 +51,51 @@ pub struct Entered {
 /// The stamp's largest size (a stamp of 500 images is about 60 KiB).
 const STAMP_LIMIT: usize = 1 << 20;
 
+/// DIR claimed for a launch: opened and judged, locked, its stamp matched.
+pub struct Claimed {
+    pub dir: LayerDir,
+    pub lock: OwnedFd,
+    /// What the caller's stage does with each mount of the view.
+    pub steps: Vec<mount_order::Step>,
+}
+
+/// Steps 1 to 3's refusals, as the caller, in order: a view the layer
+/// cannot go on (a mount inside an image's mount point); DIR created if
+/// missing, opened and judged; no directory that is no layer (refused
+/// before anything, the lock file, is made in it); its lock (a second
+/// launch on DIR is refused), the one `handed` over if given; under the
+/// lock, its stamp matched with the images (a layer made on other images
+/// is refused). Nothing is written to the stamp. The launch runs it
+/// before the drop (`engine::kept_layer::claim`) and hands the lock to
+/// the helper, which runs it again with that lock.
+pub fn claim(plan: &LayerPlan, uid: Uid, handed: Option<OwnedFd>) -> Result<Claimed, Failure> {
+    let steps = mount_order::steps(&plan.mounts)?;
+    let dir = LayerDir::open(&plan.dir, uid)?;
+    read_stamp(&dir)?;
+    let lock = dir.lock(uid, handed)?;
+    let wanted = mount_order::image_mounts(&plan.mounts);
+    read_stamp(&dir)?
+        .assign(&wanted, &dir.path)
+        .map_err(|e| LayerError::Stamp(e.to_string()))?;
+    Ok(Claimed { dir, lock, steps })
+}
+
 /// Runs the stage for `plan` as the current (unprivileged) process.
 pub fn enter(plan: &LayerPlan) -> Result<Entered, Failure> {
-    let steps = mount_order::steps(&plan.mounts)?;
     let (uid, gid) = (system::effective_uid(), system::effective_gid());
-    // 1., 2.
-    let dir = LayerDir::open(&plan.dir, uid)?;
-    // A directory that is no layer is refused before anything (the lock
-    // file) is made in it; under the lock the stamp is read again.
-    read_stamp(&dir)?;
-    let lock = dir.lock(uid)?;
+    let handed = match plan.lock_fd {
+        Some(n) => {
+            Some(system::take_fd(n).ok_or_else(|| LayerError::NotHandedLock(shown(&plan.dir)))?)
+        }
+        None => None,
+    };
+    // 1., 2., and 3.'s refusals.
+    let Claimed {
+        mut dir,
+        lock,
+        steps,
+    } = claim(plan, uid, handed)?;
+    dir.created |= plan.dir_made;
     // 3.
     let wanted = mount_order::image_mounts(&plan.mounts);
     let (numbers, fresh) = sub_layers(&dir, &wanted)?;

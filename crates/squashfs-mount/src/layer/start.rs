@@ -4,7 +4,7 @@
 //! starts the helper as the job user and takes over what it made).
 
 use std::ffi::OsString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -15,11 +15,14 @@ use crate::system;
 use crate::system::error::Failure;
 
 /// A kept layer to stack: the helper that stacks it (found and opened
-/// before anything was mounted, `engine::mount_all`), and what it stacks.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// before anything was mounted, `engine::mount_all`), what it stacks, and
+/// DIR's lock, taken by the launch as the caller once the mounts were
+/// made (`engine::kept_layer::claim`), handed to the helper held.
+#[derive(Debug)]
 pub struct Kept {
     pub helper: OsString,
     pub plan: LayerPlan,
+    pub lock: OwnedFd,
 }
 
 /// How the front end hands the layer to the helper.
@@ -28,7 +31,8 @@ pub enum Start<'a> {
     /// the helper, which stacks the layer as the caller and becomes
     /// `command` with the environment `env`. Every fd this process opened
     /// is marked close-on-exec first (all should be already): only the
-    /// caller's own fds (`inherited`, listed at start) reach it, never a
+    /// caller's own fds (`inherited`, listed at start) and DIR's lock
+    /// (a copy at 64 or above) reach it, never a
     /// mount, loop device, /dev/fuse or namespace fd of the privileged
     /// phase. The exec also leaves none of this process's memory to it.
     Become {
@@ -40,7 +44,8 @@ pub enum Start<'a> {
     /// namespace: the helper starts as the job user (`uid`, `gid`,
     /// `groups`), with nothing of slurmstepd's, stacks the layer in a user
     /// namespace of the job user's and hands over fds of both namespaces
-    /// and of DIR's lock (`helper::start_for_step`).
+    /// and of DIR's lock (`helper::start_for_step`); it gets the lock the
+    /// launch took, at fd 5.
     ForStep { root: &'a AsRoot, user: &'a Caller },
 }
 
@@ -53,7 +58,7 @@ pub fn start(kept: &Kept, how: Start<'_>) -> Result<StepLayer, Failure> {
             inherited,
             env,
         } => Err(become_helper(kept, command, inherited, env)),
-        Start::ForStep { root: _, user } => helper::start_for_step(&kept.helper, &kept.plan, user),
+        Start::ForStep { root: _, user } => helper::start_for_step(kept, user),
     }
 }
 
@@ -65,12 +70,22 @@ fn become_helper(
     env: Vec<(OsString, OsString)>,
 ) -> Failure {
     use super::handoff::{encode, Then};
-    if let Err(e) = system::close_on_exec_all_but(inherited) {
+    // A copy of the lock's fd (the same open file: the lock stays held),
+    // without close-on-exec, out of the way of the caller's numbers.
+    let lock =
+        match system::keep_copy_across_exec(kept.lock.as_fd(), super::helper::LOCK_FD_AT_LEAST) {
+            Ok(n) => n,
+            Err(e) => return Failure::new(LayerError::HandLock(e)),
+        };
+    let keep: Vec<RawFd> = inherited.iter().copied().chain([lock]).collect();
+    if let Err(e) = system::close_on_exec_all_but(&keep) {
         return Failure::new(LayerError::CloseFds(e));
     }
+    let mut plan = kept.plan.clone();
+    plan.lock_fd = Some(lock);
     let mut c = Command::new(&kept.helper);
     c.arg0(super::HELPER_NAME)
-        .args(encode(&kept.plan, &Then::Command(command.to_vec())))
+        .args(encode(&plan, &Then::Command(command.to_vec())))
         .env_clear()
         .envs(env);
     system::keep_callers_pipe_signal(&mut c);

@@ -79,9 +79,14 @@ pub fn close_on_exec_all_but(keep: &[RawFd]) -> SysResult<()> {
 /// command. Returns its number; the fd is no longer owned by anything in
 /// this process.
 pub fn keep_across_exec(fd: OwnedFd, at_least: RawFd) -> SysResult<RawFd> {
-    let moved = rustix::io::fcntl_dupfd_cloexec(&fd, at_least)
-        .or_else(|_| rustix::io::fcntl_dupfd_cloexec(&fd, 3))?;
-    drop(fd);
+    keep_copy_across_exec(fd.as_fd(), at_least)
+}
+
+/// [`keep_across_exec`] of a copy of `fd` (the same open file), which
+/// stays open here too.
+pub fn keep_copy_across_exec(fd: BorrowedFd<'_>, at_least: RawFd) -> SysResult<RawFd> {
+    let moved = rustix::io::fcntl_dupfd_cloexec(fd, at_least)
+        .or_else(|_| rustix::io::fcntl_dupfd_cloexec(fd, 3))?;
     rustix::io::fcntl_setfd(&moved, rustix::io::FdFlags::empty())?;
     let n = moved.as_raw_fd();
     std::mem::forget(moved);

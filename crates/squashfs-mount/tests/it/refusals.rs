@@ -3,14 +3,17 @@
 //! unprivileged test user. The Slurm suite runs the same table through
 //! `srun` (crates/spank/tests/slurm.rs).
 
-use sqfsmnt_test_support::refusals::{self, TABLE};
+use sqfsmnt_test_support::install::LAYER_HELPER;
+use sqfsmnt_test_support::refusals::{self, HelperMustNotRun, TABLE};
 
 #[test]
 fn the_shared_refusal_table() {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), |fx| {
         let dir = fx.path("refusals");
-        refusals::make_images(&dir, &fx.user);
         let root = fx.mount_point("refusals");
+        let _busy = refusals::make_images(&dir, &fx.user, &root);
+        // Every refusal is the sequence's: the layer helper never runs.
+        let _helper = HelperMustNotRun::at(&fx.path("lib/squashfs-mount").join(LAYER_HELPER));
         for r in TABLE {
             let _site = r.site.map(sqfsmnt_test_support::site::config);
             let mut args: Vec<String> = Vec::new();
@@ -46,6 +49,7 @@ fn the_shared_refusal_table() {
             let run = fx.run(&args);
             assert_eq!(run.code(), Some(1), "{}: {}", r.name, run.stderr());
             run.refused(r.expect);
+            refusals::assert_no_lock_left(&dir, r);
         }
     });
 }
