@@ -31,9 +31,10 @@ impl LayerDir {
     /// Creates DIR if missing and opens it (symlinks followed, as the
     /// caller's own lookup would), then judges it; `uid` is the caller's.
     pub fn open(path: &OsStr, uid: Uid) -> Result<LayerDir, Failure> {
-        let created = system::make_directory_path(path, 0o700)
+        let created = system::make_directory_path_no_magic(path, 0o700)
             .map_err(|e| LayerError::Create(shown(path), e))?;
-        let fd = system::open_directory_path(path).map_err(|e| LayerError::Open(shown(path), e))?;
+        let fd = system::open_directory_path_no_magic(path)
+            .map_err(|e| LayerError::Open(shown(path), e))?;
         let filesystem = judge(fd.as_fd(), path, uid)?;
         Ok(LayerDir {
             fd,
@@ -123,7 +124,7 @@ pub fn precheck(
     path: &OsStr,
     uid: Uid,
 ) -> Result<(), Failure> {
-    match system::open_directory_path(path) {
+    match system::open_directory_path_no_magic(path) {
         Ok(fd) => {
             let filesystem = judge(fd.as_fd(), path, uid)?;
             let dir = LayerDir {
@@ -148,7 +149,7 @@ pub fn precheck(
 /// A missing DIR: where it would be created.
 fn precheck_parent(path: &OsStr) -> Result<(), Failure> {
     let parent = parent_of(path);
-    let fd = match system::open_directory_path(&parent) {
+    let fd = match system::open_directory_path_no_magic(&parent) {
         Ok(fd) => fd,
         // What creating DIR would meet.
         Err(e @ (Error::NOENT | Error::ACCESS)) => {

@@ -226,10 +226,15 @@ impl LayerError {
                         "give a directory you may create, in a directory of yours on a node-local disk"
                     }
                     Error::NOENT => "its parent directory does not exist: create that first",
+                    Error::LOOP => "a symbolic link loop, or a path through /proc/self/fd or /dev/fd, which a writable layer may not take: give the directory's own path",
                     _ => "give another directory",
                 };
                 write!(f, "cannot create the writable layer {dir}: {e}; {hint}")
             }
+            L::Open(dir, e) if *e == Error::LOOP => write!(
+                f,
+                "cannot open the writable layer {dir}: {e} (a symbolic link loop, or a path through /proc/self/fd or /dev/fd, which a writable layer may not take); give the directory's own path"
+            ),
             L::Open(dir, e) => write!(f, "cannot open the writable layer {dir}: {e}"),
             L::Examine(dir, e) => write!(f, "cannot examine the writable layer {dir}: {e}"),
             L::ExamineParent(parent, e) => write!(f, "cannot examine {parent}: {e}"),

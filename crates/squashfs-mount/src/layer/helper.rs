@@ -266,7 +266,7 @@ pub(super) fn start_for_step(kept: &super::Kept, user: &Caller) -> Result<StepLa
     let line = String::from_utf8_lossy(&line);
     let (warnings, said) = parse_report(&line);
     let result = match said {
-        Some(Ok(fds)) => take_fds(helper.as_fd(), fds)
+        Some(Ok(fds)) => take_fds(helper.as_fd(), fds, kept.lock.as_fd())
             .map(|layer| StepLayer { warnings, ..layer })
             .map_err(|e| fail("taking the layer's fds from the helper", e))
             .and_then(|layer| {
@@ -288,15 +288,22 @@ pub(super) fn start_for_step(kept: &super::Kept, user: &Caller) -> Result<StepLa
     result
 }
 
-fn take_fds(helper: BorrowedFd<'_>, fds: &str) -> Result<StepLayer, system::Error> {
+/// The namespaces the helper reports; DIR's lock is not taken from it
+/// (the job user may make their helper report any file) but is a copy of
+/// the one the launch took, `lock`.
+fn take_fds(
+    helper: BorrowedFd<'_>,
+    fds: &str,
+    lock: BorrowedFd<'_>,
+) -> Result<StepLayer, system::Error> {
     let n: Vec<RawFd> = fds.split(' ').filter_map(|x| x.parse().ok()).collect();
-    let [user, mnt, lock] = n[..] else {
+    let [user, mnt, _reported_lock] = n[..] else {
         return Err(system::Error::INVAL);
     };
     let layer = StepLayer {
         user: system::fd_of_process(helper, user)?,
         mnt: system::fd_of_process(helper, mnt)?,
-        lock: system::fd_of_process(helper, lock)?,
+        lock: system::private_copy(lock)?,
         warnings: Vec::new(),
     };
     Ok(layer)

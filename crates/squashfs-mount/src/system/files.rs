@@ -7,10 +7,16 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use rustix::fs::{Mode, OFlags, CWD};
+use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
 
 use super::{fstat, SysResult};
+
+/// A copy of `fd` (the same open file description: a lock on it stays
+/// held while either is open), close-on-exec.
+pub fn private_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+    rustix::io::fcntl_dupfd_cloexec(fd, 3)
+}
 
 /// Opens an image for reading: never blocks on a FIFO, never becomes a
 /// controlling terminal, closed on exec.
@@ -32,6 +38,40 @@ pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
+}
+
+/// Like [`open_directory_path`], but never through a magic link of /proc
+/// (`/proc/self/fd/N`, `/dev/fd/N`, `/proc/<pid>/cwd`): those lead into
+/// what this process holds open, past the search permissions of the
+/// directories above it. ELOOP for such a path (as for a symlink loop).
+pub fn open_directory_path_no_magic(path: &OsStr) -> SysResult<OwnedFd> {
+    rustix::fs::openat2(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_MAGICLINKS,
+    )
+}
+
+/// mkdir(2) of `path`'s last component with `mode`, in its parent
+/// resolved as [`open_directory_path_no_magic`] resolves; Ok(false) when
+/// it exists already (or names no new entry: `/`, `..`).
+pub fn make_directory_path_no_magic(path: &OsStr, mode: u32) -> SysResult<bool> {
+    let path = std::path::Path::new(path);
+    let Some(name) = path.file_name() else {
+        return Ok(false);
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.as_os_str(),
+        _ => OsStr::new("."),
+    };
+    let parent = open_directory_path_no_magic(parent)?;
+    match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(mode)) {
+        Ok(()) => Ok(true),
+        Err(Errno::EXIST) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;

@@ -4,7 +4,6 @@
 //! the caller mounts.
 #![allow(unsafe_code)]
 
-use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::fs::{Mode, OFlags, CWD};
@@ -98,16 +97,6 @@ pub fn on_read_only_filesystem(fd: BorrowedFd<'_>) -> SysResult<bool> {
     Ok(rustix::fs::fstatvfs(fd)?
         .f_flag
         .contains(rustix::fs::StatVfsMountFlags::RDONLY))
-}
-
-/// mkdir(2) of `path` (as given by the caller, resolved as the caller's
-/// lookup would) with `mode`; Ok(false) when it exists already.
-pub fn make_directory_path(path: &OsStr, mode: u32) -> SysResult<bool> {
-    match rustix::fs::mkdirat(CWD, path, Mode::from_raw_mode(mode)) {
-        Ok(()) => Ok(true),
-        Err(Errno::EXIST) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// fchdir(2) to the directory `dir`.

@@ -451,8 +451,27 @@ fn dirs_the_caller_cannot_own_or_use_are_refused() {
             ],
         )
         .refused(&["not both"]);
+        // Through /proc's magic links (/proc/self/root, /proc/self/fd/N,
+        // /dev/fd/N), which lead into what the launch holds open: refused,
+        // for a new DIR and an existing one.
+        let via_proc = |dir: &Path| PathBuf::from(format!("/proc/self/root{}", s(dir)));
+        let magic_new = fx.user_dir().join("magic-new");
+        try_dir(&via_proc(&magic_new)).refused(&[
+            "cannot create the writable layer /proc/self/root",
+            "a path through /proc/self/fd or /dev/fd",
+        ]);
+        let magic_old = fx.user_dir().join("magic-old");
+        fs::create_dir_all(&magic_old).unwrap();
+        fx.user.chown(&magic_old);
+        fs::set_permissions(&magic_old, fs::Permissions::from_mode(0o700)).unwrap();
+        try_dir(&via_proc(&magic_old)).refused(&[
+            "cannot open the writable layer /proc/self/root",
+            "a path through /proc/self/fd or /dev/fd",
+        ]);
         // Nothing was made in the places refused.
         assert!(!fx.path("mnt/new-layer").exists());
+        assert!(!magic_new.exists());
+        assert_eq!(fs::read_dir(&magic_old).unwrap().count(), 0);
         assert_eq!(fs::read_dir(&full).unwrap().count(), 1);
     });
 }
