@@ -249,7 +249,12 @@ fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<
         ctx.set_string(key, OsStr::new(&value))
             .map_err(|e| fail(&format!("fuse {key}"), e))?;
     }
-    for flag in ["default_permissions", "allow_other"] {
+    // "ro" makes the superblock read-only, not only the mount: otherwise
+    // every READDIR the kernel sends marks the directory's atime stale, and
+    // the next stat of it asks the server (GETATTR) even though the
+    // attributes are cached for a year: a cached instance's second scan of
+    // a dataset cost one request per directory (issue 30).
+    for flag in ["default_permissions", "allow_other", "ro"] {
         ctx.set_flag(flag)
             .map_err(|e| fail(&format!("fuse {flag}"), e))?;
     }
