@@ -5,8 +5,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub const USAGE: &str = "\
-usage: squashfs-mount-fuse [--run-as UID:GID:GROUPS] --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P | --detached] [--log-fd L] [--threads T] [--owner UID:GID] [--name NAME]
-       squashfs-mount-fuse --mount IMAGE DIR [--threads T] [-- COMMAND [ARGS...]]
+usage: squashfs-mount-fuse [--run-as UID:GID:GROUPS] --fuse-fd N --image-fd M --ready-fd R [--watch-pidfd P | --detached] [--log-fd L] [--threads T] [--cache-mem BYTES] [--owner UID:GID] [--name NAME]
+       squashfs-mount-fuse --mount IMAGE DIR [--threads T] [--cache-mem BYTES] [-- COMMAND [ARGS...]]
        squashfs-mount-fuse [--run-as UID:GID:GROUPS] --report --log-fd L --watch-pidfd P --from BYTES --servers PID[,PID...]
 
 Serves a SquashFS image read-only over FUSE, in userspace, with the
@@ -38,6 +38,11 @@ FUSE mount and passes the inherited descriptors:
   --threads T       at most T worker threads (0 or absent: the number of
                     CPUs, 2..8); one at first, more only while requests
                     queue up
+  --cache-mem BYTES the caches of decompressed metadata, data blocks,
+                    inodes and listings take about BYTES (at most twice
+                    that; 0 or absent: 40 MiB, at least 64 KiB);
+                    squashfs-mount gives each server of a launch its
+                    share of 64 MiB, so 56 servers stay small
   --owner UID:GID   show every file as owned by UID:GID (rootless mode: the
                     user namespace maps no other ids)
   --name NAME       the image's name in messages (default: the path of the
@@ -71,6 +76,8 @@ pub struct Args {
     pub detached: bool,
     pub log_fd: Option<i32>,
     pub threads: Option<usize>,
+    /// `--cache-mem BYTES`: the reader's cache budget (None: its default).
+    pub cache_bytes: Option<usize>,
     pub owner: Option<(u32, u32)>,
     pub name: Option<String>,
     pub mount: Option<(PathBuf, PathBuf)>,
@@ -154,6 +161,15 @@ fn threads(v: Option<OsString>) -> Result<Option<usize>, ArgError> {
     Ok(usize::try_from(n).ok().filter(|&n| n > 0))
 }
 
+/// `--cache-mem BYTES`: 0 is the default; at least 64 KiB.
+fn cache_bytes(v: Option<OsString>) -> Result<Option<usize>, ArgError> {
+    let n: u64 = match numbers(v, "--cache-mem")?[..] {
+        [n] => n,
+        _ => return Err(ArgError::NeedsValue("--cache-mem")),
+    };
+    Ok((n > 0).then(|| usize::try_from(n.max(64 << 10)).unwrap_or(usize::MAX)))
+}
+
 /// `--from BYTES` or `--servers PID,...`: numbers separated by commas.
 fn numbers<T: std::str::FromStr>(
     v: Option<OsString>,
@@ -193,6 +209,7 @@ impl Args {
                 "--servers" => a.servers = numbers(it.next(), "--servers")?,
                 "--log-fd" => a.log_fd = Some(number(it.next(), "--log-fd")?),
                 "--threads" => a.threads = threads(it.next())?,
+                "--cache-mem" => a.cache_bytes = cache_bytes(it.next())?,
                 "--owner" => a.owner = Some(owner(it.next())?),
                 "--run-as" => return Err(ArgError::RunAsFirst),
                 "--name" => {

@@ -22,6 +22,12 @@ use server::Fs;
 
 type FileFs = Fs<FileSource>;
 
+/// The reader's cache budget: `--cache-mem`, else its default.
+fn cache_budget(a: &Args) -> usize {
+    a.cache_bytes
+        .unwrap_or(squashfs_reader::archive::DEFAULT_CACHE_BYTES)
+}
+
 /// Says `what` about the command line, with the usage; exit status 2.
 fn usage_error(what: &str) -> ExitCode {
     eprintln!("squashfs-mount-fuse: {what}\n\n{USAGE}");
@@ -81,10 +87,10 @@ fn adopt_fds(a: &Args) -> Result<Fds, ExitCode> {
 }
 
 /// Opens the image and answers on `ready`: `ready`, or `error` and why.
-fn open_image(image: File, mut ready: File) -> Option<Archive<FileSource>> {
+fn open_image(image: File, mut ready: File, cache: usize) -> Option<Archive<FileSource>> {
     let archive = FileSource::new(image)
         .map_err(|e| FormatError::Io(e.to_string()))
-        .and_then(Archive::open);
+        .and_then(|src| Archive::open_with_cache(src, cache));
     let answer = match &archive {
         Ok(_) => process::room_for_threads().map_err(|e| e.to_string()),
         Err(e) => Err(describe(e)),
@@ -126,7 +132,7 @@ fn serve_fds(a: Args) -> ExitCode {
         }
     }
     process::choose_log(fds.log, a.detached);
-    let Some(archive) = open_image(fds.image, fds.ready) else {
+    let Some(archive) = open_image(fds.image, fds.ready, cache_budget(&a)) else {
         return ExitCode::from(1);
     };
     let n = process::threads(a.threads);
@@ -227,7 +233,7 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
     };
     let archive = match FileSource::new(file)
         .map_err(|e| FormatError::Io(e.to_string()))
-        .and_then(Archive::open)
+        .and_then(|src| Archive::open_with_cache(src, cache_budget(&a)))
     {
         Ok(ar) => ar,
         Err(e) => return fail(describe(&e)),

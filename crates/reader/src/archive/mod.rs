@@ -50,18 +50,29 @@ pub struct Archive<S> {
     layouts: Cache<InodeRef, FileLayout>,
 }
 
-/// Cache sizes (each cache holds at most twice this).
-const META_CACHE: usize = 8 << 20;
-const DATA_CACHE: usize = 16 << 20;
-const INODE_CACHE: usize = 4 << 20;
-const LISTING_CACHE: usize = 8 << 20;
-const LAYOUT_CACHE: usize = 4 << 20;
+/// The caches' budget when none is given: 40 MiB (each cache holds at most
+/// twice its share). A scan needs far less (metadata is read nearly in
+/// order); what the budget buys is reuse of data and fragment blocks.
+pub const DEFAULT_CACHE_BYTES: usize = 40 << 20;
+
+/// How a budget is shared: metadata blocks 1/5, data and fragment blocks
+/// 2/5, inodes 1/10, directory listings 1/5, block lists 1/10.
+fn cache_shares(bytes: usize) -> [usize; 5] {
+    [bytes / 5, bytes / 5 * 2, bytes / 10, bytes / 5, bytes / 10]
+}
 
 impl<S: Source> Archive<S> {
     /// Opens an image: checks the superblock and everything the kernel
     /// checks at mount time (compressor options, id table, fragment table,
     /// export table, xattr id table, root inode).
     pub fn open(src: S) -> Result<Self, FormatError> {
+        Self::open_with_cache(src, DEFAULT_CACHE_BYTES)
+    }
+
+    /// As [`Archive::open`], with caches of `cache_bytes` in all (they hold
+    /// at most about twice that): a process serving many images at once
+    /// gives each a share of what one would get.
+    pub fn open_with_cache(src: S, cache_bytes: usize) -> Result<Self, FormatError> {
         let size = src.len();
         let mut head = vec![0u8; size.min(4096) as usize];
         src.read_at(0, &mut head)?;
@@ -72,6 +83,7 @@ impl<S: Source> Archive<S> {
         check_export_table(&src, &sb)?;
         let xattrs = XattrTables::open(&src, &sb)?;
         let dir_table_end = directory::table_end(&sb);
+        let [meta, data, inodes, listings, layouts] = cache_shares(cache_bytes);
         let ar = Archive {
             src,
             sb,
@@ -80,11 +92,11 @@ impl<S: Source> Archive<S> {
             xattrs,
             dir_table_end,
             root: sb.root_inode,
-            meta: Cache::new(META_CACHE),
-            data: Cache::new(DATA_CACHE),
-            inodes: Cache::new(INODE_CACHE),
-            listings: Cache::new(LISTING_CACHE),
-            layouts: Cache::new(LAYOUT_CACHE),
+            meta: Cache::new(meta),
+            data: Cache::new(data),
+            inodes: Cache::new(inodes),
+            listings: Cache::new(listings),
+            layouts: Cache::new(layouts),
         };
         let root = ar.inode(ar.root)?;
         if root.kind != Kind::Dir {

@@ -67,6 +67,7 @@ pub fn start<C: Credentials, R: RootSide>(
         // copies what overlayfs cannot copy up (`layer::copies`).
         show_as_caller: !drop_to_caller,
         threads: call.settings.fuse_threads,
+        cache_bytes: fuse::cache_share(which.len()),
         limits: call.ctx.caller_limits,
         detached: None,
         fused: Fused::default(),
@@ -85,6 +86,7 @@ struct FusePath<'a> {
     drop_to_caller: bool,
     show_as_caller: bool,
     threads: u32,
+    cache_bytes: u64,
     limits: Option<&'a CallerLimits>,
     /// The caller's log, when instances may be cached: the cache is in
     /// use.
@@ -167,6 +169,7 @@ impl FusePath<'_> {
             drop_to_caller: self.drop_to_caller,
             show_as_caller: self.show_as_caller,
             threads: self.threads,
+            cache_bytes: self.cache_bytes,
             limits: self.limits,
             detached: self.detached.as_ref(),
         }

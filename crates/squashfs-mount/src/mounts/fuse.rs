@@ -147,6 +147,17 @@ impl Server {
     }
 }
 
+/// What the caches of one launch's servers take in all: each of its `n`
+/// servers gets a share (at most the 40 MiB one server alone would get,
+/// at least 512 KiB), so a launch of 56 images starts 56 small servers. A
+/// scan needs little of it: the kernel caches what the servers answer.
+const LAUNCH_CACHE_BYTES: u64 = 64 << 20;
+
+/// The cache budget of each of `n` servers started by one launch.
+pub fn cache_share(n: usize) -> u64 {
+    (LAUNCH_CACHE_BYTES / (n.max(1) as u64)).clamp(512 << 10, 40 << 20)
+}
+
 /// How a launch starts its servers.
 pub struct Launcher<'a> {
     pub server: &'a Server,
@@ -158,6 +169,8 @@ pub struct Launcher<'a> {
     /// (its user namespace maps no other id).
     pub show_as_caller: bool,
     pub threads: u32,
+    /// The server's cache budget (`--cache-mem`), [`cache_share`].
+    pub cache_bytes: u64,
     /// The caller's resource limits, which the server gets back.
     pub limits: Option<&'a CallerLimits>,
     /// Servers of cached instances: the user's log (see [`LOG_DIR`]). They
@@ -236,7 +249,12 @@ fn fuse_mount(device: BorrowedFd<'_>, caller: &Caller, subject: &str) -> Result<
         ctx.set_string(key, OsStr::new(&value))
             .map_err(|e| fail(&format!("fuse {key}"), e))?;
     }
-    for flag in ["default_permissions", "allow_other"] {
+    // "ro" makes the superblock read-only, not only the mount: otherwise
+    // every READDIR the kernel sends marks the directory's atime stale, and
+    // the next stat of it asks the server (GETATTR) even though the
+    // attributes are cached for a year: a cached instance's second scan of
+    // a dataset cost one request per directory (issue 30).
+    for flag in ["default_permissions", "allow_other", "ro"] {
         ctx.set_flag(flag)
             .map_err(|e| fail(&format!("fuse {flag}"), e))?;
     }
@@ -260,6 +278,7 @@ fn server_argv(l: &Launcher<'_>) -> Vec<CString> {
         None => argv.extend([arg("--watch-pidfd"), arg("6")]),
     }
     argv.extend([arg("--threads"), arg(&l.threads.to_string())]);
+    argv.extend([arg("--cache-mem"), arg(&l.cache_bytes.to_string())]);
     if l.show_as_caller {
         // Rootless: the user namespace maps the caller's ids only; the
         // image's others would show as nobody. The caller can read every
@@ -372,4 +391,18 @@ pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedF
         ));
     }
     Ok(servers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_share;
+
+    #[test]
+    fn servers_of_one_launch_share_the_cache_budget() {
+        assert_eq!(cache_share(1), 40 << 20);
+        assert_eq!(cache_share(0), 40 << 20);
+        // 56 images (the dataset study's collection): about 1.1 MiB each.
+        assert_eq!(cache_share(56), (64 << 20) / 56);
+        assert_eq!(cache_share(500), 512 << 10);
+    }
 }

@@ -267,3 +267,44 @@ fn dev_fuse_is_opened_with_the_callers_rights() {
         );
     });
 }
+
+/// Issue 30: a FUSE instance's superblock is read-only, not only its
+/// mount. Otherwise the kernel marks a directory's atime stale at every
+/// READDIR, and the next stat of the directory asks the server again
+/// (GETATTR) although attributes are cached for a year: the second scan
+/// of a dataset through a cached instance sent one request per directory.
+#[test]
+fn the_fuse_superblock_is_read_only() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let img = own_image(fx, "superblock");
+        let m = fx.mount_point("server");
+        let out = fx
+            .user
+            .command(&fx.bin)
+            .args([
+                pair(&img, &m),
+                "--".into(),
+                "cat".into(),
+                "/proc/self/mountinfo".into(),
+            ])
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        let info = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = info
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(s(&m).as_str()))
+            .unwrap_or_else(|| panic!("no mount on {}: {info}", m.display()));
+        let (_, fs_part) = line.split_once(" - ").unwrap();
+        let mut fields = fs_part.split(' ');
+        assert!(fields.next().unwrap_or("").starts_with("fuse"), "{line}");
+        let super_options = fields.nth(1).unwrap_or("");
+        assert!(super_options.split(',').any(|o| o == "ro"), "{line}");
+    });
+}
