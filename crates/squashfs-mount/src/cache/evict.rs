@@ -107,7 +107,7 @@ pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Occasion) -> V
         let mut count = kept.len() as u64;
         let mut bytes: u64 = kept.iter().map(|&i| c[i].cost).sum();
         for i in kept {
-            if count <= u64::from(limits.max_instances) && bytes <= limits.max_bytes {
+            if count <= u64::from(limits.max_instances) && bytes <= limits.max_bytes() {
                 break;
             }
             if evictable(i) {
@@ -128,7 +128,7 @@ pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Occasion) -> V
 /// mounts a private instance instead of caching a new one.
 pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: CacheLimits) -> bool {
     (remaining as u64) < u64::from(limits.max_instances)
-        && remaining_bytes.saturating_add(cost) <= limits.max_bytes
+        && remaining_bytes.saturating_add(cost) <= limits.max_bytes()
 }
 
 /// Whether a user whose launches made `made` of the instances that stay may
@@ -172,6 +172,7 @@ pub fn backing_file_deleted(sysfs_backing_file: &[u8], recorded: &[u8]) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Memory;
 
     #[test]
     fn a_job_end_evicts_its_users_unused_fuse_instances_only() {
@@ -198,7 +199,7 @@ mod tests {
             max_idle: 600,
             max_instances: 0,
             per_user: u32::MAX,
-            max_bytes: 0,
+            max_memory: Memory::Bytes(0),
         };
         assert_eq!(plan(&c, 1, limits, Occasion::JobEnd), vec![0]);
     }
@@ -216,7 +217,7 @@ mod tests {
         max_idle: 600,
         max_instances: 10,
         per_user: u32::MAX,
-        max_bytes: u64::MAX,
+        max_memory: Memory::Bytes(u64::MAX),
     };
 
     #[test]
@@ -297,7 +298,7 @@ mod tests {
                 &c,
                 now,
                 CacheLimits {
-                    max_bytes: 250,
+                    max_memory: Memory::Bytes(250),
                     ..L
                 },
                 Occasion::Launch
@@ -309,7 +310,7 @@ mod tests {
             200,
             50,
             CacheLimits {
-                max_bytes: 250,
+                max_memory: Memory::Bytes(250),
                 ..L
             }
         ));
@@ -318,7 +319,7 @@ mod tests {
             200,
             51,
             CacheLimits {
-                max_bytes: 250,
+                max_memory: Memory::Bytes(250),
                 ..L
             }
         ));

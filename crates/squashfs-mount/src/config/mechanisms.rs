@@ -76,9 +76,19 @@ pub const MAX_CACHE_ENTRIES: usize = 4096;
 pub struct CacheLimits {
     pub max_idle: u64,
     pub max_instances: u32,
-    pub max_bytes: u64,
+    /// `cache-max-memory`, sized against RAM only when a decision needs
+    /// it (`max_bytes`): a launch that finds its instance never asks.
+    pub max_memory: super::Memory,
     /// Instances one user's launches may have made that the cache holds
     /// (`cache-max-instances-per-user`): kernel and FUSE ones together,
     /// so also the user's cached FUSE servers.
     pub per_user: u32,
+}
+
+impl CacheLimits {
+    /// The most bytes the cached instances may hold (RAM asked once per
+    /// process, with sysinfo, which counts every block device's pages).
+    pub fn max_bytes(&self) -> u64 {
+        self.max_memory.bytes(crate::system::total_memory())
+    }
 }

@@ -136,7 +136,7 @@ impl Settings {
             max_idle: self.cache_max_idle,
             max_instances: all,
             per_user: per_user.clamp(1, all.max(1)),
-            max_bytes: self.cache_max_memory.bytes(system::total_memory()),
+            max_memory: self.cache_max_memory,
         }
     }
 }

@@ -240,7 +240,7 @@ fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<Uid>) -> (Pr
 /// Who can change the inode `fd` (owner, group, mode, ACL); an ACL that
 /// cannot be read counts as letting anyone write.
 fn writers(fd: BorrowedFd<'_>, id: &FileId) -> Writers {
-    let acl = match system::access_acl(fd) {
+    let acl = match system::access_acl(fd, id.is_dir()) {
         Ok(None) => AclWriters::default(),
         Ok(Some(bytes)) => acl::writers(&bytes),
         Err(_) => AclWriters {

@@ -44,5 +44,8 @@ pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), StateDirError> {
     if !id.is_dir() || !id.uid.is_root() {
         return Err(StateDirError::NotRootOnly);
     }
+    if id.mode & 0o7777 == STATE_DIR_MODE {
+        return Ok(());
+    }
     system::ensure_mode(fd, STATE_DIR_MODE).map_err(|_| StateDirError::NotRootOnly)
 }

@@ -98,7 +98,11 @@ impl Privileges {
 pub fn refuse_set_group_id() -> Result<(), PrivilegeError> {
     match system::own_program() {
         Ok((st, _)) if st.mode & 0o2000 == 0 => Ok(()),
-        Ok((st, path)) => Err(PrivilegeError::SetGroupId(path, st.mode & 0o7777)),
+        Ok((st, fd)) => {
+            let path = system::path_of_fd(std::os::fd::AsFd::as_fd(&fd))
+                .unwrap_or_else(|_| "/proc/self/exe".into());
+            Err(PrivilegeError::SetGroupId(path, st.mode & 0o7777))
+        }
         Err(_) => {
             let egid = system::effective_gid();
             if egid == system::real_gid() {

@@ -22,9 +22,10 @@ pub fn effective_gid() -> Gid {
 
 /// The program file this process executed (`/proc/self/exe`, the
 /// kernel's link to it, not a name anyone passed), pinned as an O_PATH fd
-/// and fstat'ed: its mode says how the program is installed. Also its
-/// path, as the kernel names it (for messages).
-pub fn own_program() -> SysResult<(super::FileId, std::ffi::OsString)> {
+/// and fstat'ed: its mode says how the program is installed. With the fd,
+/// whose path (`path_of_fd`) names it in a message; read only then, as a
+/// readlink in /proc costs every launch.
+pub fn own_program() -> SysResult<(super::FileId, std::os::fd::OwnedFd)> {
     use rustix::fs::{Mode, OFlags, CWD};
     let fd = rustix::fs::openat(
         CWD,
@@ -33,8 +34,7 @@ pub fn own_program() -> SysResult<(super::FileId, std::ffi::OsString)> {
         Mode::empty(),
     )?;
     let st = super::fstat(std::os::fd::AsFd::as_fd(&fd))?;
-    let path = super::path_of_fd(std::os::fd::AsFd::as_fd(&fd))?;
-    Ok((st, path))
+    Ok((st, fd))
 }
 pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
     Ok(rustix::process::getgroups()?

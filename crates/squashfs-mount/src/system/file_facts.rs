@@ -120,19 +120,29 @@ fn access(fd: BorrowedFd<'_>, mode: libc::c_int) -> SysResult<()> {
 
 /// The POSIX access ACL (`system.posix_acl_access`) of the inode `fd`
 /// refers to, an O_PATH fd too; None when it has none (or the file system
-/// has no ACLs). ERANGE when it is larger than 4 KiB.
-pub fn access_acl(fd: BorrowedFd<'_>) -> SysResult<Option<Vec<u8>>> {
+/// has no ACLs). ERANGE when it is larger than 4 KiB. For a `directory`
+/// (the O_PATH fds of a path walk, which fgetxattr refuses), the lookup
+/// of "." in it comes first (getxattrat, Linux 6.13): one call instead of
+/// a refused one and then that.
+pub fn access_acl(fd: BorrowedFd<'_>, directory: bool) -> SysResult<Option<Vec<u8>>> {
     const NAME: &std::ffi::CStr = c"system.posix_acl_access";
     let mut buf = vec![0u8; 4096];
-    let got = match rustix::fs::fgetxattr(fd, NAME, &mut buf[..]) {
-        // An O_PATH fd: for a directory, the lookup of "." in it
-        // (getxattrat, Linux 6.13); otherwise, or before, through the fd's
-        // magic link, which resolves to the same inode (a /proc lookup).
-        Err(Errno::BADF) => match xattr_at(fd, c".", NAME, &mut buf) {
-            Err(Errno::NOSYS | Errno::NOTDIR) => {
-                let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
-                rustix::fs::getxattr(link.as_str(), NAME, &mut buf[..])
-            }
+    let first = match directory {
+        true => xattr_at(fd, c".", NAME, &mut buf),
+        false => Err(Errno::NOSYS),
+    };
+    let got = match first {
+        Err(Errno::NOSYS | Errno::NOTDIR) => match rustix::fs::fgetxattr(fd, NAME, &mut buf[..]) {
+            // An O_PATH fd: for a directory, the lookup of "." in it;
+            // otherwise, or before Linux 6.13, through the fd's magic
+            // link, which resolves to the same inode (a /proc lookup).
+            Err(Errno::BADF) => match xattr_at(fd, c".", NAME, &mut buf) {
+                Err(Errno::NOSYS | Errno::NOTDIR) => {
+                    let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
+                    rustix::fs::getxattr(link.as_str(), NAME, &mut buf[..])
+                }
+                other => other,
+            },
             other => other,
         },
         other => other,

@@ -426,14 +426,19 @@ fn verdicts(
 /// Gives `uid` read and write on `path` through its POSIX access ACL
 /// (written as the raw extended attribute: no setfacl needed).
 fn acl_grant_write(path: &Path, uid: u32) {
+    set_acl(path, uid, [6, 6, 6, 6, 4]);
+}
+
+/// Sets the POSIX access ACL of `path`: owner, `uid`, group, mask and
+/// others get `perms`, in that order.
+fn set_acl(path: &Path, uid: u32, perms: [u16; 5]) {
     let mut acl = 2u32.to_le_bytes().to_vec();
-    for (tag, perm, id) in [
-        (0x01u16, 6u16, u32::MAX),
-        (0x02, 6, uid),
-        (0x04, 6, u32::MAX),
-        (0x10, 6, u32::MAX),
-        (0x20, 4, u32::MAX),
-    ] {
+    let tags = [0x01u16, 0x02, 0x04, 0x10, 0x20];
+    for ((tag, perm), id) in
+        tags.into_iter()
+            .zip(perms)
+            .zip([u32::MAX, uid, u32::MAX, u32::MAX, u32::MAX])
+    {
         acl.extend_from_slice(&tag.to_le_bytes());
         acl.extend_from_slice(&perm.to_le_bytes());
         acl.extend_from_slice(&id.to_le_bytes());
@@ -597,5 +602,35 @@ fn an_image_inside_this_tools_fuse_mount_is_never_roots() {
             "the nested launch: {out}"
         );
         assert!(r.stderr().contains(": FUSE ("), "{}", r.stderr());
+    });
+}
+
+/// Issue 29: the ACL of each directory on an image's path is read with one
+/// call (getxattrat on "." of its O_PATH fd) instead of a refused
+/// fgetxattr first; it is still read. A root-owned directory below a
+/// `trusted-dirs` directory is trusted until its POSIX ACL lets user B
+/// write it: then nobody gets the kernel path for the image in it, and
+/// the verdict names B through that ACL.
+#[test]
+fn a_directory_acl_that_lets_another_user_write_is_seen() {
+    case(|fx| {
+        let other = sqfsmnt_test_support::users::Users::create(1, false);
+        let b = other.first();
+        let top = fx.path("trusted-acl-dir");
+        let _ = fs::remove_dir_all(&top);
+        let dir = top.join("shared");
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let image = dir.join("rooted.sqfs");
+        fs::copy(rooted(fx), &image).unwrap();
+        let _conf = site::config(&format!("trusted-dirs = {}\n", top.display()));
+        let (seen, why) = verdicts(fx, b, &image);
+        assert_eq!(seen, [true; 3], "{why}");
+        // rwx for the owner and B (and the mask), r-x for group and others.
+        set_acl(&dir, b.uid, [7, 7, 5, 7, 5]);
+        let (seen, why) = verdicts(fx, b, &image);
+        assert_eq!(seen, [false; 3], "{why}");
+        assert!(why.contains(&format!("uid {} (its ACL)", b.uid)), "{why}");
+        fs::remove_dir_all(&top).unwrap();
     });
 }
