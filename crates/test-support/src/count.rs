@@ -94,11 +94,14 @@ fn processes(prefix: &str) -> Vec<(u32, Option<u32>, char)> {
 }
 
 /// Pids (sorted) of `uid`'s processes (real uid) whose name starts with
-/// `prefix`, zombies included.
+/// `prefix`, zombies left out. A detached server that ended is a child of
+/// init, which may reap it seconds later (PID 1 of some machines polls),
+/// and test users' uids are reused: a zombie of an earlier test's server
+/// serves nothing and must not count as this test's.
 pub fn processes_named(uid: u32, prefix: &str) -> Vec<u32> {
     processes(prefix)
         .into_iter()
-        .filter(|&(_, u, _)| u == Some(uid))
+        .filter(|&(_, u, state)| u == Some(uid) && !matches!(state, 'Z' | 'X'))
         .map(|(pid, _, _)| pid)
         .collect()
 }
@@ -126,5 +129,31 @@ mod tests {
             .iter()
             .all(|m| m == "/proc" || m.starts_with("/proc/")));
         assert!(mounts_under(Path::new("/pro")).is_empty());
+    }
+
+    /// A process that ended and waits to be reaped is not counted; while
+    /// it runs, it is.
+    #[test]
+    fn a_zombie_is_not_a_running_process() {
+        let uid = rustix::process::getuid().as_raw();
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(processes_named(uid, "sleep").contains(&pid));
+        let state = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit(')').next().map(|r| r.trim().starts_with('Z')))
+                .unwrap_or(false)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !state() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(state(), "sleep did not end");
+        assert!(!processes_named(uid, "sleep").contains(&pid));
+        child.wait().unwrap();
     }
 }
