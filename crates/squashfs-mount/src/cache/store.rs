@@ -99,6 +99,12 @@ impl Store {
             Err(e) => return Err(unavailable(format!("cannot use {STATE_DIR}"), e)),
         };
         root_only(dir.as_fd())?;
+        let reopen = || -> Result<OwnedFd, CacheError> {
+            let dir = system::open_dir_nofollow(system::working_dir(), STATE_DIR)
+                .map_err(|e| unavailable(format!("cannot open {STATE_DIR}"), e))?;
+            root_only(dir.as_fd())?;
+            Ok(dir)
+        };
         let lock = system::open_lock_file(dir.as_fd(), LOCK_FILE, 0o600)
             .map_err(|e| unavailable(format!("cannot open {STATE_DIR}/{LOCK_FILE}"), e))?;
         let ns = match open_namespace(dir.as_fd()) {
@@ -106,14 +112,17 @@ impl Store {
             None if !create => return Ok(None),
             None => {
                 let _g = lock_with_timeout(root, lock.as_fd(), LockKind::Exclusive, timeout_ms)?;
-                if open_namespace(dir.as_fd()).is_none() {
-                    super::cache_namespace::create(root, dir.as_fd(), stranded)?;
+                // Judged again by path, not through `dir`: a launch that
+                // made the cache namespace meanwhile also made the state
+                // directory a mount of its own, which `dir`, opened before,
+                // does not show (it would see no namespace and stack a
+                // second state directory and cache namespace on the first).
+                let fresh = reopen()?;
+                if open_namespace(fresh.as_fd()).is_none() {
+                    super::cache_namespace::create(root, fresh.as_fd(), stranded)?;
                 }
                 // The directory is now a private mount of its own: open again.
-                let dir = system::open_dir_nofollow(system::working_dir(), STATE_DIR)
-                    .map_err(|e| unavailable(format!("cannot open {STATE_DIR}"), e))?;
-                root_only(dir.as_fd())?;
-                open_namespace(dir.as_fd()).ok_or(CacheError::NotNamespace)?
+                open_namespace(reopen()?.as_fd()).ok_or(CacheError::NotNamespace)?
             }
         };
         let ns_ino = system::fstat(ns.as_fd())

@@ -684,6 +684,60 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
     }
 }
 
+/// The first launches on a node start together (srun's tasks): however
+/// they interleave, the node gets one cache namespace. A launch that opened
+/// the state directory before another made it a mount of its own, and then
+/// judged the cache absent through that stale descriptor, stacked a second
+/// state directory and cache namespace over the first; `--gc --all` then
+/// reached only the top one, and the instances of the one below held their
+/// loop devices until the node's namespace went away.
+#[test]
+fn a_burst_of_first_launches_makes_one_cache_namespace() {
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("firstburst", bin);
+    let img = s.image("a.sqfs", "first\n", &s.u1, 0o644);
+    let run = format!(
+        "setpriv --reuid={} --regid={} --clear-groups {} {}:{} -- cat {}/hello",
+        s.u1.uid,
+        s.u1.gid,
+        s.bin.display(),
+        img.display(),
+        s.mnt(),
+        s.mnt()
+    );
+    // Several rounds, each on a fresh /run in a namespace of its own (the
+    // host's state directory, copied into it, is unmounted there first, so
+    // that only the round's own mounts are counted): the stale-descriptor
+    // window is a few milliseconds wide.
+    for round in 0..4 {
+        let script = format!(
+            "while grep -q ' /run/squashfs-mount ' /proc/self/mountinfo; do umount -l /run/squashfs-mount || exit 1; done; \
+             mount -t tmpfs tmpfs /run && \
+             for i in $(seq 16); do {run} > /dev/null & done; wait; \
+             echo ns=$(awk '$5 == \"/run/squashfs-mount/ns\"' /proc/self/mountinfo | wc -l) \
+             dirs=$(awk '$5 == \"/run/squashfs-mount\"' /proc/self/mountinfo | wc -l) && \
+             {bin} --gc --all > /dev/null && echo loops=$(cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{dir}/' || true)",
+            bin = s.bin.display(),
+            dir = s.dir.display()
+        );
+        let out = Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert_eq!(
+            ok(&out),
+            "ns=1 dirs=1\nloops=0\n",
+            "round {round}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).is_empty(), "round {round}: {}", stderr(&out));
+        wait_until(
+            || s.loops().is_empty(),
+            "the namespace's cache to go away with it",
+        );
+    }
+}
+
 /// Runs `work` in a child process (single-threaded after fork, as setns
 /// into a mount namespace needs) inside the cache namespace, as root.
 /// `work` may only make raw system calls on data prepared before the fork.
