@@ -12,7 +12,6 @@ use super::meta::Kind;
 use super::store::Store;
 use super::usage_scan::{self, ScanBudget};
 use super::{CacheError, STATE_DIR};
-use crate::mounts::loop_device::Owner;
 use crate::mounts::shared_lock::{self, Reach};
 use crate::privilege::AsRoot;
 use crate::system::{self, LockKind, Uid};
@@ -101,7 +100,6 @@ impl Store {
                     .collect();
                 Ok(results)
             })?;
-            recount_evicted(root, &entries, &chosen);
             if let Some(Err(e)) = removed.into_iter().find(Result::is_err) {
                 return Err(e);
             }
@@ -177,13 +175,5 @@ impl Store {
             .filter_map(|e| e.meta.as_ref().map(|m| m.device))
             .collect();
         usage_scan::devices_in_use(root, &devs, self.ns_ino, usage_scan::ON_REQUEST)
-    }
-}
-
-/// After evicting `chosen`: their loop devices, which their users may keep
-/// attached, count for their makers again.
-pub(super) fn recount_evicted(root: &AsRoot, entries: &[Entry], chosen: &[usize]) {
-    for m in chosen.iter().filter_map(|&i| entries[i].meta.as_ref()) {
-        kinds::count_device_for(root, m, Owner::User(m.uid));
     }
 }

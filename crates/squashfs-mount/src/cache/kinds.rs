@@ -2,11 +2,8 @@
 //! one costs, whether its image file was deleted, and what ending it
 //! involves. Needs root (it reads other processes' /proc files).
 
-use std::os::fd::AsFd;
-
 use super::evict;
 use super::meta::{dev_major_minor, Kind, Meta};
-use crate::mounts::loop_device::{self, Owner};
 use crate::privilege::AsRoot;
 use crate::system;
 
@@ -59,18 +56,4 @@ pub fn file_deleted(_root: &AsRoot, meta: &Meta) -> bool {
             .filter(|_| system::process_started(pid) == Some(started)),
     };
     link.is_some_and(|text| evict::backing_file_deleted(&text, &meta.path))
-}
-
-/// Counts a kernel instance's loop device for `owner` from now on (under
-/// the cache's lock): `Owner::Cache` once the cache holds it, its maker's
-/// once evicted (its users may keep it attached). Best effort: a device
-/// gone or reused meanwhile is left alone.
-pub fn count_device_for(root: &AsRoot, meta: &Meta, owner: Owner) {
-    let Kind::Kernel { loop_number, .. } = meta.kind else {
-        return;
-    };
-    if let Ok(dev) = system::open_dir_nofollow(system::working_dir(), "/dev") {
-        let backing = (meta.dev, meta.ino);
-        let _ = loop_device::count_for(root, dev.as_fd(), loop_number, backing, owner);
-    }
 }

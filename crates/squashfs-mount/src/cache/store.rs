@@ -16,17 +16,16 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::collection::{recount_evicted, Scanned};
+use super::collection::Scanned;
 pub use super::entries::Entry;
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
 use super::evict::{self, Candidate, Occasion};
-use super::kinds;
 use super::lock::lock_with_timeout;
-use super::meta::{Identity, Key, Meta};
+use super::meta::{Identity, Key, Kind, Meta};
 use super::usage_scan;
 use super::{root_only, CacheError, LOCK_FILE, MARKER, NS_FILE, STATE_DIR};
 use crate::config::CacheLimits;
-use crate::mounts::loop_device::Owner;
+use crate::mounts::loop_device::CachedDevice;
 use crate::mounts::shared_lock::Held;
 use crate::privilege::AsRoot;
 use crate::system::{self, Error, LockKind, Uid, VisitError};
@@ -186,6 +185,35 @@ impl Store {
         }
     }
 
+    /// The loop devices of the kernel instances the cache holds, by its
+    /// records (valid entries only: their instance is mounted on their
+    /// device). Read without the lock: an instance placed or evicted
+    /// meanwhile may be missed, and a launch may then overshoot or fall
+    /// short of its caller's share by that many. Empty when the cache
+    /// cannot be read.
+    pub fn cached_devices(&self, _root: &AsRoot) -> Vec<CachedDevice> {
+        let Ok(host) = Host::open() else {
+            return Vec::new();
+        };
+        let entries = self
+            .visit(false, |_| list_entries(&host))
+            .unwrap_or_default();
+        entries
+            .iter()
+            .filter(|e| e.valid)
+            .filter_map(|e| {
+                let m = e.meta.as_ref()?;
+                match m.kind {
+                    Kind::Kernel { loop_number, .. } => Some(CachedDevice {
+                        number: loop_number,
+                        backing: (m.dev, m.ino),
+                    }),
+                    Kind::Fuse { .. } => None,
+                }
+            })
+            .collect()
+    }
+
     /// Clones of the cached instances `wanted` (which instance, the file's
     /// identity as opened now, and how many clones), in one visit, without
     /// the lock (see the module's note). An empty list means: not cached
@@ -282,12 +310,8 @@ impl Store {
             }
             Ok(out)
         });
-        // Still under the lock: what the cache took counts for it now, what
-        // it let go for its maker (doc/threat-model.md).
-        for m in &taken {
-            kinds::count_device_for(root, m, Owner::Cache);
-        }
-        recount_evicted(root, &entries, &evict);
+        // What the cache took now counts for it, and what it let go for its
+        // maker, by the records alone (`cached_devices`): nothing to rename.
         drop(guard);
         self.end_servers(root, evict.iter().filter_map(|&i| entries[i].meta.as_ref()));
         placed.map_err(|e| (e, pending.into_inner()))

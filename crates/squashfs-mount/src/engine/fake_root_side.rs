@@ -280,6 +280,10 @@ impl RootSide for Recorder {
         }
     }
 
+    fn read_cache_records(&mut self, _root: &AsRoot, _stranded: OnStranded) {
+        self.log.push("read the cache's records".into());
+    }
+
     fn leave_working_dir(&mut self, _root: &AsRoot) -> Result<AwayFromWorkingDir, Failure> {
         Ok(AwayFromWorkingDir::stayed())
     }

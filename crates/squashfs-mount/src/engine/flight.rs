@@ -36,6 +36,10 @@ pub enum CacheUse {
 
 /// Stage 3: opens the image cache (creating it if needed) when the launch
 /// may keep instances in it, and runs the periodic bounded collection.
+/// A launch that may not keep instances there but attaches loop devices
+/// still reads which loop devices the cache holds, if there is a cache (they are not its caller's
+/// to count, see `mounts::loop_device`): before the launch's own mount
+/// namespace, which has no copy of the cache namespace's bind.
 pub fn open_cache<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
@@ -43,7 +47,16 @@ pub fn open_cache<C: Credentials, R: RootSide>(
     plan: &Plan,
     settings: &Settings,
 ) -> Result<CacheUse, Failure> {
-    if !C::MODE.has_root() || plan.no_cache || !settings.cache || images.records.is_empty() {
+    if !C::MODE.has_root() || images.records.is_empty() {
+        return Ok(CacheUse::NotWanted);
+    }
+    if plan.no_cache || !settings.cache {
+        if !images.records.iter().any(|r| r.is_kernel()) {
+            return Ok(CacheUse::NotWanted);
+        }
+        away(creds, root_side, |root, rs| {
+            rs.read_cache_records(root, C::stranded)
+        })?;
         return Ok(CacheUse::NotWanted);
     }
     Ok(

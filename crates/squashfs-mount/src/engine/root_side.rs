@@ -120,6 +120,10 @@ pub trait RootSide {
         settings: &Settings,
         stranded: OnStranded,
     ) -> Result<bool, CacheError>;
+    /// Opens the image cache if there is one, only to read its records
+    /// when loop devices are counted (`fresh`): nothing is created, kept
+    /// or evicted.
+    fn read_cache_records(&mut self, root: &AsRoot, stranded: OnStranded);
     /// Moves to "/" for the visits to the cache (see
     /// `system::leave_working_dir`).
     fn leave_working_dir(&mut self, root: &AsRoot) -> Result<AwayFromWorkingDir, Failure>;

@@ -32,6 +32,8 @@ use super::root_side::{FreshImage, FuseFacts, RootSide};
 #[derive(Default)]
 pub struct System {
     store: Option<Store>,
+    /// The cache opened only to read its records (`--no-cache`).
+    records: Option<Store>,
     claims: Option<Claims>,
 }
 
@@ -144,6 +146,19 @@ impl RootSide for System {
         Ok(self.store.is_some())
     }
 
+    fn read_cache_records(&mut self, root: &AsRoot, stranded: OnStranded) {
+        let defaults = Settings::default();
+        self.records = Store::open(
+            root,
+            defaults.cache_limits(),
+            defaults.cache_lock_timeout_ms,
+            false,
+            stranded,
+        )
+        .ok()
+        .flatten();
+    }
+
     fn leave_working_dir(&mut self, _root: &AsRoot) -> Result<AwayFromWorkingDir, Failure> {
         system::leave_working_dir().map_err(|e| Failure::new(SequenceError::LeaveWorkingDir(e)))
     }
@@ -188,9 +203,17 @@ impl RootSide for System {
     ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
         let dev = dev_dir()?;
         // Every device counts for the caller from its attach on, those
-        // made for the cache too: until the cache takes one (under its
-        // lock), the launch holds it within the caller's reach.
+        // made for the cache too: until the cache holds one, the launch
+        // holds it within the caller's reach. What the cache holds is read
+        // from its records, also by a launch that does not use the cache
+        // (its caller's cached instances are not theirs to count).
         let owner = Owner::User(caller);
+        let cached = self
+            .store
+            .as_ref()
+            .or(self.records.as_ref())
+            .map(|store| store.cached_devices(root))
+            .unwrap_or_default();
         // Counted and configured under the budget's lock; the superblocks,
         // which read the images, without it.
         let (devices, note) = {
@@ -201,6 +224,7 @@ impl RootSide for System {
                 limits,
                 caller,
                 dev.as_fd(),
+                &cached,
             )?;
             let devices: Vec<LoopDevice> = images
                 .iter()

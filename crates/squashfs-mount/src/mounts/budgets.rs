@@ -9,7 +9,7 @@ use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::config::LoopLimits;
-use crate::mounts::loop_device;
+use crate::mounts::loop_device::{self, CachedDevice};
 use crate::mounts::shared_lock::{self, Held, Reach};
 use crate::mounts::state_dir::{self, StateDirError, STATE_DIR};
 use crate::privilege::AsRoot;
@@ -168,7 +168,8 @@ impl LoopBudget {
     /// Takes the loop-device lock and checks that `wanted` more devices
     /// stay within `limits`, `private` of them counted for the user `uid`
     /// (the engine counts every fresh one for its user, those made for
-    /// the cache too, until the cache takes them).
+    /// the cache too, until the cache holds them: `cached`, by its
+    /// records).
     /// A lock that cannot be taken in time (or whose holder is stopped)
     /// does not fail the launch: the devices are then counted without it,
     /// and concurrent launches may overshoot the limits by a few.
@@ -179,6 +180,7 @@ impl LoopBudget {
         limits: LoopLimits,
         uid: Uid,
         dev_dir: BorrowedFd<'_>,
+        cached: &[CachedDevice],
     ) -> Result<LoopBudget, Failure> {
         let mut budget = LoopBudget {
             _lock: None,
@@ -202,7 +204,7 @@ impl LoopBudget {
                 }
             }
         }
-        let now = loop_device::attached(root, dev_dir, uid);
+        let now = loop_device::attached(root, dev_dir, uid, cached);
         if private > 0 && now.users + private > limits.per_user as usize {
             return Err(Failure::new(LimitsError::UserShare {
                 now: now.users,

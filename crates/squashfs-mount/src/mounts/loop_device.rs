@@ -11,12 +11,16 @@ use crate::system::error::Failure;
 use crate::system::{self, Error, Uid};
 
 /// The name the tool gives its loop devices (`lo_file_name`): this marker,
-/// a NUL, then whom the device counts for: the decimal uid of the user
-/// whose launch attached it (private instances, and instances made for the
-/// cache until the cache takes them), or `cache` once the cache holds it
-/// (shared by every user, bounded by the cache's own limits and each
-/// user's share of it); an evicted instance counts for its maker again. Tools
-/// such as losetup show the marker only; only root can read the name.
+/// a NUL, then the decimal uid of the user whose launch attached it. The
+/// device counts for that user, except while the cache holds its instance
+/// (the cache's own record says so, see [`CachedDevice`]): shared by every
+/// user then, bounded by the cache's own limits and each user's share of
+/// it. An evicted instance thus counts for its maker again, with nothing
+/// to rename. (Versions before round 34 renamed a device `cache` when the
+/// cache took it: one LOOP_SET_STATUS64 each, which freezes the device's
+/// queue and waited about 16 ms here; such devices still count for the
+/// cache.) Tools such as losetup show the marker only; only root can read
+/// the name.
 pub const MARKER: &[u8] = b"squashfs-mount";
 const CACHED: &[u8] = b"cache";
 
@@ -74,7 +78,8 @@ crate::error_kind!(LoopError);
 pub enum Owner {
     /// A private instance of this user's.
     User(Uid),
-    /// A cached instance.
+    /// A cached instance (held by the cache now, or named so by a version
+    /// before round 34).
     Cache,
 }
 
@@ -106,24 +111,23 @@ fn owner_of(name: &[u8]) -> Option<Option<Owner>> {
     )
 }
 
-/// Counts the tool's device `number` for `owner` from now on, if it is
-/// still backed by the file `backing` (device, inode): one cleared and
-/// reused since is left alone (ESTALE). The cache taking a fresh instance
-/// (for the cache), or evicting one its users may still hold (for its
-/// maker), under the cache's lock.
-pub fn count_for(
-    _root: &AsRoot,
-    dev_dir: BorrowedFd<'_>,
-    number: u32,
-    backing: (u64, u64),
-    owner: Owner,
-) -> Result<(), Error> {
-    let device = system::open_loop_device(dev_dir, number)?;
-    let info = system::loop_status(device.as_fd())?;
-    if (info.lo_device, info.lo_inode) != backing || owner_of(&info.lo_file_name).is_none() {
-        return Err(Error::STALE);
+/// A loop device whose instance the cache holds, as the cache's record
+/// names it: its number and the backing file (device, inode). A device
+/// reused since for another file is not it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedDevice {
+    pub number: u32,
+    pub backing: (u64, u64),
+}
+
+/// Whom a device of the tool counts for: the cache while it holds the
+/// instance, else whom its name records (nobody for older versions').
+fn counted_for(named: Option<Owner>, in_cache: bool) -> Option<Owner> {
+    if in_cache {
+        Some(Owner::Cache)
+    } else {
+        named
     }
-    system::loop_set_name(device.as_fd(), &device_name(owner))
 }
 
 /// Loop devices the tool has attached now (cached and private instances
@@ -135,9 +139,16 @@ pub struct AttachedCount {
     pub users: usize,
 }
 
-/// Counts the tool's loop devices, and those of them counted for `uid`
-/// (its private instances). Root reads each bound device's status.
-pub fn attached(_root: &AsRoot, dev_dir: BorrowedFd<'_>, uid: Uid) -> AttachedCount {
+/// Counts the tool's loop devices, and those of them counted for `uid`:
+/// named for it and not among `cached` (its private instances, fresh ones
+/// not yet in the cache, evicted ones still held). Root reads each bound
+/// device's status.
+pub fn attached(
+    _root: &AsRoot,
+    dev_dir: BorrowedFd<'_>,
+    uid: Uid,
+    cached: &[CachedDevice],
+) -> AttachedCount {
     let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else {
         return AttachedCount::default();
     };
@@ -151,7 +162,11 @@ pub fn attached(_root: &AsRoot, dev_dir: BorrowedFd<'_>, uid: Uid) -> AttachedCo
             let info = system::open_loop_device(dev_dir, n)
                 .and_then(|fd| system::loop_status(fd.as_fd()))
                 .ok()?;
-            owner_of(&info.lo_file_name)
+            let held = CachedDevice {
+                number: n,
+                backing: (info.lo_device, info.lo_inode),
+            };
+            owner_of(&info.lo_file_name).map(|o| counted_for(o, cached.contains(&held)))
         });
     owners.fold(AttachedCount::default(), |a, owner| AttachedCount {
         all: a.all + 1,
@@ -310,6 +325,16 @@ mod tests {
         let mut minus_one = MARKER.to_vec();
         minus_one.extend_from_slice(b"\x004294967295\0");
         assert_eq!(owner_of(&minus_one), Some(None));
+    }
+
+    #[test]
+    fn a_device_the_cache_holds_counts_for_the_cache_else_for_its_name() {
+        let user = Some(Owner::User(Uid::from_raw(1234)));
+        assert_eq!(counted_for(user, false), user);
+        assert_eq!(counted_for(user, true), Some(Owner::Cache));
+        assert_eq!(counted_for(None, true), Some(Owner::Cache));
+        assert_eq!(counted_for(None, false), None);
+        assert_eq!(counted_for(Some(Owner::Cache), false), Some(Owner::Cache));
     }
 
     #[test]

@@ -10,7 +10,6 @@ use super::SysResult;
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
-const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
 pub const LO_FLAGS_READ_ONLY: u32 = 1;
 pub const LO_FLAGS_AUTOCLEAR: u32 = 4;
@@ -136,30 +135,6 @@ pub fn loop_status(device: BorrowedFd<'_>) -> SysResult<LoopInfo64> {
         return Err(super::last_errno());
     }
     Ok(info)
-}
-
-/// Renames a bound loop device (`lo_file_name`), keeping everything else
-/// as LOOP_GET_STATUS64 reports it (offset, size limit and flags, so that
-/// the device stays read-only and autoclear).
-pub fn loop_set_name(device: BorrowedFd<'_>, name: &[u8]) -> SysResult<()> {
-    let mut info = loop_status(device)?;
-    info.lo_file_name = [0; LO_NAME_SIZE];
-    let n = name.len().min(LO_NAME_SIZE - 1);
-    info.lo_file_name[..n].copy_from_slice(&name[..n]);
-    // SAFETY: LOOP_SET_STATUS64 reads one `struct loop_info64`, which
-    // `LoopInfo64` mirrors with #[repr(C)]; the pointer is valid for the
-    // call and the kernel only reads through it.
-    let rc = unsafe {
-        libc::ioctl(
-            device.as_raw_fd(),
-            LOOP_SET_STATUS64,
-            &info as *const LoopInfo64,
-        )
-    };
-    if rc < 0 {
-        return Err(super::last_errno());
-    }
-    Ok(())
 }
 
 /// LOOP_CLR_FD: detaches a loop device we configured but could not use.

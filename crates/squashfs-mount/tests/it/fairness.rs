@@ -414,6 +414,51 @@ fn each_user_has_a_share_of_the_loop_devices() {
     });
 }
 
+/// Whom a loop device counts for, without renaming it (round 34): the
+/// device keeps the name of the user whose launch attached it; while the
+/// cache holds its instance it counts for the cache (the cache's records
+/// say so), and once evicted while still in use, for that user again.
+#[test]
+fn a_cached_device_counts_for_the_cache_and_once_evicted_in_use_for_its_maker() {
+    case(|fx| {
+        let _conf = site::config("max-loop-devices-per-user = 1\n");
+        let img = fx.image("maker", &[("x", "x\n")], "");
+        let m = fx.mount_point("maker");
+        // A cached launch that keeps using its instance.
+        let _hold = Kill(
+            fx.user_cmd([pair(&img, &m), "--".into(), "sleep".into(), "60".into()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .expect("launch"),
+        );
+        let t = Instant::now();
+        while loops_under(&img).is_empty() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let status = fx.run(["--cache-status"]);
+        status.ok();
+        assert!(status.stdout().contains(&s(&img)), "{}", status.stdout());
+        // The cached device is not the user's: their share of 1 is free.
+        let private = || {
+            fx.run([
+                "--no-cache".into(),
+                pair(&img, &m),
+                "--".into(),
+                "true".into(),
+            ])
+        };
+        private().ok();
+        // Evicted while the launch above still uses it: it is theirs now.
+        fx.run(["--gc".to_string(), s(&img)]).ok();
+        assert_eq!(loops_under(&img).len(), 1, "the held device stays");
+        private().refused(&["max-loop-devices-per-user", "1"]);
+    });
+}
+
 /// User `a`'s signaller: for each pid it reads, sends SIGSTOP as user `a`
 /// until one lands (the launch is out of reach, EPERM, while it holds a
 /// shared lock) or the process is gone, then answers a line.
