@@ -1143,7 +1143,7 @@ fn stopped_server_does_not_outlive_the_job(t: &T) {
             &format!("--squashfs={}:{UE}", own.display()),
             "sh",
             "-c",
-            "cat /user-environment/file; p=$(pgrep -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
+            "cat /user-environment/file; p=$(pgrep -r R,S,D -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
         ],
     );
     let _ = fs::remove_file(&own);
@@ -1178,7 +1178,9 @@ fn fuse_instance_shared_by_tasks_and_steps(t: &T) {
         "srun -N3 -n6 --squashfs={}:{UE} sh -c 'cat {UE}/file' | sort | uniq -c",
         own.display()
     );
-    let servers = "pgrep -u $(id -u) -x squashfs-mount- | sort -n | tr '\\n' ' '";
+    // Zombies left out: an earlier test's server that ended may wait
+    // seconds for PID 1 of this machine to reap it (and uids are reused).
+    let servers = "pgrep -r R,S,D,T -u $(id -u) -x squashfs-mount- | sort -n | tr '\\n' ' '";
     let script = format!(
         "#!/bin/sh\n#SBATCH -N3 --ntasks-per-node=2\n{step}\necho \"after1: $({servers})\"\n{step}\necho \"after2: $({servers})\"\n"
     );
