@@ -208,12 +208,12 @@ impl RootSide for System {
         // from its records, also by a launch that does not use the cache
         // (its caller's cached instances are not theirs to count).
         let owner = Owner::User(caller);
-        let cached = self
-            .store
-            .as_ref()
-            .or(self.records.as_ref())
-            .map(|store| store.cached_devices(root))
-            .unwrap_or_default();
+        let store = self.store.as_ref().or(self.records.as_ref());
+        let cached = || {
+            store
+                .map(|store| store.cached_devices(root))
+                .unwrap_or_default()
+        };
         // Counted and configured under the budget's lock; the superblocks,
         // which read the images, without it.
         let (devices, note) = {
@@ -224,7 +224,7 @@ impl RootSide for System {
                 limits,
                 caller,
                 dev.as_fd(),
-                &cached,
+                cached,
             )?;
             let devices: Vec<LoopDevice> = images
                 .iter()

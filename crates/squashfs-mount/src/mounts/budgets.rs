@@ -168,8 +168,8 @@ impl LoopBudget {
     /// Takes the loop-device lock and checks that `wanted` more devices
     /// stay within `limits`, `private` of them counted for the user `uid`
     /// (the engine counts every fresh one for its user, those made for
-    /// the cache too, until the cache holds them: `cached`, by its
-    /// records).
+    /// the cache too, until the cache holds them: `cached` reads its
+    /// records, under the lock, after the devices' status).
     /// A lock that cannot be taken in time (or whose holder is stopped)
     /// does not fail the launch: the devices are then counted without it,
     /// and concurrent launches may overshoot the limits by a few.
@@ -180,7 +180,7 @@ impl LoopBudget {
         limits: LoopLimits,
         uid: Uid,
         dev_dir: BorrowedFd<'_>,
-        cached: &[CachedDevice],
+        cached: impl FnOnce() -> Vec<CachedDevice>,
     ) -> Result<LoopBudget, Failure> {
         let mut budget = LoopBudget {
             _lock: None,

@@ -140,19 +140,22 @@ pub struct AttachedCount {
 }
 
 /// Counts the tool's loop devices, and those of them counted for `uid`:
-/// named for it and not among `cached` (its private instances, fresh ones
-/// not yet in the cache, evicted ones still held). Root reads each bound
-/// device's status.
+/// named for it and not among the devices the cache holds (its private
+/// instances, fresh ones not yet in the cache, evicted ones still held).
+/// Root reads each bound device's status first, then the cache's records
+/// (`cached`): a device then counted for the cache was held by it after
+/// its status was read, so no record read earlier (by a launch stopped
+/// meanwhile) can hide a device its caller holds now.
 pub fn attached(
     _root: &AsRoot,
     dev_dir: BorrowedFd<'_>,
     uid: Uid,
-    cached: &[CachedDevice],
+    cached: impl FnOnce() -> Vec<CachedDevice>,
 ) -> AttachedCount {
     let Ok((names, _)) = system::list_dir(system::working_dir(), "/sys/block", 1 << 20) else {
         return AttachedCount::default();
     };
-    let owners = names
+    let devices: Vec<(Option<Owner>, CachedDevice)> = names
         .iter()
         .filter_map(|n| n.to_str()?.strip_prefix("loop")?.parse::<u32>().ok())
         .filter(|n| {
@@ -162,16 +165,25 @@ pub fn attached(
             let info = system::open_loop_device(dev_dir, n)
                 .and_then(|fd| system::loop_status(fd.as_fd()))
                 .ok()?;
-            let held = CachedDevice {
+            let device = CachedDevice {
                 number: n,
                 backing: (info.lo_device, info.lo_inode),
             };
-            owner_of(&info.lo_file_name).map(|o| counted_for(o, cached.contains(&held)))
-        });
-    owners.fold(AttachedCount::default(), |a, owner| AttachedCount {
-        all: a.all + 1,
-        users: a.users + usize::from(owner == Some(Owner::User(uid))),
-    })
+            owner_of(&info.lo_file_name).map(|o| (o, device))
+        })
+        .collect();
+    let cached = if devices.is_empty() {
+        Vec::new()
+    } else {
+        cached()
+    };
+    devices
+        .iter()
+        .map(|(named, device)| counted_for(*named, cached.contains(device)))
+        .fold(AttachedCount::default(), |a, owner| AttachedCount {
+            all: a.all + 1,
+            users: a.users + usize::from(owner == Some(Owner::User(uid))),
+        })
 }
 
 /// Attempts on EBUSY/EAGAIN races with other processes taking the same free
