@@ -3,7 +3,8 @@
 //! worker threads ([`workers`]), where its messages go ([`log`]), the
 //! server as a process ([`process`]: threads, detaching, ending), its
 //! command line ([`args`]), the launch's report of a corrupt image
-//! ([`report`]), mounting for `--mount` ([`mount`]) and the
+//! ([`report`]), mounting for `--mount` ([`mount`]), the hint that
+//! reads the image's metadata ahead ([`metadata_hint`]) and the
 //! few `unsafe` system calls ([`sys`]). The binary (main.rs) puts them
 //! together; the fuzz target `fuse_requests` drives
 //! [`server::Fs::respond`].
@@ -11,6 +12,7 @@
 
 pub mod args;
 pub mod log;
+pub mod metadata_hint;
 pub mod mount;
 pub mod process;
 pub mod proto;

@@ -1476,3 +1476,85 @@ fn caches_hold_to_their_budget() {
         "RssAnon {default} KiB with the default budget, {small} KiB with 512K"
     );
 }
+
+/// Bytes of `path` in the page cache (fincore).
+fn resident_bytes(path: &Path) -> u64 {
+    let out = Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(path)
+        .output()
+        .expect("fincore (util-linux)");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("fincore said {:?}", out))
+}
+
+/// Once it is ready, and before anything is read through its mount, the
+/// server has asked the kernel to read the image's metadata region (inode
+/// table to the end) ahead: the region is in the page cache, its data
+/// region is not. A FUSE server on a cluster file system otherwise reads
+/// it one metadata block per request (issue 30).
+#[test]
+fn the_metadata_region_is_read_ahead_once_ready() {
+    if !can_fuse("the_metadata_region_is_read_ahead_once_ready") {
+        return;
+    }
+    let t = TempDir::new("ahead");
+    let src = t.0.join("src");
+    fs::create_dir(&src).unwrap();
+    // A data region of 1 MiB that does not compress, then a metadata
+    // region of about as much: 8,000 empty files with long names that do
+    // not compress away either.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let data: Vec<u8> = (0..1 << 17).flat_map(|_| next().to_le_bytes()).collect();
+    fs::write(src.join("data"), data).unwrap();
+    for _ in 0..8_000 {
+        let name: String = (0..12).map(|_| format!("{:016x}", next())).collect();
+        fs::write(src.join(name), b"").unwrap();
+    }
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, &[]));
+    let bytes = fs::read(&img).unwrap();
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let (bytes_used, inode_table_start) = (word(40), word(64));
+    let region = bytes_used - inode_table_start;
+    assert!(
+        region > 768 << 10 && inode_table_start > 768 << 10,
+        "metadata {region} bytes after {inode_table_start}"
+    );
+    drop(bytes);
+    let image = fs::File::open(&img).unwrap();
+    image.sync_all().unwrap();
+    rustix::fs::fadvise(&image, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    assert!(resident_bytes(&img) < 64 << 10, "the image is still cached");
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let fuse = kernel_fuse_mount(&mnt);
+    let (mut child, line) = spawn_with_fds(&fuse, &image, None);
+    drop(fuse);
+    assert_eq!(line, "ready\n");
+    let page = 4096;
+    let want = region / page * page;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while resident_bytes(&img) < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let resident = resident_bytes(&img);
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    wait_timeout(&mut child, Duration::from_secs(5)).expect("server still running after unmount");
+    assert!(
+        resident >= want,
+        "{resident} bytes of the image cached, the metadata region is {region}"
+    );
+    assert!(
+        resident < want + inode_table_start / 2,
+        "{resident} bytes cached: more than the metadata region ({region}) and a little"
+    );
+}
