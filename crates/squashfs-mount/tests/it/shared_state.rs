@@ -196,7 +196,18 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
             "a launch after root's state got mode 0000: {}",
             again.stderr()
         );
-        let warm = fx.run([pair(&img, &m), "--".into(), "true".into()]);
+        // With an image not cached yet, so that the launch also claims the
+        // making of an instance (`making`). (The --no-cache launch above
+        // already read the cache's records, which gives entries their mode
+        // back, to count loop devices.)
+        let fresh = fx.image("repair-fresh", &[("f", "fresh\n")], "");
+        let m2 = fx.mount_point("repair-fresh");
+        let warm = fx.run([
+            pair(&img, &m),
+            pair(&fresh, &m2),
+            "--".into(),
+            "true".into(),
+        ]);
         assert!(
             warm.success() && warm.stderr().is_empty(),
             "a cached launch after its entry got mode 0000: {}",
