@@ -3,8 +3,7 @@
 //! worker threads ([`workers`]), where its messages go ([`log`]), the
 //! server as a process ([`process`]: threads, detaching, ending), its
 //! command line ([`args`]), the launch's report of a corrupt image
-//! ([`report`]), mounting for `--mount` ([`mount`]), the hint that
-//! reads the image's metadata ahead ([`metadata_hint`]) and the
+//! ([`report`]), mounting for `--mount` ([`mount`]) and the
 //! few `unsafe` system calls ([`sys`]). The binary (main.rs) puts them
 //! together; the fuzz target `fuse_requests` drives
 //! [`server::Fs::respond`].
@@ -12,7 +11,6 @@
 
 pub mod args;
 pub mod log;
-pub mod metadata_hint;
 pub mod mount;
 pub mod process;
 pub mod proto;

@@ -7,7 +7,7 @@
 use squashfs_mount_fuse::args::{self, Args, USAGE};
 use squashfs_mount_fuse::mount::MountError;
 use squashfs_mount_fuse::process::{self, describe, start_workers};
-use squashfs_mount_fuse::{log, metadata_hint, mount, server, sys};
+use squashfs_mount_fuse::{log, mount, server, sys};
 
 use std::fs::File;
 use std::io::Write;
@@ -88,7 +88,6 @@ fn adopt_fds(a: &Args) -> Result<Fds, ExitCode> {
 
 /// Opens the image and answers on `ready`: `ready`, or `error` and why.
 fn open_image(image: File, mut ready: File, cache: usize) -> Option<Archive<FileSource>> {
-    let hint = image.try_clone().ok();
     let archive = FileSource::new(image)
         .map_err(|e| FormatError::Io(e.to_string()))
         .and_then(|src| Archive::open_with_cache(src, cache));
@@ -106,11 +105,7 @@ fn open_image(image: File, mut ready: File, cache: usize) -> Option<Archive<File
     if ready.write_all(line.as_bytes()).is_err() || answer.is_err() {
         return None;
     }
-    let archive = archive.ok()?;
-    if let Some(image) = hint {
-        metadata_hint::read_ahead(image, archive.superblock());
-    }
-    Some(archive)
+    archive.ok()
 }
 
 fn serve_fds(a: Args) -> ExitCode {
@@ -236,7 +231,6 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         Ok(f) => f,
         Err(e) => return fail(format!("cannot open it: {e}")),
     };
-    let hint = file.try_clone().ok();
     let archive = match FileSource::new(file)
         .map_err(|e| FormatError::Io(e.to_string()))
         .and_then(|src| Archive::open_with_cache(src, cache_budget(&a)))
@@ -244,9 +238,6 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         Ok(ar) => ar,
         Err(e) => return fail(describe(&e)),
     };
-    if let Some(image) = hint {
-        metadata_hint::read_ahead(image, archive.superblock());
-    }
     let direct = rustix::process::geteuid().is_root() && !a.command.is_empty();
     let (fuse, helper) = match mount_for(&dir, &shown, direct) {
         Ok(m) => m,
