@@ -451,6 +451,12 @@ fn examples_run_as_written() {
     case(|fx| {
         let _conf = site::no_config();
         let _fuse = site::FuseForUsers::enable();
+        // The README keeps its kept layer in /tmp/$USER-layer, as a user
+        // would: it goes with the test user (each run left one behind).
+        let _layer = sqfsmnt_test_support::tree::TempDir(PathBuf::from(format!(
+            "/tmp/{}-layer",
+            fx.user.name
+        )));
         let built = Path::new(env!("CARGO_BIN_EXE_squashfs-mount"));
         let sqfs = built.with_file_name("sqfs");
         assert!(
