@@ -137,11 +137,20 @@ mod tests {
     fn a_zombie_is_not_a_running_process() {
         let uid = rustix::process::getuid().as_raw();
         let mut child = std::process::Command::new("sleep")
-            .arg("0.3")
+            .arg("60")
             .spawn()
             .unwrap();
         let pid = child.id();
+        // spawn may return before the exec has renamed the child (its
+        // close-on-exec pipe closes first): wait for the name.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !processes_named(uid, "sleep").contains(&pid) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(processes_named(uid, "sleep").contains(&pid));
+        // Ended, not reaped: a zombie.
+        child.kill().unwrap();
         let state = || {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
