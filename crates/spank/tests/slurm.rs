@@ -423,7 +423,7 @@ fn session_flows_into_sbatch(t: &T) {
         ],
     );
     assert!(r.success(), "{r:?}");
-    let text = fs::read_to_string(&out).unwrap_or_default();
+    let text = job_output(&out);
     assert_eq!(text, "hello from A\nhello from A\nhello from B\n", "{r:?}");
 }
 
@@ -1464,11 +1464,24 @@ fn sbatch(t: &T, name: &str, script: &str) -> (String, String, String) {
     assert!(r.success(), "sbatch: {r:?}");
     let job = r.stdout().trim().to_string();
     let state = t.c.wait_job(&job);
-    (
-        job.clone(),
-        state,
-        fs::read_to_string(&out).unwrap_or_default(),
-    )
+    (job.clone(), state, job_output(&out))
+}
+
+/// A batch job's output file, without the lines srun writes when a step
+/// waits for the nodes the job's previous step still holds ("step creation
+/// temporarily disabled, retrying", then "Step created"): Slurm's timing,
+/// not the job's output.
+fn job_output(path: &Path) -> String {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            let waited =
+                l.starts_with("srun: Job ") && l.contains("step creation temporarily disabled");
+            !(waited || l.starts_with("srun: Step created for job"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 fn sbatch_one_node(t: &T) {

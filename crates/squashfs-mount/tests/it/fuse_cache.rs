@@ -16,10 +16,18 @@ use sqfsmnt_test_support::{kernel, pair, s, site, Fixture};
 use crate::case;
 
 /// Pids of the FUSE servers whose real uid is `uid` (those that found
-/// their image corrupt too).
+/// their image corrupt too). A launch's reporter is the same program
+/// (`--report`), under the server's name from its exec until it names
+/// itself: not a server.
 fn servers_of(uid: u32) -> Vec<u32> {
     let mut all = processes_named(uid, FUSE_SERVER_NAME);
     all.extend(processes_named(uid, CORRUPT_FUSE_SERVER_NAME));
+    all.retain(|pid| {
+        !fs::read(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .split(|&b| b == 0)
+            .any(|arg| arg == b"--report")
+    });
     all
 }
 
