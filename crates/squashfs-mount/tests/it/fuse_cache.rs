@@ -31,6 +31,20 @@ fn servers_of(uid: u32) -> Vec<u32> {
     all
 }
 
+/// A process as a failed assertion shows it: its pid, state and command
+/// line.
+fn described(pid: u32) -> String {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or("").trim().chars().next();
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    format!("{pid} {state:?} {}", args.join(" "))
+}
+
 /// Waits until `uid` has no FUSE server (evicted servers exit at once).
 fn wait_no_server(uid: u32) -> Vec<u32> {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -356,12 +370,20 @@ fn a_burst_of_launches_starts_one_server() {
         let sampler = {
             let done = done.clone();
             std::thread::spawn(move || {
-                let mut most = 0;
+                // The most seen at once, and what they were the first time
+                // there were more than one (their command lines).
+                let (mut most, mut seen) = (0, Vec::new());
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    most = most.max(servers_of(uid).len());
+                    let now = servers_of(uid);
+                    if now.len() > most {
+                        most = now.len();
+                        if most > 1 && seen.is_empty() {
+                            seen = now.iter().map(|pid| described(*pid)).collect();
+                        }
+                    }
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                most
+                (most, seen)
             })
         };
         let children: Vec<_> = (0..128)
@@ -381,7 +403,7 @@ fn a_burst_of_launches_starts_one_server() {
             }
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let most = sampler.join().unwrap();
+        let (most, seen) = sampler.join().unwrap();
         assert!(
             failed.is_empty(),
             "{} failed: {:?}",
@@ -390,7 +412,7 @@ fn a_burst_of_launches_starts_one_server() {
         );
         assert_eq!(
             most, 1,
-            "{most} servers of the user at once during the burst"
+            "{most} servers of the user at once during the burst: {seen:?}"
         );
         let servers = servers_of(fx.uid);
         assert_eq!(servers.len(), 1, "{servers:?}");
