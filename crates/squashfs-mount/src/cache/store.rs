@@ -187,9 +187,9 @@ impl Store {
 
     /// The loop devices of the kernel instances the cache holds, by its
     /// records (valid entries only: their instance is mounted on their
-    /// device). Read without the lock: an instance placed or evicted
-    /// meanwhile may be missed, and a launch may then overshoot or fall
-    /// short of its caller's share by that many. Empty when the cache
+    /// device). Read without the cache's lock, so only ever after the
+    /// devices' status (`loop_device::attached`): what was placed or
+    /// evicted meanwhile then counts as it is now. Empty when the cache
     /// cannot be read.
     pub fn cached_devices(&self, _root: &AsRoot) -> Vec<CachedDevice> {
         let Ok(host) = Host::open() else {

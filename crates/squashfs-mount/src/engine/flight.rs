@@ -37,9 +37,10 @@ pub enum CacheUse {
 /// Stage 3: opens the image cache (creating it if needed) when the launch
 /// may keep instances in it, and runs the periodic bounded collection.
 /// A launch that may not keep instances there but attaches loop devices
-/// still reads which loop devices the cache holds, if there is a cache (they are not its caller's
-/// to count, see `mounts::loop_device`): before the launch's own mount
-/// namespace, which has no copy of the cache namespace's bind.
+/// still opens the cache, if there is one, to read which loop devices it
+/// holds (they are not its caller's to count, see `mounts::loop_device`):
+/// here, before the launch's own mount namespace, which has no copy of
+/// the cache namespace's bind.
 pub fn open_cache<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,

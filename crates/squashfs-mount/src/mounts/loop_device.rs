@@ -172,10 +172,15 @@ pub fn attached(
             owner_of(&info.lo_file_name).map(|o| (o, device))
         })
         .collect();
-    let cached = if devices.is_empty() {
-        Vec::new()
-    } else {
+    // The records can only move a device named for `uid` to the cache: a
+    // caller with none needs no visit to the cache.
+    let cached = if devices
+        .iter()
+        .any(|(named, _)| *named == Some(Owner::User(uid)))
+    {
         cached()
+    } else {
+        Vec::new()
     };
     devices
         .iter()
