@@ -137,7 +137,10 @@ install-system:
 
 # Source tarball with every crate vendored (vendor/, .cargo/config.toml):
 # builds with no network. Files tracked by git (as in the work tree),
-# without debian/ (the Debian source package adds it); reproducible.
+# without debian/ (the Debian source package adds it); reproducible. Next
+# to it, build/dist/spack/ and build/dist/spack-mirror/: a Spack repository
+# whose recipe has this tarball's version (<version>-g<commit>) and sha256,
+# and a source mirror holding it (packaging/spack/README.md).
 dist:
 	packaging/dist $(DIST_TARBALL)
 
