@@ -59,7 +59,7 @@ build:
 	@echo "make: building the programs (about 5 min on 2 cores from a clean tree; seconds when up to date)"
 	$(CARGO) build $(CARGO_FLAGS) $(PROGRAMS_FLAGS)
 ifneq ($(SPANK),no)
-	@echo "make: building the Slurm plugin, with a profile of its own (about 3 min more from a clean tree; SPANK=no skips it)"
+	@echo "make: building the Slurm plugin, with a profile of its own (about 2 min more from a clean tree; SPANK=no skips it)"
 	$(CARGO) build $(SPANK_FLAGS)
 endif
 
