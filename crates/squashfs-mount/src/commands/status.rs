@@ -3,7 +3,7 @@
 
 use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
 use crate::cache::{cost, CacheError, Entry, Kind, Meta};
-use crate::config::names::{self, FileNames};
+use crate::config::names::{FileNames, Names};
 use crate::privilege::Credentials;
 use crate::system;
 use crate::system::error::{print_stdout, Failure};
@@ -110,7 +110,8 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
             continue;
         };
         let owner = if root {
-            format!("  (created by {})", names::user(&user_names, m.uid))
+            let name = user_names.user(m.uid).map(|n| format!(", {n}"));
+            format!("  (created by uid {}{})", m.uid, name.unwrap_or_default())
         } else {
             String::new()
         };

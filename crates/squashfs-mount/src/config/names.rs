@@ -1,4 +1,4 @@
-//! Users and groups by name in messages (`owned by alice (uid 1007)`,
+//! Users and groups by name in messages (`owned by uid 1007 (alice)`,
 //! `trusted-owners = root`): read from /etc/passwd and /etc/group only, as
 //! the configuration's names are (no name service module is loaded into
 //! the privileged process); an id without a name there is shown as the
@@ -59,21 +59,23 @@ impl Names for FileNames {
     }
 }
 
-/// A user for a message: `root`, `alice (uid 1007)`, or `uid 1007`.
+/// A user for a message: `uid 1007 (alice)`, or `uid 1007` without a
+/// name (the id first: what the kernel and `ls -n` show).
 pub fn user(names: &dyn Names, uid: Uid) -> String {
     match names.user(uid) {
-        Some(n) if uid.is_root() => n,
-        Some(n) => format!("{n} (uid {uid})"),
+        Some(n) => format!("uid {uid} ({n})"),
         None => format!("uid {uid}"),
     }
 }
 
-/// A group for a message: `root`, `hpc (gid 300)`, or `gid 300`.
-pub fn group(names: &dyn Names, gid: Gid) -> String {
-    match names.group(gid) {
-        Some(n) if gid.as_raw() == 0 => n,
-        Some(n) => format!("{n} (gid {gid})"),
-        None => format!("gid {gid}"),
+/// A group for a message: `group 300 (hpc)`, or `group 300`, with `note`
+/// in the parentheses after the name when given.
+pub fn group(names: &dyn Names, gid: Gid, note: Option<&str>) -> String {
+    match (names.group(gid), note) {
+        (Some(n), Some(note)) => format!("group {gid} ({n}, {note})"),
+        (Some(n), None) => format!("group {gid} ({n})"),
+        (None, Some(note)) => format!("group {gid} ({note})"),
+        (None, None) => format!("group {gid}"),
     }
 }
 
@@ -117,13 +119,17 @@ mod tests {
     }
 
     #[test]
-    fn shown_with_the_id_unless_root() {
+    fn shown_with_the_id_first() {
         let t = Table(&[(0, "root"), (1007, "alice")]);
-        assert_eq!(user(&t, Uid::from_raw(1007)), "alice (uid 1007)");
-        assert_eq!(user(&t, Uid::from_raw(0)), "root");
+        assert_eq!(user(&t, Uid::from_raw(1007)), "uid 1007 (alice)");
+        assert_eq!(user(&t, Uid::from_raw(0)), "uid 0 (root)");
         assert_eq!(user(&t, Uid::from_raw(9)), "uid 9");
-        assert_eq!(group(&t, Gid::from_raw(1007)), "alice (gid 1007)");
-        assert_eq!(group(&t, Gid::from_raw(9)), "gid 9");
+        assert_eq!(group(&t, Gid::from_raw(1007), None), "group 1007 (alice)");
+        assert_eq!(
+            group(&t, Gid::from_raw(1007), Some("mode g+w")),
+            "group 1007 (alice, mode g+w)"
+        );
+        assert_eq!(group(&t, Gid::from_raw(9), Some("x")), "group 9 (x)");
         assert_eq!(user_value(&t, Uid::from_raw(9)), "9");
         assert_eq!(user_value(&t, Uid::from_raw(1007)), "alice");
     }

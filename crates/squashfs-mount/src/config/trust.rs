@@ -40,17 +40,18 @@ impl Policy {
         let mut out = Vec::new();
         if w.mode & 0o020 != 0 && !self.group_trusted(w.gid) {
             out.push(format!(
-                "its group {} (mode g+w; not in trusted-groups)",
-                names::group(n, w.gid)
+                "its {}",
+                names::group(n, w.gid, Some("mode g+w; not in trusted-groups"))
             ));
         }
         if w.mode & 0o002 != 0 {
             out.push("everyone (mode o+w)".into());
         }
         let users = w.acl.users.iter().filter(|&&u| !self.owner_trusted(u));
-        out.extend(users.map(|&u| format!("{} (its ACL)", names::user(n, u))));
+        // (Users of an ACL by id, as `getfacl -n` shows them.)
+        out.extend(users.map(|u| format!("uid {u} (its ACL)")));
         let groups = w.acl.groups.iter().filter(|&&g| !self.group_trusted(g));
-        out.extend(groups.map(|&g| format!("group {} (its ACL)", names::group(n, g))));
+        out.extend(groups.map(|&g| names::group(n, g, Some("its ACL"))));
         if w.acl.unknown {
             out.push("whoever its ACL names (it cannot be read)".into());
         }
@@ -134,8 +135,8 @@ impl Policy {
         let all = self.trusted_match == TrustedMatch::All;
         if all && !self.trusted_groups.is_empty() && !self.group_trusted(p.file.gid) {
             out.push(format!(
-                "its group {} is not in trusted-groups (trusted-match = all)",
-                names::group(n, p.file.gid)
+                "its {} is not in trusted-groups (trusted-match = all)",
+                names::group(n, p.file.gid, None)
             ));
         }
     }

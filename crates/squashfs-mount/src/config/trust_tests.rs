@@ -97,7 +97,7 @@ fn a_users_image_below_a_trusted_directory_is_fuse_for_every_caller() {
     let why = p.route_named(&mine, &named).reason;
     // Users by name (and id), not by id alone.
     assert!(
-        why.contains("owned by alice (uid 1000)") && why.contains("/apps/a"),
+        why.contains("owned by uid 1000 (alice)") && why.contains("/apps/a"),
         "{why}"
     );
     let why = p

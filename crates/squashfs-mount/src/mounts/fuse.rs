@@ -215,7 +215,7 @@ pub fn device_problem(e: system::Error) -> String {
                     format!(
                         " (mode {:04o}, owner {}, group {})",
                         st.mode & 0o7777,
-                        names::user(&FileNames::default(), st.uid),
+                        names::user_value(&FileNames::default(), st.uid),
                         names::group_value(&FileNames::default(), st.gid)
                     )
                 })

@@ -245,7 +245,7 @@ fn writable_dir_as_the_next_word_and_help_lists_verbose_n() {
 }
 
 /// Issue 39: messages name users, not bare ids: the route of a user's own
-/// image names its owner (`owned by NAME (uid N)`), and the policy in
+/// image names its owner (`owned by uid N (NAME)`), and the policy in
 /// force lists its trusted owners by name (`trusted-owners = root`).
 #[test]
 fn messages_name_users_not_bare_ids() {
@@ -256,7 +256,7 @@ fn messages_name_users_not_bare_ids() {
         r.ok();
         let out = r.stdout();
         assert!(
-            out.contains(&format!("owned by {} (uid {})", fx.user.name, fx.uid)),
+            out.contains(&format!("owned by uid {} ({})", fx.uid, fx.user.name)),
             "{out}"
         );
         assert!(out.contains("trusted-owners = root\n"), "{out}");
