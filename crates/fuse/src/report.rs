@@ -54,7 +54,7 @@ pub fn line_for(text: &str, log_path: &str) -> String {
     let text = text.strip_prefix("squashfs-mount: ").unwrap_or(text);
     let what = text.split(CORRUPT_MARK).next().unwrap_or(text);
     format!(
-        "squashfs-mount: {what}; the image is corrupt, so the command's reads of the affected files failed (Input/output error): copy the image again or rebuild it with mksquashfs (its FUSE server's log: {log_path})\n"
+        "squashfs-mount: {what}; the image is corrupt, so the command's reads of the affected files failed (Input/output error): 'sqfs check' on the image names the damaged files; copy the image again or rebuild it (its FUSE server's log: {log_path})\n"
     )
 }
 
@@ -110,7 +110,7 @@ mod tests {
         let line = line_for(text, "/run/squashfs-mount-fuse/1000.log");
         assert_eq!(
             line,
-            "squashfs-mount: /a.sqfs: corrupt inode table: inode 47; the image is corrupt, so the command's reads of the affected files failed (Input/output error): copy the image again or rebuild it with mksquashfs (its FUSE server's log: /run/squashfs-mount-fuse/1000.log)\n"
+            "squashfs-mount: /a.sqfs: corrupt inode table: inode 47; the image is corrupt, so the command's reads of the affected files failed (Input/output error): 'sqfs check' on the image names the damaged files; copy the image again or rebuild it (its FUSE server's log: /run/squashfs-mount-fuse/1000.log)\n"
         );
         assert_eq!(line.matches('\n').count(), 1);
     }

@@ -113,8 +113,8 @@ impl<S: Source> Fs<S> {
             crate::log::message(
                 crate::log::Level::Error,
                 &format!(
-                    "squashfs-mount: {}: {e}{CORRUPT_MARK}reads of the affected files fail with EIO",
-                    self.name
+                    "squashfs-mount: {}: {e}{CORRUPT_MARK}reads of the affected files fail with EIO ('sqfs check {}' names them)",
+                    self.name, self.name
                 ),
             );
             if let Some(mark) = self.on_corrupt {

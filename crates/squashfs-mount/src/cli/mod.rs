@@ -205,7 +205,7 @@ fn mounts(
             }
             binds(list, r)?;
         }
-        b"--writable" => r.writable = Some(writable_size(args, i)?),
+        b"--writable" => writable_next_word(args, i, r)?,
         _ if arg.starts_with(b"--writable=") => {
             let value = &arg[b"--writable=".len()..];
             if value.contains(&b'/') {
@@ -252,26 +252,36 @@ fn binds(list: &[u8], r: &mut RunRequest) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// `--writable 1G`: the next word is its size when it is a size (never a
-/// pair, an option or the '--'); else the default size. A directory is
-/// only taken as `--writable=DIR`.
-fn writable_size(args: &[OsString], i: &mut usize) -> Result<LayerSize, UsageError> {
-    match args.get(*i).map(|a| a.as_bytes()) {
-        Some(next) if next.contains(&b'/') && !looks_like_pair(next) && !next.starts_with(b"-") => {
-            Err(UsageError::WritableDirAsWord(lossy(next)))
+/// `--writable` and the next word, as every option's value may be given
+/// (the next word is never a pair, an option or the '--'): a directory
+/// when it has a '/' (`--writable ~/layer`, which the shell expands, as
+/// `--writable=DIR`), a size when it starts like one (`--writable 1G`);
+/// else `--writable` alone (the default size), the word not taken.
+fn writable_next_word(
+    args: &[OsString],
+    i: &mut usize,
+    r: &mut RunRequest,
+) -> Result<(), UsageError> {
+    let next = args
+        .get(*i)
+        .map(|a| a.as_bytes())
+        .filter(|n| !looks_like_pair(n) && !n.starts_with(b"-"));
+    match next {
+        Some(dir) if dir.contains(&b'/') => {
+            *i += 1;
+            r.layer_dir = Some(parse_layer_dir(dir)?);
         }
-        Some(next)
-            if !looks_like_pair(next)
-                && !next.starts_with(b"-")
-                && next
-                    .first()
-                    .is_some_and(|b| b.is_ascii_digit() || *b == b'.') =>
+        Some(size)
+            if size
+                .first()
+                .is_some_and(|b| b.is_ascii_digit() || *b == b'.') =>
         {
             *i += 1;
-            LayerSize::parse(next)
+            r.writable = Some(LayerSize::parse(size)?);
         }
-        _ => Ok(LayerSize::DEFAULT),
+        _ => r.writable = Some(LayerSize::DEFAULT),
     }
+    Ok(())
 }
 
 /// `--writable[=SIZE]` and `--writable=DIR` exclude each other (checked

@@ -38,7 +38,7 @@ Options:
                                       on a fresh tmpfs (SIZE: 512M, 2G, 2GiB,
                                       1.5G... or N% of RAM; default 50%);
                                       changes vanish at exit
-  --writable=DIR                      (a value with a '/') give every mount a
+  --writable=DIR, --writable DIR      (a value with a '/') give every mount a
                                       writable layer kept in your directory
                                       DIR (created 0700; on a local disk),
                                       mounted as you in a user namespace;
@@ -59,6 +59,7 @@ Options:
                                       given twice: also where each mount
                                       point resolved; three times: also how
                                       long each step took
+  --verbose=N                         as -v given N times (0 to 3)
   -q, --quiet                         no note when running without setuid
   --gc                                evict unused cached instances you
                                       created (root: all unused ones); with

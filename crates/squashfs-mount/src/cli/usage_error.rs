@@ -44,8 +44,6 @@ pub enum UsageError {
     WritableTooSmall(String),
     /// `--writable=WORD`, no size and without a '/': a directory meant?
     WritableNeitherSizeNorDir(String),
-    /// `--writable DIR` (two words): a directory is only `--writable=DIR`.
-    WritableDirAsWord(String),
     /// `--writable[=SIZE]` and `--writable=DIR` together.
     BothWritables,
     LayerDirNewline,
@@ -112,7 +110,6 @@ impl UsageError {
                 write!(f, "--writable size '{text}' is too small: give at least 1M")
             }
             U::WritableNeitherSizeNorDir(word) => write!(f, "--writable={word} is not a size; to keep the layer in the directory {word}, write --writable=./{word} (a layer directory is a path with a '/'); a size is e.g. --writable=2G or --writable=25%"),
-            U::WritableDirAsWord(next) => write!(f, "--writable {next}: give a layer directory as --writable=DIR (one word), a size as --writable=SIZE"),
             U::BothWritables => f.write_str("give either --writable[=SIZE] (a fresh layer in memory) or --writable=DIR (a kept layer in DIR), not both"),
             U::LayerDirNewline => f.write_str("--writable=DIR: paths containing a newline are not supported"),
             U::LayerDirTilde(value) => write!(f, "--writable={value}: '~' was not expanded by the shell (it is not, after '='): write $HOME instead"),

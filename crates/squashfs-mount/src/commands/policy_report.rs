@@ -5,12 +5,13 @@
 use std::ffi::OsString;
 
 use crate::cli::paths::Places;
+use crate::config::names::{self, FileNames};
 use crate::config::policy::{KernelImages, Policy, PolicyError, TrustedMatch};
 use crate::config::{self, Settings, CONFIG_PATH};
 use crate::mounts::image::Image;
 use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase, Unprivileged};
 use crate::system::error::{print_stdout, Failure};
-use crate::system::Uid;
+use crate::system::{Gid, Uid};
 
 fn ids<T: std::fmt::Display>(list: &[T]) -> String {
     if list.is_empty() {
@@ -18,6 +19,16 @@ fn ids<T: std::fmt::Display>(list: &[T]) -> String {
     } else {
         list.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// Users as configuration values: names where /etc/passwd has them.
+fn users(n: &FileNames, list: &[Uid]) -> Vec<String> {
+    list.iter().map(|&u| names::user_value(n, u)).collect()
+}
+
+/// Groups as configuration values: names where /etc/group has them.
+fn groups(n: &FileNames, list: &[Gid]) -> Vec<String> {
+    list.iter().map(|&g| names::group_value(n, g)).collect()
 }
 
 fn dirs(places: &Places) -> String {
@@ -39,16 +50,17 @@ pub fn describe(p: &Policy) -> String {
         TrustedMatch::Any => "any",
         TrustedMatch::All => "all",
     };
+    let n = &FileNames::default();
     format!(
         "kernel-images = {kernel}\ntrusted-owners = {}\ntrusted-groups = {}\ntrusted-dirs = {}\ntrusted-match = {m}\n\
          allowed-users = {}\nallowed-groups = {}\nmount-points = {}\nallow-writable = {}\nallow-union = {}\nallow-mutable-root = {}\nmax-images-per-call = {}\n",
-        ids(&std::iter::once(Uid::ROOT)
+        ids(&users(n, &std::iter::once(Uid::ROOT)
             .chain(p.trusted_owners.iter().copied().filter(|u| !u.is_root()))
-            .collect::<Vec<_>>()),
-        ids(&p.trusted_groups),
+            .collect::<Vec<_>>())),
+        ids(&groups(n, &p.trusted_groups)),
         dirs(&p.trusted_dirs),
-        if p.allowed_users.is_empty() && p.allowed_groups.is_empty() { "(everyone)".to_string() } else { ids(&p.allowed_users) },
-        ids(&p.allowed_groups),
+        if p.allowed_users.is_empty() && p.allowed_groups.is_empty() { "(everyone)".to_string() } else { ids(&users(n, &p.allowed_users)) },
+        ids(&groups(n, &p.allowed_groups)),
         if p.mount_points.is_empty() { "(anywhere but /, /proc, /sys, /dev)".to_string() } else { dirs(&p.mount_points) },
         if p.allow_writable { "yes" } else { "no" },
         if p.allow_union { "yes" } else { "no" },

@@ -3,6 +3,7 @@
 
 use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
 use crate::cache::{cost, CacheError, Entry, Kind, Meta};
+use crate::config::names::{FileNames, Names};
 use crate::privilege::Credentials;
 use crate::system;
 use crate::system::error::{print_stdout, Failure};
@@ -92,6 +93,7 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
         "STATE", "KIND", "SERVED BY", "SIZE", "MEMORY", "LAST USE"
     );
     let bytes = squashfs_format::size::format_bytes;
+    let user_names = FileNames::default();
     let mut fuse = false;
     for r in rows {
         let Some(m) = &r.entry.meta else {
@@ -108,7 +110,8 @@ fn to_table(rows: &[Row<'_>], root: bool) -> String {
             continue;
         };
         let owner = if root {
-            format!("  (created by uid {})", m.uid)
+            let name = user_names.user(m.uid).map(|n| format!(", {n}"));
+            format!("  (created by uid {}{})", m.uid, name.unwrap_or_default())
         } else {
             String::new()
         };

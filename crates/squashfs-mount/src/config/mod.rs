@@ -9,6 +9,7 @@
 
 pub mod acl;
 pub mod mechanisms;
+pub mod names;
 pub mod parse;
 pub mod policy;
 pub mod provenance;

@@ -15,6 +15,7 @@
 //! `trusted-dirs` and `trusted-match = all` only narrow this down; they
 //! never trust bytes an untrusted user can change.
 
+use super::names::{self, FileNames, Names};
 use super::policy::{KernelImages, Policy, Route, TrustedMatch};
 pub use crate::config::provenance::{CallerAccess, PathDir, Provenance, Writers};
 use crate::system::{Gid, Uid};
@@ -35,21 +36,22 @@ impl Policy {
     }
 
     /// Who, besides its owner, could write an inode and is not trusted.
-    fn untrusted_writers(&self, w: &Writers) -> Vec<String> {
+    fn untrusted_writers(&self, w: &Writers, n: &dyn Names) -> Vec<String> {
         let mut out = Vec::new();
         if w.mode & 0o020 != 0 && !self.group_trusted(w.gid) {
             out.push(format!(
-                "its group {} (mode g+w; not in trusted-groups)",
-                w.gid
+                "its {}",
+                names::group(n, w.gid, Some("mode g+w; not in trusted-groups"))
             ));
         }
         if w.mode & 0o002 != 0 {
             out.push("everyone (mode o+w)".into());
         }
         let users = w.acl.users.iter().filter(|&&u| !self.owner_trusted(u));
+        // (Users of an ACL by id, as `getfacl -n` shows them.)
         out.extend(users.map(|u| format!("uid {u} (its ACL)")));
         let groups = w.acl.groups.iter().filter(|&&g| !self.group_trusted(g));
-        out.extend(groups.map(|g| format!("group {g} (its ACL)")));
+        out.extend(groups.map(|&g| names::group(n, g, Some("its ACL"))));
         if w.acl.unknown {
             out.push("whoever its ACL names (it cannot be read)".into());
         }
@@ -57,15 +59,15 @@ impl Policy {
     }
 
     /// What breaks the invariant for the file itself.
-    fn file_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+    fn file_breaches(&self, p: &Provenance, n: &dyn Names, out: &mut Vec<String>) {
         let f = &p.file;
         if !self.owner_trusted(f.uid) {
             out.push(format!(
-                "the file is owned by uid {}, not a trusted owner (root, trusted-owners), who can change it",
-                f.uid
+                "the file is owned by {}, not a trusted owner (root, trusted-owners), who can change it",
+                names::user(n, f.uid)
             ));
         }
-        let w = self.untrusted_writers(f);
+        let w = self.untrusted_writers(f, n);
         if !w.is_empty() {
             out.push(format!(
                 "the file (mode {:o}) can be written by {}",
@@ -76,18 +78,18 @@ impl Policy {
     }
 
     /// What breaks the invariant on the directories of the path.
-    fn dir_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+    fn dir_breaches(&self, p: &Provenance, n: &dyn Names, out: &mut Vec<String>) {
         for d in &p.dirs {
             let name = d.path.to_string_lossy();
             let w = &d.writers;
             if !self.owner_trusted(w.uid) {
                 out.push(format!(
-                    "{name} is owned by uid {}, not a trusted owner, who can replace what is below it",
-                    w.uid
+                    "{name} is owned by {}, not a trusted owner, who can replace what is below it",
+                    names::user(n, w.uid)
                 ));
                 continue;
             }
-            let writers = self.untrusted_writers(w);
+            let writers = self.untrusted_writers(w, n);
             let sticky_protects = w.mode & 0o1000 != 0 && self.owner_trusted(d.entry_uid);
             if !writers.is_empty() && !sticky_protects {
                 out.push(format!(
@@ -123,7 +125,7 @@ impl Policy {
     }
 
     /// The restrictions of `trusted-dirs` and `trusted-match = all`.
-    fn restriction_breaches(&self, p: &Provenance, out: &mut Vec<String>) {
+    fn restriction_breaches(&self, p: &Provenance, n: &dyn Names, out: &mut Vec<String>) {
         if !self.trusted_dirs.allow(&p.real_path) {
             out.push(format!(
                 "it is not below {} (trusted-dirs)",
@@ -133,15 +135,21 @@ impl Policy {
         let all = self.trusted_match == TrustedMatch::All;
         if all && !self.trusted_groups.is_empty() && !self.group_trusted(p.file.gid) {
             out.push(format!(
-                "its group {} is not in trusted-groups (trusted-match = all)",
-                p.file.gid
+                "its {} is not in trusted-groups (trusted-match = all)",
+                names::group(n, p.file.gid, None)
             ));
         }
     }
 
     /// Whether the kernel's squashfs driver may mount the image, and why
-    /// (every reason that sends it to FUSE).
+    /// (every reason that sends it to FUSE), users and groups named from
+    /// /etc/passwd and /etc/group.
     pub fn route(&self, p: &Provenance) -> Route {
+        self.route_named(p, &FileNames::default())
+    }
+
+    /// [`Policy::route`], users and groups named by `n`.
+    pub fn route_named(&self, p: &Provenance, n: &dyn Names) -> Route {
         let fuse = |reason: String| Route {
             kernel: false,
             reason,
@@ -155,13 +163,13 @@ impl Policy {
             return fuse("the file is on a FUSE file system that a user, or this tool, serves (its server decides its bytes)".into());
         }
         let mut why = Vec::new();
-        self.file_breaches(p, &mut why);
-        self.dir_breaches(p, &mut why);
+        self.file_breaches(p, n, &mut why);
+        self.dir_breaches(p, n, &mut why);
         self.caller_breaches(p, &mut why);
         if p.path_unverified {
             why.push("its path could not be verified from / to the opened file".into());
         }
-        self.restriction_breaches(p, &mut why);
+        self.restriction_breaches(p, n, &mut why);
         if !why.is_empty() {
             return fuse(format!("not trusted: {}", why.join("; ")));
         }
@@ -171,8 +179,8 @@ impl Policy {
             .map(|d| format!(", below {} (trusted-dirs)", d.to_string_lossy()))
             .unwrap_or_default();
         Route::kernel(format!(
-            "trusted: owned by uid {} (root, trusted-owners){below}, and nobody outside trusted-owners and trusted-groups can change it or a directory on its path",
-            p.file.uid
+            "trusted: owned by {} (root, trusted-owners){below}, and nobody outside trusted-owners and trusted-groups can change it or a directory on its path",
+            names::user(n, p.file.uid)
         ))
     }
 }

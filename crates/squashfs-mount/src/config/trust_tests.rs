@@ -89,16 +89,21 @@ fn a_users_image_below_a_trusted_directory_is_fuse_for_every_caller() {
     own.file = writers(A, A, 0o644);
     own.caller.can_write_file = true;
     assert_eq!(for_everyone(&p, &own), [false; 3]);
-    let why = p
-        .route(&Provenance {
-            caller: CallerAccess::default(),
-            ..own.clone()
-        })
-        .reason;
+    let named = crate::config::names::Table(&[(1000, "alice")]);
+    let mine = Provenance {
+        caller: CallerAccess::default(),
+        ..own.clone()
+    };
+    let why = p.route_named(&mine, &named).reason;
+    // Users by name (and id), not by id alone.
     assert!(
-        why.contains("owned by uid 1000") && why.contains("/apps/a"),
+        why.contains("owned by uid 1000 (alice)") && why.contains("/apps/a"),
         "{why}"
     );
+    let why = p
+        .route_named(&mine, &crate::config::names::Table(&[]))
+        .reason;
+    assert!(why.contains("owned by uid 1000"), "{why}");
     // Root's file in that directory: A can replace it.
     own.file = writers(0, 0, 0o644);
     own.caller.can_write_file = false;

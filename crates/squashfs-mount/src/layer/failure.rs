@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::fmt;
 
 use super::filesystem;
+use crate::config::names::{self, FileNames};
 use crate::system::{Error, Uid};
 
 /// Why a directory is not a layer squashfs-mount made.
@@ -243,7 +244,8 @@ impl LayerError {
             }
             L::NotYours { dir, owner } => write!(
                 f,
-                "the writable layer {dir} belongs to uid {owner}, not to you: a writable layer must be a directory of your own; give another directory"
+                "the writable layer {dir} belongs to {}, not to you: a writable layer must be a directory of your own; give another directory",
+                names::user(&FileNames::default(), *owner)
             ),
             L::OpenToOthers { dir, mode } => write!(
                 f,
@@ -257,8 +259,9 @@ impl LayerError {
             L::Lock(dir, e) => write!(f, "cannot lock the writable layer {dir}: {e}"),
             L::NotTheLock { dir, kind, owner } => write!(
                 f,
-                "the writable layer {dir} holds a {kind} named {} owned by uid {owner}, not the layer's lock; this is not a layer made by squashfs-mount: give another directory",
-                super::LOCK_FILE
+                "the writable layer {dir} holds a {kind} named {} owned by {}, not the layer's lock; this is not a layer made by squashfs-mount: give another directory",
+                super::LOCK_FILE,
+                names::user(&FileNames::default(), *owner)
             ),
             L::InUse { dir, by } => {
                 let by = by.map(|pid| format!(" (process {pid})")).unwrap_or_default();

@@ -6,7 +6,7 @@ fn sentences() {
     let said = |e: LayerError| e.to_string();
     assert_eq!(
         said(LayerError::NotYours { dir: "/l".into(), owner: Uid::from_raw(0) }),
-        "the writable layer /l belongs to uid 0, not to you: a writable layer must be a directory of your own; give another directory"
+        "the writable layer /l belongs to uid 0 (root), not to you: a writable layer must be a directory of your own; give another directory"
     );
     assert_eq!(
         said(LayerError::Create("/l".into(), Error::NOENT)),

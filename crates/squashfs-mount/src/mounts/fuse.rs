@@ -16,6 +16,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use crate::config::names::{self, FileNames};
 use crate::config::Policy;
 use crate::mounts::fuse_log::{Detached, LOG_DIR};
 use crate::mounts::image::{self, Image};
@@ -212,10 +213,10 @@ pub fn device_problem(e: system::Error) -> String {
             let who = system::stat_following(system::working_dir(), "/dev/fuse")
                 .map(|st| {
                     format!(
-                        " (mode {:04o}, owner uid {}, group {})",
+                        " (mode {:04o}, owner {}, group {})",
                         st.mode & 0o7777,
-                        st.uid,
-                        st.gid
+                        names::user_value(&FileNames::default(), st.uid),
+                        names::group_value(&FileNames::default(), st.gid)
                     )
                 })
                 .unwrap_or_default();

@@ -177,7 +177,7 @@ fn explain(r: &system::Refused, compressor: &str, block_size: u32) -> String {
         )
     } else if r.errno == Error::INVAL {
         format!(
-            "the kernel refused the image ({compressor} compression, block size {block_size}): it is corrupt or uses features this kernel lacks; check it with 'sqfs inspect' or unsquashfs -s"
+            "the kernel refused the image ({compressor} compression, block size {block_size}): it is corrupt or uses features this kernel lacks; 'sqfs check IMAGE' reads every block and names what is damaged, 'sqfs inspect IMAGE' shows its features"
         )
     } else {
         format!("mounting failed: {}", r.errno)

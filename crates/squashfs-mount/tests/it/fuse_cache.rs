@@ -335,6 +335,7 @@ fn the_crash_image_through_a_cached_instance() {
             assert!(
                 line.starts_with(&format!("squashfs-mount: {}: corrupt ", s(&img)))
                     && line.contains("Input/output error")
+                    && line.contains("'sqfs check' on the image names the damaged files")
                     && line.ends_with(&format!("(its FUSE server's log: {log})")),
                 "round {round}: {line}"
             );

@@ -407,7 +407,7 @@ fn dirs_the_caller_cannot_own_or_use_are_refused() {
         // Another user's directory (root's, nobody's).
         let roots = fx.path("mnt/roots-layer");
         fs::create_dir_all(&roots).unwrap();
-        try_dir(&roots).refused(&["roots-layer belongs to uid 0, not to you"]);
+        try_dir(&roots).refused(&["roots-layer belongs to uid 0 (root), not to you"]);
         let nobodys = fx.user_dir().join("nobodys");
         fs::create_dir_all(&nobodys).unwrap();
         std::os::unix::fs::chown(&nobodys, Some(65534), Some(65534)).unwrap();

@@ -151,7 +151,7 @@ fn blocks(text: &str) -> Vec<Block> {
 }
 
 /// The setups a block may ask for (`run in=NAME`).
-const SETUPS: &[&str] = &["first", "images", "unions", "trees", "fuse", "pip"];
+const SETUPS: &[&str] = &["clone", "images", "unions", "trees", "fuse", "pip"];
 
 #[test]
 fn every_shell_example_is_marked_run_or_not_run_with_a_reason() {
@@ -202,15 +202,25 @@ fn every_shell_example_is_marked_run_or_not_run_with_a_reason() {
         }
     }
     assert!(run >= 12, "only {run} examples are run");
-    // README's first 40 lines hold a run example: a reader of that much can
-    // run a command from an image.
+    // README's first 30 lines hold an example that is run in a clone of
+    // the repository and nothing else (`in=clone`: what a newcomer has),
+    // and it runs a command from an image.
     let text = readme();
-    let head: Vec<&str> = text.lines().take(40).collect();
+    let head: Vec<&str> = text.lines().take(30).collect();
+    let first = head
+        .iter()
+        .position(|l| l.starts_with(&format!("{MARKER}run in=")))
+        .expect("README.md's first 30 lines have no example that is run");
     assert!(
-        head.iter()
-            .any(|l| l.starts_with(&format!("{MARKER}run in=")))
-            && head.iter().any(|l| l.starts_with("squashfs-mount ")),
-        "README.md's first 40 lines run no command from an image"
+        head[first].starts_with(&format!("{MARKER}run in=clone ")),
+        "README.md's first run example needs more than a clone: {}",
+        head[first]
+    );
+    assert!(
+        head[first..]
+            .iter()
+            .any(|l| l.starts_with("squashfs-mount ")),
+        "README.md's first 30 lines run no command from an image"
     );
     assert!(text.lines().count() <= 250, "README.md is over 250 lines");
 }
@@ -402,12 +412,17 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
             }
         }
         "fuse" => user_image(fx, dir, "stack.sqfs", STACK),
-        "first" => put(
-            dir,
-            "mytools/bin/hello",
-            "#!/bin/sh\necho hello from the image\n",
-            0o755,
-        ),
+        // A clone of the repository: its examples/ (what the README's
+        // first example uses), nothing made for the test.
+        "clone" => {
+            let r = Command::new("cp")
+                .arg("-a")
+                .arg(top().join("examples"))
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(r.success());
+        }
         "pip" => {
             host.push(HostDir::ensure("/user-environment"));
             // The user's own stack (its venv is theirs: FUSE path) and a
@@ -527,4 +542,152 @@ fn examples_run_as_written() {
             failures.join("\n")
         );
     });
+}
+
+/// The documents that the configuration file and the man pages name
+/// (`policy.md`, `cache.md`...): each is one the packages ship in
+/// /usr/share/doc/squashfs-mount/ (debian/*.docs, the spec's `%doc`) and
+/// `make install` installs (the Makefile's `DOCS`).
+#[test]
+fn every_document_the_configuration_and_man_pages_name_is_shipped() {
+    let read = |rel: &str| fs::read_to_string(top().join(rel)).unwrap();
+    let mut named = std::collections::BTreeSet::new();
+    for rel in [
+        "etc/squashfs-mount.conf",
+        "doc/squashfs-mount.1",
+        "doc/sqfs.1",
+    ] {
+        let mut text = read(rel);
+        for esc in ["\\fB", "\\fI", "\\fR", "\\fP"] {
+            text = text.replace(esc, " ");
+        }
+        for word in text.split(|c: char| c.is_whitespace() || "(),;:\"'`".contains(c)) {
+            let word = word.trim_end_matches('.');
+            if !word.ends_with(".md") || word.contains("fuzz/") {
+                continue;
+            }
+            // Named as a file of the package's documentation directory.
+            named.insert(word.rsplit('/').next().unwrap().to_string());
+        }
+    }
+    assert!(
+        named.contains("policy.md") && named.contains("cache.md"),
+        "{named:?}"
+    );
+    // (slurm.md is the plugin package's.)
+    let debian = read("debian/squashfs-mount.docs") + &read("debian/squashfs-mount-spank.docs");
+    let spec = read("packaging/rpm/squashfs-mount.spec");
+    let spec_docs: Vec<&str> = spec
+        .lines()
+        .filter_map(|l| l.strip_prefix("%doc "))
+        .flat_map(str::split_whitespace)
+        .collect();
+    let makefile = read("Makefile");
+    let make_docs = makefile
+        .split("\nDOCS := ")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("DOCS := in the Makefile")
+        .replace("\\\n", " ");
+    for doc in &named {
+        let shipped = |list: Vec<&str>| {
+            list.iter()
+                .any(|f| f.rsplit('/').next() == Some(doc.as_str()))
+        };
+        assert!(
+            shipped(debian.split_whitespace().collect()),
+            "debian/*.docs lack {doc}, which the configuration or a man page names"
+        );
+        assert!(shipped(spec_docs.clone()), "the spec's %doc lacks {doc}");
+        assert!(
+            shipped(make_docs.split_whitespace().collect()),
+            "the Makefile's DOCS (make install) lack {doc}"
+        );
+    }
+}
+
+/// The man pages render without a warning, and hold no control
+/// character (a `\f` written as a form feed renders as `Bsquashfs-mount`).
+#[test]
+fn the_man_pages_render_cleanly() {
+    for page in ["doc/squashfs-mount.1", "doc/sqfs.1"] {
+        let text = fs::read_to_string(top().join(page)).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            assert!(
+                !line.chars().any(|c| c.is_control() && c != '\t'),
+                "{page}:{}: a control character: {line:?}",
+                n + 1
+            );
+        }
+        if !sqfsmnt_test_support::have("groff") {
+            sqfsmnt_test_support::loud_skip(
+                "groff is not installed: the man pages' warnings are not checked",
+            );
+            continue;
+        }
+        let r = sqfsmnt_test_support::cmd::run(
+            Command::new("groff")
+                .args(["-man", "-Tutf8", "-ww", "-z"])
+                .arg(top().join(page)),
+        );
+        assert!(
+            r.success() && r.stderr().is_empty(),
+            "{page}: {}",
+            r.stderr()
+        );
+    }
+}
+
+/// `make install-site` (what `make install` leaves out), into a staging
+/// directory: the documented configuration (never over an existing one),
+/// the tmpfiles entry, and the timer's units calling the program under
+/// PREFIX.
+#[test]
+fn make_install_site_installs_the_configuration_tmpfiles_entry_and_timer() {
+    let stage = sqfsmnt_test_support::tree::TempDir::new("install-site");
+    let make = |stage: &Path| {
+        sqfsmnt_test_support::cmd::run(
+            Command::new("make")
+                .arg("-s")
+                .arg("-C")
+                .arg(top())
+                .arg("install-site")
+                .arg(format!("DESTDIR={}", stage.display()))
+                .arg("PREFIX=/opt/sqfsmnt"),
+        )
+    };
+    let r = make(stage.path());
+    assert!(r.success(), "{}", r.stderr());
+    let conf = stage.path().join("etc/squashfs-mount.conf");
+    assert_eq!(
+        fs::read(&conf).unwrap(),
+        fs::read(top().join("etc/squashfs-mount.conf")).unwrap()
+    );
+    assert!(stage
+        .path()
+        .join("etc/tmpfiles.d/squashfs-mount.conf")
+        .is_file());
+    let service = fs::read_to_string(
+        stage
+            .path()
+            .join("etc/systemd/system/squashfs-mount-gc.service"),
+    )
+    .unwrap();
+    assert!(
+        service.contains("\nExecStart=/opt/sqfsmnt/bin/squashfs-mount --gc --expired\n"),
+        "{service}"
+    );
+    assert!(stage
+        .path()
+        .join("etc/systemd/system/squashfs-mount-gc.timer")
+        .is_file());
+    assert!(r
+        .stdout()
+        .contains("systemctl enable --now squashfs-mount-gc.timer"));
+    // A site's edited configuration stays.
+    fs::write(&conf, "cache = off\n").unwrap();
+    let r = make(stage.path());
+    assert!(r.success(), "{}", r.stderr());
+    assert_eq!(fs::read_to_string(&conf).unwrap(), "cache = off\n");
+    assert!(r.stdout().contains("exists: kept"), "{}", r.stdout());
 }

@@ -208,3 +208,57 @@ fn help_shows_the_bind_form_and_the_manual() {
             .refused(&["--writable=./mylayer"]);
     });
 }
+
+/// Issue 39: `--help` lists `--verbose=N` and `--writable DIR`, and a kept
+/// layer's directory may be the next word, as every option's value (the
+/// man page says so; the shell expands a `~` there): the launch mounts the
+/// layer kept in that directory.
+#[test]
+fn writable_dir_as_the_next_word_and_help_lists_verbose_n() {
+    case(|fx| {
+        let help = fx.run(["--help"]);
+        help.ok();
+        for want in ["--verbose=N", "--writable DIR"] {
+            assert!(help.stdout().contains(want), "--help lacks {want}");
+        }
+        let _conf = site::no_config();
+        let img = fx.image("rough-layer", &[("x.txt", "ex\n")], "");
+        let m = fx.mount_point("rough-layer");
+        let layer = fx.user_dir().join("next-word-layer");
+        let r = fx.run([
+            "--writable".to_string(),
+            s(&layer),
+            format!("{}:{}", s(&img), s(&m)),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "cat {0}/x.txt; grep -q ' {0} .* - overlay ' /proc/self/mountinfo && echo overlay",
+                s(&m)
+            ),
+        ]);
+        r.ok();
+        assert_eq!(r.stdout(), "ex\noverlay\n");
+        assert!(r.stderr().is_empty(), "{}", r.stderr());
+        assert!(layer.is_dir(), "no layer kept in {}", layer.display());
+    });
+}
+
+/// Issue 39: messages name users, not bare ids: the route of a user's own
+/// image names its owner (`owned by uid N (NAME)`), and the policy in
+/// force lists its trusted owners by name (`trusted-owners = root`).
+#[test]
+fn messages_name_users_not_bare_ids() {
+    case(|fx| {
+        let _conf = site::no_config();
+        let own = fx.user_image("rough-named", &[("x.txt", "ex\n")]);
+        let r = fx.run(["--policy".to_string(), s(&own)]);
+        r.ok();
+        let out = r.stdout();
+        assert!(
+            out.contains(&format!("owned by uid {} ({})", fx.uid, fx.user.name)),
+            "{out}"
+        );
+        assert!(out.contains("trusted-owners = root\n"), "{out}");
+    });
+}

@@ -234,13 +234,41 @@ fn the_command_gets_the_callers_signal_dispositions() {
     });
 }
 
-/// `make demo` (scripts/demo, on the built programs): it succeeds, also
+/// `make demo` (scripts/demo, on the built programs), run beside another
+/// user's cached instances (a kernel one and a FUSE one): it succeeds, also
 /// where /dev/fuse is kept from users (mode 0600: it opens it for its run
-/// and gives its mode back), says where its directory stays, leaves no
-/// setuid binary, no demo user, no loop device and no mount behind.
+/// and gives its mode back), says where its directory stays, and leaves no
+/// setuid binary, no demo user, no file of the removed user's uid, no FUSE
+/// log of it, no loop device and no mount behind. It evicts only its own
+/// instances: the other user's stay cached, their server running (an
+/// administrator may try the demo on a login node).
 #[test]
 fn the_demo_leaves_its_directory_and_nothing_else() {
-    case(|_fx| {
+    case(|fx| {
+        // The other user's warm instances: root's image (kernel) and the
+        // user's own (FUSE, its server running for the user).
+        let _users_fuse = sqfsmnt_test_support::site::FuseForUsers::enable();
+        let theirs = image(fx);
+        let own = fx.user_image("ux-own", &[("own.txt", "own\n")]);
+        let m = fx.mount_point("demo-beside");
+        for img in [&theirs, &own] {
+            fx.run([format!("{}:{}", s(img), s(&m)), "--".into(), "true".into()])
+                .ok();
+        }
+        let cached = || fx.run(["--cache-status", "--json"]).stdout();
+        let before = cached();
+        assert!(
+            before.contains(&s(&theirs)) && before.contains(&s(&own)),
+            "{before}"
+        );
+        assert!(
+            !sqfsmnt_test_support::count::processes_named(
+                fx.uid,
+                sqfsmnt_test_support::count::FUSE_SERVER_NAME
+            )
+            .is_empty(),
+            "no FUSE server of the user's"
+        );
         let _fuse = sqfsmnt_test_support::site::FuseDevice::with(0, 0o600);
         let built = Path::new(env!("CARGO_BIN_EXE_squashfs-mount"));
         let target = built.parent().and_then(Path::parent).unwrap();
@@ -251,6 +279,20 @@ fn the_demo_leaves_its_directory_and_nothing_else() {
         let stdout = out.stdout();
         assert!(out.success(), "{stdout}\n{}", out.stderr());
         assert!(stdout.contains("file system type: fuse"), "{stdout}");
+        // The other user's instances: still cached, the server still theirs.
+        let after = cached();
+        assert!(
+            after.contains(&s(&theirs)) && after.contains(&s(&own)),
+            "the demo evicted another user's instances:\nbefore: {before}\nafter: {after}"
+        );
+        assert!(
+            !sqfsmnt_test_support::count::processes_named(
+                fx.uid,
+                sqfsmnt_test_support::count::FUSE_SERVER_NAME
+            )
+            .is_empty(),
+            "the demo ended the other user's FUSE server"
+        );
         let dir = stdout
             .lines()
             .find_map(|l| l.strip_prefix("The demo directory stays in "))
@@ -258,6 +300,12 @@ fn the_demo_leaves_its_directory_and_nothing_else() {
             .unwrap_or_else(|| {
                 panic!("the demo does not say where it left its directory:\n{stdout}")
             });
+        let demo_uid: u32 = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("the demo user: sqfsmnt-demo (uid "))
+            .and_then(|l| l.strip_suffix(')'))
+            .and_then(|u| u.parse().ok())
+            .unwrap_or_else(|| panic!("the demo does not name its user's uid:\n{stdout}"));
         let dir = Path::new(dir);
         let bin = dir.join("prefix/bin/squashfs-mount");
         use std::os::unix::fs::PermissionsExt;
@@ -269,6 +317,18 @@ fn the_demo_leaves_its_directory_and_nothing_else() {
             .output()
             .unwrap();
         assert!(!user.status.success(), "the demo user is left");
+        let log = format!("/run/squashfs-mount-fuse/{demo_uid}.log");
+        assert!(!Path::new(&log).exists(), "the demo left {log}");
+        let orphans = sqfsmnt_test_support::cmd::run(
+            std::process::Command::new("find")
+                .arg(dir)
+                .args(["-uid", &demo_uid.to_string()]),
+        );
+        assert!(
+            orphans.stdout().is_empty(),
+            "files of the removed user's uid:\n{}",
+            orphans.stdout()
+        );
         assert!(sqfsmnt_test_support::count::loops_under(dir).is_empty());
         assert!(sqfsmnt_test_support::count::mounts_under(dir).is_empty());
         let fuse_mode = fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;

@@ -2,8 +2,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import os
+import sys
 
 from spack.package import *
+
+try:  # Spack 1.x exports tty from spack.package; 0.2x does not
+    tty
+except NameError:
+    import llnl.util.tty as tty
 
 
 class SquashfsMount(CargoPackage):
@@ -20,17 +26,19 @@ class SquashfsMount(CargoPackage):
     its rootless mode (user namespaces and FUSE only)."""
 
     homepage = "https://a-seed-4104af43.example/squashfs-mount"
-    # No public download: a site puts the tarball of `make dist` (vendored
-    # crates, builds offline) into a Spack mirror (README.md here).
+    # No public download: `make dist` writes the tarball (vendored crates,
+    # builds offline) into a Spack source mirror, build/dist/spack-mirror/
+    # (README.md here).
     url = "https://a-seed-4104af43.example/squashfs-mount/squashfs-mount-2.0.0.tar.gz"
 
     license("BSD-3-Clause")
 
-    # sha256 of build/dist/squashfs-mount-2.0.0.tar.gz as `make dist` makes
-    # it (reproducibly) at commit cfae4fd, the commit before this recipe;
-    # a release puts that of its tagged commit here (packaging/spack/
-    # test-spack prints the sha256 of the tarball it tests).
-    version("2.0.0", sha256="b2d313c94352b85d7b7bffd701e1fac45f96663ab132be83ecd9afe339feb4b3")
+    # The versions: `make dist` (packaging/spack/for-tarball) writes a copy
+    # of this recipe into build/dist/spack/ with the version of the tarball
+    # it made, <version>-g<commit>, and its sha256, on the line below. This
+    # file itself names no version: no checksum here can be that of a
+    # tarball made from the commit that holds it.
+    # @VERSIONS@
 
     variant("fuse", default=True, description="the FUSE server (rootless mode, images not trusted)")
     variant("slurm", default=False, description="the Slurm SPANK plugin (srun --squashfs)")
@@ -79,8 +87,21 @@ class SquashfsMount(CargoPackage):
         # The site configuration is read from /etc/squashfs-mount.conf only
         # (never from a prefix a user may own): the documented file is an
         # example to copy there.
-        mkdirp(prefix.share.doc.join("squashfs-mount"))
-        install("etc/squashfs-mount.conf", prefix.share.doc.join("squashfs-mount"))
+        docs = prefix.share.doc.join("squashfs-mount")
+        mkdirp(docs)
+        install("etc/squashfs-mount.conf", docs)
+        for doc in ["README.md", "doc/policy.md", "doc/cache.md", "doc/threat-model.md"]:
+            install(doc, docs)
+        # The packages' timer for `squashfs-mount --gc --expired`, for this
+        # prefix: an administrator links and enables it (README.md here).
+        units = join_path(prefix, "lib", "systemd", "system")
+        mkdirp(units)
+        service = join_path(units, "squashfs-mount-gc.service")
+        with open("packaging/systemd/squashfs-mount-gc.service") as f:
+            text = f.read()
+        with open(service, "w") as f:
+            f.write(text.replace("/usr/bin/squashfs-mount ", join_path(prefix.bin, "squashfs-mount") + " "))
+        install("packaging/systemd/squashfs-mount-gc.timer", units)
 
     @run_after("install")
     def perms_fix_script(self):
@@ -89,6 +110,12 @@ class SquashfsMount(CargoPackage):
         with open(script, "w") as f:
             f.write(self._perms_fix_text())
         os.chmod(script, 0o755)
+        units = join_path(self.prefix, "lib", "systemd", "system")
+        # Spack writes a build's output only to its log (unless -v); the
+        # lines between XON and XOFF (its own `force_echo` markers) also
+        # reach the terminal of `spack install`.
+        sys.stdout.write("\x11\n")
+        sys.stdout.flush()
         tty.warn(
             f"""squashfs-mount is installed without its setuid bit (Spack cannot set it):
 until an administrator runs the script below as root, it runs in its rootless
@@ -97,13 +124,20 @@ mode only. Read the script, then run it as root:
     {script}
 
 It makes {self.setuid_program} setuid root (4755) and gives the installation's
-directories and the programs it starts to root (not writable by others)."""
+directories and the programs it starts to root (not writable by others).
+The timer that evicts expired cached instances hourly, as the packages'
+does: systemctl link {units}/squashfs-mount-gc.service {units}/squashfs-mount-gc.timer
+and systemctl enable --now squashfs-mount-gc.timer (as root, after the script)."""
         )
+        sys.stderr.flush()
+        sys.stdout.write("\x13\n")
+        sys.stdout.flush()
 
     def _perms_fix_text(self):
         prefix = str(self.prefix)
         program = join_path(prefix, self.setuid_program)
         helpers = join_path(prefix, self.helper_dir)
+        units = join_path(prefix, "lib", "systemd", "system")
         # Everything the setuid program runs or reads from its prefix, and
         # every directory down to them: root's, not writable by others.
         dirs = [prefix, join_path(prefix, "bin"), join_path(prefix, "lib"), helpers]
@@ -120,6 +154,9 @@ directories and the programs it starts to root (not writable by others)."""
         for d in dirs:
             lines.append(f"chown root:root {shell_quote(d)}")
             lines.append(f"chmod 0755 {shell_quote(d)}")
+        # chmod 0755 keeps a directory's set-group-ID bit (which Spack's
+        # install tree may give): none stays anywhere in the prefix.
+        lines.append(f"find {shell_quote(prefix)} -type d -perm -2000 -exec chmod g-s {{}} +")
         lines.append(f"for f in {shell_quote(helpers)}/*; do")
         lines.append('  chown root:root "$f"; chmod go-w "$f"')
         lines.append("done")
@@ -137,6 +174,7 @@ directories and the programs it starts to root (not writable by others)."""
             "  fi",
             "done",
             f'echo "spack_perms_fix.sh: {program} is setuid root (4755)"',
+            f'echo "To evict expired cached instances hourly: systemctl link {units}/squashfs-mount-gc.service {units}/squashfs-mount-gc.timer && systemctl enable --now squashfs-mount-gc.timer"',
             "",
         ]
         return "\n".join(lines)
