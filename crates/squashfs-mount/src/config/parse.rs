@@ -13,12 +13,13 @@ use crate::system::{Gid, Uid};
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
-pub const KEYS: [&str; 27] = [
+pub const KEYS: [&str; 28] = [
     "kernel-images",
     "trusted-owners",
     "trusted-groups",
     "trusted-dirs",
     "trusted-match",
+    "trusted-fuse",
     "allowed-users",
     "allowed-groups",
     "mount-points",
@@ -180,6 +181,24 @@ fn parse_ids<T: PartialEq>(
     Ok(out)
 }
 
+/// File system names (letters, digits, `.`, `_`, `-`), separated by
+/// commas or spaces.
+fn parse_names(v: &str) -> Result<Vec<String>, ValueError> {
+    let mut out: Vec<String> = Vec::new();
+    for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
+        let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+        if item.len() > 64 || !item.bytes().all(plain) {
+            return Err(ValueError::Use(
+                "use FUSE file system names as the mount table shows them after 'fuse.', such as glusterfs, ceph-fuse",
+            ));
+        }
+        if !out.iter().any(|o| o == item) {
+            out.push(item.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// Absolute directories, separated by commas; no `..`.
 fn parse_dirs(v: &str) -> Result<Vec<OsString>, ValueError> {
     let mut out = Vec::new();
@@ -280,6 +299,7 @@ fn set_policy(
         )
         .map(|v| p.trusted_match = v)
         .ok_or(ValueError::Use("use any or all")),
+        "trusted-fuse" => parse_names(value).map(|v| p.trusted_fuse = v),
         "allowed-users" => {
             parse_ids(value, true, resolve, Uid::checked).map(|v| p.allowed_users = v)
         }

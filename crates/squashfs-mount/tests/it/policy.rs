@@ -634,3 +634,50 @@ fn a_directory_acl_that_lets_another_user_write_is_seen() {
         fs::remove_dir_all(&top).unwrap();
     });
 }
+
+/// Issue 37, finding 5: root's FUSE mounts are trusted for the kernel path
+/// only for the file systems the site names (`trusted-fuse`; by default
+/// GlusterFS's and CephFS's clients, whose servers enforce ownership).
+/// Root's squashfuse here shows every file as root's, as an s3fs or rclone
+/// mount would while users change the bytes by another road: by default
+/// its root image goes to FUSE, and `--policy` names the file system and
+/// the key; once the site lists it, to the kernel.
+#[test]
+fn roots_fuse_mounts_are_trusted_only_where_the_site_says_so() {
+    if !sqfsmnt_test_support::have("squashfuse") {
+        return sqfsmnt_test_support::loud_skip(
+            "root's FUSE mounts test: squashfuse missing (scripts/deps test installs it)",
+        );
+    }
+    case(|fx| {
+        let inner = fx.image("fuse-trust-inner", &[("which", "inner\n")], "");
+        let outer = fx.image(
+            "fuse-trust-outer",
+            &[],
+            &format!("cp {} root.sqfs && chmod 0644 root.sqfs", s(&inner)),
+        );
+        let m = fx.mount_point("fuse-trust");
+        let roots =
+            crate::fuse_homes::Squashfuse::mount(fx, None, &outer, &fx.path("fuse-trust/root"));
+        let image = roots.dir.join("root.sqfs");
+        let launch = [(image.clone(), m.clone())];
+        {
+            let _conf = site::no_config();
+            assert_eq!(ways(fx, &launch), ["fuse inner"]);
+            let line = policy_line(fx, &image);
+            assert!(
+                line.contains(": FUSE (")
+                    && line.contains("fuse.squashfuse")
+                    && line.contains("trusted-fuse: glusterfs, ceph-fuse"),
+                "{line}"
+            );
+        }
+        {
+            let _conf = site::config("trusted-fuse = squashfuse\n");
+            assert_eq!(ways(fx, &launch), ["kernel inner"]);
+            let line = policy_line(fx, &image);
+            assert!(line.contains(": kernel (trusted"), "{line}");
+        }
+        drop(roots);
+    });
+}
