@@ -223,8 +223,26 @@ fn parse_dirs(v: &str) -> Result<Vec<OsString>, ValueError> {
 /// Parses the configuration text. Returns the settings and one message per
 /// line that was skipped.
 pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
+    let parsed = parse_file(text, resolve);
+    (parsed.settings, parsed.problems)
+}
+
+/// What a configuration text sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub settings: Settings,
+    /// The keys it sets (to a valid value), in the order of [`KEYS`].
+    pub set: Vec<&'static str>,
+    /// One message per line that was skipped, or value that was refused.
+    pub problems: Vec<String>,
+}
+
+/// Parses the configuration text: the settings, which keys it set, and
+/// what it got wrong.
+pub fn parse_file(text: &[u8], resolve: Resolve<'_>) -> Parsed {
     let mut s = Settings::default();
     let mut problems = Vec::new();
+    let mut set_keys = Vec::new();
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
         let lineno = i + 1;
         let Ok(line) = std::str::from_utf8(raw) else {
@@ -253,18 +271,30 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                 }
             },
         };
-        if let Err(why) = set {
-            let why = match why {
-                ValueError::Plain => String::new(),
-                why => format!(" ({why})"),
-            };
-            problems.push(format!(
-                "line {lineno}: invalid value '{}' for {key}{why}; using the default",
-                value.escape_debug()
-            ));
+        match set {
+            Ok(()) => set_keys.extend(KEYS.iter().find(|k| **k == key)),
+            Err(why) => {
+                let why = match why {
+                    ValueError::Plain => String::new(),
+                    why => format!(" ({why})"),
+                };
+                problems.push(format!(
+                    "line {lineno}: invalid value '{}' for {key}{why}; using the default",
+                    value.escape_debug()
+                ));
+            }
         }
     }
-    (s, problems)
+    let set = KEYS
+        .iter()
+        .copied()
+        .filter(|k| set_keys.contains(k))
+        .collect();
+    Parsed {
+        settings: s,
+        set,
+        problems,
+    }
 }
 
 /// Sets the policy's `key` (None: not a policy key); the error says what
