@@ -252,9 +252,28 @@ pub(super) fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
         Err(Error::NOENT) => {
             let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
                 .map_err(|e| LayerError::List(shown(&dir.path), e))?;
-            match names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) {
-                Some(other) => Err(not_ours(Foreign::Holds(shown(other)))),
-                None => Ok(Stamp::default()),
+            let others: Vec<&OsString> = names
+                .iter()
+                .filter(|n| n.as_os_str() != super::LOCK_FILE)
+                .collect();
+            let Some(first) = others.first() else {
+                return Ok(Stamp::default());
+            };
+            // What `rm -rf DIR` leaves when it stops at the caller's
+            // read-only copies: sub-layers (`DIR/<n>`), no stamp.
+            let sub_layer = |n: &OsString| {
+                let b = n.as_encoded_bytes();
+                !b.is_empty() && b.len() <= 10 && b.iter().all(u8::is_ascii_digit)
+            };
+            let remains = others
+                .iter()
+                .all(|n| sub_layer(n) || n.as_os_str() == ".stamp.new");
+            match others.iter().find(|n| sub_layer(n)) {
+                Some(n) if remains => Err(Failure::new(LayerError::PartlyRemoved {
+                    dir: shown(&dir.path),
+                    name: shown(n),
+                })),
+                _ => Err(not_ours(Foreign::Holds(shown(first)))),
             }
         }
         Err(e) => Err(Failure::new(LayerError::ReadStamp(shown(&dir.path), e))),
