@@ -934,5 +934,28 @@ fn a_kept_layer_is_removed_with_the_documented_command() {
         // A fresh layer in its place.
         use_layer().ok();
         fx.user_sh(&remove).ok();
+        // A directory of the user's data with numbered directories is no
+        // layer to remove: the message never offers to delete it.
+        let data = fx.user_dir().join("results");
+        fx.user_sh(&format!(
+            "mkdir -p {d}/1 {d}/2 && echo r > {d}/1/out",
+            d = s(&data)
+        ))
+        .ok();
+        launch(
+            fx,
+            &fx.bin,
+            &[
+                format!("--writable={}", s(&data)),
+                pair(&img, &m),
+                "--".into(),
+                "true".into(),
+            ],
+        )
+        .refused(&[
+            "is not a writable layer made by squashfs-mount",
+            "give an empty or new directory",
+        ]);
+        assert!(data.join("1/out").exists());
     });
 }
