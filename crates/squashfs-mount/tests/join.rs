@@ -144,6 +144,44 @@ kill $planted"#,
     )
 }
 
+/// Issue 37, finding 7: a task that does not lead mounts nothing of its
+/// own (nothing it would throw away: here its command line even names
+/// another image, and `-v` says what it did), and its command sees
+/// `UENV_MOUNT_LIST` as it is: the leading task's mounts, which it sees.
+fn a_task_that_does_not_lead_mounts_nothing_and_sees_the_leaders_list(j: &J) -> Result<(), String> {
+    let r = j.bats(&format!(
+        r#"{RUN}
+cat >$TMP/task.sh <<'EOF'
+#!/bin/bash
+show='echo "TASK $SLURM_LOCALID $UENV_MOUNT_LIST $(ls $MNT | tr "\n" " ")"'
+if [ "$SLURM_LOCALID" = 0 ]; then
+    exec squashfs-mount --join $IMG:$MNT -- bash -c "$show"
+fi
+exec squashfs-mount -v --join $IMG2:$MNT -- bash -c "$show"
+EOF
+chmod +x $TMP/task.sh
+run $SRUN -n3 $TMP/task.sh"#
+    ));
+    let out = output(&r);
+    let tasks = lines_starting(&out, "TASK ");
+    let img = j.c.dir.join("images/tool.squashfs");
+    let img2 = j.c.dir.join("images/other.squashfs");
+    let seen = format!(
+        "{}:{} env meta ",
+        img.display(),
+        j.c.dir.join("mnt").display()
+    );
+    let as_leader = tasks.iter().filter(|t| t.ends_with(&seen)).count();
+    check(
+        status(&r) == Some(0)
+            && tasks.len() == 3
+            && as_leader == 3
+            && out.matches("--join: this task mounted nothing").count() == 2
+            && !out.contains(&img2.display().to_string()),
+        &r,
+    )
+}
+
 /// @test "--join without the Slurm environment is refused"
 fn refused_without_the_slurm_environment(j: &J) -> Result<(), String> {
     let r = j.bats(&format!(
@@ -423,6 +461,10 @@ const CASES: &[(&str, Case)] = &[
         "--join releases the mount once the step ends",
         releases_the_mount_once_the_step_ends,
     ),
+    (
+        "--join: a task that does not lead mounts nothing and sees the leader's UENV_MOUNT_LIST",
+        a_task_that_does_not_lead_mounts_nothing_and_sees_the_leaders_list,
+    ),
 ];
 
 #[test]
@@ -460,15 +502,25 @@ fn join_bats_on_the_slurm_cluster() {
         "chmod 755 env/tool/bin/tool",
         &["-all-root"],
     );
+    // Another image, which only the tasks that do not lead name.
+    let img2 = c.dir.join("images/other.squashfs");
+    sqfsmnt_test_support::image::build(
+        &c.dir.join("src/other"),
+        &img2,
+        &[("other/file", "other\n")],
+        "",
+        &["-all-root"],
+    );
     let mnt = c.dir.join("mnt");
     fs::create_dir_all(&mnt).expect("mkdir");
     let tmp = c.dir.join("jobs/scratch");
     fs::create_dir_all(&tmp).expect("mkdir");
     c.user.chown(&tmp);
     let setup = format!(
-        "set -u\nexport PATH={bin}:$PATH\nunset UENV_MOUNT_LIST\nexport IMG={img} MNT={mnt} TMP={tmp}\nexport SRUN=\"srun --oversubscribe -N1\"",
+        "set -u\nexport PATH={bin}:$PATH\nunset UENV_MOUNT_LIST\nexport IMG={img} IMG2={img2} MNT={mnt} TMP={tmp}\nexport SRUN=\"srun --oversubscribe -N1\"",
         bin = bin.parent().unwrap().display(),
         img = img.display(),
+        img2 = img2.display(),
         mnt = mnt.display(),
         tmp = tmp.display()
     );

@@ -72,6 +72,15 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         }
         Err(e) => return Err(e.into()),
     };
+    if request.join && !nothing_to_mount {
+        // Whether this task leads: the one thing read from the caller's
+        // environment before the drop (acting as the caller). A task that
+        // does not lead does nothing as root but ask the site's policy.
+        let step = join_step(request)?;
+        if !step.leads() {
+            return setuid_follower(privileges, request, &step);
+        }
+    }
     if nothing_to_mount {
         if request.layer_dir.is_some() {
             return Err(Failure::new(LaunchError::LayerWithoutImages));
@@ -110,18 +119,41 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
     drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
     let (caller, process) = privileges.drop_for_good()?;
-    let uid = caller.uid;
     let mut ready = mounted_ready(caller, request, mounted, signals);
     ready.process = Some(process);
     if request.join {
-        // As the caller now: the Slurm variables may be read.
+        // The leading task (the others never mount: `setuid_follower`).
         let step = join_step(request)?;
-        match step.leads() {
-            true => join::lead(&step, ready.mount_list.as_deref().unwrap_or_default(), true)?,
-            false => drop(join::follow(&step, uid)?),
-        }
+        join::lead(&step, ready.mount_list.as_deref().unwrap_or_default(), true)?;
     }
     Ok(ready)
+}
+
+/// `--join` with the setuid program, a task that does not lead: it mounts
+/// nothing (what it would mount the leading task has mounted, and its own
+/// would be thrown away). Once the site's policy admits the caller, every
+/// privilege is dropped and the task joins the leading task's namespaces:
+/// the command sees the leader's mounts, and `UENV_MOUNT_LIST` names them.
+fn setuid_follower(
+    mut privileges: Privileges,
+    request: &RunRequest,
+    step: &join::SlurmStep,
+) -> Result<Ready, Failure> {
+    let settings = privileges.as_root(|_root| crate::config::load())?;
+    settings.policy.admits(privileges.caller())?;
+    let (caller, process) = privileges.drop_for_good()?;
+    let joined = join::follow(step, caller.uid)?;
+    if request.verbose > 0 || settings.verbose {
+        error::report(join_note(&joined));
+    }
+    Ok(Ready {
+        caller,
+        command: request.command.clone(),
+        mount_list: Some(joined.mount_list),
+        signals: system::CallerSignals::unchanged(),
+        process: Some(process),
+        layer: None,
+    })
 }
 
 /// `--join`: the Slurm step of this task, from the caller's environment
@@ -185,6 +217,9 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
 fn rootless_follower(request: &RunRequest, step: &join::SlurmStep) -> Result<Ready, Failure> {
     let caller = Caller::of_this_process()?;
     let joined = join::follow(step, caller.uid)?;
+    if request.verbose > 0 {
+        error::report(join_note(&joined));
+    }
     Ok(Ready {
         caller,
         command: request.command.clone(),
@@ -193,6 +228,14 @@ fn rootless_follower(request: &RunRequest, step: &join::SlurmStep) -> Result<Rea
         process: None,
         layer: None,
     })
+}
+
+/// What `-v` says of a task that joined the leading task's mounts.
+fn join_note(joined: &join::Joined) -> String {
+    format!(
+        "--join: this task mounted nothing; it joined the mounts of the step's task with SLURM_LOCALID=0: {}",
+        joined.mount_list.to_string_lossy()
+    )
 }
 
 /// After the mounts, privileges gone: what was done (quietly, unless

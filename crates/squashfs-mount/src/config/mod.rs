@@ -13,6 +13,7 @@ pub mod names;
 pub mod parse;
 pub mod policy;
 pub mod provenance;
+pub mod show;
 pub mod trust;
 
 use std::os::fd::AsFd;
@@ -155,49 +156,127 @@ fn resolve_from_files(name: &str, user: bool) -> Option<u32> {
     })
 }
 
+/// What became of the configuration file at a load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileState {
+    /// There is none: the built-in defaults.
+    Absent,
+    /// Read: the keys it set (the built-in defaults for the others), and
+    /// the lines or values it got wrong (skipped, each warned of).
+    Read {
+        set: Vec<&'static str>,
+        problems: Vec<String>,
+    },
+    /// Not read, and why: the built-in defaults apply.
+    Ignored(String),
+}
+
+/// The settings in force, and where they come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loaded {
+    pub settings: Settings,
+    pub file: FileState,
+}
+
 /// Loads the settings: compiled-in defaults, overridden by the configuration
 /// file when it exists and is trustworthy. Problems are printed as warnings
 /// (one line each). Needs root only if the file is not world-readable.
 pub fn load() -> Settings {
-    let warn = |msg: String| error::warn(format_args!("{CONFIG_PATH}: {msg}"));
-    let fd = match system::open_read_nofollow(system::working_dir(), CONFIG_PATH) {
-        Ok(fd) => fd,
-        Err(system::Error::NOENT) => return Settings::default(),
-        Err(e) => {
-            warn(format!("cannot open it ({e}); using the built-in defaults"));
-            return Settings::default();
+    load_reporting().settings
+}
+
+/// [`load`], saying what became of the file (`--policy` shows it).
+pub fn load_reporting() -> Loaded {
+    let warn = |msg: &str| error::warn(format_args!("{CONFIG_PATH}: {msg}"));
+    let file = match read_file() {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Loaded {
+                settings: Settings::default(),
+                file: FileState::Absent,
+            }
+        }
+        Err(why) => {
+            warn(&format!("ignored: {why}; using the built-in defaults"));
+            return Loaded {
+                settings: Settings::default(),
+                file: FileState::Ignored(why.to_string()),
+            };
         }
     };
-    let id = match system::fstat(fd.as_fd()) {
-        Ok(id) => id,
-        Err(e) => {
-            warn(format!("cannot stat it ({e}); using the built-in defaults"));
-            return Settings::default();
-        }
-    };
-    if !id.is_regular() || !id.uid.is_root() || id.mode & 0o022 != 0 {
-        warn("ignored: it must be a regular file owned by root and not writable by group or others; using the built-in defaults".into());
-        return Settings::default();
-    }
-    let mut buf = vec![0u8; MAX_CONFIG_BYTES + 1];
-    let n = match system::read_head(fd.as_fd(), &mut buf) {
-        Ok(n) => n,
-        Err(e) => {
-            warn(format!("cannot read it ({e}); using the built-in defaults"));
-            return Settings::default();
-        }
-    };
-    if n > MAX_CONFIG_BYTES {
-        warn(format!(
-            "ignored: larger than {MAX_CONFIG_BYTES} bytes; using the built-in defaults"
-        ));
-        return Settings::default();
-    }
-    let (settings, problems) = parse::parse(&buf[..n], &resolve_from_files);
-    for p in problems {
+    let parsed = parse::parse_file(&file, &resolve_from_files);
+    for p in &parsed.problems {
         warn(p);
     }
-    settings
+    Loaded {
+        settings: parsed.settings,
+        file: FileState::Read {
+            set: parsed.set,
+            problems: parsed.problems,
+        },
+    }
+}
+
+/// Why the configuration file is not read.
+#[derive(Debug)]
+enum Unread {
+    Open(system::Error),
+    Stat(system::Error),
+    NotRegular(&'static str),
+    NotRoots(system::Uid),
+    /// Its mode (group or other write).
+    Writable(u32),
+    Read(system::Error),
+    TooLarge,
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const RULE: &str =
+            "it must be a regular file owned by root and not writable by group or others";
+        match self {
+            Unread::Open(e) => write!(f, "it cannot be opened ({e})"),
+            Unread::Stat(e) => write!(f, "it cannot be examined ({e})"),
+            Unread::NotRegular(kind) => write!(f, "it is a {kind}; {RULE}"),
+            Unread::NotRoots(uid) => write!(f, "it is owned by uid {uid}; {RULE}"),
+            Unread::Writable(mode) => {
+                let who = match mode & 0o022 {
+                    0o020 => "its group",
+                    0o002 => "others",
+                    _ => "its group and others",
+                };
+                write!(f, "it is writable by {who} (mode {mode:04o}); {RULE}")
+            }
+            Unread::Read(e) => write!(f, "it cannot be read ({e})"),
+            Unread::TooLarge => write!(f, "it is larger than {MAX_CONFIG_BYTES} bytes"),
+        }
+    }
+}
+
+/// The configuration file's text; None when there is none.
+fn read_file() -> Result<Option<Vec<u8>>, Unread> {
+    let fd = match system::open_read_nofollow(system::working_dir(), CONFIG_PATH) {
+        Ok(fd) => fd,
+        Err(system::Error::NOENT) => return Ok(None),
+        Err(e) => return Err(Unread::Open(e)),
+    };
+    let id = system::fstat(fd.as_fd()).map_err(Unread::Stat)?;
+    if !id.is_regular() {
+        return Err(Unread::NotRegular(id.kind()));
+    }
+    if !id.uid.is_root() {
+        return Err(Unread::NotRoots(id.uid));
+    }
+    if id.mode & 0o022 != 0 {
+        return Err(Unread::Writable(id.mode & 0o7777));
+    }
+    let mut buf = vec![0u8; MAX_CONFIG_BYTES + 1];
+    let n = system::read_head(fd.as_fd(), &mut buf).map_err(Unread::Read)?;
+    if n > MAX_CONFIG_BYTES {
+        return Err(Unread::TooLarge);
+    }
+    buf.truncate(n);
+    Ok(Some(buf))
 }
 
 #[cfg(test)]

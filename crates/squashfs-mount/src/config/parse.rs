@@ -13,12 +13,13 @@ use crate::system::{Gid, Uid};
 
 /// Every key the file may set, in the order of the documented file
 /// (`etc/squashfs-mount.conf`).
-pub const KEYS: [&str; 27] = [
+pub const KEYS: [&str; 28] = [
     "kernel-images",
     "trusted-owners",
     "trusted-groups",
     "trusted-dirs",
     "trusted-match",
+    "trusted-fuse",
     "allowed-users",
     "allowed-groups",
     "mount-points",
@@ -180,6 +181,24 @@ fn parse_ids<T: PartialEq>(
     Ok(out)
 }
 
+/// File system names (letters, digits, `.`, `_`, `-`), separated by
+/// commas or spaces.
+fn parse_names(v: &str) -> Result<Vec<String>, ValueError> {
+    let mut out: Vec<String> = Vec::new();
+    for item in v.split([',', ' ']).filter(|s| !s.is_empty()) {
+        let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+        if item.len() > 64 || !item.bytes().all(plain) {
+            return Err(ValueError::Use(
+                "use FUSE file system names as the mount table shows them after 'fuse.', such as glusterfs, ceph-fuse",
+            ));
+        }
+        if !out.iter().any(|o| o == item) {
+            out.push(item.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// Absolute directories, separated by commas; no `..`.
 fn parse_dirs(v: &str) -> Result<Vec<OsString>, ValueError> {
     let mut out = Vec::new();
@@ -204,8 +223,26 @@ fn parse_dirs(v: &str) -> Result<Vec<OsString>, ValueError> {
 /// Parses the configuration text. Returns the settings and one message per
 /// line that was skipped.
 pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
+    let parsed = parse_file(text, resolve);
+    (parsed.settings, parsed.problems)
+}
+
+/// What a configuration text sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub settings: Settings,
+    /// The keys it sets (to a valid value), in the order of [`KEYS`].
+    pub set: Vec<&'static str>,
+    /// One message per line that was skipped, or value that was refused.
+    pub problems: Vec<String>,
+}
+
+/// Parses the configuration text: the settings, which keys it set, and
+/// what it got wrong.
+pub fn parse_file(text: &[u8], resolve: Resolve<'_>) -> Parsed {
     let mut s = Settings::default();
     let mut problems = Vec::new();
+    let mut set_keys = Vec::new();
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
         let lineno = i + 1;
         let Ok(line) = std::str::from_utf8(raw) else {
@@ -234,18 +271,30 @@ pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
                 }
             },
         };
-        if let Err(why) = set {
-            let why = match why {
-                ValueError::Plain => String::new(),
-                why => format!(" ({why})"),
-            };
-            problems.push(format!(
-                "line {lineno}: invalid value '{}' for {key}{why}; using the default",
-                value.escape_debug()
-            ));
+        match set {
+            Ok(()) => set_keys.extend(KEYS.iter().find(|k| **k == key)),
+            Err(why) => {
+                let why = match why {
+                    ValueError::Plain => String::new(),
+                    why => format!(" ({why})"),
+                };
+                problems.push(format!(
+                    "line {lineno}: invalid value '{}' for {key}{why}; using the default",
+                    value.escape_debug()
+                ));
+            }
         }
     }
-    (s, problems)
+    let set = KEYS
+        .iter()
+        .copied()
+        .filter(|k| set_keys.contains(k))
+        .collect();
+    Parsed {
+        settings: s,
+        set,
+        problems,
+    }
 }
 
 /// Sets the policy's `key` (None: not a policy key); the error says what
@@ -280,6 +329,7 @@ fn set_policy(
         )
         .map(|v| p.trusted_match = v)
         .ok_or(ValueError::Use("use any or all")),
+        "trusted-fuse" => parse_names(value).map(|v| p.trusted_fuse = v),
         "allowed-users" => {
             parse_ids(value, true, resolve, Uid::checked).map(|v| p.allowed_users = v)
         }

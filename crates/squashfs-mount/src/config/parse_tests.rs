@@ -107,6 +107,20 @@ fn bad_lines_are_reported_and_skipped() {
 }
 
 #[test]
+fn trusted_fuse_names() {
+    let (s, problems) = p("trusted-fuse = s3fs, rclone s3fs\n");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(s.policy.trusted_fuse, ["s3fs", "rclone"]);
+    let (s, problems) = p("trusted-fuse =\n");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(s.policy.trusted_fuse.is_empty());
+    let (s, problems) = p("trusted-fuse = fuse/x\n");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("after 'fuse.'"), "{problems:?}");
+    assert_eq!(s.policy.trusted_fuse, ["glusterfs", "ceph-fuse"]);
+}
+
+#[test]
 fn every_key_is_known_to_the_parser() {
     for key in KEYS {
         let (_, problems) = p(&format!("{key} = \u{1}\n"));

@@ -45,6 +45,11 @@ pub struct Policy {
     /// Absolute, tidy directories: when any, trusted images lie below one.
     pub trusted_dirs: Places,
     pub trusted_match: TrustedMatch,
+    /// FUSE file systems root mounts (by the mount table's subtype,
+    /// `fuse.NAME`) whose images may be trusted as on a disk: their
+    /// servers enforce ownership, as a disk's permissions do. An image on
+    /// any other FUSE mount root made goes to FUSE.
+    pub trusted_fuse: Vec<String>,
     /// Empty: everyone may use the setuid tool.
     pub allowed_users: Vec<Uid>,
     pub allowed_groups: Vec<Gid>,
@@ -57,6 +62,11 @@ pub struct Policy {
     pub max_images_per_call: usize,
 }
 
+/// The FUSE file systems trusted by default (`trusted-fuse`): cluster
+/// file systems whose servers enforce each file's owner and mode, as a
+/// disk's permissions do (GlusterFS's and CephFS's clients).
+pub const DEFAULT_TRUSTED_FUSE: [&str; 2] = ["glusterfs", "ceph-fuse"];
+
 /// The hard ceiling of images (counting union layers) in one call.
 pub const MAX_IMAGES_PER_CALL: usize = 500;
 
@@ -68,6 +78,7 @@ impl Default for Policy {
             trusted_groups: Vec::new(),
             trusted_dirs: Places::default(),
             trusted_match: TrustedMatch::Any,
+            trusted_fuse: DEFAULT_TRUSTED_FUSE.iter().map(|n| n.to_string()).collect(),
             allowed_users: Vec::new(),
             allowed_groups: Vec::new(),
             mount_points: Places::default(),

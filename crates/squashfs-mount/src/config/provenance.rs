@@ -54,6 +54,11 @@ pub struct Provenance {
     /// for itself (a user's, or one of this tool's for any caller): its
     /// server, not the file's owner, decides every byte.
     pub user_filesystem: bool,
+    /// The file system serving the file is a FUSE mount root made (not one
+    /// of this tool's): its name, the mount table's subtype (`fuse.NAME`),
+    /// or its source when it has none. Its server decides every byte; the
+    /// policy trusts it only when the site lists it (`trusted-fuse`).
+    pub root_fuse: Option<String>,
     /// The path could not be walked from `/` to the same file (renamed or
     /// replaced meanwhile, or a directory on it cannot be searched).
     pub path_unverified: bool,

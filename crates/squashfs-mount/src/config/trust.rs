@@ -13,7 +13,11 @@
 //!   trusted owners from everyone else.
 //!
 //! `trusted-dirs` and `trusted-match = all` only narrow this down; they
-//! never trust bytes an untrusted user can change.
+//! never trust bytes an untrusted user can change. A file on a FUSE mount
+//! is judged so only when root made the mount and the site trusts its
+//! server to enforce ownership (`trusted-fuse`): the server decides every
+//! byte and every owner it shows (s3fs, rclone or an sshfs gateway show
+//! root's files whose bytes users change by another road).
 
 use super::names::{self, FileNames, Names};
 use super::policy::{KernelImages, Policy, Route, TrustedMatch};
@@ -141,6 +145,18 @@ impl Policy {
         }
     }
 
+    /// Why an image on root's FUSE mount `name` (not in `trusted-fuse`)
+    /// goes to FUSE.
+    fn untrusted_fuse(&self, name: &str) -> String {
+        let listed = match self.trusted_fuse.is_empty() {
+            true => "none".to_string(),
+            false => self.trusted_fuse.join(", "),
+        };
+        format!(
+            "the file is on a FUSE file system root mounted, fuse.{name}, whose server decides its bytes and is not one trusted to enforce ownership (trusted-fuse: {listed})"
+        )
+    }
+
     /// Whether the kernel's squashfs driver may mount the image, and why
     /// (every reason that sends it to FUSE), users and groups named from
     /// /etc/passwd and /etc/group.
@@ -161,6 +177,11 @@ impl Policy {
         }
         if p.user_filesystem {
             return fuse("the file is on a FUSE file system that a user, or this tool, serves (its server decides its bytes)".into());
+        }
+        if let Some(name) = p.root_fuse.as_deref() {
+            if !self.trusted_fuse.iter().any(|t| t == name) {
+                return fuse(self.untrusted_fuse(name));
+            }
         }
         let mut why = Vec::new();
         self.file_breaches(p, n, &mut why);

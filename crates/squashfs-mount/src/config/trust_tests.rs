@@ -50,6 +50,7 @@ fn prov(caller: u32) -> Provenance {
             ..CallerAccess::default()
         },
         user_filesystem: false,
+        root_fuse: None,
         path_unverified: false,
     }
 }
@@ -247,4 +248,52 @@ fn restrictions_filesystems_and_modes() {
         ..Policy::default()
     };
     assert!(empty.route(&prov(A)).kernel);
+}
+
+/// Issue 37, finding 5: root's FUSE mounts are trusted as a disk only
+/// when the site lists their file system (by default GlusterFS's and
+/// CephFS's clients); the reason names the file system and the key.
+#[test]
+fn roots_fuse_mounts_are_trusted_only_where_listed() {
+    let on = |name: &str| Provenance {
+        root_fuse: Some(name.into()),
+        ..prov(A)
+    };
+    let default = Policy::default();
+    assert!(default.route(&on("glusterfs")).kernel);
+    assert!(default.route(&on("ceph-fuse")).kernel);
+    for name in ["s3fs", "rclone", "sshfs", "squashfuse"] {
+        let r = default.route(&on(name));
+        assert!(!r.kernel, "{name}");
+        assert!(
+            r.reason.contains(&format!("fuse.{name}"))
+                && r.reason.contains("trusted-fuse: glusterfs, ceph-fuse"),
+            "{}",
+            r.reason
+        );
+    }
+    let site = Policy {
+        trusted_fuse: vec!["s3fs".into()],
+        ..Policy::default()
+    };
+    assert!(site.route(&on("s3fs")).kernel);
+    assert!(!site.route(&on("glusterfs")).kernel);
+    let none = Policy {
+        trusted_fuse: Vec::new(),
+        ..Policy::default()
+    };
+    assert!(none
+        .route(&on("glusterfs"))
+        .reason
+        .contains("trusted-fuse: none"));
+    // Listed, the rest of the invariant still holds.
+    let mut theirs = on("glusterfs");
+    theirs.file = writers(A, A, 0o644);
+    assert!(!default.route(&theirs).kernel);
+    // kernel-images = all still takes everything.
+    let all = Policy {
+        kernel_images: KernelImages::All,
+        ..Policy::default()
+    };
+    assert!(all.route(&on("s3fs")).kernel);
 }

@@ -114,7 +114,7 @@ enum Home {
     RootFuse,
     /// On a FUSE mount a user made, or one of this tool's (which serves a
     /// user's image even when root launched it), or one whose maker could
-    /// not be told (`image::on_user_filesystem`): its server decides every
+    /// not be told (`image::fuse_home`): its server decides every
     /// byte.
     UserFuse,
 }

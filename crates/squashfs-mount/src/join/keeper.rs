@@ -204,7 +204,12 @@ impl Watch {
     }
 
     /// A task said it joined: counted if it is the caller's, once; watched
-    /// while it runs in this namespace.
+    /// while it runs. One found in another namespace is not counted; one
+    /// whose namespace cannot be read is watched all the same: a task of
+    /// the setuid program is not dumpable until it executes its command
+    /// (the privileged phase's memory), so its /proc entry is root's. (A
+    /// process of the caller's that lies about joining only keeps this
+    /// keeper until it exits, or the step ends.)
     fn joined_by(&mut self) {
         let Ok((pid, uid)) = system::task_join::read_join_signal(self.signals.as_fd()) else {
             return;
@@ -219,11 +224,10 @@ impl Watch {
             .and_then(|dir| system::task_join::open_namespace_of(dir.as_fd(), "mnt"))
             .and_then(|ns| system::task_join::namespace_id(ns.as_fd()));
         match inside {
-            Ok(ns) if ns == self.namespace => self.inside.push(pidfd),
-            Ok(_) => {
+            Ok(ns) if ns != self.namespace => {
                 self.joined.remove(&pid);
             }
-            Err(_) => {}
+            _ => self.inside.push(pidfd),
         }
     }
 }

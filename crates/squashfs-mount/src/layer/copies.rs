@@ -19,14 +19,17 @@
 //! - a copy of every file or symlink the overlay might have to copy up
 //!   and cannot (owner or group not the caller's uid and primary gid):
 //!   one the caller owns (and may chmod), may write, or may rename or
-//!   remove (its directory is writable by the caller); with the same
+//!   remove (its directory is writable by the caller and, when sticky,
+//!   the caller's: a sticky directory's rule holds for copies, so root's
+//!   file in a world-writable `/tmp` of an image gets none); with the same
 //!   rights in its owner bits (a root 0644 file in a directory the caller
 //!   may write becomes the caller's 0444: writing it is still refused).
 //!
 //! Rights are judged as the kernel judges them without a layer: owner
 //! bits when the caller owns the entry, else group bits when its group
 //! is one of the caller's, else the others' bits. Group and other bits of
-//! the copies are the image's without write. Nothing is copied that the
+//! the copies are the image's without write; a directory's copy keeps
+//! the sticky bit. Nothing is copied that the
 //! caller cannot read; such a case is named in one line. Once a
 //! sub-layer is complete a mark (`DIR/<n>/copied`) spares later launches
 //! the walk; a name present in the upper directory (the caller's change,
@@ -84,6 +87,31 @@ impl CallerRights {
 
     fn copy_mode_of(&self, st: &FileId) -> u32 {
         self.copy_mode(st.uid, st.gid, st.mode)
+    }
+
+    /// The mode of the caller's copy of a directory: as [`Self::copy_mode`],
+    /// keeping the sticky bit (which restricts nothing for the copy's
+    /// owner, the caller: the entries it protects get no copy, see
+    /// [`Self::may_replace_entries_in`]).
+    pub fn dir_copy_mode(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
+        self.copy_mode(uid, gid, mode) | (mode & 0o1000)
+    }
+
+    fn dir_copy_mode_of(&self, st: &FileId) -> u32 {
+        self.dir_copy_mode(st.uid, st.gid, st.mode)
+    }
+
+    /// Whether the caller may rename or remove the entries of other owners
+    /// in a directory with this owner, group and mode: they may write and
+    /// search it, and it is not sticky, or is theirs (a sticky directory
+    /// lets only an entry's owner and its own owner do so).
+    pub fn may_replace_entries_in(&self, uid: Uid, gid: Gid, mode: u32) -> bool {
+        let sticky = mode & 0o1000 != 0;
+        self.rights(uid, gid, mode) & 3 == 3 && (!sticky || uid == self.uid)
+    }
+
+    fn may_replace_in(&self, st: &FileId) -> bool {
+        self.may_replace_entries_in(st.uid, st.gid, st.mode)
     }
 }
 
@@ -160,7 +188,7 @@ pub fn copy_tree(
     }];
     let mut path = shown.as_bytes().to_vec();
     walk(caller, &mut stack, &mut path, account)?;
-    system::set_mode(upper, caller.copy_mode_of(st))
+    system::set_mode(upper, caller.dir_copy_mode_of(st))
         .map_err(|e| CopyError::TopMode(shown.to_string_lossy().into_owned(), e))
 }
 
@@ -256,7 +284,7 @@ fn walk(
     account: &mut Account,
 ) -> Result<(), CopyError> {
     let here = stack.last().expect("the walk's path is never empty");
-    let dir_writable = caller.rights_of(&here.st) & 3 == 3;
+    let dir_writable = caller.may_replace_in(&here.st);
     let Some(lower) = here.lower.as_ref() else {
         return Ok(());
     };
@@ -357,7 +385,7 @@ fn directory(
     let level = stack.pop().expect("pushed above");
     walked?;
     match (level.made, level.upper) {
-        (true, Some(up)) => system::set_mode(up.as_fd(), caller.copy_mode_of(&level.st))
+        (true, Some(up)) => system::set_mode(up.as_fd(), caller.dir_copy_mode_of(&level.st))
             .map_err(|e| fail(path, "cannot set the mode of the layer's copy of", e)),
         _ => Ok(()),
     }

@@ -59,3 +59,31 @@ fn what_needs_a_copy() {
     assert_eq!(needs(&c, ids(0, 0), 0o644, true), Need::Copy);
     assert_eq!(needs(&c, ids(7, 7), 0o600, true), Need::Copy);
 }
+
+/// Issue 37, finding 6: a sticky directory the caller may write lets them
+/// rename or remove only their own entries (or all, when it is theirs):
+/// another owner's file there gets no copy unless the caller may write it.
+#[test]
+fn a_sticky_directory_protects_other_owners_entries() {
+    let c = me();
+    let (root, mine) = (ids(0, 0), ids(1000, 1000));
+    let may = |(uid, gid): (Uid, Gid), mode| c.may_replace_entries_in(uid, gid, mode);
+    assert!(may(root, 0o777));
+    assert!(!may(root, 0o1777));
+    assert!(may(mine, 0o1777));
+    assert!(!may(root, 0o755));
+    assert!(!may(root, 0o772), "write without search");
+    let in_tmp = may(root, 0o1777);
+    assert_eq!(needs(&c, root, 0o644, in_tmp), Need::Nothing);
+    assert_eq!(needs(&c, ids(7, 7), 0o600, in_tmp), Need::Nothing);
+    // What the caller may write still needs a copy to be written.
+    assert_eq!(needs(&c, root, 0o666, in_tmp), Need::Copy);
+    assert_eq!(
+        c.dir_copy_mode(Uid::from_raw(0), Gid::from_raw(0), 0o1777),
+        0o1755
+    );
+    assert_eq!(
+        c.dir_copy_mode(Uid::from_raw(0), Gid::from_raw(0), 0o755),
+        0o555
+    );
+}

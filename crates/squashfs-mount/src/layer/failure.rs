@@ -79,6 +79,12 @@ pub enum LayerError {
         dir: String,
         why: Foreign,
     },
+    /// What is left of a layer whose removal stopped half-way (its stamp
+    /// gone, a sub-layer's directory still there: `name`).
+    PartlyRemoved {
+        dir: String,
+        name: String,
+    },
     List(String, Error),
     ReadStamp(String, Error),
     WriteStamp(String, Error),
@@ -162,6 +168,16 @@ pub enum LayerError {
         dir: String,
         program: String,
     },
+}
+
+/// What is left of a layer: what it is, and the command that removes it.
+fn partly_removed(f: &mut fmt::Formatter<'_>, dir: &str, name: &str) -> fmt::Result {
+    write!(
+        f,
+        "{dir} is what is left of a writable layer (it holds {name} but no {}: was it partly removed?); remove the rest with: {} (or give another directory)",
+        super::STAMP_FILE,
+        super::removal_command(dir)
+    )
 }
 
 fn kernel_log(log: &[String]) -> String {
@@ -280,6 +296,7 @@ impl LayerError {
                 f,
                 "{dir} is not a writable layer made by squashfs-mount ({why}); give an empty or new directory"
             ),
+            L::PartlyRemoved { dir, name } => partly_removed(f, dir, name),
             L::List(dir, e) => write!(f, "cannot list {dir}: {e}"),
             L::ReadStamp(dir, e) => write!(f, "cannot read {dir}/{}: {e}", super::STAMP_FILE),
             L::WriteStamp(dir, e) => write!(f, "cannot write {dir}/{}: {e}", super::STAMP_FILE),

@@ -21,6 +21,10 @@ fn sentences() {
         "/l is not a writable layer made by squashfs-mount (it holds x but no stamp); give an empty or new directory"
     );
     assert_eq!(
+        said(LayerError::PartlyRemoved { dir: "/l".into(), name: "0".into() }),
+        "/l is what is left of a writable layer (it holds 0 but no stamp: was it partly removed?); remove the rest with: chmod -R u+rwX /l && rm -rf /l (or give another directory)"
+    );
+    assert_eq!(
         said(LayerError::OverlayRefused {
             e: Error::INVAL,
             log: vec!["a".into(), "b".into()]

@@ -83,6 +83,19 @@ pub struct LayerPlan {
     pub dir_made: bool,
 }
 
+/// The one command line that removes the layer directory `dir` (when no
+/// launch uses it): the caller's copies of read-only directories are
+/// read-only to the caller too, as in the image, so `rm -rf` alone stops
+/// at them. Shell-quoted when `dir` needs it.
+pub fn removal_command(dir: &str) -> String {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"/._-+,:@%".contains(&b);
+    let dir = match !dir.is_empty() && dir.bytes().all(plain) {
+        true => dir.to_string(),
+        false => format!("'{}'", dir.replace('\'', "'\\''")),
+    };
+    format!("chmod -R u+rwX {dir} && rm -rf {dir}")
+}
+
 /// The identity of an opened image (`squashfs_format::identity`), read
 /// from the caller's fd.
 pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {

@@ -252,13 +252,52 @@ pub(super) fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
         Err(Error::NOENT) => {
             let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
                 .map_err(|e| LayerError::List(shown(&dir.path), e))?;
-            match names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) {
-                Some(other) => Err(not_ours(Foreign::Holds(shown(other)))),
-                None => Ok(Stamp::default()),
+            let Some(first) = names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) else {
+                return Ok(Stamp::default());
+            };
+            match left_of_a_layer(dir) {
+                Some(name) => Err(Failure::new(LayerError::PartlyRemoved {
+                    dir: shown(&dir.path),
+                    name,
+                })),
+                None => Err(not_ours(Foreign::Holds(shown(first)))),
             }
         }
         Err(e) => Err(Failure::new(LayerError::ReadStamp(shown(&dir.path), e))),
     }
+}
+
+/// Whether DIR, which has no stamp, holds only what `rm -rf DIR` leaves
+/// of a layer when it stops at the caller's read-only copies: sub-layers
+/// `DIR/<n>` holding nothing but `upper`, `work` and `copied` (and perhaps
+/// the lock, or a stamp being written). Then the first sub-layer's name;
+/// None for anything else (a directory of the user's data is never taken
+/// for a layer to remove).
+fn left_of_a_layer(dir: &LayerDir) -> Option<String> {
+    let (names, more) = system::list_dir(dir.fd.as_fd(), ".", 256).ok()?;
+    let number = |n: &OsString| {
+        let b = n.as_encoded_bytes();
+        !b.is_empty() && b.len() <= 10 && b.iter().all(u8::is_ascii_digit)
+    };
+    let sub_layer = |n: &OsString| {
+        let Some(path) = n.to_str().filter(|_| number(n)) else {
+            return false;
+        };
+        match system::list_dir(dir.fd.as_fd(), path, 8) {
+            Ok((inside, false)) => {
+                !inside.is_empty()
+                    && inside.iter().all(|i| {
+                        ["upper", "work", super::COPIED_MARK].contains(&&*i.to_string_lossy())
+                    })
+            }
+            _ => false,
+        }
+    };
+    let layer_file =
+        |n: &OsString| n.as_os_str() == super::LOCK_FILE || n.as_os_str() == ".stamp.new";
+    let first = names.iter().find(|n| number(n))?;
+    let only_layer = names.iter().all(|n| layer_file(n) || sub_layer(n));
+    (!more && only_layer).then(|| shown(first))
 }
 
 /// Writes the stamp beside the old one, then renames it over.

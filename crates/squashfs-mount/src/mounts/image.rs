@@ -220,6 +220,7 @@ pub fn provenance_of(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId) -> Provenanc
 /// kernel lets the caller replace the entry on the path.
 fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<Uid>) -> (Provenance, bool) {
     let walk = walk_path(real, id, ask);
+    let fuse = fuse_home(fd);
     let prov = Provenance {
         real_path: real.to_owned(),
         file: writers(fd, id),
@@ -228,7 +229,11 @@ fn facts(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId, ask: Option<Uid>) -> (Pr
             writable_dir: walk.caller_writable_dir,
             ..CallerAccess::default()
         },
-        user_filesystem: on_user_filesystem(fd),
+        user_filesystem: matches!(fuse, FuseHome::Users),
+        root_fuse: match fuse {
+            FuseHome::Roots(name) => Some(name),
+            _ => None,
+        },
         path_unverified: !walk.verified,
     };
     // Its path is no secret when every directory on it lets anyone pass
@@ -343,43 +348,61 @@ fn note(
     });
 }
 
-/// Whether the file is served by a FUSE mount that root did not make for
-/// itself (its server decides every byte and can stall every read): one
-/// of this tool's own (type `fuse.squashfs-mount`: its server serves a
-/// user's image, even for root), or one whose `user_id=` is not 0, in
-/// this namespace's mountinfo, read up to a bound; anything unclear counts
-/// as a user's.
-fn on_user_filesystem(fd: BorrowedFd<'_>) -> bool {
+/// Which FUSE mount, if any, serves a file.
+enum FuseHome {
+    /// None: a disk, tmpfs, a network file system the kernel serves.
+    NotFuse,
+    /// One root made (`user_id=0`) that is not one of this tool's: named
+    /// by its subtype (`fuse.NAME`), or its source when it has none.
+    Roots(String),
+    /// One root did not make for itself (its server decides every byte
+    /// and can stall every read): one of this tool's own (type
+    /// `fuse.squashfs-mount`: its server serves a user's image, even for
+    /// root), or one whose `user_id=` is not 0; or one whose maker cannot
+    /// be told.
+    Users,
+}
+
+/// The FUSE mount serving `fd`, judged from this namespace's mountinfo,
+/// read up to a bound; anything unclear counts as a user's.
+fn fuse_home(fd: BorrowedFd<'_>) -> FuseHome {
     if system::filesystem_type(fd).ok() != Some(system::FUSE_MAGIC) {
-        return false;
+        return FuseHome::NotFuse;
     }
     let Ok(id) = system::mount_id(fd) else {
-        return true;
+        return FuseHome::Users;
     };
     let Ok((text, false)) = system::read_file_at(
         system::working_dir(),
         "/proc/thread-self/mountinfo",
         8 << 20,
     ) else {
-        return true;
+        return FuseHome::Users;
     };
     let prefix = format!("{id} ");
     let Some(line) = text
         .split(|&b| b == b'\n')
         .find(|l| l.starts_with(prefix.as_bytes()))
     else {
-        return true;
+        return FuseHome::Users;
     };
     let line = String::from_utf8_lossy(line);
     // "... - fstype source super_options": spaces inside fields are
     // escaped (\040).
     let Some((_, tail)) = line.split_once(" - ") else {
-        return true;
+        return FuseHome::Users;
     };
     let mut fields = tail.split(' ');
-    let (fs_type, super_options) = (fields.next(), fields.nth(1).unwrap_or(""));
-    let ours = fs_type.and_then(|t| t.strip_prefix("fuse.")) == Some(system::OUR_FUSE_SUBTYPE);
-    ours || !super_options.split(',').any(|o| o == "user_id=0")
+    let (fs_type, source) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+    let super_options = fields.next().unwrap_or("");
+    let subtype = fs_type
+        .strip_prefix("fuse.")
+        .or_else(|| fs_type.strip_prefix("fuseblk."));
+    let ours = subtype == Some(system::OUR_FUSE_SUBTYPE);
+    if ours || !super_options.split(',').any(|o| o == "user_id=0") {
+        return FuseHome::Users;
+    }
+    FuseHome::Roots(subtype.unwrap_or(source).to_string())
 }
 
 /// The running kernel's configuration, when it is readable as plain text.

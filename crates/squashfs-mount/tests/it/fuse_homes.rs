@@ -1,7 +1,7 @@
 //! Images on FUSE file systems and the image cache (issue 30, item 4): an
 //! image on a FUSE mount root made for everyone (a cluster file system's
 //! client such as GlusterFS; here squashfuse run by root with
-//! `allow_other`) is cached like one on root's disk, on both paths, so a
+//! `allow_other`, named in `trusted-fuse`) is cached like one on root's disk, on both paths, so a
 //! second launch is warm; one on a FUSE mount a user made, or on one of
 //! this tool's own FUSE mounts, never is. As unprivileged test users
 //! against the installed setuid binary.
@@ -22,13 +22,13 @@ use crate::case;
 /// with `allow_other`, `default_permissions` and `ro` (as GlusterFS mounts
 /// it: the kernel checks modes); unmounted (after evicting every cached instance,
 /// which may hold files of it open) when dropped.
-struct Squashfuse {
-    dir: PathBuf,
+pub(crate) struct Squashfuse {
+    pub(crate) dir: PathBuf,
     bin: PathBuf,
 }
 
 impl Squashfuse {
-    fn mount(fx: &Fixture, user: Option<&User>, image: &Path, dir: &Path) -> Squashfuse {
+    pub(crate) fn mount(fx: &Fixture, user: Option<&User>, image: &Path, dir: &Path) -> Squashfuse {
         fs::create_dir_all(dir).unwrap();
         let mut cmd = match user {
             Some(u) => {
@@ -118,7 +118,11 @@ fn images_on_roots_fuse_mount_are_cached_and_on_a_users_are_not() {
         return loud_skip("FUSE homes test: squashfuse missing (scripts/deps test installs it)");
     }
     case(|fx| {
-        let _conf = site::no_config();
+        // Root's squashfuse stands for a cluster file system's client: the
+        // site names it as one whose server enforces ownership (by default
+        // only GlusterFS's and CephFS's are: policy.rs,
+        // roots_fuse_mounts_are_trusted_only_where_the_site_says_so).
+        let _conf = site::config("trusted-fuse = squashfuse\n");
         let outer = outer(fx);
         let m = fx.mount_point("homes");
         {

@@ -90,8 +90,20 @@ fn about_the_layer(r: &Run) -> Vec<&str> {
 /// layer prints `kept` (the change persisted); every file in DIR is the
 /// caller's.
 fn like_tmpfs(fx: &Fixture, change: &str, shows: &[&str], check: &str, kept: &str) {
+    like_tmpfs_on(fx, images(fx), change, shows, check, kept)
+}
+
+/// [`like_tmpfs`] on `images` (the image on each path).
+fn like_tmpfs_on(
+    fx: &Fixture,
+    images: [(PathBuf, &'static str); 2],
+    change: &str,
+    shows: &[&str],
+    check: &str,
+    kept: &str,
+) {
     let m = fx.mount_point("owners");
-    for (image, way) in images(fx) {
+    for (image, way) in images {
         let in_m = |script: &str| format!("cd {} && {{ {script}; }} 2>&1", s(&m));
         let tmpfs = sh(fx, "--writable", &image, &m, &in_m(change), false);
         let dir = fx.user_dir().join(format!("layer-{way}"));
@@ -249,6 +261,56 @@ fn what_cannot_be_copied_is_named_with_its_owner() {
             r.ok();
             assert_eq!(about_the_layer(&r), [] as [&str; 0], "{way}");
             assert_eq!(not_owned_by(&dir, fx.uid), "", "{way}");
+        }
+    });
+}
+
+/// Issue 37, finding 6: a sticky directory's rule holds for the caller's
+/// copies. Root's 0644 file in a world-writable sticky directory of the
+/// image (a `/tmp` in it) gets no copy of the caller's: chmod, write and
+/// rename are refused with a kept layer as with `--writable`, on both
+/// paths, while the caller still makes files of their own there.
+#[test]
+fn a_sticky_directory_protects_roots_file_in_a_kept_layer() {
+    case(|fx| {
+        let kernel = fx.image(
+            "owners-sticky",
+            &[("tmp/rootfile", "conf\n")],
+            "chown -R 0:0 . && chmod 1777 tmp && chmod 0644 tmp/rootfile",
+        );
+        let own = fx.user_dir().join("owners-sticky.sqfs");
+        fs::copy(&kernel, &own).unwrap();
+        fx.user.chown(&own);
+        let tried = |what: &str, op: &str| {
+            format!("if {op} 2>/dev/null; then echo {what}-done; else echo {what}-refused; fi")
+        };
+        let change = [
+            tried("chmod", "chmod 0666 tmp/rootfile"),
+            tried("write", "echo more >> tmp/rootfile"),
+            tried("rename", "mv tmp/rootfile tmp/moved"),
+            tried("new", "echo mine > tmp/mine"),
+        ]
+        .join("; ");
+        like_tmpfs_on(
+            fx,
+            [(kernel, "kernel"), (own, "FUSE")],
+            &change,
+            &[
+                "chmod-refused",
+                "write-refused",
+                "rename-refused",
+                "new-done",
+            ],
+            "cat tmp/rootfile tmp/mine; ls tmp",
+            "conf\nmine\nmine\nrootfile\n",
+        );
+        for way in ["kernel", "FUSE"] {
+            let upper = fx.user_dir().join(format!("layer-{way}/0/upper/tmp"));
+            assert!(upper.is_dir(), "{way}: the caller's copy of tmp");
+            assert!(
+                !upper.join("rootfile").exists(),
+                "{way}: no copy of root's file in the sticky directory"
+            );
         }
     });
 }

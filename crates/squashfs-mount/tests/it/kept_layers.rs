@@ -870,3 +870,92 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
         );
     });
 }
+
+/// Issue 39, item 4: a kept layer is removed with the one command
+/// doc/user-guide.md gives; `rm -rf DIR` alone stops at the caller's
+/// read-only copies of root's directories (as in the image, they are
+/// 0555), and the layer it leaves is then refused with a message that
+/// says what it is and gives that command, which removes the rest. As the
+/// case's user, the way a user would.
+#[test]
+fn a_kept_layer_is_removed_with_the_documented_command() {
+    case(|fx| {
+        let img = fx.image(
+            "removal",
+            &[("sys/open", "open\n"), ("sys/sub/f", "f\n")],
+            "chown -R 0:0 . && chmod 0755 sys sys/sub && chmod 0666 sys/open",
+        );
+        let m = fx.mount_point("removal");
+        let dir = fx.user_dir().join("layer");
+        let use_layer = || {
+            launch(
+                fx,
+                &fx.bin,
+                &[
+                    format!("--writable={}", s(&dir)),
+                    pair(&img, &m),
+                    "--".into(),
+                    "sh".into(),
+                    "-c".into(),
+                    format!("echo more >> {}", s(&m.join("sys/open"))),
+                ],
+            )
+        };
+        let guide = fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../doc/user-guide.md"
+        ))
+        .unwrap();
+        let documented = "chmod -R u+rwX DIR && rm -rf DIR";
+        assert!(
+            guide.contains(&format!("`{documented}`")),
+            "doc/user-guide.md"
+        );
+        let remove = documented.replace("DIR", &s(&dir));
+        // The documented command on a whole layer.
+        use_layer().ok();
+        fx.user_sh(&remove).ok();
+        assert!(!dir.exists(), "{} is left after: {remove}", s(&dir));
+        // `rm -rf` alone, half-way; then what the next launch says.
+        use_layer().ok();
+        let rm = fx.user_sh(&format!("rm -rf {}", s(&dir)));
+        assert!(!rm.success() && dir.exists(), "{rm:?}");
+        let said = use_layer();
+        said.refused(&["what is left of a writable layer", "partly removed"]);
+        let err = said.stderr();
+        let given = err
+            .split("remove the rest with: ")
+            .nth(1)
+            .and_then(|rest| rest.split(" (or give").next())
+            .unwrap_or_else(|| panic!("no command in: {err}"));
+        assert_eq!(given, remove, "{err}");
+        fx.user_sh(given).ok();
+        assert!(!dir.exists(), "{} is left after: {given}", s(&dir));
+        // A fresh layer in its place.
+        use_layer().ok();
+        fx.user_sh(&remove).ok();
+        // A directory of the user's data with numbered directories is no
+        // layer to remove: the message never offers to delete it.
+        let data = fx.user_dir().join("results");
+        fx.user_sh(&format!(
+            "mkdir -p {d}/1 {d}/2 && echo r > {d}/1/out",
+            d = s(&data)
+        ))
+        .ok();
+        launch(
+            fx,
+            &fx.bin,
+            &[
+                format!("--writable={}", s(&data)),
+                pair(&img, &m),
+                "--".into(),
+                "true".into(),
+            ],
+        )
+        .refused(&[
+            "is not a writable layer made by squashfs-mount",
+            "give an empty or new directory",
+        ]);
+        assert!(data.join("1/out").exists());
+    });
+}

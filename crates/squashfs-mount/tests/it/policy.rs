@@ -634,3 +634,153 @@ fn a_directory_acl_that_lets_another_user_write_is_seen() {
         fs::remove_dir_all(&top).unwrap();
     });
 }
+
+/// Issue 37, finding 5: root's FUSE mounts are trusted for the kernel path
+/// only for the file systems the site names (`trusted-fuse`; by default
+/// GlusterFS's and CephFS's clients, whose servers enforce ownership).
+/// Root's squashfuse here shows every file as root's, as an s3fs or rclone
+/// mount would while users change the bytes by another road: by default
+/// its root image goes to FUSE, and `--policy` names the file system and
+/// the key; once the site lists it, to the kernel.
+#[test]
+fn roots_fuse_mounts_are_trusted_only_where_the_site_says_so() {
+    if !sqfsmnt_test_support::have("squashfuse") {
+        return sqfsmnt_test_support::loud_skip(
+            "root's FUSE mounts test: squashfuse missing (scripts/deps test installs it)",
+        );
+    }
+    case(|fx| {
+        let inner = fx.image("fuse-trust-inner", &[("which", "inner\n")], "");
+        let outer = fx.image(
+            "fuse-trust-outer",
+            &[],
+            &format!("cp {} root.sqfs && chmod 0644 root.sqfs", s(&inner)),
+        );
+        let m = fx.mount_point("fuse-trust");
+        let roots =
+            crate::fuse_homes::Squashfuse::mount(fx, None, &outer, &fx.path("fuse-trust/root"));
+        let image = roots.dir.join("root.sqfs");
+        let launch = [(image.clone(), m.clone())];
+        {
+            let _conf = site::no_config();
+            assert_eq!(ways(fx, &launch), ["fuse inner"]);
+            let line = policy_line(fx, &image);
+            assert!(
+                line.contains(": FUSE (")
+                    && line.contains("fuse.squashfuse")
+                    && line.contains("trusted-fuse: glusterfs, ceph-fuse"),
+                "{line}"
+            );
+        }
+        {
+            let _conf = site::config("trusted-fuse = squashfuse\n");
+            assert_eq!(ways(fx, &launch), ["kernel inner"]);
+            let line = policy_line(fx, &image);
+            assert!(line.contains(": kernel (trusted"), "{line}");
+        }
+        drop(roots);
+    });
+}
+
+/// The documented configuration file's settings, `(key, value)`, in order.
+fn documented_settings() -> Vec<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../etc/squashfs-mount.conf");
+    let text = fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.strip_prefix('#')?.split_once('=')?;
+            let k = k.trim();
+            let key = !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b == b'-');
+            key.then(|| (k.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// `--policy`'s `key = value` lines (notes after `#` left out).
+fn shown_settings(out: &str) -> Vec<(String, String)> {
+    out.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('/'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once(" =")?;
+            let v = v.split("  #").next().unwrap_or("").trim();
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// Issue 39, item 5: `--policy` (text and `--json`) says whether the
+/// configuration file was read or ignored, and why, and shows every key
+/// in force, the cache and resource keys included: with no file, exactly
+/// the defaults the documented file lists, in its order.
+#[test]
+fn policy_says_whether_the_file_was_read_and_shows_every_key() {
+    case(|fx| {
+        let documented = documented_settings();
+        assert!(documented.len() > 20, "{documented:?}");
+        {
+            let _conf = site::no_config();
+            let r = fx.run(["--policy"]);
+            r.ok();
+            assert_eq!(shown_settings(&r.stdout()), documented, "{}", r.stdout());
+        }
+        {
+            let _conf = site::config("kernel-images = none\n");
+            fs::set_permissions(
+                "/etc/squashfs-mount.conf",
+                fs::Permissions::from_mode(0o664),
+            )
+            .unwrap();
+            let r = fx.run(["--policy"]);
+            r.ok();
+            let out = r.stdout();
+            assert!(r.stderr().contains("ignored"), "{}", r.stderr());
+            assert!(!out.contains("in force: /etc/squashfs-mount.conf"), "{out}");
+            assert!(
+                out.contains("the built-in defaults (/etc/squashfs-mount.conf is ignored: it is writable by its group (mode 0664)"),
+                "{out}"
+            );
+            assert!(out.contains("\nkernel-images = trusted\n"), "{out}");
+            let r = fx.run(["--policy", "--json"]);
+            let out = r.stdout();
+            assert!(out.contains("\"config_file_state\":\"ignored\""), "{out}");
+            assert!(
+                out.contains("\"config_file_ignored_because\":\"it is writable by its group"),
+                "{out}"
+            );
+        }
+        {
+            let _conf = site::config(
+                "cache-max-idle = 2m\nno-such-key = 1\nmax-loop-devices = 300\nmax-loop-devices-per-user = 10%\n",
+            );
+            let r = fx.run(["--policy"]);
+            r.ok();
+            let out = r.stdout();
+            assert!(
+                out.contains("# site policy in force: /etc/squashfs-mount.conf (built-in defaults where it sets nothing)\n# it sets: max-loop-devices, max-loop-devices-per-user, cache-max-idle\n# skipped: line 2: unknown key 'no-such-key'; skipped\n"),
+                "{out}"
+            );
+            let shown = shown_settings(&out);
+            let keys: Vec<&String> = shown.iter().map(|(k, _)| k).collect();
+            let listed: Vec<&String> = documented.iter().map(|(k, _)| k).collect();
+            assert_eq!(keys, listed, "{out}");
+            for (k, v) in [("cache-max-idle", "2m"), ("max-loop-devices", "300")] {
+                assert!(shown.contains(&(k.into(), v.into())), "{k}: {out}");
+            }
+            assert!(
+                out.contains("max-loop-devices-per-user = 10%  # 30 loop devices"),
+                "{out}"
+            );
+            let r = fx.run(["--policy", "--json"]);
+            let out = r.stdout();
+            assert!(out.contains("\"config_file_state\":\"read\""), "{out}");
+            assert!(
+                out.contains("\"config_file_sets\":[\"max-loop-devices\",\"max-loop-devices-per-user\",\"cache-max-idle\"]"),
+                "{out}"
+            );
+            for (k, _) in &documented {
+                assert!(out.contains(&format!("\"{k}\":")), "{k}: {out}");
+            }
+            assert!(out.contains("\"cache-max-idle\":\"2m\""), "{out}");
+        }
+    });
+}
