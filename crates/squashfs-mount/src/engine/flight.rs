@@ -224,6 +224,7 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
                     key: r.key(self.caller),
                     id: Identity::from(&r.image.id),
                     copies: r.copies,
+                    by: self.caller,
                 }
             })
             .collect();
@@ -266,7 +267,7 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
         }
         let caller = self.caller;
         away(self.creds, self.root_side, |root, rs| {
-            if let Err(e) = rs.open_claims(root) {
+            if let Err(e) = rs.open_claims(root, caller) {
                 path.event(Event::NoSingleFlight(e));
                 return;
             }
