@@ -259,6 +259,11 @@ impl Store {
         // Before the lock: which instances some namespace uses (a bounded
         // but slow scan that nobody should wait for).
         let scanned = self.scan_usage(root, usage_scan::AT_LAUNCH);
+        // Also before it: the devices left to the cache (a walk over every
+        // device's record; the few a holder leaves meanwhile count from
+        // the next offer on).
+        let devices = Devices::open(root).ok().flatten();
+        let left = devices.as_ref().map_or((0, 0), |d| d.left(root));
         let (host, guard, entries, secret) = match self.locked_listing(root) {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
@@ -268,8 +273,13 @@ impl Store {
             .iter()
             .map(|o| o.meta.key().entry_name(&secret))
             .collect();
-        let (staying, mut count, mut bytes) =
-            self.staying(root, &entries, &cands, &evict, &offered);
+        let (staying, mut count, mut bytes) = staying(
+            root,
+            (devices.as_ref(), left),
+            &entries,
+            &cands,
+            (&evict, &offered),
+        );
         let makers: Vec<Uid> = staying
             .iter()
             .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
@@ -328,33 +338,6 @@ impl Store {
         placed.map_err(|e| (e, pending.into_inner()))
     }
 
-    /// Under the lock, before `evict` goes: the entries that stay, and
-    /// how many instances and how much kernel memory the cache then holds
-    /// (with the devices left to it, which count against its limits as
-    /// its entries do); the devices of what may go (evicted, or replaced by
-    /// an offer) are left to the cache where another user than their maker
-    /// cloned them (`let_go`).
-    fn staying(
-        &self,
-        root: &AsRoot,
-        entries: &[Entry],
-        cands: &[Candidate],
-        evict: &[usize],
-        offered: &HashSet<String>,
-    ) -> (Vec<usize>, usize, u64) {
-        let devices = Devices::open(root).ok().flatten();
-        let staying: Vec<usize> = (0..entries.len())
-            .filter(|&i| entries[i].valid && !evict.contains(&i))
-            .collect();
-        let (left, left_bytes) = devices.as_ref().map_or((0, 0), |d| d.left(root));
-        let count = staying.len() + left;
-        let bytes = staying.iter().map(|&i| cands[i].cost).sum::<u64>() + left_bytes;
-        let going = (0..entries.len())
-            .filter(|&i| evict.contains(&i) || offered.contains(&entries[i].name));
-        let_go(root, devices.as_ref(), going.map(|i| &entries[i]));
-        (staying, count, bytes)
-    }
-
     /// The exclusive lock, and the entries and the secret read under it.
     #[allow(clippy::type_complexity)]
     fn locked_listing(
@@ -410,6 +393,30 @@ impl Store {
     pub fn name_of(&self, key: &Key) -> Option<String> {
         self.secret.get().map(|s| key.entry_name(&s))
     }
+}
+
+/// Under the lock, before `evict` goes: the entries that stay, and how
+/// many instances and how much kernel memory the cache then holds, with
+/// the devices `left` to it (count, bytes), which count against its limits
+/// as its entries do; the devices of what may go (evicted, or replaced by
+/// an offer, `offered`) are left to the cache where another user than
+/// their maker cloned them (`let_go`).
+fn staying(
+    root: &AsRoot,
+    (devices, left): (Option<&Devices>, (usize, u64)),
+    entries: &[Entry],
+    cands: &[Candidate],
+    (evict, offered): (&[usize], &HashSet<String>),
+) -> (Vec<usize>, usize, u64) {
+    let staying: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i].valid && !evict.contains(&i))
+        .collect();
+    let count = staying.len() + left.0;
+    let bytes = staying.iter().map(|&i| cands[i].cost).sum::<u64>() + left.1;
+    let going =
+        (0..entries.len()).filter(|&i| evict.contains(&i) || offered.contains(&entries[i].name));
+    let_go(root, devices, going.map(|i| &entries[i]));
+    (staying, count, bytes)
 }
 
 /// Before the cache lets go of `evicted` (under its lock): the loop device

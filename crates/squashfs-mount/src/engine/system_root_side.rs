@@ -77,6 +77,12 @@ pub fn shared<T>(own_session: bool, work: impl FnOnce() -> T) -> Result<T, OwnSe
     if !own_session {
         return Ok(work());
     }
+    // Real uid 0 from before the clone, so that the work's process is born
+    // out of the caller's reach: a signal sent to it in its first
+    // instructions could otherwise stop it for good once it is root's
+    // (only the launch's own terminal reaches the launch meanwhile: a ^C
+    // ends it, the work then completes on its own).
+    let _reach = system::OutOfReach::enter().map_err(|e| OwnSession::Setup("setresuid", e))?;
     match system::in_own_session(system::leave_the_callers_reach, work) {
         Err(died @ OwnSession::Died(_)) => {
             system::error::report(format_args!("fatal: {died}"));

@@ -12,10 +12,11 @@
 //! ends. It does not share the launch's credentials, fs_struct (working
 //! directory, umask), mount namespace, session or scheduling: what it
 //! changes there is its own and ends with it. The launch itself stays in
-//! the caller's session (the command it becomes needs it) and within the
-//! caller's reach: a caller can end a launch of theirs that waits here
-//! (the wait is killable); the work then still completes and releases what
-//! it holds, and whatever it made goes with it.
+//! the caller's session (the command it becomes needs it); its wait here
+//! is killable (a fatal signal ends it), and the work then still completes
+//! and releases what it holds, and whatever it made goes with it. The
+//! caller gives it real uid 0 before the clone (`OutOfReach`), so that the
+//! process is born out of the caller's reach.
 #![allow(unsafe_code)]
 
 use std::ffi::c_void;
