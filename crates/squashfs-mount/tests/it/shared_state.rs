@@ -322,7 +322,13 @@ fn the_command_gets_the_callers_umask_and_scheduling_back() {
         let out = r.stdout();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.first().copied(), Some("0027"), "{out}");
-        assert_eq!(lines.get(1).copied(), Some("7"), "{out}");
+        // `nice -n 7` adds to the nice value the tests run at (a machine's
+        // test runner may nice them).
+        let ours: i64 = stat_field(std::process::id(), 19)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let want = (ours + 7).min(19).to_string();
+        assert_eq!(lines.get(1).copied(), Some(want.as_str()), "{out}");
         assert!(out.contains("SCHED_IDLE"), "{out}");
     });
 }
@@ -503,14 +509,21 @@ fn a_launch_starved_of_cpu_stalls_nobody() {
             if let Some(q) = &quota {
                 q.enter(a.0.id());
             }
+            // Three rounds of user b's launches, each at a moment one of
+            // user a's launches holds the cache's lock when one is seen in
+            // time. A holder in a's quota holds it long (a's launches get
+            // there slowly: 1 ms of CPU a second); since round 35 one under
+            // `chrt -i 0` is not starved (root's shared work runs out of
+            // its caller's scheduling reach) and holds it for a moment only.
+            let starved = quota.is_some();
+            let wait = Duration::from_secs(if starved { 30 } else { 5 });
             let mut caught = 0;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while caught < 3 && Instant::now() < deadline {
-                if exclusive_holders(&cache_lock).is_empty() {
+            for _ in 0..3 {
+                let t = Instant::now();
+                while exclusive_holders(&cache_lock).is_empty() && t.elapsed() < wait {
                     std::thread::sleep(Duration::from_millis(1));
-                    continue;
                 }
-                caught += 1;
+                caught += usize::from(!exclusive_holders(&cache_lock).is_empty());
                 round += 1;
                 let cold = fx.image(&format!("starve-cold{round}"), &[("c", "c\n")], "");
                 b_is_served(fx, b, &warm, &cold, &mb);
@@ -518,7 +531,7 @@ fn a_launch_starved_of_cpu_stalls_nobody() {
             drop(a);
             drop(quota);
             assert!(
-                caught >= 1,
+                caught >= 1 || !starved,
                 "{technique}: user a's launch never held the cache's lock"
             );
         }
