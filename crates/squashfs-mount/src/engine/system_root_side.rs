@@ -114,7 +114,7 @@ fn attach_all(
 ) -> Result<Vec<(LoopDevice, bool)>, Failure> {
     let devices =
         Devices::open(root).map_err(|e| Failure::new(budgets::LimitsError::NotRootOnly(e)))?;
-    let holdings = store.map(|s| s.holdings(root, caller)).unwrap_or_default();
+    let holdings = || store.map(|s| s.holdings(root, caller)).unwrap_or_default();
     let wanted = images.iter().filter(|f| f.for_cache).count();
     let mut room = budgets::reserve(
         root,
@@ -122,7 +122,7 @@ fn attach_all(
         caller,
         (images.len(), wanted),
         shares,
-        &holdings,
+        holdings,
     )?;
     let mut out = Vec::with_capacity(images.len());
     for f in images {

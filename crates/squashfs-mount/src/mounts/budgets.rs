@@ -222,21 +222,28 @@ impl UserHold {
 /// `for_cache` wanted for the cache, how many may be (within the user's
 /// share of the cache; the others are private), with the private ones
 /// within the user's share of loop devices and all of them within
-/// `max-loop-devices`. Refuses otherwise. Without records (`devices`
-/// None) nothing is counted.
+/// `max-loop-devices`. Refuses otherwise. What the cache holds (`cache`)
+/// is read only when it matters: for instances wanted for it, or when the
+/// user has devices it may hold. Without records (`devices` None) nothing
+/// is counted.
 pub fn reserve(
     root: &AsRoot,
     devices: Option<&Devices>,
     uid: Uid,
     (wanted, for_cache): (usize, usize),
     shares: Shares,
-    cache: &Holdings,
+    cache: impl Fn() -> Holdings,
 ) -> Result<usize, Failure> {
     let Some(devices) = devices else {
         return Ok(for_cache);
     };
-    let now = devices.count(root, uid, || cache.devices.clone());
-    let room = (shares.cache_per_user as usize).saturating_sub(cache.made);
+    let read = std::cell::OnceCell::new();
+    let holdings = || read.get_or_init(&cache);
+    let now = devices.count(root, uid, || holdings().devices.clone());
+    let room = match for_cache {
+        0 => 0,
+        _ => (shares.cache_per_user as usize).saturating_sub(holdings().made),
+    };
     let cached = for_cache.min(room);
     let private = wanted - cached;
     if private > 0 && now.users + private > shares.loops.per_user as usize {

@@ -154,11 +154,28 @@ impl Devices {
     }
 
     /// Claims device `number`, without waiting: None when another launch
-    /// holds its claim.
+    /// holds its claim. A file removed (`tidy`) between its open and its
+    /// lock is opened again: a claim is always on the file the name
+    /// names.
     pub fn claim(&self, _root: &AsRoot, number: u32) -> Result<Option<DeviceClaim>, Error> {
-        let file = system::open_lock_file(self.dir.as_fd(), &number.to_string(), 0o600)?;
-        Ok(system::try_lock(file.as_fd(), LockKind::Exclusive)?
-            .then_some(DeviceClaim { file, number }))
+        loop {
+            let file = system::open_lock_file(self.dir.as_fd(), &number.to_string(), 0o600)?;
+            if !system::try_lock(file.as_fd(), LockKind::Exclusive)? {
+                return Ok(None);
+            }
+            if system::fstat(file.as_fd())?.nlink > 0 {
+                return Ok(Some(DeviceClaim { file, number }));
+            }
+        }
+    }
+
+    /// Removes the file of device `number`, which is not bound, unless a
+    /// launch holds its claim: numbers the tool no longer uses cost later
+    /// counts nothing.
+    fn tidy(&self, root: &AsRoot, number: u32) {
+        if let Ok(Some(_claim)) = self.claim(root, number) {
+            let _ = system::remove_file(self.dir.as_fd(), &number.to_string());
+        }
     }
 
     /// The current record of device `number`: one whose disk sequence
@@ -170,14 +187,22 @@ impl Devices {
         (system::loop_disk_sequence(number) == Some(record.seq)).then_some(record)
     }
 
-    /// Every device number with a current record, and its record.
-    fn records(&self) -> Vec<(u32, Binding)> {
+    /// Every device number with a current record, and its record. Only
+    /// bound devices' records are read (one `stat` in sysfs tells: most
+    /// numbers the tool ever used are free again).
+    fn records(&self, root: &AsRoot) -> Vec<(u32, Binding)> {
         let Ok((names, _)) = system::list_dir(self.dir.as_fd(), ".", 1 << 20) else {
             return Vec::new();
         };
-        names
+        let (bound, free): (Vec<u32>, Vec<u32>) = names
             .iter()
             .filter_map(|n| n.to_str()?.parse::<u32>().ok())
+            .partition(|&n| system::loop_bound(n));
+        for n in free {
+            self.tidy(root, n);
+        }
+        bound
+            .into_iter()
             .filter_map(|n| Some((n, self.current(n)?)))
             .collect()
     }
@@ -188,11 +213,11 @@ impl Devices {
     /// to the cache meanwhile, never hide one.
     pub fn count(
         &self,
-        _root: &AsRoot,
+        root: &AsRoot,
         uid: Uid,
         cached: impl FnOnce() -> Vec<CachedDevice>,
     ) -> AttachedCount {
-        let records = self.records();
+        let records = self.records(root);
         let cached = if records.iter().any(|(_, r)| r.maker == uid) {
             cached()
         } else {
@@ -215,8 +240,8 @@ impl Devices {
     }
 
     /// The devices left to the cache now, and their kernel memory.
-    pub fn left(&self, _root: &AsRoot) -> (usize, u64) {
-        self.records()
+    pub fn left(&self, root: &AsRoot) -> (usize, u64) {
+        self.records(root)
             .iter()
             .filter_map(|(_, r)| r.left)
             .fold((0, 0), |(n, b), cost| (n + 1, b + cost))
