@@ -18,6 +18,10 @@
 //! - [`install`]: the setuid binary installed into a temporary prefix.
 //! - [`fixture`]: the squashfs-mount suites' fixture and [`fixture::case`].
 //! - [`held`]: who holds the shared locks; process groups ended on drop.
+//! - [`starve`]: a user's sessions starved of CPU by autogroup nice and
+//!   CPU affinity; what a process's autogroup and CPUs are.
+//! - [`blind`]: mount namespaces whose mountinfo a bounded scan cannot
+//!   read.
 //! - [`python`]: a venv packed into an image and a local wheel for pip.
 //! - [`race`]: a symlink flipped between two targets while a test launches
 //!   through it.
@@ -26,6 +30,7 @@
 //!   namespaces.
 
 pub mod args;
+pub mod blind;
 pub mod cachens;
 pub mod cleanup;
 pub mod cmd;
@@ -42,6 +47,7 @@ pub mod refusals;
 pub mod site;
 pub mod skip;
 pub mod slurm;
+pub mod starve;
 pub mod tree;
 pub mod unmount;
 pub mod userns;

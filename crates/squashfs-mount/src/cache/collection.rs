@@ -84,14 +84,16 @@ impl Store {
         target: Option<(u64, u64)>,
         scanned: &Scanned,
     ) -> Result<Vec<(Entry, bool)>, CacheError> {
-        if let Ok(claims) = super::claim::Claims::open(root) {
-            claims.tidy(root);
-        }
+        super::claim::tidy(root);
         let host = Host::open()?;
         let entries = self.visit(false, |_| list_entries(&host))?;
         let cands = self.candidates(root, &entries, asker, target, &HashSet::new(), scanned);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
+            let devices = crate::mounts::loop_records::Devices::open(root)
+                .ok()
+                .flatten();
+            super::store::let_go(root, devices.as_ref(), chosen.iter().map(|&i| &entries[i]));
             // One entry that cannot be removed does not keep the others.
             let removed = self.visit(false, |_| {
                 let results: Vec<_> = chosen

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use super::meta::{is_entry_name, Identity, Kind, Meta, META_LIMIT};
-use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE};
+use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE, SHARED_ATTRIBUTE};
 use crate::config::MAX_CACHE_ENTRIES;
 use crate::system::{self, Error, Uid};
 
@@ -71,6 +71,8 @@ pub struct Entry {
     /// `meta` parses and `mnt` is a squashfs mount of its loop device.
     pub valid: bool,
     pub last_used: i64,
+    /// A kernel instance another user than its maker cloned.
+    pub shared: bool,
 }
 
 pub(super) fn path(name: &str, leaf: &str) -> String {
@@ -133,14 +135,16 @@ fn read_meta(name: &str) -> Option<Meta> {
     }
 }
 
-/// `copies` clones of entry `name` if it is of the same unchanged file `id`
-/// and still good: a kernel instance whose loop device is still backed by
-/// that very file, or a FUSE instance of `fuse_user` whose server still
-/// runs. Else none, and the entry's record when there is one (to tell why).
+/// `copies` clones of entry `name`, for user `by`, if it is of the same
+/// unchanged file `id` and still good: a kernel instance whose loop device
+/// is still backed by that very file, or a FUSE instance of `fuse_user`
+/// whose server still runs. Else none, and the entry's record when there
+/// is one (to tell why). A kernel instance cloned for another user than
+/// its maker is marked shared first (see [`SHARED_ATTRIBUTE`]).
 pub(super) fn clones_of(
     name: &str,
     id: &Identity,
-    fuse_user: Option<Uid>,
+    (fuse_user, by): (Option<Uid>, Uid),
     copies: usize,
     host: &Host,
 ) -> (Vec<OwnedFd>, Option<Meta>) {
@@ -159,6 +163,14 @@ pub(super) fn clones_of(
         },
     };
     if !good {
+        return (Vec::new(), Some(meta));
+    }
+    // Before any clone exists: an entry evicted later, while this clone
+    // may hold its device, is known to be another user's too.
+    if matches!(meta.kind, Kind::Kernel { .. })
+        && by != meta.uid
+        && system::set_attribute(&path(name, ""), SHARED_ATTRIBUTE, b"1").is_err()
+    {
         return (Vec::new(), Some(meta));
     }
     let checked =
@@ -219,6 +231,13 @@ fn read_entry(name: &str, host: &Host) -> Result<Option<Entry>, CacheError> {
         }
     }
     let meta = if dir.is_dir() { read_meta(name) } else { None };
+    let shared = meta
+        .as_ref()
+        .is_some_and(|m| matches!(m.kind, Kind::Kernel { .. }))
+        && matches!(
+            system::attribute(&path(name, ""), SHARED_ATTRIBUTE, 8),
+            Ok(Some(_))
+        );
     let last_used = dir.mtime.0;
     let valid = dir.is_dir()
         && is_entry_name(name.as_bytes())
@@ -230,6 +249,7 @@ fn read_entry(name: &str, host: &Host) -> Result<Option<Entry>, CacheError> {
         meta,
         valid,
         last_used,
+        shared,
     }))
 }
 

@@ -20,7 +20,9 @@
 //! /<name>/                   an entry: its attribute
 //!                            trusted.squashfs-mount.meta records the image
 //!                            file's identity, loop device, creator, path
-//!                            (set last); its mtime is the time of last use
+//!                            (set last); trusted.squashfs-mount.shared is
+//!                            set once another user than the creator cloned
+//!                            it; its mtime is the time of last use
 //! /<name>/mnt                the instance, mounted ro,nosuid,nodev
 //! /.fusectl                  the machine's fusectl, mounted once: asks the
 //!                            kernel whether an evicted FUSE instance's
@@ -79,6 +81,10 @@ const MARKER: &str = "/squashfs-mount-cache";
 const SECRET_ATTRIBUTE: &str = "trusted.squashfs-mount.secret";
 /// The attribute of an entry's directory holding its record.
 const META_ATTRIBUTE: &str = "trusted.squashfs-mount.meta";
+/// Set on a kernel entry's directory once a user other than its maker
+/// cloned its instance: evicted, its loop device may be theirs, and counts
+/// for the cache rather than its maker (`mounts::loop_records`).
+const SHARED_ATTRIBUTE: &str = "trusted.squashfs-mount.shared";
 /// Seconds between two opportunistic collections at launch.
 pub const GC_INTERVAL: i64 = 10;
 
@@ -102,6 +108,8 @@ pub enum CacheError {
     NotOpen,
     /// The lock could not be taken in time (see `shared_lock`).
     Busy(crate::mounts::shared_lock::Busy),
+    /// Root's work on the cache could not start out of the caller's reach.
+    OwnSession(system::OwnSession),
 }
 
 impl CacheError {
@@ -137,6 +145,7 @@ impl fmt::Display for CacheError {
             CacheError::NoSecret => f.write_str("the cache namespace has no secret"),
             CacheError::NotOpen => f.write_str("the image cache is not open"),
             CacheError::Busy(why) => write!(f, "its lock cannot be taken now: {why}"),
+            CacheError::OwnSession(e) => write!(f, "{e}"),
         }
     }
 }
@@ -148,6 +157,9 @@ impl From<StateDirError> for CacheError {
         match e {
             StateDirError::Stat(e) => CacheError::System(format!("cannot stat {STATE_DIR}"), e),
             StateDirError::NotRootOnly => CacheError::NotRootOnly,
+            StateDirError::Subdir(name, e) => {
+                CacheError::System(format!("cannot use {STATE_DIR}/{name}"), e)
+            }
         }
     }
 }

@@ -25,7 +25,9 @@ use super::meta::{Identity, Key, Kind, Meta};
 use super::usage_scan;
 use super::{root_only, CacheError, LOCK_FILE, MARKER, NS_FILE, STATE_DIR};
 use crate::config::CacheLimits;
+use crate::mounts::budgets::Holdings;
 use crate::mounts::loop_device::CachedDevice;
+use crate::mounts::loop_records::Devices;
 use crate::mounts::shared_lock::Held;
 use crate::privilege::AsRoot;
 use crate::system::{self, Error, LockKind, Uid, VisitError};
@@ -55,6 +57,8 @@ pub struct Want {
     /// The file as the launch opened it.
     pub id: Identity,
     pub copies: usize,
+    /// The user whose launch asks.
+    pub by: Uid,
 }
 
 /// Clones of a cached instance (empty: none), and the record of a stale
@@ -185,33 +189,38 @@ impl Store {
         }
     }
 
-    /// The loop devices of the kernel instances the cache holds, by its
-    /// records (valid entries only: their instance is mounted on their
-    /// device). Read without the cache's lock, so only ever after the
-    /// devices' status (`loop_device::attached`): what was placed or
-    /// evicted meanwhile then counts as it is now. Empty when the cache
-    /// cannot be read.
-    pub fn cached_devices(&self, _root: &AsRoot) -> Vec<CachedDevice> {
+    /// What the cache holds that counts for `uid` (see `budgets::Holdings`):
+    /// the loop devices of the kernel instances it holds, by its records
+    /// (valid entries only: their instance is mounted on their device), and
+    /// how many of its instances `uid`'s launches made. Read without the
+    /// cache's lock, so only ever after the devices' records
+    /// (`Devices::count`): what was placed or evicted meanwhile then counts
+    /// as it is now. Nothing when the cache cannot be read.
+    pub fn holdings(&self, _root: &AsRoot, uid: Uid) -> Holdings {
         let Ok(host) = Host::open() else {
-            return Vec::new();
+            return Holdings::default();
         };
         let entries = self
             .visit(false, |_| list_entries(&host))
             .unwrap_or_default();
-        entries
-            .iter()
-            .filter(|e| e.valid)
-            .filter_map(|e| {
-                let m = e.meta.as_ref()?;
-                match m.kind {
+        let valid = || {
+            entries
+                .iter()
+                .filter(|e| e.valid)
+                .filter_map(|e| e.meta.as_ref())
+        };
+        Holdings {
+            devices: valid()
+                .filter_map(|m| match m.kind {
                     Kind::Kernel { loop_number, .. } => Some(CachedDevice {
                         number: loop_number,
                         backing: (m.dev, m.ino),
                     }),
                     Kind::Fuse { .. } => None,
-                }
-            })
-            .collect()
+                })
+                .collect(),
+            made: valid().filter(|m| m.uid == uid).count(),
+        }
     }
 
     /// Clones of the cached instances `wanted` (which instance, the file's
@@ -228,7 +237,7 @@ impl Store {
                 .iter()
                 .map(|w| {
                     let name = w.key.entry_name(secret);
-                    clones_of(&name, &w.id, w.key.fuse_user, w.copies, &host)
+                    clones_of(&name, &w.id, (w.key.fuse_user, w.by), w.copies, &host)
                 })
                 .collect())
         })
@@ -250,16 +259,27 @@ impl Store {
         // Before the lock: which instances some namespace uses (a bounded
         // but slow scan that nobody should wait for).
         let scanned = self.scan_usage(root, usage_scan::AT_LAUNCH);
+        // Also before it: the devices left to the cache (a walk over every
+        // device's record; the few a holder leaves meanwhile count from
+        // the next offer on).
+        let devices = Devices::open(root).ok().flatten();
+        let left = devices.as_ref().map_or((0, 0), |d| d.left(root));
         let (host, guard, entries, secret) = match self.locked_listing(root) {
             Ok(p) => p,
             Err(e) => return Err((e, offers)),
         };
         let (cands, evict) = self.evictions(root, &entries, &secret, &offers, protected, &scanned);
-        let staying: Vec<usize> = (0..entries.len())
-            .filter(|&i| entries[i].valid && !evict.contains(&i))
+        let offered: HashSet<String> = offers
+            .iter()
+            .map(|o| o.meta.key().entry_name(&secret))
             .collect();
-        let mut count = staying.len();
-        let mut bytes: u64 = staying.iter().map(|&i| cands[i].cost).sum();
+        let (staying, mut count, mut bytes) = staying(
+            root,
+            (devices.as_ref(), left),
+            &entries,
+            &cands,
+            (&evict, &offered),
+        );
         let makers: Vec<Uid> = staying
             .iter()
             .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
@@ -278,7 +298,7 @@ impl Store {
                 let (theirs, _) = clones_of(
                     &name,
                     &offer.meta.identity(),
-                    key.fuse_user,
+                    (key.fuse_user, offer.meta.uid),
                     offer.copies,
                     &host,
                 );
@@ -310,8 +330,9 @@ impl Store {
             }
             Ok(out)
         });
-        // What the cache took now counts for it, and what it let go for its
-        // maker, by the records alone (`cached_devices`): nothing to rename.
+        // What the cache took now counts for it, by its records alone
+        // (`holdings`); what it let go, for its maker, or for the cache
+        // still if another user had cloned it (`let_go`).
         drop(guard);
         self.end_servers(root, evict.iter().filter_map(|&i| entries[i].meta.as_ref()));
         placed.map_err(|e| (e, pending.into_inner()))
@@ -371,6 +392,53 @@ impl Store {
     /// yet.
     pub fn name_of(&self, key: &Key) -> Option<String> {
         self.secret.get().map(|s| key.entry_name(&s))
+    }
+}
+
+/// Under the lock, before `evict` goes: the entries that stay, and how
+/// many instances and how much kernel memory the cache then holds, with
+/// the devices `left` to it (count, bytes), which count against its limits
+/// as its entries do; the devices of what may go (evicted, or replaced by
+/// an offer, `offered`) are left to the cache where another user than
+/// their maker cloned them (`let_go`).
+fn staying(
+    root: &AsRoot,
+    (devices, left): (Option<&Devices>, (usize, u64)),
+    entries: &[Entry],
+    cands: &[Candidate],
+    (evict, offered): (&[usize], &HashSet<String>),
+) -> (Vec<usize>, usize, u64) {
+    let staying: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i].valid && !evict.contains(&i))
+        .collect();
+    let count = staying.len() + left.0;
+    let bytes = staying.iter().map(|&i| cands[i].cost).sum::<u64>() + left.1;
+    let going =
+        (0..entries.len()).filter(|&i| evict.contains(&i) || offered.contains(&entries[i].name));
+    let_go(root, devices, going.map(|i| &entries[i]));
+    (staying, count, bytes)
+}
+
+/// Before the cache lets go of `evicted` (under its lock): the loop device
+/// of each shared kernel instance among them (one another user than its
+/// maker cloned) is left to the cache, so that while it stays attached it
+/// counts for the cache (within its limits) and never for a maker who may
+/// not hold it (`loop_records`).
+pub(super) fn let_go<'a>(
+    root: &AsRoot,
+    devices: Option<&Devices>,
+    evicted: impl Iterator<Item = &'a Entry>,
+) {
+    let Some(devices) = devices else {
+        return;
+    };
+    for e in evicted.filter(|e| e.shared) {
+        if let Some(m) = &e.meta {
+            if let Kind::Kernel { loop_number, .. } = m.kind {
+                let cost = super::kinds::cost(m);
+                devices.leave_to_the_cache(root, loop_number, (m.dev, m.ino), cost);
+            }
+        }
     }
 }
 

@@ -5,9 +5,9 @@
 
 use std::ffi::OsStr;
 
-use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
+use super::{acquire, on_the_cache, open_existing, shown_path, visible, CommandError, ROOTLESS};
 use crate::cache::evict::Occasion;
-use crate::cache::{usage_scan, CacheError, Entry, Store};
+use crate::cache::{usage_scan, Entry, Store};
 use crate::config;
 use crate::mounts::image::Image;
 use crate::privilege::{AsRoot, Credentials, RootPhase};
@@ -35,19 +35,17 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
         print_stdout("no image cache\n");
         return Ok(());
     };
-    let result = privileges
-        .as_root(|root| -> Result<_, CacheError> {
-            let file = target.as_ref().map(|t| (t.id.dev, t.id.ino));
-            let mode = match (&target, all) {
-                (Some(_), _) => Occasion::Image,
-                (None, true) => Occasion::All,
-                (None, false) if expired => Occasion::Expired,
-                (None, false) if uid.is_root() => Occasion::Root,
-                (None, false) => Occasion::User,
-            };
-            store.collect(root, mode, Some(uid), file, usage_scan::ON_REQUEST)
-        })?
-        .map_err(|e| Failure::new(CommandError::Cache(e)))?;
+    let result = privileges.as_root(|root| {
+        let file = target.as_ref().map(|t| (t.id.dev, t.id.ino));
+        let mode = match (&target, all) {
+            (Some(_), _) => Occasion::Image,
+            (None, true) => Occasion::All,
+            (None, false) if expired => Occasion::Expired,
+            (None, false) if uid.is_root() => Occasion::Root,
+            (None, false) => Occasion::User,
+        };
+        on_the_cache(|| store.collect(root, mode, Some(uid), file, usage_scan::ON_REQUEST))
+    })??;
     drop(store);
     privileges.drop_for_good()?;
     print_stdout(&report(&result, uid, target.as_ref()));

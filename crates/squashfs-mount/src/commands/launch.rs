@@ -112,7 +112,12 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
         fuse_server: FuseServer::NextToProgram,
         caller_limits: Some(&limits),
     };
-    let mut mounted = engine::mount_all(&mut privileges, &mut System::default(), request, &ctx)?;
+    let mut mounted = engine::mount_all(
+        &mut privileges,
+        &mut System::out_of_session(),
+        request,
+        &ctx,
+    )?;
     privileges
         .as_root(|_root| limits.restore())?
         .map_err(LaunchError::RestoreLimits)?;

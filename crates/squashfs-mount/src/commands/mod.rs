@@ -57,6 +57,14 @@ impl fmt::Display for CommandError {
 
 crate::error_kind!(CommandError);
 
+/// Root's work on the cache (its lock, evictions) in a process of its own
+/// session, out of the caller's scheduling reach, as a launch's.
+fn on_the_cache<T>(work: impl FnOnce() -> Result<T, CacheError>) -> Result<T, Failure> {
+    crate::engine::shared_work(true, work)
+        .map_err(|e| Failure::new(CommandError::Cache(CacheError::OwnSession(e))))?
+        .map_err(|e| Failure::new(CommandError::Cache(e)))
+}
+
 /// Opens the existing cache as root; None when there is none.
 fn open_existing(privileges: &mut Privileges) -> Result<Option<Store>, Failure> {
     privileges
@@ -113,6 +121,7 @@ mod tests {
             )),
             valid: true,
             last_used: 0,
+            shared: false,
         };
         assert!(visible(Uid::from_raw(1000), &e(1000)));
         assert!(!visible(Uid::from_raw(1001), &e(1000)));

@@ -1,8 +1,8 @@
 //! `squashfs-mount --cache-status [--json]`: the caller's own cached
 //! instances (root: all of them), as a table or as JSON.
 
-use super::{acquire, open_existing, shown_path, visible, CommandError, ROOTLESS};
-use crate::cache::{cost, CacheError, Entry, Kind, Meta};
+use super::{acquire, on_the_cache, open_existing, shown_path, visible, ROOTLESS};
+use crate::cache::{cost, Entry, Kind, Meta};
 use crate::config::names::{FileNames, Names};
 use crate::privilege::Credentials;
 use crate::system;
@@ -21,17 +21,14 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
         print_stdout(if json { "[]\n" } else { "no image cache\n" });
         return Ok(());
     };
-    let (entries, usage) = privileges
-        .as_root(|root| -> Result<_, CacheError> {
-            let entries: Vec<Entry> = store
-                .entries(root)?
-                .into_iter()
-                .filter(|e| visible(uid, e))
-                .collect();
-            let usage = store.usage(root, &entries);
-            Ok((entries, usage))
-        })?
-        .map_err(|e| Failure::new(CommandError::Cache(e)))?;
+    let (entries, usage) = privileges.as_root(|root| -> Result<_, Failure> {
+        let entries: Vec<Entry> = on_the_cache(|| store.entries(root))?
+            .into_iter()
+            .filter(|e| visible(uid, e))
+            .collect();
+        let usage = store.usage(root, &entries);
+        Ok((entries, usage))
+    })??;
     drop(store);
     privileges.drop_for_good()?;
     let now = system::unix_time();

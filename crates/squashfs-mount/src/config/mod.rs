@@ -65,12 +65,15 @@ pub struct Settings {
     pub cache_max_instances: u32,
     /// Cached instances one user's launches made (kernel and FUSE, so also
     /// their cached FUSE servers): a number, or a share of
-    /// `cache_max_instances`.
+    /// `cache_max_instances`. By default 60%: room for a call of
+    /// `max-images-per-call` (500) and a call of 56 images beside it, all
+    /// kept warm (doc/cache.md, "Each user's share").
     pub cache_max_instances_per_user: Share,
     /// At most this much kernel memory held by cached instances (estimated,
     /// see `cache::evict::instance_cost`).
     pub cache_max_memory: Memory,
-    /// Milliseconds to wait for the cache lock before mounting privately.
+    /// Milliseconds to wait for the cache lock before mounting privately
+    /// (its holder may be another user's launch: 100 ms by default).
     pub cache_lock_timeout_ms: u64,
     pub loop_options: LoopOptions,
     /// Loop devices attached by squashfs-mount at once (cached and private
@@ -96,9 +99,9 @@ impl Default for Settings {
             cache: true,
             cache_max_idle: 600,
             cache_max_instances: 1024,
-            cache_max_instances_per_user: Share::Percent(25),
+            cache_max_instances_per_user: Share::Percent(60),
             cache_max_memory: Memory::PercentOfRam(2),
-            cache_lock_timeout_ms: 5000,
+            cache_lock_timeout_ms: 100,
             loop_options: LoopOptions::default(),
             max_loop_devices: 2048,
             max_loop_devices_per_user: Share::Percent(10),
@@ -127,7 +130,7 @@ impl Settings {
     }
 
     /// The image cache's limits on this machine; each user's share (by
-    /// default a quarter) at least 1.
+    /// default 60%) at least 1.
     pub fn cache_limits(&self) -> CacheLimits {
         let all = self.cache_max_instances;
         let per_user = match self.cache_max_instances_per_user {
@@ -301,6 +304,16 @@ mod tests {
         assert_eq!(s.loop_limits().per_user, 10);
         s.max_loop_devices_per_user = Share::Percent(50);
         assert_eq!(s.loop_limits().per_user, 50);
+    }
+
+    #[test]
+    fn by_default_one_user_keeps_a_call_of_500_images_and_one_of_56_warm() {
+        let s = Settings::default();
+        let cache = s.cache_limits();
+        assert!(cache.per_user >= 500 + 56, "{cache:?}");
+        assert!(cache.per_user < cache.max_instances, "{cache:?}");
+        // Their loop devices outside the cache stay a tenth of the whole.
+        assert_eq!(s.loop_limits().per_user, 204);
     }
 
     #[test]

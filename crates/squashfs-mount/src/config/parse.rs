@@ -74,6 +74,14 @@ pub fn parse_duration(v: &str) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
+/// A duration in milliseconds: `N ms`, or as [`parse_duration`].
+fn parse_millis(v: &str) -> Option<u64> {
+    match v.strip_suffix("ms") {
+        Some(ms) => parse_count(ms, 999_999_999),
+        None => parse_duration(v)?.checked_mul(1000),
+    }
+}
+
 fn parse_count(v: &str, max: u64) -> Option<u64> {
     if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -402,9 +410,9 @@ fn set_tuning(s: &mut Settings, key: &str, value: &str) -> Option<Result<(), Val
                     "use a size such as 512M or a percentage of RAM such as 2%",
                 ))
         }
-        "cache-lock-timeout" => parse_duration(value)
-            .filter(|&v| v <= 600)
-            .map(|v| s.cache_lock_timeout_ms = v * 1000)
+        "cache-lock-timeout" => parse_millis(value)
+            .filter(|&v| v <= 600_000)
+            .map(|v| s.cache_lock_timeout_ms = v)
             .ok_or(ValueError::Plain),
         "loop-direct-io" => parse_bool(value)
             .map(|v| s.loop_options.direct_io = v)

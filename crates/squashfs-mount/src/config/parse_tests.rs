@@ -35,6 +35,13 @@ fn defaults_and_overrides() {
         (120, 5, 1000)
     );
     assert!(s.loop_options.direct_io);
+    assert_eq!(
+        p("cache-lock-timeout = 250ms\n").0.cache_lock_timeout_ms,
+        250
+    );
+    assert_eq!(p("cache-lock-timeout = 2\n").0.cache_lock_timeout_ms, 2000);
+    assert!(!p("cache-lock-timeout = 601s\n").1.is_empty());
+    assert!(!p("cache-lock-timeout = ms\n").1.is_empty());
     assert_eq!(s.loop_options.block_size, 512);
     assert_eq!(s.loop_options.threads, SquashfsThreads::Count(8));
     assert_eq!(s.cache_max_memory, Memory::PercentOfRam(3));
@@ -197,7 +204,7 @@ fn cache_share_per_user() {
     assert_eq!(s.cache_limits().per_user, 5);
     let (s, _) = p("cache-max-instances = 40\ncache-max-instances-per-user = 10%\n");
     assert_eq!(s.cache_limits().per_user, 4);
-    assert_eq!(Settings::default().cache_limits().per_user, 256);
+    assert_eq!(Settings::default().cache_limits().per_user, 614);
     let (s, problems) = p("cache-max-instances-per-user = 0\n");
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(s, Settings::default());

@@ -17,6 +17,9 @@ pub enum SequenceError {
     CurrentDir(system::Error),
     LeaveWorkingDir(system::Error),
     Dev(system::Error),
+    /// Root's work on shared state could not start out of the caller's
+    /// reach.
+    OwnSession(system::OwnSession),
     /// Nothing left where something must be (a bug).
     Internal(&'static str),
 }
@@ -31,6 +34,7 @@ impl fmt::Display for SequenceError {
                 write!(f, "cannot leave the working directory for /: {e}")
             }
             SequenceError::Dev(e) => write!(f, "cannot open /dev: {e}"),
+            SequenceError::OwnSession(e) => write!(f, "{e}"),
             SequenceError::Internal(what) => write!(f, "internal error: {what}"),
         }
     }

@@ -13,12 +13,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::Instant;
 
 use super::mirror::Mirror;
-use super::root_side::{FreshImage, FuseFacts, RootSide};
+use super::root_side::{FreshImage, FreshInstances, FuseFacts, RootSide};
 use crate::cache::store::OnStranded;
 use crate::cache::{CacheError, Key, Kind, Meta, Offer, Placed, Reused, Want};
+use crate::config::LoopOptions;
 use crate::config::Settings;
-use crate::config::{LoopLimits, LoopOptions};
-use crate::mounts::budgets::LaunchSlot;
+use crate::mounts::budgets::{LaunchSlot, Shares};
 use crate::mounts::fuse::{FuseError, Launcher, Starting};
 use crate::mounts::fuse_log::Detached;
 use crate::mounts::image::Image;
@@ -42,6 +42,9 @@ pub struct Recorder {
     pub gone: HashSet<Key>,
     /// How many more instances the cache takes.
     pub room: usize,
+    /// How many more fresh instances the caller's share of the cache
+    /// leaves room for (counted under their hold).
+    pub share: usize,
     /// Instances another launch is making (it caches them while this one
     /// waits).
     pub theirs: HashSet<Key>,
@@ -61,6 +64,7 @@ impl Recorder {
             cache: Some(HashSet::new()),
             gone: HashSet::new(),
             room: 100,
+            share: 100,
             theirs: HashSet::new(),
             names: HashMap::new(),
             next_loop: 0,
@@ -173,6 +177,7 @@ fn file_name(path: &OsStr) -> String {
 
 impl RootSide for Recorder {
     type Claim = ();
+    type Hold = ();
     type Writable = ();
 
     fn site_settings(&mut self) -> Settings {
@@ -330,7 +335,7 @@ impl RootSide for Recorder {
             .collect())
     }
 
-    fn open_claims(&mut self, _root: &AsRoot) -> Result<(), CacheError> {
+    fn open_claims(&mut self, _root: &AsRoot, _caller: Uid) -> Result<(), CacheError> {
         Ok(())
     }
 
@@ -357,26 +362,32 @@ impl RootSide for Recorder {
         &mut self,
         _root: &AsRoot,
         images: &[FreshImage<'_>],
-        _limits: LoopLimits,
+        _shares: Shares,
         _options: LoopOptions,
         caller: Uid,
-    ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
-        let mut out = Vec::new();
+    ) -> Result<FreshInstances<()>, Failure> {
+        let mut instances = Vec::new();
         for f in images {
             let name = self.name_of(f.image);
-            let owner = match f.for_cache {
+            let for_cache = f.for_cache && self.share > 0;
+            self.share -= usize::from(for_cache);
+            let owner = match for_cache {
                 true => "the cache".to_string(),
                 false => format!("uid {caller}"),
             };
             self.log.push(format!("loop {name} for {owner}"));
             self.next_loop += 1;
-            out.push(Fresh {
+            let fresh = Fresh {
                 mount: self.mount(format!("{name}#fresh")),
                 loop_number: self.next_loop,
                 loop_rdev: u64::from(self.next_loop),
-            });
+            };
+            instances.push((fresh, for_cache));
         }
-        Ok((out, None))
+        Ok(FreshInstances {
+            instances,
+            hold: (),
+        })
     }
 
     fn place(

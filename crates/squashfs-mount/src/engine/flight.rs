@@ -2,8 +2,9 @@
 //! instance (the kernel's, shared by everyone who can open the file; a
 //! user's FUSE instance, for that user alone): clones of cached instances
 //! (one visit for the call's images), else fresh ones offered to the cache.
-//! Single flight: concurrent launches of one uncached instance make one
-//! between them (`cache::claim`). What differs between the kinds (how a
+//! Single flight: concurrent launches of one uncached instance by one user
+//! make one between them (`cache::claim`: no launch waits for another
+//! user's). What differs between the kinds (how a
 //! fresh instance is made, what is said when the cache fails) is the
 //! [`InstanceKind`]'s; the image cache is opened once for both (`open_cache`).
 //!
@@ -224,6 +225,7 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
                     key: r.key(self.caller),
                     id: Identity::from(&r.image.id),
                     copies: r.copies,
+                    by: self.caller,
                 }
             })
             .collect();
@@ -266,7 +268,7 @@ impl<C: Credentials, R: RootSide> Visit<'_, C, R> {
         }
         let caller = self.caller;
         away(self.creds, self.root_side, |root, rs| {
-            if let Err(e) = rs.open_claims(root) {
+            if let Err(e) = rs.open_claims(root, caller) {
                 path.event(Event::NoSingleFlight(e));
                 return;
             }

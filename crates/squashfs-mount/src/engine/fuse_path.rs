@@ -73,7 +73,8 @@ pub fn start<C: Credentials, R: RootSide>(
         fused: Fused::default(),
     };
     path.open_log(creds, root_side, images, cache)?;
-    let wait_ms = call.settings.cache_lock_timeout_ms;
+    // Single flight waits only for the caller's own launches.
+    let wait_ms = call.settings.max_launches_wait_ms;
     flight::instances(creds, root_side, images, &mut path, &which, wait_ms)?;
     path.report(creds, root_side, images)?;
     Ok(path.fused)

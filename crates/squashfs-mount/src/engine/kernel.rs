@@ -8,9 +8,9 @@ use super::flight::{self, away, CacheUse, Event, InstanceKind};
 use super::images::{Images, NotCached, Outcome, Record};
 use super::root_side::{FreshImage, RootSide};
 use crate::cache::{evict, CacheError, Identity, Key, Kind, Meta, Offer, Placed};
-use crate::config::LoopLimits;
 use crate::config::LoopOptions;
 use crate::config::Settings;
+use crate::mounts::budgets::Shares;
 use crate::mounts::instance;
 use crate::privilege::{AsRoot, Credentials};
 use crate::system::error::Failure;
@@ -26,8 +26,10 @@ pub struct KernelSource {
     /// What `--verbose` adds.
     notes: Vec<String>,
     options: LoopOptions,
-    loop_limits: LoopLimits,
-    /// How long a launch waits for another making the same instance.
+    /// The caller's shares of loop devices and of the cache.
+    shares: Shares,
+    /// How long a launch waits for another of its user's making the same
+    /// instance (`max-launches-wait`: single flight is per user).
     wait_ms: u64,
     uid: Uid,
 }
@@ -45,8 +47,12 @@ impl KernelSource {
             warnings: Vec::new(),
             notes: Vec::new(),
             options: settings.loop_options,
-            loop_limits: settings.loop_limits(),
-            wait_ms: settings.cache_lock_timeout_ms,
+            shares: Shares {
+                loops: settings.loop_limits(),
+                cache_per_user: settings.cache_limits().per_user,
+                wait_ms: settings.max_launches_wait_ms,
+            },
+            wait_ms: settings.max_launches_wait_ms,
             uid: creds.caller().uid,
         };
         if let CacheUse::Unavailable(e) = cache {
@@ -94,7 +100,9 @@ impl KernelSource {
     }
 
     /// Fresh instances of the records `which`, offered to the cache where
-    /// they may be kept; private ones otherwise.
+    /// they may be kept (and the caller's share of it has room); private
+    /// ones otherwise. The caller's hold is kept until the offers are
+    /// placed: what was counted under it stays true until then.
     fn make_as_root<R: RootSide>(
         &mut self,
         root: &AsRoot,
@@ -114,16 +122,23 @@ impl KernelSource {
                 }
             })
             .collect();
-        let (made, note) = rs.fresh(root, &fresh, self.loop_limits, self.options, self.uid)?;
-        self.warnings.extend(note);
+        let made = rs.fresh(root, &fresh, self.shares, self.options, self.uid)?;
         let (mut offers, mut private) = (Vec::new(), Vec::new());
-        for (&i, f) in which.iter().zip(made) {
-            match for_cache(&images.records[i]) {
+        for (&i, (f, cached)) in which.iter().zip(made.instances) {
+            match cached {
                 true => offers.push((i, self.offer(&images.records[i], f))),
-                false => private.push((i, f.mount)),
+                false => {
+                    if for_cache(&images.records[i]) {
+                        // Beyond the caller's share of the cache.
+                        images.records[i].outcome = Some(Outcome::Private(NotCached::Refused));
+                    }
+                    private.push((i, f.mount))
+                }
             }
         }
-        for (i, placed) in self.place(root, rs, images, offers) {
+        let placed = self.place(root, rs, images, offers);
+        drop(made.hold);
+        for (i, placed) in placed {
             match placed {
                 Placed::Cached(clones) => {
                     images.records[i].outcome = Some(Outcome::Cached);

@@ -56,7 +56,7 @@ use root_side::RootSide;
 pub use context::{Call, Context, FuseServer, WorkingDir};
 pub use plan::{FrontEnd, Plan};
 pub use report::Mounted;
-pub use system_root_side::System;
+pub use system_root_side::{shared as shared_work, System};
 
 /// Mounts what `request` asks for, in a private mount namespace, under
 /// `creds`; every root-side operation goes through `root_side` (the

@@ -220,6 +220,30 @@ fn without_room_in_the_cache_the_instance_is_private_and_counted_for_the_caller(
 }
 
 #[test]
+fn beyond_the_callers_share_of_the_cache_an_instance_is_private_and_theirs() {
+    let mut place = Place::new();
+    let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));
+    let (m1, m2) = (place.dir("m1", false), place.dir("m2", false));
+    let mut rec = place.recorder(kernel_for_all());
+    rec.share = 1;
+    let mounted = run(&place, &mut rec, &[&pair(&a, &m1), &pair(&b, &m2)]).expect("mounted");
+    let uid = rec.caller_uid();
+    assert_eq!(
+        rec.lines("loop"),
+        [
+            "loop a.sqfs for the cache".to_string(),
+            format!("loop b.sqfs for uid {uid}"),
+        ]
+    );
+    // Only what was made for the cache is offered to it.
+    assert_eq!(rec.lines("place"), ["place a.sqfs: cached"]);
+    assert_eq!(
+        notes(&mounted, "not cached: the image cache had no room for it").len(),
+        1
+    );
+}
+
+#[test]
 fn a_broken_cache_is_said_once_and_every_instance_is_private() {
     let mut place = Place::new();
     let (a, b) = (place.image("a.sqfs"), place.image("b.sqfs"));

@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use crate::cache::store::OnStranded;
 use crate::cache::{CacheError, Key, Kind, Offer, Placed, Reused, Want};
+use crate::config::LoopOptions;
 use crate::config::Settings;
-use crate::config::{LoopLimits, LoopOptions};
-use crate::mounts::budgets::LaunchSlot;
+use crate::mounts::budgets::{LaunchSlot, Shares};
 use crate::mounts::fuse::{FuseError, Launcher, Starting};
 use crate::mounts::fuse_log::Detached;
 use crate::mounts::image::Image;
@@ -30,10 +30,18 @@ use super::mirror::Mirror;
 /// counts for.
 pub struct FreshImage<'a> {
     pub image: &'a Image,
-    /// Made to be offered to the cache. Its loop device counts for the
-    /// caller all the same until the cache takes it (`Store::place`).
+    /// Wanted for the cache: made for it if the caller's share of the
+    /// cache has room (else a private instance, counted for the caller).
     pub for_cache: bool,
     pub subject: &'a str,
+}
+
+/// The fresh instances of a call's images, in order, each with whether it
+/// was made for the cache, and the caller's hold (`budgets::UserHold`),
+/// to be kept until they are offered to the cache.
+pub struct FreshInstances<H> {
+    pub instances: Vec<(Fresh, bool)>,
+    pub hold: H,
 }
 
 /// What the cache records about a fresh FUSE instance, read without a
@@ -50,6 +58,9 @@ pub trait RootSide {
     /// The making of one image's instance, claimed (single flight) until
     /// dropped.
     type Claim;
+    /// The caller's hold on their shares (`budgets::UserHold`), held until
+    /// dropped.
+    type Hold;
     /// The call's writable tmpfs (`--writable`).
     type Writable;
 
@@ -138,10 +149,10 @@ pub trait RootSide {
     /// Clones of the cached instances `wanted` (an empty list for one the
     /// cache does not hold, with the record of a stale entry).
     fn reuse(&mut self, root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError>;
-    /// Opens the claims of single flight.
-    fn open_claims(&mut self, root: &AsRoot) -> Result<(), CacheError>;
-    /// Claims the making of the instance `key`, unless another launch has
-    /// (None then).
+    /// Opens the caller's claims of single flight.
+    fn open_claims(&mut self, root: &AsRoot, caller: Uid) -> Result<(), CacheError>;
+    /// Claims the making of the instance `key`, unless another launch of
+    /// the caller's has (None then).
     fn claim(&mut self, root: &AsRoot, key: &Key) -> Result<Option<Self::Claim>, CacheError>;
     /// Waits, at most until `deadline`, for the launch that claimed `key`
     /// to let go.
@@ -151,17 +162,17 @@ pub trait RootSide {
         key: &Key,
         deadline: Instant,
     ) -> Result<(), CacheError>;
-    /// Loop devices for `images`, attached under the loop-device budget,
-    /// and a squashfs instance on each (made without any lock held); with
-    /// why the budget's lock was not used, if it was not.
+    /// Loop devices for `images`, attached within the caller's `shares`
+    /// (under their hold, each device claimed), and a squashfs instance on
+    /// each (made within the caller's reach: the kernel reads the image).
     fn fresh(
         &mut self,
         root: &AsRoot,
         images: &[FreshImage<'_>],
-        limits: LoopLimits,
+        shares: Shares,
         options: LoopOptions,
         caller: Uid,
-    ) -> Result<(Vec<Fresh>, Option<String>), Failure>;
+    ) -> Result<FreshInstances<Self::Hold>, Failure>;
     /// Offers fresh instances to the cache (see `Store::place`).
     fn place(
         &mut self,

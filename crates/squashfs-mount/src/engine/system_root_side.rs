@@ -1,6 +1,13 @@
 //! The root side of the running system: each [`RootSide`] operation as
 //! the mechanisms below the engine do it (the unit tests use the
 //! recording fake in `fake_root_side.rs` instead).
+//!
+//! For the setuid command ([`System::out_of_session`]), every operation on
+//! what all users' launches share (the image cache, the loop devices'
+//! claims and records, the claims of single flight) runs in a process of
+//! its own session, out of the caller's scheduling reach and signals
+//! (`system::in_own_session`); what reads the caller's images (the
+//! squashfs superblocks) stays in the launch, within the caller's reach.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
@@ -8,24 +15,25 @@ use std::time::Instant;
 use crate::cache::claim::{Claim, Claims};
 use crate::cache::store::OnStranded;
 use crate::cache::{CacheError, Key, Kind, Offer, Placed, Reused, Store, Want};
+use crate::config::LoopOptions;
 use crate::config::{self, Settings};
-use crate::config::{LoopLimits, LoopOptions};
-use crate::mounts::budgets::{LaunchSlot, LoopBudget};
+use crate::mounts::budgets::{self, LaunchSlot, Shares, UserHold};
 use crate::mounts::fuse::{self, FuseError, Launcher, Starting};
 use crate::mounts::fuse_log::{self, Detached};
 use crate::mounts::image::Image;
-use crate::mounts::instance::{self, Fresh};
-use crate::mounts::loop_device::{LoopDevice, Owner};
+use crate::mounts::instance;
+use crate::mounts::loop_device::LoopDevice;
+use crate::mounts::loop_records::Devices;
 use crate::mounts::mount_point::MountPoint;
 use crate::mounts::overlay::{self, RootAttributes, WritableLimits, WritableTmpfs};
 use crate::mounts::squashfs;
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::error::Failure;
-use crate::system::{self, AwayFromWorkingDir, Uid};
+use crate::system::{self, AwayFromWorkingDir, OwnSession, Uid};
 
 use super::context::SequenceError;
 use super::mirror::{self, Mirror};
-use super::root_side::{FreshImage, FuseFacts, RootSide};
+use super::root_side::{FreshImage, FreshInstances, FuseFacts, RootSide};
 
 /// The root-side operations, performed. Holds the image cache and the
 /// claims of single flight, once opened, for the rest of the launch.
@@ -35,9 +43,22 @@ pub struct System {
     /// The cache opened only to read its records (`--no-cache`).
     records: Option<Store>,
     claims: Option<Claims>,
+    /// Work on shared state in a process of its own session (the setuid
+    /// command; the Slurm plugin's threads run in slurmstepd, whose
+    /// scheduling is root's, and rootless mode has no shared state).
+    own_session: bool,
 }
 
 impl System {
+    /// The root side of the setuid command: shared work out of the
+    /// caller's scheduling reach.
+    pub fn out_of_session() -> System {
+        System {
+            own_session: true,
+            ..System::default()
+        }
+    }
+
     fn store(&self) -> Result<&Store, CacheError> {
         self.store.as_ref().ok_or(CacheError::NotOpen)
     }
@@ -47,6 +68,82 @@ impl System {
     }
 }
 
+/// Runs `work` on shared state: in a process of its own session when
+/// `own_session` (see the module documentation), else here. Root's work
+/// that could not start there is an error; one that ended half-way ends
+/// the launch at once (the memory it shares with the launch may be
+/// half-changed: nothing more runs on it).
+pub fn shared<T>(own_session: bool, work: impl FnOnce() -> T) -> Result<T, OwnSession> {
+    if !own_session {
+        return Ok(work());
+    }
+    // Real uid 0 from before the clone, so that the work's process is born
+    // out of the caller's reach: a signal sent to it in its first
+    // instructions could otherwise stop it for good once it is root's
+    // (only the launch's own terminal reaches the launch meanwhile: a ^C
+    // ends it, the work then completes on its own).
+    let _reach = system::OutOfReach::enter().map_err(|e| OwnSession::Setup("setresuid", e))?;
+    match system::in_own_session(system::leave_the_callers_reach, work) {
+        Err(died @ OwnSession::Died(_)) => {
+            system::error::report(format_args!("fatal: {died}"));
+            system::exit_now(1)
+        }
+        other => other,
+    }
+}
+
+fn in_session_cache<T>(
+    own_session: bool,
+    work: impl FnOnce() -> Result<T, CacheError>,
+) -> Result<T, CacheError> {
+    shared(own_session, work).unwrap_or_else(|e| Err(CacheError::OwnSession(e)))
+}
+
+/// The loop devices of `images` (`shares` and the loop `options`), each
+/// claimed, attached and recorded for `caller`, within the caller's shares
+/// and `max-loop-devices` (counted before and after, the caller's own
+/// detached when the count went over): whether each is made for the
+/// cache, as the caller's share of it allows.
+fn attach_all(
+    root: &AsRoot,
+    images: &[FreshImage<'_>],
+    (shares, options): (Shares, LoopOptions),
+    dev: BorrowedFd<'_>,
+    store: Option<&Store>,
+    caller: Uid,
+) -> Result<Vec<(LoopDevice, bool)>, Failure> {
+    let devices =
+        Devices::open(root).map_err(|e| Failure::new(budgets::LimitsError::NotRootOnly(e)))?;
+    let holdings = || store.map(|s| s.holdings(root, caller)).unwrap_or_default();
+    let wanted = images.iter().filter(|f| f.for_cache).count();
+    let mut room = budgets::reserve(
+        root,
+        devices.as_ref(),
+        caller,
+        (images.len(), wanted),
+        shares,
+        holdings,
+    )?;
+    let mut out = Vec::with_capacity(images.len());
+    for f in images {
+        let cached = f.for_cache && room > 0;
+        room -= usize::from(cached);
+        let device = LoopDevice::attach(
+            root,
+            f.image,
+            options,
+            dev,
+            (devices.as_ref(), caller),
+            f.subject,
+        )?;
+        out.push((device, cached));
+    }
+    // Dropped on a refusal: their descriptors close, and autoclear
+    // detaches them.
+    budgets::recount(root, devices.as_ref(), caller, shares.loops, out.len())?;
+    Ok(out)
+}
+
 fn dev_dir() -> Result<OwnedFd, Failure> {
     system::open_dir_nofollow(system::working_dir(), "/dev")
         .map_err(|e| Failure::new(SequenceError::Dev(e)))
@@ -54,6 +151,7 @@ fn dev_dir() -> Result<OwnedFd, Failure> {
 
 impl RootSide for System {
     type Claim = Claim;
+    type Hold = UserHold;
     type Writable = WritableTmpfs;
 
     fn site_settings(&mut self) -> Settings {
@@ -132,29 +230,34 @@ impl RootSide for System {
         settings: &Settings,
         stranded: OnStranded,
     ) -> Result<bool, CacheError> {
-        let store = Store::open(
-            root,
-            settings.cache_limits(),
-            settings.cache_lock_timeout_ms,
-            true,
-            stranded,
-        )?;
-        if let Some(store) = &store {
-            store.maintain(root, crate::cache::GC_INTERVAL);
-        }
+        let store = in_session_cache(self.own_session, || {
+            let store = Store::open(
+                root,
+                settings.cache_limits(),
+                settings.cache_lock_timeout_ms,
+                true,
+                stranded,
+            )?;
+            if let Some(store) = &store {
+                store.maintain(root, crate::cache::GC_INTERVAL);
+            }
+            Ok(store)
+        })?;
         self.store = store;
         Ok(self.store.is_some())
     }
 
     fn read_cache_records(&mut self, root: &AsRoot, stranded: OnStranded) {
         let defaults = Settings::default();
-        self.records = Store::open(
-            root,
-            defaults.cache_limits(),
-            defaults.cache_lock_timeout_ms,
-            false,
-            stranded,
-        )
+        self.records = in_session_cache(self.own_session, || {
+            Store::open(
+                root,
+                defaults.cache_limits(),
+                defaults.cache_lock_timeout_ms,
+                false,
+                stranded,
+            )
+        })
         .ok()
         .flatten();
     }
@@ -172,11 +275,12 @@ impl RootSide for System {
     }
 
     fn reuse(&mut self, root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
-        self.store()?.reuse(root, wanted)
+        let store = self.store()?;
+        in_session_cache(self.own_session, || store.reuse(root, wanted))
     }
 
-    fn open_claims(&mut self, root: &AsRoot) -> Result<(), CacheError> {
-        self.claims = Some(Claims::open(root)?);
+    fn open_claims(&mut self, root: &AsRoot, caller: Uid) -> Result<(), CacheError> {
+        self.claims = Some(Claims::open(root, caller)?);
         Ok(())
     }
 
@@ -197,47 +301,31 @@ impl RootSide for System {
         &mut self,
         root: &AsRoot,
         images: &[FreshImage<'_>],
-        limits: LoopLimits,
+        shares: Shares,
         options: LoopOptions,
         caller: Uid,
-    ) -> Result<(Vec<Fresh>, Option<String>), Failure> {
+    ) -> Result<FreshInstances<UserHold>, Failure> {
         let dev = dev_dir()?;
-        // Every device counts for the caller from its attach on, those
-        // made for the cache too: until the cache holds one, the launch
-        // holds it within the caller's reach. What the cache holds is read
-        // from its records, also by a launch that does not use the cache
-        // (its caller's cached instances are not theirs to count).
-        let owner = Owner::User(caller);
+        // Held here, within the caller's reach, until the instances are
+        // offered to the cache: only the caller's own launches wait for it.
+        let hold = UserHold::take(root, caller, shares.wait_ms)?;
+        // What the cache holds is read from its records, also by a launch
+        // that does not use the cache (its caller's cached instances are
+        // not theirs to count).
         let store = self.store.as_ref().or(self.records.as_ref());
-        let cached = || {
-            store
-                .map(|store| store.cached_devices(root))
-                .unwrap_or_default()
-        };
-        // Counted and configured under the budget's lock; the superblocks,
-        // which read the images, without it.
-        let (devices, note) = {
-            let budget = LoopBudget::reserve(
-                root,
-                images.len(),
-                images.len(),
-                limits,
-                caller,
-                dev.as_fd(),
-                cached,
-            )?;
-            let devices: Vec<LoopDevice> = images
-                .iter()
-                .map(|f| LoopDevice::attach(root, f.image, options, dev.as_fd(), owner, f.subject))
-                .collect::<Result<_, _>>()?;
-            (devices, budget.note.clone())
-        };
-        let fresh = images
+        let devices = shared(self.own_session, || {
+            attach_all(root, images, (shares, options), dev.as_fd(), store, caller)
+        })
+        .map_err(|e| Failure::new(SequenceError::OwnSession(e)))??;
+        // The superblocks, which read the images, in the launch.
+        let instances = images
             .iter()
             .zip(devices)
-            .map(|(f, device)| instance::on_device(root, device, f.image, options, f.subject))
+            .map(|(f, (device, cached))| {
+                instance::on_device(root, device, f.image, options, f.subject).map(|i| (i, cached))
+            })
             .collect::<Result<_, _>>()?;
-        Ok((fresh, note))
+        Ok(FreshInstances { instances, hold })
     }
 
     fn place(
@@ -246,9 +334,18 @@ impl RootSide for System {
         offers: Vec<Offer>,
         protected: &[Key],
     ) -> Result<Vec<Placed>, (CacheError, Vec<Offer>)> {
-        match self.store() {
-            Ok(store) => store.place(root, offers, protected),
-            Err(e) => Err((e, offers)),
+        let store = match self.store() {
+            Ok(store) => store,
+            Err(e) => return Err((e, offers)),
+        };
+        // The offers' mounts are the launch's descriptors: the work only
+        // borrows them, and hands back those the cache did not take.
+        let mut pending = Some(offers);
+        match shared(self.own_session, || {
+            store.place(root, pending.take().unwrap_or_default(), protected)
+        }) {
+            Ok(placed) => placed,
+            Err(e) => Err((CacheError::OwnSession(e), pending.unwrap_or_default())),
         }
     }
 

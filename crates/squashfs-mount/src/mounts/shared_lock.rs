@@ -1,30 +1,31 @@
-//! Locks that other users' launches wait on: the image cache's lock, the
-//! loop-device budget's, and the one that makes a launch wait for another
-//! launch making the same instance (single flight). No user may stall
-//! them (doc/threat-model.md, "Fairness"):
+//! Waiting for a lock that another launch holds. Since round 35 only two
+//! kinds remain (doc/threat-model.md, "No user waits on another user's
+//! process"):
 //!
-//! - **the holder is out of its caller's reach**: from before it tries the
-//!   lock until it has released it, its real uid is 0, so its caller can
-//!   neither signal (SIGSTOP) nor trace it, and the terminal's stop signals
-//!   are blocked (`system::OutOfReach`). Waiting happens within reach: a
-//!   launch can always be interrupted while it only waits.
-//! - **a waiter trusts no holder**: when the lock is busy it looks at the
-//!   holders (/proc/locks); one that is stopped, stopped by a tracer or
-//!   frozen by a cgroup freezer (which a user with a delegated cgroup can
-//!   do to their own launches) will not release it in time, so the waiter
-//!   carries on at once without the lock. Nor will one that makes no
-//!   progress: its caller can starve it of CPU without stopping it (a CPU
-//!   quota or a low weight in a cgroup of its own); a holder that ran for
+//! - **a user's own locks**: their hold (`budgets::UserHold`) and their
+//!   claims of making an instance (single flight, `cache::claim`). Only the
+//!   same user's launches take them, so a user who stops or starves one of
+//!   their launches slows only themselves. Their waiters wait for a holder
+//!   that runs, however slowly (the user's own `nice`), and not for one
+//!   that is stopped or frozen ([`Holders::Own`]).
+//! - **the image cache's lock**, shared by every user: held only across a
+//!   few milliseconds of work that reads no image (inserting, evicting,
+//!   creating the cache namespace), and only by a process out of the
+//!   caller's reach (`system::in_own_session`: real uid 0, so no signal and
+//!   no ptrace; a session, and so an autogroup, of its own; SCHED_OTHER at
+//!   nice 0 on every allowed CPU). Its waiters trust no holder
+//!   ([`Holders::Any`]): one that is stopped, stopped by a tracer or
+//!   frozen by a cgroup freezer is not waited for; nor is one that ran for
 //!   less than [`PROGRESS_MIN_NS`] of CPU time over [`PROGRESS_WINDOW_MS`]
-//!   of waiting is given up on too. The work done under these locks is a
-//!   few milliseconds of CPU (no scan, no I/O on an image), so a holder
-//!   that is served at all releases them well within that. Others are
-//!   waited for, bounded.
-//! - the kernel releases a lock when its holder dies in any way.
+//!   of waiting (a CPU quota or weight on a delegated cgroup of its
+//!   caller's, the one lever left); and none is waited for longer than
+//!   `cache-lock-timeout` (100 ms by default). A waiter that gives up
+//!   mounts a private instance: nothing is counted or taken without it.
 //!
-//! What "carry on without the lock" means is the caller's choice: a private
-//! instance instead of the cache, counting loop devices unlocked, making an
-//! instance another launch is making too.
+//! The kernel releases a lock when its holder dies in any way. A holder
+//! [`Reach::Out`] is out of its caller's reach (real uid 0, the terminal's
+//! stop signals blocked) from before it tries the lock until it released
+//! it; waiting happens within reach.
 
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -42,8 +43,8 @@ pub const PROGRESS_WINDOW_MS: u64 = 100;
 pub const PROGRESS_MIN_NS: u64 = 1_000_000;
 
 /// Whether the holder is kept out of its caller's reach while it holds the
-/// lock: for locks held only across short work that reads no image (the
-/// cache, the loop budget). A lock held across I/O on an image (a claim of
+/// lock: for the cache's lock, held only across short work that reads no
+/// image. A lock held across I/O on an image (a user's hold, a claim of
 /// making an instance) stays within reach, so that a user can always end
 /// their own launch; its waiters do not wait for a stopped holder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,16 @@ impl<F: AsFd> Drop for Held<F> {
         // process back within its caller's reach.
         let _ = system::unlock(self.fd.as_fd());
     }
+}
+
+/// Which holders a waiter waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holders {
+    /// Another user's, possibly: none that is stopped, frozen or starved.
+    Any,
+    /// The same user's launches only: one that runs, however slowly, is
+    /// waited for (bounded); a stopped or frozen one is not.
+    Own,
 }
 
 /// Why a lock was not taken.
@@ -97,14 +108,15 @@ impl fmt::Display for Busy {
     }
 }
 
-/// Takes `kind` on `fd`, waiting at most `timeout_ms` for holders that
-/// make progress and not at all for one that cannot. Returns how long it
-/// waited, in milliseconds, with the lock.
+/// Takes `kind` on `fd`, waiting at most `timeout_ms` for the `holders` it
+/// waits for, and not at all for one that cannot release it. Returns how
+/// long it waited, in milliseconds, with the lock.
 pub fn take<F: AsFd>(
     _root: &AsRoot,
     fd: F,
     kind: LockKind,
     reach: Reach,
+    holders: Holders,
     timeout_ms: u64,
 ) -> Result<(Held<F>, u64), Busy> {
     // Clock time (CLOCK_MONOTONIC), not the sum of the sleeps asked for: a
@@ -121,7 +133,7 @@ pub fn take<F: AsFd>(
         }
         drop(reach);
         if waited >= next_look {
-            if let Some(stalled) = stalled_holder(fd.as_fd(), &mut progress, waited) {
+            if let Some(stalled) = stalled_holder(fd.as_fd(), holders, &mut progress, waited) {
                 return Err(stalled);
             }
             next_look = waited + LOOK_EVERY_MS;
@@ -165,21 +177,27 @@ fn enter(reach: Reach) -> Result<Option<OutOfReach>, Busy> {
 }
 
 /// A holder of the lock on `fd` that cannot make progress, if any: one
-/// stopped or frozen, or one that `progress` saw run too little since the
-/// waiter first saw it (`waited`: milliseconds waited so far).
-fn stalled_holder(fd: BorrowedFd<'_>, progress: &mut Progress, waited: u64) -> Option<Busy> {
+/// stopped or frozen, or (for [`Holders::Any`]) one that `progress` saw
+/// run too little since the waiter first saw it (`waited`: milliseconds
+/// waited so far).
+fn stalled_holder(
+    fd: BorrowedFd<'_>,
+    holders: Holders,
+    progress: &mut Progress,
+    waited: u64,
+) -> Option<Busy> {
     let me = std::process::id();
-    let holders = system::lock_holders(fd).ok()?;
-    holders
-        .into_iter()
-        .filter(|&pid| pid != me)
-        .find_map(|pid| {
-            if let Some(how) = system::stalled(pid) {
-                return Some(Busy::Stalled { pid, how });
-            }
-            let ran = system::cpu_progress(pid)?;
-            progress.starved(pid, ran, waited)
-        })
+    let pids = system::lock_holders(fd).ok()?;
+    pids.into_iter().filter(|&pid| pid != me).find_map(|pid| {
+        if let Some(how) = system::stalled(pid) {
+            return Some(Busy::Stalled { pid, how });
+        }
+        if holders == Holders::Own {
+            return None;
+        }
+        let ran = system::cpu_progress(pid)?;
+        progress.starved(pid, ran, waited)
+    })
 }
 
 /// What a waiter saw of the holders' CPU time: per holder, the CPU time

@@ -237,6 +237,27 @@ pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u
     }
 }
 
+/// Sets the extended attribute `name` of the open file `fd` to `value`
+/// (not limited by the caller's RLIMIT_FSIZE; replaced as a whole: a
+/// reader sees the old value or the new one).
+pub fn set_fd_attribute(fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> SysResult<()> {
+    rustix::fs::fsetxattr(fd, name, value, rustix::fs::XattrFlags::empty())
+}
+
+/// The extended attribute `name` of the open file `fd`, at most 256
+/// bytes; None when it is not set.
+pub fn fd_attribute(fd: BorrowedFd<'_>, name: &str) -> SysResult<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; 256];
+    match rustix::fs::fgetxattr(fd, name, &mut buf[..]) {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        Err(Errno::NODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// `fstat` from what the kernel has cached (statx AT_STATX_DONT_SYNC):
 /// on a FUSE mount no request goes to its server, so a stopped or hostile
 /// server cannot stall the caller (a lock holder, say).

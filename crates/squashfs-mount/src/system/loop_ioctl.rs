@@ -8,6 +8,9 @@ use rustix::fs::{Mode, OFlags, CWD};
 use super::SysResult;
 
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CTL_ADD: libc::c_ulong = 0x4C80;
+/// BLKGETDISKSEQ: _IOR(0x12, 128, __u64).
+const BLKGETDISKSEQ: libc::c_ulong = 0x8008_1280;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
@@ -82,6 +85,52 @@ pub fn loop_get_free(control: BorrowedFd<'_>) -> SysResult<u32> {
         return Err(super::last_errno());
     }
     Ok(rc as u32)
+}
+
+/// LOOP_CTL_ADD with -1: a new loop device, with the lowest number no
+/// device has now. Nobody has been handed it before this call returns it.
+pub fn loop_add_fresh(control: BorrowedFd<'_>) -> SysResult<u32> {
+    // SAFETY: LOOP_CTL_ADD takes the wanted number as its integer
+    // argument (-1: any) and returns the new device's number; no memory
+    // is passed; `control` is open for the call.
+    let rc = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_ADD, -1 as libc::c_long) };
+    if rc < 0 {
+        return Err(super::last_errno());
+    }
+    Ok(rc as u32)
+}
+
+/// BLKGETDISKSEQ: the device's disk sequence number, which the kernel
+/// raises (machine-wide, never reused until reboot) each time a loop
+/// device is configured and each time it is cleared: it names one binding.
+pub fn disk_sequence(device: BorrowedFd<'_>) -> SysResult<u64> {
+    let mut seq: u64 = 0;
+    // SAFETY: BLKGETDISKSEQ writes one u64 through the pointer, which
+    // points at `seq`, alive and exclusive for the call; `device` is open.
+    let rc = unsafe { libc::ioctl(device.as_raw_fd(), BLKGETDISKSEQ, &mut seq as *mut u64) };
+    if rc < 0 {
+        return Err(super::last_errno());
+    }
+    Ok(seq)
+}
+
+/// The disk sequence number of /dev/loop<number> now, from sysfs: read
+/// without opening the device (which would wait for its kernel locks);
+/// None when it cannot be read (no such device).
+pub fn loop_disk_sequence(number: u32) -> Option<u64> {
+    let path = format!("/sys/block/loop{number}/diskseq");
+    let (text, _) = super::read_file_at(super::working_dir(), &path, 32).ok()?;
+    std::str::from_utf8(&text).ok()?.trim().parse().ok()
+}
+
+/// Whether /dev/loop<number> is bound to a file now (its sysfs `loop`
+/// directory exists), asked without opening the device.
+pub fn loop_bound(number: u32) -> bool {
+    super::stat_at(
+        super::working_dir(),
+        &format!("/sys/block/loop{number}/loop"),
+    )
+    .is_ok()
 }
 
 /// LOOP_CONFIGURE: binds `backing` (an fd the caller opened) to `device`.

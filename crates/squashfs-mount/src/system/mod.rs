@@ -21,7 +21,8 @@
 //! | `cpu`           | CPU affinity                                         |
 //! | `signals`       | signal dispositions                                  |
 //! | `limits`        | resource limits                                      |
-//! | `process_state` | umask, scheduling, nice, I/O priority of the caller  |
+//! | `process_state` | umask, scheduling, nice, I/O priority, CPU affinity  |
+//! | `own_session`   | root's shared work in a process of its own session   |
 //! | `spawn`         | starting the FUSE server as the caller               |
 //! | `process`       | facts about the process and machine, time, fds 0-2   |
 //! | `prefetch`      | the prefetcher's detached process and reads          |
@@ -41,6 +42,7 @@ pub mod loop_ioctl;
 pub mod mount_api;
 pub mod mount_tree;
 pub mod namespace;
+pub mod own_session;
 pub mod process;
 pub mod process_state;
 pub mod readahead;
@@ -60,6 +62,7 @@ pub use loop_ioctl::*;
 pub use mount_api::*;
 pub use mount_tree::*;
 pub use namespace::*;
+pub use own_session::{in_own_session, leave_the_callers_reach, OwnSession};
 pub use process::*;
 pub use process_state::{
     neutralize as neutralize_process_state, set_root_scheduling, CallerProcessState,

@@ -1,6 +1,6 @@
 //! Per-process state that crosses a setuid exec and that the caller sets:
-//! the file-creation mask, the scheduling policy, the nice value and the
-//! I/O priority. The root phase replaces the caller's with fixed values
+//! the file-creation mask, the scheduling policy, the nice value, the I/O
+//! priority and the CPU affinity. The root phase replaces the caller's with fixed values
 //! (`neutralize`) before it creates or holds anything other users rely on,
 //! and the command gets the caller's back (`CallerProcessState::restore`,
 //! after the drop: only what the caller may set itself comes back).
@@ -29,6 +29,9 @@ pub struct CallerProcessState {
     pub priority: libc::c_int,
     pub nice: i32,
     pub ioprio: libc::c_int,
+    /// The CPUs the caller let it run on (`taskset`), when the root phase
+    /// runs on others.
+    pub affinity: Option<rustix::thread::CpuSet>,
 }
 
 impl CallerProcessState {
@@ -45,6 +48,9 @@ impl CallerProcessState {
     /// fails is returned (name, errno).
     pub fn restore(&self) -> Result<(), (&'static str, rustix::io::Errno)> {
         rustix::process::umask(Mode::from_raw_mode(self.umask));
+        if let Some(cpus) = &self.affinity {
+            rustix::thread::sched_setaffinity(None, cpus).map_err(|e| ("sched_setaffinity", e))?;
+        }
         if self.default_scheduling() {
             return Ok(());
         }
@@ -52,10 +58,11 @@ impl CallerProcessState {
     }
 }
 
-/// Records the calling thread's umask, scheduling policy, nice value and
-/// I/O priority, and replaces them with the root phase's: umask 077,
-/// SCHED_OTHER at nice 0, the default I/O priority. Needs root (raising a
-/// priority needs CAP_SYS_NICE); run before the capabilities are reduced.
+/// Records the calling thread's umask, scheduling policy, nice value, I/O
+/// priority and CPU affinity, and replaces them with the root phase's:
+/// umask 077, SCHED_OTHER at nice 0, the default I/O priority, every CPU
+/// the process may use. Needs root (raising a priority needs
+/// CAP_SYS_NICE); run before the capabilities are reduced.
 pub fn neutralize() -> SysResult<CallerProcessState> {
     let umask = rustix::process::umask(Mode::from_raw_mode(ROOT_UMASK)).bits();
     let mut state = CallerProcessState {
@@ -64,7 +71,13 @@ pub fn neutralize() -> SysResult<CallerProcessState> {
         priority: 0,
         nice: 0,
         ioprio: 0,
+        affinity: None,
     };
+    let cpus = rustix::thread::sched_getaffinity(None)?;
+    reset_affinity()?;
+    if rustix::thread::sched_getaffinity(None)? != cpus {
+        state.affinity = Some(cpus);
+    }
     // SAFETY: sched_getscheduler takes a pid (0: the calling thread) and
     // touches no memory.
     let policy = unsafe { libc::sched_getscheduler(0) };
@@ -93,14 +106,35 @@ pub fn neutralize() -> SysResult<CallerProcessState> {
 }
 
 /// SCHED_OTHER (without SCHED_RESET_ON_FORK), nice 0, default I/O
-/// priority: at the start of the root phase, and again whenever it takes a
-/// lock other users wait on (the caller may have changed them meanwhile,
-/// while the launch was within its reach). Raising a priority needs
-/// CAP_SYS_NICE.
+/// priority, every CPU the process may use: at the start of the root
+/// phase, in the process that does root's work on shared state (its own
+/// session, `own_session`), and whenever a lock other users wait on is
+/// taken (the caller may have changed them meanwhile, while the launch was
+/// within its reach). Raising a priority needs CAP_SYS_NICE.
 pub fn set_root_scheduling() -> SysResult<()> {
     // I/O priority 0 is IOPRIO_CLASS_NONE: the class follows the CPU
     // scheduling (best effort).
-    apply_scheduling(libc::SCHED_OTHER, 0, 0, 0).map_err(|(_, e)| e)
+    apply_scheduling(libc::SCHED_OTHER, 0, 0, 0).map_err(|(_, e)| e)?;
+    reset_affinity()
+}
+
+/// Lets the calling thread run on every CPU it may use: a mask of all
+/// CPUs, which the kernel narrows to those of the process's cpuset (the
+/// site's, or Slurm's for a job): what a `taskset` of the caller's had
+/// narrowed is undone, what the site set is kept.
+fn reset_affinity() -> SysResult<()> {
+    let mut all = rustix::thread::CpuSet::new();
+    for cpu in 0..rustix::thread::CpuSet::MAX_CPU {
+        all.set(cpu);
+    }
+    rustix::thread::sched_setaffinity(None, &all)
+}
+
+/// The default timer slack (PR_SET_TIMERSLACK 0): a caller's slack, which
+/// crosses the setuid exec, would lengthen every pause of the work that
+/// other users' launches may wait for.
+pub fn set_default_timer_slack() -> SysResult<()> {
+    rustix::thread::set_current_timer_slack(None)
 }
 
 /// Sets the calling thread's nice value, scheduling policy and priority,

@@ -84,33 +84,49 @@ fn root_phase(caps: u64) -> Sets {
 }
 
 /// Waits until `child` (the installed tool, exec'd by setpriv) shows its
-/// root phase, and returns its sets then.
+/// root phase, and returns its sets then: the launch's, or those of the
+/// process of its own session that does root's work on shared state (a
+/// child of the launch, with the launch's credentials), whichever sleeps
+/// between attempts at the held lock or slot.
 fn in_root_phase(child: &Child, what: &str) -> Sets {
-    let pid = child.id();
+    let launch = child.id();
     let mut seen = None;
     // Sampled only while it sleeps between attempts at the held lock or
     // slot: right after exec a set-user-ID program still has every
     // capability, before it gives them up.
-    let sleeping = || {
+    let sleeping = |pid: u32| {
         let call = fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
         let number = call.split_whitespace().next().unwrap_or("");
         number == libc::SYS_nanosleep.to_string() || number == libc::SYS_clock_nanosleep.to_string()
     };
+    let candidates = || {
+        let children = fs::read_to_string(format!("/proc/{launch}/task/{launch}/children"))
+            .unwrap_or_default();
+        let mut all = vec![launch];
+        all.extend(
+            children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+        all
+    };
     wait_until(Duration::from_secs(20), what, || {
-        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim() != "squashfs-mount" || !sleeping() {
-            return false;
-        }
-        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
-            return false;
-        };
-        if !sleeping() {
-            return false;
-        }
-        let s = sets(&status);
-        let done = s.effective != 0;
-        seen = Some(s);
-        done
+        candidates().into_iter().any(|pid| {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() != "squashfs-mount" || !sleeping(pid) {
+                return false;
+            }
+            let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+                return false;
+            };
+            if !sleeping(pid) {
+                return false;
+            }
+            let s = sets(&status);
+            let done = s.effective != 0;
+            seen = Some(s);
+            done
+        })
     });
     seen.expect("status")
 }

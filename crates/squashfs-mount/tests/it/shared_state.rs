@@ -20,12 +20,11 @@ use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
 use crate::case;
 
 const STATE: &str = "/run/squashfs-mount";
-/// The lock files every user's launches share.
-const SHARED_LOCKS: [&str; 2] = ["/run/squashfs-mount/lock", "/run/squashfs-mount/loop-lock"];
 
-/// The pids holding a lock on one of `paths`.
-fn holders(paths: &[&str]) -> Vec<u32> {
-    held::holders(&lock_ids(paths), "")
+/// The pids holding a lock every user's launches share (the cache's, a
+/// loop device's claim).
+fn shared_holders() -> Vec<u32> {
+    held::holders(&held::shared_lock_ids(), "")
 }
 
 /// The pids holding an exclusive lock on one of `paths`.
@@ -69,7 +68,7 @@ fn adversary(fx: &Fixture, a: &User, imgs: &[PathBuf], m: &Path, prefix: &str) -
 fn a_holder(within: Duration) -> Option<u32> {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
-        if let Some(&pid) = holders(&SHARED_LOCKS).first() {
+        if let Some(&pid) = shared_holders().first() {
             return Some(pid);
         }
         std::thread::sleep(Duration::from_micros(200));
@@ -80,7 +79,7 @@ fn a_holder(within: Duration) -> Option<u32> {
 /// Removes root's state that launches make again when they need it, so
 /// that the next launch creates it (as after a boot).
 fn fresh_state() {
-    for p in ["launches", "making"] {
+    for p in ["launches", "making", "users", "devices"] {
         let _ = fs::remove_dir_all(Path::new(STATE).join(p));
     }
     let _ = fs::remove_file(Path::new(STATE).join("loop-lock"));
@@ -102,11 +101,19 @@ fn wrong_modes() -> Vec<String> {
     check(PathBuf::from(STATE), 0o700);
     check(Path::new(STATE).join("lock"), 0o600);
     check(Path::new(STATE).join("loop-lock"), 0o600);
-    for dir in ["launches", "making"] {
+    for dir in ["launches", "making", "users", "devices"] {
         let d = Path::new(STATE).join(dir);
         check(d.clone(), 0o700);
         for e in fs::read_dir(&d).into_iter().flatten().flatten() {
-            check(e.path(), 0o600);
+            // The claims of single flight are in a directory per user.
+            if e.path().is_dir() {
+                check(e.path(), 0o700);
+                for f in fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                    check(f.path(), 0o600);
+                }
+            } else {
+                check(e.path(), 0o600);
+            }
         }
     }
     // The cache's entries (directories, and the namespace's own files).
@@ -119,8 +126,8 @@ fn wrong_modes() -> Vec<String> {
 }
 
 /// Finding 1: a launch whose caller has `umask 0777` creates root's shared
-/// state (the launch slots, the loop devices' lock, the claims, a cache
-/// entry made with `-r`) with root's modes, and every other user's launches
+/// state (the launch slots, the user's hold, the loop devices' claims and
+/// records, the claims, a cache entry made with `-r`) with root's modes, and every other user's launches
 /// use it, silently, as before.
 #[test]
 fn root_never_creates_shared_state_with_the_callers_umask() {
@@ -176,7 +183,7 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
         let img = fx.image("repair", &[("f", "repair\n")], "");
         let m = fx.mount_point("repair");
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
-        for p in ["launches", "loop-lock", "lock", "making"] {
+        for p in ["launches", "lock", "making", "users", "devices"] {
             let _ =
                 fs::set_permissions(Path::new(STATE).join(p), fs::Permissions::from_mode(0o000));
         }
@@ -283,7 +290,7 @@ fn the_root_phase_does_not_run_with_the_callers_umask_or_scheduling() {
             let (umask, nice, policy) = (umask_of(pid), stat_field(pid, 19), stat_field(pid, 41));
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             // Still the launch, still holding: what was read is its root phase's.
-            if comm.trim() != "squashfs-mount" || !holders(&SHARED_LOCKS).contains(&pid) {
+            if comm.trim() != "squashfs-mount" || !shared_holders().contains(&pid) {
                 continue;
             }
             seen += 1;
@@ -315,39 +322,15 @@ fn the_command_gets_the_callers_umask_and_scheduling_back() {
         let out = r.stdout();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.first().copied(), Some("0027"), "{out}");
-        assert_eq!(lines.get(1).copied(), Some("7"), "{out}");
+        // `nice -n 7` adds to the nice value the tests run at (a machine's
+        // test runner may nice them).
+        let ours: i64 = stat_field(std::process::id(), 19)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let want = (ours + 7).min(19).to_string();
+        assert_eq!(lines.get(1).copied(), Some(want.as_str()), "{out}");
         assert!(out.contains("SCHED_IDLE"), "{out}");
     });
-}
-
-/// User `a`'s mount namespaces, each with about 1 MiB of mountinfo (bind
-/// mounts of a directory with a long path, in a user namespace of its
-/// own), made before the victim's job so that a scan of /proc reads them
-/// first. Ready when the function returns.
-fn namespaces_with_large_mountinfo(fx: &Fixture, a: &User, count: usize) -> Vec<Group> {
-    let base = fx.root.join("user-a");
-    let _ = fs::create_dir_all(&base);
-    a.chown(&base);
-    let long = "d".repeat(250);
-    let deep: PathBuf = (0..14).fold(base.clone(), |p, _| p.join(&long));
-    let mk = a.sh(&format!("mkdir -p '{}'", s(&deep)));
-    assert!(mk.success(), "mkdir: {}", mk.stderr());
-    let mut out = Vec::new();
-    for n in 0..count {
-        let ready = base.join(format!("ready{n}"));
-        let script = format!(
-            "unshare -Urm sh -c 'i=0; while [ $i -lt 140 ]; do mount --bind \"{d}\" \"{d}\" || exit 1; i=$((i+1)); done; touch \"{r}\"; exec sleep 120'",
-            d = s(&deep),
-            r = s(&ready)
-        );
-        out.push(spawn_as(fx, a, &script));
-        let t = Instant::now();
-        while !ready.exists() && t.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(ready.exists(), "user a's namespace {n} was not made");
-    }
-    out
 }
 
 /// Finding 2: a user who makes the usage scan blind (namespaces with a
@@ -361,7 +344,7 @@ fn a_fuse_server_whose_mount_is_in_use_is_never_killed() {
         let _cfg = site::config("cache-max-idle = 1s\n");
         let others = Users::create(1, false);
         let a = others.first();
-        let blind = namespaces_with_large_mountinfo(fx, a, 20);
+        let blind = sqfsmnt_test_support::blind::namespaces_with_large_mountinfo(&fx.root, a, 20);
         let own = fx.user_image("victim", &[("data", "still here\n")]);
         let mv = fx.mount_point("victim");
         let job = fx
@@ -526,14 +509,21 @@ fn a_launch_starved_of_cpu_stalls_nobody() {
             if let Some(q) = &quota {
                 q.enter(a.0.id());
             }
+            // Three rounds of user b's launches, each at a moment one of
+            // user a's launches holds the cache's lock when one is seen in
+            // time. A holder in a's quota holds it long (a's launches get
+            // there slowly: 1 ms of CPU a second); since round 35 one under
+            // `chrt -i 0` is not starved (root's shared work runs out of
+            // its caller's scheduling reach) and holds it for a moment only.
+            let starved = quota.is_some();
+            let wait = Duration::from_secs(if starved { 30 } else { 5 });
             let mut caught = 0;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while caught < 3 && Instant::now() < deadline {
-                if exclusive_holders(&cache_lock).is_empty() {
+            for _ in 0..3 {
+                let t = Instant::now();
+                while exclusive_holders(&cache_lock).is_empty() && t.elapsed() < wait {
                     std::thread::sleep(Duration::from_millis(1));
-                    continue;
                 }
-                caught += 1;
+                caught += usize::from(!exclusive_holders(&cache_lock).is_empty());
                 round += 1;
                 let cold = fx.image(&format!("starve-cold{round}"), &[("c", "c\n")], "");
                 b_is_served(fx, b, &warm, &cold, &mb);
@@ -541,7 +531,7 @@ fn a_launch_starved_of_cpu_stalls_nobody() {
             drop(a);
             drop(quota);
             assert!(
-                caught >= 1,
+                caught >= 1 || !starved,
                 "{technique}: user a's launch never held the cache's lock"
             );
         }
