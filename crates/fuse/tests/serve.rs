@@ -1476,3 +1476,66 @@ fn caches_hold_to_their_budget() {
         "RssAnon {default} KiB with the default budget, {small} KiB with 512K"
     );
 }
+
+/// Issue 36: once mounted, the server reads the image's metadata region
+/// ahead by itself, in large reads, before anything asks for it: the
+/// command (which never touches the mount) waits until the server has read
+/// the region's bytes (`rchar` of /proc/PID/io) and reports how many read
+/// calls that took. Without the read-ahead the server reads only the
+/// superblock and the tables it checks at start (a few KiB), and the wait
+/// ends after a minute with the test failing.
+#[test]
+fn the_server_reads_the_metadata_ahead() {
+    if !can_fuse("the_server_reads_the_metadata_ahead") {
+        return;
+    }
+    let t = TempDir::new("readahead");
+    let src = t.0.join("src");
+    for d in 0..100 {
+        let dir = src.join(format!("dir-{d:03}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            fs::write(dir.join(format!("file-{f:03}")), format!("{d} {f}\n")).unwrap();
+        }
+    }
+    let img = t.0.join("img.sqfs");
+    // Uncompressed inodes: about half a MiB of tables.
+    assert!(mksquashfs(&src, &img, &["-noI"]));
+    let head = fs::read(&img).unwrap();
+    let le64 = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap());
+    let region = le64(40) - le64(64);
+    assert!(region > 256 << 10, "a region of {region} bytes");
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let script = format!(
+        "io() {{ awk -v k=$1 '$1 == k\":\" {{print $2}}' /proc/$PPID/io; }}; i=0; \
+         while [ \"$(io rchar)\" -lt {region} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; \
+         echo $(io rchar) $(io syscr)"
+    );
+    let out = Command::new(BIN)
+        .arg("--mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (rchar, syscr) = (v[0], v[1]);
+    eprintln!("server: {rchar} bytes read in {syscr} read calls; metadata region {region} bytes");
+    assert!(
+        rchar >= region,
+        "the server read {rchar} bytes, the metadata region is {region}"
+    );
+    // 256 KiB reads: a handful for the region, plus the start's and the
+    // kernel's INIT; 8 KiB metadata blocks would take over a hundred.
+    assert!(syscr < 40, "{syscr} read calls");
+}
