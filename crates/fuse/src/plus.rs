@@ -98,7 +98,10 @@ impl Plus {
         }
         // A probe: this one leaves them out, to see whether they are still
         // looked up.
-        self.listings.fetch_add(1, Ordering::Relaxed) % PROBE != 0
+        !self
+            .listings
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(PROBE)
     }
 
     /// A READDIRPLUS of `dir` left files without attributes.
