@@ -218,8 +218,11 @@ bench-dataset:
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/dataset
 
-# The full scale of issue 30: 56 images, 16,656,087 entries (built once, kept
-# in /var/tmp/squashfs-mount-dataset-full); BENCH_PARTS="scan launch memory".
+# The study's collection through one launch (issues 30, 36): by default its
+# 1/14 (parts 1-4, 1,189,724 entries; about 10 minutes with the parts
+# built), kernel path, FUSE path and squashfuse_ll, find and stat scans,
+# cold and warm; BENCH_SCALE=full: all 56 images, 16,656,087 entries (built
+# once, kept in /var/tmp/squashfs-mount-dataset-full). See the script.
 bench-dataset-full:
 	$(CARGO) build $(CARGO_FLAGS) --workspace
 	bench/dataset-full

@@ -3,15 +3,28 @@
 //! doing what FUSE requests do: readdir, lookup of every name (and of a
 //! missing one), getattr, readlink, read of every file (whole and at odd
 //! offsets), listxattr/getxattr. Any panic, hang or huge allocation is a bug.
+//! The image is read through the server's read-ahead: when the first byte
+//! is odd, its metadata region is read ahead first, within a budget of up
+//! to 64 KiB taken from the second byte; what it reads and holds must stay
+//! within it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use squashfs_reader::{Archive, InodeData, Kind};
+use squashfs_reader::{Archive, InodeData, Kind, ReadAhead};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(ar) = Archive::open(data.to_vec()) else {
+    let Ok(ar) = Archive::open(ReadAhead::new(data.to_vec())) else {
         return;
     };
+    if data.first().is_some_and(|b| b & 1 == 1) {
+        let budget = usize::from(*data.get(1).unwrap_or(&0)) << 8;
+        let planned = ar.source().plan(ar.metadata_region(), budget);
+        assert!(planned <= budget as u64);
+        if let Ok(n) = ar.source().fill() {
+            assert_eq!(n, planned);
+        }
+        assert!(ar.source().held() <= budget);
+    }
     // Breadth-first over at most 64 directories and 256 inodes: a crafted
     // image may make directories contain themselves.
     let mut queue = vec![ar.root()];

@@ -42,7 +42,9 @@ FUSE mount and passes the inherited descriptors:
                     inodes and listings take about BYTES (at most twice
                     that; 0 or absent: 40 MiB, at least 64 KiB);
                     squashfs-mount gives each server of a launch its
-                    share of 64 MiB, so 56 servers stay small
+                    share of 64 MiB, so 56 servers stay small; the
+                    image's metadata, read ahead once the server is
+                    ready, takes up to a quarter of BYTES more
   --owner UID:GID   show every file as owned by UID:GID (rootless mode: the
                     user namespace maps no other ids)
   --name NAME       the image's name in messages (default: the path of the

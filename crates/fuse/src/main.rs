@@ -16,11 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use squashfs_reader::{Archive, FileSource, FormatError};
+use squashfs_reader::{Archive, FileSource, FormatError, ReadAhead};
 
 use server::Fs;
 
-type FileFs = Fs<FileSource>;
+/// The image file, its metadata read ahead (see `process::read_ahead`).
+type ImageSource = ReadAhead<FileSource>;
+type FileFs = Fs<ImageSource>;
 
 /// The reader's cache budget: `--cache-mem`, else its default.
 fn cache_budget(a: &Args) -> usize {
@@ -87,10 +89,10 @@ fn adopt_fds(a: &Args) -> Result<Fds, ExitCode> {
 }
 
 /// Opens the image and answers on `ready`: `ready`, or `error` and why.
-fn open_image(image: File, mut ready: File, cache: usize) -> Option<Archive<FileSource>> {
+fn open_image(image: File, mut ready: File, cache: usize) -> Option<Archive<ImageSource>> {
     let archive = FileSource::new(image)
         .map_err(|e| FormatError::Io(e.to_string()))
-        .and_then(|src| Archive::open_with_cache(src, cache));
+        .and_then(|src| Archive::open_with_cache(ReadAhead::new(src), cache));
     let answer = match &archive {
         Ok(_) => process::room_for_threads().map_err(|e| e.to_string()),
         Err(e) => Err(describe(e)),
@@ -132,16 +134,19 @@ fn serve_fds(a: Args) -> ExitCode {
         }
     }
     process::choose_log(fds.log, a.detached);
-    let Some(archive) = open_image(fds.image, fds.ready, cache_budget(&a)) else {
+    let cache = cache_budget(&a);
+    let Some(archive) = open_image(fds.image, fds.ready, cache) else {
         return ExitCode::from(1);
     };
     let n = process::threads(a.threads);
     let mut fs = Fs::new(archive, name.clone());
     fs.owner = a.owner;
     if a.detached {
-        serve_detached(fs, fds.fuse, n)
+        serve_detached(fs, fds.fuse, n, cache)
     }
-    start_workers(Arc::new(fs), fds.fuse, n, false);
+    let fs = Arc::new(fs);
+    start_workers(fs.clone(), fds.fuse, n, false);
+    process::read_ahead(fs, cache);
     match fds.watch {
         Some(pidfd) => watch(pidfd),
         None => loop {
@@ -152,7 +157,7 @@ fn serve_fds(a: Args) -> ExitCode {
 
 /// A detached server: serves until the mount is gone (a worker then ends
 /// the process) or a termination signal.
-fn serve_detached(mut fs: FileFs, fuse: OwnedFd, n: usize) -> ! {
+fn serve_detached(mut fs: FileFs, fuse: OwnedFd, n: usize, cache: usize) -> ! {
     let name = fs.name.clone();
     // A cached instance: once its image is found corrupt, squashfs-mount
     // must not reuse it.
@@ -164,7 +169,9 @@ fn serve_detached(mut fs: FileFs, fuse: OwnedFd, n: usize) -> ! {
         log::Level::Info,
         &format!("{name}: serving (at most {n} threads)"),
     );
-    start_workers(Arc::new(fs), fuse, n, false);
+    let fs = Arc::new(fs);
+    start_workers(fs.clone(), fuse, n, false);
+    process::read_ahead(fs, cache);
     let sig = sys::wait_termination();
     log::message(
         log::Level::Info,
@@ -231,9 +238,10 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         Ok(f) => f,
         Err(e) => return fail(format!("cannot open it: {e}")),
     };
+    let cache = cache_budget(&a);
     let archive = match FileSource::new(file)
         .map_err(|e| FormatError::Io(e.to_string()))
-        .and_then(|src| Archive::open_with_cache(src, cache_budget(&a)))
+        .and_then(|src| Archive::open_with_cache(ReadAhead::new(src), cache))
     {
         Ok(ar) => ar,
         Err(e) => return fail(describe(&e)),
@@ -251,12 +259,14 @@ fn serve_mount(a: Args, image: PathBuf, dir: PathBuf) -> ExitCode {
         // auto_unmount watcher cannot look into a mount without allow_other,
         // so it would leave a dead mount behind. (SIGKILL still does.)
         sys::block_termination();
-        start_workers(fs, fuse, n, false);
+        start_workers(fs.clone(), fuse, n, false);
+        process::read_ahead(fs, cache);
         sys::wait_termination();
         unmount(&dir, helper);
         return ExitCode::SUCCESS;
     }
-    start_workers(fs, fuse, n, true);
+    start_workers(fs.clone(), fuse, n, true);
+    process::read_ahead(fs, cache);
     let status = std::process::Command::new(&a.command[0])
         .args(&a.command[1..])
         .status();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use squashfs_reader::table::Source;
-use squashfs_reader::FormatError;
+use squashfs_reader::{FormatError, ReadAhead};
 
 use crate::server::{End, Fs};
 use crate::workers::{self, Pool};
@@ -48,6 +48,40 @@ pub fn start_workers<S: Source + Send + Sync + 'static>(
 ) {
     let on_end: workers::OnEnd = if stay { end_stay } else { end_exit };
     Pool::start(fs, dev, n, on_end);
+}
+
+/// What the read-ahead may hold: a quarter of the server's cache budget
+/// (`--cache-mem`), on top of it: 10 MiB for a server alone, 4 MiB for
+/// each of a launch's 4 (squashfs-mount shares 64 MiB among a launch's
+/// servers), 0.29 MiB for each of 56.
+pub fn read_ahead_budget(cache_bytes: usize) -> usize {
+    cache_bytes / 4
+}
+
+/// Reads the image's metadata region ahead, in a thread of its own, while
+/// the workers answer requests: at most [`read_ahead_budget`] bytes, in
+/// large sequential reads, held until the server exits (see
+/// `squashfs_reader::readahead`). Nothing is read ahead if the thread
+/// cannot start; a failed read ends it (the requests that need those
+/// bytes read them and report it).
+pub fn read_ahead<S: Source + Send + Sync + 'static>(
+    fs: Arc<Fs<ReadAhead<S>>>,
+    cache_bytes: usize,
+) {
+    let region = fs.archive.metadata_region();
+    if fs
+        .archive
+        .source()
+        .plan(region, read_ahead_budget(cache_bytes))
+        == 0
+    {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("read-ahead".into())
+        .spawn(move || {
+            let _ = fs.archive.source().fill();
+        });
 }
 
 /// The first worker to see the end says so and ends the process; the

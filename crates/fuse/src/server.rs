@@ -37,8 +37,8 @@ pub struct Fs<S> {
     /// FOPEN_KEEP_CACHE and directories with FOPEN_KEEP_CACHE |
     /// FOPEN_CACHE_DIR without asking (and sends no RELEASE).
     zero_open: AtomicBool,
-    /// READDIRPLUS gives attributes for subdirectories only.
-    pub plus_dirs_only: bool,
+    /// Which entries READDIRPLUS gives attributes for (see `plus`).
+    pub plus: crate::plus::Plus,
     /// Every file shown as owned by this user and group (`--owner`), not by
     /// the ids stored in the image.
     pub owner: Option<(u32, u32)>,
@@ -80,7 +80,7 @@ impl<S: Source> Fs<S> {
             name,
             reported: AtomicBool::new(false),
             zero_open: AtomicBool::new(false),
-            plus_dirs_only: true,
+            plus: crate::plus::Plus::new(),
             owner: None,
             on_corrupt: None,
         }
@@ -90,7 +90,7 @@ impl<S: Source> Fs<S> {
         self.archive.root()
     }
 
-    fn nodeid(&self, r: InodeRef) -> u64 {
+    pub(crate) fn nodeid(&self, r: InodeRef) -> u64 {
         if r == self.root() {
             1
         } else {
@@ -108,7 +108,7 @@ impl<S: Source> Fs<S> {
 
     /// Reports the first corruption (see `log`) and calls `on_corrupt`;
     /// returns EIO.
-    fn corrupt(&self, e: &FormatError) -> Errno {
+    pub(crate) fn corrupt(&self, e: &FormatError) -> Errno {
         if !self.reported.swap(true, Ordering::Relaxed) {
             crate::log::message(
                 crate::log::Level::Error,
@@ -124,12 +124,12 @@ impl<S: Source> Fs<S> {
         Errno::IO
     }
 
-    fn inode(&self, nodeid: u64) -> Result<Arc<Inode>, Errno> {
+    pub(crate) fn inode(&self, nodeid: u64) -> Result<Arc<Inode>, Errno> {
         let r = self.reference(nodeid).ok_or(Errno::INVAL)?;
         self.archive.inode(r).map_err(|e| self.corrupt(&e))
     }
 
-    fn attr(&self, i: &Inode) -> Attr {
+    pub(crate) fn attr(&self, i: &Inode) -> Attr {
         Attr {
             ino: u64::from(i.number),
             size: i.size,
@@ -227,6 +227,9 @@ impl<S: Source> Fs<S> {
             .map_err(|e| self.corrupt(&e))?
         {
             Some(e) => {
+                if e.kind != Kind::Dir {
+                    self.plus.looked_up_file(h.nodeid);
+                }
                 let i = self.archive.inode(e.inode).map_err(|e| self.corrupt(&e))?;
                 out.entry(self.nodeid(e.inode), TTL, &self.attr(&i));
             }
@@ -323,71 +326,6 @@ impl<S: Source> Fs<S> {
             out.bytes(&value);
         }
         Ok(true)
-    }
-
-    fn readdir(
-        &self,
-        h: &proto::InHeader,
-        offset: u64,
-        limit: usize,
-        out: &mut Reply,
-    ) -> Result<(), Errno> {
-        let dir = self.inode(h.nodeid)?;
-        let InodeData::Dir { parent, .. } = dir.data else {
-            return Err(Errno::NOTDIR);
-        };
-        let listing = self.archive.listing(&dir).map_err(|e| self.corrupt(&e))?;
-        let plus = h.opcode == op::READDIRPLUS;
-        // Offsets: 0 ".", 1 "..", 2 + k the k-th entry; each entry carries
-        // the offset of the next.
-        let total = listing.entries.len() as u64 + 2;
-        let mut at = offset;
-        while at < total {
-            let (name, ino, dtype, node): (&[u8], u64, u32, Option<InodeRef>) = match at {
-                0 => (b".", u64::from(dir.number), Kind::Dir.dtype(), None),
-                1 => (b"..", u64::from(parent), Kind::Dir.dtype(), None),
-                k => {
-                    let e = &listing.entries[(k - 2) as usize];
-                    (&e.name, u64::from(e.number), e.kind.dtype(), Some(e.inode))
-                }
-            };
-            if plus {
-                if out.len() + Reply::direntplus_size(name) > limit {
-                    break;
-                }
-                // Attributes only for subdirectories: a tree walk needs them
-                // to descend, while a kernel inode for every file costs more
-                // (about 5 us each, measured) than the lookups that some of
-                // them get later. Files, ".", "..", and entries whose inode
-                // cannot be read get node id 0: the kernel looks them up when
-                // needed, and that lookup reports any error.
-                let node = node.filter(|_| dtype == Kind::Dir.dtype() || !self.plus_dirs_only);
-                let inode = node.and_then(|r| match self.archive.inode(r) {
-                    Ok(i) => Some(i),
-                    Err(e) => {
-                        self.corrupt(&e);
-                        None
-                    }
-                });
-                match &inode {
-                    Some(i) => out.entry(self.nodeid(i.reference), TTL, &self.attr(i)),
-                    None => {
-                        out.entry(0, 0, &Attr::default());
-                    }
-                }
-                let (ino, dtype) = match &inode {
-                    Some(i) => (u64::from(i.number), i.kind.dtype()),
-                    None => (ino, dtype),
-                };
-                if !out.dirent(usize::MAX, ino, at + 1, dtype, name) {
-                    break;
-                }
-            } else if !out.dirent(limit, ino, at + 1, dtype, name) {
-                break;
-            }
-            at += 1;
-        }
-        Ok(())
     }
 
     /// Answers one request as read from /dev/fuse: the reply to write, or

@@ -7,6 +7,8 @@
 //!   (compressed, uncompressed, sparse), fragments, xattrs; with bounded
 //!   caches, usable from several threads.
 //! - [`decompress`], [`lzo`]: one block through the image's compressor.
+//! - [`readahead`]: a source whose metadata region is read ahead in large
+//!   sequential reads and held, within a budget.
 //!
 //! Every offset, length and count read from an image is checked before use;
 //! no allocation is sized from an untrusted value without a bound; every loop
@@ -17,9 +19,11 @@ pub mod archive;
 pub mod cache;
 pub mod decompress;
 pub mod lzo;
+pub mod readahead;
 pub mod source;
 pub mod table;
 
 pub use archive::{Archive, DirEntry, FileLayout, Inode, InodeData, InodeRef, Kind, Listing};
+pub use readahead::ReadAhead;
 pub use source::FileSource;
 pub use squashfs_format::{Compressor, FormatError, Superblock};

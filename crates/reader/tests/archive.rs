@@ -1,14 +1,15 @@
 //! The reader on images built by mksquashfs: lookups through the directory
 //! index of a large directory agree with the full listing; file data is
 //! read back exactly; and thousands of corrupted variants of an image are
-//! walked without a panic or a hang.
+//! walked without a panic or a hang, also with their metadata read ahead.
 
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use sqfsmnt_test_support::tree::TempDir;
-use squashfs_reader::{Archive, FileSource, InodeData, Kind};
+use squashfs_reader::table::Source;
+use squashfs_reader::{Archive, FileSource, InodeData, Kind, ReadAhead};
 
 fn mksquashfs(src: &Path, img: &Path, extra: &[&str]) {
     let st = Command::new("mksquashfs")
@@ -75,7 +76,7 @@ fn directory_index_lookups_match_the_listing() {
 }
 
 /// Everything the FUSE server can be asked, over a bounded walk.
-fn walk(ar: &Archive<Vec<u8>>) -> usize {
+fn walk<S: Source>(ar: &Archive<S>) -> usize {
     let mut queue = vec![ar.root()];
     let mut visited = 0;
     let mut buf = vec![0u8; 200_000];
@@ -134,8 +135,15 @@ fn corrupted_images_never_panic() {
             for v in [0x00u8, 0xff, good[at] ^ 0x01, good[at].wrapping_add(0x80)] {
                 let mut b = good.clone();
                 b[at] = v;
-                if let Ok(ar) = Archive::open(b) {
+                if let Ok(ar) = Archive::open(b.clone()) {
                     opened += 1;
+                    walk(&ar);
+                }
+                // Read ahead first, within a budget whatever the tables say.
+                if let Ok(ar) = Archive::open(ReadAhead::new(b)) {
+                    let planned = ar.source().plan(ar.metadata_region(), 3000);
+                    assert!(planned <= 3000);
+                    assert_eq!(ar.source().fill(), Ok(planned));
                     walk(&ar);
                 }
             }

@@ -117,6 +117,16 @@ impl<S: Source> Archive<S> {
     pub fn has_xattrs(&self) -> bool {
         self.xattrs.is_some()
     }
+    /// The source the image is read from.
+    pub fn source(&self) -> &S {
+        &self.src
+    }
+    /// Where the tables lie: from the inode table's start to the end of
+    /// the image's bytes (inode, directory, fragment, export, id and xattr
+    /// tables; the superblock checks put it inside the image).
+    pub fn metadata_region(&self) -> std::ops::Range<u64> {
+        self.sb.inode_table_start..self.sb.bytes_used
+    }
 }
 
 /// The export table's index, when the image has one: each block among the
