@@ -115,7 +115,8 @@ pub(crate) struct BuildArgs {
 
 #[derive(Args)]
 pub(crate) struct PackArgs {
-    /// The directory to pack (its contents become the image's root)
+    /// The directory to pack (its contents become the image's root). A symbolic link to a
+    /// directory packs that directory, the same with or without a trailing '/'
     pub(crate) dir: PathBuf,
     /// The image to write (with --split: the prefix of the images and manifest)
     #[arg(value_name = "IMAGE|OUT_PREFIX")]

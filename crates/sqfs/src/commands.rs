@@ -159,12 +159,15 @@ fn pack(a: PackArgs) -> Result<(), Failure> {
 fn split_summary(m: &split::Manifest, output: PathBuf) -> String {
     let mut text = String::new();
     for img in &m.images {
-        text += &format!(
-            "{}: {} ({:.0}% of the limit; {}), {} entries at depth {}\n",
+        text +=
+            &format!(
+            "{}: {} ({:.0}% of the limit; {}), {} {} ({} at depth {}, with what is below them)\n",
             img.image,
             units::bytes(img.file_size),
             img.file_size as f64 * 100.0 / m.max_size as f64,
             pack::ratio_phrase(img.bytes_used, img.file_bytes),
+            img.stored_entries,
+            if img.stored_entries == 1 { "entry" } else { "entries" },
             img.entries.len(),
             m.depth
         );
@@ -274,13 +277,13 @@ fn check(a: &CheckArgs) -> Result<(), Failure> {
     let c = sqfs::check::check(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
     if a.json {
         print_json(&c)?;
-    } else if c.first_bad.is_none() {
+    } else if !c.failed() {
         out(format!("{}\n", sqfs::check::summary(&c)))?;
     }
-    match c.first_bad {
-        None => Ok(()),
-        Some(_) => Err(sqfs::check::summary(&c).into()),
+    if c.failed() {
+        return Err(sqfs::check::summary(&c).into());
     }
+    Ok(())
 }
 
 fn bench(a: BenchArgs) -> Result<(), Failure> {

@@ -13,3 +13,4 @@ mod order;
 mod pack;
 mod rough_edges;
 mod split;
+mod symlinked_source;
