@@ -35,6 +35,7 @@ mod readme;
 mod refusals;
 mod rough_edges;
 mod shared_state;
+mod symlinked_dataset;
 mod uenv;
 mod ux;
 mod views;
