@@ -1,11 +1,13 @@
 //! sqfs: the unprivileged companion of squashfs-mount. Builds SquashFS
-//! images with mksquashfs (`pack`, `pack --split`), reads them (`inspect`)
-//! and compares compressors (`bench`). Nothing here needs privileges.
+//! images with mksquashfs (`pack`, `pack --split`), reads them (`inspect`,
+//! `check`), compares two of them (`diff`) and compares compressors
+//! (`bench`). Nothing here needs privileges.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod check;
 pub mod compat;
+pub mod diff;
 pub use squashfs_reader::decompress;
 pub mod error;
 pub mod exclude;
@@ -14,6 +16,7 @@ pub mod inspect;
 pub mod kernel;
 pub mod layer;
 pub mod mountable;
+pub mod names;
 pub mod order;
 pub mod output;
 pub use squashfs_reader::lzo;

@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod closed_stdout;
 mod completions;
+mod diff;
 mod inspect;
 mod order;
 mod pack;
