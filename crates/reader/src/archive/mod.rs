@@ -18,8 +18,8 @@ use crate::table::{self, Source};
 mod data;
 mod directory;
 mod inode;
-mod stream;
 mod stored;
+mod stream;
 mod xattr;
 
 pub use data::FileLayout;

@@ -61,26 +61,29 @@ impl<S: Source> Archive<S> {
         } else {
             file.size.div_ceil(bs)
         };
-        let mut c = self.resume(list_at, self.sb.directory_table_start, WHAT)?;
         let mut blocks = Vec::with_capacity(count.min(4096) as usize);
-        let mut at = blocks_start;
-        for _ in 0..count {
-            let word = c.u32()?;
-            let stored = word & !STORED_UNCOMPRESSED;
-            let end = at
-                .checked_add(u64::from(stored))
-                .filter(|&e| stored <= self.sb.block_size && e <= self.sb.bytes_used);
-            let Some(end) = end else {
-                return Err(corrupt(
-                    WHAT,
-                    format!(
-                        "a data block of file inode {} lies outside the image",
-                        file.number
-                    ),
-                ));
-            };
-            blocks.push((at, word));
-            at = end;
+        // A file held in a fragment alone has no block list to read.
+        if count > 0 {
+            let mut c = self.resume(list_at, self.sb.directory_table_start, WHAT)?;
+            let mut at = blocks_start;
+            for _ in 0..count {
+                let word = c.u32()?;
+                let stored = word & !STORED_UNCOMPRESSED;
+                let end = at
+                    .checked_add(u64::from(stored))
+                    .filter(|&e| stored <= self.sb.block_size && e <= self.sb.bytes_used)
+                    .ok_or_else(|| {
+                        corrupt(
+                            WHAT,
+                            format!(
+                                "a data block of file inode {} lies outside the image",
+                                file.number
+                            ),
+                        )
+                    })?;
+                blocks.push((at, word));
+                at = end;
+            }
         }
         // The fragment index was checked when the inode was read.
         let tail = in_fragment.then_some(StoredTail {
