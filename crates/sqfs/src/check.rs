@@ -44,6 +44,17 @@ pub struct Checked {
     pub bad_paths: usize,
     /// None: every block read well.
     pub first_bad: Option<Bad>,
+    /// The symbolic link that is all the image's root holds, if so: the
+    /// image is not the tree it was meant to be (flagged, exit status 1).
+    pub lone_symlink: Option<crate::stored::LoneSymlink>,
+}
+
+impl Checked {
+    /// Whether `check` fails: a bad block, or a root that holds only a
+    /// symbolic link.
+    pub fn failed(&self) -> bool {
+        self.first_bad.is_some() || self.lone_symlink.is_some()
+    }
 }
 
 struct Walk {
@@ -135,8 +146,12 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
             seconds: 0.0,
             bad_paths: 0,
             first_bad: None,
+            lone_symlink: None,
         },
     };
+    if let Ok(link) = crate::stored::lone_symlink(&archive) {
+        w.checked.lone_symlink = link;
+    }
     let mut files = Vec::new();
     let mut queue = VecDeque::from([("/".to_string(), archive.root())]);
     while let Some((dir_path, reference)) = queue.pop_front() {
@@ -222,6 +237,11 @@ fn read_all(
 /// block), without the program's name.
 pub fn summary(c: &Checked) -> String {
     match &c.first_bad {
+        None if c.lone_symlink.is_some() => format!(
+            "{}: every block reads well, but {}; it was likely packed from a symbolic link to a directory, which mksquashfs (and sqfs pack before it followed links) stores as the link: pack it again with sqfs pack, from the link or the directory",
+            c.image,
+            c.lone_symlink.as_ref().map(|l| l.sentence()).unwrap_or_default()
+        ),
         None => format!(
             "{}: every block reads well: {} files ({} of data), {} directories, {} other entries, in {}",
             c.image,

@@ -59,7 +59,7 @@ with what to use instead.";
     about = "Build, inspect and compare SquashFS images (unprivileged companion of squashfs-mount)",
     long_about = "Build, inspect and compare SquashFS images. sqfs is the unprivileged companion of \
 squashfs-mount: it never needs root. Images are built by mksquashfs (squashfs-tools); \
-inspect reads images with your own permissions.",
+inspect, check and diff read images with your own permissions.",
     after_help = "See 'sqfs <command> --help' and the sqfs(1) manual page."
 )]
 pub(crate) struct Cli {
@@ -79,6 +79,9 @@ pub(crate) enum Cmd {
     Inspect(InspectArgs),
     /// Read every block of an image in userspace; name the first bad one and its files
     Check(CheckArgs),
+    /// Show what changed between two images: entries added, removed and changed
+    #[command(after_long_help = DIFF_HELP)]
+    Diff(DiffArgs),
     /// Compare compressors: size, build time, cold and warm launch times
     Bench(BenchArgs),
     /// Record which files of a tree a command reads (a hot list for 'pack --order')
@@ -115,7 +118,8 @@ pub(crate) struct BuildArgs {
 
 #[derive(Args)]
 pub(crate) struct PackArgs {
-    /// The directory to pack (its contents become the image's root)
+    /// The directory to pack (its contents become the image's root). A symbolic link to a
+    /// directory packs that directory, the same with or without a trailing '/'
     pub(crate) dir: PathBuf,
     /// The image to write (with --split: the prefix of the images and manifest)
     #[arg(value_name = "IMAGE|OUT_PREFIX")]
@@ -229,6 +233,48 @@ pub(crate) struct CheckArgs {
     pub(crate) json: bool,
 }
 
+const DIFF_HELP: &str = "\
+Lists, one line each, every entry of A that B does not have (removed), every
+entry of B that A does not have (added, each entry below a new directory
+too), and every entry both have that differs in type, content, permission
+bits (mode), owner, group, symbolic link target, device number or extended
+attributes (changed, with what changed: 'content (1.20 KiB -> 1.31 KiB)',
+'mode 0644 -> 0755', 'owner uid 1000 (alice) -> uid 0 (root)'), then a line
+of totals. Modification times are compared only with --times (every rebuild
+of a tree changes them).
+
+The images are read in userspace with your rights (nothing is mounted), and
+quickly: the two trees are walked together, listings merged by name, on every
+processor; a file whose size differs has changed content without a byte of it
+read; files of the same size are compared as stored (the sizes of their
+compressed blocks, then the blocks' raw bytes, each fragment block once per
+pair), and only blocks whose stored bytes differ are decompressed and
+compared, so no change is missed.
+
+Examples:
+  sqfs diff stack-2024.sqfs stack-2025.sqfs
+  sqfs diff --json old.sqfs new.sqfs | jq -r '.changes[] | select(.change == \"added\") | .path'
+  sqfs diff --exit-code release.sqfs rebuilt.sqfs && echo same tree";
+
+#[derive(Args)]
+pub(crate) struct DiffArgs {
+    /// The image to compare from (the old one)
+    pub(crate) a: PathBuf,
+    /// The image to compare to (the new one)
+    pub(crate) b: PathBuf,
+    /// Print the result as JSON: totals and every change with both sides' type, mode, owner,
+    /// size and target
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Compare modification times too
+    #[arg(long)]
+    pub(crate) times: bool,
+    /// Exit with status 1 when the images differ, 0 when they hold the same tree (errors
+    /// then exit with 2, as diff(1))
+    #[arg(long)]
+    pub(crate) exit_code: bool,
+}
+
 #[derive(Args)]
 pub(crate) struct InspectArgs {
     /// The image file
@@ -276,7 +322,8 @@ pub(crate) struct BenchArgs {
     /// The command to time inside the image, run with sh -c (default: read every file)
     #[arg(long, value_name = "COMMAND")]
     pub(crate) run: Option<String>,
-    /// Measured runs of each kind (cold, warm) per compressor
+    /// Measured runs of each kind (cold, warm) per compressor; with fewer than 5 the machine's
+    /// noise can put a warm median above a cold one (the table says so when it does)
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub(crate) runs: u64,
     /// Data block size of every image

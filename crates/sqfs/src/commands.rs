@@ -6,7 +6,9 @@ use sqfs::exclude::{Excludes, Origin};
 use sqfs::output::{self, Unprinted};
 use sqfs::{bench, inspect, layer, order, pack, split, trace, units};
 
-use crate::cli::{completion_command, BenchArgs, CheckArgs, Cmd, InspectArgs, PackArgs, TraceArgs};
+use crate::cli::{
+    completion_command, BenchArgs, CheckArgs, Cmd, DiffArgs, InspectArgs, PackArgs, TraceArgs,
+};
 
 /// Why a command did not succeed.
 pub(crate) enum Failure {
@@ -14,6 +16,11 @@ pub(crate) enum Failure {
     Message(String),
     /// The reader closed standard output: end quietly (status 141).
     Closed,
+    /// End with this status, saying nothing more (`diff --exit-code`:
+    /// the images differ).
+    Status(u8),
+    /// What went wrong, with this exit status (`diff --exit-code`: 2).
+    MessageWithStatus(String, u8),
 }
 
 impl From<String> for Failure {
@@ -42,6 +49,7 @@ failures!(
     sqfs::layer::LayerError,
     sqfs::trace::TraceError,
     sqfs::bench::BenchError,
+    sqfs::diff::DiffError,
     serde_json::Error,
 );
 
@@ -70,12 +78,10 @@ pub(crate) fn run(command: Cmd) -> Result<(), Failure> {
         Cmd::Trace(a) => trace(&a),
         Cmd::Inspect(a) => inspect(&a),
         Cmd::Check(a) => check(&a),
+        Cmd::Diff(a) => diff(&a),
         Cmd::Bench(a) => bench(a),
         Cmd::Completions { shell } => {
-            // Into memory first: clap_complete panics on a failed write.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut completion_command(), "sqfs", &mut script);
-            out(script)
+            out(crate::completions::script(shell, &mut completion_command()))
         }
         Cmd::Tree { what, dir } => {
             if what == "read" {
@@ -159,12 +165,15 @@ fn pack(a: PackArgs) -> Result<(), Failure> {
 fn split_summary(m: &split::Manifest, output: PathBuf) -> String {
     let mut text = String::new();
     for img in &m.images {
-        text += &format!(
-            "{}: {} ({:.0}% of the limit; {}), {} entries at depth {}\n",
+        text +=
+            &format!(
+            "{}: {} ({:.0}% of the limit; {}), {} {} ({} at depth {}, with what is below them)\n",
             img.image,
             units::bytes(img.file_size),
             img.file_size as f64 * 100.0 / m.max_size as f64,
             pack::ratio_phrase(img.bytes_used, img.file_bytes),
+            img.stored_entries,
+            if img.stored_entries == 1 { "entry" } else { "entries" },
             img.entries.len(),
             m.depth
         );
@@ -274,13 +283,31 @@ fn check(a: &CheckArgs) -> Result<(), Failure> {
     let c = sqfs::check::check(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
     if a.json {
         print_json(&c)?;
-    } else if c.first_bad.is_none() {
+    } else if !c.failed() {
         out(format!("{}\n", sqfs::check::summary(&c)))?;
     }
-    match c.first_bad {
-        None => Ok(()),
-        Some(_) => Err(sqfs::check::summary(&c).into()),
+    if c.failed() {
+        return Err(sqfs::check::summary(&c).into());
     }
+    Ok(())
+}
+
+fn diff(a: &DiffArgs) -> Result<(), Failure> {
+    let opts = sqfs::diff::DiffOptions { times: a.times };
+    let d = match sqfs::diff::diff(&a.a, &a.b, opts) {
+        Ok(d) => d,
+        Err(e) if a.exit_code => return Err(Failure::MessageWithStatus(e.to_string(), 2)),
+        Err(e) => return Err(e.into()),
+    };
+    if a.json {
+        print_json(&d)?;
+    } else {
+        out(sqfs::diff::render(&d))?;
+    }
+    if a.exit_code && !d.changes.is_empty() {
+        return Err(Failure::Status(1));
+    }
+    Ok(())
 }
 
 fn bench(a: BenchArgs) -> Result<(), Failure> {

@@ -388,8 +388,7 @@ fn render_contents(s: &mut String, r: &Report) {
         f.sockets
     );
     let _ = writeln!(s, "Hard links:       {} extra names", f.extra_links);
-    let ids: Vec<String> = r.ids.iter().map(|i| i.to_string()).collect();
-    let _ = writeln!(s, "Owners (ids):     {}", ids.join(", "));
+    let _ = writeln!(s, "Owners (ids):     {}", crate::names::ids(&r.ids));
     let x = &r.xattrs;
     let _ = writeln!(
         s,

@@ -1,4 +1,5 @@
-//! `sqfs`: pack, inspect and benchmark SquashFS images. Unprivileged.
+//! `sqfs`: pack, inspect, check, compare and benchmark SquashFS images.
+//! Unprivileged.
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
@@ -12,6 +13,7 @@ use sqfs::units;
 
 mod cli;
 mod commands;
+mod completions;
 
 use cli::Cli;
 use commands::{run, Failure};
@@ -72,7 +74,16 @@ fn subcommand_given() -> String {
     std::env::args()
         .skip(1)
         .find(|a| {
-            ["pack", "inspect", "check", "bench", "trace", "completions"].contains(&a.as_str())
+            [
+                "pack",
+                "inspect",
+                "check",
+                "diff",
+                "bench",
+                "trace",
+                "completions",
+            ]
+            .contains(&a.as_str())
         })
         .map(|s| format!("{s} "))
         .unwrap_or_default()
@@ -142,6 +153,11 @@ fn main() -> ExitCode {
         Err(Failure::Message(e)) => {
             eprint_line(format_args!("sqfs: {}", units::without_os_error(&e)));
             ExitCode::from(1)
+        }
+        Err(Failure::Status(status)) => ExitCode::from(status),
+        Err(Failure::MessageWithStatus(e, status)) => {
+            eprint_line(format_args!("sqfs: {}", units::without_os_error(&e)));
+            ExitCode::from(status)
         }
     }
 }

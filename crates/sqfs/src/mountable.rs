@@ -53,20 +53,45 @@ pub fn parse(json: &[u8]) -> Option<PolicyPath> {
     })
 }
 
-/// The first clause of a policy reason, at most about 80 characters (the
-/// whole one is long; `--policy IMAGE` has it).
-fn first_clause(reason: &str) -> String {
-    let first = reason.split(';').next().unwrap_or(reason).trim();
-    if first.len() <= 80 {
-        return first.to_string();
+/// The first clause of a policy reason: up to its first ';' outside
+/// parentheses (the whole reason is `--policy IMAGE`'s). Longer than `max`
+/// characters, it is cut at a space outside parentheses, with "...":
+/// never inside a parenthesis (a reason cut at a fixed length ended in
+/// "a trusted owner (root, trusted-...").
+pub fn first_clause(reason: &str, max: usize) -> String {
+    let mut depth = 0usize;
+    let mut end = reason.len();
+    for (i, c) in reason.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ';' if depth == 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
     }
-    let mut cut = 77;
-    while !first.is_char_boundary(cut) {
-        cut -= 1;
+    let clause = reason[..end].trim();
+    if clause.chars().count() <= max {
+        return clause.to_string();
     }
-    let head = &first[..cut];
-    let head = head.rfind(' ').map_or(head, |at| &head[..at]);
-    format!("{}...", head.trim_end_matches(','))
+    let (mut depth, mut cut) = (0usize, None);
+    for (n, (i, c)) in clause.char_indices().enumerate() {
+        if n + 3 > max {
+            break;
+        }
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ' ' if depth == 0 => cut = Some(i),
+            _ => {}
+        }
+    }
+    match cut {
+        Some(i) => format!("{}...", clause[..i].trim_end_matches(',')),
+        None => clause.to_string(),
+    }
 }
 
 /// The "Mountable here" verdict and sentence for the path the policy
@@ -78,7 +103,7 @@ pub fn verdict(p: &PolicyPath, kernel: (Option<bool>, &str)) -> (Option<bool>, S
             format!(
                 "{} (squashfs-mount would use the kernel's squashfs: {})",
                 kernel.1,
-                first_clause(&p.reason)
+                first_clause(&p.reason, usize::MAX)
             ),
         );
     }
@@ -87,7 +112,7 @@ pub fn verdict(p: &PolicyPath, kernel: (Option<bool>, &str)) -> (Option<bool>, S
             Some(true),
             format!(
                 "squashfs-mount would serve it through its FUSE server, as you ({}); squashfs-mount --policy IMAGE says why",
-                first_clause(&p.reason)
+                first_clause(&p.reason, usize::MAX)
             ),
         )
     } else {
@@ -95,7 +120,7 @@ pub fn verdict(p: &PolicyPath, kernel: (Option<bool>, &str)) -> (Option<bool>, S
             Some(false),
             format!(
                 "squashfs-mount would serve it through FUSE ({}), which you cannot use here: {}",
-                first_clause(&p.reason),
+                first_clause(&p.reason, usize::MAX),
                 p.fuse_unusable_because
                     .as_deref()
                     .unwrap_or("/dev/fuse does not open for you")
@@ -131,5 +156,25 @@ mod tests {
         };
         assert_eq!(verdict(&kernel, (Some(false), "lzma")), (Some(false), "lzma (squashfs-mount would use the kernel's squashfs: not trusted: the file is owned by uid 1000)".to_string()));
         assert!(parse(b"[]").is_none());
+    }
+
+    #[test]
+    fn a_reason_is_never_cut_inside_a_parenthesis() {
+        let long = "not trusted: the file is owned by uid 1000 (alice), not a trusted owner (root, trusted-owners; see --policy), who can change it; /home/u can be written by everyone";
+        assert_eq!(
+            first_clause(long, usize::MAX),
+            "not trusted: the file is owned by uid 1000 (alice), not a trusted owner (root, trusted-owners; see --policy), who can change it"
+        );
+        assert_eq!(first_clause("rootless mode", 5), "rootless mode");
+        assert_eq!(first_clause("a (b; c) d; e", 99), "a (b; c) d");
+        // Cut short: at a space outside the parentheses.
+        assert_eq!(
+            first_clause(long, 60),
+            "not trusted: the file is owned by uid 1000 (alice), not a..."
+        );
+        assert_eq!(
+            first_clause(long, 95),
+            "not trusted: the file is owned by uid 1000 (alice), not a trusted owner..."
+        );
     }
 }

@@ -15,6 +15,17 @@ use crate::units;
 pub enum TreeError {
     File(FileError),
     NotADirectory(PathBuf),
+    /// A symbolic link given as the tree, whose target does not resolve.
+    DanglingLink {
+        link: PathBuf,
+        target: PathBuf,
+        error: std::io::Error,
+    },
+    /// A symbolic link given as the tree, to something not a directory.
+    LinkToNonDirectory {
+        link: PathBuf,
+        target: PathBuf,
+    },
     /// Entries the caller cannot read, so mksquashfs would fail.
     Unreadable(Unreadable),
 }
@@ -26,6 +37,19 @@ impl std::fmt::Display for TreeError {
         match self {
             TreeError::File(e) => e.fmt(f),
             TreeError::NotADirectory(p) => write!(f, "{} is not a directory", p.display()),
+            TreeError::DanglingLink { link, target, error } => write!(
+                f,
+                "{} is a symbolic link to {}, which cannot be followed ({}); give the directory to pack",
+                link.display(),
+                target.display(),
+                units::io_error(error)
+            ),
+            TreeError::LinkToNonDirectory { link, target } => write!(
+                f,
+                "{} is a symbolic link to {}, which is not a directory; give the directory to pack",
+                link.display(),
+                target.display()
+            ),
             TreeError::Unreadable(u) => u.fmt(f),
         }
     }

@@ -18,12 +18,14 @@ use crate::table::{self, Source};
 mod data;
 mod directory;
 mod inode;
+mod stored;
 mod stream;
 mod xattr;
 
 pub use data::FileLayout;
 pub use directory::{DirEntry, Listing, NAME_MAX};
 pub use inode::{Inode, InodeData, InodeRef, Kind, SYMLINK_MAX};
+pub use stored::{StoredData, StoredTail, STORED_UNCOMPRESSED};
 pub use stream::Position;
 pub use xattr::{Xattr, XATTR_VALUE_MAX};
 

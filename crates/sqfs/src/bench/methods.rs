@@ -122,17 +122,12 @@ impl MountPath {
     }
 
     /// One line for the table and the chart: the path and the first
-    /// clause of its reason, at most about 120 characters (the whole
-    /// reason is in `--json` and `squashfs-mount --policy IMAGE`).
+    /// clause of its reason, at most about 120 characters, never cut inside
+    /// a parenthesis (the whole reason is in `--json` and `squashfs-mount
+    /// --policy IMAGE`).
     pub fn explain(&self) -> String {
         const MAX_REASON: usize = 60;
-        let first = self.reason.split(';').next().unwrap_or_default().trim();
-        let short = if first.chars().count() > MAX_REASON {
-            let cut: String = first.chars().take(MAX_REASON - 3).collect();
-            format!("{}...", cut.trim_end())
-        } else {
-            first.to_string()
-        };
+        let short = crate::mountable::first_clause(&self.reason, MAX_REASON);
         let what = match self.path.as_str() {
             "kernel" => "kernel",
             "FUSE" => "FUSE, as you",

@@ -90,8 +90,41 @@ pub fn table(r: &Report) -> String {
             .collect();
         let _ = writeln!(s, "{}", cells.join("  ").trim_end());
     }
+    if let Some(note) = warm_not_faster(r) {
+        let _ = writeln!(s, "{note}");
+    }
     let _ = writeln!(s, "chart: {}", r.svg);
     s
+}
+
+/// A note when a warm median is not below its cold one: with few runs the
+/// machine's noise outweighs what the cache saves (a command that reads
+/// little), and the order of the medians means nothing.
+pub(super) fn warm_not_faster(r: &Report) -> Option<String> {
+    let slower: Vec<String> = r
+        .variants
+        .iter()
+        .flat_map(|v| {
+            [
+                ("command", &v.cold, &v.warm),
+                ("walk", &v.walk_cold, &v.walk_warm),
+            ]
+            .into_iter()
+            .filter(|(_, cold, warm)| match (median(cold), median(warm)) {
+                (Some(c), Some(w)) => w >= c,
+                _ => false,
+            })
+            .map(|(what, _, _)| format!("{} {what}", v.variant.label))
+        })
+        .collect();
+    if slower.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "note: warm is not faster than cold for {}: the runs vary more than the cache saves there ({} runs each); their order means nothing: measure again with more --runs, on a quieter machine, or with a command that reads more",
+        slower.join(", "),
+        r.runs
+    ))
 }
 
 /// The lines above the table: the tree, the command and how it was timed.
@@ -172,4 +205,52 @@ fn rows(r: &Report) -> Vec<Vec<String>> {
         }
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Report, Variant, VariantResult};
+    use super::warm_not_faster;
+
+    fn report(cold: &[f64], warm: &[f64]) -> Report {
+        let variant = crate::bench::parse_variants("lz4").unwrap().remove(0);
+        Report {
+            tree: "t".into(),
+            tree_bytes: 1,
+            tree_entries: 1,
+            block_size: 131072,
+            command: Some("true".into()),
+            mountpoint: "/m".into(),
+            runs: cold.len(),
+            cold_method: None,
+            cold_explained: None,
+            warm_method: None,
+            warm_explained: None,
+            mount_path: None,
+            squashfs_mount: None,
+            squashfs_mount_flags: Vec::new(),
+            variants: vec![VariantResult {
+                variant: Variant { ..variant },
+                bytes: 1,
+                build_seconds: 0.1,
+                cold: cold.to_vec(),
+                warm: warm.to_vec(),
+                walk_cold: vec![0.02, 0.03],
+                walk_warm: vec![0.01, 0.01],
+            }],
+            svg: "x.svg".into(),
+        }
+    }
+
+    #[test]
+    fn a_warm_median_above_the_cold_one_is_called_noise() {
+        assert_eq!(warm_not_faster(&report(&[0.05, 0.04], &[0.02, 0.03])), None);
+        let note = warm_not_faster(&report(&[0.02, 0.021], &[0.03, 0.02])).unwrap();
+        assert!(
+            note.starts_with("note: warm is not faster than cold for lz4 command:")
+                && note.contains("(2 runs each)")
+                && note.contains("more --runs"),
+            "{note}"
+        );
+    }
 }

@@ -64,6 +64,15 @@ pub enum PackError {
     },
     Tree(TreeError),
     Order(OrderError),
+    /// The new image cannot be read back.
+    NewImage(PathBuf, crate::stored::StoredError),
+    /// The new image's root holds only a symbolic link, the tree did not.
+    LoneSymlink {
+        image: PathBuf,
+        dir: PathBuf,
+        walked: u64,
+        sentence: String,
+    },
 }
 
 crate::error::wraps!(PackError {
@@ -125,6 +134,14 @@ impl fmt::Display for PackError {
             }
             E::Tree(e) => e.fmt(f),
             E::Order(e) => e.fmt(f),
+            E::NewImage(image, e) => write!(f, "cannot read the new image {} back: {e}", image.display()),
+            E::LoneSymlink { image, dir, walked, sentence } => write!(
+                f,
+                "{}: {sentence}, not the {walked} entries of {}; the image is removed (is {} a symbolic link? give the directory it points to)",
+                image.display(),
+                dir.display(),
+                dir.display()
+            ),
         }
     }
 }

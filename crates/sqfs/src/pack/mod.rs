@@ -83,7 +83,8 @@ pub struct Packed {
     pub file_bytes: u64,
     /// `bytes_used / file_bytes`; null without file data.
     pub ratio: Option<f64>,
-    /// Entries packed (the top directory not counted).
+    /// Entries the image stores (the top directory not counted), counted
+    /// in the image.
     pub entries: u64,
     /// Entries left out by --exclude patterns (a directory counts once).
     pub excluded: u64,
@@ -139,6 +140,8 @@ pub fn pack(
     opts: &PackOptions,
     excludes: &crate::exclude::Excludes,
 ) -> Result<Packed, PackError> {
+    // A symbolic link to a directory packs that directory (see source.rs).
+    let dir = &crate::source::resolve(dir)?;
     check_outside(dir, image)?;
     check_output(image, opts.force)?;
     let bar = Bar::spinner("scanning the tree");
@@ -158,6 +161,7 @@ pub fn pack(
         &bar,
     )?;
     bar.finish();
+    let stored = read_back(image, stats.entries, dir)?;
     let file_size = std::fs::metadata(image)
         .map_err(FileError::at(image))?
         .len();
@@ -168,7 +172,7 @@ pub fn pack(
         bytes_used,
         file_bytes: stats.file_bytes,
         ratio: (stats.file_bytes > 0).then(|| bytes_used as f64 / stats.file_bytes as f64),
-        entries: stats.entries,
+        entries: stored.entries,
         excluded: stats.excluded,
         seconds,
         compressor: opts.comp,
@@ -179,6 +183,44 @@ pub fn pack(
         reproducible: opts.reproducible,
         ordered,
     })
+}
+
+/// Reads back what the new `image` stores. An image whose root holds
+/// nothing but a symbolic link, from a tree that held more (or other)
+/// than that, is removed and refused; from a tree that is just one link,
+/// kept with a warning. Fewer entries than the walk of `dir` found
+/// (`walked`) get a warning too.
+pub fn read_back(
+    image: &Path,
+    walked: u64,
+    dir: &Path,
+) -> Result<crate::stored::Stored, PackError> {
+    let stored =
+        crate::stored::count(image).map_err(|e| PackError::NewImage(image.to_path_buf(), e))?;
+    if let Some(link) = &stored.lone_symlink {
+        if walked != 1 {
+            let _ = std::fs::remove_file(image);
+            return Err(PackError::LoneSymlink {
+                image: image.to_path_buf(),
+                dir: dir.to_path_buf(),
+                walked,
+                sentence: link.sentence(),
+            });
+        }
+        eprintln!(
+            "sqfs: warning: {}: {}; to pack what it points to, give that directory",
+            image.display(),
+            link.sentence()
+        );
+    } else if stored.entries < walked {
+        eprintln!(
+            "sqfs: warning: {} holds {} entries, fewer than the {walked} found in {} (did the tree change while it was packed?)",
+            image.display(),
+            stored.entries,
+            dir.display()
+        );
+    }
+    Ok(stored)
 }
 
 pub fn os(s: &str) -> &OsStr {

@@ -92,8 +92,11 @@ impl Job<'_> {
                 .flat_map(|&g| &self.cut.groups[g])
                 .map(|&u| &self.cut.units[u])
                 .collect();
+            let walked = mine.iter().map(|u| u.entries).sum();
+            let stored = pack::read_back(&path, walked, self.dir)?;
             images.push(ManifestImage {
                 image: path.display().to_string(),
+                stored_entries: stored.entries,
                 file_size,
                 bytes_used: pack::bytes_used(&path)?,
                 file_bytes: mine.iter().map(|u| u.bytes).sum(),

@@ -29,6 +29,10 @@ pub struct ManifestImage {
     /// What the first pass estimated (with the corrections of the images
     /// built before).
     pub estimated_bytes: u64,
+    /// The entries the image stores, counted in it: its units with what
+    /// they hold, and the directories above them.
+    pub stored_entries: u64,
+    /// The units it holds (entries at the cut depth, files above it).
     pub entries: Vec<ManifestEntry>,
 }
 

@@ -64,6 +64,9 @@ pub fn split(
     if depth == 0 {
         return Err(SplitError::DepthZero);
     }
+    // A symbolic link to a directory splits that directory (see source.rs).
+    let given = dir;
+    let dir = &crate::source::resolve(dir)?;
     pack::check_outside(dir, prefix)?;
     let room = max
         .checked_sub(PER_IMAGE)
@@ -103,7 +106,7 @@ pub fn split(
     renumber(prefix, &mut images, width)?;
     let manifest = Manifest {
         format: "sqfs-split-manifest/2",
-        source: dir.display().to_string(),
+        source: given.display().to_string(),
         max_size: max,
         depth,
         compressor: opts.comp,

@@ -128,7 +128,9 @@ fn fish_offers_the_subcommands_and_their_options() {
     let subs = query("sqfs ");
     assert_eq!(
         subs,
-        BTreeSet::from(["bench", "check", "help", "inspect", "pack", "trace"].map(String::from))
+        BTreeSet::from(
+            ["bench", "check", "diff", "help", "inspect", "pack", "trace"].map(String::from)
+        )
     );
     let mut want = long_options("pack");
     want.insert("--help".into());
@@ -195,4 +197,81 @@ fn make_install_installs_the_completions() {
     let script = std::fs::read_to_string(share.join("bash-completion/completions/sqfs")).unwrap();
     assert!(script.contains("pack"));
     std::fs::remove_dir_all(&dest).unwrap();
+}
+
+/// `sqfs check <TAB>` (and every command that takes a path) offers the
+/// files of the current directory: bash through the wrapper sqfs adds
+/// to clap's script (which offered `-h --json --help` there), fish by
+/// its default, zsh through `_files`.
+#[test]
+fn paths_complete_to_files_in_every_shell() {
+    use sqfsmnt_test_support::cmd::run;
+    let dir = std::env::temp_dir().join(format!("sqfs-complete-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("images")).unwrap();
+    std::fs::write(dir.join("stack.sqfs"), "").unwrap();
+    std::fs::write(dir.join("sqfs.bash"), sqfs(&["completions", "bash"])).unwrap();
+    let zsh = sqfs(&["completions", "zsh"]);
+    let fish = sqfs(&["completions", "fish"]);
+    // zsh: every path argument completes with _files.
+    for arg in [
+        "':image -- The image file:_files'",
+        "':a -- The image to compare from (the old one):_files'",
+        "':b -- The image to compare to (the new one):_files'",
+        "':dir -- The directory to pack",
+    ] {
+        assert!(zsh.contains(arg), "zsh: no {arg}");
+    }
+    let lines = [
+        ("sqfs check ", "stack.sqfs"),
+        ("sqfs check st", "stack.sqfs"),
+        ("sqfs inspect ", "stack.sqfs"),
+        ("sqfs diff stack.sqfs ", "stack.sqfs"),
+        ("sqfs pack im", "images/"),
+    ];
+    // What bash's completion function leaves in COMPREPLY for the words
+    // of $1 (the last one being completed), directories with a '/'.
+    let probe = r#"source ./sqfs.bash
+read -ra W <<< "$1"; [[ "$1" == *" " ]] && W+=("")
+COMP_WORDS=("${W[@]}"); COMP_CWORD=$(( ${#W[@]} - 1 ))
+f=$(complete -p sqfs | sed -E 's/.* -F ([^ ]+) .*/\1/')
+"$f" sqfs "${W[-1]}" "${W[-2]}"
+for w in "${COMPREPLY[@]}"; do [[ -d $w ]] && w=$w/; echo "$w"; done"#;
+    if have("bash") {
+        for (line, want) in lines.iter().chain(&[("sqfs check --j", "--json")]) {
+            let r = run(Command::new("bash")
+                .args(["-c", probe, "bash", line])
+                .current_dir(&dir));
+            r.ok();
+            assert!(
+                r.stdout().lines().any(|l| l == *want),
+                "bash: {line}<TAB> offers {:?}, not {want}",
+                r.stdout()
+            );
+            if !want.starts_with('-') {
+                assert!(!r.stdout().contains("--json"), "bash: {line}<TAB>: {r:?}");
+            }
+        }
+    } else {
+        loud_skip("bash completion of paths: bash is not installed");
+    }
+    if have("fish") {
+        for (line, want) in lines {
+            let r = run(Command::new("fish")
+                .arg("-c")
+                .arg(format!("{fish}\ncomplete -C '{line}'"))
+                .current_dir(&dir));
+            r.ok();
+            assert!(
+                r.stdout()
+                    .lines()
+                    .any(|l| l.split('\t').next() == Some(want)),
+                "fish: {line}<TAB> offers {:?}, not {want}",
+                r.stdout()
+            );
+        }
+    } else {
+        loud_skip("fish completion of paths: fish is not installed");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

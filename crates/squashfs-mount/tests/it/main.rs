@@ -36,6 +36,7 @@ mod refusals;
 mod rough_edges;
 mod shared_state;
 mod starvation;
+mod symlinked_dataset;
 mod uenv;
 mod ux;
 mod views;
