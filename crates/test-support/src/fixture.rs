@@ -95,8 +95,9 @@ pub fn evict_cached_instances(bin: &Path) {
     assert!(gc.success(), "root --gc --all: {}", gc.stderr());
 }
 
-/// Runs one test case: serialised, with a user made for it (removed
-/// afterwards, also when the case panics); afterwards the number of
+/// Runs one test case: serialised, with a user made for it (beside the
+/// case before: [`crate::users::for_case`]; removed afterwards, also when
+/// the case panics); afterwards the number of
 /// attached loop devices backed by files under the prefix, and of mounts
 /// under it in the host namespace, must be what it was before. The image
 /// cache keeps an instance of each image launched (by design), so the
@@ -108,7 +109,7 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
         return;
     };
     times.mark("wait");
-    let users = Users::create(1, true);
+    let users = crate::users::for_case();
     times.mark("user");
     let user = users.first().clone();
     let user_dir = inst.root.join("user");

@@ -124,6 +124,33 @@ impl Users {
     }
 }
 
+/// The next case's user, being made while the current case runs.
+static NEXT: std::sync::Mutex<Option<std::thread::JoinHandle<Users>>> = std::sync::Mutex::new(None);
+static NEXT_AT_EXIT: std::sync::Once = std::sync::Once::new();
+
+/// A fresh user with a supplementary group ([`Users::create`]`(1, true)`)
+/// for one case: made beside the previous case (the useradd runs take a
+/// tenth of a second), and the next case's started now. Each is made for
+/// one case and removed after it as before; one made for no case is
+/// removed when the process exits.
+pub fn for_case() -> Users {
+    let made = NEXT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .and_then(|h| h.join().ok());
+    let users = made.unwrap_or_else(|| Users::create(1, true));
+    NEXT_AT_EXIT.call_once(|| {
+        crate::cleanup::at_exit(|| {
+            let left = NEXT.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(left.and_then(|h| h.join().ok()));
+        })
+    });
+    *NEXT.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(std::thread::spawn(|| Users::create(1, true)));
+    users
+}
+
 impl Drop for Users {
     fn drop(&mut self) {
         for u in &self.users {
