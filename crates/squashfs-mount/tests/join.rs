@@ -247,9 +247,13 @@ ps -eo pid=,stat=,comm= | awk '$3=="squashfs-mount"{{print "PS", $1, $2}}'"#
         .lines()
         .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
         .collect();
+    // (ps's state is a letter and flags: a zombie is "Z", or "ZN" when
+    // the run is niced.)
     let running = |pid: &str| {
-        out.lines()
-            .any(|l| l.starts_with(&format!("PS {pid} ")) && !l.ends_with(" Z"))
+        out.lines().any(|l| {
+            l.strip_prefix(&format!("PS {pid} "))
+                .is_some_and(|state| !state.starts_with('Z'))
+        })
     };
     // None left, or only exited ones (zombies, or gone when ps looked).
     let none_running = out.contains("NO_DAEMONS") || listed.iter().all(|p| !running(p));

@@ -307,7 +307,7 @@ fn a_burst_of_cold_launches_attaches_one_loop_device() {
         // an instance of its own, which a loaded machine reached with 128
         // launches: out of reach here, so the outcome does not depend on
         // the machine's speed.)
-        let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 1h\n");
+        let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 10m\n");
         let img = fx.image("burst", &[("x", "x\n")], "");
         let m = fx.mount_point("burst");
         let path = s(&img);

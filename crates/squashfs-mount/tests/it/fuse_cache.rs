@@ -363,7 +363,7 @@ fn a_burst_of_launches_starts_one_server() {
         // a server of its own, which a loaded machine reached with 128
         // launches: out of reach here, so the outcome does not depend on
         // the machine's speed.)
-        let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 1h\n");
+        let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 10m\n");
         let img = own_image(fx, &fx.user, "fuse-burst");
         let m = fx.mount_point("fuse-burst");
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
