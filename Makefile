@@ -183,19 +183,18 @@ demo:
 	$(CARGO) build $(CARGO_FLAGS) $(PROGRAMS_FLAGS)
 	scripts/demo
 
-# Unit tests, then the integration suite against an installed setuid binary
-# run as an unprivileged test user (needs root; skips loudly otherwise), the
-# package tests and the check that no setuid file is left reachable
-# (scripts/test: every test program runs even when one fails, the package
-# builds beside the cargo tests; a summary line with the totals and the
-# time it all took at the end).
-# (MAKE_TEST_START: the duration scripts/test prints counts the builds too.)
+# The builds (the plugin beside the programs and the test programs, one
+# cargo run), unit tests, then the integration suite against an installed
+# setuid binary run as an unprivileged test user (needs root; skips loudly
+# otherwise), the package tests and the check that no setuid file is left
+# reachable (scripts/test: every test program runs even when one fails, the
+# package builds beside the builds and the cargo tests; where the time went
+# and a summary line with the totals and the time it all took at the end).
+# (MAKE_TEST_START: the duration scripts/test prints counts scripts/deps too.)
 test: export MAKE_TEST_START := $(shell date +%s)
 test:
 	@CARGO='$(CARGO)' scripts/deps test
-	$(CARGO) build $(CARGO_FLAGS) --workspace
-	$(CARGO) build $(SPANK_FLAGS)
-	CARGO='$(CARGO)' CARGO_FLAGS='$(CARGO_FLAGS)' scripts/test
+	CARGO='$(CARGO)' CARGO_FLAGS='$(CARGO_FLAGS)' SPANK_FLAGS='$(SPANK_FLAGS)' scripts/test
 
 bench:
 	@CARGO='$(CARGO)' scripts/deps bench

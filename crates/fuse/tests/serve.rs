@@ -43,6 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::ends;
+
 use sqfsmnt_test_support::tree::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_squashfs-mount-fuse");
@@ -417,8 +419,8 @@ fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_timeout(&mut served.child, Duration::from_secs(10))
-        .expect("the server did not exit after unmount");
+    let status =
+        wait_timeout(&mut served.child, ends::HANG).expect("the server did not exit after unmount");
     let mut e = String::new();
     served
         .child
@@ -435,19 +437,15 @@ fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// Waits up to `t` for the child `c` to exit (its end, on its pidfd); kills
+/// it and returns `None` if it did not.
 fn wait_timeout(c: &mut std::process::Child, t: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            return Some(s);
-        }
-        if start.elapsed() > t {
-            let _ = c.kill();
-            let _ = c.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !ends::wait_ended(&[c.id()], t).is_empty() {
+        let _ = c.kill();
+        let _ = c.wait();
+        return None;
     }
+    Some(c.wait().unwrap())
 }
 
 fn compressors() -> Vec<&'static str> {
@@ -695,8 +693,8 @@ fn ready_line_for_bad_images() {
         (&empty, "empty"),
     ] {
         let (mut child, line) = spawn_with_fds(&fake_fuse, &fs::File::open(img).unwrap(), None);
-        let status = wait_timeout(&mut child, Duration::from_secs(10))
-            .unwrap_or_else(|| panic!("hangs after {line:?}"));
+        let status =
+            wait_timeout(&mut child, ends::HANG).unwrap_or_else(|| panic!("hangs after {line:?}"));
         assert_eq!(status.code(), Some(1), "{}", img.display());
         assert!(
             line.starts_with("error ") && line.ends_with('\n') && line.contains(expect),
@@ -756,8 +754,7 @@ fn descriptor_contract() {
     assert_eq!(line, "ready\n");
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served\n");
     rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
-    let status = wait_timeout(&mut child, Duration::from_secs(5))
-        .expect("server still running after unmount");
+    let status = wait_timeout(&mut child, ends::HANG).expect("server still running after unmount");
     assert!(status.success());
     let mut e = String::new();
     child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
@@ -778,7 +775,7 @@ fn descriptor_contract() {
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served\n");
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
-    let status = wait_timeout(&mut child, Duration::from_secs(5))
+    let status = wait_timeout(&mut child, ends::HANG)
         .expect("server still running after the watched process exited");
     assert!(status.success());
     rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH).unwrap();
@@ -860,7 +857,7 @@ fn crash_image_is_served_safely() {
     assert!(child.try_wait().unwrap().is_none(), "the server died");
     fs::metadata(&mnt).unwrap();
     rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
-    let status = wait_timeout(&mut child, Duration::from_secs(5)).expect("no exit after unmount");
+    let status = wait_timeout(&mut child, ends::HANG).expect("no exit after unmount");
     assert!(status.success());
     let mut e = String::new();
     child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
@@ -921,8 +918,7 @@ fn mount_runs_a_command() {
     wait_for_mount(&mut served, dev);
     let pid = rustix::process::Pid::from_raw(served.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status =
-        wait_timeout(&mut served.child, Duration::from_secs(10)).expect("no exit after SIGTERM");
+    let status = wait_timeout(&mut served.child, ends::HANG).expect("no exit after SIGTERM");
     assert!(status.success(), "{status}");
     assert!(
         !fs::read_to_string("/proc/self/mounts")
@@ -1103,7 +1099,7 @@ fn start_detached(
     BufReader::new(fs::File::from(ready_r))
         .read_line(&mut line)
         .unwrap();
-    let status = wait_timeout(&mut starter, Duration::from_secs(10)).expect("the starter hangs");
+    let status = wait_timeout(&mut starter, ends::HANG).expect("the starter hangs");
     assert!(status.success());
     let pid: i32 = fs::read_to_string(&pid_file)
         .unwrap()
@@ -1124,8 +1120,8 @@ fn start_detached(
     (pid, line)
 }
 
-/// Everything `r` yields until EOF, which must come within 10 s (a
-/// process holding the write end would block it).
+/// Everything `r` yields until EOF, which must come (a process holding
+/// the write end would block it until the hang limit).
 fn read_to_eof(mut r: impl Read + Send + 'static, what: &str) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -1133,24 +1129,19 @@ fn read_to_eof(mut r: impl Read + Send + 'static, what: &str) -> String {
         let _ = r.read_to_string(&mut s);
         let _ = tx.send(s);
     });
-    rx.recv_timeout(Duration::from_secs(10))
+    rx.recv_timeout(ends::HANG)
         .unwrap_or_else(|_| panic!("no EOF on {what}: the detached server holds it"))
 }
 
-/// Waits up to `t` for `pid` (a child, see `start_detached`) to exit.
+/// Waits up to `t` for `pid` (a child, see `start_detached`) to exit (its
+/// end, on its pidfd), and reaps it.
 fn wait_pid(pid: rustix::process::Pid, t: Duration) -> Option<rustix::process::WaitStatus> {
-    let start = Instant::now();
-    loop {
-        if let Some((_, s)) =
-            rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG).unwrap()
-        {
-            return Some(s);
-        }
-        if start.elapsed() > t {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !ends::wait_ended(&[pid.as_raw_nonzero().get() as u32], t).is_empty() {
+        return None;
     }
+    rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+        .unwrap()
+        .map(|(_, s)| s)
 }
 
 /// Runs its closure when dropped (also when a test panics).
@@ -1201,7 +1192,7 @@ fn detached_server() {
             let running = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
             if matches!(running, Ok(None)) {
                 let _ = rustix::process::kill_process(pid, Signal::KILL);
-                let _ = wait_pid(pid, Duration::from_secs(5));
+                let _ = wait_pid(pid, ends::HANG);
             }
         }
         let _ = rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH);
@@ -1298,7 +1289,7 @@ fn detached_server() {
         "{status}"
     );
     rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
-    let s = wait_pid(pid, Duration::from_secs(5)).expect("still running after unmount");
+    let s = wait_pid(pid, ends::HANG).expect("still running after unmount");
     assert_eq!(s.exit_status(), Some(0), "{s:?}");
     let l = log_lines();
     assert!(
@@ -1315,7 +1306,7 @@ fn detached_server() {
     assert_eq!(line, "ready\n");
     assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
     kill_pid(pid, Signal::TERM);
-    let s = wait_pid(pid, Duration::from_secs(5)).expect("still running after SIGTERM");
+    let s = wait_pid(pid, ends::HANG).expect("still running after SIGTERM");
     assert_eq!(s.exit_status(), Some(0), "{s:?}");
     assert!(
         log_lines().contains("test.sqfs: SIGTERM; exiting"),
@@ -1340,10 +1331,12 @@ fn detached_server() {
             .unwrap()
             .all(|t| task_state(&t.unwrap().path()) == Some('T'))
     };
-    let mut waited = 0;
+    let started = Instant::now();
     while !all_stopped() {
-        assert!(waited < 500, "the server did not stop on SIGSTOP");
-        waited += 1;
+        assert!(
+            started.elapsed() < ends::HANG,
+            "the server did not stop on SIGSTOP"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut reader = Command::new("cat")
@@ -1352,14 +1345,30 @@ fn detached_server() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    if let Some(status) = reader.try_wait().unwrap() {
-        let mut e = String::new();
-        let _ = reader.stderr.take().unwrap().read_to_string(&mut e);
-        panic!("the reader did not wait for the stopped server: {status:?}, {e:?}");
+    // The reader waits in a FUSE request (its kernel stack says so; g was
+    // never looked up), or it ended without waiting: no delay guessed.
+    let reader_pid = reader.id();
+    let in_fuse = || {
+        fs::read_to_string(format!("/proc/{reader_pid}/stack")).is_ok_and(|s| s.contains("fuse"))
+    };
+    let started = Instant::now();
+    loop {
+        if let Some(status) = reader.try_wait().unwrap() {
+            let mut e = String::new();
+            let _ = reader.stderr.take().unwrap().read_to_string(&mut e);
+            panic!("the reader did not wait for the stopped server: {status:?}, {e:?}");
+        }
+        if in_fuse() {
+            break;
+        }
+        assert!(
+            started.elapsed() < ends::HANG,
+            "the reader never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
     kill_pid(pid, Signal::KILL);
-    let status = wait_timeout(&mut reader, Duration::from_secs(5))
+    let status = wait_timeout(&mut reader, ends::HANG)
         .expect("the reader hangs after SIGKILL of the server");
     assert!(!status.success());
     let mut e = String::new();
@@ -1375,7 +1384,7 @@ fn detached_server() {
             || e.contains("Input/output error"),
         "{e}"
     );
-    let s = wait_pid(pid, Duration::from_secs(5)).expect("SIGKILL did not end the server");
+    let s = wait_pid(pid, ends::HANG).expect("SIGKILL did not end the server");
     assert!(s.terminating_signal().is_some(), "{s:?}");
     let e = fs::read(mnt.join("a/h")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");

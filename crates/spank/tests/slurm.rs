@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use sqfsmnt_test_support::cmd::Run;
-use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
+use sqfsmnt_test_support::count::fuse_servers_of;
+use sqfsmnt_test_support::ends;
 use sqfsmnt_test_support::slurm::{Cluster, Options, TOOLS};
 use sqfsmnt_test_support::{have, image};
 
@@ -624,13 +625,23 @@ srun -N1 -n1 --squashfs={venv}:{UE} {UE}/venv/bin/python -c 'import {DEMO_MODULE
     );
     assert!(out.contains("step3: No module named"), "job {job}: {out}");
     assert_all_the_job_users(t, &dir);
-    // A step holding DIR: another step on DIR fails, saying why.
+    // A step holding DIR: another step on DIR fails, saying why. The
+    // second step starts once the first says it holds DIR (a file in the
+    // shared directory), and the first holds it until the second has been
+    // tried.
+    let (held, tried) = (jobs.join("busy-held"), jobs.join("busy-tried"));
+    for f in [&held, &tried] {
+        let _ = fs::remove_file(f);
+    }
+    let (held, tried) = (held.display(), tried.display());
     let script = format!(
         "#!/bin/sh
 #SBATCH -N1 -n2
-srun -N1 -n1 --overlap {opts} sh -c 'echo holding; sleep 8' &
-sleep 4
+srun -N1 -n1 --overlap {opts} sh -c 'echo holding; touch {held}; while [ ! -e {tried} ]; do sleep 0.1; done' &
+first=$!
+while [ ! -e {held} ] && kill -0 $first 2>/dev/null; do sleep 0.1; done
 srun -N1 -n1 --overlap {opts} echo RAN 2>&1 | sed 's/^/second: /'
+touch {tried}
 wait
 "
     );
@@ -1087,17 +1098,12 @@ fn setup() -> Option<T> {
 // One node at a time
 // ---------------------------------------------------------------------------
 
-/// The job user's FUSE servers are all gone within 10 s of the job's end.
+/// The job user's FUSE servers all end once the job is over (the job's
+/// epilog evicts their instances): each one's end is waited for on its
+/// pidfd; only a server that never ends reaches the hang limit.
 fn no_server_outlives_the_job(t: &T) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_named(t.c.user.uid, FUSE_SERVER_NAME).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "FUSE servers outlived the job: {:?}",
-            processes_named(t.c.user.uid, FUSE_SERVER_NAME)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let left = ends::wait_ended(&fuse_servers_of(t.c.user.uid), ends::HANG);
+    assert!(left.is_empty(), "FUSE servers outlived the job: {left:?}");
 }
 
 fn users_own_image_through_fuse(t: &T) {
@@ -1149,21 +1155,14 @@ fn stopped_server_does_not_outlive_the_job(t: &T) {
     let _ = fs::remove_file(&own);
     assert!(r.success(), "{r:?}");
     assert!(r.stdout().contains("hello from A\nstopped "), "{r:?}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let left = processes_named(t.c.user.uid, FUSE_SERVER_NAME);
-        if left.is_empty() {
-            break;
+    let left = ends::wait_ended(&fuse_servers_of(t.c.user.uid), ends::HANG);
+    if !left.is_empty() {
+        for pid in &left {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
-        if std::time::Instant::now() > deadline {
-            for pid in &left {
-                let _ = Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status();
-            }
-            panic!("a stopped FUSE server outlived its job: {left:?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        panic!("a stopped FUSE server outlived its job: {left:?}");
     }
 }
 

@@ -126,12 +126,18 @@ fn a_planted_keeper_is_refused_cleanly(j: &J) -> Result<(), String> {
     let r = j.bats(&format!(
         r#"{RUN}
 tag=jointest$$
-setpriv --no-new-privs {bin} --join-keeper $SLURM_JOBID.$tag.0 2 3 4 - $IMG:$MNT 3>/dev/null 4< <(exec sleep 60 2>/dev/null) &
+# (not in join.bats) the plant's "step" (fd 4): a pipe from a process
+# ended with it; the plant says "ready" on fd 3 once it can be found,
+# which the tasks are started after (a fixed sleep was a window)
+exec 5< <(exec sleep 600 2>/dev/null)
+step=$!
+setpriv --no-new-privs {bin} --join-keeper $SLURM_JOBID.$tag.0 2 3 4 - $IMG:$MNT 3>$TMP/plant.ready 4<&5 &
 planted=$!
-sleep 1
+exec 5<&-
+until grep -q '^ready$' $TMP/plant.ready 2>/dev/null; do kill -0 $planted || break; sleep 0.05; done
 run $SRUN -n2 bash -c \
     "export SLURM_STEPID=$tag; exec squashfs-mount --join $IMG:$MNT -- true"
-kill $planted"#,
+kill $planted $step"#,
         bin = j.bin.display()
     ));
     let out = output(&r);
@@ -216,16 +222,27 @@ cat >$TMP/leader-exit.sh <<'EOF'
 #!/bin/bash
 mnt=${{UENV_MOUNT_LIST##*:}}
 # the leader is the rank whose command still owns the forked squashfuse daemon
+# (not in join.bats: ours is the task with SLURM_LOCALID=0, which made the
+# mount; its keeper may be gone already once every task joined, so ps
+# cannot tell)
 role=follower
-if ps -eo ppid=,comm= | awk -v me=$$ '$2=="squashfs-mount" && $1==me{{f=1}}END{{exit !f}}'; then
+if [ "$SLURM_LOCALID" = 0 ]; then
     role=leader
 fi
+# (not in join.bats) each rank says its role (the leader its pid)
+echo "$role $$" > $TMP/role.tmp.$SLURM_PROCID && mv $TMP/role.tmp.$SLURM_PROCID $TMP/role.$SLURM_PROCID
 if [[ $role == leader ]]; then
     echo "LEADER rank=${{SLURM_PROCID}} exiting immediately"
     exit 0
 fi
 # outlive the leader, then keep using the mount
-sleep 5
+# (not in join.bats: there, sleep 5) once every rank said its role and
+# the leader, if any, has ended
+until [ $(ls $TMP/role.[0-9]* 2>/dev/null | wc -l) -ge $SLURM_NTASKS ]; do sleep 0.05; done
+leader=$(cat $TMP/role.[0-9]* | awk '$1=="leader"{{print $2}}')
+for p in $leader; do
+    while [ -e /proc/$p ] && [ "$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)" != Z ]; do sleep 0.05; done
+done
 if out=$(ls -1 "$mnt" 2>&1) && [[ -n $out ]]; then
     echo "FOLLOWER rank=${{SLURM_PROCID}} ok nfiles=$(echo "$out" | wc -l)"
 else
@@ -233,6 +250,7 @@ else
 fi
 EOF
 chmod +x $TMP/leader-exit.sh
+rm -f $TMP/role.*
 run $SRUN -n4 squashfs-mount --join $IMG:$MNT -- $TMP/leader-exit.sh"#
     ));
     let out = output(&r);
@@ -267,9 +285,13 @@ ps -eo pid=,stat=,comm= | awk '$3=="squashfs-mount"{{print "PS", $1, $2}}'"#
         .lines()
         .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
         .collect();
+    // (ps's state is a letter and flags: a zombie is "Z", or "ZN" when
+    // the run is niced.)
     let running = |pid: &str| {
-        out.lines()
-            .any(|l| l.starts_with(&format!("PS {pid} ")) && !l.ends_with(" Z"))
+        out.lines().any(|l| {
+            l.strip_prefix(&format!("PS {pid} "))
+                .is_some_and(|state| !state.starts_with('Z'))
+        })
     };
     // None left, or only exited ones (zombies, or gone when ps looked).
     let none_running = out.contains("NO_DAEMONS") || listed.iter().all(|p| !running(p));
@@ -295,25 +317,38 @@ ps -eo pid=,stat=,comm= | awk '$3=="squashfs-mount"{{print "PS", $1, $2}}'"#
 /// them). It plants a keeper for the job's next step before it starts,
 /// and, while the step runs, tries to join it. The step's tasks ignore the
 /// plant and share their own mount; the second user finds nothing to join.
+/// Each stage waits for the event of the one before: the job starts its
+/// step once the plant said it is ready (the job waits for a file; a job
+/// held and released waited for Slurm's next scheduling pass, a minute),
+/// and the second user tries once both tasks run the command.
 fn a_second_user_cannot_break_or_join_a_step(j: &J, other: &Users) -> Result<(), String> {
     let user2 = other.first();
     let done = j.c.dir.join("jobs/join-other-done");
-    let _ = fs::remove_file(&done);
+    let planted = j.c.dir.join("jobs/join-other-planted");
+    let running = j.c.dir.join("jobs/join-other-running");
+    for f in [&done, &planted] {
+        let _ = fs::remove_file(f);
+    }
+    for rank in 0..2 {
+        let _ = fs::remove_file(format!("{}.{rank}", running.display()));
+    }
     // The job's first step is step 0 of the allocation: known in advance.
     let victim = j.c.dir.join("jobs/join-victim.out");
     let script = format!(
         r#"{setup}
 echo "JOB $SLURM_JOBID"
+while [ ! -e {planted} ]; do sleep 0.05; done
 $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
-    bash -c 'while [ ! -e {done} ]; do sleep 0.2; done; echo "TASK $(readlink /proc/self/ns/mnt) $(ls $MNT | wc -l)"'
+    bash -c 'touch {running}.$SLURM_PROCID; while [ ! -e {done} ]; do sleep 0.2; done; echo "TASK $(readlink /proc/self/ns/mnt) $(ls $MNT | wc -l)"'
 "#,
         setup = j.setup,
+        planted = planted.display(),
+        running = running.display(),
         done = done.display()
     );
     let path = j.c.dir.join("jobs/join-victim.sh");
     fs::write(&path, format!("#!/bin/bash\n{script}")).map_err(|e| e.to_string())?;
     fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
-    // The job id the next submission gets: one more than the last.
     let r = j.c.user(
         &[],
         &[
@@ -322,7 +357,6 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
             "-N1",
             "-n2",
             "--overcommit",
-            "-H",
             "-o",
             &victim.display().to_string(),
             &path.display().to_string(),
@@ -343,36 +377,44 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     };
     let img = j.c.dir.join("images/tool.squashfs");
     let pair = format!("{}:{}", img.display(), j.c.dir.join("mnt").display());
-    // The plant: a keeper of the second user's, for the held job's step 0.
+    // The plant: a keeper of the second user's, for the job's step 0. It
+    // says "ready" (fd 3: its stdout here) once it can be found.
     let mut plant = user2.command("bash");
     plant
         .arg("-c")
         .arg(format!(
-            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>/dev/null 4<&0",
+            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>&1 4<&0",
             j.bin.display()
         ))
         // Its "step" (fd 4): a pipe the test holds open.
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    let mut planted = plant.spawn().map_err(|e| e.to_string())?;
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let _ = j.c.root(&["scontrol", "release", &job]);
-    // Wait until the step's own keeper runs (the tasks wait on the file).
-    let keeper_up = (0..300).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let r = sqfsmnt_test_support::cmd::run(Command::new("pgrep").args([
-            "-u",
-            &j.c.user.name,
-            "-x",
-            "squashfs-mount",
-        ]));
-        r.success()
-    });
+    let mut planted_keeper = plant.spawn().map_err(|e| e.to_string())?;
+    let mut said = String::new();
+    let _ = std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(planted_keeper.stdout.take().expect("stdout")),
+        &mut said,
+    );
+    fs::write(&planted, "").map_err(|e| e.to_string())?;
+    // Both tasks run the command: the step's own keeper holds their
+    // namespace (waited for up to the hang limit).
+    let both = || (0..2).all(|rank| Path::new(&format!("{}.{rank}", running.display())).exists());
+    let deadline = std::time::Instant::now() + sqfsmnt_test_support::ends::HANG;
+    let active = || {
+        matches!(
+            j.c.job_state(&job).as_str(),
+            "PENDING" | "RUNNING" | "CONFIGURING"
+        )
+    };
+    while !both() && std::time::Instant::now() < deadline && active() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let tasks_up = both();
     // The plant has had its chance; the second user now tries to join the
     // running step (its own plant, were it left, would be refused too).
-    let _ = planted.kill();
-    let _ = planted.wait();
+    let _ = planted_keeper.kill();
+    let _ = planted_keeper.wait();
     // The second user tries to join the running step.
     let mut join = user2.command("env");
     for (k, v) in env_for("1") {
@@ -387,11 +429,18 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     let namespaces: std::collections::BTreeSet<&str> =
         tasks.iter().filter_map(|l| l.split(' ').nth(1)).collect();
     let refused = !joined.success() && joined.stderr().contains("made no mount to join");
-    if keeper_up && state == "COMPLETED" && tasks.len() == 2 && namespaces.len() == 1 && refused {
+    let plant_ready = said == "ready\n";
+    if plant_ready
+        && tasks_up
+        && state == "COMPLETED"
+        && tasks.len() == 2
+        && namespaces.len() == 1
+        && refused
+    {
         Ok(())
     } else {
         Err(format!(
-            "keeper seen: {keeper_up}; job {job}: {state}: {out}\nsecond user's --join: {joined:?}"
+            "plant said {said:?}; both tasks seen running: {tasks_up}; job {job}: {state}: {out}\nsecond user's --join: {joined:?}"
         ))
     }
 }
@@ -546,12 +595,16 @@ fn join_bats_on_the_slurm_cluster() {
     // that ends with its step) is evicted at a later one; a namespace's
     // mounts go (and their loop device with them) after its last process
     // has been reaped, which pid 1 here does a moment later: look again
-    // for up to 10 s.
+    // until they are gone (the hang limit only catches a leak).
     let mut left = Vec::new();
     let mut said = Vec::new();
-    for attempt in 0..20 {
+    let deadline = std::time::Instant::now() + sqfsmnt_test_support::ends::HANG;
+    for attempt in 0.. {
         if attempt > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(500));
+            if std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
         }
         for n in &j.c.nodes {
             said.push(n.command(&j.bin).args(["--gc", "--all"]).output());

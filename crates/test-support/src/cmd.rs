@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The time limit of [`run`] and [`must`].
@@ -10,7 +11,8 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs `cmd` (stdin from /dev/null, stdout and stderr captured) in a
 /// process group of its own; if it takes longer than `limit`, kills that
-/// group and panics naming the command.
+/// group and panics naming the command. The wait ends when the command
+/// does (its pidfd), not at the next tick of a poll.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
     let mut child = cmd
         .stdin(Stdio::null())
@@ -19,46 +21,52 @@ pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
         .process_group(0)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if started.elapsed() > limit {
-            kill_group(child.id());
-            let _ = child.wait();
-            let (o, e) = (
-                t_out.join().unwrap_or_default(),
-                t_err.join().unwrap_or_default(),
-            );
-            panic!(
-                "{cmd:?} did not finish within {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&o),
-                String::from_utf8_lossy(&e)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let (tx, rx) = mpsc::channel::<()>();
+    let reader = |mut from: Box<dyn Read + Send>, tx: mpsc::Sender<()>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = from.read_to_end(&mut v);
+            let _ = tx.send(());
+            v
+        })
     };
+    let t_out = reader(Box::new(child.stdout.take().expect("stdout")), tx.clone());
+    let t_err = reader(Box::new(child.stderr.take().expect("stderr")), tx);
+    if !crate::ends::wait_ended(&[child.id()], limit).is_empty() {
+        kill_group(child.id());
+        let _ = child.wait();
+        // What it said so far; a process outside its group (one that made
+        // a group of its own) may hold the pipes: not waited for.
+        let _ = rx.recv_timeout(Duration::from_secs(2));
+        let _ = rx.recv_timeout(Duration::from_secs(1));
+        let said = |t: std::thread::JoinHandle<Vec<u8>>| {
+            if t.is_finished() {
+                t.join().unwrap_or_default()
+            } else {
+                b"(still held open by a process outside the command's group)".to_vec()
+            }
+        };
+        let (o, e) = (said(t_out), said(t_err));
+        panic!(
+            "{cmd:?} did not finish within {limit:?}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&o),
+            String::from_utf8_lossy(&e)
+        );
+    }
+    let status = child.wait().expect("wait");
     // The group's other members (e.g. a daemonised grandchild) may still
     // hold the pipes: do not wait for them forever.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !(t_out.is_finished() && t_err.is_finished()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    if !(t_out.is_finished() && t_err.is_finished()) {
-        kill_group(child.id());
+    let mut closed = 0;
+    while closed < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(()) => closed += 1,
+            Err(_) => {
+                kill_group(child.id());
+                break;
+            }
+        }
     }
     Output {
         status,

@@ -106,6 +106,26 @@ pub fn processes_named(uid: u32, prefix: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Pids of `uid`'s FUSE servers of this tool (those that found their
+/// image corrupt too), zombies left out. A launch's reporter is the same
+/// program (`--report`), under the server's name from its exec until it
+/// names itself: not a server.
+pub fn fuse_servers_of(uid: u32) -> Vec<u32> {
+    let mut all = processes_named(uid, FUSE_SERVER_NAME);
+    all.extend(processes_named(uid, CORRUPT_FUSE_SERVER_NAME));
+    all.retain(|pid| !is_reporter(*pid));
+    all.sort();
+    all
+}
+
+/// Whether `pid` runs with `--report` (a launch's reporter).
+fn is_reporter(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .any(|arg| arg == b"--report")
+}
+
 /// Running FUSE servers of this tool, anyone's, zombies left out: their
 /// pids.
 pub fn fuse_servers() -> Vec<u32> {
@@ -143,7 +163,7 @@ mod tests {
         let pid = child.id();
         // spawn may return before the exec has renamed the child (its
         // close-on-exec pipe closes first): wait for the name.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + crate::ends::HANG;
         while !processes_named(uid, "sleep").contains(&pid) && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -157,7 +177,7 @@ mod tests {
                 .and_then(|s| s.rsplit(')').next().map(|r| r.trim().starts_with('Z')))
                 .unwrap_or(false)
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + crate::ends::HANG;
         while !state() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

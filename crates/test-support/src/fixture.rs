@@ -95,18 +95,22 @@ pub fn evict_cached_instances(bin: &Path) {
     assert!(gc.success(), "root --gc --all: {}", gc.stderr());
 }
 
-/// Runs one test case: serialised, with a user made for it (removed
-/// afterwards, also when the case panics); afterwards the number of
+/// Runs one test case: serialised, with a user made for it (beside the
+/// case before: [`crate::users::for_case`]; removed afterwards, also when
+/// the case panics); afterwards the number of
 /// attached loop devices backed by files under the prefix, and of mounts
 /// under it in the host namespace, must be what it was before. The image
 /// cache keeps an instance of each image launched (by design), so the
 /// cache is emptied (`--gc --all` as root) before the case and before
 /// counting; autoclear may lag the exit of a command a little.
 pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
+    let mut times = crate::times::CaseTimes::start();
     let Some((_serial, inst)) = installed(built) else {
         return;
     };
-    let users = Users::create(1, true);
+    times.mark("wait");
+    let users = crate::users::for_case();
+    times.mark("user");
     let user = users.first().clone();
     let user_dir = inst.root.join("user");
     remove_tree(&user_dir);
@@ -126,11 +130,16 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
     let servers = fuse_servers();
     // The FUSE path opens /dev/fuse as the user.
     let fuse = crate::site::FuseDevice::open_to_all();
+    times.mark("setup");
     f(&fx);
+    times.mark("body");
     drop(fuse);
     evict_cached_instances(&fx.bin);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while loops_under(&fx.root).len() != loops && std::time::Instant::now() < deadline {
+    // Autoclear detaches a loop device once its last mount is gone (a
+    // namespace goes with its last process): waited for, not sampled once.
+    let detached = || loops_under(&fx.root).len() == loops;
+    let deadline = std::time::Instant::now() + crate::ends::HANG;
+    while !detached() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(
@@ -140,18 +149,14 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
         loops_under(&fx.root)
     );
     // Every FUSE server the case started ends once its instance is evicted
-    // (the machine lock keeps other launches out meanwhile).
-    let started = || {
-        fuse_servers()
-            .into_iter()
-            .filter(|p| !servers.contains(p))
-            .collect::<Vec<_>>()
-    };
-    while !started().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // (the machine lock keeps other launches out meanwhile): each one's end
+    // is waited for on its pidfd.
+    let started: Vec<u32> = fuse_servers()
+        .into_iter()
+        .filter(|p| !servers.contains(p))
+        .collect();
     assert_eq!(
-        started(),
+        crate::ends::wait_ended(&started, crate::ends::HANG),
         Vec::<u32>::new(),
         "FUSE servers left running after --gc --all"
     );
@@ -161,6 +166,7 @@ pub fn case(built: &str, f: impl FnOnce(&Fixture)) {
         "mounts leaked into the host namespace: {:?}",
         mounts_under(&fx.root)
     );
+    times.mark("checks");
 }
 
 impl Fixture {

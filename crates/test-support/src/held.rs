@@ -79,3 +79,43 @@ impl Drop for Group {
         let _ = self.0.wait();
     }
 }
+
+/// An exclusive `flock` on `path` (created root-only if missing), held
+/// until the file is dropped: a launch that needs it waits meanwhile.
+pub fn hold(path: &str) -> fs::File {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).expect("chmod");
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .unwrap_or_else(|e| panic!("{path} is held by someone else: {e}"));
+    f
+}
+
+/// Whether `pid` is the setuid program `bin` in its root phase (effective
+/// uid 0) and asleep between two attempts at a lock or slot it waits for
+/// (in nanosleep): a state it stays in, which a test can act on. Right
+/// after exec a set-user-ID program is root too, but not asleep.
+pub fn waiting_as_root(pid: u32, bin: &std::path::Path) -> bool {
+    let dir = format!("/proc/{pid}");
+    let sleeping = || {
+        let call = fs::read_to_string(format!("{dir}/syscall")).unwrap_or_default();
+        let number = call.split_whitespace().next().unwrap_or("");
+        number == libc::SYS_nanosleep.to_string() || number == libc::SYS_clock_nanosleep.to_string()
+    };
+    if fs::read_link(format!("{dir}/exe")).ok().as_deref() != Some(bin) || !sleeping() {
+        return false;
+    }
+    let euid_root = fs::read_to_string(format!("{dir}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0");
+    euid_root && sleeping()
+}

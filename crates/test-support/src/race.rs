@@ -46,14 +46,20 @@ impl SymlinkFlip {
     }
 
     /// Runs `launch` while the link flips, until it has run `max` times or
-    /// `limit` has passed; `launch` checks its own outcome and says whether
-    /// it mounted (`true`) or was refused (`false`). Then stops the
-    /// flipping and asserts that both outcomes happened: otherwise the race
-    /// was not exercised.
+    /// `limit` has passed and both outcomes were seen (a loaded machine
+    /// launches fewer times in `limit`: it goes on until it saw both, up to
+    /// `max` launches or the hang limit); `launch` checks its own outcome
+    /// and says whether it mounted (`true`) or was refused (`false`). Then
+    /// stops the flipping and asserts that both outcomes happened:
+    /// otherwise the race was not exercised.
     pub fn launches(mut self, limit: Duration, max: usize, mut launch: impl FnMut() -> bool) {
         let (mut mounted, mut refused) = (0, 0);
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline && mounted + refused < max {
+        let start = Instant::now();
+        let enough = |mounted: usize, refused: usize| {
+            let elapsed = start.elapsed();
+            (elapsed >= limit && mounted > 0 && refused > 0) || elapsed >= crate::ends::HANG
+        };
+        while !enough(mounted, refused) && mounted + refused < max {
             if launch() {
                 mounted += 1;
             } else {

@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cmd::{run, Run};
 
@@ -85,7 +85,8 @@ impl Users {
             let name = format!("{base}g");
             let r = run(Command::new("groupadd").args(["--system", &name]));
             assert!(r.success(), "groupadd {name}: {}", r.stderr());
-            made.group = Some((name.clone(), group_id(&name)));
+            let gid = group_id(&name).unwrap_or_else(|| panic!("no group {name}"));
+            made.group = Some((name.clone(), gid));
         }
         for i in 0..count {
             let name = format!("{base}{}", (b'a' + i as u8) as char);
@@ -104,8 +105,7 @@ impl Users {
             }
             let r = run(c.arg(&name));
             assert!(r.success(), "useradd {name}: {}", r.stderr());
-            let uid = id_of("-u", &name);
-            let gid = id_of("-g", &name);
+            let (uid, gid) = ids_of(&name).unwrap_or_else(|| panic!("no user {name}"));
             made.users.push(User { name, uid, gid });
         }
         made
@@ -122,6 +122,33 @@ impl Users {
             .map(|g| g.1)
             .expect("created without a group")
     }
+}
+
+/// The next case's user, being made while the current case runs.
+static NEXT: std::sync::Mutex<Option<std::thread::JoinHandle<Users>>> = std::sync::Mutex::new(None);
+static NEXT_AT_EXIT: std::sync::Once = std::sync::Once::new();
+
+/// A fresh user with a supplementary group ([`Users::create`]`(1, true)`)
+/// for one case: made beside the previous case (the useradd runs take a
+/// tenth of a second), and the next case's started now. Each is made for
+/// one case and removed after it as before; one made for no case is
+/// removed when the process exits.
+pub fn for_case() -> Users {
+    let made = NEXT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .and_then(|h| h.join().ok());
+    let users = made.unwrap_or_else(|| Users::create(1, true));
+    NEXT_AT_EXIT.call_once(|| {
+        crate::cleanup::at_exit(|| {
+            let left = NEXT.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(left.and_then(|h| h.join().ok()));
+        })
+    });
+    *NEXT.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(std::thread::spawn(|| Users::create(1, true)));
+    users
 }
 
 impl Drop for Users {
@@ -141,25 +168,20 @@ impl Drop for Users {
     }
 }
 
-/// userdel, waiting a little for processes of the user to end (a Slurm
-/// step or an autoclear may lag the test), then killing what is left of
-/// them, by pid.
+/// userdel, after the user's processes ended: a little grace for those
+/// still running (a Slurm step or an autoclear may lag the test), waited
+/// for on their pidfds, then SIGKILL to what is left, by pid. A process
+/// that ended is not waited for, though PID 1 may reap it a second or two
+/// later (its zombie holds nothing).
 fn remove_user(name: &str) {
-    let Ok(uid) = std::panic::catch_unwind(|| id_of("-u", name)) else {
+    let Some((uid, _)) = ids_of(name) else {
         return;
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let pids = pids_of_uid(uid);
-        if pids.is_empty() || Instant::now() > deadline {
-            for pid in pids {
-                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-                }
-            }
-            break;
+    let left = crate::ends::wait_ended(&pids_of_uid(uid), Duration::from_secs(10));
+    for pid in left {
+        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
     let st = Command::new("userdel")
         .arg(name)
@@ -172,14 +194,17 @@ fn remove_user(name: &str) {
             .status();
     }
     // The user's private group goes with it (USERGROUPS_ENAB); if not:
-    let _ = Command::new("groupdel")
-        .arg(name)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    if group_id(name).is_some() {
+        let _ = Command::new("groupdel")
+            .arg(name)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
-/// Processes whose real or effective uid is `uid`.
+/// Processes whose real or effective uid is `uid`, those that ended (a
+/// zombie waiting for its parent) left out.
 fn pids_of_uid(uid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -189,9 +214,11 @@ fn pids_of_uid(uid: u32) -> Vec<u32> {
         let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
             continue;
         };
-        let ids: Vec<u32> = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
+        let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k));
+        if field("State:").is_some_and(|s| matches!(s.trim().chars().next(), Some('Z' | 'X'))) {
+            continue;
+        }
+        let ids: Vec<u32> = field("Uid:")
             .map(|l| {
                 l.split_whitespace()
                     .filter_map(|x| x.parse().ok())
@@ -205,24 +232,26 @@ fn pids_of_uid(uid: u32) -> Vec<u32> {
     out
 }
 
-pub(crate) fn id_of(flag: &str, name: &str) -> u32 {
-    let o = Command::new("id").args([flag, name]).output().expect("id");
-    String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("no user {name}"))
+/// The fields of `name`'s line in the database `file` (/etc/passwd or
+/// /etc/group, which useradd and groupadd write): read directly, no
+/// process per lookup.
+fn entry(file: &str, name: &str) -> Option<Vec<String>> {
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .map(|l| l.split(':').map(str::to_string).collect::<Vec<_>>())
+        .find(|f| f.first().map(String::as_str) == Some(name))
 }
 
-pub(crate) fn group_id(name: &str) -> u32 {
-    let o = Command::new("getent")
-        .args(["group", name])
-        .output()
-        .expect("getent");
-    String::from_utf8_lossy(&o.stdout)
-        .split(':')
-        .nth(2)
-        .and_then(|g| g.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no group {name}"))
+/// The uid and primary gid of user `name`.
+pub(crate) fn ids_of(name: &str) -> Option<(u32, u32)> {
+    let f = entry("/etc/passwd", name)?;
+    Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?))
+}
+
+/// The gid of group `name`.
+pub(crate) fn group_id(name: &str) -> Option<u32> {
+    entry("/etc/group", name)?.get(2)?.parse().ok()
 }
 
 /// The pid in a name made by this module, if any.
@@ -274,5 +303,13 @@ mod tests {
         assert_eq!(pid_in("sqfsmnt-bench"), None);
         assert_eq!(pid_in("other-1234-0a"), None);
         assert!(pid_alive(std::process::id()));
+    }
+
+    #[test]
+    fn ids_are_read_from_the_databases() {
+        assert_eq!(ids_of("root"), Some((0, 0)));
+        assert_eq!(group_id("root"), Some(0));
+        assert_eq!(ids_of("sqfsmnt-no-such-user"), None);
+        assert_eq!(group_id("sqfsmnt-no-such-group"), None);
     }
 }

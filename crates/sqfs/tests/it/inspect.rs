@@ -578,9 +578,11 @@ fn inspect_survives_corrupted_metadata() {
             assert!(sqfs::inspect::examine(&b[..cut], "x", |_| {}).is_err());
         }
         assert!(errors > 100, "{comp}: only {errors} corruptions detected");
+        // (Not a measure of speed: only a reader that loops on a corrupt
+        // image reaches the hang limit.)
         assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{comp}: too slow"
+            started.elapsed() < sqfsmnt_test_support::ends::HANG,
+            "{comp}: hangs on corrupt images"
         );
     }
 }

@@ -163,9 +163,9 @@ fn user_command(user: &User, bin: &Path, args: &[impl AsRef<OsStr>]) -> Command 
 }
 
 /// Autoclear detaches a loop device asynchronously after its last user is
-/// gone: poll a little.
+/// gone: polled until it has (the hang limit only catches a leak).
 fn wait_until(cond: impl FnMut() -> bool, what: &str) {
-    sqfsmnt_test_support::cmd::wait_until(Duration::from_secs(10), what, cond)
+    sqfsmnt_test_support::cmd::wait_until(sqfsmnt_test_support::ends::HANG, what, cond)
 }
 
 fn ok(out: &Output) -> String {

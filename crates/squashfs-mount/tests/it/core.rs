@@ -5,11 +5,12 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use sqfsmnt_test_support::cmd::wait_until;
 use sqfsmnt_test_support::race::SymlinkFlip;
 use sqfsmnt_test_support::Fixture;
-use sqfsmnt_test_support::{pair, s};
+use sqfsmnt_test_support::{ends, held, pair, s, site};
 
 use crate::case;
 
@@ -410,9 +411,8 @@ fn non_regular_images_are_refused() {
             (PathBuf::from("/proc/self/status"), "regular"),
             (sock.clone(), "socket"),
         ] {
-            let start = Instant::now();
+            // A launch that hangs on it fails at the run's time limit.
             let r = fx.run([pair(&path, &m), "--".into(), "true".into()]);
-            assert!(start.elapsed() < Duration::from_secs(5), "{what}: hung");
             if what == "regular" {
                 // /proc files are regular but empty: refused by the superblock check.
                 r.refused(&["status", "empty"]);
@@ -938,48 +938,28 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        // ...and precisely while it holds root: watch the effective uid in
-        // /proc/<pid>/status and kill as soon as it is 0 (after setpriv
-        // exec'd the setuid binary and its first switch back to the caller).
-        // The root phase lasts about a millisecond: on a busy machine the
-        // polling misses it most of the time, so try until it was caught a
-        // few times (bounded).
-        let mut hit = 0;
-        for _ in 0..400 {
-            if hit >= 3 {
-                break;
-            }
+        // ...and precisely while it holds root: a launch waiting for the
+        // user's launch slot, which the test holds, sleeps in its root
+        // phase (effective uid 0, between attempts at the slot): killed
+        // there, each time (the root phase of a launch that does not wait
+        // lasts about a millisecond, which sampling /proc missed on a busy
+        // machine).
+        let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 60s\n");
+        // A first launch makes the user's launch slot.
+        fx.run([pair(&a, &ma), "--".into(), "true".into()]).ok();
+        let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
+        for round in 0..3 {
+            let held = held::hold(&slot);
             let mut child = launch();
-            let status = format!("/proc/{}/status", child.id());
-            let deadline = Instant::now() + Duration::from_secs(2);
-            let mut seen_caller = false;
-            while Instant::now() < deadline {
-                let Ok(text) = fs::read_to_string(&status) else {
-                    break;
-                };
-                let euid = text
-                    .lines()
-                    .find(|l| l.starts_with("Uid:"))
-                    .and_then(|l| l.split_whitespace().nth(2))
-                    .unwrap_or("");
-                let exe_is_tool =
-                    fs::read_link(format!("/proc/{}/exe", child.id())).is_ok_and(|e| e == fx.bin);
-                if exe_is_tool && euid == fx.uid.to_string() {
-                    seen_caller = true;
-                }
-                if exe_is_tool && seen_caller && euid == "0" {
-                    let _ = child.kill();
-                    hit += 1;
-                    break;
-                }
-                if text.contains("State:\tS") && !exe_is_tool {
-                    break;
-                }
-            }
+            wait_until(
+                ends::HANG,
+                &format!("round {round}: the launch waiting for its slot as root"),
+                || held::waiting_as_root(child.id(), &fx.bin),
+            );
             let _ = child.kill();
             let _ = child.wait();
+            drop(held);
         }
-        assert!(hit > 0, "never caught the tool while it held root");
     });
 }
 

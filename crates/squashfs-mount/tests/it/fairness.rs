@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::cmd::wait_until;
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
 use sqfsmnt_test_support::held;
 use sqfsmnt_test_support::users::{User, Users};
-use sqfsmnt_test_support::{loud_skip, pair, s, site, Fixture};
+use sqfsmnt_test_support::{ends, loud_skip, pair, run_with_timeout, s, site, Fixture};
 
 use crate::case;
 
@@ -73,7 +74,9 @@ fn adversary(fx: &Fixture, a: &User, imgs: &[PathBuf], m: &Path) -> Kill {
 
 /// User `b`'s launches of a root image while the shared state may be held
 /// by a stalled process of another user: a cached launch and a private one
-/// both succeed within 1 s. Returns their stderr.
+/// both succeed without waiting for it. A launch that waited for a lock
+/// until its timeout says so ("it was busy for N s"); one that waited
+/// without a bound is ended by the hang limit. Returns their stderr.
 fn others_are_served(fx: &Fixture, b: &User, img: &Path, m: &Path) -> Vec<String> {
     let mut errs = Vec::new();
     for cache in [true, false] {
@@ -82,23 +85,18 @@ fn others_are_served(fx: &Fixture, b: &User, img: &Path, m: &Path) -> Vec<String
             args.push("--no-cache".to_string());
         }
         args.extend([pair(img, m), "--".into(), "true".into()]);
-        let started = Instant::now();
-        let out = b
-            .command(&fx.bin)
-            .args(&args)
-            .current_dir(&fx.root)
-            .stdin(Stdio::null())
-            .output()
-            .expect("b's launch");
-        let took = started.elapsed();
+        let out = run_with_timeout(
+            b.command(&fx.bin).args(&args).current_dir(&fx.root),
+            ends::HANG,
+        );
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
             out.status.success(),
             "user b's launch {args:?} failed: {err}"
         );
         assert!(
-            took < Duration::from_secs(1),
-            "user b's launch {args:?} took {took:?}: {err}"
+            !err.contains("was busy for"),
+            "user b's launch {args:?} waited for a lock: {err}"
         );
         errs.push(err);
     }
@@ -128,8 +126,14 @@ fn a_stopped_launch_holds_nothing_others_wait_on() {
         let mut a = adversary(fx, &fx.user, &imgs, &ma);
         drop(a.0.stdin.take());
         let (mut tried, mut stopped) = (0, 0);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline && tried < 40 {
+        // 20 s of tries, or more until 10 were made (a loaded machine
+        // launches less often), up to 40 tries or the hang limit.
+        let started = Instant::now();
+        let enough = |tried: usize| {
+            let t = started.elapsed();
+            tried >= 40 || (tried >= 10 && t >= Duration::from_secs(20)) || t >= ends::HANG
+        };
+        while !enough(tried) {
             let Some(&pid) = shared_holders().first() else {
                 continue;
             };
@@ -144,7 +148,8 @@ fn a_stopped_launch_holds_nothing_others_wait_on() {
             if !kill.success() {
                 continue;
             }
-            // Stopped: give the signal time to land, then look.
+            // Stopped: give the signal time to land, then look (one that
+            // lands later is not counted: a try all the same).
             let t = Instant::now();
             while state(pid).is_some_and(|c| c != 'T') && t.elapsed() < Duration::from_millis(200) {
                 std::thread::sleep(Duration::from_millis(1));
@@ -246,8 +251,14 @@ fn a_frozen_launch_stalls_nobody() {
         freezer.enter(a.0.id());
         drop(a.0.stdin.take());
         let (mut caught, mut tries) = (0, 0);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && caught < 3 && tries < 200 {
+        // 30 s of tries for 3 catches, or more until one (a loaded machine
+        // launches less often), up to 200 tries or the hang limit.
+        let started = Instant::now();
+        let enough = |caught: usize| {
+            let t = started.elapsed();
+            caught >= 3 || (caught >= 1 && t >= Duration::from_secs(30)) || t >= ends::HANG
+        };
+        while !enough(caught) && tries < 200 {
             let Some(&pid) = cache_lock_holders().first() else {
                 continue;
             };
@@ -261,10 +272,9 @@ fn a_frozen_launch_stalls_nobody() {
                 "user a cannot use its cgroup's freezer: {}",
                 froze.stderr()
             );
-            let t = Instant::now();
-            while !freezer.frozen() && t.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            wait_until(ends::HANG, "user a's cgroup to be frozen", || {
+                freezer.frozen()
+            });
             if freezer.frozen() && cache_lock_holders().contains(&pid) {
                 caught += 1;
                 let mut errs = others_are_served(fx, b, &img_b, &mb);
@@ -295,7 +305,11 @@ fn a_frozen_launch_stalls_nobody() {
 #[test]
 fn a_burst_of_cold_launches_attaches_one_loop_device() {
     case(|fx| {
-        let _conf = site::config("max-launches-per-user = 128\n");
+        // (A waiter gives up on the maker after cache-lock-timeout and makes
+        // an instance of its own, which a loaded machine reached with 128
+        // launches: out of reach here, so the outcome does not depend on
+        // the machine's speed.)
+        let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 10m\n");
         let img = fx.image("burst", &[("x", "x\n")], "");
         let m = fx.mount_point("burst");
         let path = s(&img);
@@ -375,10 +389,9 @@ fn each_user_has_a_share_of_the_loop_devices() {
         // Cached before: reusing it later takes no loop device.
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let held = [hold(&fx.user), hold(&fx.user)];
-        let t = Instant::now();
-        while loops_under(&img).len() < 3 && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(ends::HANG, "three loop devices", || {
+            loops_under(&img).len() >= 3
+        });
         assert_eq!(
             loops_under(&img).len(),
             3,
@@ -436,14 +449,12 @@ fn a_cached_device_counts_for_the_cache_and_once_evicted_in_use_for_its_maker() 
                 .spawn()
                 .expect("launch"),
         );
-        let t = Instant::now();
-        while loops_under(&img).is_empty() && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        let status = fx.run(["--cache-status"]);
-        status.ok();
-        assert!(status.stdout().contains(&s(&img)), "{}", status.stdout());
+        // Once its launch offered it, the cache lists it.
+        wait_until(ends::HANG, "the instance in --cache-status", || {
+            let status = fx.run(["--cache-status"]);
+            status.ok();
+            status.stdout().contains(&s(&img))
+        });
         // The cached device is not the user's: their share of 1 is free.
         let private = || {
             fx.run([
@@ -534,10 +545,9 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
         ])
         .ok();
         // Devices of earlier launches (autoclear lags a little) are gone.
-        let t = Instant::now();
-        while !loops_under(&fx.root).is_empty() && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(ends::HANG, "earlier loop devices to detach", || {
+            loops_under(&fx.root).is_empty()
+        });
         let mut signaller = Signaller::start(&fx.user);
         let (mut launches, mut refused, mut window) = (Vec::new(), None, 0);
         for img in &imgs {
@@ -556,7 +566,7 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
                 if !loops_under(img).is_empty() {
                     break true;
                 }
-                if matches!(c.try_wait(), Ok(Some(_))) || t.elapsed() > Duration::from_secs(10) {
+                if matches!(c.try_wait(), Ok(Some(_))) || t.elapsed() > ends::HANG {
                     break false;
                 }
             };

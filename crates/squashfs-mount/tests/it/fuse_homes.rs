@@ -47,7 +47,7 @@ impl Squashfuse {
             image.display(),
             r.stderr()
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + sqfsmnt_test_support::ends::HANG;
         while !dir.join("root.sqfs").exists() {
             assert!(
                 Instant::now() < deadline,

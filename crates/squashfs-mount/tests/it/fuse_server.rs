@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use sqfsmnt_test_support::count::{processes_named, FUSE_SERVER_NAME};
+use sqfsmnt_test_support::count::{fuse_servers_of, processes_named};
+use sqfsmnt_test_support::ends;
 use sqfsmnt_test_support::site::FuseDevice;
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{pair, s};
@@ -61,10 +62,10 @@ fn serving(fx: &Fixture, user: &User, script: &str) -> (Kill, u32) {
         .spawn()
         .unwrap();
     let launch = Kill(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + ends::HANG;
     loop {
-        // The kernel's name of squashfs-mount-fuse (15 characters).
-        let server = processes_named(user.uid, FUSE_SERVER_NAME);
+        // (Not the launch's reporter, under the server's name for a moment.)
+        let server = fuse_servers_of(user.uid);
         if !server.is_empty() && !processes_named(user.uid, "sleep").is_empty() {
             return (launch, server[0]);
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::users::Users;
-use sqfsmnt_test_support::{have, loud_skip, site, Fixture};
+use sqfsmnt_test_support::{ends, have, loud_skip, site, Fixture};
 use sqfsmnt_test_support::{pair, s};
 
 use crate::case;
@@ -217,7 +217,8 @@ fn what_other_users_can_learn() {
         ]);
         r.ok();
         assert_eq!(r.stdout(), "x\n");
-        let deadline = Instant::now() + Duration::from_secs(5);
+        // Its loop device detaches once the command's namespace is gone.
+        let deadline = Instant::now() + ends::HANG;
         while !loops_under(&dir).is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -263,10 +264,16 @@ fn cache_commands_never_open_other_users_paths() {
         let img = fx.image("watched", &[("x", "x\n")], "");
         let m = fx.mount_point("watched");
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        // The events `f` caused: those before the test's own open of a
+        // file watched too, which the watch reports after them (one inotify
+        // queue keeps its events in order): no delay guessed.
+        let sentinel = fx.path("user/watch-sentinel");
+        fs::write(&sentinel, "").unwrap();
         let watch = |f: &dyn Fn()| -> String {
             let mut w = Command::new("inotifywait")
-                .args(["-m", "-e", "open", "--format", "%e"])
+                .args(["-m", "-e", "open", "--format", "%w %e"])
                 .arg(&img)
+                .arg(&sentinel)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -276,10 +283,19 @@ fn cache_commands_never_open_other_users_paths() {
             let mut line = String::new();
             while err.read_line(&mut line).unwrap() > 0 && !line.contains("Watches established") {}
             f();
-            std::thread::sleep(Duration::from_millis(200));
+            drop(fs::File::open(&sentinel).unwrap());
+            let mut seen = String::new();
+            let mut out = BufReader::new(w.stdout.take().unwrap());
+            loop {
+                let mut event = String::new();
+                if out.read_line(&mut event).unwrap() == 0 || event.starts_with(&s(&sentinel)) {
+                    break;
+                }
+                seen += event.rsplit(' ').next().unwrap_or("");
+            }
             let _ = w.kill();
-            let out = w.wait_with_output().unwrap();
-            String::from_utf8_lossy(&out.stdout).into_owned()
+            let _ = w.wait();
+            seen
         };
         let other = Users::create(1, false);
         let b = other.first();
@@ -350,7 +366,7 @@ fn a_stalled_fuse_image_stalls_only_its_own_launch() {
                     .unwrap(),
             );
             let image = fusemnt.join("inner.sqfs");
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + ends::HANG;
             while !image.exists() {
                 assert!(Instant::now() < deadline, "squashfuse did not mount");
                 std::thread::sleep(Duration::from_millis(20));
@@ -369,35 +385,33 @@ fn a_stalled_fuse_image_stalls_only_its_own_launch() {
             );
             std::thread::sleep(Duration::from_millis(500));
             let still_waiting = launch.0.try_wait().unwrap().is_none();
-            // Another user's launch is not held up.
-            let start = Instant::now();
+            // Another user's launch is not held up: it completes, silently.
+            // A launch that waited for a lock the stalled one holds would
+            // carry on after cache-lock-timeout with a line on stderr
+            // saying why (doc/cache.md), or not at all (the run's limit).
             let r = sqfsmnt_test_support::cmd::run(other.command(&fx.bin).args([
                 pair(&root_img, &m),
                 "--".into(),
                 "cat".into(),
                 s(&m.join("y")),
             ]));
-            let took = start.elapsed();
             assert!(r.success(), "{}", r.stderr());
             assert_eq!(r.stdout(), "y\n");
-            assert!(
-                took < Duration::from_secs(3),
-                "conf {conf:?}: another user's launch waited {took:?} for a stalled image"
+            assert_eq!(
+                r.stderr(),
+                "",
+                "conf {conf:?}: another user's launch waited for a stalled image"
             );
-            // Root's SIGKILL ends the stalled launch.
+            // Root's SIGKILL ends the stalled launch (its end, on its pidfd).
             if still_waiting {
                 let _ = launch.0.kill();
-                let start = Instant::now();
-                while launch.0.try_wait().unwrap().is_none() {
-                    assert!(
-                        start.elapsed() < Duration::from_secs(10),
-                        "conf {conf:?}: a stalled launch survives SIGKILL"
-                    );
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                assert!(
+                    ends::wait_ended(&[launch.0.id()], ends::HANG).is_empty(),
+                    "conf {conf:?}: a stalled launch survives SIGKILL"
+                );
             }
             eprintln!(
-                "conf {conf:?}: stalled launch {} (drop_caches {:?}); other user's launch {took:?}",
+                "conf {conf:?}: stalled launch {} (drop_caches {:?})",
                 if still_waiting {
                     "waited, was killed"
                 } else {

@@ -8,7 +8,6 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::{run, wait_until, Run};
 use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
@@ -361,7 +360,7 @@ fn a_second_launch_on_the_same_dir_is_refused() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        wait_until(Duration::from_secs(20), "the first launch", || {
+        wait_until(sqfsmnt_test_support::ends::HANG, "the first launch", || {
             started.exists()
         });
         launch(
@@ -375,14 +374,18 @@ fn a_second_launch_on_the_same_dir_is_refused() {
         unsafe { libc::kill(first.id() as i32, libc::SIGKILL) };
         let _ = first.wait();
         // The lock went with it (and whatever of the command held it).
-        wait_until(Duration::from_secs(20), "the lock to be free", || {
-            launch(
-                fx,
-                &fx.bin,
-                &[w.clone(), pair(&img, &m), "--".into(), "true".into()],
-            )
-            .success()
-        });
+        wait_until(
+            sqfsmnt_test_support::ends::HANG,
+            "the lock to be free",
+            || {
+                launch(
+                    fx,
+                    &fx.bin,
+                    &[w.clone(), pair(&img, &m), "--".into(), "true".into()],
+                )
+                .success()
+            },
+        );
     });
 }
 

@@ -4,9 +4,8 @@
 //! delays the command and ends with it. As the unprivileged test user
 //! against the installed setuid binary; needs root (skips loudly).
 
-use std::time::{Duration, Instant};
-
-use sqfsmnt_test_support::Fixture;
+use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::{ends, Fixture};
 
 use crate::case;
 
@@ -21,52 +20,115 @@ fn slow_image(fx: &Fixture) -> std::path::PathBuf {
     )
 }
 
-/// Whether process `pid` is gone (or a zombie nobody reaped yet).
-fn gone(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-        Err(_) => true,
-        Ok(s) => s
-            .lines()
-            .any(|l| l.starts_with("State:") && l.contains('Z')),
-    }
+/// The state letter of process `pid` (`None` once it is gone).
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim().chars().next()
+}
+
+/// The bytes process `pid` has read so far (`rchar` of /proc/PID/io).
+fn bytes_read(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let p = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::kill_process(p, sig).expect("kill");
+}
+
+/// Stops the prefetcher `pid` (SIGSTOP, as root) and waits until it is.
+fn stop(pid: u32) {
+    signal(pid, rustix::process::Signal::STOP);
+    wait_until(ends::HANG, "the prefetcher to stop", || {
+        state(pid) == Some('T')
+    });
+}
+
+/// The prefetcher `pid`, stopped while the command ran, is let go once the
+/// command has ended: it ends before it has read 64 MiB more (it checks
+/// between reads of at most 256 KiB; its list is about 25 GiB), whatever
+/// the time that takes on this machine.
+fn ends_once_resumed(pid: u32) {
+    let fd = ends::pidfd(pid);
+    let before = bytes_read(pid).unwrap_or(0);
+    signal(pid, rustix::process::Signal::CONT);
+    let Some(fd) = fd else { return };
+    wait_until(ends::HANG, "the prefetcher to end", || {
+        if ends::ended(&fd) {
+            return true;
+        }
+        let more = bytes_read(pid).unwrap_or(0).saturating_sub(before);
+        assert!(
+            more < 64 << 20,
+            "the prefetcher {pid} outlived the command: it read {more} bytes after it"
+        );
+        false
+    });
 }
 
 const STATUS: &str = "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):'";
 
+/// The command finds the prefetcher (a loop on pgrep in the command: no
+/// fixed delay), shows both credentials and writes the prefetcher's pid to
+/// `pid_file`, then waits for `go`.
+fn wait_for_prefetcher(pid_file: &std::path::Path, go: &std::path::Path) -> String {
+    format!(
+        "until P=$(pgrep -x -r R,S,D -u $(id -u) sqfs-prefetch); do sleep 0.02; done; echo \"pid $P\"; \
+         {STATUS} /proc/$P/status | sed 's/^/prefetcher /'; \
+         {STATUS} /proc/self/status | sed 's/^/command /'; \
+         echo $P > {0}.tmp && mv {0}.tmp {0}; \
+         until [ -e {1} ]; do sleep 0.02; done",
+        pid_file.display(),
+        go.display()
+    )
+}
+
+/// The prefetcher's pid, once the command wrote it (up to the hang limit).
+fn prefetcher_of(pid_file: &std::path::Path) -> u32 {
+    wait_until(ends::HANG, "the command to find the prefetcher", || {
+        pid_file.exists()
+    });
+    std::fs::read_to_string(pid_file)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .expect("the prefetcher's pid")
+}
+
+/// Its credentials are the command's, it holds none of the command's
+/// descriptors, the launch does not wait for it (it ends while the
+/// prefetcher is stopped, its work far from done) and it ends with the
+/// command (once resumed, within a few reads).
 #[test]
 fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
     case(|fx| {
         let img = slow_image(fx);
         let mp = fx.mount_point("prefetch");
         let pid_file = fx.user_dir().join("prefetcher");
-        let script = format!(
-            "sleep 0.3; P=$(pgrep -x -r R,S,D -u $(id -u) sqfs-prefetch); echo \"pid $P\"; \
-             {STATUS} /proc/$P/status | sed 's/^/prefetcher /'; \
-             {STATUS} /proc/self/status | sed 's/^/command /'; \
-             echo $P > {0}.tmp && mv {0}.tmp {0}; sleep 1",
-            pid_file.display()
-        );
-        let started = Instant::now();
+        let go = fx.user_dir().join("go");
         let child = fx
             .user_cmd([
                 format!("{}:{}", img.display(), mp.display()),
                 "--".into(),
                 "sh".into(),
                 "-c".into(),
-                script,
+                wait_for_prefetcher(&pid_file, &go),
             ])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // While the command sleeps: the prefetcher's descriptors (it is not
-        // dumpable, so only root may look).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !pid_file.exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let p = std::fs::read_to_string(&pid_file).unwrap_or_default();
-        let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{}/fd", p.trim()))
+        // While the command waits: the prefetcher, stopped, and its
+        // descriptors (it is not dumpable, so only root may look).
+        let prefetcher = prefetcher_of(&pid_file);
+        stop(prefetcher);
+        let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{prefetcher}/fd"))
             .map(|d| {
                 d.flatten()
                     .map(|e| {
@@ -80,24 +142,34 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
             })
             .unwrap_or_default();
         fds.sort();
+        std::fs::write(&go, "").unwrap();
+        // The launch ends with its command, the prefetcher stopped: it did
+        // not wait for it (had it, the hang limit would end this).
+        let waited = ends::wait_ended(&[child.id()], ends::HANG);
+        if !waited.is_empty() {
+            signal(prefetcher, rustix::process::Signal::CONT);
+            panic!("the launch waits for its stopped prefetcher");
+        }
         let o = child.wait_with_output().unwrap();
-        let took = started.elapsed();
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(
             o.status.success(),
             "{out} {}",
             String::from_utf8_lossy(&o.stderr)
         );
+        assert_eq!(
+            state(prefetcher),
+            Some('T'),
+            "the prefetcher ended before the launch did"
+        );
+        ends_once_resumed(prefetcher);
         let pid = out
             .lines()
             .find_map(|l| l.strip_prefix("pid "))
             .unwrap_or_default()
             .trim()
             .to_string();
-        assert!(
-            !pid.is_empty(),
-            "no prefetcher was running 0.3 s after the start: {out}"
-        );
+        assert_eq!(pid, prefetcher.to_string(), "{out}");
         // Same ids and groups as the command, no capability, no_new_privs.
         let of = |who: &str| -> Vec<String> {
             out.lines()
@@ -137,14 +209,6 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
                 ),
             }
         }
-        // Its work takes seconds; the command (1.3 s) did not wait for it...
-        assert!(took < Duration::from_secs(4), "the launch took {took:?}");
-        // ...and it ends with the command.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !gone(&pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(gone(&pid), "the prefetcher {pid} outlived the command");
     });
 }
 
@@ -154,21 +218,44 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
         let img = slow_image(fx);
         let mp = fx.mount_point("prefetch");
         // The command's output read through a pipe: EOF comes when the
-        // command exits, not when the prefetch would have finished.
-        let started = Instant::now();
-        let r = fx.user_sh(&format!(
-            "$SQM {}:{} -- sh -c 'sleep 0.2; cat {}/hello' | cat",
-            img.display(),
-            mp.display(),
+        // command exits, not when the prefetch would have finished. The
+        // prefetcher is stopped meanwhile: had it the pipe, EOF would
+        // never come (the hang limit would end this).
+        let pid_file = fx.user_dir().join("prefetcher");
+        let go = fx.user_dir().join("go");
+        let script = format!(
+            "{}; cat {}/hello",
+            wait_for_prefetcher(&pid_file, &go),
             mp.display()
-        ));
-        let took = started.elapsed();
-        r.ok();
-        assert_eq!(r.stdout(), "hello\n");
-        assert!(
-            took < Duration::from_secs(3),
-            "the pipe's reader waited {took:?}"
         );
+        let child = fx
+            .user
+            .command("sh")
+            .arg("-c")
+            .arg(format!(
+                "\"$SQM\" {}:{} -- sh -c \"$SCRIPT\" | grep -v -e '^prefetcher ' -e '^command ' -e '^pid '",
+                img.display(),
+                mp.display()
+            ))
+            .env("SQM", &fx.bin)
+            .env("SCRIPT", &script)
+            .current_dir(&fx.root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let prefetcher = prefetcher_of(&pid_file);
+        stop(prefetcher);
+        std::fs::write(&go, "").unwrap();
+        let waited = ends::wait_ended(&[child.id()], ends::HANG);
+        if !waited.is_empty() {
+            signal(prefetcher, rustix::process::Signal::CONT);
+            panic!("the pipe's reader waits for the stopped prefetcher");
+        }
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "hello\n");
+        ends_once_resumed(prefetcher);
         // --no-prefetch: nothing runs besides the command.
         let r = fx.run([
             "--no-prefetch".to_string(),

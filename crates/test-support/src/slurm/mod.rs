@@ -412,7 +412,7 @@ impl Cluster {
             .map(|p| p.join("munge/munge.socket"))
             .collect();
         self.poll(
-            Duration::from_secs(20),
+            crate::ends::HANG,
             "munged to create its socket on every node",
             |_| sockets.iter().all(|s| s.exists()),
         );
@@ -669,12 +669,12 @@ PlugStackConfig={dd}/plugstack.conf
         }
     }
 
-    /// Cancels every job and waits (up to 30 s) until none is left and every
-    /// node is idle again.
+    /// Cancels every job and waits until none is left and every node is
+    /// idle again (the hang limit only catches a node that never is).
     pub fn quiesce(&self) {
         let _ = self.root(&["scancel", "--user", &self.user.name]);
         let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(30) {
+        while t.elapsed() < crate::ends::HANG {
             let q = self.root(&["squeue", "-h"]).stdout();
             let busy = self
                 .root(&["sinfo", "-h", "-N", "-o", "%t"])
@@ -689,13 +689,13 @@ PlugStackConfig={dd}/plugstack.conf
     }
 
     /// What a job or step left behind, on the host and every node: loop
-    /// devices backed by files in the cluster's directory (waiting up to
-    /// 15 s for autoclear), squashfs mounts and mounts on `mount_points` in
+    /// devices backed by files in the cluster's directory (waiting for
+    /// autoclear up to the hang limit), squashfs mounts and mounts on `mount_points` in
     /// each node's namespace and in the host's, and mounts under the
     /// cluster's directory beyond those made at start. Empty when clean.
     pub fn leftovers(&self, mount_points: &[&Path]) -> Vec<String> {
         let t = Instant::now();
-        while !loops_under(&self.dir).is_empty() && t.elapsed() < Duration::from_secs(15) {
+        while !loops_under(&self.dir).is_empty() && t.elapsed() < crate::ends::HANG {
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut left: Vec<String> = loops_under(&self.dir)

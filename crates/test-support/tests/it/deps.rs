@@ -9,7 +9,7 @@ use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::{run_with_timeout, Run};
 use sqfsmnt_test_support::is_root;
@@ -72,13 +72,14 @@ impl Sandbox {
 
     /// `scripts/deps <target>`, with no Slurm headers (an empty include
     /// directory) so that something besides Rust is missing.
-    fn deps(&self, target: &str) -> (Run, Duration) {
+    /// (It stops "at once": before any apt-get, which the fake records;
+    /// the run's limit catches a hang.)
+    fn deps(&self, target: &str) -> Run {
         let path = format!(
             "{}:{}",
             self.dir.path().join("fake").display(),
             self.dir.path().join("tools").display()
         );
-        let started = Instant::now();
         let out = run_with_timeout(
             Command::new("/bin/sh")
                 .arg(top().join("scripts/deps"))
@@ -88,7 +89,7 @@ impl Sandbox {
                 .env("SLURM_INCLUDE_DIR", self.dir.path()),
             Duration::from_secs(30),
         );
-        (Run(out), started.elapsed())
+        Run(out)
     }
 
     fn apt_get_calls(&self) -> String {
@@ -96,7 +97,7 @@ impl Sandbox {
     }
 }
 
-fn stops_with_advice(r: &Run, took: Duration, needles: &[&str]) {
+fn stops_with_advice(r: &Run, needles: &[&str]) {
     assert_eq!(r.code(), Some(1), "{r:?}");
     let err = r.stderr();
     for n in [
@@ -109,7 +110,6 @@ fn stops_with_advice(r: &Run, took: Duration, needles: &[&str]) {
     {
         assert!(err.contains(n), "no {n:?} in: {err}");
     }
-    assert!(took < Duration::from_secs(10), "took {took:?}");
 }
 
 #[test]
@@ -120,11 +120,10 @@ fn too_old_cargo_stops_at_once_and_installs_nothing() {
             Some("1.65.0 (4ed4fb6 2022-09-20)"),
             Some("1.63.0"),
         );
-        let (r, took) = s.deps(target);
+        let r = s.deps(target);
         let fake = s.dir.path().join("fake");
         stops_with_advice(
             &r,
-            took,
             &[
                 &format!("{} is 1.65", fake.join("cargo").display()),
                 &format!("{} is 1.63", fake.join("rustc").display()),
@@ -137,8 +136,8 @@ fn too_old_cargo_stops_at_once_and_installs_nothing() {
 #[test]
 fn missing_cargo_stops_at_once_and_installs_nothing() {
     let s = Sandbox::new("missing", None, Some("1.95.0 (59807616e 2026-04-14)"));
-    let (r, took) = s.deps("build");
-    stops_with_advice(&r, took, &["cargo: not found on PATH"]);
+    let r = s.deps("build");
+    stops_with_advice(&r, &["cargo: not found on PATH"]);
     assert!(!r.stderr().contains("rustc: not found"), "{r:?}");
     assert_eq!(s.apt_get_calls(), "");
 }
@@ -158,7 +157,7 @@ fn a_new_enough_toolchain_passes_and_cargo_is_never_installed() {
         (next.clone(), next),
     ] {
         let s = Sandbox::new("new", Some(&cargo), Some(&rustc));
-        let (r, _) = s.deps("build");
+        let r = s.deps("build");
         assert!(!r.stderr().contains("Rust >="), "{r:?}");
         // What is missing besides Rust: the C compiler and the Slurm headers.
         if is_root() {
