@@ -148,7 +148,7 @@ pub const TABLE: &[Refusal] = &[
         writable: Some("table/layer-roots"),
         mutable_root: false,
         site: None,
-        expect: &["layer-roots belongs to uid 0, not to you"],
+        expect: &["layer-roots belongs to uid 0 (root), not to you"],
     },
     Refusal {
         name: "kept writable layer that is a file",
