@@ -29,13 +29,16 @@ fn on(b: bool) -> String {
     if b { "on" } else { "off" }.into()
 }
 
-/// Seconds as the shortest duration the parser reads back.
-fn duration(secs: u64) -> String {
-    match secs {
+/// Milliseconds as the shortest duration the parser reads back.
+fn duration(ms: u64) -> String {
+    match ms {
         0 => "0".into(),
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
+        ms if ms % 1000 != 0 => format!("{ms}ms"),
+        ms => match ms / 1000 {
+            s if s % 3600 == 0 => format!("{}h", s / 3600),
+            s if s % 60 == 0 => format!("{}m", s / 60),
+            s => format!("{s}s"),
+        },
     }
 }
 
@@ -121,13 +124,13 @@ fn tuning(s: &Settings, key: &str) -> String {
         "max-loop-devices" => s.max_loop_devices.to_string(),
         "max-loop-devices-per-user" => share(s.max_loop_devices_per_user),
         "max-launches-per-user" => s.max_launches_per_user.to_string(),
-        "max-launches-wait" => duration(s.max_launches_wait_ms / 1000),
+        "max-launches-wait" => duration(s.max_launches_wait_ms),
         "cache" => on(s.cache),
-        "cache-max-idle" => duration(s.cache_max_idle),
+        "cache-max-idle" => duration(s.cache_max_idle * 1000),
         "cache-max-instances" => s.cache_max_instances.to_string(),
         "cache-max-instances-per-user" => share(s.cache_max_instances_per_user),
         "cache-max-memory" => memory(s.cache_max_memory),
-        "cache-lock-timeout" => duration(s.cache_lock_timeout_ms / 1000),
+        "cache-lock-timeout" => duration(s.cache_lock_timeout_ms),
         "loop-direct-io" => on(s.loop_options.direct_io),
         "loop-block-size" => s.loop_options.block_size.to_string(),
         "squashfs-threads" => threads(s.loop_options.threads),
@@ -255,7 +258,8 @@ mod tests {
         assert_eq!(memory(Memory::Bytes(1000)), "1000");
         assert_eq!(memory(Memory::Bytes(3 << 30)), "3G");
         assert_eq!(duration(0), "0");
-        assert_eq!(duration(61), "61s");
-        assert_eq!(duration(7200), "2h");
+        assert_eq!(duration(61_000), "61s");
+        assert_eq!(duration(100), "100ms");
+        assert_eq!(duration(7_200_000), "2h");
     }
 }
