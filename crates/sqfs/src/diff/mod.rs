@@ -16,6 +16,7 @@
 //! compared, so a change is never missed for want of a checksum.
 //!
 //! - `walk.rs`: the merged walk (metadata and the subtrees on one side);
+//! - `parallel.rs`: the walk's threads and the work they share;
 //! - `content.rs`: file contents;
 //! - `render.rs`: the text `sqfs diff` prints.
 
@@ -27,6 +28,7 @@ use squashfs_format::FormatError;
 use squashfs_reader::{Inode, InodeData, Kind};
 
 mod content;
+mod parallel;
 mod render;
 mod walk;
 

@@ -42,6 +42,7 @@
 //! | `usage.rs`    | which instances are in use (bounded scan)      |
 //! | `kinds.rs`    | kernel or FUSE instance: cost, deleted, ending |
 //! | `store.rs`    | reuse, place, list, collect (root)             |
+//! | `placing.rs`  | one offer placed under the exclusive lock      |
 //! | `servers.rs`  | ending evicted FUSE instances' servers (root)  |
 //! | `namespace.rs`| creating the cache namespace (root)            |
 //! | `claim.rs`    | single flight: one launch makes an instance    |
@@ -56,6 +57,7 @@ pub mod evict;
 mod kinds;
 mod lock;
 pub mod meta;
+mod placing;
 mod servers;
 pub mod store;
 pub mod usage_scan;

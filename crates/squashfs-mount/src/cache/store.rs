@@ -18,7 +18,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::collection::Scanned;
 pub use super::entries::Entry;
-use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
+use super::entries::{clones_of, list_entries, read_secret, remove_entry, Host};
+use super::placing::Placing;
 use super::evict::{self, Candidate, Occasion};
 use super::lock::lock_with_timeout;
 use super::meta::{Identity, Key, Kind, Meta};
@@ -273,62 +274,32 @@ impl Store {
             .iter()
             .map(|o| o.meta.key().entry_name(&secret))
             .collect();
-        let (staying, mut count, mut bytes) = staying(
+        let (staying, count, bytes) = staying(
             root,
             (devices.as_ref(), left),
             &entries,
             &cands,
             (&evict, &offered),
         );
-        let makers: Vec<Uid> = staying
-            .iter()
-            .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
-            .collect();
-        let made = |uid: Uid| makers.iter().filter(|&&u| u == uid).count();
+        let mut placing = Placing {
+            count,
+            bytes,
+            makers: staying
+                .iter()
+                .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
+                .collect(),
+            taken: Vec::new(),
+            limits: self.limits,
+            secret: &secret,
+            host: &host,
+        };
         let pending = std::cell::RefCell::new(offers);
-        let mut taken: Vec<Meta> = Vec::new();
         let placed = self.visit(false, |_| {
             for &i in &evict {
                 let _ = remove_entry(&entries[i].name);
             }
-            let mut out = Vec::new();
-            for offer in pending.borrow_mut().drain(..) {
-                let key = offer.meta.key();
-                let name = key.entry_name(&secret);
-                let (theirs, _) = clones_of(
-                    &name,
-                    &offer.meta.identity(),
-                    (key.fuse_user, offer.meta.uid),
-                    offer.copies,
-                    &host,
-                );
-                if !theirs.is_empty() {
-                    out.push(Placed::Cached(theirs));
-                    continue;
-                }
-                let maker = offer.meta.uid;
-                let mine = made(maker) + taken.iter().filter(|m| m.uid == maker).count();
-                if !evict::has_room(count, bytes, offer.cost, self.limits)
-                    || !evict::within_share(mine, self.limits)
-                    || remove_entry(&name).is_err()
-                {
-                    out.push(Placed::Private(offer));
-                    continue;
-                }
-                match insert_entry(&name, &offer.mount, &offer.meta, offer.copies) {
-                    Ok(clones) => {
-                        out.push(Placed::Cached(clones));
-                        count += 1;
-                        bytes += offer.cost;
-                        taken.push(offer.meta);
-                    }
-                    Err(_) => {
-                        let _ = remove_entry(&name);
-                        out.push(Placed::Private(offer));
-                    }
-                }
-            }
-            Ok(out)
+            let offers: Vec<Offer> = pending.borrow_mut().drain(..).collect();
+            Ok(offers.into_iter().map(|o| placing.place(o)).collect())
         });
         // What the cache took now counts for it, by its records alone
         // (`holdings`); what it let go, for its maker, or for the cache
