@@ -95,7 +95,7 @@ impl Binds {
         for (&k, source) in &self.sources {
             let subject = &plan.mounts[k].subject;
             let copy =
-                creds.as_root(|root| root_side.copy_tree(root, source.fd.as_fd(), subject))??;
+                creds.try_as_root(|root| root_side.copy_tree(root, source.fd.as_fd(), subject))?;
             self.copies.insert(k, copy);
         }
         Ok(())

@@ -18,6 +18,7 @@ use crate::privilege::fake_privilege::Fake;
 use crate::privilege::Credentials;
 use crate::system::error::Failure;
 use crate::system::Uid;
+use squashfs_format::kernel::KernelConfig;
 
 const TINY: &[u8] = include_bytes!("../../../../testdata/tiny.sqfs");
 
@@ -192,6 +193,35 @@ fn a_cached_instance_is_reused_without_a_loop_device() {
         ]
     );
     assert_eq!(notes(&mounted, "cached instance reused").len(), 1);
+}
+
+/// The running kernel's configuration is root's read, made through the
+/// root side, and only for a fresh instance: an image whose compressor
+/// the kernel lacks is refused before any loop device; a cached instance
+/// proves the kernel mounts it, and nothing is read.
+#[test]
+fn the_kernel_configuration_is_read_through_the_root_side_for_fresh_instances_only() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let without_compressors = KernelConfig {
+        source: "the fake".into(),
+        text: "CONFIG_SQUASHFS=y\n".into(),
+    };
+    let mut rec = place.recorder(kernel_for_all());
+    rec.kernel = Some(without_compressors.clone());
+    let refused = run(&place, &mut rec, &[&pair(&a, &m)])
+        .err()
+        .expect("refused");
+    assert_eq!(rec.kernel_reads, 1, "{:?}", rec.log);
+    assert!(refused.to_string().contains("a.sqfs"), "{refused}");
+    assert!(rec.lines("loop").is_empty(), "{:?}", rec.log);
+
+    let mut rec = place.recorder(kernel_for_all());
+    rec.kernel = Some(without_compressors);
+    rec.cache_holds(&a);
+    run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
+    assert_eq!(rec.kernel_reads, 0, "{:?}", rec.log);
 }
 
 #[test]

@@ -135,7 +135,7 @@ pub fn make_missing<C: Credentials, R: RootSide>(
         root,
         subject,
     };
-    creds.as_root(|root| root_side.mirror(root, mirror))??;
+    creds.try_as_root(|root| root_side.mirror(root, mirror))?;
     let created = new
         .iter()
         .map(|rel| {
