@@ -114,8 +114,8 @@ impl Binds {
 }
 
 /// Every bind source of the plan, opened as the caller, by the index of
-/// its mount in the plan (also the Slurm plugin's check on the login node).
-pub fn open_sources(
+/// its mount in the plan.
+fn open_sources(
     _as_caller: &impl ActingAsCaller,
     plan: &Plan,
 ) -> Result<BTreeMap<usize, Source>, Failure> {

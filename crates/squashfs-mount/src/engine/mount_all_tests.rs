@@ -652,6 +652,43 @@ fn a_refusal_stops_before_any_root_side_operation_of_its_stage() {
     assert!(rec.lines("attach").is_empty());
 }
 
+/// `check` (the plugin's, on the login node) runs stages 0 to 2 dry: what
+/// they refuse it refuses in the same words, from the plan (a mount point
+/// given twice), the images (one missing, one given twice in a union) and
+/// the bind sources (a file); what they accept passes.
+#[test]
+fn the_dry_check_refuses_what_the_sequence_refuses_in_the_same_words() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let missing = format!("{}/missing.sqfs", place.dir.display());
+    let dry = |args: &[String]| {
+        let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+        argv.extend(["--".into(), "true".into()]);
+        let Ok(Invocation::Run(request)) = cli::parse(&argv) else {
+            panic!("not a run: {args:?}");
+        };
+        let cwd = WorkingDir::At(place.dir.clone().into_os_string());
+        let settings = Settings::default();
+        let creds = Fake::<false>::new();
+        super::check_under(&creds, &request, &cwd, &FrontEnd::default(), &settings)
+    };
+    let refused = [
+        vec![pair(&a, &m), pair(&a, &m)],
+        vec![pair(&missing, &m)],
+        vec![format!("--union={a},{a}:{m}")],
+        vec![format!("--bind-mount={a}:{m}")],
+    ];
+    for args in refused {
+        let mut rec = place.recorder(Settings::default());
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let launch = run(&place, &mut rec, &argv).err().expect("refused");
+        let checked = dry(&args).err().expect("refused by the check");
+        assert_eq!(checked.to_string(), launch.to_string(), "{args:?}");
+    }
+    dry(&[pair(&a, &m)]).expect("passes");
+}
+
 /// Issue 29: the kept layer's checks are a stage of the sequence. A
 /// layer helper missing, or a DIR refused (here: on /proc), stops the
 /// call after admission, before anything is opened or mounted; with both
