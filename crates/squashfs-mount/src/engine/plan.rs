@@ -158,11 +158,13 @@ fn layer_dir(
     let Some(dir) = &request.layer_dir else {
         return Ok(None);
     };
-    if !policy.allow_writable {
-        return Err(Failure::new(PlanError::WritableNotAllowed));
-    }
+    // Every front end's refusal of a layer without images (whatever the
+    // site allows: there is nothing to put one on).
     if request.mounts.is_empty() {
         return Err(Failure::new(PlanError::LayerWithoutImages));
+    }
+    if !policy.allow_writable {
+        return Err(Failure::new(PlanError::WritableNotAllowed));
     }
     if front.require_absolute && !dir.as_bytes().starts_with(b"/") {
         return Err(Failure::new(PlanError::RelativeLayer(dir.clone())));
