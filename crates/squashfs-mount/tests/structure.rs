@@ -546,8 +546,8 @@ mod tests {
 const ROOMS: [&str; 10] = [
     "system",
     "privilege",
-    "cli",
     "config",
+    "cli",
     "mounts",
     "cache",
     "layer",

@@ -301,7 +301,10 @@ fn stack<C: Credentials, R: RootSide>(
 /// that path does not exist in the mounted tree the command starts where
 /// it was, and the note says why.
 fn reenter_working_directory(cwd: &OsStr, mounted: &[OsString]) -> Option<String> {
-    if !mounted.iter().any(|m| crate::cli::paths::is_within(cwd, m)) {
+    if !mounted
+        .iter()
+        .any(|m| crate::config::paths::is_within(cwd, m))
+    {
         return None;
     }
     system::change_dir(cwd).err().map(|e| {

@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::cli::paths;
+use crate::config::paths;
 use crate::privilege::{ActingAsCaller, Credentials};
 use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno};

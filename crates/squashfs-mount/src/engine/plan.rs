@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::cli::paths::{self, Places};
-use crate::cli::{BindRequest, LayerSize, MountRequest, RunRequest};
+use crate::cli::{BindRequest, MountRequest, RunRequest};
+use crate::config::paths::{self, Places};
 use crate::config::policy::{Policy, PolicyError, MAX_IMAGES_PER_CALL};
-use crate::config::Settings;
+use crate::config::{LayerSize, Settings};
 use crate::mounts::overlay::WritableLimits;
 use crate::system;
 use crate::system::error::Failure;
