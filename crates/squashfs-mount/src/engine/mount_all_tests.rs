@@ -683,7 +683,7 @@ fn the_dry_check_refuses_what_the_sequence_refuses_in_the_same_words() {
         let mut rec = place.recorder(Settings::default());
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let launch = run(&place, &mut rec, &argv).err().expect("refused");
-        let checked = dry(&args).err().expect("refused by the check");
+        let checked = dry(&args).expect_err("refused by the check");
         assert_eq!(checked.to_string(), launch.to_string(), "{args:?}");
     }
     dry(&[pair(&a, &m)]).expect("passes");
