@@ -30,7 +30,8 @@
 use std::ffi::OsString;
 use std::fmt;
 
-use squashfs_mount::cli::{self, LayerSize, RunRequest};
+use squashfs_mount::cli::{self, RunRequest};
+use squashfs_mount::config::LayerSize;
 
 /// The options' names, as in `srun --squashfs=...`.
 pub const OPTION: &str = "squashfs";

@@ -152,6 +152,33 @@ fn mount_all_is_its_stages() {
     }
 }
 
+/// The plugin goes through the sequence: it calls `mount_all` (on the
+/// nodes) and `check` (its dry run, on the login node), never a stage
+/// itself (issue 38).
+#[test]
+fn the_plugin_assembles_no_stage_of_the_sequence() {
+    let spank = Path::new(WORKSPACE).join("crates/spank/src");
+    let stages = [
+        "config::load(",
+        "admit(",
+        "plan::build(",
+        "plan::stage(",
+        "Image::open(",
+        "open_and_route(",
+        "open_only(",
+        "Binds::pin(",
+        "open_sources(",
+    ];
+    for (file, text) in sources_in(&spank, &spank) {
+        for stage in stages {
+            assert!(
+                !text.contains(stage),
+                "crates/spank/src/{file} calls {stage}: a stage of the sequence; call engine::check or engine::mount_all"
+            );
+        }
+    }
+}
+
 /// The crate's top-level modules (files and folders of src/, but lib.rs
 /// and main.rs), and which of them each one names (`crate::module`).
 fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
@@ -546,8 +573,8 @@ mod tests {
 const ROOMS: [&str; 10] = [
     "system",
     "privilege",
-    "cli",
     "config",
+    "cli",
     "mounts",
     "cache",
     "layer",

@@ -5,6 +5,7 @@
 use std::ffi::{OsStr, OsString};
 
 use super::usage_error::UsageError;
+use crate::config::LayerSize;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// One `<image>:<mountpoint>` or `--union=<image>,...:<mountpoint>`
@@ -76,16 +77,9 @@ const BIND: Form = Form {
     second: "the bind destination",
 };
 
-/// Size limit of the tmpfs under a writable layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LayerSize {
-    Bytes(u64),
-    PercentOfRam(u8),
-}
-
+/// The command line's spelling of a writable layer's size (the value is
+/// the configuration's: `config::LayerSize`).
 impl LayerSize {
-    pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
-
     /// `N%` of RAM, or a size in the grammar both tools share
     /// (`squashfs_format::size`: `64k`, `512M`, `1.5G`, `2GB`, `2GiB`, ...).
     pub fn parse(text: &[u8]) -> Result<LayerSize, UsageError> {
@@ -106,14 +100,6 @@ impl LayerSize {
             return Err(UsageError::WritableTooSmall(lossy(text)));
         }
         Ok(LayerSize::Bytes(bytes))
-    }
-
-    /// The value for tmpfs' `size` parameter (generated, never user text).
-    pub fn tmpfs_value(self) -> String {
-        match self {
-            LayerSize::Bytes(b) => b.to_string(),
-            LayerSize::PercentOfRam(p) => format!("{p}%"),
-        }
     }
 }
 

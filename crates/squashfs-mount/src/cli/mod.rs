@@ -18,13 +18,13 @@ pub mod environment;
 mod grammar;
 #[cfg(test)]
 mod grammar_tests;
-pub mod paths;
 mod usage;
 mod usage_error;
 
+use crate::config::LayerSize;
 use grammar::lossy;
 pub use grammar::{
-    forwarded_name, parse_bind, parse_layer_dir, parse_pair, parse_union, BindRequest, LayerSize,
+    forwarded_name, parse_bind, parse_layer_dir, parse_pair, parse_union, BindRequest,
     MountRequest, MAX_UNION_LAYERS,
 };
 pub use usage::USAGE;

@@ -35,7 +35,7 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
         print_stdout("no image cache\n");
         return Ok(());
     };
-    let result = privileges.as_root(|root| {
+    let result = privileges.try_as_root(|root| {
         let file = target.as_ref().map(|t| (t.id.dev, t.id.ino));
         let mode = match (&target, all) {
             (Some(_), _) => Occasion::Image,
@@ -45,7 +45,7 @@ pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(),
             (None, false) => Occasion::User,
         };
         on_the_cache(|| store.collect(root, mode, Some(uid), file, usage_scan::ON_REQUEST))
-    })??;
+    })?;
     drop(store);
     privileges.drop_for_good()?;
     print_stdout(&report(&result, uid, target.as_ref()));

@@ -19,8 +19,6 @@ use crate::system::error::{self, Failure};
 pub enum LaunchError {
     RaiseLimits(system::Error),
     RestoreLimits(system::Error),
-    /// `--writable=DIR` without an image.
-    LayerWithoutImages,
 }
 
 impl fmt::Display for LaunchError {
@@ -28,9 +26,6 @@ impl fmt::Display for LaunchError {
         match self {
             LaunchError::RaiseLimits(e) => write!(f, "cannot set resource limits: {e}"),
             LaunchError::RestoreLimits(e) => write!(f, "cannot restore resource limits: {e}"),
-            LaunchError::LayerWithoutImages => f.write_str(
-                "--writable=DIR puts a writable layer on images: give at least one image",
-            ),
         }
     }
 }
@@ -54,12 +49,41 @@ pub struct Ready {
     pub layer: Option<layer::Kept>,
 }
 
+impl Ready {
+    /// `request`'s command, for `caller`, seeing what `mount_list` names
+    /// (None: nothing was mounted), with the caller's signal dispositions
+    /// as they are and `process` given back.
+    fn new(
+        caller: Caller,
+        request: &RunRequest,
+        mount_list: Option<OsString>,
+        process: Option<system::CallerProcessState>,
+    ) -> Ready {
+        Ready {
+            caller,
+            command: request.command.clone(),
+            mount_list,
+            signals: system::CallerSignals::unchanged(),
+            process,
+            layer: None,
+        }
+    }
+}
+
+/// Whether `request` mounts nothing at all: the command then runs as the
+/// C tool runs it, without a namespace. A kept layer (`--writable=DIR`)
+/// without images is not such a request: the sequence's plan refuses it,
+/// for every front end.
+fn mounts_nothing(request: &RunRequest) -> bool {
+    request.mounts.is_empty() && request.binds.is_empty() && request.layer_dir.is_none()
+}
+
 /// Mounts what `request` asks for in a private mount namespace and drops
 /// every privilege for good. On return the process holds only the caller's
 /// credentials (verified), no_new_privs is set, and the caller's resource
 /// limits are back.
 pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
-    let nothing_to_mount = request.mounts.is_empty() && request.binds.is_empty();
+    let nothing_to_mount = mounts_nothing(request);
     let phase = match nothing_to_mount {
         true => RootPhase::IDS,
         false => RootPhase::mounts(request.writable.is_some(), request.mutable_root).with_limits(),
@@ -82,20 +106,10 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
         }
     }
     if nothing_to_mount {
-        if request.layer_dir.is_some() {
-            return Err(Failure::new(LaunchError::LayerWithoutImages));
-        }
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
         let (caller, process) = privileges.drop_for_good()?;
-        return Ok(Ready {
-            caller,
-            command: request.command.clone(),
-            mount_list: None,
-            signals: system::CallerSignals::unchanged(),
-            process: Some(process),
-            layer: None,
-        });
+        return Ok(Ready::new(caller, request, None, Some(process)));
     }
     setuid(privileges, request)
 }
@@ -151,14 +165,12 @@ fn setuid_follower(
     if request.verbose > 0 || settings.verbose {
         error::report(join_note(&joined));
     }
-    Ok(Ready {
+    Ok(Ready::new(
         caller,
-        command: request.command.clone(),
-        mount_list: Some(joined.mount_list),
-        signals: system::CallerSignals::unchanged(),
-        process: Some(process),
-        layer: None,
-    })
+        request,
+        Some(joined.mount_list),
+        Some(process),
+    ))
 }
 
 /// `--join`: the Slurm step of this task, from the caller's environment
@@ -172,20 +184,10 @@ fn join_step(request: &RunRequest) -> Result<join::SlurmStep, JoinError> {
 
 /// Not setuid root: the same command line in a user namespace of its own.
 fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
-    if request.mounts.is_empty() && request.binds.is_empty() {
-        if request.layer_dir.is_some() {
-            return Err(Failure::new(LaunchError::LayerWithoutImages));
-        }
+    if mounts_nothing(request) {
         system::set_no_new_privs()
             .map_err(|e| PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e))?;
-        return Ok(Ready {
-            caller: Caller::of_this_process()?,
-            command: request.command.clone(),
-            mount_list: None,
-            signals: system::CallerSignals::unchanged(),
-            process: None,
-            layer: None,
-        });
+        return Ok(Ready::new(Caller::of_this_process()?, request, None, None));
     }
     // Not privileged at all: the caller's PATH may say where the FUSE
     // server is (the setuid command never reads it).
@@ -225,14 +227,7 @@ fn rootless_follower(request: &RunRequest, step: &join::SlurmStep) -> Result<Rea
     if request.verbose > 0 {
         error::report(join_note(&joined));
     }
-    Ok(Ready {
-        caller,
-        command: request.command.clone(),
-        mount_list: Some(joined.mount_list),
-        signals: system::CallerSignals::unchanged(),
-        process: None,
-        layer: None,
-    })
+    Ok(Ready::new(caller, request, Some(joined.mount_list), None))
 }
 
 /// What `-v` says of a task that joined the leading task's mounts.
@@ -255,14 +250,10 @@ fn mounted_ready(
     if request.prefetch {
         crate::mounts::prefetch::start(&mounted.mount_list);
     }
-    Ready {
-        caller,
-        command: request.command.clone(),
-        mount_list: Some(mounted.mount_list),
-        signals,
-        process: None,
-        layer: mounted.layer,
-    }
+    let mut ready = Ready::new(caller, request, Some(mounted.mount_list), None);
+    ready.signals = signals;
+    ready.layer = mounted.layer;
+    ready
 }
 
 /// Quiet success: only a warning worth the user's attention, or with

@@ -21,14 +21,14 @@ pub fn status_command(json: bool) -> Result<(), Failure> {
         print_stdout(if json { "[]\n" } else { "no image cache\n" });
         return Ok(());
     };
-    let (entries, usage) = privileges.as_root(|root| -> Result<_, Failure> {
+    let (entries, usage) = privileges.try_as_root(|root| -> Result<_, Failure> {
         let entries: Vec<Entry> = on_the_cache(|| store.entries(root))?
             .into_iter()
             .filter(|e| visible(uid, e))
             .collect();
         let usage = store.usage(root, &entries);
         Ok((entries, usage))
-    })??;
+    })?;
     drop(store);
     privileges.drop_for_good()?;
     let now = system::unix_time();

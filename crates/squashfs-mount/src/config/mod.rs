@@ -11,6 +11,7 @@ pub mod acl;
 pub mod mechanisms;
 pub mod names;
 pub mod parse;
+pub mod paths;
 pub mod policy;
 pub mod provenance;
 pub mod show;
@@ -48,6 +49,27 @@ impl Memory {
         match self {
             Memory::Bytes(b) => b,
             Memory::PercentOfRam(p) => (u128::from(total_memory) * u128::from(p) / 100) as u64,
+        }
+    }
+}
+
+/// The size limit of the tmpfs under a writable layer (`--writable=SIZE`;
+/// the command line's spelling: `cli`, `LayerSize::parse`), which
+/// `mounts::overlay` turns into the layer's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerSize {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl LayerSize {
+    pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
+
+    /// The value for tmpfs' `size` parameter (generated, never user text).
+    pub fn tmpfs_value(self) -> String {
+        match self {
+            LayerSize::Bytes(b) => b.to_string(),
+            LayerSize::PercentOfRam(p) => format!("{p}%"),
         }
     }
 }

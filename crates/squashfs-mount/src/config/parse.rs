@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use super::policy::{KernelImages, Policy, TrustedMatch, MAX_IMAGES_PER_CALL};
 use super::SquashfsThreads;
 use super::{Memory, Settings, Share};
-use crate::cli::paths;
+use crate::config::paths;
 use crate::system::{Gid, Uid};
 
 /// Every key the file may set, in the order of the documented file

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::fmt;
 
-use crate::cli::paths::Places;
+use crate::config::paths::Places;
 pub use crate::config::provenance::Provenance;
 use crate::privilege::Caller;
 use crate::system::{Gid, Uid};

@@ -7,7 +7,7 @@
 use super::parse::KEYS;
 use super::policy::{KernelImages, TrustedMatch};
 use super::{Memory, Settings, Share, SquashfsThreads};
-use crate::cli::paths::Places;
+use crate::config::paths::Places;
 
 /// One setting: its key, its value as the file would write it, and what
 /// the value means where it does not say so itself.

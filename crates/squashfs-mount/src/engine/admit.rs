@@ -35,7 +35,7 @@ pub fn admit<C: Credentials, R: RootSide>(
 ) -> Result<Admitted, Failure> {
     let mut admitted = if C::MODE.has_root() {
         let caller = creds.caller().clone();
-        creds.as_root(|root| -> Result<Admitted, Failure> {
+        creds.try_as_root(|root| -> Result<Admitted, Failure> {
             let settings = root_side.site_settings();
             settings.policy.admits(&caller)?;
             let slot = match C::MODE {
@@ -43,7 +43,7 @@ pub fn admit<C: Credentials, R: RootSide>(
                 _ => None,
             };
             Ok(Admitted { settings, slot })
-        })??
+        })?
     } else {
         let settings = root_side.site_settings();
         creds.enter_own_namespaces()?;

@@ -51,9 +51,9 @@ pub fn writable_layer<C: Credentials, R: RootSide>(
 ) -> Result<Option<R::Writable>, Failure> {
     match plan.writable {
         Some(limits) => {
-            Ok(Some(creds.as_root(|root| {
+            Ok(Some(creds.try_as_root(|root| {
                 root_side.writable_tmpfs(root, limits)
-            })??))
+            })?))
         }
         None => Ok(None),
     }
@@ -91,7 +91,7 @@ pub fn all<C: Credentials, R: RootSide>(
             &mut so_far,
         )?;
         let subject = &call.plan.mounts[k].subject;
-        creds.as_root(|root| root_side.attach(root, &tree, &target, subject))??;
+        creds.try_as_root(|root| root_side.attach(root, &tree, &target, subject))?;
         if call.plan.layer_dir.is_some() {
             so_far.record_images(parts.images, call.plan, k, &target)?;
         }
@@ -301,7 +301,10 @@ fn stack<C: Credentials, R: RootSide>(
 /// that path does not exist in the mounted tree the command starts where
 /// it was, and the note says why.
 fn reenter_working_directory(cwd: &OsStr, mounted: &[OsString]) -> Option<String> {
-    if !mounted.iter().any(|m| crate::cli::paths::is_within(cwd, m)) {
+    if !mounted
+        .iter()
+        .any(|m| crate::config::paths::is_within(cwd, m))
+    {
         return None;
     }
     system::change_dir(cwd).err().map(|e| {

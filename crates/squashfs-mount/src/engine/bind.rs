@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::cli::paths;
+use crate::config::paths;
 use crate::privilege::{ActingAsCaller, Credentials};
 use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno};
@@ -95,7 +95,7 @@ impl Binds {
         for (&k, source) in &self.sources {
             let subject = &plan.mounts[k].subject;
             let copy =
-                creds.as_root(|root| root_side.copy_tree(root, source.fd.as_fd(), subject))??;
+                creds.try_as_root(|root| root_side.copy_tree(root, source.fd.as_fd(), subject))?;
             self.copies.insert(k, copy);
         }
         Ok(())
@@ -114,8 +114,8 @@ impl Binds {
 }
 
 /// Every bind source of the plan, opened as the caller, by the index of
-/// its mount in the plan (also the Slurm plugin's check on the login node).
-pub fn open_sources(
+/// its mount in the plan.
+fn open_sources(
     _as_caller: &impl ActingAsCaller,
     plan: &Plan,
 ) -> Result<BTreeMap<usize, Source>, Failure> {

@@ -28,6 +28,7 @@ use crate::mounts::overlay::{RootAttributes, WritableLimits};
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::error::Failure;
 use crate::system::{self, AwayFromWorkingDir, Uid};
+use squashfs_format::kernel::KernelConfig;
 
 /// The fake, and what it is to answer.
 pub struct Recorder {
@@ -53,6 +54,10 @@ pub struct Recorder {
     next_loop: u32,
     /// The caller, as the launch slot was asked for.
     caller: Option<Uid>,
+    /// The running kernel's configuration (None: unreadable), and how
+    /// many times it was read.
+    pub kernel: Option<KernelConfig>,
+    pub kernel_reads: usize,
 }
 
 impl Recorder {
@@ -69,6 +74,8 @@ impl Recorder {
             names: HashMap::new(),
             next_loop: 0,
             caller: None,
+            kernel: None,
+            kernel_reads: 0,
         }
     }
 
@@ -388,6 +395,11 @@ impl RootSide for Recorder {
             instances,
             hold: (),
         })
+    }
+
+    fn kernel_config(&mut self, _root: &AsRoot) -> Option<KernelConfig> {
+        self.kernel_reads += 1;
+        self.kernel.clone()
     }
 
     fn place(

@@ -112,9 +112,10 @@ pub trait InstanceKind {
     fn event(&mut self, event: Event<'_>);
     /// Before fresh instances of the records `missing` are made: whether
     /// they can be.
-    fn check<C: Credentials>(
+    fn check<C: Credentials, R: RootSide>(
         &mut self,
         _creds: &mut C,
+        _root_side: &mut R,
         _images: &Images,
         _missing: &[usize],
     ) -> Result<(), Failure> {
@@ -167,7 +168,7 @@ pub fn instances<C: Credentials, R: RootSide, P: InstanceKind>(
     if missing.is_empty() {
         return Ok(());
     }
-    path.check(visit.creds, images, &missing)?;
+    path.check(visit.creds, visit.root_side, images, &missing)?;
     let (claims, theirs) = visit.claim(images, path, &missing)?;
     let ours: Vec<usize> = claims.iter().map(|(i, _)| *i).collect();
     visit.reuse(images, path, &ours)?;

@@ -192,9 +192,9 @@ impl FusePath<'_> {
         for &i in which {
             let r = &images.records[i];
             let device = root_side.fuse_device(&*creds, &r.subject)?;
-            let (mount, s) = creds.as_root(|root| {
+            let (mount, s) = creds.try_as_root(|root| {
                 root_side.fuse_instance(root, &r.image, device, &launcher, &r.subject)
-            })??;
+            })?;
             mounts.push(mount);
             starting.push(s);
         }
@@ -213,7 +213,7 @@ impl FusePath<'_> {
         server: OwnedFd,
     ) -> Result<(), Failure> {
         r.instances = creds
-            .as_root(|root| root_side.copies(root, mount, r.copies, &r.image, &r.subject))??;
+            .try_as_root(|root| root_side.copies(root, mount, r.copies, &r.image, &r.subject))?;
         self.fused.servers.push(server);
         Ok(())
     }

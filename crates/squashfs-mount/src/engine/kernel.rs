@@ -232,19 +232,18 @@ impl InstanceKind for KernelSource {
     /// Can the kernel decompress them (the same verdict as `sqfs
     /// inspect`'s)? Only asked for fresh instances: a cached one was
     /// mounted by this kernel already.
-    fn check<C: Credentials>(
+    fn check<C: Credentials, R: RootSide>(
         &mut self,
         creds: &mut C,
+        root_side: &mut R,
         images: &Images,
         missing: &[usize],
     ) -> Result<(), Failure> {
-        creds.as_root(|_root| {
-            let config = crate::mounts::image::kernel_config();
-            missing.iter().try_for_each(|&i| {
-                let r = &images.records[i];
-                r.image.check_kernel_support(config.as_ref(), &r.subject)
-            })
-        })?
+        let config = creds.as_root(|root| root_side.kernel_config(root))?;
+        missing.iter().try_for_each(|&i| {
+            let r = &images.records[i];
+            r.image.check_kernel_support(config.as_ref(), &r.subject)
+        })
     }
 
     fn make<C: Credentials, R: RootSide>(

@@ -8,7 +8,7 @@ use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::cli::paths;
+use crate::config::paths;
 use crate::mounts::overlay::RootAttributes;
 use crate::privilege::AsRoot;
 use crate::system::error::{errno_hint, errno_words, Failure};

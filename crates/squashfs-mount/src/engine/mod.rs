@@ -1,4 +1,5 @@
-//! The one privileged sequence: [`mount_all`]. The setuid command
+//! The one privileged sequence: [`mount_all`] (and its first stages dry,
+//! [`check`], for the plugin on the login node). The setuid command
 //! (`launch.rs`) and the Slurm plugin's worker thread both call it with
 //! their own [`Credentials`], whose type carries the mode (setuid, plugin
 //! thread, rootless); everything they may do, and every refusal, is here.
@@ -47,7 +48,8 @@ mod fake_root_side;
 mod mount_all_tests;
 
 use crate::cli::RunRequest;
-use crate::privilege::Credentials;
+use crate::config::Settings;
+use crate::privilege::{ActingAsCaller, Credentials};
 use crate::system::error::Failure;
 use bind::Binds;
 use kernel::KernelSource;
@@ -125,4 +127,43 @@ pub fn mount_all<C: Credentials, R: RootSide>(
     Ok(report::mounted(
         admitted, request, fused, &images, attached, &kernel, &clock,
     ))
+}
+
+/// Stages 0 to 2 of [`mount_all`], dry: with the caller's own rights
+/// (`as_caller`: a process that holds no privilege), nothing mounted and
+/// nothing kept, what can be refused before a launch, in the sequence's
+/// own words. The Slurm plugin's check on the login node, before a job is
+/// queued. The stages, shared with [`mount_all`]:
+///
+///  0. the site's settings (the file, when readable here; else the
+///     built-in defaults: the nodes read it again);
+///  1. the plan: syntax, limits, policy switches, the front end's rules,
+///     mount points allowed (lexically: `cwd` need not hold them);
+///  2. every image opened as the caller and its superblock checked, its
+///     real path one `UENV_MOUNT_LIST` can carry, a union's layers
+///     distinct; every bind source a directory the caller can reach.
+///
+/// Left to the launch: admission and the launch slot (root's), the kept
+/// layer's directory (node-local), routing, and the mount points' lookup.
+pub fn check(
+    as_caller: &impl ActingAsCaller,
+    request: &RunRequest,
+    cwd: &WorkingDir,
+    front: &FrontEnd,
+) -> Result<(), Failure> {
+    check_under(as_caller, request, cwd, front, &crate::config::load())
+}
+
+/// [`check`] under these site settings.
+fn check_under(
+    as_caller: &impl ActingAsCaller,
+    request: &RunRequest,
+    cwd: &WorkingDir,
+    front: &FrontEnd,
+    settings: &Settings,
+) -> Result<(), Failure> {
+    let plan = plan::stage(request, &cwd.resolve()?, settings, front)?;
+    route::open_only(as_caller, &plan)?;
+    Binds::pin(as_caller, &plan)?;
+    Ok(())
 }

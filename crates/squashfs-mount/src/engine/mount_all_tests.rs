@@ -18,6 +18,7 @@ use crate::privilege::fake_privilege::Fake;
 use crate::privilege::Credentials;
 use crate::system::error::Failure;
 use crate::system::Uid;
+use squashfs_format::kernel::KernelConfig;
 
 const TINY: &[u8] = include_bytes!("../../../../testdata/tiny.sqfs");
 
@@ -192,6 +193,35 @@ fn a_cached_instance_is_reused_without_a_loop_device() {
         ]
     );
     assert_eq!(notes(&mounted, "cached instance reused").len(), 1);
+}
+
+/// The running kernel's configuration is root's read, made through the
+/// root side, and only for a fresh instance: an image whose compressor
+/// the kernel lacks is refused before any loop device; a cached instance
+/// proves the kernel mounts it, and nothing is read.
+#[test]
+fn the_kernel_configuration_is_read_through_the_root_side_for_fresh_instances_only() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let without_compressors = KernelConfig {
+        source: "the fake".into(),
+        text: "CONFIG_SQUASHFS=y\n".into(),
+    };
+    let mut rec = place.recorder(kernel_for_all());
+    rec.kernel = Some(without_compressors.clone());
+    let refused = run(&place, &mut rec, &[&pair(&a, &m)])
+        .err()
+        .expect("refused");
+    assert_eq!(rec.kernel_reads, 1, "{:?}", rec.log);
+    assert!(refused.to_string().contains("a.sqfs"), "{refused}");
+    assert!(rec.lines("loop").is_empty(), "{:?}", rec.log);
+
+    let mut rec = place.recorder(kernel_for_all());
+    rec.kernel = Some(without_compressors);
+    rec.cache_holds(&a);
+    run(&place, &mut rec, &[&pair(&a, &m)]).expect("mounted");
+    assert_eq!(rec.kernel_reads, 0, "{:?}", rec.log);
 }
 
 #[test]
@@ -620,6 +650,43 @@ fn a_refusal_stops_before_any_root_side_operation_of_its_stage() {
         .expect("refused");
     assert!(e.to_string().contains("does not exist"), "{e}");
     assert!(rec.lines("attach").is_empty());
+}
+
+/// `check` (the plugin's, on the login node) runs stages 0 to 2 dry: what
+/// they refuse it refuses in the same words, from the plan (a mount point
+/// given twice), the images (one missing, one given twice in a union) and
+/// the bind sources (a file); what they accept passes.
+#[test]
+fn the_dry_check_refuses_what_the_sequence_refuses_in_the_same_words() {
+    let mut place = Place::new();
+    let a = place.image("a.sqfs");
+    let m = place.dir("m", false);
+    let missing = format!("{}/missing.sqfs", place.dir.display());
+    let dry = |args: &[String]| {
+        let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+        argv.extend(["--".into(), "true".into()]);
+        let Ok(Invocation::Run(request)) = cli::parse(&argv) else {
+            panic!("not a run: {args:?}");
+        };
+        let cwd = WorkingDir::At(place.dir.clone().into_os_string());
+        let settings = Settings::default();
+        let creds = Fake::<false>::new();
+        super::check_under(&creds, &request, &cwd, &FrontEnd::default(), &settings)
+    };
+    let refused = [
+        vec![pair(&a, &m), pair(&a, &m)],
+        vec![pair(&missing, &m)],
+        vec![format!("--union={a},{a}:{m}")],
+        vec![format!("--bind-mount={a}:{m}")],
+    ];
+    for args in refused {
+        let mut rec = place.recorder(Settings::default());
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let launch = run(&place, &mut rec, &argv).err().expect("refused");
+        let checked = dry(&args).expect_err("refused by the check");
+        assert_eq!(checked.to_string(), launch.to_string(), "{args:?}");
+    }
+    dry(&[pair(&a, &m)]).expect("passes");
 }
 
 /// Issue 29: the kept layer's checks are a stage of the sequence. A

@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::cli::paths::{self, Places};
-use crate::cli::{BindRequest, LayerSize, MountRequest, RunRequest};
+use crate::cli::{BindRequest, MountRequest, RunRequest};
+use crate::config::paths::{self, Places};
 use crate::config::policy::{Policy, PolicyError, MAX_IMAGES_PER_CALL};
-use crate::config::Settings;
+use crate::config::{LayerSize, Settings};
 use crate::mounts::overlay::WritableLimits;
 use crate::system;
 use crate::system::error::Failure;
@@ -158,11 +158,13 @@ fn layer_dir(
     let Some(dir) = &request.layer_dir else {
         return Ok(None);
     };
-    if !policy.allow_writable {
-        return Err(Failure::new(PlanError::WritableNotAllowed));
-    }
+    // Every front end's refusal of a layer without images (whatever the
+    // site allows: there is nothing to put one on).
     if request.mounts.is_empty() {
         return Err(Failure::new(PlanError::LayerWithoutImages));
+    }
+    if !policy.allow_writable {
+        return Err(Failure::new(PlanError::WritableNotAllowed));
     }
     if front.require_absolute && !dir.as_bytes().starts_with(b"/") {
         return Err(Failure::new(PlanError::RelativeLayer(dir.clone())));

@@ -45,6 +45,31 @@ fn order_and_keys() {
     assert_eq!(p.images().count(), 4);
 }
 
+/// `--writable=DIR` without an image is refused by the plan, for every
+/// front end, whatever the site allows (bind mounts are not images).
+#[test]
+fn a_kept_layer_without_images_is_refused_whatever_the_site_allows() {
+    let src = "--bind-mount=/srv/data:/data";
+    for args in [
+        &["--writable=/x/l", "--", "true"][..],
+        &["--writable=/x/l", src, "--", "true"],
+    ] {
+        assert_eq!(plan_error(plan(args)), PlanError::LayerWithoutImages);
+        let closed = Policy {
+            allow_writable: false,
+            ..Policy::default()
+        };
+        let e = build(
+            &req(args),
+            OsStr::new("/"),
+            &closed,
+            &FrontEnd::default(),
+            0,
+        );
+        assert_eq!(plan_error(e), PlanError::LayerWithoutImages);
+    }
+}
+
 #[test]
 fn refusals() {
     assert_eq!(

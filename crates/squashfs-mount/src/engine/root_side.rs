@@ -23,6 +23,7 @@ use crate::mounts::overlay::{RootAttributes, WritableLimits};
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::error::Failure;
 use crate::system::{self, AwayFromWorkingDir, Uid};
+use squashfs_format::kernel::KernelConfig;
 
 use super::mirror::Mirror;
 
@@ -173,6 +174,10 @@ pub trait RootSide {
         options: LoopOptions,
         caller: Uid,
     ) -> Result<FreshInstances<Self::Hold>, Failure>;
+    /// The running kernel's configuration, read as root (`/proc/config.gz`
+    /// may be root's only), when it is readable as plain text: whether a
+    /// fresh kernel instance's compressor is built in.
+    fn kernel_config(&mut self, root: &AsRoot) -> Option<KernelConfig>;
     /// Offers fresh instances to the cache (see `Store::place`).
     fn place(
         &mut self,

@@ -7,10 +7,10 @@
 use std::os::fd::AsFd;
 
 use super::images::{Cache, Images, Mounting, Record};
-use super::plan::{self, Plan};
+use super::plan::{self, Plan, Planned};
 use crate::config::Settings;
 use crate::mounts::image::Image;
-use crate::privilege::{Credentials, Mode};
+use crate::privilege::{ActingAsCaller, Credentials, Mode};
 use crate::system;
 use crate::system::error::Failure;
 
@@ -22,31 +22,55 @@ pub fn open_and_route<C: Credentials>(
     settings: &Settings,
 ) -> Result<Images, Failure> {
     let mut images = Images::default();
+    let layers = open_each(creds, plan, |image, m| {
+        let (dev, ino) = (image.id.dev, image.id.ino);
+        Ok(match images.find(dev, ino) {
+            Some(i) => i,
+            None => {
+                let record = route(creds, image, plan, settings, &m.subject)?;
+                images.records.push(record);
+                images.records.len() - 1
+            }
+        })
+    })?;
+    for indices in layers {
+        images.add_mount(indices);
+    }
+    Ok(images)
+}
+
+/// Stage 2's checks of the images alone (no routing, nothing kept): what
+/// [`open_and_route`] would refuse before it routes (`engine::check`).
+pub fn open_only(as_caller: &impl ActingAsCaller, plan: &Plan) -> Result<(), Failure> {
+    open_each(as_caller, plan, |_image, _m| Ok(0)).map(drop)
+}
+
+/// Every image of the plan, as the caller, in order: opened (its
+/// superblock checked), its resolved path one `UENV_MOUNT_LIST` can carry,
+/// a union's layers distinct files. `keep` takes each image as it is
+/// opened and says the index of its record; each mount's indices, top
+/// first, come back.
+fn open_each(
+    as_caller: &impl ActingAsCaller,
+    plan: &Plan,
+    mut keep: impl FnMut(Image, &Planned) -> Result<usize, Failure>,
+) -> Result<Vec<Vec<usize>>, Failure> {
+    let mut layers = Vec::with_capacity(plan.mounts.len());
     for m in &plan.mounts {
         let mut ids = Vec::with_capacity(m.images.len());
         let mut indices = Vec::with_capacity(m.images.len());
         for given in &m.images {
-            let image = Image::open(creds, given, &m.subject)?;
+            let image = Image::open(as_caller, given, &m.subject)?;
             plan::refuse_separators(&image.path, &m.subject, "image")?;
-            let (dev, ino) = (image.id.dev, image.id.ino);
-            ids.push((dev, ino));
-            let i = match images.find(dev, ino) {
-                Some(i) => i,
-                None => {
-                    images
-                        .records
-                        .push(route(creds, image, plan, settings, &m.subject)?);
-                    images.records.len() - 1
-                }
-            };
-            indices.push(i);
+            ids.push((image.id.dev, image.id.ino));
+            indices.push(keep(image, m)?);
         }
         if m.union {
             plan::check_union_layers(&ids, &m.images, &m.subject)?;
         }
-        images.add_mount(indices);
+        layers.push(indices);
     }
-    Ok(images)
+    Ok(layers)
 }
 
 /// The record of an image the call has not opened before: which way it is

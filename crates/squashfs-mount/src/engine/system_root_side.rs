@@ -30,6 +30,7 @@ use crate::mounts::squashfs;
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::error::Failure;
 use crate::system::{self, AwayFromWorkingDir, OwnSession, Uid};
+use squashfs_format::kernel::KernelConfig;
 
 use super::context::SequenceError;
 use super::mirror::{self, Mirror};
@@ -326,6 +327,10 @@ impl RootSide for System {
             })
             .collect::<Result<_, _>>()?;
         Ok(FreshInstances { instances, hold })
+    }
+
+    fn kernel_config(&mut self, _root: &AsRoot) -> Option<KernelConfig> {
+        crate::mounts::image::kernel_config()
     }
 
     fn place(

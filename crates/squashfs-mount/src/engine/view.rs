@@ -26,7 +26,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use crate::cli::paths;
+use crate::config::paths;
 use crate::mounts::overlay::{Owners, RootAttributes};
 use crate::privilege::{ActingAsCaller, Credentials};
 use crate::system::error::Failure;
@@ -135,7 +135,7 @@ pub fn make_missing<C: Credentials, R: RootSide>(
         root,
         subject,
     };
-    creds.as_root(|root| root_side.mirror(root, mirror))??;
+    creds.try_as_root(|root| root_side.mirror(root, mirror))?;
     let created = new
         .iter()
         .map(|rel| {
@@ -303,7 +303,7 @@ mod tests {
 
     fn keys(list: &[&'static str]) -> Vec<Vec<&'static [u8]>> {
         list.iter()
-            .map(|k| crate::cli::paths::components(k.as_bytes()))
+            .map(|k| crate::config::paths::components(k.as_bytes()))
             .collect()
     }
 

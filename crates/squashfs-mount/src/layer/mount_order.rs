@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 
 use super::LayerError;
-use crate::cli::paths;
+use crate::config::paths;
 
 pub use squashfs_format::stamp::ImageId;
 

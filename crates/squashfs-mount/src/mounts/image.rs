@@ -10,8 +10,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use squashfs_format::kernel::KernelConfig;
 use squashfs_format::{parse_superblock, FormatError, Superblock, SUPERBLOCK_SIZE};
 
-use crate::cli::paths::{self, tilde_hint};
 use crate::config::acl::{self, AclWriters};
+use crate::config::paths::{self, tilde_hint};
 use crate::config::provenance::{CallerAccess, PathDir, Provenance, Writers};
 use crate::privilege::{ActingAsCaller, Caller};
 use crate::system::error::{errno_hint, errno_words, Failure};

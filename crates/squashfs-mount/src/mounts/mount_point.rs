@@ -5,7 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::cli::paths::{self, tilde_hint};
+use crate::config::paths::{self, tilde_hint};
 use crate::privilege::ActingAsCaller;
 use crate::system::error::{errno_hint, errno_words, Failure};
 use crate::system::{self, Error as Errno, FileId};

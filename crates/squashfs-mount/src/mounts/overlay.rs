@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::cli::LayerSize;
+use crate::config::LayerSize;
 use crate::privilege::{AsRoot, Credentials};
 use crate::system::error::Failure;
 use crate::system::{self, FsContext, Gid, Uid};

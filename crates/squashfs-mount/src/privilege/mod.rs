@@ -250,6 +250,15 @@ pub trait Credentials: ActingAsCaller {
     /// holds these credentials: it must never go on as root by accident.
     fn as_root<T>(&mut self, f: impl FnOnce(&AsRoot) -> T) -> Result<T, PrivilegeError>;
 
+    /// [`Credentials::as_root`] for root's work that may fail: a failure
+    /// to switch and the work's own flow out as one error.
+    fn try_as_root<T, E>(&mut self, f: impl FnOnce(&AsRoot) -> Result<T, E>) -> Result<T, Failure>
+    where
+        Failure: From<E>,
+    {
+        self.as_root(f)?.map_err(Failure::from)
+    }
+
     /// Rootless mode: enters the process's own user and mount namespaces
     /// (everything after happens inside them). Called once the site's
     /// settings are read, before anything is opened; the others have
