@@ -412,7 +412,15 @@ fn instances_in_use_survive_gc_until_released() {
     .stdout(Stdio::piped())
     .spawn()
     .unwrap();
-    wait_until(|| s.loops().len() == 1, "the launch to mount");
+    // The command's first line: the launch is done, its clone mounted and
+    // the instance in the cache (an attached loop device came earlier).
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert_eq!(first, "busy\n", "the launch's command did not start");
     let status = ok(&s.as_user(&s.u1, &["--cache-status"]));
     assert!(status.contains("in-use"), "{status}");
     ok(&s.as_user(&s.u1, &["--gc"]));
