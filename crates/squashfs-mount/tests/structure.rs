@@ -645,7 +645,8 @@ fn no_type_name_is_declared_twice() {
 // an item the parent re-exports from it. An item defined in the parent
 // itself is the parent's. The parent uses a file when its own code (not
 // its `mod` and `pub use` lines, which are the room's door) names the
-// file or what it imports from it. Test code is left out.
+// file (`file::`), imports from it privately, or names a type or constant
+// it imports from it. Test code is left out.
 
 /// The parent's node in a room's graph.
 const PARENT: &str = "(parent)";
@@ -931,7 +932,22 @@ fn rooms_of(name: &str) -> Vec<Room> {
             if module_declared(line.trim()).is_some() {
                 continue;
             }
+            // An enum's variant (`    Name,`, `    Name(..)`) is no use of
+            // a type of that name.
+            let variant = line
+                .strip_prefix("    ")
+                .filter(|l| !l.starts_with(' '))
+                .and_then(|l| {
+                    let end = l.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+                    [",", "(", " {"]
+                        .iter()
+                        .any(|s| l[end..].starts_with(s))
+                        .then(|| &l[..end])
+                });
             for (word, before) in identifiers(line) {
+                if variant == Some(word.as_str()) && before.is_none() {
+                    continue;
+                }
                 let via = match &before {
                     Some(b) if modules.contains_key(b) && (b != "crate" || is_root) => {
                         Some(b.clone())
@@ -940,7 +956,12 @@ fn rooms_of(name: &str) -> Vec<Room> {
                         Some(word.clone())
                     }
                     Some(_) => None,
-                    None => parent.imported.get(&word).cloned(),
+                    // A type or constant by the name it was imported as (a
+                    // lower-case word may be a local variable).
+                    None if word.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                        parent.imported.get(&word).cloned()
+                    }
+                    None => None,
                 };
                 if let Some(module) = via {
                     parent.uses.entry(module).or_default().insert(word);

@@ -53,6 +53,7 @@ pub mod claim;
 mod collection;
 mod entries;
 pub mod evict;
+mod eviction_view;
 mod kinds;
 mod lock;
 pub mod meta;

@@ -2,6 +2,29 @@
 //! (the `mounts` and `cache` rooms): plain values, so that the settings
 //! stand below the things they set.
 
+/// A number of things, or a percentage of a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Count(u32),
+    Percent(u8),
+}
+
+/// An amount of memory: bytes, or a share of RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl Memory {
+    pub fn bytes(self, total_memory: u64) -> u64 {
+        match self {
+            Memory::Bytes(b) => b,
+            Memory::PercentOfRam(p) => (u128::from(total_memory) * u128::from(p) / 100) as u64,
+        }
+    }
+}
+
 /// How an image instance is made: loop device options and the squashfs
 /// decompressor mode (measured in BENCHMARKS.md, "Loop device options").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +101,7 @@ pub struct CacheLimits {
     pub max_instances: u32,
     /// `cache-max-memory`, sized against RAM only when a decision needs
     /// it (`max_bytes`): a launch that finds its instance never asks.
-    pub max_memory: super::Memory,
+    pub max_memory: Memory,
     /// Instances one user's launches may have made that the cache holds
     /// (`cache-max-instances-per-user`): kernel and FUSE ones together,
     /// so also the user's cached FUSE servers.

@@ -107,7 +107,7 @@ pub trait RootSide {
     /// it takes no proof).
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts>;
     /// The launch's reporter of read errors from the cached instances
-    /// served by `servers` (`fuse_log::start_reporter`).
+    /// served by `servers` (`fuse_report::start_reporter`).
     fn fuse_reporter(
         &mut self,
         root: &AsRoot,

@@ -21,6 +21,7 @@
 pub mod budgets;
 pub mod fuse;
 pub mod fuse_log;
+pub mod fuse_report;
 pub mod image;
 pub mod installed;
 pub mod instance;

@@ -35,7 +35,7 @@ use std::marker::PhantomData;
 use crate::system::error::Failure;
 use crate::system::{self, Gid, Uid};
 
-pub use root_phase::RootPhase;
+pub use root_phase::{on_root_thread, RootPhase};
 pub use rootless::Rootless;
 pub use setuid::{refuse_set_group_id, Privileges};
 pub use thread::ThreadCredentials;
@@ -212,21 +212,6 @@ impl AsRoot {
             _this_thread_only: PhantomData,
         }
     }
-}
-
-/// Runs `f` on a thread that is root already (the Slurm plugin's job
-/// epilog, in slurmd), made for this and ending after it: the thread keeps
-/// only the capabilities of `phase` (verified), then `f` gets the proof of
-/// being root. Refuses on a thread whose effective uid is not root's.
-pub fn on_root_thread<T>(
-    phase: RootPhase,
-    f: impl FnOnce(&AsRoot) -> T,
-) -> Result<T, PrivilegeError> {
-    if !system::effective_uid().is_root() {
-        return Err(PrivilegeError::NotSetuidRoot);
-    }
-    phase.enter()?;
-    Ok(f(&AsRoot::new()))
 }
 
 /// Proof, checked by the compiler, that the effective credentials are the
