@@ -1276,3 +1276,103 @@ fn the_room_checks_see_loops() {
         ["r/: mod.rs -> a.rs (Thing); a.rs -> mod.rs (C)"]
     );
 }
+
+// ---- Each room's mod.rs names its files ----
+
+/// The files a room's mod.rs names in its table(s): in its `//!` comment, a
+/// Markdown table with a `file` column, one file a row (`name.rs`, in
+/// backticks), or that cell empty (the row above, continued). Also what
+/// breaks that format.
+fn table_files(mod_rs: &str) -> (BTreeSet<String>, Vec<String>) {
+    let (mut named, mut wrong) = (BTreeSet::new(), Vec::new());
+    let cells = |row: &str| -> Vec<String> {
+        let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+        row.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    let mut column: Option<usize> = None;
+    for line in mod_rs.lines() {
+        let Some(doc) = line.strip_prefix("//!") else {
+            continue;
+        };
+        let doc = doc.trim();
+        if !doc.starts_with('|') {
+            column = None;
+            continue;
+        }
+        let row = cells(doc);
+        match column {
+            None => column = row.iter().position(|c| c == "file"),
+            Some(_)
+                if row
+                    .iter()
+                    .all(|c| c.chars().all(|ch| ch == '-' || ch == ':')) => {}
+            Some(at) => match row.get(at).map(String::as_str) {
+                Some("") => {}
+                Some(cell) => match cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
+                    Some(name) if name.ends_with(".rs") && !name.contains(['/', ' ']) => {
+                        named.insert(name.to_string());
+                    }
+                    _ => wrong.push(format!("{cell} is not a file (`name.rs`, in backticks)")),
+                },
+                None => wrong.push(format!("a row without a file cell: {doc}")),
+            },
+        }
+    }
+    (named, wrong)
+}
+
+#[test]
+fn every_room_table_names_exactly_its_files() {
+    let mut problems = Vec::new();
+    for room in ROOMS {
+        let dir = Path::new(SRC).join(room);
+        let text = fs::read_to_string(dir.join("mod.rs")).expect("mod.rs");
+        let (named, wrong) = table_files(&text);
+        let present: BTreeSet<String> = fs::read_dir(&dir)
+            .expect("room")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".rs") && n != "mod.rs")
+            .collect();
+        if named.is_empty() {
+            problems.push(format!(
+                "{room}/mod.rs has no table with a `file` column naming its files"
+            ));
+        }
+        problems.extend(wrong.iter().map(|w| format!("{room}/mod.rs: {w}")));
+        for gone in named.difference(&present) {
+            problems.push(format!(
+                "{room}/mod.rs names {gone}, which is not in {room}/"
+            ));
+        }
+        for missing in present.difference(&named) {
+            problems.push(format!(
+                "{room}/mod.rs does not name {missing} in its table"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s) with the rooms' tables:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_table_check_reads_the_tables() {
+    let text = "\
+//! | file      | concern  |
+//! |-----------|----------|
+//! | `a.rs`    | one      |
+//! |           | more     |
+//! | `b`       | no .rs   |
+//!
+//! | type   | file     |
+//! |--------|----------|
+//! | [`X`]  | `c.rs`   |
+// | `d.rs` | not the doc |
+";
+    let (named, wrong) = table_files(text);
+    assert_eq!(named.into_iter().collect::<Vec<_>>(), ["a.rs", "c.rs"]);
+    assert_eq!(wrong, ["`b` is not a file (`name.rs`, in backticks)"]);
+}

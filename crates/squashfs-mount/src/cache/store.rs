@@ -18,10 +18,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 pub use super::entries::Entry;
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
+use super::entry_names::Key;
 use super::evict::{self, Candidate, Occasion};
 use super::eviction_view::{self, staying, Scanned};
 use super::lock::lock_with_timeout;
-use super::meta::{Identity, Key, Kind, Meta};
+use super::meta::{Identity, Kind, Meta};
 use super::usage_scan::{self, ScanBudget};
 use super::{root_only, CacheError, LOCK_FILE, MARKER, NS_FILE, STATE_DIR};
 use crate::config::CacheLimits;

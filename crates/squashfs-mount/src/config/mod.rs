@@ -6,6 +6,20 @@
 //! one warning, unless it is a regular file owned by root and writable by
 //! nobody else. Unknown keys and bad values are reported (one line each)
 //! and skipped; everything has a compiled-in default.
+//!
+//! | file             | concern                                                 |
+//! |------------------|---------------------------------------------------------|
+//! | `settings.rs`    | the settings in force, their defaults, derived limits   |
+//! | `mechanisms.rs`  | what the file sets for the mounts and the cache         |
+//! | `parse.rs`       | the file's grammar (pure)                               |
+//! | `parse_tests.rs` | unit tests of parse.rs                                  |
+//! | `show.rs`        | every setting as the file would write it (`--policy`)   |
+//! | `policy.rs`      | the site policy: who, where, what combines, which route |
+//! | `trust.rs`       | whether the kernel may mount an image                   |
+//! | `trust_tests.rs` | unit tests of trust.rs                                  |
+//! | `provenance.rs`  | where an opened file comes from: owners and writers     |
+//! | `acl.rs`         | POSIX access ACLs                                       |
+//! | `names.rs`       | users and groups by name (/etc/passwd, /etc/group)      |
 
 pub mod acl;
 pub mod mechanisms;

@@ -23,6 +23,11 @@
 //! - the keeper holds the namespace until every task of the step on the
 //!   node has joined and every one of them has exited; Slurm's end-of-step
 //!   sweep ends it if a task never came.
+//!
+//! | file        | concern                                             |
+//! |-------------|-----------------------------------------------------|
+//! | `step.rs`   | which Slurm step, node and task this is             |
+//! | `keeper.rs` | the keeper that holds the namespace, and finding it |
 
 pub mod keeper;
 mod step;

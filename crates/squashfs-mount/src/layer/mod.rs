@@ -16,19 +16,22 @@
 //! Overlayfs copies up with the mounter's credentials, which are the
 //! caller's: the layer can hold nothing the caller could not make.
 //!
-//! | file            | concern                                                |
-//! |-----------------|--------------------------------------------------------|
-//! | `view.rs`       | what root mounted, and what the caller stacks (pure)   |
-//! | `handoff.rs`    | the helper's command line (pure)                       |
-//! | `failure.rs`    | what it refuses or cannot do, one variant per kind     |
-//! | `filesystem.rs` | which file systems can hold an upper layer (pure)      |
-//! | `dir.rs`        | DIR: created, owned by the caller, its lock            |
-//! | `copies.rs`     | the caller's copies of what overlayfs cannot copy up |
-//! | `stack.rs`      | the overlays, in the user namespace                    |
-//! | `stage.rs`      | the caller's stage, in order (the stamp's format is    |
-//! |                 | `squashfs_format::stamp`)                              |
-//! | `helper.rs`     | `squashfs-mount-layer`: the command's and Slurm's ways |
-//! | `start.rs`      | the one way each front end starts the helper           |
+//! | file               | concern                                                        |
+//! |--------------------|----------------------------------------------------------------|
+//! | `mount_order.rs`   | what root mounted, what the caller stacks (pure)               |
+//! | `handoff.rs`       | the plan, and the helper's command line (pure)                 |
+//! | `layout.rs`        | DIR's file names, the command that removes it (pure)           |
+//! | `failure.rs`       | what it refuses or cannot do, one variant per kind             |
+//! | `failure_tests.rs` | unit tests of failure.rs                                       |
+//! | `filesystem.rs`    | which file systems can hold an upper layer (pure)              |
+//! | `dir.rs`           | DIR: created, owned by the caller, judged, its lock, its stamp |
+//! | `copies.rs`        | the caller's copies of what overlayfs cannot copy up           |
+//! | `copies_tests.rs`  | unit tests of copies.rs                                        |
+//! | `stack.rs`         | the overlays, in the user namespace                            |
+//! | `stage.rs`         | the caller's stage, in order (the stamp's format is            |
+//! |                    | `squashfs_format::stamp`)                                      |
+//! | `helper.rs`        | `squashfs-mount-layer`: the command's and Slurm's ways         |
+//! | `start.rs`         | the one way each front end starts the helper                   |
 
 pub mod copies;
 pub mod dir;

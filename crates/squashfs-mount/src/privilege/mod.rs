@@ -9,18 +9,24 @@
 //!                                 unprivileged (verified: regaining root fails)
 //! ```
 //!
-//! | type                  | who                                        | file           |
-//! |-----------------------|--------------------------------------------|----------------|
-//! | [`Privileges`]        | the setuid process                         | `setuid.rs`    |
-//! | [`ThreadCredentials`] | the SPANK plugin's worker thread           | `thread.rs`    |
-//! | [`Unprivileged`]      | a plain process (srun's checks)            | `unprivileged.rs` |
-//! | [`Rootless`]          | not setuid: a user namespace of its own    | `rootless.rs`  |
+//! | type                  | who                                     | file              |
+//! |-----------------------|-----------------------------------------|-------------------|
+//! | [`Privileges`]        | the setuid process                      | `setuid.rs`       |
+//! | [`ThreadCredentials`] | the SPANK plugin's worker thread        | `thread.rs`       |
+//! | [`Unprivileged`]      | a plain process (srun's checks)         | `unprivileged.rs` |
+//! | [`Rootless`]          | not setuid: a user namespace of its own | `rootless.rs`     |
 //!
 //! While acting as the caller, the effective uid, gid and groups are the
 //! caller's, so every lookup and open of a user's path is made with exactly
 //! the caller's rights; root is held only inside `as_root` closures. Both
 //! traits are sealed: only this module can say "this value proves we act as
 //! the caller".
+//!
+//! | file                | concern                                                    |
+//! |---------------------|------------------------------------------------------------|
+//! | `root_phase.rs`     | the capabilities a root phase keeps; a thread root already |
+//! | `verify.rs`         | dropping root for good, verified                           |
+//! | `fake_privilege.rs` | credentials for the engine's unit tests (tests only)       |
 
 mod root_phase;
 mod rootless;
