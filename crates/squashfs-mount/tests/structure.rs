@@ -712,9 +712,13 @@ fn use_tree(tree: &str) -> Vec<(Vec<String>, String)> {
     out
 }
 
+/// A file's code: its `use` statements (whether public, and the tree),
+/// and its other lines.
+type Code = (Vec<(bool, String)>, Vec<String>);
+
 /// The code of a file without its tests and comments, as
 /// (`use` statements: their visibility word and tree, the other lines).
-fn code_of(text: &str) -> (Vec<(bool, String)>, Vec<String>) {
+fn code_of(text: &str) -> Code {
     let lines: Vec<&str> = text.lines().collect();
     let tests = test_lines(&lines);
     let (mut uses, mut other) = (Vec::new(), Vec::new());
@@ -833,7 +837,7 @@ struct Room {
     parent_file: String,
     parent: Parent,
     /// module -> (`use` statements, other lines), of every file it holds.
-    modules: BTreeMap<String, (Vec<(bool, String)>, Vec<String>)>,
+    modules: BTreeMap<String, Code>,
     /// The prefixes that name the room from inside it.
     prefixes: Vec<String>,
 }
@@ -870,7 +874,7 @@ fn rooms_of(name: &str) -> Vec<Room> {
         } else {
             vec!["super".to_string(), format!("crate::{module_path}")]
         };
-        let mut modules: BTreeMap<String, (Vec<(bool, String)>, Vec<String>)> = BTreeMap::new();
+        let mut modules: BTreeMap<String, Code> = BTreeMap::new();
         let mut parent_code = None;
         for (file, text) in &files {
             let Some(rest) = file.strip_prefix(&format!("{dir}/")) else {
@@ -904,70 +908,7 @@ fn rooms_of(name: &str) -> Vec<Room> {
         let Some((uses, other)) = parent_code else {
             continue;
         };
-        let mut parent = Parent {
-            defined: defined_names(&other),
-            ..Parent::default()
-        };
-        for (public, tree) in &uses {
-            for (mut segments, bound) in use_tree(tree) {
-                if segments.first().is_some_and(|s| s == "self")
-                    || (is_root && segments.first().is_some_and(|s| s == "crate"))
-                {
-                    segments.remove(0);
-                }
-                let Some(first) = segments.first().filter(|f| modules.contains_key(*f)) else {
-                    continue;
-                };
-                if bound == "*" {
-                    parent.globs.push(first.clone());
-                } else {
-                    parent.imported.insert(bound.clone(), first.clone());
-                }
-                if !public {
-                    parent.uses.entry(first.clone()).or_default().insert(bound);
-                }
-            }
-        }
-        for line in &other {
-            if module_declared(line.trim()).is_some() {
-                continue;
-            }
-            // An enum's variant (`    Name,`, `    Name(..)`) is no use of
-            // a type of that name.
-            let variant = line
-                .strip_prefix("    ")
-                .filter(|l| !l.starts_with(' '))
-                .and_then(|l| {
-                    let end = l.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
-                    [",", "(", " {"]
-                        .iter()
-                        .any(|s| l[end..].starts_with(s))
-                        .then(|| &l[..end])
-                });
-            for (word, before) in identifiers(line) {
-                if variant == Some(word.as_str()) && before.is_none() {
-                    continue;
-                }
-                let via = match &before {
-                    Some(b) if modules.contains_key(b) && (b != "crate" || is_root) => {
-                        Some(b.clone())
-                    }
-                    Some(b) if is_root && b == "crate" && modules.contains_key(&word) => {
-                        Some(word.clone())
-                    }
-                    Some(_) => None,
-                    // A type or constant by the name it was imported as (a
-                    // lower-case word may be a local variable).
-                    None if word.starts_with(|c: char| c.is_ascii_uppercase()) => {
-                        parent.imported.get(&word).cloned()
-                    }
-                    None => None,
-                };
-                if let Some(module) = via {
-                    parent.uses.entry(module).or_default().insert(word);
-                }
-            }
-        }
+        let parent = parent_of(&(uses, other), &modules, is_root);
         rooms.push(Room {
             dir,
             parent_file: parent_file.to_string(),
@@ -977,6 +918,86 @@ fn rooms_of(name: &str) -> Vec<Room> {
         });
     }
     rooms
+}
+
+/// What a room's parent (its `code`) offers and uses of the room's
+/// `modules`.
+fn parent_of(code: &Code, modules: &BTreeMap<String, Code>, is_root: bool) -> Parent {
+    let (uses, other) = code;
+    let mut parent = Parent {
+        defined: defined_names(other),
+        ..Parent::default()
+    };
+    for (public, tree) in uses {
+        for (mut segments, bound) in use_tree(tree) {
+            if segments.first().is_some_and(|s| s == "self")
+                || (is_root && segments.first().is_some_and(|s| s == "crate"))
+            {
+                segments.remove(0);
+            }
+            let Some(first) = segments.first().filter(|f| modules.contains_key(*f)) else {
+                continue;
+            };
+            if bound == "*" {
+                parent.globs.push(first.clone());
+            } else {
+                parent.imported.insert(bound.clone(), first.clone());
+            }
+            if !public {
+                parent.uses.entry(first.clone()).or_default().insert(bound);
+            }
+        }
+    }
+    uses_in_code(&mut parent, other, modules, is_root);
+    parent
+}
+
+/// The files the parent's own lines (`other`, its `use` lines apart) use:
+/// by `file::` paths, or by the types and constants it imports from them.
+fn uses_in_code(
+    parent: &mut Parent,
+    other: &[String],
+    modules: &BTreeMap<String, Code>,
+    is_root: bool,
+) {
+    for line in other {
+        if module_declared(line.trim()).is_some() {
+            continue;
+        }
+        // An enum's variant (`    Name,`, `    Name(..)`) is no use of
+        // a type of that name.
+        let variant = line
+            .strip_prefix("    ")
+            .filter(|l| !l.starts_with(' '))
+            .and_then(|l| {
+                let end = l.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+                [",", "(", " {"]
+                    .iter()
+                    .any(|s| l[end..].starts_with(s))
+                    .then(|| &l[..end])
+            });
+        for (word, before) in identifiers(line) {
+            if variant == Some(word.as_str()) && before.is_none() {
+                continue;
+            }
+            let via = match &before {
+                Some(b) if modules.contains_key(b) && (b != "crate" || is_root) => Some(b.clone()),
+                Some(b) if is_root && b == "crate" && modules.contains_key(&word) => {
+                    Some(word.clone())
+                }
+                Some(_) => None,
+                // A type or constant by the name it was imported as (a
+                // lower-case word may be a local variable).
+                None if word.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                    parent.imported.get(&word).cloned()
+                }
+                None => None,
+            };
+            if let Some(module) = via {
+                parent.uses.entry(module).or_default().insert(word);
+            }
+        }
+    }
 }
 
 /// The first segments after `prefix::` in `code` (`super::{a, b::c}`: a, b).
@@ -1021,7 +1042,7 @@ fn named_after(code: &str, prefix: &str) -> Vec<String> {
 /// named `x.rs` (a folder `x/`), the parent [`PARENT`].
 fn room_graph(room: &Room) -> BTreeMap<(String, String), BTreeSet<String>> {
     let node = |m: &str| {
-        if room.modules.get(m).is_some() && Path::new(WORKSPACE).join(&room.dir).join(m).is_dir() {
+        if room.modules.contains_key(m) && Path::new(WORKSPACE).join(&room.dir).join(m).is_dir() {
             format!("{m}/")
         } else {
             format!("{m}.rs")
@@ -1207,36 +1228,11 @@ fn no_file_imports_its_room_back() {
 #[test]
 fn the_room_checks_see_loops() {
     let room = |modules: &[(&str, &str)], parent: &str| {
-        let (uses, other) = code_of(parent);
-        let modules: BTreeMap<String, (Vec<(bool, String)>, Vec<String>)> = modules
+        let modules: BTreeMap<String, Code> = modules
             .iter()
             .map(|(m, text)| (m.to_string(), code_of(text)))
             .collect();
-        let mut parent_info = Parent {
-            defined: defined_names(&other),
-            ..Parent::default()
-        };
-        for (public, tree) in &uses {
-            for (segments, bound) in use_tree(tree) {
-                parent_info
-                    .imported
-                    .insert(bound.clone(), segments[0].clone());
-                if !public {
-                    parent_info
-                        .uses
-                        .entry(segments[0].clone())
-                        .or_default()
-                        .insert(bound);
-                }
-            }
-        }
-        for line in &other {
-            for (word, _) in identifiers(line) {
-                if let Some(m) = parent_info.imported.get(&word).cloned() {
-                    parent_info.uses.entry(m).or_default().insert(word);
-                }
-            }
-        }
+        let parent_info = parent_of(&code_of(parent), &modules, false);
         Room {
             dir: "r".into(),
             parent_file: "mod.rs".into(),

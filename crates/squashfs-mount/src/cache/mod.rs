@@ -32,7 +32,7 @@
 //! writes there is subject to the caller's RLIMIT_FSIZE (see `limits`).
 //! `<name>` is a keyed hash of the image file's device and inode
 //! (`entry_names::entry_name`): a process that visits the namespace shows its
-//! mounts in /proc/<pid>/mountinfo, which anyone can read, and the names
+//! mounts in `/proc/<pid>/mountinfo`, which anyone can read, and the names
 //! must not tell which files are cached.
 //!
 //! | file                 | concern                                               |

@@ -104,7 +104,7 @@ fn looks_like_pair(word: &[u8]) -> bool {
     word.contains(&b':')
 }
 
-/// Parses the arguments after argv[0].
+/// Parses the arguments after `argv[0]`.
 pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     if args.is_empty() {
         return Err(UsageError::NoCommand);

@@ -44,7 +44,7 @@ pub struct Kept {
 /// way of the small numbers scripts use).
 pub const LOCK_FD_AT_LEAST: RawFd = 64;
 
-/// The program's work, after argv[0]; returns the exit status when it
+/// The program's work, after `argv[0]`; returns the exit status when it
 /// does not become the command.
 pub fn main(args: &[OsString]) -> u8 {
     if let Err(e) = unelevated() {

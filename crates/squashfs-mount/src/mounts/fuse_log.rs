@@ -53,7 +53,7 @@ impl Detached {
     /// The caller's log in [`LOG_DIR`] (the directory too, if missing),
     /// opened by root for appending: root's file, made by root with mode
     /// 0600 and an ACL that lets the caller read it ([`LOG_MODE`] then),
-    /// emptied beyond [`LOG_LIMIT`]. The caller can neither write it nor
+    /// emptied beyond `LOG_LIMIT`. The caller can neither write it nor
     /// fill `/run` with it; the servers get this descriptor and keep it
     /// within the limit themselves.
     pub fn create(_root: &AsRoot, caller: &Caller) -> Result<Detached, LogError> {

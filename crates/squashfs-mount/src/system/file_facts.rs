@@ -86,7 +86,7 @@ pub fn stat_name_at<Fd: AsFd>(dir: Fd, path: &OsStr) -> SysResult<FileId> {
     file_id(&st)
 }
 
-/// fstatat following symlinks (e.g. the magic links in /proc/<pid>/ns).
+/// fstatat following symlinks (e.g. the magic links in `/proc/<pid>/ns`).
 pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
     file_id(&st)
