@@ -1,5 +1,5 @@
 //! The one privileged sequence: [`mount_all`]. The setuid command
-//! (`launch.rs`) and the Slurm plugin's worker thread both call it with
+//! (`commands/launch.rs`) and the Slurm plugin's worker thread both call it with
 //! their own [`Credentials`], whose type carries the mode (setuid, plugin
 //! thread, rootless); everything they may do, and every refusal, is here.
 //! doc/architecture.md draws the stages.
