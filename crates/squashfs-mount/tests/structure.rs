@@ -663,3 +663,739 @@ fn no_type_name_is_declared_twice() {
         }
     }
 }
+
+// ---- Inside a room: each file's imports go one way ----
+//
+// A room is a folder whose `mod.rs` (its parent) declares the files beside
+// it, or a crate's src/ (its parent: lib.rs, else main.rs). A file names a
+// file beside it through `super::` (or `crate::<room>::`): its module, or
+// an item the parent re-exports from it. An item defined in the parent
+// itself is the parent's. The parent uses a file when its own code (not
+// its `mod` and `pub use` lines, which are the room's door) names the
+// file (`file::`), imports from it privately, or names a type or constant
+// it imports from it. Test code is left out.
+
+/// The parent's node in a room's graph.
+const PARENT: &str = "(parent)";
+
+/// The paths of a `use` tree (`a::{b, c::{d as e}}`), each as its segments
+/// and the name it binds (the alias, the last segment, or `*`).
+fn use_tree(tree: &str) -> Vec<(Vec<String>, String)> {
+    fn walk(tree: &str, prefix: &[String], out: &mut Vec<(Vec<String>, String)>) {
+        let tree = tree.trim();
+        if tree.is_empty() {
+            return;
+        }
+        let (path, group) = match tree.find('{') {
+            Some(at) => (
+                &tree[..at],
+                Some(&tree[at + 1..tree.rfind('}').unwrap_or(tree.len())]),
+            ),
+            None => (tree, None),
+        };
+        let (path, alias) = match path.split_once(" as ") {
+            Some((p, a)) => (p, Some(a.trim().to_string())),
+            None => (path, None),
+        };
+        let mut segments = prefix.to_vec();
+        segments.extend(
+            path.split("::")
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        );
+        match group {
+            Some(inner) => {
+                let mut depth = 0;
+                let mut item = String::new();
+                for c in inner.chars() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            walk(&item, &segments, out);
+                            item.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    item.push(c);
+                }
+                walk(&item, &segments, out);
+            }
+            None => {
+                if segments.last().is_some_and(|s| s == "self") {
+                    segments.pop();
+                }
+                let Some(last) = segments.last().cloned() else {
+                    return;
+                };
+                out.push((segments, alias.unwrap_or(last)));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(tree, &[], &mut out);
+    out
+}
+
+/// A file's code: its `use` statements (whether public, and the tree),
+/// and its other lines.
+type Code = (Vec<(bool, String)>, Vec<String>);
+
+/// The code of a file without its tests and comments, as
+/// (`use` statements: their visibility word and tree, the other lines).
+fn code_of(text: &str) -> Code {
+    let lines: Vec<&str> = text.lines().collect();
+    let tests = test_lines(&lines);
+    let (mut uses, mut other) = (Vec::new(), Vec::new());
+    let mut open: Option<(bool, String)> = None;
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.split(" // ").next().unwrap_or(line);
+        let t = code.trim();
+        if tests.contains(&i) || t.starts_with("//") {
+            continue;
+        }
+        if let Some((public, mut tree)) = open.take() {
+            tree.push_str(t);
+            match tree.strip_suffix(';') {
+                Some(done) => uses.push((public, done.to_string())),
+                None => open = Some((public, tree)),
+            }
+            continue;
+        }
+        let mut rest = t;
+        let mut public = false;
+        if let Some(after) = rest.strip_prefix("pub") {
+            public = true;
+            rest = match after.strip_prefix('(') {
+                Some(v) => v.split_once(") ").map_or(after, |(_, r)| r),
+                None => after.trim_start(),
+            };
+        }
+        match rest.strip_prefix("use ") {
+            Some(tree) => match tree.strip_suffix(';') {
+                Some(done) => uses.push((public, done.to_string())),
+                None => open = Some((public, tree.to_string())),
+            },
+            None => other.push(code.to_string()),
+        }
+    }
+    (uses, other)
+}
+
+/// The identifiers of `code`, with the segment before each (`a::b`: b's is
+/// `a`).
+fn identifiers(code: &str) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    let mut word = String::new();
+    let mut after_path = false;
+    let mut chars = code.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        if !word.is_empty() {
+            let before = after_path
+                .then(|| out.last().map(|(w, _)| w.clone()))
+                .flatten();
+            out.push((std::mem::take(&mut word), before));
+        }
+        after_path = c == ':' && chars.peek() == Some(&':');
+        if after_path {
+            chars.next();
+        }
+    }
+    if !word.is_empty() {
+        let before = after_path
+            .then(|| out.last().map(|(w, _)| w.clone()))
+            .flatten();
+        out.push((word, before));
+    }
+    out
+}
+
+/// The names a file defines at its top level (`pub fn x`, `struct X`, ...).
+fn defined_names(code: &[String]) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in code {
+        if line.starts_with(' ') {
+            continue;
+        }
+        let words = identifiers(line);
+        let kinds = [
+            "fn",
+            "struct",
+            "enum",
+            "trait",
+            "type",
+            "const",
+            "static",
+            "macro_rules",
+        ];
+        for pair in words.windows(2) {
+            if kinds.contains(&pair[0].0.as_str()) {
+                names.insert(pair[1].0.clone());
+                break;
+            }
+        }
+    }
+    names
+}
+
+/// What a room's parent offers and uses of its files.
+#[derive(Default)]
+struct Parent {
+    /// A name the parent imports from one of its files -> that file.
+    imported: BTreeMap<String, String>,
+    /// Files the parent re-exports whole (`pub use x::*`).
+    globs: Vec<String>,
+    /// Names defined in the parent itself.
+    defined: BTreeSet<String>,
+    /// The files the parent's own code uses, and through which names.
+    uses: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// One room: its modules (files, and folders with a mod.rs: those hold all
+/// the code below them), each with its code, and its parent.
+struct Room {
+    dir: String,
+    parent_file: String,
+    parent: Parent,
+    /// module -> (`use` statements, other lines), of every file it holds.
+    modules: BTreeMap<String, Code>,
+    /// The prefixes that name the room from inside it.
+    prefixes: Vec<String>,
+}
+
+/// The rooms of crate `name` (crates/NAME/src and its folders).
+fn rooms_of(name: &str) -> Vec<Room> {
+    let base = Path::new(WORKSPACE);
+    let src = base.join("crates").join(name).join("src");
+    let files = sources_in(base, &src);
+    let test_only = test_only_files(&files);
+    let src_rel = format!("crates/{name}/src");
+    let mut dirs: BTreeSet<String> = BTreeSet::new();
+    for (file, _) in &files {
+        if let Some(dir) = file.strip_suffix("/mod.rs") {
+            dirs.insert(dir.to_string());
+        }
+    }
+    let root_parent = if files.iter().any(|(f, _)| *f == format!("{src_rel}/lib.rs")) {
+        "lib.rs"
+    } else {
+        "main.rs"
+    };
+    let mut rooms = Vec::new();
+    for dir in std::iter::once(src_rel.clone()).chain(dirs.iter().cloned()) {
+        let is_root = dir == src_rel;
+        let parent_file = if is_root { root_parent } else { "mod.rs" };
+        let module_path = dir
+            .strip_prefix(&src_rel)
+            .unwrap_or("")
+            .trim_start_matches('/')
+            .replace('/', "::");
+        let prefixes = if is_root {
+            vec!["crate".to_string()]
+        } else {
+            vec!["super".to_string(), format!("crate::{module_path}")]
+        };
+        let mut modules: BTreeMap<String, Code> = BTreeMap::new();
+        let mut parent_code = None;
+        for (file, text) in &files {
+            let Some(rest) = file.strip_prefix(&format!("{dir}/")) else {
+                continue;
+            };
+            if test_only.contains(file) {
+                continue;
+            }
+            let (first, deeper) = match rest.split_once('/') {
+                Some((d, _)) if dirs.contains(&format!("{dir}/{d}")) => (d.to_string(), true),
+                Some(_) => continue, // a folder that is no module (src/bin)
+                None => (rest.trim_end_matches(".rs").to_string(), false),
+            };
+            if !deeper
+                && (rest == parent_file || (is_root && ["lib.rs", "main.rs"].contains(&rest)))
+            {
+                if rest == parent_file {
+                    parent_code = Some(code_of(text));
+                }
+                continue;
+            }
+            let (uses, other) = code_of(text);
+            let entry = modules.entry(first).or_default();
+            // Deeper files name the room by its full path only.
+            let uses = uses
+                .into_iter()
+                .filter(|(_, u)| !deeper || !u.starts_with("super::"));
+            entry.0.extend(uses);
+            entry.1.extend(other);
+        }
+        let Some((uses, other)) = parent_code else {
+            continue;
+        };
+        let parent = parent_of(&(uses, other), &modules, is_root);
+        rooms.push(Room {
+            dir,
+            parent_file: parent_file.to_string(),
+            parent,
+            modules,
+            prefixes,
+        });
+    }
+    rooms
+}
+
+/// What a room's parent (its `code`) offers and uses of the room's
+/// `modules`.
+fn parent_of(code: &Code, modules: &BTreeMap<String, Code>, is_root: bool) -> Parent {
+    let (uses, other) = code;
+    let mut parent = Parent {
+        defined: defined_names(other),
+        ..Parent::default()
+    };
+    for (public, tree) in uses {
+        for (mut segments, bound) in use_tree(tree) {
+            if segments.first().is_some_and(|s| s == "self")
+                || (is_root && segments.first().is_some_and(|s| s == "crate"))
+            {
+                segments.remove(0);
+            }
+            let Some(first) = segments.first().filter(|f| modules.contains_key(*f)) else {
+                continue;
+            };
+            if bound == "*" {
+                parent.globs.push(first.clone());
+            } else {
+                parent.imported.insert(bound.clone(), first.clone());
+            }
+            if !public {
+                parent.uses.entry(first.clone()).or_default().insert(bound);
+            }
+        }
+    }
+    uses_in_code(&mut parent, other, modules, is_root);
+    parent
+}
+
+/// The files the parent's own lines (`other`, its `use` lines apart) use:
+/// by `file::` paths, or by the types and constants it imports from them.
+fn uses_in_code(
+    parent: &mut Parent,
+    other: &[String],
+    modules: &BTreeMap<String, Code>,
+    is_root: bool,
+) {
+    for line in other {
+        if module_declared(line.trim()).is_some() {
+            continue;
+        }
+        // An enum's variant (`    Name,`, `    Name(..)`) is no use of
+        // a type of that name.
+        let variant = line
+            .strip_prefix("    ")
+            .filter(|l| !l.starts_with(' '))
+            .and_then(|l| {
+                let end = l.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+                [",", "(", " {"]
+                    .iter()
+                    .any(|s| l[end..].starts_with(s))
+                    .then(|| &l[..end])
+            });
+        for (word, before) in identifiers(line) {
+            if variant == Some(word.as_str()) && before.is_none() {
+                continue;
+            }
+            let via = match &before {
+                Some(b) if modules.contains_key(b) && (b != "crate" || is_root) => Some(b.clone()),
+                Some(b) if is_root && b == "crate" && modules.contains_key(&word) => {
+                    Some(word.clone())
+                }
+                Some(_) => None,
+                // A type or constant by the name it was imported as (a
+                // lower-case word may be a local variable).
+                None if word.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                    parent.imported.get(&word).cloned()
+                }
+                None => None,
+            };
+            if let Some(module) = via {
+                parent.uses.entry(module).or_default().insert(word);
+            }
+        }
+    }
+}
+
+/// The first segments after `prefix::` in `code` (`super::{a, b::c}`: a, b).
+fn named_after(code: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let needle = format!("{prefix}::");
+    for (at, _) in code.match_indices(&needle) {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[at + needle.len()..];
+        if rest.starts_with('{') {
+            let mut depth = 0;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(rest.len(), |(i, _)| i + 1);
+            for (segments, bound) in use_tree(&format!("x::{}", &rest[..end])) {
+                if let Some(first) = segments.get(1) {
+                    out.push(if first == "*" { bound } else { first.clone() });
+                }
+            }
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '*'))
+                .unwrap_or(rest.len());
+            out.push(rest[..end].to_string());
+        }
+    }
+    out
+}
+
+/// A room's graph: (from, to) -> the names that make the arrow. Files are
+/// named `x.rs` (a folder `x/`), the parent [`PARENT`].
+fn room_graph(room: &Room) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let node = |m: &str| {
+        if room.modules.contains_key(m) && Path::new(WORKSPACE).join(&room.dir).join(m).is_dir() {
+            format!("{m}/")
+        } else {
+            format!("{m}.rs")
+        }
+    };
+    let mut definitions: BTreeMap<&String, BTreeSet<String>> = BTreeMap::new();
+    for glob in &room.parent.globs {
+        if let Some((_, other)) = room.modules.get(glob) {
+            definitions.insert(glob, defined_names(other));
+        }
+    }
+    let mut graph: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for (module, (uses, other)) in &room.modules {
+        let mut code: String = uses.iter().map(|(_, u)| format!("use {u};\n")).collect();
+        code.push_str(&other.join("\n"));
+        for prefix in &room.prefixes {
+            for name in named_after(&code, prefix) {
+                let to = if room.modules.contains_key(&name) {
+                    Some(name.clone())
+                } else if let Some(m) = room.parent.imported.get(&name) {
+                    Some(m.clone())
+                } else if name == "*" || room.parent.defined.contains(&name) {
+                    Some(PARENT.to_string())
+                } else {
+                    definitions
+                        .iter()
+                        .find(|(_, d)| d.contains(&name))
+                        .map(|(m, _)| (*m).clone())
+                };
+                match to {
+                    Some(to) if to == *module || name == "super" || name == "self" => {}
+                    Some(to) if to == PARENT => {
+                        graph
+                            .entry((node(module), PARENT.to_string()))
+                            .or_default()
+                            .insert(name);
+                    }
+                    Some(to) => {
+                        graph
+                            .entry((node(module), node(&to)))
+                            .or_default()
+                            .insert(name);
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    for (module, names) in &room.parent.uses {
+        graph
+            .entry((PARENT.to_string(), node(module)))
+            .or_default()
+            .extend(names.iter().cloned());
+    }
+    graph
+}
+
+/// The nodes `from` reaches in `graph` (itself only through a loop).
+fn reached(graph: &BTreeMap<(String, String), BTreeSet<String>>, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![from.to_string()];
+    while let Some(at) = stack.pop() {
+        for (a, b) in graph.keys() {
+            if *a == at && seen.insert(b.clone()) {
+                stack.push(b.clone());
+            }
+        }
+    }
+    seen
+}
+
+/// The loops of a room's graph, each as its files and the arrows between
+/// them (`a.rs -> b.rs (Name, other)`); with or without the parent.
+fn loops_in(room: &Room, with_parent: bool) -> Vec<String> {
+    let mut graph = room_graph(room);
+    if !with_parent {
+        graph.retain(|(a, b), _| a != PARENT && b != PARENT);
+    }
+    let nodes: BTreeSet<String> = graph
+        .keys()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    let reach: BTreeMap<&String, BTreeSet<String>> =
+        nodes.iter().map(|n| (n, reached(&graph, n))).collect();
+    let mut found: BTreeSet<Vec<String>> = BTreeSet::new();
+    for n in &nodes {
+        let component: Vec<String> = nodes
+            .iter()
+            .filter(|m| reach[n].contains(*m) && reach[*m].contains(n))
+            .cloned()
+            .collect();
+        if component.len() > 1 && (component.contains(&PARENT.to_string()) == with_parent) {
+            found.insert(component);
+        }
+    }
+    found
+        .into_iter()
+        .map(|component| {
+            let arrows: Vec<String> = graph
+                .iter()
+                .filter(|((a, b), _)| component.contains(a) && component.contains(b))
+                .map(|((a, b), names)| {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    let a = if a == PARENT { &room.parent_file } else { a };
+                    let b = if b == PARENT { &room.parent_file } else { b };
+                    format!("{a} -> {b} ({})", names.join(", "))
+                })
+                .collect();
+            format!("{}/: {}", room.dir, arrows.join("; "))
+        })
+        .collect()
+}
+
+/// Every loop between the files of a room of crate `name`.
+fn loops_in_crate(name: &str) -> Vec<String> {
+    rooms_of(name)
+        .iter()
+        .flat_map(|r| loops_in(r, false))
+        .collect()
+}
+
+/// One test per crate, so a failure names the crate.
+macro_rules! files_import_one_way_in {
+    ($($test:ident => $name:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                let loops = loops_in_crate($name);
+                assert!(
+                    loops.is_empty(),
+                    "crates/{}: {} import loop(s) between the files of a room (split at a seam: \
+                     what both use goes into a file of its own, so each file's imports go one way):\n{}",
+                    $name,
+                    loops.len(),
+                    loops.join("\n")
+                );
+            }
+        )*
+        const LOOPS_CHECKED: &[&str] = &[$($name),*];
+    };
+}
+
+files_import_one_way_in! {
+    files_import_one_way_in_format => "format",
+    files_import_one_way_in_reader => "reader",
+    files_import_one_way_in_fuse => "fuse",
+    files_import_one_way_in_sqfs => "sqfs",
+    files_import_one_way_in_spank => "spank",
+    files_import_one_way_in_squashfs_mount => "squashfs-mount",
+    files_import_one_way_in_test_support => "test-support",
+}
+
+#[test]
+fn every_crate_is_checked_for_loops() {
+    for m in members() {
+        assert!(
+            LOOPS_CHECKED.contains(&m.as_str()),
+            "crates/{m} is not checked: add it to files_import_one_way_in!"
+        );
+    }
+}
+
+/// In the setuid crate, no file imports its room's mod.rs back: what the
+/// parent's own code uses, and the files use too, lives in a file of its
+/// own (mod.rs declares, re-exports and may use its files, not the other
+/// way round as well).
+#[test]
+fn no_file_imports_its_room_back() {
+    let found: Vec<String> = rooms_of("squashfs-mount")
+        .iter()
+        .flat_map(|r| loops_in(r, true))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "{} room(s) whose files import their mod.rs, which uses them:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The loop checks see a loop: between files, through a parent's
+/// re-export, and through the parent itself.
+#[test]
+fn the_room_checks_see_loops() {
+    let room = |modules: &[(&str, &str)], parent: &str| {
+        let modules: BTreeMap<String, Code> = modules
+            .iter()
+            .map(|(m, text)| (m.to_string(), code_of(text)))
+            .collect();
+        let parent_info = parent_of(&code_of(parent), &modules, false);
+        Room {
+            dir: "r".into(),
+            parent_file: "mod.rs".into(),
+            parent: parent_info,
+            modules,
+            prefixes: vec!["super".into(), "crate::r".into()],
+        }
+    };
+    let parent = "pub use b::Thing;\nconst C: u8 = 1;\n";
+    let r = room(
+        &[
+            ("a", "use super::Thing;\n"),
+            ("b", "use crate::r::{a::f, c};\n"),
+        ],
+        parent,
+    );
+    assert_eq!(
+        loops_in(&r, false),
+        ["r/: a.rs -> b.rs (Thing); b.rs -> a.rs (a)"]
+    );
+    let r = room(
+        &[
+            (
+                "a",
+                "fn f() { super::C }\n#[cfg(test)]\nmod tests {\n    use super::b;\n}\n",
+            ),
+            ("b", ""),
+        ],
+        parent,
+    );
+    assert!(loops_in(&r, false).is_empty());
+    assert!(loops_in(&r, true).is_empty());
+    let parent = "pub use a::Thing;\nconst C: u8 = 1;\nfn g(t: Thing) {}\n";
+    let r = room(&[("a", "fn f() { super::C }\n")], parent);
+    assert_eq!(
+        loops_in(&r, true),
+        ["r/: mod.rs -> a.rs (Thing); a.rs -> mod.rs (C)"]
+    );
+}
+
+// ---- Each room's mod.rs names its files ----
+
+/// The files a room's mod.rs names in its table(s): in its `//!` comment, a
+/// Markdown table with a `file` column, one file a row (`name.rs`, in
+/// backticks), or that cell empty (the row above, continued). Also what
+/// breaks that format.
+fn table_files(mod_rs: &str) -> (BTreeSet<String>, Vec<String>) {
+    let (mut named, mut wrong) = (BTreeSet::new(), Vec::new());
+    let cells = |row: &str| -> Vec<String> {
+        let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+        row.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    let mut column: Option<usize> = None;
+    for line in mod_rs.lines() {
+        let Some(doc) = line.strip_prefix("//!") else {
+            continue;
+        };
+        let doc = doc.trim();
+        if !doc.starts_with('|') {
+            column = None;
+            continue;
+        }
+        let row = cells(doc);
+        match column {
+            None => column = row.iter().position(|c| c == "file"),
+            Some(_)
+                if row
+                    .iter()
+                    .all(|c| c.chars().all(|ch| ch == '-' || ch == ':')) => {}
+            Some(at) => match row.get(at).map(String::as_str) {
+                Some("") => {}
+                Some(cell) => match cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
+                    Some(name) if name.ends_with(".rs") && !name.contains(['/', ' ']) => {
+                        named.insert(name.to_string());
+                    }
+                    _ => wrong.push(format!("{cell} is not a file (`name.rs`, in backticks)")),
+                },
+                None => wrong.push(format!("a row without a file cell: {doc}")),
+            },
+        }
+    }
+    (named, wrong)
+}
+
+#[test]
+fn every_room_table_names_exactly_its_files() {
+    let mut problems = Vec::new();
+    for room in ROOMS {
+        let dir = Path::new(SRC).join(room);
+        let text = fs::read_to_string(dir.join("mod.rs")).expect("mod.rs");
+        let (named, wrong) = table_files(&text);
+        let present: BTreeSet<String> = fs::read_dir(&dir)
+            .expect("room")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".rs") && n != "mod.rs")
+            .collect();
+        if named.is_empty() {
+            problems.push(format!(
+                "{room}/mod.rs has no table with a `file` column naming its files"
+            ));
+        }
+        problems.extend(wrong.iter().map(|w| format!("{room}/mod.rs: {w}")));
+        for gone in named.difference(&present) {
+            problems.push(format!(
+                "{room}/mod.rs names {gone}, which is not in {room}/"
+            ));
+        }
+        for missing in present.difference(&named) {
+            problems.push(format!(
+                "{room}/mod.rs does not name {missing} in its table"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s) with the rooms' tables:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_table_check_reads_the_tables() {
+    let text = "\
+//! | file      | concern  |
+//! |-----------|----------|
+//! | `a.rs`    | one      |
+//! |           | more     |
+//! | `b`       | no .rs   |
+//!
+//! | type   | file     |
+//! |--------|----------|
+//! | [`X`]  | `c.rs`   |
+// | `d.rs` | not the doc |
+";
+    let (named, wrong) = table_files(text);
+    assert_eq!(named.into_iter().collect::<Vec<_>>(), ["a.rs", "c.rs"]);
+    assert_eq!(wrong, ["`b` is not a file (`name.rs`, in backticks)"]);
+}

@@ -76,7 +76,7 @@ impl std::fmt::Display for CompatError {
 
 impl std::error::Error for CompatError {}
 
-/// Rewrites `args` (without argv[0]). Errors are usage errors.
+/// Rewrites `args` (without `argv[0]`). Errors are usage errors.
 pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, CompatError> {
     // The subcommand: the first word that is not an option.
     let sub_at = args

@@ -21,7 +21,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use super::meta::Key;
+use super::entry_names::Key;
 use super::{root_only, CacheError, STATE_DIR};
 use crate::mounts::shared_lock::{self, Busy, Held, Holders, Reach};
 use crate::privilege::AsRoot;

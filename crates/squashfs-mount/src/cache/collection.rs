@@ -6,22 +6,14 @@ use std::collections::HashSet;
 use std::os::fd::AsFd;
 
 use super::entries::{list_entries, remove_entry, Entry, Host};
-use super::evict::{self, Candidate, Occasion};
-use super::kinds;
-use super::meta::Kind;
+use super::evict::{self, Occasion};
+use super::eviction_view::{self, Scanned};
 use super::store::Store;
 use super::usage_scan::{self, ScanBudget};
 use super::{CacheError, STATE_DIR};
 use crate::mounts::shared_lock::{self, Reach};
 use crate::privilege::AsRoot;
 use crate::system::{self, LockKind, Uid};
-
-/// What a usage scan before the lock found: the devices it asked about,
-/// and those some namespace uses.
-pub(super) struct Scanned {
-    asked: HashSet<u64>,
-    used: HashSet<u64>,
-}
 
 impl Store {
     /// Evicts what `mode` allows for the user `asker` (exclusive lock);
@@ -87,13 +79,14 @@ impl Store {
         super::claim::tidy(root);
         let host = Host::open()?;
         let entries = self.visit(false, |_| list_entries(&host))?;
-        let cands = self.candidates(root, &entries, asker, target, &HashSet::new(), scanned);
+        let cands =
+            eviction_view::candidates(root, &entries, asker, target, &HashSet::new(), scanned);
         let chosen = evict::plan(&cands, system::unix_time(), self.limits, mode);
         if !chosen.is_empty() {
             let devices = crate::mounts::loop_records::Devices::open(root)
                 .ok()
                 .flatten();
-            super::store::let_go(root, devices.as_ref(), chosen.iter().map(|&i| &entries[i]));
+            eviction_view::let_go(root, devices.as_ref(), chosen.iter().map(|&i| &entries[i]));
             // One entry that cannot be removed does not keep the others.
             let removed = self.visit(false, |_| {
                 let results: Vec<_> = chosen
@@ -111,61 +104,6 @@ impl Store {
             .enumerate()
             .map(|(i, e)| (e, chosen.contains(&i)))
             .collect())
-    }
-
-    /// Which of the cached instances some namespace uses: a scan run
-    /// before the exclusive lock is taken (listing without the lock; the
-    /// plan made under the lock re-reads the entries and treats one the
-    /// scan did not cover as used).
-    pub(super) fn scan_usage(&self, root: &AsRoot, budget: ScanBudget) -> Scanned {
-        let entries = Host::open()
-            .and_then(|host| self.visit(false, |_| list_entries(&host)))
-            .unwrap_or_default();
-        let asked: HashSet<u64> = entries
-            .iter()
-            .filter(|e| e.valid)
-            .filter_map(|e| e.meta.as_ref().map(|m| m.device))
-            .collect();
-        let used = usage_scan::devices_in_use(root, &asked, self.ns_ino, budget).used;
-        Scanned { asked, used }
-    }
-
-    /// The eviction plan's view of `entries`, with the use `scanned` found
-    /// before the lock.
-    pub(super) fn candidates(
-        &self,
-        root: &AsRoot,
-        entries: &[Entry],
-        asker: Option<Uid>,
-        target: Option<(u64, u64)>,
-        protected: &HashSet<String>,
-        scanned: &Scanned,
-    ) -> Vec<Candidate> {
-        let used = |dev: u64| scanned.used.contains(&dev) || !scanned.asked.contains(&dev);
-        entries
-            .iter()
-            .map(|e| Candidate {
-                valid: e.valid,
-                deleted: e
-                    .meta
-                    .as_ref()
-                    .is_some_and(|m| e.valid && kinds::file_deleted(root, m)),
-                in_use: e.meta.as_ref().is_some_and(|m| used(m.device)),
-                mine: asker
-                    .is_some_and(|u| u.is_root() || e.meta.as_ref().is_some_and(|m| m.uid == u)),
-                fuse: e
-                    .meta
-                    .as_ref()
-                    .is_some_and(|m| matches!(m.kind, Kind::Fuse { .. })),
-                target: e
-                    .meta
-                    .as_ref()
-                    .is_some_and(|m| target == Some((m.dev, m.ino))),
-                protected: protected.contains(&e.name),
-                last_used: e.last_used,
-                cost: e.meta.as_ref().map_or(0, kinds::cost),
-            })
-            .collect()
     }
 
     /// The loop devices of `entries` that some namespace uses (for

@@ -5,7 +5,8 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::meta::{is_entry_name, Identity, Kind, Meta, META_LIMIT};
+use super::entry_names::is_entry_name;
+use super::meta::{Identity, Kind, Meta, META_LIMIT};
 use super::{CacheError, MARKER, META_ATTRIBUTE, SECRET_ATTRIBUTE, SHARED_ATTRIBUTE};
 use crate::config::MAX_CACHE_ENTRIES;
 use crate::system::{self, Error, Uid};

@@ -31,21 +31,25 @@
 //! Records are extended attributes, not file contents: nothing the tool
 //! writes there is subject to the caller's RLIMIT_FSIZE (see `limits`).
 //! `<name>` is a keyed hash of the image file's device and inode
-//! (`meta::entry_name`): a process that visits the namespace shows its
-//! mounts in /proc/<pid>/mountinfo, which anyone can read, and the names
+//! (`entry_names::entry_name`): a process that visits the namespace shows its
+//! mounts in `/proc/<pid>/mountinfo`, which anyone can read, and the names
 //! must not tell which files are cached.
 //!
-//! | file          | concern                                        |
-//! |---------------|------------------------------------------------|
-//! | `meta.rs`     | records and entry names (pure)                 |
-//! | `evict.rs`    | the eviction plan and limits (pure)            |
-//! | `usage.rs`    | which instances are in use (bounded scan)      |
-//! | `kinds.rs`    | kernel or FUSE instance: cost, deleted, ending |
-//! | `store.rs`    | reuse, place, list, collect (root)             |
-//! | `placing.rs`  | one offer placed under the exclusive lock      |
-//! | `servers.rs`  | ending evicted FUSE instances' servers (root)  |
-//! | `namespace.rs`| creating the cache namespace (root)            |
-//! | `claim.rs`    | single flight: one launch makes an instance    |
+//! | file                 | concern                                               |
+//! |----------------------|-------------------------------------------------------|
+//! | `meta.rs`            | records and device numbers (pure)                     |
+//! | `entry_names.rs`     | entry names: keyed hashes (pure)                      |
+//! | `evict.rs`           | the eviction plan and limits (pure)                   |
+//! | `eviction_view.rs`   | what an eviction sees: usage, candidates, what stays  |
+//! | `usage_scan.rs`      | which instances are in use (bounded scan)             |
+//! | `kinds.rs`           | kernel or FUSE instance: cost, deleted, ending        |
+//! | `entries.rs`         | the entries, seen from inside: read, cloned, inserted |
+//! | `store.rs`           | open, reuse, place (root)                             |
+//! | `collection.rs`      | collecting: `--gc`, the limits, at launch (root)      |
+//! | `lock.rs`            | the cache's lock: shared to list, exclusive to change |
+//! | `servers.rs`         | ending evicted FUSE instances' servers (root)         |
+//! | `cache_namespace.rs` | creating the cache namespace (root)                   |
+//! | `claim.rs`           | single flight: one launch makes an instance           |
 //!
 //! `--gc` and `--cache-status` are in `commands/`.
 
@@ -53,11 +57,12 @@ mod cache_namespace;
 pub mod claim;
 mod collection;
 mod entries;
+pub mod entry_names;
 pub mod evict;
+mod eviction_view;
 mod kinds;
 mod lock;
 pub mod meta;
-mod placing;
 mod servers;
 pub mod store;
 pub mod usage_scan;
@@ -67,9 +72,10 @@ use std::fmt;
 use crate::mounts::state_dir::StateDirError;
 use crate::system;
 
+pub use entry_names::Key;
 pub use evict::Occasion;
 pub use kinds::{cost, fuse_cost};
-pub use meta::{Identity, Key, Kind, Meta};
+pub use meta::{Identity, Kind, Meta};
 pub use store::{Entry, Offer, Placed, Reused, Store, Want};
 
 /// Compiled-in state directory (root-only, 0700).

@@ -16,18 +16,18 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::collection::Scanned;
 pub use super::entries::Entry;
-use super::entries::{clones_of, list_entries, read_secret, remove_entry, Host};
-use super::placing::Placing;
+use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
+use super::entry_names::Key;
 use super::evict::{self, Candidate, Occasion};
+use super::eviction_view::{self, staying, Scanned};
 use super::lock::lock_with_timeout;
-use super::meta::{Identity, Key, Kind, Meta};
-use super::usage_scan;
+use super::meta::{Identity, Kind, Meta};
+use super::usage_scan::{self, ScanBudget};
 use super::{root_only, CacheError, LOCK_FILE, MARKER, NS_FILE, STATE_DIR};
 use crate::config::CacheLimits;
 use crate::mounts::budgets::Holdings;
-use crate::mounts::loop_device::CachedDevice;
+use crate::mounts::loop_records::CachedDevice;
 use crate::mounts::loop_records::Devices;
 use crate::mounts::shared_lock::Held;
 use crate::privilege::AsRoot;
@@ -80,6 +80,14 @@ pub struct Offer {
 pub enum Placed {
     Cached(Vec<OwnedFd>),
     Private(Offer),
+}
+
+/// What the cache holds while a launch places its offers: instances, kernel
+/// memory, and the maker of each entry.
+struct Tally {
+    count: usize,
+    bytes: u64,
+    makers: Vec<Uid>,
 }
 
 impl Store {
@@ -281,25 +289,25 @@ impl Store {
             &cands,
             (&evict, &offered),
         );
-        let mut placing = Placing {
+        let makers: Vec<Uid> = staying
+            .iter()
+            .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
+            .collect();
+        let mut tally = Tally {
             count,
             bytes,
-            makers: staying
-                .iter()
-                .filter_map(|&i| entries[i].meta.as_ref().map(|m| m.uid))
-                .collect(),
-            taken: Vec::new(),
-            limits: self.limits,
-            secret: &secret,
-            host: &host,
+            makers,
         };
         let pending = std::cell::RefCell::new(offers);
         let placed = self.visit(false, |_| {
             for &i in &evict {
                 let _ = remove_entry(&entries[i].name);
             }
-            let offers: Vec<Offer> = pending.borrow_mut().drain(..).collect();
-            Ok(offers.into_iter().map(|o| placing.place(o)).collect())
+            let mut out = Vec::new();
+            for offer in pending.borrow_mut().drain(..) {
+                out.push(self.place_offer(offer, (&host, &secret), &mut tally));
+            }
+            Ok(out)
         });
         // What the cache took now counts for it, by its records alone
         // (`holdings`); what it let go, for its maker, or for the cache
@@ -307,6 +315,50 @@ impl Store {
         drop(guard);
         self.end_servers(root, evict.iter().filter_map(|&i| entries[i].meta.as_ref()));
         placed.map_err(|e| (e, pending.into_inner()))
+    }
+
+    /// Places one offer, with the lock held and the host's view open: clones
+    /// of what another launch inserted meanwhile, the offer inserted when
+    /// the cache has room for it and its maker's share allows (`tally`
+    /// then counts it), else the offer back.
+    fn place_offer(
+        &self,
+        offer: Offer,
+        (host, secret): (&Host, &[u8; 32]),
+        tally: &mut Tally,
+    ) -> Placed {
+        let key = offer.meta.key();
+        let name = key.entry_name(secret);
+        let (theirs, _) = clones_of(
+            &name,
+            &offer.meta.identity(),
+            (key.fuse_user, offer.meta.uid),
+            offer.copies,
+            host,
+        );
+        if !theirs.is_empty() {
+            return Placed::Cached(theirs);
+        }
+        let maker = offer.meta.uid;
+        let mine = tally.makers.iter().filter(|&&u| u == maker).count();
+        if !evict::has_room(tally.count, tally.bytes, offer.cost, self.limits)
+            || !evict::within_share(mine, self.limits)
+            || remove_entry(&name).is_err()
+        {
+            return Placed::Private(offer);
+        }
+        match insert_entry(&name, &offer.mount, &offer.meta, offer.copies) {
+            Ok(clones) => {
+                tally.count += 1;
+                tally.bytes += offer.cost;
+                tally.makers.push(maker);
+                Placed::Cached(clones)
+            }
+            Err(_) => {
+                let _ = remove_entry(&name);
+                Placed::Private(offer)
+            }
+        }
     }
 
     /// The exclusive lock, and the entries and the secret read under it.
@@ -341,7 +393,7 @@ impl Store {
             .iter()
             .map(|o| o.meta.key().entry_name(secret))
             .collect();
-        let cands = self.candidates(root, entries, None, None, &protected_names, scanned);
+        let cands = eviction_view::candidates(root, entries, None, None, &protected_names, scanned);
         let mut evict = evict::plan(&cands, system::unix_time(), self.limits, Occasion::Launch);
         let stale: Vec<usize> = (0..entries.len())
             .filter(|&i| {
@@ -350,6 +402,15 @@ impl Store {
             .collect();
         evict.extend(stale);
         (cands, evict)
+    }
+
+    /// Which of the cached instances some namespace uses (see
+    /// [`Scanned::of`]).
+    pub(super) fn scan_usage(&self, root: &AsRoot, budget: ScanBudget) -> Scanned {
+        let entries = Host::open()
+            .and_then(|host| self.visit(false, |_| list_entries(&host)))
+            .unwrap_or_default();
+        Scanned::of(root, &entries, self.ns_ino, budget)
     }
 
     /// Lists the entries (shared lock).
@@ -363,53 +424,6 @@ impl Store {
     /// yet.
     pub fn name_of(&self, key: &Key) -> Option<String> {
         self.secret.get().map(|s| key.entry_name(&s))
-    }
-}
-
-/// Under the lock, before `evict` goes: the entries that stay, and how
-/// many instances and how much kernel memory the cache then holds, with
-/// the devices `left` to it (count, bytes), which count against its limits
-/// as its entries do; the devices of what may go (evicted, or replaced by
-/// an offer, `offered`) are left to the cache where another user than
-/// their maker cloned them (`let_go`).
-fn staying(
-    root: &AsRoot,
-    (devices, left): (Option<&Devices>, (usize, u64)),
-    entries: &[Entry],
-    cands: &[Candidate],
-    (evict, offered): (&[usize], &HashSet<String>),
-) -> (Vec<usize>, usize, u64) {
-    let staying: Vec<usize> = (0..entries.len())
-        .filter(|&i| entries[i].valid && !evict.contains(&i))
-        .collect();
-    let count = staying.len() + left.0;
-    let bytes = staying.iter().map(|&i| cands[i].cost).sum::<u64>() + left.1;
-    let going =
-        (0..entries.len()).filter(|&i| evict.contains(&i) || offered.contains(&entries[i].name));
-    let_go(root, devices, going.map(|i| &entries[i]));
-    (staying, count, bytes)
-}
-
-/// Before the cache lets go of `evicted` (under its lock): the loop device
-/// of each shared kernel instance among them (one another user than its
-/// maker cloned) is left to the cache, so that while it stays attached it
-/// counts for the cache (within its limits) and never for a maker who may
-/// not hold it (`loop_records`).
-pub(super) fn let_go<'a>(
-    root: &AsRoot,
-    devices: Option<&Devices>,
-    evicted: impl Iterator<Item = &'a Entry>,
-) {
-    let Some(devices) = devices else {
-        return;
-    };
-    for e in evicted.filter(|e| e.shared) {
-        if let Some(m) = &e.meta {
-            if let Kind::Kernel { loop_number, .. } = m.kind {
-                let cost = super::kinds::cost(m);
-                devices.leave_to_the_cache(root, loop_number, (m.dev, m.ino), cost);
-            }
-        }
     }
 }
 

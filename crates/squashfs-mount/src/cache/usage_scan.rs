@@ -1,5 +1,5 @@
 //! Which cached instances some mount namespace uses: a scan of
-//! /proc/<pid>/mountinfo, one process per namespace, bounded in CPU time
+//! `/proc/<pid>/mountinfo`, one process per namespace, bounded in CPU time
 //! and bytes. What it cannot tell counts as unused (see `evict::Candidate`),
 //! so nobody can stop eviction by making the scan expensive; and since
 //! evicting an instance in use only ever costs sharing (a FUSE server is

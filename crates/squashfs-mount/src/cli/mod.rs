@@ -10,6 +10,15 @@
 //! `--mutable-root`, `--bind-mount=SRC:DST[,...]` (repeatable); `-V` and
 //! `--version` print the version. An option that takes a value never takes
 //! the `--` that starts the command.
+//!
+//! | file               | concern                                                    |
+//! |--------------------|------------------------------------------------------------|
+//! | `grammar.rs`       | one argument: pairs, unions, binds, sizes (pure)           |
+//! | `grammar_tests.rs` | unit tests of the command line                             |
+//! | `usage.rs`         | the text of `--help`                                       |
+//! | `usage_error.rs`   | what the command line gets wrong, in words                 |
+//! | `environment.rs`   | the command's environment, built after the drop            |
+//! | `paths.rs`         | path logic without system calls: absolute, ordered, judged |
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -95,7 +104,7 @@ fn looks_like_pair(word: &[u8]) -> bool {
     word.contains(&b':')
 }
 
-/// Parses the arguments after argv[0].
+/// Parses the arguments after `argv[0]`.
 pub fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     if args.is_empty() {
         return Err(UsageError::NoCommand);

@@ -7,6 +7,13 @@
 //! only: a user's own instances (root: all). No recorded path of another
 //! user is ever opened (its owner could stall the command, or learn who ran
 //! it), and no other user's path is shown.
+//!
+//! | file               | concern                                                  |
+//! |--------------------|----------------------------------------------------------|
+//! | `launch.rs`        | the setuid and rootless front end of `engine::mount_all` |
+//! | `gc.rs`            | `--gc`: evicting cached instances                        |
+//! | `status.rs`        | `--cache-status`: the caller's cached instances          |
+//! | `policy_report.rs` | `--policy`: the policy in force, each image's route      |
 
 pub mod gc;
 pub mod launch;

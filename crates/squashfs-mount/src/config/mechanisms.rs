@@ -2,6 +2,50 @@
 //! (the `mounts` and `cache` rooms): plain values, so that the settings
 //! stand below the things they set.
 
+/// A number of things, or a percentage of a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Count(u32),
+    Percent(u8),
+}
+
+/// An amount of memory: bytes, or a share of RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl Memory {
+    pub fn bytes(self, total_memory: u64) -> u64 {
+        match self {
+            Memory::Bytes(b) => b,
+            Memory::PercentOfRam(p) => (u128::from(total_memory) * u128::from(p) / 100) as u64,
+        }
+    }
+}
+
+/// The size limit of the tmpfs under a writable layer (`--writable=SIZE`;
+/// the command line's spelling: `cli`, `LayerSize::parse`), which
+/// `mounts::overlay` turns into the layer's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerSize {
+    Bytes(u64),
+    PercentOfRam(u8),
+}
+
+impl LayerSize {
+    pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
+
+    /// The value for tmpfs' `size` parameter (generated, never user text).
+    pub fn tmpfs_value(self) -> String {
+        match self {
+            LayerSize::Bytes(b) => b.to_string(),
+            LayerSize::PercentOfRam(p) => format!("{p}%"),
+        }
+    }
+}
+
 /// How an image instance is made: loop device options and the squashfs
 /// decompressor mode (measured in BENCHMARKS.md, "Loop device options").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +122,7 @@ pub struct CacheLimits {
     pub max_instances: u32,
     /// `cache-max-memory`, sized against RAM only when a decision needs
     /// it (`max_bytes`): a launch that finds its instance never asks.
-    pub max_memory: super::Memory,
+    pub max_memory: Memory,
     /// Instances one user's launches may have made that the cache holds
     /// (`cache-max-instances-per-user`): kernel and FUSE ones together,
     /// so also the user's cached FUSE servers.

@@ -137,7 +137,7 @@ impl FusePath<'_> {
 
     /// The setuid command's launch becomes its command, and the servers of
     /// its cached instances have no stderr: a reporter tells the command's
-    /// stderr about their read errors when it exits (`fuse_log::start_reporter`).
+    /// stderr about their read errors when it exits (`fuse_report::start_reporter`).
     /// The Slurm plugin's servers write to the user's log only.
     fn report<C: Credentials, R: RootSide>(
         &mut self,

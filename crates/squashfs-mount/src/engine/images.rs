@@ -74,7 +74,7 @@ pub struct Record {
     /// What the stage that made its instances did (FUSE or kernel).
     pub outcome: Option<Outcome>,
     /// The pid of the server of its cached FUSE instance (reused or kept),
-    /// whose read errors the launch reports (`fuse_log::start_reporter`).
+    /// whose read errors the launch reports (`fuse_report::start_reporter`).
     pub server: Option<u32>,
 }
 

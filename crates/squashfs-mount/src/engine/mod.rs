@@ -1,28 +1,33 @@
 //! The one privileged sequence: [`mount_all`] (and its first stages dry,
 //! [`check`], for the plugin on the login node). The setuid command
-//! (`launch.rs`) and the Slurm plugin's worker thread both call it with
+//! (`commands/launch.rs`) and the Slurm plugin's worker thread both call it with
 //! their own [`Credentials`], whose type carries the mode (setuid, plugin
 //! thread, rootless); everything they may do, and every refusal, is here.
 //! doc/architecture.md draws the stages.
 //!
-//! | file           | stage | concern                                          |
-//! |----------------|-------|--------------------------------------------------|
-//! | `admit.rs`     | 0     | the site's settings, admission, a launch slot    |
-//! | `plan.rs`      | 1     | checks without system calls, mount order (pure)  |
-//! | `kept_layer.rs`| 1, 7  | `--writable=DIR`: the helper there, DIR not refused; |
-//! |                |       | DIR claimed: locked, its stamp matched           |
-//! | `route.rs`     | 2     | images opened as the caller, judged, routed      |
-//! | `bind.rs`      | 2, 3  | `--bind-mount`: sources pinned, then copied      |
-//! | `flight.rs`    | 3, 5  | the image cache: reuse, single flight, offers    |
-//! | `fuse_path.rs` | 3     | FUSE instances: the caller's cached, or fresh    |
-//! | `kernel.rs`    | 5     | kernel instances: cached clones or fresh         |
-//! | `attach.rs`    | 5, 6  | the writable layer; mount points, stacking       |
-//! | `view.rs`      | 6     | `-r`: missing mount points made in the view      |
-//! | `mirror.rs`    | 6     | `-r`, root's side: the read-only copy            |
-//! | `images.rs`    |       | one record per distinct image of the call        |
-//! | `context.rs`   |       | what a front end tells the sequence              |
-//! | `root_side.rs` |       | every root-side operation of the sequence (seam) |
-//! | `report.rs`    |       | the outcome, and what `--verbose` says           |
+//! | file                  | stage | concern                                              |
+//! |-----------------------|-------|------------------------------------------------------|
+//! | `admit.rs`            | 0     | the site's settings, admission, a launch slot        |
+//! | `plan.rs`             | 1     | checks without system calls, mount order (pure)      |
+//! | `kept_layer.rs`       | 1, 7  | `--writable=DIR`: the helper there, DIR not refused; |
+//! |                       |       | DIR claimed: locked, its stamp matched               |
+//! | `route.rs`            | 2     | images opened as the caller, judged, routed          |
+//! | `bind.rs`             | 2, 3  | `--bind-mount`: sources pinned, then copied          |
+//! | `flight.rs`           | 3, 5  | the image cache: reuse, single flight, offers        |
+//! | `fuse_path.rs`        | 3     | FUSE instances: the caller's cached, or fresh        |
+//! | `kernel.rs`           | 5     | kernel instances: cached clones or fresh             |
+//! | `attach.rs`           | 5, 6  | the writable layer; mount points, stacking           |
+//! | `view.rs`             | 6     | `-r`: missing mount points made in the view          |
+//! | `mirror.rs`           | 6     | `-r`, root's side: the read-only copy                |
+//! | `images.rs`           |       | one record per distinct image of the call            |
+//! | `context.rs`          |       | what a front end tells the sequence                  |
+//! | `root_side.rs`        |       | every root-side operation of the sequence (seam)     |
+//! | `report.rs`           |       | the outcome, and what `--verbose` says               |
+//! | `plan_error.rs`       |       | what the plan refuses (`PlanError`)                  |
+//! | `system_root_side.rs` |       | the root-side operations on this machine (`System`)  |
+//! | `fake_root_side.rs`   |       | the unit tests' recording stand-in (tests only)      |
+//! | `plan_tests.rs`       |       | unit tests of plan.rs                                |
+//! | `mount_all_tests.rs`  |       | unit tests of `mount_all`, on the stand-in           |
 
 mod admit;
 mod attach;

@@ -1,5 +1,5 @@
 //! The sequence without root (`cargo test`, any machine): [`mount_all`]
-//! under test credentials, with the recording fake (`fake.rs`) in place of
+//! under test credentials, with the recording fake (`fake_root_side.rs`) in place of
 //! every root-side operation. Images are copies of testdata/tiny.sqfs in a
 //! directory of the test's own; mount points are real directories there
 //! (resolved and judged as the caller, as always); nothing is mounted.

@@ -223,7 +223,10 @@ fn switches(
         }
     }
     if request.binds.len() > MAX_BINDS_PER_CALL {
-        return Err(Failure::new(PlanError::TooManyBinds(request.binds.len())));
+        return Err(Failure::new(PlanError::TooManyBinds {
+            given: request.binds.len(),
+            max: MAX_BINDS_PER_CALL,
+        }));
     }
     Ok(writable)
 }

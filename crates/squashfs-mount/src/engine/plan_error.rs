@@ -5,8 +5,6 @@
 use std::ffi::OsString;
 use std::fmt;
 
-use super::plan::MAX_BINDS_PER_CALL;
-
 /// What the plan refuses: the request against the limits, the policy's
 /// switches and the front end's rules, and the mount points once resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,7 +15,12 @@ pub enum PlanError {
         /// Lower than the built-in ceiling: the site set it.
         by_site: bool,
     },
-    TooManyBinds(usize),
+    /// More bind mounts than one call may make: how many were given, and
+    /// the most.
+    TooManyBinds {
+        given: usize,
+        max: usize,
+    },
     WritableNotAllowed,
     UnionNotAllowed,
     MutableRootNotAllowed,
@@ -72,9 +75,9 @@ impl fmt::Display for PlanError {
                 };
                 write!(f, "{given} images given; at most {max} can be mounted in one call{key}")
             }
-            PlanError::TooManyBinds(n) => write!(
+            PlanError::TooManyBinds { given, max } => write!(
                 f,
-                "{n} bind mounts given; at most {MAX_BINDS_PER_CALL} can be made in one call"
+                "{given} bind mounts given; at most {max} can be made in one call"
             ),
             PlanError::WritableNotAllowed => f.write_str("--writable is not allowed by the site policy (allow-writable in /etc/squashfs-mount.conf)"),
             PlanError::UnionNotAllowed => f.write_str("--union is not allowed by the site policy (allow-union in /etc/squashfs-mount.conf)"),

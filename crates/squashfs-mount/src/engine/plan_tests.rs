@@ -314,7 +314,7 @@ fn binds_in_path_order_with_the_images() {
     let arg = format!("--bind-mount={}", many.join(","));
     assert_eq!(
         plan_error(plan(&[&arg, "--", "true"])),
-        PlanError::TooManyBinds(65)
+        PlanError::TooManyBinds { given: 65, max: 64 }
     );
 }
 

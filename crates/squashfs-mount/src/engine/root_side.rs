@@ -1,7 +1,7 @@
 //! The seam between the sequence and root: [`RootSide`] lists every
 //! operation the engine performs as root, each taking the proof of it
-//! (`&AsRoot`). [`System`] performs them; the unit tests put a recording
-//! fake in its place (`fake.rs`), so that what the sequence decides (which
+//! (`&AsRoot`). [`System`](super::System) performs them; the unit tests put a recording
+//! fake in its place (`fake_root_side.rs`), so that what the sequence decides (which
 //! image gets which instance, how many copies, what the cache is asked,
 //! what is stacked and attached where) is tested without root, on any
 //! machine.
@@ -108,7 +108,7 @@ pub trait RootSide {
     /// it takes no proof).
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts>;
     /// The launch's reporter of read errors from the cached instances
-    /// served by `servers` (`fuse_log::start_reporter`).
+    /// served by `servers` (`fuse_report::start_reporter`).
     fn fuse_reporter(
         &mut self,
         root: &AsRoot,

@@ -19,7 +19,8 @@ use crate::config::LoopOptions;
 use crate::config::{self, Settings};
 use crate::mounts::budgets::{self, LaunchSlot, Shares, UserHold};
 use crate::mounts::fuse::{self, FuseError, Launcher, Starting};
-use crate::mounts::fuse_log::{self, Detached};
+use crate::mounts::fuse_log::Detached;
+use crate::mounts::fuse_report;
 use crate::mounts::image::Image;
 use crate::mounts::instance;
 use crate::mounts::loop_device::LoopDevice;
@@ -193,7 +194,7 @@ impl RootSide for System {
     }
 
     fn fuse_log(&mut self, root: &AsRoot, caller: &Caller) -> Result<Detached, FuseError> {
-        Detached::create(root, caller)
+        Ok(Detached::create(root, caller)?)
     }
 
     fn fuse_reporter(
@@ -203,7 +204,7 @@ impl RootSide for System {
         log: &Detached,
         servers: &[u32],
     ) -> Result<OwnedFd, FuseError> {
-        fuse_log::start_reporter(root, launcher, log, servers)
+        fuse_report::start_reporter(root, launcher, log, servers)
     }
 
     fn fuse_facts(&mut self, mount: &OwnedFd, server: &OwnedFd) -> Option<FuseFacts> {

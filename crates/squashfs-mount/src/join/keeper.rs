@@ -9,8 +9,13 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 
-use super::{JoinError, SlurmStep, KEEPER_WORD, PROCESS_NAME};
+use super::{JoinError, SlurmStep};
 use crate::system::{self, Uid};
+
+/// The name the keeper runs under (as `ps` and `pgrep -x` show it).
+pub const PROCESS_NAME: &str = "squashfs-mount";
+/// The keeper's (internal) command-line word.
+pub const KEEPER_WORD: &str = "--join-keeper";
 
 /// A keeper found in /proc.
 pub struct Found {

@@ -23,10 +23,16 @@
 //! - the keeper holds the namespace until every task of the step on the
 //!   node has joined and every one of them has exited; Slurm's end-of-step
 //!   sweep ends it if a task never came.
+//!
+//! | file        | concern                                             |
+//! |-------------|-----------------------------------------------------|
+//! | `step.rs`   | which Slurm step, node and task this is             |
+//! | `keeper.rs` | the keeper that holds the namespace, and finding it |
 
 pub mod keeper;
 mod step;
 
+pub use keeper::{KEEPER_WORD, PROCESS_NAME};
 pub use step::{JoinError, SlurmStep};
 
 use std::ffi::{OsStr, OsString};
@@ -36,11 +42,6 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use crate::system::{self, Uid};
-
-/// The name the keeper runs under (as `ps` and `pgrep -x` show it).
-pub const PROCESS_NAME: &str = "squashfs-mount";
-/// The keeper's (internal) command-line word.
-pub const KEEPER_WORD: &str = "--join-keeper";
 
 /// How long a task waits for the keeper of its step (in 20 ms steps): the
 /// leading task mounts meanwhile.

@@ -9,9 +9,12 @@
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
-use super::{filesystem, LayerError};
+use super::filesystem::ACCEPTED;
+use super::layout::{COPIED_MARK, LOCK_FILE};
+use super::{Foreign, LayerError, STAMP_FILE};
 use crate::system::error::Failure;
 use crate::system::{self, Error, LockKind, Uid};
+use squashfs_format::stamp::Stamp;
 
 /// DIR, opened and judged.
 pub struct LayerDir {
@@ -52,11 +55,9 @@ impl LayerDir {
     pub fn lock(&self, uid: Uid, handed: Option<OwnedFd>) -> Result<OwnedFd, Failure> {
         let fail = |e: Error| LayerError::Lock(shown(&self.path), e);
         let fd = match handed {
-            None => {
-                system::open_lock_file(self.fd.as_fd(), super::LOCK_FILE, 0o600).map_err(fail)?
-            }
+            None => system::open_lock_file(self.fd.as_fd(), LOCK_FILE, 0o600).map_err(fail)?,
             Some(fd) => {
-                let named = system::stat_at(self.fd.as_fd(), super::LOCK_FILE).map_err(fail)?;
+                let named = system::stat_at(self.fd.as_fd(), LOCK_FILE).map_err(fail)?;
                 let got = system::fstat(fd.as_fd()).map_err(fail)?;
                 if (named.dev, named.ino) != (got.dev, got.ino) {
                     return Err(Failure::new(LayerError::NotHandedLock(shown(&self.path))));
@@ -106,7 +107,7 @@ fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: Uid) -> Result<&'st
         }));
     }
     let magic = system::filesystem_type(fd).map_err(fail)?;
-    let name = filesystem::judge(magic, &shown(path))?;
+    let name = judge_filesystem(magic, &shown(path))?;
     if system::on_read_only_filesystem(fd).map_err(fail)? {
         return Err(Failure::new(LayerError::ReadOnly(shown(path))));
     }
@@ -133,7 +134,7 @@ pub fn precheck(
                 filesystem,
                 created: false,
             };
-            super::stage::read_stamp(&dir).map(drop)
+            read_stamp(&dir).map(drop)
         }
         Err(e) => match system::stat_name_at(system::working_dir(), path) {
             // Something there (a file, a dangling symlink): what the
@@ -160,7 +161,7 @@ fn precheck_parent(path: &OsStr) -> Result<(), Failure> {
     };
     let magic = system::filesystem_type(fd.as_fd())
         .map_err(|e| LayerError::ExamineParent(shown(&parent), e))?;
-    filesystem::judge(magic, &shown(path))?;
+    judge_filesystem(magic, &shown(path))?;
     match system::may_create_in(fd.as_fd()) {
         Err(e @ (Error::ACCESS | Error::ROFS)) => Err(LayerError::Create(shown(path), e).into()),
         _ => Ok(()),
@@ -174,5 +175,113 @@ fn parent_of(path: &OsStr) -> OsString {
     match b.iter().rposition(|&c| c == b'/') {
         Some(0) | None => OsString::from("/"),
         Some(at) => OsString::from_vec(b[..at].to_vec()),
+    }
+}
+
+/// The stamp's largest size (a stamp of 500 images is about 60 KiB).
+const STAMP_LIMIT: usize = 1 << 20;
+
+/// DIR's stamp, or the refusal of a directory that is no layer.
+pub(super) fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
+    let not_ours = |why: Foreign| {
+        Failure::new(LayerError::NotALayer {
+            dir: shown(&dir.path),
+            why,
+        })
+    };
+    match system::read_file_at(dir.fd.as_fd(), STAMP_FILE, STAMP_LIMIT) {
+        Ok((_, true)) => Err(not_ours(Foreign::StampTooLarge)),
+        Ok((text, false)) => {
+            Stamp::parse(&text).map_err(|e| not_ours(Foreign::BadStamp(e.to_string())))
+        }
+        Err(Error::NOENT) => {
+            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
+                .map_err(|e| LayerError::List(shown(&dir.path), e))?;
+            let Some(first) = names.iter().find(|n| n.as_os_str() != LOCK_FILE) else {
+                return Ok(Stamp::default());
+            };
+            match left_of_a_layer(dir) {
+                Some(name) => Err(Failure::new(LayerError::PartlyRemoved {
+                    dir: shown(&dir.path),
+                    name,
+                })),
+                None => Err(not_ours(Foreign::Holds(shown(first)))),
+            }
+        }
+        Err(e) => Err(Failure::new(LayerError::ReadStamp(shown(&dir.path), e))),
+    }
+}
+
+/// Whether DIR, which has no stamp, holds only what `rm -rf DIR` leaves
+/// of a layer when it stops at the caller's read-only copies: sub-layers
+/// `DIR/<n>` holding nothing but `upper`, `work` and `copied` (and perhaps
+/// the lock, or a stamp being written). Then the first sub-layer's name;
+/// None for anything else (a directory of the user's data is never taken
+/// for a layer to remove).
+fn left_of_a_layer(dir: &LayerDir) -> Option<String> {
+    let (names, more) = system::list_dir(dir.fd.as_fd(), ".", 256).ok()?;
+    let number = |n: &OsString| {
+        let b = n.as_encoded_bytes();
+        !b.is_empty() && b.len() <= 10 && b.iter().all(u8::is_ascii_digit)
+    };
+    let sub_layer = |n: &OsString| {
+        let Some(path) = n.to_str().filter(|_| number(n)) else {
+            return false;
+        };
+        match system::list_dir(dir.fd.as_fd(), path, 8) {
+            Ok((inside, false)) => {
+                !inside.is_empty()
+                    && inside
+                        .iter()
+                        .all(|i| ["upper", "work", COPIED_MARK].contains(&&*i.to_string_lossy()))
+            }
+            _ => false,
+        }
+    };
+    let layer_file = |n: &OsString| n.as_os_str() == LOCK_FILE || n.as_os_str() == ".stamp.new";
+    let first = names.iter().find(|n| number(n))?;
+    let only_layer = names.iter().all(|n| layer_file(n) || sub_layer(n));
+    (!more && only_layer).then(|| shown(first))
+}
+
+/// The file system of DIR (statfs type `magic`), by name, or its refusal
+/// (`filesystem.rs` lists what holds an upper layer).
+pub fn judge_filesystem(magic: u64, dir: &str) -> Result<&'static str, LayerError> {
+    match ACCEPTED.iter().find(|(m, _)| *m == magic) {
+        Some((_, name)) => Ok(name),
+        None => Err(LayerError::FileSystem {
+            dir: dir.to_string(),
+            magic,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(judge_filesystem(0xEF53, "/d").ok(), Some("ext4"));
+        assert_eq!(judge_filesystem(0x0102_1994, "/d").ok(), Some("tmpfs"));
+        let e = judge_filesystem(0x6969, "/home/me/l")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/home/me/l is on NFS") && e.contains("node-local"),
+            "{e}"
+        );
+        assert!(judge_filesystem(0x6573_5546, "/d")
+            .unwrap_err()
+            .to_string()
+            .contains("on FUSE"));
+        assert!(judge_filesystem(0x794C_7630, "/d")
+            .unwrap_err()
+            .to_string()
+            .contains("on overlay"));
+        assert!(judge_filesystem(0x1234, "/d")
+            .unwrap_err()
+            .to_string()
+            .contains("0x1234"));
     }
 }

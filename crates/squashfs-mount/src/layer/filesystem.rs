@@ -1,5 +1,6 @@
-//! Which file systems can hold an overlay's upper layer, judged by statfs
-//! before anything is mounted. Pure.
+//! Which file systems can hold an overlay's upper layer (`dir::judge`
+//! judges DIR by statfs before anything is mounted), and the refusal's
+//! words. Pure.
 //!
 //! Overlayfs needs an upper file system with xattrs (user.overlay.* here),
 //! RENAME_WHITEOUT and tmpfiles: local disks have them; network and
@@ -7,8 +8,6 @@
 //! do not, FUSE and overlay are refused by the kernel (the reason only in
 //! its log, or a read-only mount). An allow-list, so that an unknown file
 //! system is refused with its magic number rather than failing later.
-
-use super::LayerError;
 
 /// File systems accepted as the upper layer (statfs f_type, name).
 pub const ACCEPTED: [(u64, &str); 5] = [
@@ -35,18 +34,6 @@ pub const REFUSED: [(u64, &str); 11] = [
 ];
 
 /// Ok(name) for an accepted file system; otherwise the refusal of `dir`.
-pub fn judge(magic: u64, dir: &str) -> Result<&'static str, LayerError> {
-    match ACCEPTED.iter().find(|(m, _)| *m == magic) {
-        Some((_, name)) => Ok(name),
-        None => Err(LayerError::FileSystem {
-            dir: dir.to_string(),
-            magic,
-        }),
-    }
-}
-
-/// The refusal of `dir` on the file system `magic`: naming it and
-/// suggesting a node-local directory.
 pub fn refusal(f: &mut std::fmt::Formatter<'_>, magic: u64, dir: &str) -> std::fmt::Result {
     let what = match REFUSED.iter().find(|(m, _)| *m == magic) {
         Some((_, name)) => format!("is on {name}"),
@@ -60,32 +47,4 @@ pub fn refusal(f: &mut std::fmt::Formatter<'_>, magic: u64, dir: &str) -> std::f
         "the writable layer {dir} {what}, which overlayfs cannot keep a writable layer on; give a directory on a node-local disk or in memory ({}), e.g. --writable=/tmp/$USER-layer or a directory under $TMPDIR on a compute node",
         accepted.join(", ")
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verdicts() {
-        assert_eq!(judge(0xEF53, "/d").ok(), Some("ext4"));
-        assert_eq!(judge(0x0102_1994, "/d").ok(), Some("tmpfs"));
-        let e = judge(0x6969, "/home/me/l").unwrap_err().to_string();
-        assert!(
-            e.contains("/home/me/l is on NFS") && e.contains("node-local"),
-            "{e}"
-        );
-        assert!(judge(0x6573_5546, "/d")
-            .unwrap_err()
-            .to_string()
-            .contains("on FUSE"));
-        assert!(judge(0x794C_7630, "/d")
-            .unwrap_err()
-            .to_string()
-            .contains("on overlay"));
-        assert!(judge(0x1234, "/d")
-            .unwrap_err()
-            .to_string()
-            .contains("0x1234"));
-    }
 }

@@ -20,7 +20,27 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
 use super::mount_order::{ImageId, Made, ViewMount};
-use super::LayerPlan;
+
+/// What the caller's stage needs to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerPlan {
+    /// The layer directory: absolute (made so against the working directory
+    /// the launch started in), lexically tidy.
+    pub dir: OsString,
+    /// What root mounted, in the order it was mounted (path order).
+    pub mounts: Vec<ViewMount>,
+    /// The working directory the command starts in (entered again by path
+    /// once the overlays are mounted).
+    pub cwd: OsString,
+    /// What `-v` asks to be told.
+    pub verbose: u8,
+    /// The fd number at which the helper finds DIR's lock, taken by the
+    /// launch (`engine::kept_layer::claim`) and handed over locked, so
+    /// that no other launch can take DIR in between; set by `start.rs`.
+    pub lock_fd: Option<std::os::fd::RawFd>,
+    /// DIR was made by this launch (for `-v`).
+    pub dir_made: bool,
+}
 
 /// What the helper does once the overlays are mounted.
 #[derive(Clone, Debug, PartialEq, Eq)]

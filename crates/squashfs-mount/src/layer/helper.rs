@@ -29,11 +29,22 @@ use crate::system;
 use crate::system::error::{self, Failure};
 use crate::system::Uid;
 
+/// A kept layer to stack: the helper that stacks it (found and opened
+/// before anything was mounted, `engine::mount_all`), what it stacks, and
+/// DIR's lock, taken by the launch as the caller once the mounts were
+/// made (`engine::kept_layer::claim`), handed to the helper held.
+#[derive(Debug)]
+pub struct Kept {
+    pub helper: OsString,
+    pub plan: LayerPlan,
+    pub lock: OwnedFd,
+}
+
 /// The lowest fd number DIR's lock is kept at in the command (out of the
 /// way of the small numbers scripts use).
 pub const LOCK_FD_AT_LEAST: RawFd = 64;
 
-/// The program's work, after argv[0]; returns the exit status when it
+/// The program's work, after `argv[0]`; returns the exit status when it
 /// does not become the command.
 pub fn main(args: &[OsString]) -> u8 {
     if let Err(e) = unelevated() {
@@ -214,7 +225,7 @@ const STEP_LOCK_FD: RawFd = 5;
 /// `gid`, `groups`) with DIR's lock the launch holds, waits for its
 /// report and takes copies of the fds it names. Front ends call
 /// `start::start`.
-pub(super) fn start_for_step(kept: &super::Kept, user: &Caller) -> Result<StepLayer, Failure> {
+pub(super) fn start_for_step(kept: &Kept, user: &Caller) -> Result<StepLayer, Failure> {
     let program = kept.helper.as_os_str();
     let mut plan = kept.plan.clone();
     plan.lock_fd = Some(STEP_LOCK_FD);

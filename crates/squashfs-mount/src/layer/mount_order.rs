@@ -10,9 +10,13 @@
 //! are fine.
 
 use std::ffi::OsString;
+use std::os::fd::AsFd;
 
 use super::LayerError;
 use crate::config::paths;
+use crate::mounts::image::Image;
+use crate::system;
+use crate::system::error::Failure;
 
 pub use squashfs_format::stamp::ImageId;
 
@@ -81,6 +85,26 @@ pub fn image_mounts(mounts: &[ViewMount]) -> Vec<(&OsString, &[ImageId])> {
             _ => None,
         })
         .collect()
+}
+
+/// The identity of an opened image (`squashfs_format::identity`), read
+/// from the caller's fd.
+pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
+    let fail = |e: system::Error| {
+        let image = image.path.to_string_lossy().into_owned();
+        Failure::about(subject, LayerError::Identity { image, e })
+    };
+    let mut superblock = [0u8; squashfs_format::SUPERBLOCK_SIZE];
+    system::read_at(image.fd.as_fd(), 0, &mut superblock).map_err(fail)?;
+    let (start, end) = squashfs_format::identity::tail_range(image.superblock.bytes_used);
+    let mut tail = vec![0u8; (end - start) as usize];
+    let got = system::read_at(image.fd.as_fd(), start, &mut tail).map_err(fail)?;
+    tail.truncate(got);
+    Ok(ImageId {
+        identity: squashfs_format::identity::identity(&superblock, &tail),
+        size: image.id.size,
+        path: image.path.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -30,9 +30,9 @@
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
-use super::dir::LayerDir;
+use super::dir::{read_stamp, LayerDir};
 use super::mount_order;
-use super::{copies, stack, Foreign, LayerError, LayerPlan, STAMP_FILE};
+use super::{copies, stack, LayerError, LayerPlan, STAMP_FILE};
 use crate::system::error::Failure;
 use crate::system::{self, Error, Uid};
 use squashfs_format::stamp::Stamp;
@@ -47,9 +47,6 @@ pub struct Entered {
     /// copy (`copies.rs`), a few lines at most.
     pub warnings: Vec<String>,
 }
-
-/// The stamp's largest size (a stamp of 500 images is about 60 KiB).
-const STAMP_LIMIT: usize = 1 << 20;
 
 /// DIR claimed for a launch: opened and judged, locked, its stamp matched.
 pub struct Claimed {
@@ -234,70 +231,6 @@ fn copy_what_overlayfs_cannot(
         })?;
     }
     Ok(())
-}
-
-/// DIR's stamp, or the refusal of a directory that is no layer.
-pub(super) fn read_stamp(dir: &LayerDir) -> Result<Stamp, Failure> {
-    let not_ours = |why: Foreign| {
-        Failure::new(LayerError::NotALayer {
-            dir: shown(&dir.path),
-            why,
-        })
-    };
-    match system::read_file_at(dir.fd.as_fd(), STAMP_FILE, STAMP_LIMIT) {
-        Ok((_, true)) => Err(not_ours(Foreign::StampTooLarge)),
-        Ok((text, false)) => {
-            Stamp::parse(&text).map_err(|e| not_ours(Foreign::BadStamp(e.to_string())))
-        }
-        Err(Error::NOENT) => {
-            let (names, _) = system::list_dir(dir.fd.as_fd(), ".", 8)
-                .map_err(|e| LayerError::List(shown(&dir.path), e))?;
-            let Some(first) = names.iter().find(|n| n.as_os_str() != super::LOCK_FILE) else {
-                return Ok(Stamp::default());
-            };
-            match left_of_a_layer(dir) {
-                Some(name) => Err(Failure::new(LayerError::PartlyRemoved {
-                    dir: shown(&dir.path),
-                    name,
-                })),
-                None => Err(not_ours(Foreign::Holds(shown(first)))),
-            }
-        }
-        Err(e) => Err(Failure::new(LayerError::ReadStamp(shown(&dir.path), e))),
-    }
-}
-
-/// Whether DIR, which has no stamp, holds only what `rm -rf DIR` leaves
-/// of a layer when it stops at the caller's read-only copies: sub-layers
-/// `DIR/<n>` holding nothing but `upper`, `work` and `copied` (and perhaps
-/// the lock, or a stamp being written). Then the first sub-layer's name;
-/// None for anything else (a directory of the user's data is never taken
-/// for a layer to remove).
-fn left_of_a_layer(dir: &LayerDir) -> Option<String> {
-    let (names, more) = system::list_dir(dir.fd.as_fd(), ".", 256).ok()?;
-    let number = |n: &OsString| {
-        let b = n.as_encoded_bytes();
-        !b.is_empty() && b.len() <= 10 && b.iter().all(u8::is_ascii_digit)
-    };
-    let sub_layer = |n: &OsString| {
-        let Some(path) = n.to_str().filter(|_| number(n)) else {
-            return false;
-        };
-        match system::list_dir(dir.fd.as_fd(), path, 8) {
-            Ok((inside, false)) => {
-                !inside.is_empty()
-                    && inside.iter().all(|i| {
-                        ["upper", "work", super::COPIED_MARK].contains(&&*i.to_string_lossy())
-                    })
-            }
-            _ => false,
-        }
-    };
-    let layer_file =
-        |n: &OsString| n.as_os_str() == super::LOCK_FILE || n.as_os_str() == ".stamp.new";
-    let first = names.iter().find(|n| number(n))?;
-    let only_layer = names.iter().all(|n| layer_file(n) || sub_layer(n));
-    (!more && only_layer).then(|| shown(first))
 }
 
 /// Writes the stamp beside the old one, then renames it over.

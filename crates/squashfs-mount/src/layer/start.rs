@@ -4,26 +4,15 @@
 //! starts the helper as the job user and takes over what it made).
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use super::helper::{self, StepLayer};
-use super::{LayerError, LayerPlan};
+use super::helper::{self, Kept, StepLayer};
+use super::LayerError;
 use crate::privilege::{AsRoot, Caller};
 use crate::system;
 use crate::system::error::Failure;
-
-/// A kept layer to stack: the helper that stacks it (found and opened
-/// before anything was mounted, `engine::mount_all`), what it stacks, and
-/// DIR's lock, taken by the launch as the caller once the mounts were
-/// made (`engine::kept_layer::claim`), handed to the helper held.
-#[derive(Debug)]
-pub struct Kept {
-    pub helper: OsString,
-    pub plan: LayerPlan,
-    pub lock: OwnedFd,
-}
 
 /// How the front end hands the layer to the helper.
 pub enum Start<'a> {

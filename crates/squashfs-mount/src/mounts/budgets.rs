@@ -22,7 +22,7 @@ use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::config::LoopLimits;
-use crate::mounts::loop_device::CachedDevice;
+use crate::mounts::loop_records::CachedDevice;
 use crate::mounts::loop_records::{AttachedCount, Devices};
 use crate::mounts::shared_lock::{self, Busy, Held, Holders, Reach};
 use crate::mounts::state_dir::{self, StateDirError, STATE_DIR};

@@ -18,7 +18,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::config::names::{self, FileNames};
 use crate::config::Policy;
-use crate::mounts::fuse_log::{Detached, LOG_DIR};
+use crate::mounts::fuse_log::{Detached, LogError, LOG_DIR};
 use crate::mounts::image::{self, Image};
 use crate::privilege::{ActingAsCaller, AsRoot, Caller};
 use crate::system::error::Failure;
@@ -109,6 +109,15 @@ impl fmt::Display for FuseError {
 }
 
 crate::error_kind!(FuseError);
+
+impl From<LogError> for FuseError {
+    fn from(e: LogError) -> Self {
+        match e {
+            LogError::Open(e) => FuseError::Log(e),
+            LogError::Unsafe => FuseError::LogDirUnsafe,
+        }
+    }
+}
 
 /// The server program of a launch, pinned as an fd: every server of the
 /// launch is executed from that very file.

@@ -20,7 +20,7 @@ use crate::system::{self, Error as Errno, FileId, Uid};
 /// What is wrong with an image (the path as given, where it matters).
 #[derive(Debug)]
 pub enum ImageError {
-    /// uenv's words: "unable to read squashfs <path> (<strerror>)".
+    /// uenv's words: `unable to read squashfs <path> (<strerror>)`.
     Unreadable {
         given: OsString,
         errno: Errno,

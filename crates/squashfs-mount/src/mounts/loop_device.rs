@@ -80,15 +80,6 @@ pub fn device_name(maker: Uid) -> Vec<u8> {
     name
 }
 
-/// A loop device whose instance the cache holds, as the cache's record
-/// names it: its number and the backing file (device, inode). A device
-/// reused since for another file is not it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CachedDevice {
-    pub number: u32,
-    pub backing: (u64, u64),
-}
-
 /// Attempts: a device another launch claimed, or found bound, costs one
 /// (the next is a number nobody was given yet, without a pause); a device
 /// that answers EBUSY (bound meanwhile by a process other than the tool's

@@ -29,13 +29,21 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::mounts::loop_device::CachedDevice;
 use crate::mounts::state_dir;
 use crate::privilege::AsRoot;
 use crate::system::{self, Error, LockKind, Uid};
 
 const DEVICES_DIR: &str = "devices";
 const RECORD_ATTRIBUTE: &str = "trusted.squashfs-mount.loop";
+
+/// A loop device whose instance the cache holds, as the cache's record
+/// names it: its number and the backing file (device, inode). A device
+/// reused since for another file is not it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedDevice {
+    pub number: u32,
+    pub backing: (u64, u64),
+}
 
 /// What the tool recorded about one binding of a loop device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,26 +1,30 @@
-//! The mechanisms below the engine, one room each: what `engine::mount_all`
+//! The mechanisms below the engine, one file each: what `engine::mount_all`
 //! and the cache use to make an instance of an image and put it in place.
 //!
-//! - [`image`]: the caller's image, opened as the caller and pinned as an fd.
-//! - [`loop_device`]: a loop device bound to that fd.
-//! - [`loop_records`]: which loop devices are the tool's and whose; each
-//!   device claimed, never waited for.
-//! - [`squashfs`]: the kernel's squashfs superblock on a loop device.
-//! - [`instance`]: a kernel instance (loop device + superblock) as a detached mount.
-//! - [`fuse`]: a FUSE instance and the server that serves it.
-//! - [`fuse_log`]: the caller's FUSE log, and the reporter that reads it.
-//! - [`installed`]: where our installed programs are.
-//! - [`overlay`]: overlayfs unions and layers over instances.
-//! - [`mount_point`]: where an instance is attached, pinned as an fd.
-//! - [`budgets`]: launch slots, loop devices and cached instances one user
-//!   may hold.
-//! - [`shared_lock`]: waiting for a lock another launch holds.
-//! - [`state_dir`]: the root-only directory in /run that launches share.
-//! - [`prefetch`]: reading an image's hot files while the command starts.
+//! | file              | concern                                                      |
+//! |-------------------|--------------------------------------------------------------|
+//! | `image.rs`        | the caller's image, opened as the caller and pinned as an fd |
+//! | `loop_device.rs`  | a loop device bound to that fd                               |
+//! | `loop_records.rs` | which loop devices are the tool's and whose; each claimed,   |
+//! |                   | never waited for                                             |
+//! | `squashfs.rs`     | the kernel's squashfs superblock on a loop device            |
+//! | `instance.rs`     | a kernel instance (loop device + superblock), detached       |
+//! | `fuse.rs`         | a FUSE instance and the server that serves it                |
+//! | `fuse_log.rs`     | the caller's FUSE log                                        |
+//! | `fuse_report.rs`  | the reporter that reads that log for a launch                |
+//! | `installed.rs`    | where our installed programs are                             |
+//! | `overlay.rs`      | overlayfs unions and layers over instances                   |
+//! | `mount_point.rs`  | where an instance is attached, pinned as an fd               |
+//! | `budgets.rs`      | launch slots, loop devices and cached instances one user     |
+//! |                   | may hold                                                     |
+//! | `shared_lock.rs`  | waiting for a lock another launch holds                      |
+//! | `state_dir.rs`    | the root-only directory in /run that launches share          |
+//! | `prefetch.rs`     | reading an image's hot files while the command starts        |
 
 pub mod budgets;
 pub mod fuse;
 pub mod fuse_log;
+pub mod fuse_report;
 pub mod image;
 pub mod installed;
 pub mod instance;

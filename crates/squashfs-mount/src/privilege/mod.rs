@@ -9,18 +9,24 @@
 //!                                 unprivileged (verified: regaining root fails)
 //! ```
 //!
-//! | type                  | who                                        | file           |
-//! |-----------------------|--------------------------------------------|----------------|
-//! | [`Privileges`]        | the setuid process                         | `setuid.rs`    |
-//! | [`ThreadCredentials`] | the SPANK plugin's worker thread           | `thread.rs`    |
-//! | [`Unprivileged`]      | a plain process (srun's checks)            | `unprivileged.rs` |
-//! | [`Rootless`]          | not setuid: a user namespace of its own    | `rootless.rs`  |
+//! | type                  | who                                     | file              |
+//! |-----------------------|-----------------------------------------|-------------------|
+//! | [`Privileges`]        | the setuid process                      | `setuid.rs`       |
+//! | [`ThreadCredentials`] | the SPANK plugin's worker thread        | `thread.rs`       |
+//! | [`Unprivileged`]      | a plain process (srun's checks)         | `unprivileged.rs` |
+//! | [`Rootless`]          | not setuid: a user namespace of its own | `rootless.rs`     |
 //!
 //! While acting as the caller, the effective uid, gid and groups are the
 //! caller's, so every lookup and open of a user's path is made with exactly
 //! the caller's rights; root is held only inside `as_root` closures. Both
 //! traits are sealed: only this module can say "this value proves we act as
 //! the caller".
+//!
+//! | file                | concern                                                    |
+//! |---------------------|------------------------------------------------------------|
+//! | `root_phase.rs`     | the capabilities a root phase keeps; a thread root already |
+//! | `verify.rs`         | dropping root for good, verified                           |
+//! | `fake_privilege.rs` | credentials for the engine's unit tests (tests only)       |
 
 mod root_phase;
 mod rootless;
@@ -35,7 +41,7 @@ use std::marker::PhantomData;
 use crate::system::error::Failure;
 use crate::system::{self, Gid, Uid};
 
-pub use root_phase::RootPhase;
+pub use root_phase::{on_root_thread, RootPhase};
 pub use rootless::Rootless;
 pub use setuid::{refuse_set_group_id, Privileges};
 pub use thread::ThreadCredentials;
@@ -212,21 +218,6 @@ impl AsRoot {
             _this_thread_only: PhantomData,
         }
     }
-}
-
-/// Runs `f` on a thread that is root already (the Slurm plugin's job
-/// epilog, in slurmd), made for this and ending after it: the thread keeps
-/// only the capabilities of `phase` (verified), then `f` gets the proof of
-/// being root. Refuses on a thread whose effective uid is not root's.
-pub fn on_root_thread<T>(
-    phase: RootPhase,
-    f: impl FnOnce(&AsRoot) -> T,
-) -> Result<T, PrivilegeError> {
-    if !system::effective_uid().is_root() {
-        return Err(PrivilegeError::NotSetuidRoot);
-    }
-    phase.enter()?;
-    Ok(f(&AsRoot::new()))
 }
 
 /// Proof, checked by the compiler, that the effective credentials are the

@@ -39,7 +39,7 @@
 //! A caller who is root keeps root's capabilities: its command is root's,
 //! and no boundary is crossed.
 
-use super::PrivilegeError;
+use super::{AsRoot, PrivilegeError};
 use crate::system::{self, Capabilities};
 
 /// What the root phase of a task may do: the capabilities it keeps.
@@ -99,4 +99,19 @@ impl RootPhase {
         }
         Ok(())
     }
+}
+
+/// Runs `f` on a thread that is root already (the Slurm plugin's job
+/// epilog, in slurmd), made for this and ending after it: the thread keeps
+/// only the capabilities of `phase` (verified), then `f` gets the proof of
+/// being root. Refuses on a thread whose effective uid is not root's.
+pub fn on_root_thread<T>(
+    phase: RootPhase,
+    f: impl FnOnce(&AsRoot) -> T,
+) -> Result<T, PrivilegeError> {
+    if !system::effective_uid().is_root() {
+        return Err(PrivilegeError::NotSetuidRoot);
+    }
+    phase.enter()?;
+    Ok(f(&AsRoot::new()))
 }

@@ -1,4 +1,4 @@
-//! CPU affinity (see `cache::namespace`).
+//! CPU affinity (see `cache::cache_namespace`).
 
 use rustix::io::Errno;
 

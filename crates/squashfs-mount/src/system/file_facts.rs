@@ -9,10 +9,50 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use rustix::fs::CWD;
 use rustix::io::Errno;
 
-use super::{FileId, SysResult};
+use super::ids::{Gid, Uid};
+use super::SysResult;
 
 pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
     file_id(&rustix::fs::fstat(fd)?)
+}
+
+/// File metadata the tool relies on (from `fstat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub size: u64,
+    pub nlink: u64,
+    pub uid: Uid,
+    pub gid: Gid,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+    pub rdev: u64,
+}
+
+impl FileId {
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+    pub fn is_dir(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFDIR
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFLNK
+    }
+    pub fn kind(&self) -> &'static str {
+        match self.mode & libc::S_IFMT {
+            libc::S_IFREG => "regular file",
+            libc::S_IFDIR => "directory",
+            libc::S_IFIFO => "FIFO",
+            libc::S_IFSOCK => "socket",
+            libc::S_IFBLK => "block device",
+            libc::S_IFCHR => "character device",
+            libc::S_IFLNK => "symbolic link",
+            _ => "special file",
+        }
+    }
 }
 
 /// Filesystem magic (statfs f_type) of the filesystem holding `fd`.
@@ -46,7 +86,7 @@ pub fn stat_name_at<Fd: AsFd>(dir: Fd, path: &OsStr) -> SysResult<FileId> {
     file_id(&st)
 }
 
-/// fstatat following symlinks (e.g. the magic links in /proc/<pid>/ns).
+/// fstatat following symlinks (e.g. the magic links in `/proc/<pid>/ns`).
 pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
     file_id(&st)

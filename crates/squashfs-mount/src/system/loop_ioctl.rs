@@ -114,7 +114,7 @@ pub fn disk_sequence(device: BorrowedFd<'_>) -> SysResult<u64> {
     Ok(seq)
 }
 
-/// The disk sequence number of /dev/loop<number> now, from sysfs: read
+/// The disk sequence number of `/dev/loop<number>` now, from sysfs: read
 /// without opening the device (which would wait for its kernel locks);
 /// None when it cannot be read (no such device).
 pub fn loop_disk_sequence(number: u32) -> Option<u64> {
@@ -123,7 +123,7 @@ pub fn loop_disk_sequence(number: u32) -> Option<u64> {
     std::str::from_utf8(&text).ok()?.trim().parse().ok()
 }
 
-/// Whether /dev/loop<number> is bound to a file now (its sysfs `loop`
+/// Whether `/dev/loop<number>` is bound to a file now (its sysfs `loop`
 /// directory exists), asked without opening the device.
 pub fn loop_bound(number: u32) -> bool {
     super::stat_at(

@@ -8,27 +8,29 @@
 //! decisions, print nothing and never exit. This layer imports nothing from
 //! the rest of the crate.
 //!
-//! | file            | concern                                              |
-//! |-----------------|------------------------------------------------------|
-//! | `credentials`   | ids, groups, capabilities, dumpable, no_new_privs    |
-//! | `ids`           | user and group ids (the domain's types)              |
-//! | `files`         | opening, reading, writing, listing files             |
-//! | `locks`         | flock                                                |
-//! | `loop_device`   | loop device ioctls                                   |
-//! | `mount_api`     | fsopen/fsconfig/fsmount/move_mount/open_tree         |
-//! | `mount_tree`    | recursive clones, mount_setattr, a mirror's entries  |
-//! | `namespace`     | private and visited mount namespaces                 |
-//! | `cpu`           | CPU affinity                                         |
-//! | `signals`       | signal dispositions                                  |
-//! | `limits`        | resource limits                                      |
-//! | `process_state` | umask, scheduling, nice, I/O priority, CPU affinity  |
-//! | `own_session`   | root's shared work in a process of its own session   |
-//! | `spawn`         | starting the FUSE server as the caller               |
-//! | `process`       | facts about the process and machine, time, fds 0-2   |
-//! | `prefetch`      | the prefetcher's detached process and reads          |
-//! | `task_join`     | `--join`: other processes via /proc, queued signals  |
-//! | `userns`        | `--writable=DIR`: fds that may cross, namespaces     |
-//! | `copies`        | `--writable=DIR`: the caller's copies in a layer     |
+//! | file               | concern                                                          |
+//! |--------------------|------------------------------------------------------------------|
+//! | `credentials.rs`   | ids, groups, capabilities, dumpable, no_new_privs                |
+//! | `ids.rs`           | user and group ids (the domain's types)                          |
+//! | `files.rs`         | opening, reading, writing, listing files                         |
+//! | `file_facts.rs`    | what a file is (`FileId`): stat, access, ACLs, xattrs, mount ids |
+//! | `locks.rs`         | flock                                                            |
+//! | `loop_ioctl.rs`    | loop device ioctls                                               |
+//! | `mount_api.rs`     | fsopen/fsconfig/fsmount/move_mount/open_tree                     |
+//! | `mount_tree.rs`    | recursive clones, mount_setattr, a mirror's entries              |
+//! | `namespace.rs`     | private and visited mount namespaces                             |
+//! | `cpu.rs`           | CPU affinity                                                     |
+//! | `signals.rs`       | signal dispositions                                              |
+//! | `rlimits.rs`       | resource limits                                                  |
+//! | `process_state.rs` | umask, scheduling, nice, I/O priority                            |
+//! | `own_session.rs`   | root's shared work in a process of its own session               |
+//! | `spawn.rs`         | starting the FUSE server as the caller                           |
+//! | `process.rs`       | facts about the process and machine, time, fds 0-2, pidfds       |
+//! | `readahead.rs`     | the prefetcher's detached process and reads                      |
+//! | `task_join.rs`     | `--join`: other processes via /proc, queued signals              |
+//! | `userns.rs`        | `--writable=DIR`: fds that may cross, namespaces                 |
+//! | `copy_files.rs`    | `--writable=DIR`: the caller's copies in a layer                 |
+//! | `error.rs`         | the one kind of failure the tool reports (`Failure`)             |
 
 pub mod copy_files;
 pub mod cpu;
@@ -127,42 +129,3 @@ pub use ids::{Gid, Uid};
 
 /// The result of a system call: an errno on failure.
 pub type SysResult<T> = Result<T, Error>;
-
-/// File metadata the tool relies on (from `fstat`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileId {
-    pub dev: u64,
-    pub ino: u64,
-    pub mode: u32,
-    pub size: u64,
-    pub nlink: u64,
-    pub uid: Uid,
-    pub gid: Gid,
-    pub mtime: (i64, i64),
-    pub ctime: (i64, i64),
-    pub rdev: u64,
-}
-
-impl FileId {
-    pub fn is_regular(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFREG
-    }
-    pub fn is_dir(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFDIR
-    }
-    pub fn is_symlink(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFLNK
-    }
-    pub fn kind(&self) -> &'static str {
-        match self.mode & libc::S_IFMT {
-            libc::S_IFREG => "regular file",
-            libc::S_IFDIR => "directory",
-            libc::S_IFIFO => "FIFO",
-            libc::S_IFSOCK => "socket",
-            libc::S_IFBLK => "block device",
-            libc::S_IFCHR => "character device",
-            libc::S_IFLNK => "symbolic link",
-            _ => "special file",
-        }
-    }
-}

@@ -224,6 +224,25 @@ pub fn process_resident_bytes(pid: u32) -> Option<u64> {
     Some(pages * u64::try_from(page).unwrap_or(4096))
 }
 
+/// Waits up to `timeout_ms` for `fd` to be readable; false on timeout.
+pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let t = Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    };
+    super::retry(|| poll(&mut fds, Some(&t))).map(|n| n > 0)
+}
+
+/// Sends SIGKILL to the process `pidfd` refers to (nothing if it is gone).
+pub fn kill_by_pidfd(pidfd: std::os::fd::BorrowedFd<'_>) -> SysResult<()> {
+    match rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL) {
+        Err(Errno::SRCH) => Ok(()),
+        other => other,
+    }
+}
+
 /// Kills (SIGKILL) the process `pid` if it is still the one that started
 /// at `started` (checked through a pidfd, so that a recycled pid is never
 /// hit). Ok when it is gone already.
@@ -239,7 +258,7 @@ pub fn kill_process(pid: u32, started: u64) -> SysResult<()> {
     if process_started(pid) != Some(started) {
         return Ok(());
     }
-    super::kill_by_pidfd(std::os::fd::AsFd::as_fd(&fd))
+    kill_by_pidfd(std::os::fd::AsFd::as_fd(&fd))
 }
 
 /// The pid of the process the pidfd `fd` refers to and when it started,
@@ -261,7 +280,7 @@ fn process_of_pidfd_with(
     let pid = pid_of_pidfd(fd).ok()?;
     let start = started(pid)?;
     // A pidfd is readable once its process has exited.
-    let exited = super::wait_readable(fd, 0).unwrap_or(true);
+    let exited = wait_readable(fd, 0).unwrap_or(true);
     (!exited && pid_of_pidfd(fd).ok() == Some(pid)).then_some((pid, start))
 }
 

@@ -30,17 +30,6 @@ pub fn own_pidfd() -> SysResult<OwnedFd> {
     )
 }
 
-/// Waits up to `timeout_ms` for `fd` to be readable; false on timeout.
-pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    let t = Timespec {
-        tv_sec: i64::from(timeout_ms / 1000),
-        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
-    };
-    super::retry(|| poll(&mut fds, Some(&t))).map(|n| n > 0)
-}
-
 /// Reads what is available from `fd` (at most `limit` bytes, until EOF).
 pub fn read_some(fd: BorrowedFd<'_>, limit: usize) -> SysResult<Vec<u8>> {
     let mut out = vec![0u8; limit];
@@ -270,14 +259,6 @@ unsafe fn exec_helper(p: &Prepared) -> ! {
             libc::AT_EMPTY_PATH,
         );
         libc::_exit(127)
-    }
-}
-
-/// Sends SIGKILL to the process `pidfd` refers to (nothing if it is gone).
-pub fn kill_by_pidfd(pidfd: BorrowedFd<'_>) -> SysResult<()> {
-    match rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL) {
-        Err(Errno::SRCH) => Ok(()),
-        other => other,
     }
 }
 

@@ -1,7 +1,7 @@
 //! `--join`: what the tasks of a Slurm step need to find the task that
 //! mounted and join its namespaces. No object is shared: a task looks at
 //! other processes through /proc (only its own user's are readable), joins
-//! the namespaces of one by an fd of /proc/<pid>, and tells it so by a
+//! the namespaces of one by an fd of `/proc/<pid>`, and tells it so by a
 //! queued signal, whose sender the kernel names.
 #![allow(unsafe_code)]
 
@@ -36,7 +36,7 @@ pub fn process_ids() -> SysResult<Vec<u32>> {
     Ok(out)
 }
 
-/// /proc/<pid> as a directory fd: what is read through it is about that
+/// `/proc/<pid>` as a directory fd: what is read through it is about that
 /// process, or fails (ESRCH) once it has exited, even if its pid is reused.
 pub fn open_process(pid: u32) -> SysResult<OwnedFd> {
     rustix::fs::openat(

@@ -13,7 +13,7 @@
 //! The shell and COMMAND get SLURM_CONF, SQFSMNT_CLUSTER_DIR, SQFSMNT_USER
 //! (the unprivileged user: `setpriv --reuid=$SQFSMNT_USER --regid=$SQFSMNT_USER
 //! --init-groups srun ...`) and SQFSMNT_NODE_PIDS (the processes holding
-//! each node's namespaces: `nsenter -t PID -n -u -m` enters node n<i>).
+//! each node's namespaces: `nsenter -t PID -n -u -m` enters node `n<i>`).
 //! The plugin defaults to target/spank/libspank_squashfs_mount.so next to
 //! this binary's target directory.
 
