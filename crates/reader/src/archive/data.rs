@@ -6,14 +6,13 @@ use std::sync::Arc;
 use squashfs_format::superblock::{METADATA_SIZE, NO_TABLE, SUPERBLOCK_SIZE};
 use squashfs_format::{FormatError, Superblock};
 
-use super::inode::{Inode, InodeData};
+use super::inode::{Inode, InodeData, NO_FRAGMENT};
 use super::stream::{read_index, Position};
 use super::{corrupt, Archive};
 use crate::table::Source;
 
 /// Block size bit that marks an uncompressed data block.
 const BLOCK_UNCOMPRESSED: u32 = 1 << 24;
-pub(super) const NO_FRAGMENT: u32 = u32::MAX;
 
 /// A regular file's data layout: where each block is, and the fragment.
 pub struct FileLayout {

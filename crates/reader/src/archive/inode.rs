@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use squashfs_format::FormatError;
 
-use super::data::NO_FRAGMENT;
 use super::stream::{Cursor, Position};
-use super::xattr::NO_XATTR;
 use super::{corrupt, Archive};
 use crate::table::Source;
 
@@ -19,6 +17,10 @@ pub type InodeRef = u64;
 pub const SYMLINK_MAX: u64 = 4096;
 
 const WHAT: &str = "inode table";
+/// A regular file's fragment index when its tail is in no fragment.
+pub(super) const NO_FRAGMENT: u32 = u32::MAX;
+/// An inode's xattr index when it has no extended attributes.
+pub(super) const NO_XATTR: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {

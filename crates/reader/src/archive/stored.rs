@@ -12,8 +12,7 @@
 use squashfs_format::superblock::METADATA_SIZE;
 use squashfs_format::FormatError;
 
-use super::data::NO_FRAGMENT;
-use super::inode::{Inode, InodeData};
+use super::inode::{Inode, InodeData, NO_FRAGMENT};
 use super::stream::Position;
 use super::{corrupt, Archive};
 use crate::table::Source;

@@ -14,7 +14,6 @@ pub const XATTR_VALUE_MAX: u32 = 65536;
 /// At most this many xattrs per inode, and this many bytes of them.
 const XATTR_COUNT_MAX: u32 = 65536;
 const XATTR_TOTAL_MAX: usize = 4 << 20;
-pub(super) const NO_XATTR: u32 = u32::MAX;
 
 /// An extended attribute: full name (with its prefix) and value.
 pub type Xattr = (Vec<u8>, Vec<u8>);
