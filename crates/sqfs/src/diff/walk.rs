@@ -1,62 +1,20 @@
 //! The two trees walked together: directory listings merged by name, on
-//! every processor (a shared queue of directory pairs; each thread reads
+//! every processor (a shared queue of directory pairs, `parallel.rs`; each thread reads
 //! the images through readers of its own, so that no cache, lock or
 //! allocation is shared between threads but the queue). Entries on one
 //! side only are added or removed with everything below them; entries on
 //! both sides are compared by their inodes, and files of equal size by
 //! their contents (`content.rs`), in the same pass.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
-use squashfs_format::FormatError;
-use squashfs_reader::{Archive, DirEntry, FileSource, Inode, InodeData, Kind};
+use squashfs_reader::{DirEntry, Inode, InodeData, Kind};
 
+use super::change::{Change, XattrChanges};
 use super::content::{Bufs, Contents, File};
-use super::{Change, DiffError, XattrChanges};
-
-/// The two images to compare, and how.
-pub(super) struct Setup<'s> {
-    pub a: &'s Path,
-    pub b: &'s Path,
-    pub a_name: String,
-    pub b_name: String,
-    pub times: bool,
-}
-
-/// A thread's readers of the two images.
-pub(super) type Readers = (Archive<FileSource>, Archive<FileSource>);
-
-impl Setup<'_> {
-    /// Readers of both images, for one thread.
-    pub fn open(&self) -> Result<Readers, DiffError> {
-        let ar =
-            crate::stored::open(self.a).map_err(|e| DiffError::Open(self.a_name.clone(), e))?;
-        let br =
-            crate::stored::open(self.b).map_err(|e| DiffError::Open(self.b_name.clone(), e))?;
-        Ok((ar, br))
-    }
-
-    fn images<'r>(&'r self, (a, b): &'r Readers) -> Images<'r> {
-        Images {
-            a,
-            b,
-            a_name: &self.a_name,
-            b_name: &self.b_name,
-            times: self.times,
-        }
-    }
-}
-
-/// The two images as one thread reads them, and what to compare.
-pub(super) struct Images<'a> {
-    pub a: &'a Archive<FileSource>,
-    pub b: &'a Archive<FileSource>,
-    pub a_name: &'a str,
-    pub b_name: &'a str,
-    pub times: bool,
-}
+use super::error::DiffError;
+use super::images::{Images, Setup, Which};
+use super::parallel::parallel;
 
 /// What the walk found (one thread's share, then all of it).
 #[derive(Default)]
@@ -73,32 +31,6 @@ struct Pair {
     path: Arc<[u8]>,
     a: u64,
     b: u64,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Which {
-    A,
-    B,
-}
-
-impl Images<'_> {
-    fn side(&self, w: Which) -> (&Archive<FileSource>, &str) {
-        match w {
-            Which::A => (self.a, self.a_name),
-            Which::B => (self.b, self.b_name),
-        }
-    }
-
-    /// The error of reading `path` in image `w`.
-    fn failed(&self, w: Which, path: &[u8]) -> impl FnOnce(FormatError) -> DiffError {
-        let image = self.side(w).1.to_string();
-        let path = String::from_utf8_lossy(path).into_owned();
-        move |error| DiffError::Read { image, path, error }
-    }
-
-    fn inode(&self, w: Which, r: u64, path: &[u8]) -> Result<Arc<Inode>, DiffError> {
-        self.side(w).0.inode(r).map_err(self.failed(w, path))
-    }
 }
 
 /// Walks both images from their roots.
@@ -391,131 +323,4 @@ fn xattr_changes(
         }
     }
     Ok(Some(c))
-}
-
-/// Runs `step` on `first` and on the work it returns, on `threads`
-/// threads, each with a context of its own (`init`) and its own
-/// accumulator; stops at the first error. Each thread goes depth first
-/// through the work it made (neighbours in the tree are neighbours in the
-/// image's tables, which its readers then decompress once) and hands its
-/// oldest items to the shared queue only while another thread waits.
-fn parallel<W: Send, C, R: Send + Default>(
-    first: impl IntoIterator<Item = W>,
-    threads: usize,
-    init: impl Fn() -> Result<C, DiffError> + Sync,
-    step: impl Fn(&C, W, &mut R) -> Result<Vec<W>, DiffError> + Sync,
-) -> Result<Vec<R>, DiffError> {
-    let shared = Shared {
-        queue: Mutex::new(Queue {
-            work: first.into_iter().collect(),
-            busy: 0,
-            error: None,
-        }),
-        wake: Condvar::new(),
-        waiting: AtomicUsize::new(0),
-    };
-    let results: Vec<R> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| s.spawn(|| worker(&shared, &init, &step)))
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_default())
-            .collect()
-    });
-    match shared
-        .queue
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .error
-    {
-        Some(e) => Err(e),
-        None => Ok(results),
-    }
-}
-
-/// The work the threads share.
-struct Queue<W> {
-    work: Vec<W>,
-    /// Threads that hold work (their own or taken from the queue).
-    busy: usize,
-    error: Option<DiffError>,
-}
-
-struct Shared<W> {
-    queue: Mutex<Queue<W>>,
-    wake: Condvar,
-    /// Threads waiting for work.
-    waiting: AtomicUsize,
-}
-
-impl<W> Shared<W> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue<W>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Work from the queue (the thread is then busy), or None at the end
-    /// or after an error.
-    fn take(&self) -> Option<W> {
-        let mut q = self.lock();
-        loop {
-            if q.error.is_some() {
-                return None;
-            }
-            if let Some(w) = q.work.pop() {
-                q.busy += 1;
-                return Some(w);
-            }
-            if q.busy == 0 {
-                self.wake.notify_all();
-                return None;
-            }
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            q = self.wake.wait(q).unwrap_or_else(|e| e.into_inner());
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// One thread: its context, then work until there is none.
-fn worker<W, C, R: Default>(
-    shared: &Shared<W>,
-    init: &(impl Fn() -> Result<C, DiffError> + Sync),
-    step: &(impl Fn(&C, W, &mut R) -> Result<Vec<W>, DiffError> + Sync),
-) -> R {
-    let mut acc = R::default();
-    let context = match init() {
-        Ok(c) => c,
-        Err(e) => {
-            shared.lock().error.get_or_insert(e);
-            shared.wake.notify_all();
-            return acc;
-        }
-    };
-    let mut mine: Vec<W> = Vec::new();
-    while let Some(item) = mine.pop().or_else(|| shared.take()) {
-        match step(&context, item, &mut acc) {
-            Ok(more) => mine.extend(more.into_iter().rev()),
-            Err(e) => {
-                shared.lock().error.get_or_insert(e);
-                shared.wake.notify_all();
-                return acc;
-            }
-        }
-        if mine.len() > 1 && shared.waiting.load(Ordering::SeqCst) > 0 {
-            let half = mine.len() / 2;
-            shared.lock().work.extend(mine.drain(..half));
-            shared.wake.notify_all();
-        }
-        if mine.is_empty() {
-            let mut q = shared.lock();
-            q.busy -= 1;
-            let end = q.busy == 0 && q.work.is_empty();
-            drop(q);
-            if end {
-                shared.wake.notify_all();
-            }
-        }
-    }
-    acc
 }
