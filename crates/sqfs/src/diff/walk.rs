@@ -1,7 +1,7 @@
 //! The two trees walked together: directory listings merged by name, on
-//! every processor (a shared queue of directory pairs, `parallel.rs`; each thread reads
-//! the images through readers of its own, so that no cache, lock or
-//! allocation is shared between threads but the queue). Entries on one
+//! every processor (a shared queue of directory pairs, `parallel.rs`;
+//! each thread reads the images through readers of its own, so that no
+//! cache, lock or allocation is shared between threads but the queue). Entries on one
 //! side only are added or removed with everything below them; entries on
 //! both sides are compared by their inodes, and files of equal size by
 //! their contents (`content.rs`), in the same pass.
