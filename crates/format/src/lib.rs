@@ -9,7 +9,8 @@
 //!
 //! Pure code without dependencies (the setuid binary links it): every
 //! function here works on bytes it is given, checked before use; the only
-//! file it ever reads is the kernel's configuration ([`kernel::running`]).
+//! file it ever reads is the kernel's configuration
+//! ([`kernel::KernelConfig::running`]).
 #![forbid(unsafe_code)]
 
 pub mod compressor;

@@ -4,7 +4,7 @@
 //! the job user's rights, read-only autoclear loop devices, ro,nosuid,nodev
 //! mounts in a private mount namespace, no_new_privs for the tasks).
 //!
-//! - [`plugin`]: what each SPANK callback does (start here).
+//! - `plugin`: what each SPANK callback does (start here).
 //! - [`remote`]: mounting in slurmstepd (worker thread, namespace, tasks).
 //! - [`local`]: checks in srun/sbatch/salloc before the job is queued.
 //! - [`request`], [`config`]: the option and plugstack.conf arguments (pure).

@@ -1,6 +1,6 @@
 //! Can the running kernel mount an image? The answer of the format crate
 //! (shared with squashfs-mount's kernel path), read from /proc/config.gz
-//! (which only sqfs can decompress) or /boot/config-<release>.
+//! (which only sqfs can decompress) or `/boot/config-<release>`.
 
 use std::io::Read;
 

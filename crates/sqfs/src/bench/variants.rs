@@ -20,7 +20,7 @@ pub struct Variant {
     pub block_size: Option<u32>,
 }
 
-/// Parses `gzip,lz4:9,zstd:3,zstd:15@32K,...` (NAME[:LEVEL][@BLOCK_SIZE]).
+/// Parses `gzip,lz4:9,zstd:3,zstd:15@32K,...` (`NAME[:LEVEL][@BLOCK_SIZE]`).
 pub fn parse_variants(list: &str) -> Result<Vec<Variant>, BenchError> {
     let mut out: Vec<Variant> = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {

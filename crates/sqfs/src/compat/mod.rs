@@ -34,7 +34,7 @@ pub fn wants_version(args: &[OsString]) -> bool {
     false
 }
 
-/// Rewrites `args` (without argv[0]). Errors are usage errors.
+/// Rewrites `args` (without `argv[0]`). Errors are usage errors.
 pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, CompatError> {
     // The subcommand: the first word that is not an option.
     let sub_at = args
