@@ -2,12 +2,15 @@
 //! about SquashFS images, in one place: the superblock and its checks
 //! ([`superblock`]), the compressor table ([`Compressor`]), whether the
 //! running kernel can mount an image ([`kernel`]), the one size grammar
-//! both tools accept ([`size`]), the time stamps both print ([`time`]), and an image's identity for a kept
-//! writable layer ([`identity`]) and the stamp that names them ([`stamp`]).
+//! both tools accept ([`size`]), the time stamps both print ([`time`]), an
+//! image's identity for a kept writable layer ([`identity`]) and the stamp
+//! that names them ([`stamp`]), and why an image cannot be read
+//! ([`error`]).
 //!
 //! Pure code without dependencies (the setuid binary links it): every
 //! function here works on bytes it is given, checked before use; the only
-//! file it ever reads is the kernel's configuration ([`kernel::KernelConfig::running`]).
+//! file it ever reads is the kernel's configuration
+//! ([`kernel::KernelConfig::running`]).
 #![forbid(unsafe_code)]
 
 pub mod compressor;

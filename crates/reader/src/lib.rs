@@ -9,6 +9,8 @@
 //! - [`decompress`], [`lzo`]: one block through the image's compressor.
 //! - [`readahead`]: a source whose metadata region is read ahead in large
 //!   sequential reads and held, within a budget.
+//! - [`source`]: an image file as a source of bytes; [`cache`]: the
+//!   bounded, thread-safe cache the archive keeps what it read in.
 //!
 //! Every offset, length and count read from an image is checked before use;
 //! no allocation is sized from an untrusted value without a bound; every loop

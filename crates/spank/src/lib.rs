@@ -8,6 +8,8 @@
 //! - [`remote`]: mounting in slurmstepd (worker thread, namespace, tasks).
 //! - [`local`]: checks in srun/sbatch/salloc before the job is queued.
 //! - [`request`], [`config`]: the option and plugstack.conf arguments (pure).
+//! - [`abi`]: Slurm's numbers (checked against the installed headers).
+//! - [`guard`]: no panic unwinds into Slurm.
 //! - `spank_api`, `exports`: the only `unsafe`: Slurm's functions the
 //!   plugin calls, and the symbols and callbacks Slurm looks up.
 #![deny(unsafe_code)]

@@ -323,7 +323,7 @@ fn bench(a: BenchArgs) -> Result<(), Failure> {
         no_run: a.no_run,
         keep: a.keep,
     };
-    if !o.no_run && bench::find_squashfs_mount().is_none() {
+    if !o.no_run && sqfs::mountable::find_squashfs_mount().is_none() {
         return Err(bench::BenchError::NoSquashfsMount.into());
     }
     let r = bench::bench(&o)?;

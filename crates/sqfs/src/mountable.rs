@@ -3,7 +3,7 @@
 //! (`squashfs-mount --policy --json IMAGE`, asked as the caller), and the
 //! FUSE path needs /dev/fuse to open for the caller.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde::Serialize;
@@ -21,10 +21,28 @@ pub struct PolicyPath {
     pub fuse_unusable_because: Option<String>,
 }
 
+/// Finds squashfs-mount: next to this executable, else on PATH.
+pub fn find_squashfs_mount() -> Option<PathBuf> {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        let p = dir.join("squashfs-mount");
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("squashfs-mount"))
+            .find(|p| p.is_file())
+    })
+}
+
 /// Asks the squashfs-mount found next to sqfs (else on PATH); None when
 /// there is none, or it is too old to answer `--policy --json`.
 pub fn ask(image: &Path) -> Option<PolicyPath> {
-    let bin = crate::bench::find_squashfs_mount()?;
+    let bin = find_squashfs_mount()?;
     let out = Command::new(bin)
         .args(["--policy", "--json"])
         .arg(image)

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use squashfs_format::superblock::{METADATA_SIZE, NO_TABLE, SUPERBLOCK_SIZE};
 use squashfs_format::{FormatError, Superblock};
 
-use super::inode::{Inode, InodeData};
-use super::stream::{read_index, Position};
-use super::{corrupt, Archive};
+use super::inode::{Inode, InodeData, InodeRef, NO_FRAGMENT};
+use super::stream::{corrupt, read_index, Position, Tables};
+use crate::cache::Cache;
 use crate::table::Source;
 
 /// Block size bit that marks an uncompressed data block.
 const BLOCK_UNCOMPRESSED: u32 = 1 << 24;
-pub(super) const NO_FRAGMENT: u32 = u32::MAX;
 
 /// A regular file's data layout: where each block is, and the fragment.
 pub struct FileLayout {
@@ -26,7 +25,7 @@ pub struct FileLayout {
 
 /// The locations of the fragment table's metadata blocks (none when the
 /// image has no fragments), each checked to lie among the metadata.
-pub(super) fn fragment_index(src: &impl Source, sb: &Superblock) -> Result<Vec<u64>, FormatError> {
+fn fragment_index(src: &impl Source, sb: &Superblock) -> Result<Vec<u64>, FormatError> {
     if sb.fragments == 0 {
         return Ok(Vec::new());
     }
@@ -55,9 +54,41 @@ pub(super) fn fragment_index(src: &impl Source, sb: &Superblock) -> Result<Vec<u
     Ok(locs)
 }
 
-impl<S: Source> Archive<S> {
+/// File data as read: the fragment table's index, the data and fragment
+/// blocks read (cached), and the files' block lists (cached).
+pub(super) struct FileData {
+    fragment_locations: Vec<u64>,
+    blocks: Cache<(u64, u32), Vec<u8>>,
+    layouts: Cache<InodeRef, FileLayout>,
+}
+
+impl FileData {
+    /// Checks the fragment table's index; caches of about `block_bytes`
+    /// of blocks and `layout_bytes` of block lists.
+    pub(super) fn open(
+        src: &impl Source,
+        sb: &Superblock,
+        block_bytes: usize,
+        layout_bytes: usize,
+    ) -> Result<Self, FormatError> {
+        Ok(FileData {
+            fragment_locations: fragment_index(src, sb)?,
+            blocks: Cache::new(block_bytes),
+            layouts: Cache::new(layout_bytes),
+        })
+    }
+
+    /// The locations of the fragment table's metadata blocks.
+    pub(super) fn fragment_locations(&self) -> &[u64] {
+        &self.fragment_locations
+    }
+
     /// The data layout of regular file `file`, cached.
-    pub fn layout(&self, file: &Inode) -> Result<Arc<FileLayout>, FormatError> {
+    pub(super) fn layout<S: Source>(
+        &self,
+        tables: &Tables<S>,
+        file: &Inode,
+    ) -> Result<Arc<FileLayout>, FormatError> {
         if let Some(l) = self.layouts.get(&file.reference) {
             return Ok(l);
         }
@@ -72,27 +103,27 @@ impl<S: Source> Archive<S> {
         else {
             return Err(FormatError::Io("not a regular file".into()));
         };
-        let bs = u64::from(self.sb.block_size);
+        let bs = u64::from(tables.sb.block_size);
         let size = file.size;
         let (count, fragment) = if fragment == NO_FRAGMENT || size.is_multiple_of(bs) {
             (size.div_ceil(bs), None)
         } else {
             (size / bs, Some((fragment, frag_offset)))
         };
-        let mut c = self.resume(list_at, self.sb.directory_table_start, WHAT)?;
+        let mut c = tables.resume(list_at, tables.sb.directory_table_start, WHAT)?;
         // Grows as entries are read: never sized from the untrusted count.
         let mut blocks = Vec::with_capacity(count.min(4096) as usize);
         let mut at = blocks_start;
         for _ in 0..count {
             let word = c.u32()?;
             let stored = word & !BLOCK_UNCOMPRESSED;
-            if stored > self.sb.block_size {
+            if stored > tables.sb.block_size {
                 return Err(corrupt(WHAT, format!("file inode {} has a data block of {stored} bytes, more than the block size", file.number)));
             }
             blocks.push((at, word));
             at = at
                 .checked_add(u64::from(stored))
-                .filter(|&e| e <= self.sb.bytes_used)
+                .filter(|&e| e <= tables.sb.bytes_used)
                 .ok_or_else(|| {
                     corrupt(
                         WHAT,
@@ -117,21 +148,22 @@ impl<S: Source> Archive<S> {
 
     /// Decompresses (or reads) a data or fragment block stored at `start`
     /// with size word `word`; cached.
-    fn block(
+    fn block<S: Source>(
         &self,
+        tables: &Tables<S>,
         start: u64,
         word: u32,
         what: &'static str,
     ) -> Result<Arc<Vec<u8>>, FormatError> {
         let key = (start, word);
-        if let Some(b) = self.data.get(&key) {
+        if let Some(b) = self.blocks.get(&key) {
             return Ok(b);
         }
         let stored = (word & !BLOCK_UNCOMPRESSED) as usize;
-        if stored as u64 > u64::from(self.sb.block_size)
+        if stored as u64 > u64::from(tables.sb.block_size)
             || start
                 .checked_add(stored as u64)
-                .is_none_or(|e| e > self.sb.bytes_used)
+                .is_none_or(|e| e > tables.sb.bytes_used)
         {
             return Err(corrupt(
                 what,
@@ -139,42 +171,47 @@ impl<S: Source> Archive<S> {
             ));
         }
         let mut raw = vec![0u8; stored];
-        self.src.read_at(start, &mut raw)?;
+        tables.src.read_at(start, &mut raw)?;
         let out = if word & BLOCK_UNCOMPRESSED != 0 {
             raw
         } else {
-            let mut out = vec![0u8; self.sb.block_size as usize];
-            let n =
-                crate::decompress::decompress(self.sb.compressor, &raw, &mut out).map_err(|e| {
+            let mut out = vec![0u8; tables.sb.block_size as usize];
+            let n = crate::decompress::decompress(tables.sb.compressor, &raw, &mut out).map_err(
+                |e| {
                     corrupt(
                         what,
                         format!(
                             "the block at byte {start} does not decompress with {}: {e}",
-                            self.sb.compressor
+                            tables.sb.compressor
                         ),
                     )
-                })?;
+                },
+            )?;
             out.truncate(n);
             out
         };
         let cost = out.len() + 64;
-        Ok(self.data.insert(key, out, cost))
+        Ok(self.blocks.insert(key, out, cost))
     }
 
     /// The fragment table entry `index`: (start, size word).
-    fn fragment_entry(&self, index: u32) -> Result<(u64, u32), FormatError> {
+    fn fragment_entry<S: Source>(
+        &self,
+        tables: &Tables<S>,
+        index: u32,
+    ) -> Result<(u64, u32), FormatError> {
         const WHAT: &str = "fragment table";
         let byte = u64::from(index) * 16;
         let loc = *self
             .fragment_locations
             .get((byte / METADATA_SIZE as u64) as usize)
             .ok_or_else(|| corrupt(WHAT, format!("fragment {index} does not exist")))?;
-        let mut c = self.resume(
+        let mut c = tables.resume(
             Position {
                 block: loc,
                 pos: (byte % METADATA_SIZE as u64) as usize,
             },
-            self.sb.fragment_table_start,
+            tables.sb.fragment_table_start,
             WHAT,
         )?;
         let start = c.u64()?;
@@ -184,8 +221,9 @@ impl<S: Source> Archive<S> {
 
     /// Reads file data at `offset` into `buf`; returns the bytes read (fewer
     /// only at the end of the file).
-    pub fn read(
+    pub(super) fn read<S: Source>(
         &self,
+        tables: &Tables<S>,
         layout: &FileLayout,
         offset: u64,
         buf: &mut [u8],
@@ -193,7 +231,7 @@ impl<S: Source> Archive<S> {
         if offset >= layout.size {
             return Ok(0);
         }
-        let bs = u64::from(self.sb.block_size);
+        let bs = u64::from(tables.sb.block_size);
         let n = (buf.len() as u64).min(layout.size - offset) as usize;
         let mut done = 0;
         while done < n {
@@ -207,7 +245,7 @@ impl<S: Source> Archive<S> {
                 if word & !BLOCK_UNCOMPRESSED == 0 {
                     out.fill(0); // sparse block
                 } else {
-                    let b = self.block(start, word, "data block")?;
+                    let b = self.block(tables, start, word, "data block")?;
                     if b.len() != expected {
                         return Err(corrupt(
                             "data block",
@@ -226,8 +264,8 @@ impl<S: Source> Archive<S> {
                         "a file's block list is shorter than its size",
                     )
                 })?;
-                let (start, word) = self.fragment_entry(fragment)?;
-                let b = self.block(start, word, "fragment block")?;
+                let (start, word) = self.fragment_entry(tables, fragment)?;
+                let b = self.block(tables, start, word, "fragment block")?;
                 let from = (frag_offset as usize)
                     .checked_add(within)
                     .filter(|&f| f + want <= b.len() && frag_offset as usize + expected <= b.len());

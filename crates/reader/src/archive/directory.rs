@@ -6,9 +6,9 @@ use std::sync::Arc;
 use squashfs_format::superblock::{METADATA_SIZE, NO_TABLE};
 use squashfs_format::{FormatError, Superblock};
 
-use super::inode::{Inode, InodeData, Kind};
-use super::stream::Cursor;
-use super::{corrupt, Archive};
+use super::inode::{Inode, InodeData, InodeRef, Kind};
+use super::stream::{corrupt, Cursor, Tables};
+use crate::cache::Cache;
 use crate::table::Source;
 
 /// Longest name in a directory (the kernel's SQUASHFS_NAME_LEN).
@@ -20,7 +20,7 @@ const DIR_COUNT_MAX: u32 = 256;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
     pub name: Box<[u8]>,
-    pub inode: super::InodeRef,
+    pub inode: InodeRef,
     pub number: u32,
     /// The type the entry claims (the inode itself is authoritative).
     pub kind: Kind,
@@ -48,7 +48,7 @@ impl Listing {
 
 /// Where the directory table ends: at the next table after it, or the
 /// image's end.
-pub(super) fn table_end(sb: &Superblock) -> u64 {
+fn table_end(sb: &Superblock) -> u64 {
     let end = sb.bytes_used;
     [
         sb.fragment_table_start,
@@ -63,9 +63,27 @@ pub(super) fn table_end(sb: &Superblock) -> u64 {
     .min(end)
 }
 
-impl<S: Source> Archive<S> {
+/// The directory table as read: where it ends, and the listings read
+/// (cached).
+pub(super) struct Directories {
+    table_end: u64,
+    listings: Cache<InodeRef, Listing>,
+}
+
+impl Directories {
+    pub(super) fn new(sb: &Superblock, cache_bytes: usize) -> Self {
+        Directories {
+            table_end: table_end(sb),
+            listings: Cache::new(cache_bytes),
+        }
+    }
+
     /// The entries of directory `dir` (without "." and ".."), cached.
-    pub fn listing(&self, dir: &Inode) -> Result<Arc<Listing>, FormatError> {
+    pub(super) fn listing<S: Source>(
+        &self,
+        tables: &Tables<S>,
+        dir: &Inode,
+    ) -> Result<Arc<Listing>, FormatError> {
         if let Some(l) = self.listings.get(&dir.reference) {
             return Ok(l);
         }
@@ -78,11 +96,11 @@ impl<S: Source> Archive<S> {
             return Err(FormatError::Io("not a directory".into()));
         };
         let mut entries = Vec::new();
-        let mut c = self.cursor(
-            self.sb.directory_table_start,
+        let mut c = tables.cursor(
+            tables.sb.directory_table_start,
             u64::from(start_block),
             usize::from(offset),
-            self.dir_table_end,
+            self.table_end,
             "directory table",
         )?;
         let mut bytes = 0usize;
@@ -101,7 +119,7 @@ impl<S: Source> Archive<S> {
 
     /// Reads `remaining` bytes of directory listing from `c`, calling `each`
     /// for every entry until it breaks.
-    fn walk_dir(
+    fn walk_dir<S: Source>(
         &self,
         c: &mut Cursor<'_, S>,
         mut remaining: u64,
@@ -184,7 +202,12 @@ impl<S: Source> Archive<S> {
 
     /// Looks `name` up in directory `dir`. Uses a cached listing when there
     /// is one, the directory index of a large directory otherwise.
-    pub fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<DirEntry>, FormatError> {
+    pub(super) fn lookup<S: Source>(
+        &self,
+        tables: &Tables<S>,
+        dir: &Inode,
+        name: &[u8],
+    ) -> Result<Option<DirEntry>, FormatError> {
         let InodeData::Dir {
             start_block,
             offset,
@@ -202,14 +225,14 @@ impl<S: Source> Archive<S> {
             return Ok(l.find(name).cloned());
         }
         let Some(index_at) = index_at else {
-            return Ok(self.listing(dir)?.find(name).cloned());
+            return Ok(self.listing(tables, dir)?.find(name).cloned());
         };
         // Directory index: the last index entry whose name is <= `name`
         // says where to start scanning (as the kernel's lookup does).
         const WHAT: &str = "directory index";
         let listing_len = dir.size.saturating_sub(3);
         let mut start = (u64::from(start_block), usize::from(offset), 0u64);
-        let mut ic = self.resume(index_at, self.sb.directory_table_start, WHAT)?;
+        let mut ic = tables.resume(index_at, tables.sb.directory_table_start, WHAT)?;
         let mut iname = [0u8; NAME_MAX];
         for _ in 0..index_count {
             let index = u64::from(ic.u32()?);
@@ -230,11 +253,11 @@ impl<S: Source> Archive<S> {
             let pos = (index + u64::from(offset)) % METADATA_SIZE as u64;
             start = (u64::from(block), pos as usize, index);
         }
-        let mut c = self.cursor(
-            self.sb.directory_table_start,
+        let mut c = tables.cursor(
+            tables.sb.directory_table_start,
             start.0,
             start.1,
-            self.dir_table_end,
+            self.table_end,
             "directory table",
         )?;
         let mut found = None;

@@ -8,16 +8,29 @@
 //! at its table's end); nothing recurses. Decompressed metadata blocks, data
 //! and fragment blocks, parsed inodes, block lists and directory listings
 //! are kept in bounded caches; an `Archive` can be shared between threads.
+//!
+//! Each part reads through the ones listed before it; this file puts them
+//! together as [`Archive`]:
+//! - `stream.rs`: the image's bytes, superblock and metadata blocks, and
+//!   cursors over a table's metadata stream;
+//! - `inode.rs`: what an inode is (kinds, what each type holds);
+//! - `xattr.rs`: the xattr id table and an inode's extended attributes;
+//! - `inode_table.rs`: inodes read from the inode table;
+//! - `directory.rs`: listings and lookups (with the directory index);
+//! - `data.rs`: file data, decompressed, and its block lists;
+//! - `stored.rs`: file data as stored (for comparing images).
+
+use std::sync::Arc;
 
 use squashfs_format::superblock::{flags, METADATA_SIZE, NO_TABLE};
 use squashfs_format::{parse_superblock, Compressor, FormatError, Superblock};
 
-use crate::cache::Cache;
 use crate::table::{self, Source};
 
 mod data;
 mod directory;
 mod inode;
+mod inode_table;
 mod stored;
 mod stream;
 mod xattr;
@@ -29,27 +42,20 @@ pub use stored::{StoredData, StoredTail, STORED_UNCOMPRESSED};
 pub use stream::Position;
 pub use xattr::{Xattr, XATTR_VALUE_MAX};
 
-use stream::{read_index, MetaBlock};
+use data::FileData;
+use directory::Directories;
+use inode_table::Inodes;
+use stream::{corrupt, read_index, Tables};
 use xattr::XattrTables;
-
-fn corrupt(what: &'static str, detail: impl Into<String>) -> FormatError {
-    FormatError::corrupt(what, detail)
-}
 
 /// An opened image. All methods take `&self`; share it with `Arc`.
 pub struct Archive<S> {
-    src: S,
-    sb: Superblock,
-    ids: Vec<u32>,
-    fragment_locations: Vec<u64>,
-    xattrs: Option<XattrTables>,
-    dir_table_end: u64,
+    tables: Tables<S>,
     root: InodeRef,
-    meta: Cache<u64, MetaBlock>,
-    data: Cache<(u64, u32), Vec<u8>>,
-    inodes: Cache<InodeRef, Inode>,
-    listings: Cache<InodeRef, Listing>,
-    layouts: Cache<InodeRef, FileLayout>,
+    inodes: Inodes,
+    directories: Directories,
+    data: FileData,
+    xattrs: Option<XattrTables>,
 }
 
 /// The caches' budget when none is given: 40 MiB (each cache holds at most
@@ -81,24 +87,17 @@ impl<S: Source> Archive<S> {
         let sb = parse_superblock(&head, size)?;
         table::compressor_options(&src, &sb)?;
         let ids = table::id_table(&src, &sb)?;
-        let fragment_locations = data::fragment_index(&src, &sb)?;
+        let [meta, blocks, inodes, listings, layouts] = cache_shares(cache_bytes);
+        let data = FileData::open(&src, &sb, blocks, layouts)?;
         check_export_table(&src, &sb)?;
         let xattrs = XattrTables::open(&src, &sb)?;
-        let dir_table_end = directory::table_end(&sb);
-        let [meta, data, inodes, listings, layouts] = cache_shares(cache_bytes);
         let ar = Archive {
-            src,
-            sb,
-            ids,
-            fragment_locations,
-            xattrs,
-            dir_table_end,
             root: sb.root_inode,
-            meta: Cache::new(meta),
-            data: Cache::new(data),
-            inodes: Cache::new(inodes),
-            listings: Cache::new(listings),
-            layouts: Cache::new(layouts),
+            inodes: Inodes::new(ids, inodes),
+            directories: Directories::new(&sb, listings),
+            data,
+            xattrs,
+            tables: Tables::new(src, sb, meta),
         };
         let root = ar.inode(ar.root)?;
         if root.kind != Kind::Dir {
@@ -108,26 +107,90 @@ impl<S: Source> Archive<S> {
     }
 
     pub fn superblock(&self) -> &Superblock {
-        &self.sb
+        &self.tables.sb
     }
     pub fn root(&self) -> InodeRef {
         self.root
     }
     pub fn compressor(&self) -> Compressor {
-        self.sb.compressor
+        self.tables.sb.compressor
     }
     pub fn has_xattrs(&self) -> bool {
         self.xattrs.is_some()
     }
     /// The source the image is read from.
     pub fn source(&self) -> &S {
-        &self.src
+        &self.tables.src
     }
     /// Where the tables lie: from the inode table's start to the end of
     /// the image's bytes (inode, directory, fragment, export, id and xattr
     /// tables; the superblock checks put it inside the image).
     pub fn metadata_region(&self) -> std::ops::Range<u64> {
-        self.sb.inode_table_start..self.sb.bytes_used
+        self.tables.sb.inode_table_start..self.tables.sb.bytes_used
+    }
+
+    /// The inode at `r`.
+    pub fn inode(&self, r: InodeRef) -> Result<Arc<Inode>, FormatError> {
+        self.inodes.get(&self.tables, self.xattrs.as_ref(), r)
+    }
+
+    /// The entries of directory `dir` (without "." and ".."), cached.
+    pub fn listing(&self, dir: &Inode) -> Result<Arc<Listing>, FormatError> {
+        self.directories.listing(&self.tables, dir)
+    }
+
+    /// Looks `name` up in directory `dir`. Uses a cached listing when there
+    /// is one, the directory index of a large directory otherwise.
+    pub fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<DirEntry>, FormatError> {
+        self.directories.lookup(&self.tables, dir, name)
+    }
+
+    /// The data layout of regular file `file`, cached.
+    pub fn layout(&self, file: &Inode) -> Result<Arc<FileLayout>, FormatError> {
+        self.data.layout(&self.tables, file)
+    }
+
+    /// Reads file data at `offset` into `buf`; returns the bytes read (fewer
+    /// only at the end of the file).
+    pub fn read(
+        &self,
+        layout: &FileLayout,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, FormatError> {
+        self.data.read(&self.tables, layout, offset, buf)
+    }
+
+    /// Where the data of regular file `file` is stored.
+    pub fn stored_data(&self, file: &Inode) -> Result<StoredData, FormatError> {
+        stored::stored_data(&self.tables, file)
+    }
+
+    /// Where fragment block `index` is stored, and its size word, checked
+    /// to lie inside the image.
+    pub fn fragment_block(&self, index: u32) -> Result<(u64, u32), FormatError> {
+        stored::fragment_block(&self.tables, self.data.fragment_locations(), index)
+    }
+
+    /// The raw bytes of the block stored at `start` with size word `word`
+    /// (as [`StoredData`] and [`Archive::fragment_block`] give them), read
+    /// into `buf` (grown when too short, never shrunk: a buffer reused
+    /// for many blocks is allocated and zeroed once).
+    pub fn stored_bytes<'b>(
+        &self,
+        start: u64,
+        word: u32,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<&'b [u8], FormatError> {
+        stored::stored_bytes(&self.tables, start, word, buf)
+    }
+
+    /// The xattrs of `inode` (names with their prefix, e.g. `user.mime`).
+    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>, FormatError> {
+        match (inode.xattr, &self.xattrs) {
+            (Some(id), Some(x)) => x.read(&self.tables, id, inode.number),
+            _ => Ok(Vec::new()),
+        }
     }
 }
 

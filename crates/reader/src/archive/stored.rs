@@ -4,7 +4,7 @@
 //! offset in it), and the raw bytes of a stored block. Two blocks of
 //! images with the same compressor and block size whose size words and
 //! raw bytes are equal decompress to the same data; only blocks that
-//! differ need decompressing (through [`Archive::read`]) to tell.
+//! differ need decompressing (through [`Archive::read`](super::Archive::read)) to tell.
 //!
 //! Checked as the rest of the reader: every block lies inside the image,
 //! lists grow as they are read, never sized from the image.
@@ -12,10 +12,8 @@
 use squashfs_format::superblock::METADATA_SIZE;
 use squashfs_format::FormatError;
 
-use super::data::NO_FRAGMENT;
-use super::inode::{Inode, InodeData};
-use super::stream::Position;
-use super::{corrupt, Archive};
+use super::inode::{Inode, InodeData, NO_FRAGMENT};
+use super::stream::{corrupt, Position, Tables};
 use crate::table::Source;
 
 /// Bit 24 of a size word: the block is stored uncompressed.
@@ -34,124 +32,129 @@ pub struct StoredData {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoredTail {
     /// The fragment block's index in the fragment table (where it is
-    /// stored: [`Archive::fragment_block`]).
+    /// stored: [`Archive::fragment_block`](super::Archive::fragment_block)).
     pub fragment: u32,
     /// Where the tail starts in the decompressed fragment block.
     pub offset: u32,
 }
 
-impl<S: Source> Archive<S> {
-    /// Where the data of regular file `file` is stored.
-    pub fn stored_data(&self, file: &Inode) -> Result<StoredData, FormatError> {
-        const WHAT: &str = "inode table";
-        let InodeData::File {
-            blocks_start,
-            fragment,
-            frag_offset,
-            list_at,
-            ..
-        } = file.data
-        else {
-            return Err(FormatError::Io("not a regular file".into()));
-        };
-        let bs = u64::from(self.sb.block_size);
-        let in_fragment = fragment != NO_FRAGMENT && !file.size.is_multiple_of(bs);
-        let count = if in_fragment {
-            file.size / bs
-        } else {
-            file.size.div_ceil(bs)
-        };
-        let mut blocks = Vec::with_capacity(count.min(4096) as usize);
-        // A file held in a fragment alone has no block list to read.
-        if count > 0 {
-            let mut c = self.resume(list_at, self.sb.directory_table_start, WHAT)?;
-            let mut at = blocks_start;
-            for _ in 0..count {
-                let word = c.u32()?;
-                let stored = word & !STORED_UNCOMPRESSED;
-                let end = at
-                    .checked_add(u64::from(stored))
-                    .filter(|&e| stored <= self.sb.block_size && e <= self.sb.bytes_used)
-                    .ok_or_else(|| {
-                        corrupt(
-                            WHAT,
-                            format!(
-                                "a data block of file inode {} lies outside the image",
-                                file.number
-                            ),
-                        )
-                    })?;
-                blocks.push((at, word));
-                at = end;
-            }
+/// Where the data of regular file `file` is stored.
+pub(super) fn stored_data<S: Source>(
+    tables: &Tables<S>,
+    file: &Inode,
+) -> Result<StoredData, FormatError> {
+    const WHAT: &str = "inode table";
+    let InodeData::File {
+        blocks_start,
+        fragment,
+        frag_offset,
+        list_at,
+        ..
+    } = file.data
+    else {
+        return Err(FormatError::Io("not a regular file".into()));
+    };
+    let bs = u64::from(tables.sb.block_size);
+    let in_fragment = fragment != NO_FRAGMENT && !file.size.is_multiple_of(bs);
+    let count = if in_fragment {
+        file.size / bs
+    } else {
+        file.size.div_ceil(bs)
+    };
+    let mut blocks = Vec::with_capacity(count.min(4096) as usize);
+    // A file held in a fragment alone has no block list to read.
+    if count > 0 {
+        let mut c = tables.resume(list_at, tables.sb.directory_table_start, WHAT)?;
+        let mut at = blocks_start;
+        for _ in 0..count {
+            let word = c.u32()?;
+            let stored = word & !STORED_UNCOMPRESSED;
+            let end = at
+                .checked_add(u64::from(stored))
+                .filter(|&e| stored <= tables.sb.block_size && e <= tables.sb.bytes_used)
+                .ok_or_else(|| {
+                    corrupt(
+                        WHAT,
+                        format!(
+                            "a data block of file inode {} lies outside the image",
+                            file.number
+                        ),
+                    )
+                })?;
+            blocks.push((at, word));
+            at = end;
         }
-        // The fragment index was checked when the inode was read.
-        let tail = in_fragment.then_some(StoredTail {
-            fragment,
-            offset: frag_offset,
-        });
-        Ok(StoredData { blocks, tail })
     }
+    // The fragment index was checked when the inode was read.
+    let tail = in_fragment.then_some(StoredTail {
+        fragment,
+        offset: frag_offset,
+    });
+    Ok(StoredData { blocks, tail })
+}
 
-    /// Where fragment block `index` is stored, and its size word, checked
-    /// to lie inside the image.
-    pub fn fragment_block(&self, index: u32) -> Result<(u64, u32), FormatError> {
-        const WHAT: &str = "fragment table";
-        let byte = u64::from(index) * 16;
-        let loc = *self
-            .fragment_locations
-            .get((byte / METADATA_SIZE as u64) as usize)
-            .ok_or_else(|| corrupt(WHAT, format!("fragment {index} does not exist")))?;
-        let mut c = self.resume(
-            Position {
-                block: loc,
-                pos: (byte % METADATA_SIZE as u64) as usize,
-            },
-            self.sb.fragment_table_start,
+/// Where fragment block `index` is stored, and its size word, checked
+/// to lie inside the image.
+pub(super) fn fragment_block<S: Source>(
+    tables: &Tables<S>,
+    fragment_locations: &[u64],
+    index: u32,
+) -> Result<(u64, u32), FormatError> {
+    const WHAT: &str = "fragment table";
+    let byte = u64::from(index) * 16;
+    let loc = *fragment_locations
+        .get((byte / METADATA_SIZE as u64) as usize)
+        .ok_or_else(|| corrupt(WHAT, format!("fragment {index} does not exist")))?;
+    let mut c = tables.resume(
+        Position {
+            block: loc,
+            pos: (byte % METADATA_SIZE as u64) as usize,
+        },
+        tables.sb.fragment_table_start,
+        WHAT,
+    )?;
+    let start = c.u64()?;
+    let word = c.u32()?;
+    let stored = word & !STORED_UNCOMPRESSED;
+    if stored > tables.sb.block_size
+        || start
+            .checked_add(u64::from(stored))
+            .is_none_or(|e| e > tables.sb.bytes_used)
+    {
+        return Err(corrupt(
             WHAT,
-        )?;
-        let start = c.u64()?;
-        let word = c.u32()?;
-        let stored = word & !STORED_UNCOMPRESSED;
-        if stored > self.sb.block_size
-            || start
-                .checked_add(u64::from(stored))
-                .is_none_or(|e| e > self.sb.bytes_used)
-        {
-            return Err(corrupt(
-                WHAT,
-                format!("fragment {index} lies outside the image"),
-            ));
-        }
-        Ok((start, word))
+            format!("fragment {index} lies outside the image"),
+        ));
     }
+    Ok((start, word))
+}
 
-    /// The raw bytes of the block stored at `start` with size word `word`
-    /// (as [`StoredData`] and [`Archive::fragment_block`] give them), read
-    /// into `buf` (grown when too short, never shrunk: a buffer reused
-    /// for many blocks is allocated and zeroed once).
-    pub fn stored_bytes<'b>(
-        &self,
-        start: u64,
-        word: u32,
-        buf: &'b mut Vec<u8>,
-    ) -> Result<&'b [u8], FormatError> {
-        let stored = word & !STORED_UNCOMPRESSED;
-        if stored > self.sb.block_size
-            || start
-                .checked_add(u64::from(stored))
-                .is_none_or(|e| e > self.sb.bytes_used)
-        {
-            return Err(corrupt(
-                "data block",
-                format!("a block of {stored} bytes at byte {start} lies outside the image"),
-            ));
-        }
-        let n = stored as usize;
-        if buf.len() < n {
-            buf.resize(n, 0);
-        }
-        self.src.read_at(start, &mut buf[..n])?;
-        Ok(&buf[..n])
+/// The raw bytes of the block stored at `start` with size word `word`
+/// (as [`StoredData`] and
+/// [`Archive::fragment_block`](super::Archive::fragment_block) give them), read
+/// into `buf` (grown when too short, never shrunk: a buffer reused
+/// for many blocks is allocated and zeroed once).
+pub(super) fn stored_bytes<'b, S: Source>(
+    tables: &Tables<S>,
+    start: u64,
+    word: u32,
+    buf: &'b mut Vec<u8>,
+) -> Result<&'b [u8], FormatError> {
+    let stored = word & !STORED_UNCOMPRESSED;
+    if stored > tables.sb.block_size
+        || start
+            .checked_add(u64::from(stored))
+            .is_none_or(|e| e > tables.sb.bytes_used)
+    {
+        return Err(corrupt(
+            "data block",
+            format!("a block of {stored} bytes at byte {start} lies outside the image"),
+        ));
     }
+    let n = stored as usize;
+    if buf.len() < n {
+        buf.resize(n, 0);
+    }
+    tables.src.read_at(start, &mut buf[..n])?;
+    Ok(&buf[..n])
 }

@@ -1,13 +1,26 @@
-//! Metadata streams: the decompressed metadata blocks of a table (cached),
-//! and cursors that read across them up to the table's end.
+//! Metadata streams: the image's bytes and superblock with the decompressed
+//! metadata blocks of its tables (cached), and cursors that read across
+//! them up to a table's end. Every other file of the archive reads through
+//! these.
 
 use std::sync::Arc;
 
 use squashfs_format::superblock::{le64, METADATA_SIZE};
-use squashfs_format::FormatError;
+use squashfs_format::{FormatError, Superblock};
 
-use super::{corrupt, Archive};
+use crate::cache::Cache;
 use crate::table::{read_metadata_block, Source};
+
+pub(super) fn corrupt(what: &'static str, detail: impl Into<String>) -> FormatError {
+    FormatError::corrupt(what, detail)
+}
+
+/// An image's bytes, its superblock and its metadata blocks (cached).
+pub(super) struct Tables<S> {
+    pub(super) src: S,
+    pub(super) sb: Superblock,
+    meta: Cache<u64, MetaBlock>,
+}
 
 /// Where a metadata stream resumes: absolute offset of a metadata block and
 /// the position in its decompressed bytes.
@@ -24,7 +37,7 @@ pub(super) struct MetaBlock {
 
 /// A stream of bytes over consecutive metadata blocks, ending at `limit`.
 pub(super) struct Cursor<'a, S> {
-    ar: &'a Archive<S>,
+    tables: &'a Tables<S>,
     block: Arc<MetaBlock>,
     at: u64,
     pos: usize,
@@ -53,7 +66,7 @@ impl<'a, S: Source> Cursor<'a, S> {
                         format!("runs past the end of its table (byte {})", self.limit),
                     ));
                 }
-                self.block = self.ar.meta_block(next, self.limit, self.what)?;
+                self.block = self.tables.meta_block(next, self.limit, self.what)?;
                 self.at = next;
                 self.pos = 0;
                 continue;
@@ -113,7 +126,17 @@ pub(super) fn read_index(
     Ok(raw.chunks_exact(8).map(|c| le64(c, 0)).collect())
 }
 
-impl<S: Source> Archive<S> {
+impl<S: Source> Tables<S> {
+    /// The tables of image `src` with superblock `sb`, with a cache of
+    /// metadata blocks of about `cache_bytes`.
+    pub(super) fn new(src: S, sb: Superblock, cache_bytes: usize) -> Self {
+        Tables {
+            src,
+            sb,
+            meta: Cache::new(cache_bytes),
+        }
+    }
+
     fn meta_block(
         &self,
         at: u64,
@@ -187,7 +210,7 @@ impl<S: Source> Archive<S> {
             ));
         }
         Ok(Cursor {
-            ar: self,
+            tables: self,
             block,
             at: p.block,
             pos: p.pos,

@@ -4,9 +4,7 @@
 use squashfs_format::superblock::{flags, le32, le64, METADATA_SIZE};
 use squashfs_format::{FormatError, Superblock};
 
-use super::inode::Inode;
-use super::stream::{read_index, Position};
-use super::{corrupt, Archive};
+use super::stream::{corrupt, read_index, Position, Tables};
 use crate::table::Source;
 
 /// Largest xattr value (Linux's XATTR_SIZE_MAX).
@@ -14,7 +12,6 @@ pub const XATTR_VALUE_MAX: u32 = 65536;
 /// At most this many xattrs per inode, and this many bytes of them.
 const XATTR_COUNT_MAX: u32 = 65536;
 const XATTR_TOTAL_MAX: usize = 4 << 20;
-pub(super) const NO_XATTR: u32 = u32::MAX;
 
 /// An extended attribute: full name (with its prefix) and value.
 pub type Xattr = (Vec<u8>, Vec<u8>);
@@ -74,22 +71,22 @@ impl XattrTables {
             locations,
         }))
     }
-}
 
-impl<S: Source> Archive<S> {
-    /// count, size in bytes).
-    pub(super) fn xattr_entry(&self, id: u32) -> Result<(u64, u32, u32), FormatError> {
+    /// Entry `id` of the xattr id table: (reference of the set's first
+    /// key, count, size in bytes).
+    pub(super) fn entry<S: Source>(
+        &self,
+        tables: &Tables<S>,
+        id: u32,
+    ) -> Result<(u64, u32, u32), FormatError> {
         const WHAT: &str = "xattr id table";
-        let t = self
-            .xattrs
-            .as_ref()
-            .ok_or_else(|| corrupt(WHAT, "missing"))?;
+        let t = self;
         let byte = u64::from(id) * 16;
         let loc = *t
             .locations
             .get((byte / METADATA_SIZE as u64) as usize)
             .ok_or_else(|| corrupt(WHAT, format!("xattr set {id} does not exist")))?;
-        let mut ic = self.resume(
+        let mut ic = tables.resume(
             Position {
                 block: loc,
                 pos: (byte % METADATA_SIZE as u64) as usize,
@@ -100,20 +97,21 @@ impl<S: Source> Archive<S> {
         Ok((ic.u64()?, ic.u32()?, ic.u32()?))
     }
 
-    /// The xattrs of `inode` (names with their prefix, e.g. `user.mime`).
-    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>, FormatError> {
+    /// The xattrs of set `id`, which inode `number` names (names with
+    /// their prefix, e.g. `user.mime`).
+    pub(super) fn read<S: Source>(
+        &self,
+        tables: &Tables<S>,
+        id: u32,
+        number: u32,
+    ) -> Result<Vec<Xattr>, FormatError> {
         const WHAT: &str = "xattr table";
-        let (Some(id), Some(t)) = (inode.xattr, &self.xattrs) else {
-            return Ok(Vec::new());
-        };
-        let (r, count, _size) = self.xattr_entry(id)?;
+        let t = self;
+        let (r, count, _size) = self.entry(tables, id)?;
         if count > XATTR_COUNT_MAX {
-            return Err(corrupt(
-                WHAT,
-                format!("inode {} has {count} xattrs", inode.number),
-            ));
+            return Err(corrupt(WHAT, format!("inode {number} has {count} xattrs")));
         }
-        let mut c = self.cursor(
+        let mut c = tables.cursor(
             t.kv_start,
             r >> 16,
             (r & 0xffff) as usize,
@@ -139,7 +137,7 @@ impl<S: Source> Archive<S> {
                     ));
                 }
                 let vr = c.u64()?;
-                let mut vc = self.cursor(
+                let mut vc = tables.cursor(
                     t.kv_start,
                     vr >> 16,
                     (vr & 0xffff) as usize,
@@ -167,10 +165,7 @@ impl<S: Source> Archive<S> {
             if total > XATTR_TOTAL_MAX {
                 return Err(corrupt(
                     WHAT,
-                    format!(
-                        "inode {} has more than {XATTR_TOTAL_MAX} bytes of xattrs",
-                        inode.number
-                    ),
+                    format!("inode {number} has more than {XATTR_TOTAL_MAX} bytes of xattrs"),
                 ));
             }
             let mut full = prefix.to_vec();

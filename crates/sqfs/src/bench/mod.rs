@@ -3,10 +3,7 @@
 //! through squashfs-mount, plus a full-tree walk. Prints a table and writes
 //! an SVG chart.
 
-use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-
-use serde::Serialize;
 
 use crate::error::FileError;
 use crate::progress::Bar;
@@ -14,6 +11,7 @@ use crate::svg;
 
 mod error;
 mod methods;
+mod options;
 mod report;
 mod rounds;
 mod runner;
@@ -21,66 +19,10 @@ mod variants;
 
 pub use error::BenchError;
 pub use methods::{ColdMethod, MountPath, WarmMethod};
-pub use report::{chart, table};
-pub use runner::find_squashfs_mount;
+pub use options::BenchOptions;
+pub use report::{chart, table, Report, VariantResult};
 use runner::{mount_flags, Runner};
 pub use variants::{parse_variants, Variant, DEFAULT_VARIANTS};
-
-pub struct BenchOptions {
-    pub dir: PathBuf,
-    pub variants: Vec<Variant>,
-    /// The command, run with `sh -c`; `None`: read every file.
-    pub run: Option<String>,
-    pub runs: usize,
-    pub block_size: u32,
-    pub mountpoint: Option<PathBuf>,
-    pub work_dir: Option<PathBuf>,
-    pub svg: PathBuf,
-    pub no_run: bool,
-    pub keep: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct VariantResult {
-    #[serde(flatten)]
-    pub variant: Variant,
-    pub bytes: u64,
-    pub build_seconds: f64,
-    pub cold: Vec<f64>,
-    pub warm: Vec<f64>,
-    pub walk_cold: Vec<f64>,
-    pub walk_warm: Vec<f64>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Report {
-    pub tree: String,
-    pub tree_bytes: u64,
-    pub tree_entries: u64,
-    pub block_size: u32,
-    pub command: Option<String>,
-    pub mountpoint: String,
-    pub runs: usize,
-    pub cold_method: Option<ColdMethod>,
-    pub cold_explained: Option<String>,
-    pub warm_method: Option<WarmMethod>,
-    pub warm_explained: Option<String>,
-    /// Which way squashfs-mount mounted the images (kernel or FUSE) and why.
-    pub mount_path: Option<MountPath>,
-    pub squashfs_mount: Option<String>,
-    /// Passed to squashfs-mount for cold runs (and warm runs without the
-    /// image cache).
-    pub squashfs_mount_flags: Vec<String>,
-    pub variants: Vec<VariantResult>,
-    pub svg: String,
-}
-
-fn self_command(args: &[&OsStr]) -> Result<Vec<OsString>, BenchError> {
-    let exe = std::env::current_exe().map_err(BenchError::OwnExecutable)?;
-    let mut v = vec![exe.into_os_string()];
-    v.extend(args.iter().map(|a| a.to_os_string()));
-    Ok(v)
-}
 
 pub fn bench(o: &BenchOptions) -> Result<Report, BenchError> {
     let dir = o.dir.canonicalize().map_err(FileError::at(&o.dir))?;
@@ -94,7 +36,7 @@ pub fn bench(o: &BenchOptions) -> Result<Report, BenchError> {
     let (runner, cold) = if o.no_run {
         (None, None)
     } else {
-        let exe = find_squashfs_mount().ok_or(BenchError::NoSquashfsMount)?;
+        let exe = crate::mountable::find_squashfs_mount().ok_or(BenchError::NoSquashfsMount)?;
         let flags = mount_flags(&exe);
         (
             Some(Runner {

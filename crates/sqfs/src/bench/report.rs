@@ -1,7 +1,45 @@
-//! What `sqfs bench` shows: the table and the chart.
+//! What `sqfs bench` reports: the results of each variant, the table and
+//! the chart.
 
-use super::methods::ColdMethod;
-use super::Report;
+use serde::Serialize;
+
+use super::methods::{ColdMethod, MountPath, WarmMethod};
+use super::variants::Variant;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VariantResult {
+    #[serde(flatten)]
+    pub variant: Variant,
+    pub bytes: u64,
+    pub build_seconds: f64,
+    pub cold: Vec<f64>,
+    pub warm: Vec<f64>,
+    pub walk_cold: Vec<f64>,
+    pub walk_warm: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub tree: String,
+    pub tree_bytes: u64,
+    pub tree_entries: u64,
+    pub block_size: u32,
+    pub command: Option<String>,
+    pub mountpoint: String,
+    pub runs: usize,
+    pub cold_method: Option<ColdMethod>,
+    pub cold_explained: Option<String>,
+    pub warm_method: Option<WarmMethod>,
+    pub warm_explained: Option<String>,
+    /// Which way squashfs-mount mounted the images (kernel or FUSE) and why.
+    pub mount_path: Option<MountPath>,
+    pub squashfs_mount: Option<String>,
+    /// Passed to squashfs-mount for cold runs (and warm runs without the
+    /// image cache).
+    pub squashfs_mount_flags: Vec<String>,
+    pub variants: Vec<VariantResult>,
+    pub svg: String,
+}
 use crate::svg;
 use crate::units;
 
@@ -209,8 +247,8 @@ fn rows(r: &Report) -> Vec<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Report, Variant, VariantResult};
     use super::warm_not_faster;
+    use super::{Report, Variant, VariantResult};
 
     fn report(cold: &[f64], warm: &[f64]) -> Report {
         let variant = crate::bench::parse_variants("lz4").unwrap().remove(0);

@@ -3,9 +3,11 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::error::BenchError;
 use super::methods::{ColdMethod, MountPath, WarmMethod};
+use super::options::BenchOptions;
+use super::report::VariantResult;
 use super::runner::Runner;
-use super::{self_command, BenchError, BenchOptions, VariantResult};
 use crate::error::FileError;
 use crate::pack::{self, PackOptions};
 use crate::progress::Bar;
@@ -171,4 +173,12 @@ fn measure(
         }
     }
     Ok(())
+}
+
+/// This program with `args`: the benchmark runs sqfs itself for some steps.
+fn self_command(args: &[&OsStr]) -> Result<Vec<OsString>, BenchError> {
+    let exe = std::env::current_exe().map_err(BenchError::OwnExecutable)?;
+    let mut v = vec![exe.into_os_string()];
+    v.extend(args.iter().map(|a| a.to_os_string()));
+    Ok(v)
 }

@@ -1,4 +1,5 @@
-//! squashfs-mount as the benchmark runs it: found, timed, asked.
+//! squashfs-mount as the benchmark runs it: timed and asked (found by
+//! `mountable::find_squashfs_mount`).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -8,24 +9,6 @@ use std::time::Instant;
 
 use super::methods::{MountPath, WarmMethod};
 use super::BenchError;
-
-/// Finds squashfs-mount: next to this executable, else on PATH.
-pub fn find_squashfs_mount() -> Option<PathBuf> {
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        let p = dir.join("squashfs-mount");
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("squashfs-mount"))
-            .find(|p| p.is_file())
-    })
-}
 
 /// Extra flags for squashfs-mount: `--no-cache` when it has an image cache,
 /// so every run measures a fresh mount.

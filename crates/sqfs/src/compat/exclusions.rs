@@ -3,7 +3,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::CompatError;
+use super::error::CompatError;
 use crate::error::FileError;
 use crate::exclude;
 

@@ -7,13 +7,14 @@
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use crate::error::FileError;
-
+mod error;
 mod exclusions;
 mod options;
 
+pub use error::CompatError;
+
 use exclusions::{exclude_file_lines, mksquashfs_exclude};
-use options::{answer, is_short_cluster, is_value_option, MKSQUASHFS_OPTIONS};
+use options::{is_short_cluster, is_value_option, MKSQUASHFS_OPTIONS};
 
 /// Whether `args` (translated) ask for the version: `--version` or `-V`
 /// anywhere before `--`, except as the value of an option, so that
@@ -32,49 +33,6 @@ pub fn wants_version(args: &[OsString]) -> bool {
     }
     false
 }
-
-/// Why a command line cannot be translated (a usage error).
-#[derive(Debug)]
-pub enum CompatError {
-    /// A mksquashfs option without its value: the option, what it needs.
-    NeedsValue(String, &'static str),
-    /// `-e` with nothing after it.
-    NoPathsAfterE,
-    /// A mksquashfs option sqfs does not take: the option and subcommand.
-    Mksquashfs(String, String),
-    /// Neither sqfs's nor mksquashfs's: the option and subcommand.
-    Unknown(String, String),
-    ExcludeFile(FileError),
-    /// With -wildcards, an exclusion that is not relative.
-    NotRelative(String),
-}
-
-impl std::fmt::Display for CompatError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use CompatError as E;
-        match self {
-            E::NeedsValue(option, what) => write!(f, "'{option}' needs {what}"),
-            E::NoPathsAfterE => f.write_str("'-e' needs the paths to exclude after it (it takes the rest of the command line, as in mksquashfs)"),
-            E::Mksquashfs(option, sub) => f.write_str(&answer(option, sub)),
-            E::Unknown(option, sub) => write!(
-                f,
-                "unknown option '{option}'; sqfs's options start with '--' (see 'sqfs {}--help')",
-                if sub.is_empty() {
-                    String::new()
-                } else {
-                    format!("{sub} ")
-                }
-            ),
-            E::ExcludeFile(e) => write!(f, "-ef {e}"),
-            E::NotRelative(text) => write!(
-                f,
-                "-e '{text}': with -wildcards, exclusions are relative to the packed directory (as in mksquashfs)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CompatError {}
 
 /// Rewrites `args` (without `argv[0]`). Errors are usage errors.
 pub fn translate(args: &[OsString]) -> Result<Vec<OsString>, CompatError> {

@@ -12,8 +12,8 @@ use squashfs_format::FormatError;
 use squashfs_reader::archive::StoredTail;
 use squashfs_reader::Inode;
 
-use super::walk::Images;
-use super::DiffError;
+use super::error::DiffError;
+use super::images::Images;
 
 /// A file on both sides, with the same size, as a thread reads them.
 pub(super) struct File<'p> {

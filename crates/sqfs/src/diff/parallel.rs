@@ -1,10 +1,10 @@
-//! The walk's threads: a stack of work each, and a queue they share
-//! only while one of them waits.
+//! Work shared between threads: each goes depth first through the work it
+//! made and hands its oldest items to a shared queue while another waits.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use super::DiffError;
+use super::error::DiffError;
 
 /// Runs `step` on `first` and on the work it returns, on `threads`
 /// threads, each with a context of its own (`init`) and its own

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Change, Diff, Side};
+use super::change::{Change, Diff, Side};
 use crate::{names, units};
 
 /// The text of `sqfs diff`.

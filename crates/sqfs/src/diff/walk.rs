@@ -1,62 +1,20 @@
 //! The two trees walked together: directory listings merged by name, on
-//! every processor (a shared queue of directory pairs; each thread reads
-//! the images through readers of its own, so that no cache, lock or
-//! allocation is shared between threads but the queue). Entries on one
+//! every processor (a shared queue of directory pairs, `parallel.rs`;
+//! each thread reads the images through readers of its own, so that no
+//! cache, lock or allocation is shared between threads but the queue). Entries on one
 //! side only are added or removed with everything below them; entries on
 //! both sides are compared by their inodes, and files of equal size by
 //! their contents (`content.rs`), in the same pass.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use squashfs_format::FormatError;
-use squashfs_reader::{Archive, DirEntry, FileSource, Inode, InodeData, Kind};
+use squashfs_reader::{DirEntry, Inode, InodeData, Kind};
 
+use super::change::{Change, XattrChanges};
 use super::content::{Bufs, Contents, File};
+use super::error::DiffError;
+use super::images::{Images, Setup, Which};
 use super::parallel::parallel;
-use super::{Change, DiffError, XattrChanges};
-
-/// The two images to compare, and how.
-pub(super) struct Setup<'s> {
-    pub a: &'s Path,
-    pub b: &'s Path,
-    pub a_name: String,
-    pub b_name: String,
-    pub times: bool,
-}
-
-/// A thread's readers of the two images.
-pub(super) type Readers = (Archive<FileSource>, Archive<FileSource>);
-
-impl Setup<'_> {
-    /// Readers of both images, for one thread.
-    pub fn open(&self) -> Result<Readers, DiffError> {
-        let ar =
-            crate::stored::open(self.a).map_err(|e| DiffError::Open(self.a_name.clone(), e))?;
-        let br =
-            crate::stored::open(self.b).map_err(|e| DiffError::Open(self.b_name.clone(), e))?;
-        Ok((ar, br))
-    }
-
-    fn images<'r>(&'r self, (a, b): &'r Readers) -> Images<'r> {
-        Images {
-            a,
-            b,
-            a_name: &self.a_name,
-            b_name: &self.b_name,
-            times: self.times,
-        }
-    }
-}
-
-/// The two images as one thread reads them, and what to compare.
-pub(super) struct Images<'a> {
-    pub a: &'a Archive<FileSource>,
-    pub b: &'a Archive<FileSource>,
-    pub a_name: &'a str,
-    pub b_name: &'a str,
-    pub times: bool,
-}
 
 /// What the walk found (one thread's share, then all of it).
 #[derive(Default)]
@@ -73,32 +31,6 @@ struct Pair {
     path: Arc<[u8]>,
     a: u64,
     b: u64,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Which {
-    A,
-    B,
-}
-
-impl Images<'_> {
-    fn side(&self, w: Which) -> (&Archive<FileSource>, &str) {
-        match w {
-            Which::A => (self.a, self.a_name),
-            Which::B => (self.b, self.b_name),
-        }
-    }
-
-    /// The error of reading `path` in image `w`.
-    fn failed(&self, w: Which, path: &[u8]) -> impl FnOnce(FormatError) -> DiffError {
-        let image = self.side(w).1.to_string();
-        let path = String::from_utf8_lossy(path).into_owned();
-        move |error| DiffError::Read { image, path, error }
-    }
-
-    fn inode(&self, w: Which, r: u64, path: &[u8]) -> Result<Arc<Inode>, DiffError> {
-        self.side(w).0.inode(r).map_err(self.failed(w, path))
-    }
 }
 
 /// Walks both images from their roots.

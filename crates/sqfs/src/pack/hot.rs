@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::mksquashfs::Temporaries;
+use super::temporaries::Temporaries;
 use super::PackError;
 use crate::error::FileError;
 use crate::order::{self, HotList, SortPlan};

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::checks::refuse_existing;
+use super::options::PackOptions;
 use super::options::{compressor_args, time_args};
-use super::{hot, PackError, PackOptions};
+use super::temporaries::Temporaries;
+use super::{hot, PackError};
 use crate::error::FileError;
 use crate::progress::Bar;
 
@@ -72,43 +74,6 @@ fn partial_name(image: &Path) -> Result<PathBuf, PackError> {
     tmp_name.push(name);
     tmp_name.push(format!(".partial-{}", std::process::id()));
     Ok(image.with_file_name(tmp_name))
-}
-
-/// The files a build writes beside its image, removed when dropped.
-pub(super) struct Temporaries {
-    /// The exclusions, one a line (`-ef`).
-    pub exclude: PathBuf,
-    /// The `-sort` priorities of `--order`.
-    pub sort: PathBuf,
-    /// The hot list stored in the image.
-    pub list: PathBuf,
-    /// The directory mksquashfs runs in with `--order`.
-    pub stage: PathBuf,
-}
-
-impl Temporaries {
-    fn beside(tmp: &Path) -> Self {
-        let with = |suffix: &str| {
-            let mut p = tmp.to_path_buf().into_os_string();
-            p.push(suffix);
-            PathBuf::from(p)
-        };
-        Temporaries {
-            exclude: with(".exclude"),
-            sort: with(".sort"),
-            list: with(".hot"),
-            stage: with(".stage"),
-        }
-    }
-}
-
-impl Drop for Temporaries {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.exclude);
-        let _ = std::fs::remove_file(&self.sort);
-        let _ = std::fs::remove_file(&self.list);
-        let _ = std::fs::remove_dir_all(&self.stage);
-    }
 }
 
 /// mksquashfs with the options of `opts`, writing `dir` into `tmp`.

@@ -14,61 +14,15 @@ mod error;
 mod hot;
 mod mksquashfs;
 mod options;
+mod temporaries;
 
 pub use checks::{bytes_used, check_output, check_outside};
 pub use error::PackError;
 pub use mksquashfs::{build, unreadable_advice};
-pub use options::{compressor_args, effective_level, parse_block_size, parse_compressor};
-
-/// Default compressor: zstd decompresses about as fast as lz4/lzo and much
-/// faster than xz, and compresses nearly as well as xz.
-pub const DEFAULT_COMPRESSOR: Compressor = Compressor::Zstd;
-/// Default zstd level; see `level_help`.
-pub const DEFAULT_ZSTD_LEVEL: u32 = 15;
-/// Default block size: mksquashfs's default. See the man page.
-pub const DEFAULT_BLOCK_SIZE: u32 = 128 << 10;
-/// The time `--reproducible` gives every file when SOURCE_DATE_EPOCH is not
-/// set: 1980-01-01T00:00:00Z, the earliest time zip and other tools that
-/// may later copy the files out can represent.
-pub const REPRODUCIBLE_EPOCH: u32 = 315_532_800;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PackOptions {
-    pub comp: Compressor,
-    pub level: Option<u32>,
-    pub block_size: u32,
-    pub reproducible: bool,
-    /// Every file owned by root (mksquashfs -all-root); implied by
-    /// `reproducible`.
-    pub all_root: bool,
-    /// Leave extended attributes out (mksquashfs -no-xattrs); implied by
-    /// `reproducible`.
-    pub no_xattrs: bool,
-    pub processors: Option<u32>,
-    pub force: bool,
-    /// Files to store first, in this order (`--order`, a hot list).
-    pub order: Option<crate::order::HotList>,
-    /// mksquashfs pseudo definitions added to the tree (`--layer`: the
-    /// whiteouts of opaque directories).
-    pub pseudo: Vec<std::ffi::OsString>,
-}
-
-impl Default for PackOptions {
-    fn default() -> Self {
-        PackOptions {
-            comp: DEFAULT_COMPRESSOR,
-            level: None,
-            block_size: DEFAULT_BLOCK_SIZE,
-            reproducible: false,
-            all_root: false,
-            no_xattrs: false,
-            processors: None,
-            force: false,
-            order: None,
-            pseudo: Vec::new(),
-        }
-    }
-}
+pub use options::{
+    compressor_args, effective_level, parse_block_size, parse_compressor, PackOptions,
+    DEFAULT_BLOCK_SIZE, DEFAULT_COMPRESSOR, DEFAULT_ZSTD_LEVEL, REPRODUCIBLE_EPOCH,
+};
 
 /// What `sqfs pack` reports about an image it wrote; `--json` prints it.
 /// Fields that `inspect --json` also has carry the same names and meaning.

@@ -1,9 +1,60 @@
-//! The mksquashfs options a pack chooses: compressor and level, block
-//! size, time stamps; and the command-line parsers that check them.
+//! A pack's options and their defaults, the mksquashfs options they
+//! choose (compressor and level, block size, time stamps), and the
+//! command-line parsers that check them.
 
-use super::{PackError, PackOptions, DEFAULT_ZSTD_LEVEL, REPRODUCIBLE_EPOCH};
+use super::PackError;
 use crate::format::Compressor;
 use crate::units;
+
+/// Default compressor: zstd decompresses about as fast as lz4/lzo and much
+/// faster than xz, and compresses nearly as well as xz.
+pub const DEFAULT_COMPRESSOR: Compressor = Compressor::Zstd;
+/// Default zstd level; see `level_help`.
+pub const DEFAULT_ZSTD_LEVEL: u32 = 15;
+/// Default block size: mksquashfs's default. See the man page.
+pub const DEFAULT_BLOCK_SIZE: u32 = 128 << 10;
+/// The time `--reproducible` gives every file when SOURCE_DATE_EPOCH is not
+/// set: 1980-01-01T00:00:00Z, the earliest time zip and other tools that
+/// may later copy the files out can represent.
+pub const REPRODUCIBLE_EPOCH: u32 = 315_532_800;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackOptions {
+    pub comp: Compressor,
+    pub level: Option<u32>,
+    pub block_size: u32,
+    pub reproducible: bool,
+    /// Every file owned by root (mksquashfs -all-root); implied by
+    /// `reproducible`.
+    pub all_root: bool,
+    /// Leave extended attributes out (mksquashfs -no-xattrs); implied by
+    /// `reproducible`.
+    pub no_xattrs: bool,
+    pub processors: Option<u32>,
+    pub force: bool,
+    /// Files to store first, in this order (`--order`, a hot list).
+    pub order: Option<crate::order::HotList>,
+    /// mksquashfs pseudo definitions added to the tree (`--layer`: the
+    /// whiteouts of opaque directories).
+    pub pseudo: Vec<std::ffi::OsString>,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            comp: DEFAULT_COMPRESSOR,
+            level: None,
+            block_size: DEFAULT_BLOCK_SIZE,
+            reproducible: false,
+            all_root: false,
+            no_xattrs: false,
+            processors: None,
+            force: false,
+            order: None,
+            pseudo: Vec::new(),
+        }
+    }
+}
 
 /// The compressor-specific mksquashfs options for `comp` at `level`, or why
 /// that level does not exist.

@@ -4,10 +4,16 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{SplitError, PER_ENTRY};
+use super::SplitError;
 use crate::error::FileError;
 use crate::progress::Bar;
 use crate::tree::Scan;
+
+/// Metadata bytes per entry, compressed, assumed on top of file data:
+/// inode (at most 56 bytes plus 4 per block), directory entry (8 + name),
+/// headers, fragment and id tables, uncompressed about 64 + name bytes, of
+/// which compression keeps about half.
+const PER_ENTRY: u64 = 32;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unit {

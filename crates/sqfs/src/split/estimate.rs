@@ -5,11 +5,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::cut::{Cut, Unit};
-use super::{SplitError, SAMPLE_BUDGET};
+use super::SplitError;
 use crate::error::FileError;
 use crate::format::Compressor;
 use crate::pack::{self, PackOptions};
 use crate::progress::Bar;
+
+/// How much of the data the first pass compresses at most.
+const SAMPLE_BUDGET: u64 = 256 << 20;
 
 /// Compresses a block as mksquashfs would with `opts`; the size stored
 /// (a block that does not shrink is stored as it is). lzo, which sqfs

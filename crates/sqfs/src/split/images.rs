@@ -6,10 +6,20 @@ use std::path::{Path, PathBuf};
 use super::cut::{Cut, Unit};
 use super::manifest::{entry, image_path, ManifestImage};
 use super::plan::{excludes_for, plan};
-use super::{SplitError, TooLarge, ATTEMPTS, MARGIN, PER_IMAGE, UNDERFULL};
+use super::{SplitError, TooLarge};
 use crate::error::FileError;
 use crate::pack::{self, PackOptions};
 use crate::progress::Bar;
+
+/// Superblock, table indexes, compressor options and the 4 KiB padding.
+pub(super) const PER_IMAGE: u64 = 8 << 10;
+/// Images are planned this much below the limit (estimates are not exact).
+pub(super) const MARGIN: f64 = 0.02;
+/// An image this far below the limit, with units left for later images, is
+/// planned and built again with the corrected estimate.
+const UNDERFULL: f64 = 0.90;
+/// Builds of one image at most.
+const ATTEMPTS: usize = 5;
 
 /// One split: the tree's units and their estimates, and the limits.
 pub(super) struct Job<'a> {

@@ -35,22 +35,7 @@ pub use error::{SplitError, TooLarge};
 pub use manifest::{Manifest, ManifestEntry, ManifestImage};
 pub use plan::{excludes_for, plan};
 
-/// Metadata bytes per entry, compressed, assumed on top of file data:
-/// inode (at most 56 bytes plus 4 per block), directory entry (8 + name),
-/// headers, fragment and id tables, uncompressed about 64 + name bytes, of
-/// which compression keeps about half.
-pub(crate) const PER_ENTRY: u64 = 32;
-/// Superblock, table indexes, compressor options and the 4 KiB padding.
-pub(crate) const PER_IMAGE: u64 = 8 << 10;
-/// How much of the data the first pass compresses at most.
-pub(crate) const SAMPLE_BUDGET: u64 = 256 << 20;
-/// Images are planned this much below the limit (estimates are not exact).
-pub(crate) const MARGIN: f64 = 0.02;
-/// An image this far below the limit, with units left for later images, is
-/// planned and built again with the corrected estimate.
-pub(crate) const UNDERFULL: f64 = 0.90;
-/// Builds of one image at most.
-pub(crate) const ATTEMPTS: usize = 5;
+use images::{MARGIN, PER_IMAGE};
 
 /// `sqfs pack --split <max> <dir> <prefix>`.
 pub fn split(

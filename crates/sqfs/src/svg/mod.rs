@@ -4,9 +4,11 @@
 
 use std::fmt::Write;
 
+mod layout;
 mod panel;
 mod scale;
 
+use layout::{COLD, FONT, GAP, LEFT, PANEL_H, RIGHT, SIZE, WARM, WIDTH};
 use panel::{legend, Panel};
 pub use scale::{escape, quantile, sorted, ticks, wrap};
 use scale::{size_axis, size_label, time_label};
@@ -31,16 +33,6 @@ pub struct Chart {
     pub warm_label: String,
     pub series: Vec<Series>,
 }
-
-pub(super) const WIDTH: f64 = 1100.0;
-pub(super) const LEFT: f64 = 90.0;
-pub(super) const RIGHT: f64 = 30.0;
-pub(super) const PANEL_H: f64 = 200.0;
-pub(super) const GAP: f64 = 80.0;
-pub(super) const COLD: &str = "#3b6fb6";
-pub(super) const WARM: &str = "#e08a2c";
-pub(super) const SIZE: &str = "#5a9e6f";
-pub(super) const FONT: &str = "DejaVu Sans, Helvetica, Arial, sans-serif";
 
 /// Renders the chart. Panels without data (e.g. no timings) are left out.
 pub fn render(c: &Chart) -> String {

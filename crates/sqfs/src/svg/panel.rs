@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
+use super::layout::{LEFT, PANEL_H};
 use super::scale::*;
-use super::*;
 
 pub(super) struct Panel<'a> {
     pub svg: &'a mut String,
