@@ -51,6 +51,8 @@
 //! | `cache_namespace.rs` | creating the cache namespace (root)                   |
 //! | `claim.rs`           | single flight: one launch makes an instance           |
 //!
+//! Front: none (nothing here is used outside the crate; `lib.rs`).
+//!
 //! `--gc` and `--cache-status` are in `commands/`.
 
 mod cache_namespace;

@@ -18,7 +18,11 @@
 //! | `usage.rs`         | the text of `--help`                                       |
 //! | `usage_error.rs`   | what the command line gets wrong, in words                 |
 //! | `environment.rs`   | the command's environment, built after the drop            |
-//! | `paths.rs`         | path logic without system calls: absolute, ordered, judged |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Invocation`, `MAX_VERBOSITY`, `MountRequest`, `RunRequest`, `USAGE`,
+//! `UsageError`, `parse`, `parse_bind`, `parse_layer_dir`, `parse_pair`,
+//! `parse_union`.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};

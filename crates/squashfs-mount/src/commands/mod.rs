@@ -15,6 +15,9 @@
 //! | `gc.rs`            | `--gc`: evicting cached instances                        |
 //! | `status.rs`        | `--cache-status`: the caller's cached instances          |
 //! | `policy_report.rs` | `--policy`: the policy in force, each image's route      |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `job_epilog` (`gc::job_epilog`), `run_program` (`program::run`).
 
 pub(crate) mod gc;
 pub(crate) mod launch;

@@ -21,6 +21,9 @@
 //! | `acl.rs`         | POSIX access ACLs                                       |
 //! | `names.rs`       | users and groups by name (/etc/passwd, /etc/group)      |
 //! | `paths.rs`       | path logic without system calls (pure)                  |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `LayerSize`, `paths`.
 
 pub(crate) mod acl;
 pub(crate) mod mechanisms;

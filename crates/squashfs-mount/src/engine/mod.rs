@@ -28,6 +28,10 @@
 //! | `fake_root_side.rs`   |       | the unit tests' recording stand-in (tests only)      |
 //! | `plan_tests.rs`       |       | unit tests of plan.rs                                |
 //! | `mount_all_tests.rs`  |       | unit tests of `mount_all`, on the stand-in           |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Context`, `FrontEnd`, `FuseServer`, `System`, `WorkingDir`,
+//! `check`, `mount_all`.
 
 mod admit;
 mod attach;

@@ -28,6 +28,8 @@
 //! |-------------|-----------------------------------------------------|
 //! | `step.rs`   | which Slurm step, node and task this is             |
 //! | `keeper.rs` | the keeper that holds the namespace, and finding it |
+//!
+//! Front: none (nothing here is used outside the crate; `lib.rs`).
 
 pub(crate) mod keeper;
 mod step;

@@ -127,13 +127,7 @@ pub enum Need {
 /// Whether an entry (not a directory) whose owner, group and mode are
 /// given needs the caller's copy, in a directory the caller may or may
 /// not write.
-pub(crate) fn need(
-    caller: &CallerRights,
-    uid: Uid,
-    gid: Gid,
-    mode: u32,
-    dir_writable: bool,
-) -> Need {
+fn need(caller: &CallerRights, uid: Uid, gid: Gid, mode: u32, dir_writable: bool) -> Need {
     if uid == caller.uid && gid == caller.gid {
         return Need::Nothing;
     }

@@ -32,6 +32,11 @@
 //! |                    | `squashfs_format::stamp`)                                      |
 //! | `helper.rs`        | `squashfs-mount-layer`: the command's and Slurm's ways         |
 //! | `start.rs`         | the one way each front end starts the helper                   |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Kept` (`helper::Kept`), `Start` (`start::Start`), `StepLayer`
+//! (`helper::StepLayer`), `run_layer_helper` (`helper::main`),
+//! `start_layer` (`start::start`).
 
 pub(crate) mod copies;
 pub(crate) mod dir;

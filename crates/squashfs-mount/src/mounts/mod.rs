@@ -20,6 +20,9 @@
 //! | `shared_lock.rs`  | waiting for a lock another launch holds                      |
 //! | `state_dir.rs`    | the root-only directory in /run that launches share          |
 //! | `prefetch.rs`     | reading an image's hot files while the command starts        |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `server_for_plugin` (`installed::server_for_plugin`).
 
 pub(crate) mod budgets;
 pub(crate) mod fuse;

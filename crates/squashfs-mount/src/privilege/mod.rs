@@ -27,6 +27,10 @@
 //! | `root_phase.rs`     | the capabilities a root phase keeps; a thread root already |
 //! | `verify.rs`         | dropping root for good, verified                           |
 //! | `fake_privilege.rs` | credentials for the engine's unit tests (tests only)       |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Caller`, `Credentials`, `PrivilegeError`, `RootPhase`,
+//! `ThreadCredentials`, `Unprivileged`.
 
 mod root_phase;
 mod rootless;

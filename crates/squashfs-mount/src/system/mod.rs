@@ -31,6 +31,14 @@
 //! | `userns.rs`        | `--writable=DIR`: fds that may cross, namespaces                 |
 //! | `copy_files.rs`    | `--writable=DIR`: the caller's copies in a layer                 |
 //! | `error.rs`         | the one kind of failure the tool reports (`Failure`)             |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Failure` (`error::Failure`), `Gid`, `SystemError` (`Error`), `Uid`,
+//! `change_dir`, `clear_capabilities`, `current_dir`,
+//! `has_no_capabilities`, `join_mount_namespace`,
+//! `join_user_and_mount_namespaces`, `kill_by_pidfd`,
+//! `open_thread_mount_namespace`, `set_no_new_privs`, `start_program`
+//! (`error::start_program`), `unshare_fs_of_thread`.
 
 pub(crate) mod copy_files;
 pub(crate) mod cpu;
