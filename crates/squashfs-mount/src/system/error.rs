@@ -8,8 +8,8 @@ use std::error::Error;
 use std::fmt;
 
 /// A typed error and, for most, the subject (`image:mountpoint`, the
-/// image, the bind) it is about. Tests and the plugin ask for the kind
-/// ([`Failure::kind`]); the words are for people.
+/// image, the bind) it is about. The unit tests ask for the kind
+/// (`Failure::kind`, in test builds only); the words are for people.
 #[derive(Debug)]
 pub struct Failure {
     subject: Option<String>,
