@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
-use squashfs_mount::cli::{parse, Invocation};
+use squashfs_mount::{parse, Invocation};
 
 fuzz_target!(|data: &[u8]| {
     let args: Vec<OsString> = data.split(|&b| b == 0).map(|a| OsString::from_vec(a.to_vec())).collect();
@@ -18,6 +18,6 @@ fuzz_target!(|data: &[u8]| {
             assert!(!b.source.is_empty() && !b.destination.is_empty());
             let _ = b.describe();
         }
-        assert!(r.verbose <= squashfs_mount::cli::MAX_VERBOSITY);
+        assert!(r.verbose <= squashfs_mount::MAX_VERBOSITY);
     }
 });

@@ -22,7 +22,7 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use squashfs_mount::config::paths;
+use squashfs_mount::paths;
 
 pub const DEFAULT_MOUNT_POINTS: [&str; 2] = ["/user-environment", "/user-tools"];
 

@@ -8,10 +8,7 @@
 
 use std::ffi::OsString;
 
-use squashfs_mount::cli::RunRequest;
-use squashfs_mount::engine::{self, FrontEnd, WorkingDir};
-use squashfs_mount::privilege::Unprivileged;
-use squashfs_mount::system::error::Failure;
+use squashfs_mount::{Failure, FrontEnd, RunRequest, Unprivileged, WorkingDir};
 
 /// srun, sbatch and salloc are the user's own unprivileged processes (not
 /// setuid): every open they make is made with the user's credentials. The
@@ -19,5 +16,5 @@ use squashfs_mount::system::error::Failure;
 /// paths resolved against "/" as on the nodes.
 pub fn validate(request: &RunRequest, front: &FrontEnd) -> Result<(), Failure> {
     let me = Unprivileged::check()?;
-    engine::check(&me, request, &WorkingDir::At(OsString::from("/")), front)
+    squashfs_mount::check(&me, request, &WorkingDir::At(OsString::from("/")), front)
 }

@@ -34,8 +34,7 @@ use crate::local;
 use crate::remote::{self, Prepared};
 use crate::request::{self, Given};
 use crate::spank_api::{self, Context, Spank};
-use squashfs_mount::privilege::Caller;
-use squashfs_mount::system::Uid;
+use squashfs_mount::{Caller, Uid};
 
 const PREFIX: &str = "squashfs-mount";
 
@@ -213,7 +212,7 @@ fn remote_prepare(spank: &Spank) -> Step {
         Ok(u) => u,
         Err(e) => return Step::Failed(e.to_string()),
     };
-    let server = squashfs_mount::mounts::installed::server_for_plugin();
+    let server = squashfs_mount::server_for_plugin();
     match remote::prepare(user, req, config(), server) {
         Ok(prepared) => {
             if let Err(rc) = spank.setenv("UENV_MOUNT_LIST", prepared.mount_list.as_bytes()) {

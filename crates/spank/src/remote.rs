@@ -32,15 +32,10 @@ use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use squashfs_mount::cli::RunRequest;
-use squashfs_mount::engine::{self, Context, FrontEnd, FuseServer, System, WorkingDir};
-use squashfs_mount::layer::helper::StepLayer;
-use squashfs_mount::layer::Start;
-use squashfs_mount::privilege::{
-    Caller, Credentials, PrivilegeError, RootPhase, ThreadCredentials,
+use squashfs_mount::{
+    Caller, Context, Credentials, Failure, FrontEnd, FuseServer, PrivilegeError, RootPhase,
+    RunRequest, Start, StepLayer, System, SystemError, ThreadCredentials, Uid, WorkingDir,
 };
-use squashfs_mount::system::error::Failure;
-use squashfs_mount::system::{self, Uid};
 
 use crate::config::Config;
 
@@ -50,14 +45,14 @@ pub enum StepError {
     Thread(std::io::Error),
     /// The worker thread stopped (a panic).
     WorkerStopped,
-    OpenNamespace(system::Error),
-    JoinNamespace(system::Error),
+    OpenNamespace(SystemError),
+    JoinNamespace(SystemError),
     /// A task could not join the step's writable layer.
-    JoinLayer(system::Error),
+    JoinLayer(SystemError),
     /// A task kept capabilities of the step's user namespace.
     LayerCapabilities,
     /// The job epilog's thread could not have a fs_struct of its own.
-    EpilogFs(system::Error),
+    EpilogFs(SystemError),
     /// The job epilog's thread could not start, or stopped (a panic).
     EpilogThread(Option<std::io::Error>),
 }
@@ -120,7 +115,7 @@ impl Prepared {
     /// with the last task.
     pub fn end(self) {
         for server in &self.servers {
-            let _ = system::kill_by_pidfd(server.as_fd());
+            let _ = squashfs_mount::kill_by_pidfd(server.as_fd());
         }
     }
 }
@@ -180,10 +175,10 @@ fn on_worker_thread(
         // slurmstepd's limits are the node's, not raised by the plugin.
         caller_limits: None,
     };
-    let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
+    let mounted = squashfs_mount::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
     // The namespace, kept by fd once this thread is gone.
     let namespace = creds
-        .as_root(|_root| system::open_thread_mount_namespace())?
+        .as_root(|_root| squashfs_mount::open_thread_mount_namespace())?
         .map_err(|e| Failure::new(StepError::OpenNamespace(e)))?;
     let layer = match &mounted.layer {
         Some(kept) => Some(start_layer(&mut creds, kept, &user)?),
@@ -210,10 +205,10 @@ fn on_worker_thread(
 /// stacks the layer there and hands over fds of both and of DIR's lock.
 fn start_layer(
     creds: &mut ThreadCredentials,
-    kept: &squashfs_mount::layer::Kept,
+    kept: &squashfs_mount::Kept,
     user: &Caller,
 ) -> Result<StepLayer, Failure> {
-    creds.as_root(|root| squashfs_mount::layer::start(kept, Start::ForStep { root, user }))?
+    creds.as_root(|root| squashfs_mount::start_layer(kept, Start::ForStep { root, user }))?
 }
 
 /// In a task, once Slurm made it the job user (`slurm_spank_task_init`):
@@ -223,16 +218,16 @@ fn start_layer(
 /// capabilities joining gave it inside the user namespace (no_new_privs is
 /// set since `enter_namespace`; the exec would drop them anyway).
 pub fn enter_layer(layer: &StepLayer) -> Result<(), Failure> {
-    let cwd = system::current_dir().ok();
-    system::join_user_and_mount_namespaces(layer.user.as_fd(), layer.mnt.as_fd())
+    let cwd = squashfs_mount::current_dir().ok();
+    squashfs_mount::join_user_and_mount_namespaces(layer.user.as_fd(), layer.mnt.as_fd())
         .map_err(|e| Failure::new(StepError::JoinLayer(e)))?;
     if let Some(cwd) = cwd {
-        if system::change_dir(&cwd).is_err() {
-            let _ = system::change_dir(std::ffi::OsStr::new("/"));
+        if squashfs_mount::change_dir(&cwd).is_err() {
+            let _ = squashfs_mount::change_dir(std::ffi::OsStr::new("/"));
         }
     }
-    system::clear_capabilities()
-        .and_then(|()| system::has_no_capabilities())
+    squashfs_mount::clear_capabilities()
+        .and_then(|()| squashfs_mount::has_no_capabilities())
         .ok()
         .filter(|&none| none)
         .map(drop)
@@ -243,9 +238,9 @@ pub fn enter_layer(layer: &StepLayer) -> Result<(), Failure> {
 /// sets no_new_privs, which the task keeps through Slurm's switch to the
 /// user and exec.
 pub fn enter_namespace(namespace: BorrowedFd<'_>) -> Result<(), Failure> {
-    system::join_mount_namespace(namespace)
+    squashfs_mount::join_mount_namespace(namespace)
         .map_err(|e| Failure::new(StepError::JoinNamespace(e)))?;
-    system::set_no_new_privs()
+    squashfs_mount::set_no_new_privs()
         .map_err(|e| Failure::new(PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e)))
 }
 
@@ -258,8 +253,9 @@ pub fn job_end(uid: Uid) -> Result<usize, Failure> {
         .name("squashfs-mount".into())
         .stack_size(2 << 20)
         .spawn(move || {
-            system::unshare_fs_of_thread().map_err(|e| Failure::new(StepError::EpilogFs(e)))?;
-            squashfs_mount::commands::job_epilog(uid)
+            squashfs_mount::unshare_fs_of_thread()
+                .map_err(|e| Failure::new(StepError::EpilogFs(e)))?;
+            squashfs_mount::job_epilog(uid)
         })
         .map_err(|e| Failure::new(StepError::EpilogThread(Some(e))))?;
     worker

@@ -30,8 +30,7 @@
 use std::ffi::OsString;
 use std::fmt;
 
-use squashfs_mount::cli::{self, RunRequest};
-use squashfs_mount::config::LayerSize;
+use squashfs_mount::{LayerSize, RunRequest};
 
 /// The options' names, as in `srun --squashfs=...`.
 pub const OPTION: &str = "squashfs";
@@ -149,12 +148,12 @@ pub enum RequestError {
     /// option would not).
     Option {
         name: &'static str,
-        error: cli::UsageError,
+        error: squashfs_mount::UsageError,
     },
     /// The value of `$name` does not parse.
     Variable {
         name: &'static str,
-        error: cli::UsageError,
+        error: squashfs_mount::UsageError,
     },
     /// `--squashfs-writable` without any image.
     WritableWithoutImages,
@@ -176,7 +175,7 @@ impl fmt::Display for RequestError {
 impl std::error::Error for RequestError {}
 
 /// A refusal of option `name`'s value, in squashfs-mount's words.
-fn option(name: &'static str) -> impl Fn(cli::UsageError) -> RequestError {
+fn option(name: &'static str) -> impl Fn(squashfs_mount::UsageError) -> RequestError {
     move |error| RequestError::Option { name, error }
 }
 
@@ -185,12 +184,12 @@ pub fn parse(given: &Given) -> Result<RunRequest, RequestError> {
     let mut mounts = Vec::new();
     if let Some(spec) = given.pairs.as_deref().filter(|s| !s.is_empty()) {
         for pair in spec.split(|&b| b == b',') {
-            mounts.push(cli::parse_pair(pair).map_err(option(OPTION))?);
+            mounts.push(squashfs_mount::parse_pair(pair).map_err(option(OPTION))?);
         }
     }
     if let Some(spec) = given.unions.as_deref().filter(|s| !s.is_empty()) {
         for union in spec.split(|&b| b == b';') {
-            mounts.push(cli::parse_union(union).map_err(option(OPTION_UNION))?);
+            mounts.push(squashfs_mount::parse_union(union).map_err(option(OPTION_UNION))?);
         }
     }
     if let Some(list) = given.session.as_deref().filter(|s| !s.is_empty()) {
@@ -202,7 +201,7 @@ pub fn parse(given: &Given) -> Result<RunRequest, RequestError> {
         // A value with a '/': a kept layer in that directory.
         Some(dir) if dir.contains(&b'/') => (
             None,
-            Some(cli::parse_layer_dir(dir).map_err(option(OPTION_WRITABLE))?),
+            Some(squashfs_mount::parse_layer_dir(dir).map_err(option(OPTION_WRITABLE))?),
         ),
         Some(size) => (
             Some(LayerSize::parse(size).map_err(option(OPTION_WRITABLE))?),
@@ -215,7 +214,7 @@ pub fn parse(given: &Given) -> Result<RunRequest, RequestError> {
     let mut binds = Vec::new();
     if let Some(spec) = given.binds.as_deref().filter(|s| !s.is_empty()) {
         for bind in spec.split(|&b| b == b',') {
-            binds.push(cli::parse_bind(bind).map_err(option(OPTION_BIND))?);
+            binds.push(squashfs_mount::parse_bind(bind).map_err(option(OPTION_BIND))?);
         }
     }
     Ok(RunRequest {
@@ -237,10 +236,10 @@ pub fn parse(given: &Given) -> Result<RunRequest, RequestError> {
 
 /// `UENV_MOUNT_LIST` (`image:mountpoint,...`): layers of one union are
 /// listed one after another with the union's mount point.
-fn from_mount_list(list: &[u8]) -> Result<Vec<cli::MountRequest>, RequestError> {
-    let mut out: Vec<cli::MountRequest> = Vec::new();
+fn from_mount_list(list: &[u8]) -> Result<Vec<squashfs_mount::MountRequest>, RequestError> {
+    let mut out: Vec<squashfs_mount::MountRequest> = Vec::new();
     for pair in list.split(|&b| b == b',') {
-        let req = cli::parse_pair(pair).map_err(|error| RequestError::Variable {
+        let req = squashfs_mount::parse_pair(pair).map_err(|error| RequestError::Variable {
             name: ENV_SESSION,
             error,
         })?;

@@ -19,8 +19,8 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    squashfs_mount::system::error::start_program();
+    squashfs_mount::start_program();
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let code = squashfs_mount::layer::helper::main(&args);
+    let code = squashfs_mount::run_layer_helper(&args);
     std::process::exit(i32::from(code))
 }

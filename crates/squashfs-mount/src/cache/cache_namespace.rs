@@ -17,7 +17,7 @@ const MAX_CPU_ATTEMPTS: usize = 1024;
 
 /// Makes the state directory a private mount, creates the cache namespace
 /// and binds it on `<dir>/ns`. Root; exclusive lock held.
-pub fn create(
+pub(crate) fn create(
     _root: &AsRoot,
     dir: BorrowedFd<'_>,
     stranded: fn(&dyn std::fmt::Display) -> !,

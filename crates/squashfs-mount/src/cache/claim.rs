@@ -39,7 +39,7 @@ pub type Claim = Held<OwnedFd>;
 
 impl Claims {
     /// Opens (or creates) the claims directory of `uid`.
-    pub fn open(_root: &AsRoot, uid: Uid) -> Result<Claims, CacheError> {
+    pub(crate) fn open(_root: &AsRoot, uid: Uid) -> Result<Claims, CacheError> {
         let making = open_making()?;
         let mine = uid.to_string();
         let unavailable = |e: Error| {
@@ -66,7 +66,7 @@ impl Claims {
     /// Claims the making of the instance `key` (a file's kernel instance,
     /// or the user's FUSE instance of it), unless another launch of the
     /// user's has: None then.
-    pub fn claim(&self, root: &AsRoot, key: &Key) -> Result<Option<Claim>, CacheError> {
+    pub(crate) fn claim(&self, root: &AsRoot, key: &Key) -> Result<Option<Claim>, CacheError> {
         shared_lock::try_take(root, self.file(key)?, LockKind::Exclusive, Reach::Within)
             .map_err(CacheError::Busy)
     }
@@ -74,7 +74,12 @@ impl Claims {
     /// Waits until the user's launch that claimed `key` has let go, at
     /// most until `deadline`; not at all for a maker that is stopped or
     /// frozen.
-    pub fn wait(&self, root: &AsRoot, key: &Key, deadline: Instant) -> Result<(), CacheError> {
+    pub(crate) fn wait(
+        &self,
+        root: &AsRoot,
+        key: &Key,
+        deadline: Instant,
+    ) -> Result<(), CacheError> {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .as_millis() as u64;
@@ -109,7 +114,7 @@ fn open_making() -> Result<OwnedFd, CacheError> {
 /// Removes the claim files no launch holds, of every user (at a
 /// collection), and the files of versions before round 35 (claims of all
 /// users in one directory).
-pub fn tidy(root: &AsRoot) {
+pub(crate) fn tidy(root: &AsRoot) {
     let Ok(making) = open_making() else {
         return;
     };

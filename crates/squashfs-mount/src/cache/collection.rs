@@ -19,7 +19,7 @@ impl Store {
     /// Evicts what `mode` allows for the user `asker` (exclusive lock);
     /// `target` is `--gc IMAGE`'s file (device, inode: its kernel and FUSE
     /// instances). Returns every entry with whether it was evicted.
-    pub fn collect(
+    pub(crate) fn collect(
         &self,
         root: &AsRoot,
         mode: Occasion,
@@ -45,7 +45,7 @@ impl Store {
 
     /// At a launch, at most every `interval` seconds and only if nobody
     /// holds the lock: a bounded collection.
-    pub fn maintain(&self, root: &AsRoot, interval: i64) {
+    pub(crate) fn maintain(&self, root: &AsRoot, interval: i64) {
         let now = system::unix_time();
         if let Some(last) = self.last_gc {
             if last <= now && now - last < interval {
@@ -108,7 +108,7 @@ impl Store {
 
     /// The loop devices of `entries` that some namespace uses (for
     /// `--cache-status`), and whether the scan saw every namespace.
-    pub fn usage(&self, root: &AsRoot, entries: &[Entry]) -> usage_scan::Usage {
+    pub(crate) fn usage(&self, root: &AsRoot, entries: &[Entry]) -> usage_scan::Usage {
         let devs: HashSet<u64> = entries
             .iter()
             .filter(|e| e.valid)

@@ -21,7 +21,7 @@ pub struct Host {
 }
 
 impl Host {
-    pub fn open() -> Result<Host, CacheError> {
+    pub(crate) fn open() -> Result<Host, CacheError> {
         let open = |d: &str| {
             system::open_dir_nofollow(system::working_dir(), d)
                 .map_err(CacheError::system(format!("cannot open {d}")))

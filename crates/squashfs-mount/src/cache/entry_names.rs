@@ -8,7 +8,7 @@ use crate::system::Uid;
 /// device and inode with the cache namespace's secret (so that what the
 /// cache namespace shows, e.g. through a visiting process's mountinfo, says
 /// nothing about which files are cached).
-pub fn entry_name(secret: &[u8; 32], dev: u64, ino: u64) -> String {
+pub(crate) fn entry_name(secret: &[u8; 32], dev: u64, ino: u64) -> String {
     keyed_name(secret, &[dev, ino])
 }
 
@@ -43,7 +43,7 @@ impl Key {
     /// The entry name: [`entry_name`] of the file for a kernel instance;
     /// for a user's FUSE instance, of the file and the user (a keyed hash
     /// too, so that it tells nobody which user's instance it is).
-    pub fn entry_name(&self, secret: &[u8; 32]) -> String {
+    pub(crate) fn entry_name(&self, secret: &[u8; 32]) -> String {
         match self.fuse_user {
             None => entry_name(secret, self.dev, self.ino),
             // Three words where a kernel entry hashes two.
@@ -53,7 +53,7 @@ impl Key {
 }
 
 /// Whether `name` is an entry name made by [`entry_name`].
-pub fn is_entry_name(name: &[u8]) -> bool {
+pub(crate) fn is_entry_name(name: &[u8]) -> bool {
     name.len() == 32
         && name
             .iter()

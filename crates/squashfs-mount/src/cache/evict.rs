@@ -66,12 +66,12 @@ pub struct Candidate {
 /// blocks, plus one data block for its page-cache helper; the loop device
 /// and the superblock add about 64 KiB (measured in BENCHMARKS.md, "Memory
 /// per cached instance").
-pub fn instance_cost(block_size: u32) -> u64 {
+pub(crate) fn instance_cost(block_size: u32) -> u64 {
     8 * 8192 + 4 * u64::from(block_size) + (64 << 10)
 }
 
 /// Indices of the entries to evict, in order.
-pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Occasion) -> Vec<usize> {
+pub(crate) fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Occasion) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     if mode == Occasion::All {
         return (0..c.len()).collect();
@@ -126,7 +126,12 @@ pub fn plan(c: &[Candidate], now: i64, limits: CacheLimits, mode: Occasion) -> V
 /// Whether one more instance costing `cost` fits the limits next to the
 /// entries that stay (`remaining` count and bytes): beyond them a launch
 /// mounts a private instance instead of caching a new one.
-pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: CacheLimits) -> bool {
+pub(crate) fn has_room(
+    remaining: usize,
+    remaining_bytes: u64,
+    cost: u64,
+    limits: CacheLimits,
+) -> bool {
     (remaining as u64) < u64::from(limits.max_instances)
         && remaining_bytes.saturating_add(cost) <= limits.max_bytes()
 }
@@ -134,12 +139,12 @@ pub fn has_room(remaining: usize, remaining_bytes: u64, cost: u64, limits: Cache
 /// Whether a user whose launches made `made` of the instances that stay may
 /// add one more: beyond their share, their launch mounts a private
 /// instance (its loop device or server counts for them) instead.
-pub fn within_share(made: usize, limits: CacheLimits) -> bool {
+pub(crate) fn within_share(made: usize, limits: CacheLimits) -> bool {
     (made as u64) < u64::from(limits.per_user)
 }
 
 /// The devices (`dev_t`) named in the third field of mountinfo lines.
-pub fn mountinfo_devices(text: &[u8]) -> HashSet<u64> {
+pub(crate) fn mountinfo_devices(text: &[u8]) -> HashSet<u64> {
     let mut out = HashSet::new();
     for line in text.split(|&b| b == b'\n') {
         let Some(field) = line.split(|&b| b == b' ').nth(2) else {
@@ -162,7 +167,7 @@ pub fn mountinfo_devices(text: &[u8]) -> HashSet<u64> {
 /// been deleted since the instance was made. A name that ends in
 /// " (deleted)" by itself is recognised by being the recorded one; a
 /// misjudgement only evicts an unused instance early.
-pub fn backing_file_deleted(sysfs_backing_file: &[u8], recorded: &[u8]) -> bool {
+pub(crate) fn backing_file_deleted(sysfs_backing_file: &[u8], recorded: &[u8]) -> bool {
     let name = sysfs_backing_file
         .strip_suffix(b"\n")
         .unwrap_or(sysfs_backing_file);

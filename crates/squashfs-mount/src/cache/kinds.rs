@@ -18,7 +18,7 @@ const FUSE_SERVER_UNKNOWN_BYTES: u64 = 16 << 20;
 /// The memory an instance holds while it is cached: the kernel's (see
 /// `evict::instance_cost`), and for a FUSE instance its server's resident
 /// memory now.
-pub fn cost(meta: &Meta) -> u64 {
+pub(crate) fn cost(meta: &Meta) -> u64 {
     match meta.kind {
         Kind::Kernel { block_size, .. } => evict::instance_cost(block_size),
         Kind::Fuse { pid, .. } => {
@@ -29,13 +29,13 @@ pub fn cost(meta: &Meta) -> u64 {
 }
 
 /// The memory a new FUSE instance's server `pid` holds, as [`cost`] counts it.
-pub fn fuse_cost(pid: u32) -> u64 {
+pub(crate) fn fuse_cost(pid: u32) -> u64 {
     FUSE_KERNEL_BYTES + system::process_resident_bytes(pid).unwrap_or(FUSE_SERVER_UNKNOWN_BYTES)
 }
 
 /// Whether the image file behind the instance was deleted: the loop
 /// device's backing file, or the FUSE server's image descriptor (fd 4).
-pub fn file_deleted(_root: &AsRoot, meta: &Meta) -> bool {
+pub(crate) fn file_deleted(_root: &AsRoot, meta: &Meta) -> bool {
     let link = match meta.kind {
         Kind::Kernel { .. } => {
             let (major, minor) = dev_major_minor(meta.device);

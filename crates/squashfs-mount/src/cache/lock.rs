@@ -12,7 +12,7 @@ use crate::privilege::AsRoot;
 use crate::system::LockKind;
 
 /// Takes the lock `kind` on `fd` for at most `timeout_ms`.
-pub fn lock_with_timeout<'a>(
+pub(crate) fn lock_with_timeout<'a>(
     root: &AsRoot,
     fd: BorrowedFd<'a>,
     kind: LockKind,

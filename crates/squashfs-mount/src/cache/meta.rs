@@ -13,14 +13,14 @@ pub const FORMAT: &str = "squashfs-mount-cache 3";
 pub const META_LIMIT: usize = 16 * 1024;
 
 /// (major, minor) of a Linux `dev_t` as returned by stat.
-pub fn dev_major_minor(dev: u64) -> (u64, u64) {
+pub(crate) fn dev_major_minor(dev: u64) -> (u64, u64) {
     let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff);
     let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff);
     (major, minor)
 }
 
 /// The `dev_t` for (major, minor), as stat returns it.
-pub fn make_dev(major: u64, minor: u64) -> u64 {
+pub(crate) fn make_dev(major: u64, minor: u64) -> u64 {
     ((major & 0xffff_f000) << 32)
         | ((major & 0x0000_0fff) << 8)
         | ((minor & 0xffff_ff00) << 12)
@@ -100,7 +100,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Meta {
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let kind = match self.kind {
             Kind::Kernel {
                 loop_number,
@@ -126,7 +126,7 @@ impl Meta {
 
     /// Parses what [`Meta::encode`] wrote; anything else (another format
     /// version included) is None.
-    pub fn decode(bytes: &[u8]) -> Option<Meta> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Meta> {
         if bytes.len() > META_LIMIT {
             return None;
         }
@@ -183,7 +183,7 @@ impl Meta {
     }
 
     /// The identity of the file the instance was made of.
-    pub fn identity(&self) -> Identity {
+    pub(crate) fn identity(&self) -> Identity {
         Identity {
             dev: self.dev,
             ino: self.ino,
@@ -194,12 +194,12 @@ impl Meta {
     }
 
     /// Same file, unchanged: device, inode, size, mtime and ctime.
-    pub fn same_file(&self, id: &Identity) -> bool {
+    pub(crate) fn same_file(&self, id: &Identity) -> bool {
         self.identity() == *id
     }
 
     /// The key of the entry this record belongs in.
-    pub fn key(&self) -> Key {
+    pub(crate) fn key(&self) -> Key {
         Key {
             dev: self.dev,
             ino: self.ino,
@@ -209,7 +209,7 @@ impl Meta {
 
     /// A record for the instance (`kind`, superblock on `device`) of the
     /// file `id`, created now by `uid`.
-    pub fn new(
+    pub(crate) fn new(
         id: &Identity,
         kind: Kind,
         device: u64,

@@ -51,35 +51,36 @@
 //! | `cache_namespace.rs` | creating the cache namespace (root)                   |
 //! | `claim.rs`           | single flight: one launch makes an instance           |
 //!
+//! Front: none (nothing here is used outside the crate; `lib.rs`).
+//!
 //! `--gc` and `--cache-status` are in `commands/`.
 
 mod cache_namespace;
-pub mod claim;
+pub(crate) mod claim;
 mod collection;
 mod entries;
-pub mod entry_names;
-pub mod evict;
+pub(crate) mod entry_names;
+pub(crate) mod evict;
 mod eviction_view;
 mod kinds;
 mod lock;
-pub mod meta;
+pub(crate) mod meta;
 mod servers;
-pub mod store;
-pub mod usage_scan;
+pub(crate) mod store;
+pub(crate) mod usage_scan;
 
 use std::fmt;
 
 use crate::mounts::state_dir::StateDirError;
 use crate::system;
 
-pub use entry_names::Key;
-pub use evict::Occasion;
-pub use kinds::{cost, fuse_cost};
-pub use meta::{Identity, Kind, Meta};
-pub use store::{Entry, Offer, Placed, Reused, Store, Want};
+pub(crate) use entry_names::Key;
+pub(crate) use kinds::{cost, fuse_cost};
+pub(crate) use meta::{Identity, Kind, Meta};
+pub(crate) use store::{Entry, Offer, Placed, Reused, Store, Want};
 
 /// Compiled-in state directory (root-only, 0700).
-pub use crate::mounts::state_dir::{root_only, STATE_DIR};
+pub(crate) use crate::mounts::state_dir::{root_only, STATE_DIR};
 const NS_FILE: &str = "ns";
 const LOCK_FILE: &str = "lock";
 const GC_STAMP: &str = "gc-stamp";
@@ -122,7 +123,7 @@ pub enum CacheError {
 
 impl CacheError {
     /// A failed system call, said as "`what`: errno".
-    pub fn system(what: impl Into<String>) -> impl FnOnce(system::Error) -> CacheError {
+    pub(crate) fn system(what: impl Into<String>) -> impl FnOnce(system::Error) -> CacheError {
         let what = what.into();
         move |e| CacheError::System(what, e)
     }

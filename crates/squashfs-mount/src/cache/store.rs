@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-pub use super::entries::Entry;
+pub(crate) use super::entries::Entry;
 use super::entries::{clones_of, insert_entry, list_entries, read_secret, remove_entry, Host};
 use super::entry_names::Key;
 use super::evict::{self, Candidate, Occasion};
@@ -93,7 +93,7 @@ struct Tally {
 impl Store {
     /// Opens the cache. With `create`, makes the state directory and the
     /// cache namespace when they do not exist; without, answers None then.
-    pub fn open(
+    pub(crate) fn open(
         root: &AsRoot,
         limits: CacheLimits,
         timeout_ms: u64,
@@ -205,7 +205,7 @@ impl Store {
     /// cache's lock, so only ever after the devices' records
     /// (`Devices::count`): what was placed or evicted meanwhile then counts
     /// as it is now. Nothing when the cache cannot be read.
-    pub fn holdings(&self, _root: &AsRoot, uid: Uid) -> Holdings {
+    pub(crate) fn holdings(&self, _root: &AsRoot, uid: Uid) -> Holdings {
         let Ok(host) = Host::open() else {
             return Holdings::default();
         };
@@ -236,7 +236,7 @@ impl Store {
     /// identity as opened now, and how many clones), in one visit, without
     /// the lock (see the module's note). An empty list means: not cached
     /// (or stale); the record of a stale entry comes with it (to say why).
-    pub fn reuse(&self, _root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
+    pub(crate) fn reuse(&self, _root: &AsRoot, wanted: &[Want]) -> Result<Vec<Reused>, CacheError> {
         let host = Host::open()?;
         self.visit(false, |secret| {
             let Some(secret) = secret else {
@@ -259,7 +259,7 @@ impl Store {
     /// what `protected` names: the launch's own images); otherwise the offer
     /// comes back, to be used privately. On an error the offers not yet
     /// placed come back with it.
-    pub fn place(
+    pub(crate) fn place(
         &self,
         root: &AsRoot,
         offers: Vec<Offer>,
@@ -414,16 +414,10 @@ impl Store {
     }
 
     /// Lists the entries (shared lock).
-    pub fn entries(&self, root: &AsRoot) -> Result<Vec<Entry>, CacheError> {
+    pub(crate) fn entries(&self, root: &AsRoot) -> Result<Vec<Entry>, CacheError> {
         let host = Host::open()?;
         let _g = self.lock(root, LockKind::Shared)?;
         self.visit(false, |_| list_entries(&host))
-    }
-
-    /// The name the entry `key` has, when the cache namespace has a secret
-    /// yet.
-    pub fn name_of(&self, key: &Key) -> Option<String> {
-        self.secret.get().map(|s| key.entry_name(&s))
     }
 }
 

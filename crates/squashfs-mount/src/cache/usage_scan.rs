@@ -51,7 +51,7 @@ pub struct Usage {
 /// The loop devices among `devs` that some mount namespace other than the
 /// cache's (`cache_ns_ino`) has mounted. Root looks at other users'
 /// processes (CAP_SYS_PTRACE: without it every instance reads as unused).
-pub fn devices_in_use(
+pub(crate) fn devices_in_use(
     _root: &AsRoot,
     devs: &HashSet<u64>,
     cache_ns_ino: u64,

@@ -7,7 +7,7 @@ use crate::cli::forwarded_name;
 
 /// The caller's environment, plus `NAME=value` for each
 /// `SQFSMNT_FWD_NAME=value`, plus `UENV_MOUNT_LIST` (when given).
-pub fn for_command(
+pub(crate) fn for_command(
     caller_env: impl IntoIterator<Item = (OsString, OsString)>,
     mount_list: Option<&OsStr>,
 ) -> Vec<(OsString, OsString)> {
@@ -33,7 +33,7 @@ pub fn for_command(
 }
 
 /// `image:mountpoint,...` with absolute paths, in mount order.
-pub fn mount_list<'a>(pairs: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -> OsString {
+pub(crate) fn mount_list<'a>(pairs: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -> OsString {
     let mut out: Vec<u8> = Vec::new();
     for (image, mount_point) in pairs {
         if !out.is_empty() {
@@ -51,7 +51,7 @@ pub fn mount_list<'a>(pairs: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -
 /// mounted images have it, or that their programs are under their mount
 /// points (`mount_list`: UENV_MOUNT_LIST, `image:mountpoint,...`), which
 /// the caller's PATH does not name. Empty when there is nothing to add.
-pub fn not_found_hint(program: &OsStr, mount_list: Option<&OsStr>) -> String {
+pub(crate) fn not_found_hint(program: &OsStr, mount_list: Option<&OsStr>) -> String {
     if program.as_bytes().contains(&b'/') {
         return String::new();
     }

@@ -189,7 +189,7 @@ fn split(arg: &[u8], form: &Form) -> Result<(OsString, OsString), UsageError> {
 }
 
 /// `SQFSMNT_FWD_<NAME>=<value>` becomes `<NAME>=<value>`: returns NAME.
-pub fn forwarded_name(name: &OsStr) -> Option<&OsStr> {
+pub(crate) fn forwarded_name(name: &OsStr) -> Option<&OsStr> {
     let rest = name.as_bytes().strip_prefix(b"SQFSMNT_FWD_")?;
     if rest.is_empty() || rest.contains(&b'=') {
         return None;

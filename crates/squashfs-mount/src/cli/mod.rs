@@ -18,12 +18,16 @@
 //! | `usage.rs`         | the text of `--help`                                       |
 //! | `usage_error.rs`   | what the command line gets wrong, in words                 |
 //! | `environment.rs`   | the command's environment, built after the drop            |
-//! | `paths.rs`         | path logic without system calls: absolute, ordered, judged |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Invocation`, `MAX_VERBOSITY`, `MountRequest`, `RunRequest`, `USAGE`,
+//! `UsageError`, `parse`, `parse_bind`, `parse_layer_dir`, `parse_pair`,
+//! `parse_union`.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-pub mod environment;
+pub(crate) mod environment;
 mod grammar;
 #[cfg(test)]
 mod grammar_tests;
@@ -32,12 +36,11 @@ mod usage_error;
 
 use crate::config::LayerSize;
 use grammar::lossy;
-pub use grammar::{
-    forwarded_name, parse_bind, parse_layer_dir, parse_pair, parse_union, BindRequest,
-    MountRequest, MAX_UNION_LAYERS,
-};
+pub(crate) use grammar::{forwarded_name, BindRequest};
+pub use grammar::{parse_bind, parse_layer_dir, parse_pair, parse_union, MountRequest};
 pub use usage::USAGE;
-pub use usage_error::{UsageError, NO_COMMAND};
+pub use usage_error::UsageError;
+pub(crate) use usage_error::NO_COMMAND;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Invocation {

@@ -156,7 +156,7 @@ const LONG_OPTIONS: &[&str] = &[
 /// The long option a misspelt one (`--bindmount`, `--writeable=1G`) was
 /// most likely meant to be: at most two edits away (one for short words),
 /// comparing the part before any '='.
-pub fn suggestion(given: &str) -> Option<&'static str> {
+pub(crate) fn suggestion(given: &str) -> Option<&'static str> {
     let name = given.split('=').next().unwrap_or(given);
     if !name.starts_with("--") || name.len() < 4 {
         return None;

@@ -16,7 +16,7 @@ use crate::system::Uid;
 
 /// `squashfs-mount --gc [--all | --expired]`, or `--gc IMAGE` for one
 /// image's instance.
-pub fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(), Failure> {
+pub(crate) fn gc_command(all: bool, expired: bool, image: Option<&OsStr>) -> Result<(), Failure> {
     let Some(mut privileges) = acquire()? else {
         print_stdout(ROOTLESS);
         return Ok(());
@@ -64,7 +64,7 @@ pub fn job_epilog(uid: Uid) -> Result<usize, Failure> {
 /// them (also one a task stopped). Instances another job of the user still
 /// uses stay. Returns how many were evicted. Needs root, on a thread with
 /// its own fs_struct (the cache's namespace is visited).
-pub fn end_of_job(root: &AsRoot, uid: Uid) -> Result<usize, Failure> {
+pub(crate) fn end_of_job(root: &AsRoot, uid: Uid) -> Result<usize, Failure> {
     let settings = config::load();
     let store = Store::open(
         root,

@@ -35,7 +35,6 @@ crate::error_kind!(LaunchError);
 /// What is left to do once privileges are gone: run the command.
 #[derive(Debug)]
 pub struct Ready {
-    pub caller: Caller,
     pub command: Vec<OsString>,
     /// `UENV_MOUNT_LIST` for the command, when anything was mounted.
     pub mount_list: Option<OsString>,
@@ -50,17 +49,15 @@ pub struct Ready {
 }
 
 impl Ready {
-    /// `request`'s command, for `caller`, seeing what `mount_list` names
-    /// (None: nothing was mounted), with the caller's signal dispositions
-    /// as they are and `process` given back.
+    /// `request`'s command, seeing what `mount_list` names (None: nothing
+    /// was mounted), with the caller's signal dispositions as they are and
+    /// `process` given back.
     fn new(
-        caller: Caller,
         request: &RunRequest,
         mount_list: Option<OsString>,
         process: Option<system::CallerProcessState>,
     ) -> Ready {
         Ready {
-            caller,
             command: request.command.clone(),
             mount_list,
             signals: system::CallerSignals::unchanged(),
@@ -82,7 +79,7 @@ fn mounts_nothing(request: &RunRequest) -> bool {
 /// every privilege for good. On return the process holds only the caller's
 /// credentials (verified), no_new_privs is set, and the caller's resource
 /// limits are back.
-pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
+pub(crate) fn run(request: &RunRequest) -> Result<Ready, Failure> {
     let nothing_to_mount = mounts_nothing(request);
     let phase = match nothing_to_mount {
         true => RootPhase::IDS,
@@ -108,8 +105,8 @@ pub fn run(request: &RunRequest) -> Result<Ready, Failure> {
     if nothing_to_mount {
         // Nothing to mount: run the command as the C tool does, without a
         // namespace, but without privileges (and with no_new_privs).
-        let (caller, process) = privileges.drop_for_good()?;
-        return Ok(Ready::new(caller, request, None, Some(process)));
+        let (_, process) = privileges.drop_for_good()?;
+        return Ok(Ready::new(request, None, Some(process)));
     }
     setuid(privileges, request)
 }
@@ -137,8 +134,8 @@ fn setuid(mut privileges: Privileges, request: &RunRequest) -> Result<Ready, Fai
         .map_err(LaunchError::RestoreLimits)?;
     drop(mounted.slot.take());
     // Verified inside (ids, groups, capabilities, root not regainable).
-    let (caller, process) = privileges.drop_for_good()?;
-    let mut ready = mounted_ready(caller, request, mounted, signals);
+    let (_, process) = privileges.drop_for_good()?;
+    let mut ready = mounted_ready(request, mounted, signals);
     ready.process = Some(process);
     if request.join {
         // The leading task (the others never mount: `setuid_follower`).
@@ -165,12 +162,7 @@ fn setuid_follower(
     if request.verbose > 0 || settings.verbose {
         error::report(join_note(&joined));
     }
-    Ok(Ready::new(
-        caller,
-        request,
-        Some(joined.mount_list),
-        Some(process),
-    ))
+    Ok(Ready::new(request, Some(joined.mount_list), Some(process)))
 }
 
 /// `--join`: the Slurm step of this task, from the caller's environment
@@ -187,7 +179,7 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
     if mounts_nothing(request) {
         system::set_no_new_privs()
             .map_err(|e| PrivilegeError::Syscall("prctl(PR_SET_NO_NEW_PRIVS)", e))?;
-        return Ok(Ready::new(Caller::of_this_process()?, request, None, None));
+        return Ok(Ready::new(request, None, None));
     }
     // Not privileged at all: the caller's PATH may say where the FUSE
     // server is (the setuid command never reads it).
@@ -210,8 +202,8 @@ fn rootless(request: &RunRequest) -> Result<Ready, Failure> {
         caller_limits: None,
     };
     let mounted = engine::mount_all(&mut creds, &mut System::default(), request, &ctx)?;
-    let caller = creds.finish()?;
-    let ready = mounted_ready(caller, request, mounted, system::CallerSignals::unchanged());
+    creds.finish()?;
+    let ready = mounted_ready(request, mounted, system::CallerSignals::unchanged());
     if let Some(step) = &step {
         join::lead(step, ready.mount_list.as_deref().unwrap_or_default(), false)?;
     }
@@ -227,7 +219,7 @@ fn rootless_follower(request: &RunRequest, step: &join::SlurmStep) -> Result<Rea
     if request.verbose > 0 {
         error::report(join_note(&joined));
     }
-    Ok(Ready::new(caller, request, Some(joined.mount_list), None))
+    Ok(Ready::new(request, Some(joined.mount_list), None))
 }
 
 /// What `-v` says of a task that joined the leading task's mounts.
@@ -241,7 +233,6 @@ fn join_note(joined: &join::Joined) -> String {
 /// After the mounts, privileges gone: what was done (quietly, unless
 /// asked), the prefetcher, and what the command needs.
 fn mounted_ready(
-    caller: Caller,
     request: &RunRequest,
     mounted: engine::Mounted,
     signals: system::CallerSignals,
@@ -250,7 +241,7 @@ fn mounted_ready(
     if request.prefetch {
         crate::mounts::prefetch::start(&mounted.mount_list);
     }
-    let mut ready = Ready::new(caller, request, Some(mounted.mount_list), None);
+    let mut ready = Ready::new(request, Some(mounted.mount_list), None);
     ready.signals = signals;
     ready.layer = mounted.layer;
     ready

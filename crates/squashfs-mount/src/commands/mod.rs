@@ -11,14 +11,19 @@
 //! | file               | concern                                                  |
 //! |--------------------|----------------------------------------------------------|
 //! | `launch.rs`        | the setuid and rootless front end of `engine::mount_all` |
+//! | `program.rs`       | the `squashfs-mount` program: command line, launch, exec |
 //! | `gc.rs`            | `--gc`: evicting cached instances                        |
 //! | `status.rs`        | `--cache-status`: the caller's cached instances          |
 //! | `policy_report.rs` | `--policy`: the policy in force, each image's route      |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `job_epilog` (`gc::job_epilog`), `run_program` (`program::run`).
 
-pub mod gc;
-pub mod launch;
-pub mod policy_report;
-pub mod status;
+pub(crate) mod gc;
+pub(crate) mod launch;
+pub(crate) mod policy_report;
+pub(crate) mod program;
+pub(crate) mod status;
 
 use std::fmt;
 
@@ -27,9 +32,6 @@ use crate::config;
 use crate::privilege::{Credentials, PrivilegeError, Privileges, RootPhase};
 use crate::system::error::Failure;
 use crate::system::Uid;
-
-pub use gc::{end_of_job, gc_command, job_epilog};
-pub use status::status_command;
 
 /// What `--gc` and `--cache-status` say without the setuid bit.
 const ROOTLESS: &str = "no image cache: squashfs-mount is not installed setuid root here, and rootless mode keeps no cache (every image is served through FUSE, for the command's lifetime only)\n";

@@ -283,7 +283,7 @@ fn judge_rootless(images: &[OsString], verdicts: &mut Vec<Verdict>) -> Vec<Failu
 
 /// `--policy [--json] [IMAGE...]`: prints the report; fails (exit 1, each
 /// reason on standard error) when an image cannot be read by the caller.
-pub fn run(images: &[OsString], as_json: bool) -> Result<(), Failure> {
+pub(crate) fn run(images: &[OsString], as_json: bool) -> Result<(), Failure> {
     let mut verdicts = Vec::new();
     let (site, admitted, mut unreadable) = match Privileges::acquire(RootPhase::IDS) {
         Ok(mut privileges) => {

@@ -10,7 +10,7 @@ use crate::system::error::{print_stdout, Failure};
 
 /// `squashfs-mount --cache-status [--json]`: the caller's own cached
 /// instances (root: all of them).
-pub fn status_command(json: bool) -> Result<(), Failure> {
+pub(crate) fn status_command(json: bool) -> Result<(), Failure> {
     let Some(mut privileges) = acquire()? else {
         print_stdout(if json { "[]\n" } else { ROOTLESS });
         return Ok(());

@@ -34,7 +34,7 @@ const WRITE: u16 = 0x02;
 /// The named users and groups `xattr` lets write (after the mask);
 /// `unknown` when the bytes are not an ACL this parser understands (the
 /// caller then assumes anyone may write).
-pub fn writers(xattr: &[u8]) -> AclWriters {
+pub(crate) fn writers(xattr: &[u8]) -> AclWriters {
     let unknown = AclWriters {
         unknown: true,
         ..AclWriters::default()
@@ -93,7 +93,7 @@ fn entries(xattr: &[u8]) -> Option<Vec<(u16, u16, u32)>> {
 /// The ACL of a file of root's that one other user may read and nobody
 /// else may use: `user::rw-,user:UID:r--,group::---,mask::r--,other::---`
 /// (mode 0640 once set). A user's FUSE log (`fuse_log::LOG_DIR`).
-pub fn read_only_for(uid: Uid) -> Vec<u8> {
+pub(crate) fn read_only_for(uid: Uid) -> Vec<u8> {
     const OBJ: u32 = u32::MAX;
     encode(&[
         (USER_OBJ, READ | WRITE, OBJ),

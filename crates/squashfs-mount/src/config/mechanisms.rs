@@ -17,7 +17,7 @@ pub enum Memory {
 }
 
 impl Memory {
-    pub fn bytes(self, total_memory: u64) -> u64 {
+    pub(crate) fn bytes(self, total_memory: u64) -> u64 {
         match self {
             Memory::Bytes(b) => b,
             Memory::PercentOfRam(p) => (u128::from(total_memory) * u128::from(p) / 100) as u64,
@@ -38,7 +38,8 @@ impl LayerSize {
     pub const DEFAULT: LayerSize = LayerSize::PercentOfRam(50);
 
     /// The value for tmpfs' `size` parameter (generated, never user text).
-    pub fn tmpfs_value(self) -> String {
+    #[cfg(test)]
+    pub(crate) fn tmpfs_value(self) -> String {
         match self {
             LayerSize::Bytes(b) => b.to_string(),
             LayerSize::PercentOfRam(p) => format!("{p}%"),
@@ -91,7 +92,7 @@ pub enum SquashfsThreads {
 
 impl SquashfsThreads {
     /// The option's value, or None when it is not to be passed.
-    pub fn value(self) -> Option<String> {
+    pub(crate) fn value(self) -> Option<String> {
         match self {
             SquashfsThreads::KernelDefault => None,
             SquashfsThreads::Single => Some("single".into()),
@@ -132,7 +133,7 @@ pub struct CacheLimits {
 impl CacheLimits {
     /// The most bytes the cached instances may hold (RAM asked once per
     /// process, with sysinfo, which counts every block device's pages).
-    pub fn max_bytes(&self) -> u64 {
+    pub(crate) fn max_bytes(&self) -> u64 {
         self.max_memory.bytes(crate::system::total_memory())
     }
 }

@@ -21,29 +21,31 @@
 //! | `acl.rs`         | POSIX access ACLs                                       |
 //! | `names.rs`       | users and groups by name (/etc/passwd, /etc/group)      |
 //! | `paths.rs`       | path logic without system calls (pure)                  |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `LayerSize`, `paths`.
 
-pub mod acl;
-pub mod mechanisms;
-pub mod names;
-pub mod parse;
+pub(crate) mod acl;
+pub(crate) mod mechanisms;
+pub(crate) mod names;
+pub(crate) mod parse;
 pub mod paths;
-pub mod policy;
-pub mod provenance;
-pub mod settings;
-pub mod show;
-pub mod trust;
+pub(crate) mod policy;
+pub(crate) mod provenance;
+pub(crate) mod settings;
+pub(crate) mod show;
+pub(crate) mod trust;
 
 use std::os::fd::AsFd;
 
 use crate::system;
 use crate::system::error;
-pub use mechanisms::{
-    CacheLimits, LayerSize, LoopLimits, LoopOptions, Memory, Share, SquashfsThreads,
-    MAX_CACHE_ENTRIES,
+pub use mechanisms::LayerSize;
+pub(crate) use mechanisms::{
+    CacheLimits, LoopLimits, LoopOptions, Memory, Share, SquashfsThreads, MAX_CACHE_ENTRIES,
 };
-pub use parse::KEYS;
-pub use policy::Policy;
-pub use settings::Settings;
+pub(crate) use policy::Policy;
+pub(crate) use settings::Settings;
 
 /// Compiled-in path of the configuration file.
 pub const CONFIG_PATH: &str = "/etc/squashfs-mount.conf";
@@ -88,12 +90,12 @@ pub struct Loaded {
 /// Loads the settings: compiled-in defaults, overridden by the configuration
 /// file when it exists and is trustworthy. Problems are printed as warnings
 /// (one line each). Needs root only if the file is not world-readable.
-pub fn load() -> Settings {
+pub(crate) fn load() -> Settings {
     load_reporting().settings
 }
 
 /// [`load`], saying what became of the file (`--policy` shows it).
-pub fn load_reporting() -> Loaded {
+pub(crate) fn load_reporting() -> Loaded {
     let warn = |msg: &str| error::warn(format_args!("{CONFIG_PATH}: {msg}"));
     let file = match read_file() {
         Ok(Some(text)) => text,

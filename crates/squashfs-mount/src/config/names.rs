@@ -31,7 +31,7 @@ fn read(path: &str) -> Vec<u8> {
 }
 
 /// The name (first field) of the line whose third field is `id`.
-pub fn name_in(table: &[u8], id: u32) -> Option<String> {
+pub(crate) fn name_in(table: &[u8], id: u32) -> Option<String> {
     table.split(|&b| b == b'\n').find_map(|line| {
         let mut fields = line.split(|&b| b == b':');
         let name = fields.next()?;
@@ -61,7 +61,7 @@ impl Names for FileNames {
 
 /// A user for a message: `uid 1007 (alice)`, or `uid 1007` without a
 /// name (the id first: what the kernel and `ls -n` show).
-pub fn user(names: &dyn Names, uid: Uid) -> String {
+pub(crate) fn user(names: &dyn Names, uid: Uid) -> String {
     match names.user(uid) {
         Some(n) => format!("uid {uid} ({n})"),
         None => format!("uid {uid}"),
@@ -70,7 +70,7 @@ pub fn user(names: &dyn Names, uid: Uid) -> String {
 
 /// A group for a message: `group 300 (hpc)`, or `group 300`, with `note`
 /// in the parentheses after the name when given.
-pub fn group(names: &dyn Names, gid: Gid, note: Option<&str>) -> String {
+pub(crate) fn group(names: &dyn Names, gid: Gid, note: Option<&str>) -> String {
     match (names.group(gid), note) {
         (Some(n), Some(note)) => format!("group {gid} ({n}, {note})"),
         (Some(n), None) => format!("group {gid} ({n})"),
@@ -80,12 +80,12 @@ pub fn group(names: &dyn Names, gid: Gid, note: Option<&str>) -> String {
 }
 
 /// A user as a configuration value: the name, or the id without one.
-pub fn user_value(names: &dyn Names, uid: Uid) -> String {
+pub(crate) fn user_value(names: &dyn Names, uid: Uid) -> String {
     names.user(uid).unwrap_or_else(|| uid.to_string())
 }
 
 /// A group as a configuration value: the name, or the id without one.
-pub fn group_value(names: &dyn Names, gid: Gid) -> String {
+pub(crate) fn group_value(names: &dyn Names, gid: Gid) -> String {
     names.group(gid).unwrap_or_else(|| gid.to_string())
 }
 

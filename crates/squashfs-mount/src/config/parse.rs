@@ -61,7 +61,7 @@ fn parse_bool(v: &str) -> Option<bool> {
 }
 
 /// `<n>`, `<n>s`, `<n>m`, `<n>h` as seconds.
-pub fn parse_duration(v: &str) -> Option<u64> {
+pub(crate) fn parse_duration(v: &str) -> Option<u64> {
     let (num, mult) = match v.as_bytes().last()? {
         b's' => (&v[..v.len() - 1], 1),
         b'm' => (&v[..v.len() - 1], 60),
@@ -230,7 +230,8 @@ fn parse_dirs(v: &str) -> Result<Vec<OsString>, ValueError> {
 
 /// Parses the configuration text. Returns the settings and one message per
 /// line that was skipped.
-pub fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
+#[cfg(test)]
+pub(crate) fn parse(text: &[u8], resolve: Resolve<'_>) -> (Settings, Vec<String>) {
     let parsed = parse_file(text, resolve);
     (parsed.settings, parsed.problems)
 }
@@ -247,7 +248,7 @@ pub struct Parsed {
 
 /// Parses the configuration text: the settings, which keys it set, and
 /// what it got wrong.
-pub fn parse_file(text: &[u8], resolve: Resolve<'_>) -> Parsed {
+pub(crate) fn parse_file(text: &[u8], resolve: Resolve<'_>) -> Parsed {
     let mut s = Settings::default();
     let mut problems = Vec::new();
     let mut set_keys = Vec::new();

@@ -48,34 +48,35 @@ impl From<Vec<OsString>> for Places {
 }
 
 impl Places {
-    pub fn dirs(&self) -> &[OsString] {
+    #[cfg(test)]
+    pub(crate) fn dirs(&self) -> &[OsString] {
         &self.0
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The one `path` is at or below, if any.
-    pub fn containing(&self, path: &OsStr) -> Option<&OsString> {
+    pub(crate) fn containing(&self, path: &OsStr) -> Option<&OsString> {
         self.0.iter().find(|d| is_within(path, d))
     }
 
     /// Whether `path` may be there: at or below one of them, or anywhere
     /// when none is listed.
-    pub fn allow(&self, path: &OsStr) -> bool {
+    pub(crate) fn allow(&self, path: &OsStr) -> bool {
         self.0.is_empty() || self.containing(path).is_some()
     }
 
     /// `a, b` for messages.
-    pub fn list(&self) -> String {
+    pub(crate) fn list(&self) -> String {
         let names: Vec<_> = self.0.iter().map(|d| d.to_string_lossy()).collect();
         names.join(", ")
     }
 }
 
 /// A hint for a path the shell did not expand (`~` after `:` or `=`).
-pub fn tilde_hint(given: &OsStr) -> &'static str {
+pub(crate) fn tilde_hint(given: &OsStr) -> &'static str {
     if given.as_bytes().starts_with(b"~") {
         "; '~' was not expanded by the shell (it is not, after ':' or '='): write $HOME instead"
     } else {
@@ -115,7 +116,7 @@ pub fn forbidden_reason(real: &OsStr) -> Option<String> {
 
 /// Filesystem types (statfs f_type) of kernel API filesystems: mounting over
 /// any directory on them is refused wherever they are mounted.
-pub fn forbidden_filesystem(magic: u64) -> Option<&'static str> {
+pub(crate) fn forbidden_filesystem(magic: u64) -> Option<&'static str> {
     Some(match magic {
         0x9fa0 => "proc",
         0x6265_6572 => "sysfs",
@@ -141,7 +142,7 @@ pub fn forbidden_filesystem(magic: u64) -> Option<&'static str> {
 
 /// Sorts mount requests so that a mount point comes after every mount point
 /// it lies within (path order), keeping the given order otherwise.
-pub fn mount_order(keys: &[OsString]) -> Vec<usize> {
+pub(crate) fn mount_order(keys: &[OsString]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..keys.len()).collect();
     idx.sort_by(|&a, &b| components(keys[a].as_bytes()).cmp(&components(keys[b].as_bytes())));
     idx

@@ -7,7 +7,6 @@ use std::ffi::OsString;
 use std::fmt;
 
 use crate::config::paths::Places;
-pub use crate::config::provenance::Provenance;
 use crate::privilege::Caller;
 use crate::system::{Gid, Uid};
 
@@ -98,7 +97,7 @@ pub struct Route {
 }
 
 impl Route {
-    pub fn kernel(reason: String) -> Route {
+    pub(crate) fn kernel(reason: String) -> Route {
         Route {
             kernel: true,
             reason,
@@ -132,7 +131,7 @@ crate::error_kind!(PolicyError);
 
 impl Policy {
     /// Whether the caller may use the setuid tool (root always may).
-    pub fn admits(&self, caller: &Caller) -> Result<(), PolicyError> {
+    pub(crate) fn admits(&self, caller: &Caller) -> Result<(), PolicyError> {
         if self.allowed_users.is_empty() && self.allowed_groups.is_empty() {
             return Ok(());
         }

@@ -69,7 +69,7 @@ impl Settings {
     /// The loop-device limits: `max-loop-devices`, and each user's share
     /// (by default a tenth of it, so that one user leaves most of the
     /// budget to the others; at least 1, never more than the whole).
-    pub fn loop_limits(&self) -> LoopLimits {
+    pub(crate) fn loop_limits(&self) -> LoopLimits {
         let all = self.max_loop_devices;
         let per_user = match self.max_loop_devices_per_user {
             Share::Count(n) => n,
@@ -83,7 +83,7 @@ impl Settings {
 
     /// The image cache's limits on this machine; each user's share (by
     /// default 60%) at least 1.
-    pub fn cache_limits(&self) -> CacheLimits {
+    pub(crate) fn cache_limits(&self) -> CacheLimits {
         let all = self.cache_max_instances;
         let per_user = match self.cache_max_instances_per_user {
             Share::Count(n) => n,

@@ -166,7 +166,7 @@ fn note(s: &Settings, key: &str, total_memory: u64) -> Option<String> {
 }
 
 /// Every setting of `s`, in the order of [`KEYS`].
-pub fn settings(s: &Settings, name: Name<'_>, total_memory: u64) -> Vec<Shown> {
+pub(crate) fn settings(s: &Settings, name: Name<'_>, total_memory: u64) -> Vec<Shown> {
     KEYS.iter()
         .map(|&key| Shown {
             key,

@@ -21,12 +21,12 @@
 
 use super::names::{self, FileNames, Names};
 use super::policy::{KernelImages, Policy, Route, TrustedMatch};
-pub use crate::config::provenance::{CallerAccess, PathDir, Provenance, Writers};
+pub(crate) use crate::config::provenance::{CallerAccess, Provenance, Writers};
 use crate::system::{Gid, Uid};
 
 impl Policy {
     /// Root, and the users of `trusted-owners`.
-    pub fn owner_trusted(&self, uid: Uid) -> bool {
+    pub(crate) fn owner_trusted(&self, uid: Uid) -> bool {
         uid.is_root() || self.trusted_owners.contains(&uid)
     }
 
@@ -160,12 +160,12 @@ impl Policy {
     /// Whether the kernel's squashfs driver may mount the image, and why
     /// (every reason that sends it to FUSE), users and groups named from
     /// /etc/passwd and /etc/group.
-    pub fn route(&self, p: &Provenance) -> Route {
+    pub(crate) fn route(&self, p: &Provenance) -> Route {
         self.route_named(p, &FileNames::default())
     }
 
     /// [`Policy::route`], users and groups named by `n`.
-    pub fn route_named(&self, p: &Provenance, n: &dyn Names) -> Route {
+    pub(crate) fn route_named(&self, p: &Provenance, n: &dyn Names) -> Route {
         let fuse = |reason: String| Route {
             kernel: false,
             reason,

@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::acl::AclWriters;
+use crate::config::provenance::PathDir;
 
 fn u(raw: u32) -> Uid {
     Uid::from_raw(raw)

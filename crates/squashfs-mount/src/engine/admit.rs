@@ -27,7 +27,7 @@ pub struct Admitted {
 /// What rootless mode says once, unless `--quiet`.
 const ROOTLESS_NOTE: &str = "running unprivileged (the binary is not installed setuid root): images are served through FUSE in a user namespace, which is slower than the kernel's squashfs; --quiet hides this note";
 
-pub fn admit<C: Credentials, R: RootSide>(
+pub(crate) fn admit<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
     request: &RunRequest,

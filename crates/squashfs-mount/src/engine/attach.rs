@@ -44,7 +44,7 @@ pub struct Attached {
 }
 
 /// The call's writable tmpfs (`--writable`), made in the private namespace.
-pub fn writable_layer<C: Credentials, R: RootSide>(
+pub(crate) fn writable_layer<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
     plan: &Plan,
@@ -60,7 +60,7 @@ pub fn writable_layer<C: Credentials, R: RootSide>(
 }
 
 /// Every mount of the plan, attached.
-pub fn all<C: Credentials, R: RootSide>(
+pub(crate) fn all<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
     call: &Call<'_>,

@@ -77,7 +77,7 @@ pub struct Binds {
 
 impl Binds {
     /// Stage 2: every bind source of the plan, opened as the caller.
-    pub fn pin(as_caller: &impl ActingAsCaller, plan: &Plan) -> Result<Binds, Failure> {
+    pub(crate) fn pin(as_caller: &impl ActingAsCaller, plan: &Plan) -> Result<Binds, Failure> {
         Ok(Binds {
             sources: open_sources(as_caller, plan)?,
             copies: BTreeMap::new(),
@@ -86,7 +86,7 @@ impl Binds {
 
     /// Stage 3, in the namespace the launch started in (whose mounts the
     /// sources are on): the detached copies.
-    pub fn copy<C: Credentials, R: RootSide>(
+    pub(crate) fn copy<C: Credentials, R: RootSide>(
         &mut self,
         creds: &mut C,
         root_side: &mut R,
@@ -103,7 +103,7 @@ impl Binds {
 
     /// The `--verbose` line of the bind of mount `k`, made on
     /// `destination`.
-    pub fn note(&self, k: usize, destination: &std::ffi::OsStr) -> Option<String> {
+    pub(crate) fn note(&self, k: usize, destination: &std::ffi::OsStr) -> Option<String> {
         let source = self.sources.get(&k)?;
         Some(format!(
             "{}: bound on {} (with the mounts below it; nosuid, nodev; writable where the source is)",

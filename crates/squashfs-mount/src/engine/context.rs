@@ -52,7 +52,7 @@ pub enum WorkingDir {
 }
 
 impl WorkingDir {
-    pub fn resolve(&self) -> Result<OsString, Failure> {
+    pub(crate) fn resolve(&self) -> Result<OsString, Failure> {
         match self {
             WorkingDir::At(dir) => Ok(dir.clone()),
             WorkingDir::Current => {
@@ -78,7 +78,7 @@ pub enum FuseServer {
 impl FuseServer {
     /// The server, or why there is none for the image `first` (the first
     /// one the FUSE path serves).
-    pub fn locate(&self, first: &OsStr) -> Result<OsString, Failure> {
+    pub(crate) fn locate(&self, first: &OsStr) -> Result<OsString, Failure> {
         let missing = || Failure::new(FuseError::NotInstalled(first.to_os_string()));
         match self {
             FuseServer::At(path) => path.clone().ok_or_else(missing),
@@ -115,7 +115,7 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a Context<'a>,
         settings: &'a Settings,
         plan: &'a Plan,

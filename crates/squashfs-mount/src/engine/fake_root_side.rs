@@ -61,7 +61,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(settings: Settings) -> Recorder {
+    pub(crate) fn new(settings: Settings) -> Recorder {
         Recorder {
             log: Vec::new(),
             labels: HashMap::new(),
@@ -89,7 +89,7 @@ impl Recorder {
 
     /// The key of the image at `path`'s kernel instance (`fuse_user`
     /// None), or of that user's FUSE instance of it.
-    pub fn key(path: &str, fuse_user: Option<Uid>) -> Key {
+    pub(crate) fn key(path: &str, fuse_user: Option<Uid>) -> Key {
         let (dev, ino) = Self::file(path);
         Key {
             dev,
@@ -99,36 +99,36 @@ impl Recorder {
     }
 
     /// Logs the image file at `path` by its name.
-    pub fn knows(&mut self, path: &std::path::Path) {
+    pub(crate) fn knows(&mut self, path: &std::path::Path) {
         let path = path.display().to_string();
         self.names
             .insert(Self::file(&path), file_name(OsStr::new(&path)));
     }
 
     /// The cache holds the kernel instance of the image at `path`.
-    pub fn cache_holds(&mut self, path: &str) {
+    pub(crate) fn cache_holds(&mut self, path: &str) {
         self.cache_holds_key(Self::key(path, None));
     }
 
     /// The cache holds the instance `key`.
-    pub fn cache_holds_key(&mut self, key: Key) {
+    pub(crate) fn cache_holds_key(&mut self, key: Key) {
         if let Some(cache) = &mut self.cache {
             cache.insert(key);
         }
     }
 
     /// Another launch is making the kernel instance of the image at `path`.
-    pub fn another_launch_makes(&mut self, path: &str) {
+    pub(crate) fn another_launch_makes(&mut self, path: &str) {
         self.theirs.insert(Self::key(path, None));
     }
 
     /// The caller's uid, as the launch slot was asked for.
-    pub fn caller_uid(&self) -> Uid {
+    pub(crate) fn caller_uid(&self) -> Uid {
         self.caller.expect("no launch slot asked for")
     }
 
     /// The lines of the log that start with `what`.
-    pub fn lines(&self, what: &str) -> Vec<&str> {
+    pub(crate) fn lines(&self, what: &str) -> Vec<&str> {
         self.log
             .iter()
             .filter(|l| l.starts_with(what))

@@ -42,7 +42,7 @@ pub enum CacheUse {
 /// holds (they are not its caller's to count, see `mounts::loop_device`):
 /// here, before the launch's own mount namespace, which has no copy of
 /// the cache namespace's bind.
-pub fn open_cache<C: Credentials, R: RootSide>(
+pub(crate) fn open_cache<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
     images: &Images,
@@ -74,7 +74,7 @@ pub fn open_cache<C: Credentials, R: RootSide>(
 
 /// Runs `f` as root from "/", then goes back to the working directory
 /// (see the module documentation).
-pub fn away<C: Credentials, R: RootSide, T>(
+pub(crate) fn away<C: Credentials, R: RootSide, T>(
     creds: &mut C,
     root_side: &mut R,
     f: impl FnOnce(&AsRoot, &mut R) -> T,
@@ -137,7 +137,7 @@ pub trait InstanceKind {
 /// what is missing and may be cached; look again; make what is ours (and
 /// what may not be cached); let go; wait for the other launches' and take
 /// what they cached; make what is still missing.
-pub fn instances<C: Credentials, R: RootSide, P: InstanceKind>(
+pub(crate) fn instances<C: Credentials, R: RootSide, P: InstanceKind>(
     creds: &mut C,
     root_side: &mut R,
     images: &mut Images,

@@ -38,7 +38,7 @@ pub struct Fused {
 }
 
 /// The FUSE instances of the images routed to FUSE, in their records.
-pub fn start<C: Credentials, R: RootSide>(
+pub(crate) fn start<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
     images: &mut Images,

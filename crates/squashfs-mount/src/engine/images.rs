@@ -79,29 +79,29 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn is_kernel(&self) -> bool {
+    pub(crate) fn is_kernel(&self) -> bool {
         matches!(self.mounting, Mounting::Kernel { .. })
     }
 
-    pub fn is_fuse(&self) -> bool {
+    pub(crate) fn is_fuse(&self) -> bool {
         matches!(self.mounting, Mounting::Fuse { .. })
     }
 
     /// Whether its instance may be kept in the image cache, and if not why.
-    pub fn cache(&self) -> Cache {
+    pub(crate) fn cache(&self) -> Cache {
         match self.mounting {
             Mounting::Kernel { cache } | Mounting::Fuse { cache } => cache,
         }
     }
 
     /// May its instance be kept in the image cache?
-    pub fn cacheable(&self) -> bool {
+    pub(crate) fn cacheable(&self) -> bool {
         self.cache() == Cache::Kept
     }
 
     /// Its instance's entry in the image cache: the file's kernel instance,
     /// or `caller`'s FUSE instance of it.
-    pub fn key(&self, caller: Uid) -> Key {
+    pub(crate) fn key(&self, caller: Uid) -> Key {
         Key {
             dev: self.image.id.dev,
             ino: self.image.id.ino,
@@ -121,14 +121,14 @@ pub struct Images {
 
 impl Images {
     /// The record of the file (`dev`, `ino`), if the call has it.
-    pub fn find(&self, dev: u64, ino: u64) -> Option<usize> {
+    pub(crate) fn find(&self, dev: u64, ino: u64) -> Option<usize> {
         self.records
             .iter()
             .position(|r| (r.image.id.dev, r.image.id.ino) == (dev, ino))
     }
 
     /// The next mount of the plan uses the images `indices`, top first.
-    pub fn add_mount(&mut self, indices: Vec<usize>) {
+    pub(crate) fn add_mount(&mut self, indices: Vec<usize>) {
         for &i in &indices {
             self.records[i].copies += 1;
         }
@@ -137,7 +137,7 @@ impl Images {
 
     /// One instance of each image of mount `k` (of the plan), top first,
     /// taken from their records.
-    pub fn take_layers(&mut self, k: usize) -> Option<Vec<OwnedFd>> {
+    pub(crate) fn take_layers(&mut self, k: usize) -> Option<Vec<OwnedFd>> {
         let mut out = Vec::with_capacity(self.layers[k].len());
         for &i in &self.layers[k] {
             out.push(self.records[i].instances.pop()?);

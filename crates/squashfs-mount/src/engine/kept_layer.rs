@@ -27,7 +27,7 @@ use crate::system;
 use crate::system::error::Failure;
 
 /// The helper that will stack the layer, when the call keeps one.
-pub fn check<C: Credentials>(
+pub(crate) fn check<C: Credentials>(
     creds: &C,
     plan: &Plan,
     ctx: &Context<'_>,
@@ -41,7 +41,7 @@ pub fn check<C: Credentials>(
 }
 
 /// DIR claimed for the layer of `view` (see the module documentation).
-pub fn claim<C: Credentials>(
+pub(crate) fn claim<C: Credentials>(
     creds: &C,
     call: &Call<'_>,
     view: Option<LayerPlan>,

@@ -36,7 +36,7 @@ pub struct KernelSource {
 
 impl KernelSource {
     /// The kernel path of a launch whose image cache is `cache`.
-    pub fn new<C: Credentials>(
+    pub(crate) fn new<C: Credentials>(
         creds: &C,
         images: &Images,
         settings: &Settings,
@@ -65,7 +65,7 @@ impl KernelSource {
 
     /// Stage 5: the kernel instances, `copies` of each kernel image, in
     /// its record, with what was done.
-    pub fn instances<C: Credentials, R: RootSide>(
+    pub(crate) fn instances<C: Credentials, R: RootSide>(
         &mut self,
         creds: &mut C,
         root_side: &mut R,
@@ -90,12 +90,12 @@ impl KernelSource {
 
     /// Why the cache or the loop budget was not used as it should have
     /// been: one line each, printed even without `--verbose`.
-    pub fn warnings(&self) -> &[String] {
+    pub(crate) fn warnings(&self) -> &[String] {
         &self.warnings
     }
 
     /// What `--verbose` adds about the instances.
-    pub fn notes(&self) -> &[String] {
+    pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
 

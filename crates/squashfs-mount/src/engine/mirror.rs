@@ -105,7 +105,7 @@ pub enum MirrorEntry {
 }
 
 impl MirrorEntry {
-    pub fn name(&self) -> &OsStr {
+    pub(crate) fn name(&self) -> &OsStr {
         match self {
             MirrorEntry::Tree(n, ..) | MirrorEntry::Symlink(n, _) => n,
         }
@@ -136,7 +136,7 @@ pub struct Mirror<'a> {
 /// The copies of the entries, the tmpfs over the directory holding them
 /// and the new directories, made read-only; the namespace's new root when
 /// the directory is the root.
-pub fn build(_root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
+pub(crate) fn build(_root: &AsRoot, m: Mirror<'_>) -> Result<(), Failure> {
     let Mirror {
         dir,
         real,

@@ -28,24 +28,28 @@
 //! | `fake_root_side.rs`   |       | the unit tests' recording stand-in (tests only)      |
 //! | `plan_tests.rs`       |       | unit tests of plan.rs                                |
 //! | `mount_all_tests.rs`  |       | unit tests of `mount_all`, on the stand-in           |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Context`, `FrontEnd`, `FuseServer`, `System`, `WorkingDir`,
+//! `check`, `mount_all`.
 
 mod admit;
 mod attach;
-pub mod bind;
+pub(crate) mod bind;
 mod context;
 mod flight;
 mod fuse_path;
-pub mod images;
-pub mod kept_layer;
-pub mod kernel;
+pub(crate) mod images;
+pub(crate) mod kept_layer;
+pub(crate) mod kernel;
 mod mirror;
-pub mod plan;
+pub(crate) mod plan;
 mod plan_error;
 mod report;
-pub mod root_side;
+pub(crate) mod root_side;
 mod route;
 mod system_root_side;
-pub mod view;
+pub(crate) mod view;
 
 #[cfg(test)]
 mod fake_root_side;
@@ -60,10 +64,12 @@ use bind::Binds;
 use kernel::KernelSource;
 use root_side::RootSide;
 
-pub use context::{Call, Context, FuseServer, WorkingDir};
-pub use plan::{FrontEnd, Plan};
-pub use report::Mounted;
-pub use system_root_side::{shared as shared_work, System};
+pub(crate) use context::Call;
+pub use context::{Context, FuseServer, WorkingDir};
+pub use plan::FrontEnd;
+pub(crate) use report::Mounted;
+pub(crate) use system_root_side::shared as shared_work;
+pub use system_root_side::System;
 
 /// Mounts what `request` asks for, in a private mount namespace, under
 /// `creds`; every root-side operation goes through `root_side` (the

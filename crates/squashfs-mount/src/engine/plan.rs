@@ -10,7 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use crate::cli::{BindRequest, MountRequest, RunRequest};
 use crate::config::paths::{self, Places};
 use crate::config::policy::{Policy, PolicyError, MAX_IMAGES_PER_CALL};
-use crate::config::{LayerSize, Settings};
+use crate::config::Settings;
 use crate::mounts::overlay::WritableLimits;
 use crate::system;
 use crate::system::error::Failure;
@@ -81,7 +81,8 @@ crate::error_kind!(PlanError);
 
 impl Plan {
     /// Every image of the plan, with the mount it belongs to.
-    pub fn images(&self) -> impl Iterator<Item = (usize, &OsString)> {
+    #[cfg(test)]
+    pub(crate) fn images(&self) -> impl Iterator<Item = (usize, &OsString)> {
         self.mounts
             .iter()
             .enumerate()
@@ -91,7 +92,7 @@ impl Plan {
 
 /// Stage 1: the plan of `request` under `settings`, relative paths
 /// resolved against `cwd`.
-pub fn stage(
+pub(crate) fn stage(
     request: &RunRequest,
     cwd: &OsStr,
     settings: &Settings,
@@ -109,7 +110,7 @@ pub fn stage(
 /// Checks `request` against the policy and the front end's rules and
 /// orders its mounts. `cwd` is the absolute current directory;
 /// `total_memory` sizes `--writable=N%`.
-pub fn build(
+pub(crate) fn build(
     request: &RunRequest,
     cwd: &OsStr,
     policy: &Policy,
@@ -308,7 +309,7 @@ impl Rules<'_> {
 
 /// Whether the site policy and the front end allow a mount on `path` (a
 /// tidy absolute path, or the kernel's name of a resolved directory).
-pub fn check_allowed(
+pub(crate) fn check_allowed(
     path: &OsStr,
     policy: &Policy,
     front: &FrontEnd,
@@ -339,7 +340,11 @@ pub fn check_allowed(
 /// `UENV_MOUNT_LIST` separates entries with ',' and image from mount point
 /// with ':'; a resolved path containing those (or a newline) would make it
 /// ambiguous, so it is refused.
-pub fn refuse_separators(path: &OsStr, subject: &str, what: &'static str) -> Result<(), Failure> {
+pub(crate) fn refuse_separators(
+    path: &OsStr,
+    subject: &str,
+    what: &'static str,
+) -> Result<(), Failure> {
     if path
         .as_bytes()
         .iter()
@@ -359,7 +364,11 @@ pub fn refuse_separators(path: &OsStr, subject: &str, what: &'static str) -> Res
 /// A resolved mount point against those already mounted in this call (in
 /// order): the same directory twice, or one that would hide an earlier
 /// mount (symlinks changed the nesting order), is refused.
-pub fn check_resolved(mounted: &[OsString], real: &OsStr, subject: &str) -> Result<(), Failure> {
+pub(crate) fn check_resolved(
+    mounted: &[OsString],
+    real: &OsStr,
+    subject: &str,
+) -> Result<(), Failure> {
     refuse_separators(real, subject, "mount point")?;
     if mounted.iter().any(|m| m == real) {
         return Err(Failure::about(
@@ -381,7 +390,7 @@ pub fn check_resolved(mounted: &[OsString], real: &OsStr, subject: &str) -> Resu
 
 /// The same image file (device, inode) twice in one union is refused:
 /// overlayfs cannot stack a layer on itself.
-pub fn check_union_layers(
+pub(crate) fn check_union_layers(
     ids: &[(u64, u64)],
     names: &[OsString],
     subject: &str,
@@ -393,11 +402,6 @@ pub fn check_union_layers(
         }
     }
     Ok(())
-}
-
-/// The writable layer's size request, for messages.
-pub fn describe_size(size: LayerSize) -> String {
-    size.tmpfs_value()
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub struct Mounted {
 }
 
 /// The outcome, with every note in the order `--verbose` prints them.
-pub fn mounted(
+pub(crate) fn mounted(
     admitted: Admitted,
     request: &RunRequest,
     fused: Fused,
@@ -78,7 +78,7 @@ pub fn mounted(
 
 /// One level-1 line per image: which way it was routed and why, and what
 /// became of its instance.
-pub fn images(images: &Images) -> Vec<(u8, String)> {
+pub(crate) fn images(images: &Images) -> Vec<(u8, String)> {
     images
         .records
         .iter()
@@ -116,7 +116,7 @@ pub struct Clock {
 }
 
 impl Clock {
-    pub fn start() -> Clock {
+    pub(crate) fn start() -> Clock {
         Clock {
             last: Instant::now(),
             laps: Vec::new(),
@@ -124,7 +124,7 @@ impl Clock {
     }
 
     /// The step `what` ended now.
-    pub fn lap(&mut self, what: &'static str) {
+    pub(crate) fn lap(&mut self, what: &'static str) {
         let now = Instant::now();
         self.laps
             .push((what, now.duration_since(self.last).as_micros()));
@@ -132,7 +132,7 @@ impl Clock {
     }
 
     /// One level-3 line per step.
-    pub fn notes(&self) -> Vec<(u8, String)> {
+    pub(crate) fn notes(&self) -> Vec<(u8, String)> {
         self.laps
             .iter()
             .map(|(what, us)| (3, format!("{us} us: {what}")))

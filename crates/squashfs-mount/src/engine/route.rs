@@ -16,7 +16,7 @@ use crate::system::error::Failure;
 
 /// The call's images, opened and routed: one record per distinct file,
 /// and each mount's images by index.
-pub fn open_and_route<C: Credentials>(
+pub(crate) fn open_and_route<C: Credentials>(
     creds: &C,
     plan: &Plan,
     settings: &Settings,
@@ -41,7 +41,7 @@ pub fn open_and_route<C: Credentials>(
 
 /// Stage 2's checks of the images alone (no routing, nothing kept): what
 /// [`open_and_route`] would refuse before it routes (`engine::check`).
-pub fn open_only(as_caller: &impl ActingAsCaller, plan: &Plan) -> Result<(), Failure> {
+pub(crate) fn open_only(as_caller: &impl ActingAsCaller, plan: &Plan) -> Result<(), Failure> {
     open_each(as_caller, plan, |_image, _m| Ok(0)).map(drop)
 }
 

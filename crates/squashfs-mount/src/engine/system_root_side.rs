@@ -54,7 +54,7 @@ pub struct System {
 impl System {
     /// The root side of the setuid command: shared work out of the
     /// caller's scheduling reach.
-    pub fn out_of_session() -> System {
+    pub(crate) fn out_of_session() -> System {
         System {
             own_session: true,
             ..System::default()
@@ -75,7 +75,7 @@ impl System {
 /// that could not start there is an error; one that ended half-way ends
 /// the launch at once (the memory it shares with the launch may be
 /// half-changed: nothing more runs on it).
-pub fn shared<T>(own_session: bool, work: impl FnOnce() -> T) -> Result<T, OwnSession> {
+pub(crate) fn shared<T>(own_session: bool, work: impl FnOnce() -> T) -> Result<T, OwnSession> {
     if !own_session {
         return Ok(work());
     }

@@ -54,7 +54,7 @@ impl Mirrored {
     /// How much verbosity the note needs: none (a warning) when the
     /// caller loses the right to create files in a directory of their own
     /// (their home, say), which they would not expect; else `-v`.
-    pub fn level(&self) -> u8 {
+    pub(crate) fn level(&self) -> u8 {
         if self.was_writable && self.callers_own {
             0
         } else {
@@ -64,7 +64,7 @@ impl Mirrored {
 
     /// The note: a warning line (see [`Mirrored::level`]) or the
     /// `--verbose` line.
-    pub fn note(&self) -> String {
+    pub(crate) fn note(&self) -> String {
         if self.level() == 0 {
             let created: Vec<_> = self.created.iter().map(|c| c.to_string_lossy()).collect();
             let dir = self.dir.to_string_lossy();
@@ -95,7 +95,7 @@ impl Mirrored {
 /// If the mount `k` of the plan does not exist, makes it (and the other
 /// missing ones below the same directory) in the command's view; None
 /// when it exists (or cannot be looked up: `MountPoint::resolve` says why).
-pub fn make_missing<C: Credentials, R: RootSide>(
+pub(crate) fn make_missing<C: Credentials, R: RootSide>(
     creds: &mut C,
     root_side: &mut R,
     plan: &Plan,
@@ -272,7 +272,7 @@ fn entry_failure(subject: &str, dir: &OsStr, name: &OsStr, e: Errno) -> Failure 
 /// mount below the same directory whose first component there is new is
 /// included, unless it lies within another mount of the call from `k` on
 /// (it is then looked up inside that mount). Pure.
-pub fn new_directories<'a>(
+pub(crate) fn new_directories<'a>(
     keys: &[Vec<&'a [u8]>],
     k: usize,
     depth: usize,

@@ -26,7 +26,7 @@ pub struct Found {
 }
 
 /// The process's name (`comm`), or None once it has exited.
-pub fn read_comm(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
+pub(crate) fn read_comm(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
     let (comm, _) = system::read_file_at(dir, "comm", 64).ok()?;
     Some(comm)
 }
@@ -35,7 +35,7 @@ pub fn read_comm(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
 /// Another user's process is never taken, whatever it is called: its
 /// /proc directory is not owned by `uid` (nor is a process's that is
 /// privileged or not dumpable, whose namespaces `uid` could not open).
-pub fn find(step: &SlurmStep, uid: Uid) -> Option<Found> {
+pub(crate) fn find(step: &SlurmStep, uid: Uid) -> Option<Found> {
     let tag = step.tag();
     for pid in system::task_join::process_ids().ok()? {
         let Ok(dir) = system::task_join::open_process(pid) else {
@@ -107,7 +107,7 @@ fn orders(args: &[OsString]) -> Result<Orders, JoinError> {
 /// status. Refuses to run with any privilege: it is this program's
 /// internal mode, reachable by anyone who runs it, and does nothing a user
 /// could not do with a program of their own.
-pub fn run(args: &[OsString]) -> u8 {
+pub(crate) fn run(args: &[OsString]) -> u8 {
     let unprivileged = system::effective_uid() == system::real_uid()
         && system::effective_gid() == system::real_gid()
         && system::no_new_privs().unwrap_or(false);

@@ -28,12 +28,14 @@
 //! |-------------|-----------------------------------------------------|
 //! | `step.rs`   | which Slurm step, node and task this is             |
 //! | `keeper.rs` | the keeper that holds the namespace, and finding it |
+//!
+//! Front: none (nothing here is used outside the crate; `lib.rs`).
 
-pub mod keeper;
+pub(crate) mod keeper;
 mod step;
 
-pub use keeper::{KEEPER_WORD, PROCESS_NAME};
-pub use step::{JoinError, SlurmStep};
+pub(crate) use keeper::{KEEPER_WORD, PROCESS_NAME};
+pub(crate) use step::{JoinError, SlurmStep};
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::AsFd;
@@ -54,7 +56,7 @@ const WAIT_STEPS: u32 = 3000;
 /// mount namespace of the caller's on top of this one (it can write its
 /// id maps: a fresh, dumpable process), which this task joins too. In
 /// rootless mode the namespace is the caller's already.
-pub fn lead(
+pub(crate) fn lead(
     step: &SlurmStep,
     mount_list: &OsStr,
     own_user_namespace: bool,
@@ -134,7 +136,7 @@ pub struct Joined {
 /// of `uid`'s), joins its user and mount namespaces, returns to the
 /// working directory and tells the keeper. The process must be
 /// single-threaded.
-pub fn follow(step: &SlurmStep, uid: Uid) -> Result<Joined, JoinError> {
+pub(crate) fn follow(step: &SlurmStep, uid: Uid) -> Result<Joined, JoinError> {
     let cwd = system::current_dir().map_err(JoinError::WorkingDir)?;
     let mut waited = 0;
     let found = loop {
@@ -182,6 +184,6 @@ fn join_keeper(found: &keeper::Found, uid: Uid, cwd: &OsStr, enter: bool) -> Res
 }
 
 /// Whether `word` is the keeper's command-line word.
-pub fn is_keeper_word(word: &OsStr) -> bool {
+pub(crate) fn is_keeper_word(word: &OsStr) -> bool {
     word.as_bytes() == KEEPER_WORD.as_bytes()
 }

@@ -24,7 +24,7 @@ pub struct SlurmStep {
 
 impl SlurmStep {
     /// The step from the variables `var` gives (the caller's environment).
-    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<SlurmStep, JoinError> {
+    pub(crate) fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<SlurmStep, JoinError> {
         let text = |name: &str| var(name).map(|v| v.to_string_lossy().into_owned());
         let (Some(per_node), Some(node), Some(job), Some(step)) = (
             text("SLURM_STEP_TASKS_PER_NODE"),
@@ -62,24 +62,24 @@ impl SlurmStep {
     }
 
     /// `JOB.STEP.NODE`: what the keeper's command line names.
-    pub fn tag(&self) -> String {
+    pub(crate) fn tag(&self) -> String {
         format!("{}.{}.{}", self.job, self.step, self.node)
     }
 
     /// Whether this task mounts (and the others join it).
-    pub fn leads(&self) -> bool {
+    pub(crate) fn leads(&self) -> bool {
         self.local == 0
     }
 
     /// How many other tasks of the step on this node join the leader.
-    pub fn followers(&self) -> u32 {
+    pub(crate) fn followers(&self) -> u32 {
         self.tasks_here.saturating_sub(1)
     }
 }
 
 /// The number of tasks on node `node` from `SLURM_STEP_TASKS_PER_NODE`
 /// (`4`, `2(x3),1`: a count per node, `(xN)` repeating it N times).
-pub fn tasks_on_node(per_node: &str, node: u32) -> Option<u32> {
+pub(crate) fn tasks_on_node(per_node: &str, node: u32) -> Option<u32> {
     let mut index: u64 = 0;
     for part in per_node.split(',') {
         let (count, times) = match part.split_once("(x") {

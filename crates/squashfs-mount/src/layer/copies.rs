@@ -54,7 +54,7 @@ pub struct CallerRights {
 
 impl CallerRights {
     /// The current process's ids.
-    pub fn current() -> CallerRights {
+    pub(crate) fn current() -> CallerRights {
         let uid = system::effective_uid();
         let gid = system::effective_gid();
         let mut groups = system::supplementary_groups().unwrap_or_default();
@@ -64,7 +64,7 @@ impl CallerRights {
 
     /// The caller's rights (rwx as 0..=7) on an entry with this owner,
     /// group and mode, as the kernel's permission check judges them.
-    pub fn rights(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
+    pub(crate) fn rights(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
         if uid == self.uid {
             (mode >> 6) & 7
         } else if self.groups.contains(&gid) {
@@ -81,7 +81,7 @@ impl CallerRights {
     /// The mode of the caller's copy: the caller's rights as owner bits,
     /// the image's group and other bits without write; no set-id or
     /// sticky bit.
-    pub fn copy_mode(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
+    pub(crate) fn copy_mode(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
         (self.rights(uid, gid, mode) << 6) | (mode & 0o055)
     }
 
@@ -93,7 +93,7 @@ impl CallerRights {
     /// keeping the sticky bit (which restricts nothing for the copy's
     /// owner, the caller: the entries it protects get no copy, see
     /// [`Self::may_replace_entries_in`]).
-    pub fn dir_copy_mode(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
+    pub(crate) fn dir_copy_mode(&self, uid: Uid, gid: Gid, mode: u32) -> u32 {
         self.copy_mode(uid, gid, mode) | (mode & 0o1000)
     }
 
@@ -105,7 +105,7 @@ impl CallerRights {
     /// in a directory with this owner, group and mode: they may write and
     /// search it, and it is not sticky, or is theirs (a sticky directory
     /// lets only an entry's owner and its own owner do so).
-    pub fn may_replace_entries_in(&self, uid: Uid, gid: Gid, mode: u32) -> bool {
+    pub(crate) fn may_replace_entries_in(&self, uid: Uid, gid: Gid, mode: u32) -> bool {
         let sticky = mode & 0o1000 != 0;
         self.rights(uid, gid, mode) & 3 == 3 && (!sticky || uid == self.uid)
     }
@@ -127,7 +127,7 @@ pub enum Need {
 /// Whether an entry (not a directory) whose owner, group and mode are
 /// given needs the caller's copy, in a directory the caller may or may
 /// not write.
-pub fn need(caller: &CallerRights, uid: Uid, gid: Gid, mode: u32, dir_writable: bool) -> Need {
+fn need(caller: &CallerRights, uid: Uid, gid: Gid, mode: u32, dir_writable: bool) -> Need {
     if uid == caller.uid && gid == caller.gid {
         return Need::Nothing;
     }
@@ -169,7 +169,7 @@ struct Level {
 /// Copies what `lower` (the image's mount, opened for listing; `st` its
 /// stat) needs into `upper` (its sub-layer's upper directory), as the
 /// caller. `shown` names `lower` in messages.
-pub fn copy_tree(
+pub(crate) fn copy_tree(
     caller: &CallerRights,
     lower: BorrowedFd<'_>,
     st: &FileId,

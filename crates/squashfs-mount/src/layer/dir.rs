@@ -33,7 +33,7 @@ fn shown(path: &OsStr) -> String {
 impl LayerDir {
     /// Creates DIR if missing and opens it (symlinks followed, as the
     /// caller's own lookup would), then judges it; `uid` is the caller's.
-    pub fn open(path: &OsStr, uid: Uid) -> Result<LayerDir, Failure> {
+    pub(crate) fn open(path: &OsStr, uid: Uid) -> Result<LayerDir, Failure> {
         let created = system::make_directory_path_no_magic(path, 0o700)
             .map_err(|e| LayerError::Create(shown(path), e))?;
         let fd = system::open_directory_path_no_magic(path)
@@ -52,7 +52,7 @@ impl LayerDir {
     /// `handed`: the lock the launch took (`engine::kept_layer::claim`)
     /// and handed over; it must be DIR's, and taking it again on the same
     /// open file succeeds (flock belongs to the open file description).
-    pub fn lock(&self, uid: Uid, handed: Option<OwnedFd>) -> Result<OwnedFd, Failure> {
+    pub(crate) fn lock(&self, uid: Uid, handed: Option<OwnedFd>) -> Result<OwnedFd, Failure> {
         let fail = |e: Error| LayerError::Lock(shown(&self.path), e);
         let fd = match handed {
             None => system::open_lock_file(self.fd.as_fd(), LOCK_FILE, 0o600).map_err(fail)?,
@@ -120,7 +120,7 @@ fn judge(fd: std::os::fd::BorrowedFd<'_>, path: &OsStr, uid: Uid) -> Result<&'st
 /// that is missing where the caller cannot create it or on a refused file
 /// system, so that such a call fails at once, with the words the helper
 /// would say. As the caller; the helper judges again what it opens.
-pub fn precheck(
+pub(crate) fn precheck(
     _as_caller: &impl crate::privilege::ActingAsCaller,
     path: &OsStr,
     uid: Uid,
@@ -246,7 +246,7 @@ fn left_of_a_layer(dir: &LayerDir) -> Option<String> {
 
 /// The file system of DIR (statfs type `magic`), by name, or its refusal
 /// (`filesystem.rs` lists what holds an upper layer).
-pub fn judge_filesystem(magic: u64, dir: &str) -> Result<&'static str, LayerError> {
+pub(crate) fn judge_filesystem(magic: u64, dir: &str) -> Result<&'static str, LayerError> {
     match ACCEPTED.iter().find(|(m, _)| *m == magic) {
         Some((_, name)) => Ok(name),
         None => Err(LayerError::FileSystem {

@@ -34,7 +34,7 @@ pub const REFUSED: [(u64, &str); 11] = [
 ];
 
 /// Ok(name) for an accepted file system; otherwise the refusal of `dir`.
-pub fn refusal(f: &mut std::fmt::Formatter<'_>, magic: u64, dir: &str) -> std::fmt::Result {
+pub(crate) fn refusal(f: &mut std::fmt::Formatter<'_>, magic: u64, dir: &str) -> std::fmt::Result {
     let what = match REFUSED.iter().find(|(m, _)| *m == magic) {
         Some((_, name)) => format!("is on {name}"),
         None => format!(

@@ -52,7 +52,7 @@ pub enum Then {
 }
 
 /// The arguments after the program name.
-pub fn encode(plan: &LayerPlan, then: &Then) -> Vec<OsString> {
+pub(crate) fn encode(plan: &LayerPlan, then: &Then) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |s: &OsStr| a.push(s.to_owned());
     if plan.verbose > 0 {
@@ -110,7 +110,7 @@ pub fn encode(plan: &LayerPlan, then: &Then) -> Vec<OsString> {
 }
 
 /// Parses what [`encode`] wrote.
-pub fn decode(args: &[OsString]) -> Result<(LayerPlan, Then), HandoffError> {
+pub(crate) fn decode(args: &[OsString]) -> Result<(LayerPlan, Then), HandoffError> {
     let mut plan = LayerPlan {
         dir: OsString::new(),
         mounts: Vec::new(),

@@ -123,7 +123,7 @@ fn become_command(plan: &LayerPlan, command: &[OsString]) -> u8 {
 
 /// Executes `command` with this process's environment (the launch built
 /// it) and the caller's SIGPIPE disposition.
-pub fn exec(command: &[OsString]) -> u8 {
+pub(crate) fn exec(command: &[OsString]) -> u8 {
     let program = &command[0];
     let mut c = std::process::Command::new(program);
     c.args(&command[1..]).env_clear().envs(std::env::vars_os());
@@ -325,7 +325,7 @@ fn take_fds(
 /// they hold. The user namespace must be one `uid` owns, the mount
 /// namespace one that user namespace owns, the lock a regular file.
 /// Checked before any task joins them; says what is wrong.
-pub fn check_step_layer(layer: &StepLayer, uid: Uid) -> Result<(), Tampered> {
+pub(crate) fn check_step_layer(layer: &StepLayer, uid: Uid) -> Result<(), Tampered> {
     let (user, mnt) = (layer.user.as_fd(), layer.mnt.as_fd());
     if system::namespace_type(user) != Ok(system::USER_NAMESPACE) {
         return Err(Tampered::NotUserNamespace);

@@ -10,7 +10,7 @@ pub const COPIED_MARK: &str = "copied";
 /// launch uses it): the caller's copies of read-only directories are
 /// read-only to the caller too, as in the image, so `rm -rf` alone stops
 /// at them. Shell-quoted when `dir` needs it.
-pub fn removal_command(dir: &str) -> String {
+pub(crate) fn removal_command(dir: &str) -> String {
     let plain = |b: u8| b.is_ascii_alphanumeric() || b"/._-+,:@%".contains(&b);
     let dir = match !dir.is_empty() && dir.bytes().all(plain) {
         true => dir.to_string(),

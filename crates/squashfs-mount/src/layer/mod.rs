@@ -32,27 +32,32 @@
 //! |                    | `squashfs_format::stamp`)                                      |
 //! | `helper.rs`        | `squashfs-mount-layer`: the command's and Slurm's ways         |
 //! | `start.rs`         | the one way each front end starts the helper                   |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Kept` (`helper::Kept`), `Start` (`start::Start`), `StepLayer`
+//! (`helper::StepLayer`), `run_layer_helper` (`helper::main`),
+//! `start_layer` (`start::start`).
 
-pub mod copies;
-pub mod dir;
-pub mod failure;
-pub mod filesystem;
-pub mod handoff;
-pub mod helper;
-pub mod layout;
-pub mod mount_order;
-pub mod stack;
-pub mod stage;
-pub mod start;
+pub(crate) mod copies;
+pub(crate) mod dir;
+pub(crate) mod failure;
+pub(crate) mod filesystem;
+pub(crate) mod handoff;
+pub(crate) mod helper;
+pub(crate) mod layout;
+pub(crate) mod mount_order;
+pub(crate) mod stack;
+pub(crate) mod stage;
+pub(crate) mod start;
 
-pub use mount_order::{identity_of, ImageId, Made, ViewMount};
+pub(crate) use mount_order::{identity_of, Made, ViewMount};
 
-pub use failure::{Foreign, LayerError};
-pub use handoff::LayerPlan;
-pub use helper::Kept;
-pub use layout::{removal_command, COPIED_MARK, LOCK_FILE};
-pub use start::{start, Start};
+pub(crate) use failure::{Foreign, LayerError};
+pub(crate) use handoff::LayerPlan;
+pub(crate) use helper::Kept;
+pub(crate) use layout::{removal_command, COPIED_MARK, LOCK_FILE};
+pub(crate) use start::{start, Start};
 
 /// The helper's file name (`mounts::installed` says where it is).
-pub use crate::mounts::installed::HELPER_NAME;
-pub use squashfs_format::stamp::STAMP_FILE;
+pub(crate) use crate::mounts::installed::HELPER_NAME;
+pub(crate) use squashfs_format::stamp::STAMP_FILE;

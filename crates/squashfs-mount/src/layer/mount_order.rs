@@ -18,7 +18,7 @@ use crate::mounts::image::Image;
 use crate::system;
 use crate::system::error::Failure;
 
-pub use squashfs_format::stamp::ImageId;
+pub(crate) use squashfs_format::stamp::ImageId;
 
 /// What root made at a place.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub enum Step {
 }
 
 /// The step for each mount, or why the view cannot take a kept layer.
-pub fn steps(mounts: &[ViewMount]) -> Result<Vec<Step>, LayerError> {
+pub(crate) fn steps(mounts: &[ViewMount]) -> Result<Vec<Step>, LayerError> {
     let mut out: Vec<Step> = Vec::with_capacity(mounts.len());
     for (i, m) in mounts.iter().enumerate() {
         let holder = mounts[..i]
@@ -77,7 +77,7 @@ pub fn steps(mounts: &[ViewMount]) -> Result<Vec<Step>, LayerError> {
 }
 
 /// The image mount points of the view with their images, in order.
-pub fn image_mounts(mounts: &[ViewMount]) -> Vec<(&OsString, &[ImageId])> {
+pub(crate) fn image_mounts(mounts: &[ViewMount]) -> Vec<(&OsString, &[ImageId])> {
     mounts
         .iter()
         .filter_map(|m| match &m.made {
@@ -89,7 +89,7 @@ pub fn image_mounts(mounts: &[ViewMount]) -> Vec<(&OsString, &[ImageId])> {
 
 /// The identity of an opened image (`squashfs_format::identity`), read
 /// from the caller's fd.
-pub fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
+pub(crate) fn identity_of(image: &Image, subject: &str) -> Result<ImageId, Failure> {
     let fail = |e: system::Error| {
         let image = image.path.to_string_lossy().into_owned();
         Failure::about(subject, LayerError::Identity { image, e })

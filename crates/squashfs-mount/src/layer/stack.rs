@@ -28,7 +28,7 @@ use crate::system::{self, FsContext};
 
 /// The options of a kept layer's overlays: `userxattr`, every option of
 /// the one list ([`overlay::SAFE_OPTIONS`]), `uuid=null`.
-pub fn layer_options(ctx: &impl OverlayOptions) -> Result<(), overlay::OptionFailed> {
+pub(crate) fn layer_options(ctx: &impl OverlayOptions) -> Result<(), overlay::OptionFailed> {
     ctx.set_flag("userxattr").map_err(|e| {
         (
             "overlay userxattr (this needs Linux 5.11 or later)".to_string(),
@@ -47,7 +47,10 @@ fn shown(p: &OsStr) -> String {
 }
 
 /// Opens, before anything is stacked, the image mounts (the lowers).
-pub fn open_lowers(mounts: &[ViewMount], steps: &[Step]) -> Result<Vec<Option<OwnedFd>>, Failure> {
+pub(crate) fn open_lowers(
+    mounts: &[ViewMount],
+    steps: &[Step],
+) -> Result<Vec<Option<OwnedFd>>, Failure> {
     let mut out = Vec::with_capacity(mounts.len());
     for (m, step) in mounts.iter().zip(steps) {
         if *step == Step::Leave {
@@ -64,7 +67,7 @@ pub fn open_lowers(mounts: &[ViewMount], steps: &[Step]) -> Result<Vec<Option<Ow
 
 /// Refuses a mount point `fd` (at `path`) that does not show what root
 /// mounted there (squashfs, FUSE, or root's union).
-pub fn shows_the_image(fd: BorrowedFd<'_>, path: &OsStr) -> Result<(), Failure> {
+pub(crate) fn shows_the_image(fd: BorrowedFd<'_>, path: &OsStr) -> Result<(), Failure> {
     let magic = system::filesystem_type(fd).unwrap_or(0);
     if [system::SQUASHFS_MAGIC, system::FUSE_MAGIC, OVERLAY_MAGIC].contains(&magic) {
         return Ok(());
@@ -74,7 +77,7 @@ pub fn shows_the_image(fd: BorrowedFd<'_>, path: &OsStr) -> Result<(), Failure> 
 
 /// Stacks, in order, an overlay on each image mount point (the sub-layer
 /// numbers in `numbers`, one per image mount).
-pub fn stack(
+pub(crate) fn stack(
     mounts: &[ViewMount],
     lowers: &[Option<OwnedFd>],
     numbers: &[u32],

@@ -65,7 +65,11 @@ pub struct Claimed {
 /// is refused). Nothing is written to the stamp. The launch runs it
 /// before the drop (`engine::kept_layer::claim`) and hands the lock to
 /// the helper, which runs it again with that lock.
-pub fn claim(plan: &LayerPlan, uid: Uid, handed: Option<OwnedFd>) -> Result<Claimed, Failure> {
+pub(crate) fn claim(
+    plan: &LayerPlan,
+    uid: Uid,
+    handed: Option<OwnedFd>,
+) -> Result<Claimed, Failure> {
     let steps = mount_order::steps(&plan.mounts)?;
     let dir = LayerDir::open(&plan.dir, uid)?;
     read_stamp(&dir)?;
@@ -78,7 +82,7 @@ pub fn claim(plan: &LayerPlan, uid: Uid, handed: Option<OwnedFd>) -> Result<Clai
 }
 
 /// Runs the stage for `plan` as the current (unprivileged) process.
-pub fn enter(plan: &LayerPlan) -> Result<Entered, Failure> {
+pub(crate) fn enter(plan: &LayerPlan) -> Result<Entered, Failure> {
     let (uid, gid) = (system::effective_uid(), system::effective_gid());
     let handed = match plan.lock_fd {
         Some(n) => {

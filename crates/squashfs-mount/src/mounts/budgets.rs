@@ -124,7 +124,7 @@ pub struct LaunchSlot {
 
 impl LaunchSlot {
     /// A slot that holds nothing: where the limit cannot be enforced.
-    pub fn unbounded() -> LaunchSlot {
+    pub(crate) fn unbounded() -> LaunchSlot {
         LaunchSlot { _lock: None }
     }
 
@@ -132,7 +132,12 @@ impl LaunchSlot {
     /// `wait_ms` (`max-launches-wait`): launches queue up rather than fail
     /// (128 at once by one user are normal in a job script), but one whose
     /// setup is stuck cannot block the user's others forever.
-    pub fn take(_root: &AsRoot, uid: Uid, max: u32, wait_ms: u64) -> Result<LaunchSlot, Failure> {
+    pub(crate) fn take(
+        _root: &AsRoot,
+        uid: Uid,
+        max: u32,
+        wait_ms: u64,
+    ) -> Result<LaunchSlot, Failure> {
         let Some(slots) = subdir(SLOTS_DIR)? else {
             return Ok(LaunchSlot::unbounded());
         };
@@ -194,11 +199,11 @@ pub struct UserHold {
 
 impl UserHold {
     /// A hold that holds nothing: where the limits cannot be kept.
-    pub fn none() -> UserHold {
+    pub(crate) fn none() -> UserHold {
         UserHold { _lock: None }
     }
 
-    pub fn take(root: &AsRoot, uid: Uid, wait_ms: u64) -> Result<UserHold, Failure> {
+    pub(crate) fn take(root: &AsRoot, uid: Uid, wait_ms: u64) -> Result<UserHold, Failure> {
         let Some(dir) = subdir(USERS_DIR)? else {
             return Ok(UserHold::none());
         };
@@ -226,7 +231,7 @@ impl UserHold {
 /// is read only when it matters: for instances wanted for it, or when the
 /// user has devices it may hold. Without records (`devices` None) nothing
 /// is counted.
-pub fn reserve(
+pub(crate) fn reserve(
     root: &AsRoot,
     devices: Option<&Devices>,
     uid: Uid,
@@ -260,7 +265,7 @@ pub fn reserve(
 
 /// After attaching: the devices counted again. Beyond `max-loop-devices`
 /// (launches attached meanwhile), the caller undoes its own and refuses.
-pub fn recount(
+pub(crate) fn recount(
     root: &AsRoot,
     devices: Option<&Devices>,
     uid: Uid,

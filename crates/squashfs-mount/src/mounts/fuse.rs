@@ -133,7 +133,7 @@ impl Server {
     /// judgement as for an image, with root the only trusted owner): a
     /// server in a user's directory (a hard link to the setuid binary
     /// there, say) is refused.
-    pub fn pin(
+    pub(crate) fn pin(
         _as_caller: &impl ActingAsCaller,
         path: &OsStr,
         as_root: bool,
@@ -164,7 +164,7 @@ impl Server {
 const LAUNCH_CACHE_BYTES: u64 = 64 << 20;
 
 /// The cache budget of each of `n` servers started by one launch.
-pub fn cache_share(n: usize) -> u64 {
+pub(crate) fn cache_share(n: usize) -> u64 {
     (LAUNCH_CACHE_BYTES / (n.max(1) as u64)).clamp(512 << 10, 40 << 20)
 }
 
@@ -199,7 +199,7 @@ pub struct Starting {
 
 impl Starting {
     /// The server `server` (a pidfd) answers on `ready` about `subject`.
-    pub fn new(ready: OwnedFd, subject: &str, server: OwnedFd) -> Starting {
+    pub(crate) fn new(ready: OwnedFd, subject: &str, server: OwnedFd) -> Starting {
         Starting {
             ready,
             subject: subject.to_string(),
@@ -210,13 +210,16 @@ impl Starting {
 
 /// Opens /dev/fuse as the caller: a site that restricts FUSE (mode 0600,
 /// a group) restricts it for this tool too.
-pub fn open_device(_as_caller: &impl ActingAsCaller, subject: &str) -> Result<OwnedFd, Failure> {
+pub(crate) fn open_device(
+    _as_caller: &impl ActingAsCaller,
+    subject: &str,
+) -> Result<OwnedFd, Failure> {
     system::open_fuse_device()
         .map_err(|e| Failure::about(subject, FuseError::Device(e, device_problem(e))))
 }
 
 /// Why /dev/fuse did not open for the caller (`e`), and what to do.
-pub fn device_problem(e: system::Error) -> String {
+pub(crate) fn device_problem(e: system::Error) -> String {
     match e {
         system::Error::ACCESS | system::Error::PERM => {
             let who = system::stat_following(system::working_dir(), "/dev/fuse")
@@ -320,7 +323,7 @@ pub(super) fn program_argv(l: &Launcher<'_>) -> Vec<CString> {
 /// Makes a FUSE mount for `image` on the connection `device` (opened as
 /// the caller, [`open_device`]) and starts its server, which becomes the
 /// caller with the caller's resource limits before it reads anything.
-pub fn instance(
+pub(crate) fn instance(
     _root: &AsRoot,
     image: &Image,
     device: OwnedFd,
@@ -370,7 +373,10 @@ pub fn instance(
 /// Waits for each server's answer: `ready`, or the reason it refused the
 /// image (corrupt, truncated...), or that it could not start. Returns the
 /// servers' pidfds.
-pub fn wait_ready(starting: Vec<Starting>, server: &Server) -> Result<Vec<OwnedFd>, Failure> {
+pub(crate) fn wait_ready(
+    starting: Vec<Starting>,
+    server: &Server,
+) -> Result<Vec<OwnedFd>, Failure> {
     let mut servers = Vec::with_capacity(starting.len());
     for s in starting {
         let answered = system::wait_readable(s.ready.as_fd(), READY_TIMEOUT_MS).map_err(|e| {

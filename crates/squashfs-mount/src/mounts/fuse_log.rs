@@ -56,7 +56,7 @@ impl Detached {
     /// emptied beyond `LOG_LIMIT`. The caller can neither write it nor
     /// fill `/run` with it; the servers get this descriptor and keep it
     /// within the limit themselves.
-    pub fn create(_root: &AsRoot, caller: &Caller) -> Result<Detached, LogError> {
+    pub(crate) fn create(_root: &AsRoot, caller: &Caller) -> Result<Detached, LogError> {
         let dir = log_dir(system::open_or_create_dir(LOG_DIR, 0o711))?;
         let name = format!("{}.log", caller.uid);
         let log = system::open_root_log(dir.as_fd(), &name, 0o600).map_err(LogError::Open)?;
@@ -83,7 +83,7 @@ impl Detached {
 
     /// /dev/null for both (the engine's unit tests).
     #[cfg(test)]
-    pub fn stand_in() -> Detached {
+    pub(crate) fn stand_in() -> Detached {
         let null = || system::open_null().expect("/dev/null");
         Detached {
             log: null(),

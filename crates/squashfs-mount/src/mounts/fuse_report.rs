@@ -18,7 +18,7 @@ use crate::system::{self, Helper};
 /// have no stderr) wrote to the caller's log from now on, with the log's
 /// path. It holds the caller's log, a pidfd of the launch and the launch's
 /// stderr; stdin and stdout are /dev/null. Returns its pidfd.
-pub fn start_reporter(
+pub(crate) fn start_reporter(
     _root: &AsRoot,
     l: &Launcher<'_>,
     d: &Detached,

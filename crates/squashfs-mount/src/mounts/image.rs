@@ -100,7 +100,7 @@ impl Image {
     /// borrow proves we are not inside an `as_root` section), refuses
     /// anything but a regular file, and checks the superblock read from that
     /// same fd.
-    pub fn open(
+    pub(crate) fn open(
         _as_caller: &impl ActingAsCaller,
         given: &OsStr,
         subject: &str,
@@ -144,7 +144,7 @@ impl Image {
     /// Linux kernel can decompress, is refused here; the kernel's own
     /// refusal of any other compressor it lacks is explained by
     /// `mount::MountError::Refused`.
-    pub fn check_kernel_support(
+    pub(crate) fn check_kernel_support(
         &self,
         kernel: Option<&KernelConfig>,
         subject: &str,
@@ -170,7 +170,7 @@ impl Image {
 
     /// Refuses an image whose last block a loop device cannot hold
     /// (`mksquashfs -nopad`), saying how to pad it.
-    pub fn check_loop_fit(&self, subject: &str) -> Result<(), Failure> {
+    pub(crate) fn check_loop_fit(&self, subject: &str) -> Result<(), Failure> {
         match squashfs_format::superblock::loop_padding_needed(
             self.superblock.bytes_used,
             self.id.size,
@@ -192,7 +192,7 @@ impl Image {
     /// (walked from `/` without following symlinks, and checked to lead to
     /// this very file), what the kernel says the caller may write, whether
     /// a FUSE server provides it, and whether its path is open to everyone.
-    pub fn provenance(
+    pub(crate) fn provenance(
         &self,
         _as_caller: &impl ActingAsCaller,
         caller: &Caller,
@@ -211,7 +211,7 @@ impl Image {
 /// Who can change the file `fd` (named `real` by the kernel, with
 /// metadata `id`) and every directory on its path, judged as for an image
 /// (the caller's part left empty).
-pub fn provenance_of(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId) -> Provenance {
+pub(crate) fn provenance_of(fd: BorrowedFd<'_>, real: &OsStr, id: &FileId) -> Provenance {
     facts(fd, real, id, None).0
 }
 
@@ -406,6 +406,6 @@ fn fuse_home(fd: BorrowedFd<'_>) -> FuseHome {
 }
 
 /// The running kernel's configuration, when it is readable as plain text.
-pub fn kernel_config() -> Option<KernelConfig> {
+pub(crate) fn kernel_config() -> Option<KernelConfig> {
     KernelConfig::running(None)
 }

@@ -52,12 +52,12 @@ fn parent(path: &[u8]) -> Option<&[u8]> {
 }
 
 /// The server in the directory `dir`.
-pub fn server_next_to(dir: &OsStr) -> OsString {
+pub(crate) fn server_next_to(dir: &OsStr) -> OsString {
     in_dir(dir.as_bytes(), SERVER_NAME)
 }
 
 /// The helper next to the FUSE server `server`.
-pub fn helper_next_to(server: &OsStr) -> OsString {
+pub(crate) fn helper_next_to(server: &OsStr) -> OsString {
     match parent(server.as_bytes()) {
         Some(dir) => in_dir(dir, HELPER_NAME),
         None => OsString::from(HELPER_NAME),
@@ -72,7 +72,7 @@ fn lib_dir_of(exe: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The server for the setuid command: `<exe dir>/../lib/squashfs-mount/`.
-pub fn server_for_command() -> Option<OsString> {
+pub(crate) fn server_for_command() -> Option<OsString> {
     let exe = system::own_executable().ok()?;
     Some(server_next_to(OsStr::from_bytes(&lib_dir_of(
         exe.as_bytes(),
@@ -80,13 +80,13 @@ pub fn server_for_command() -> Option<OsString> {
 }
 
 /// The helper for the command: next to its FUSE server.
-pub fn helper_for_command() -> Option<OsString> {
+pub(crate) fn helper_for_command() -> Option<OsString> {
     Some(helper_next_to(&server_for_command()?))
 }
 
 /// The directory the shared object holding this code was loaded from
 /// (for the plugin: its own directory), from this process's memory map.
-pub fn plugin_directory() -> Option<OsString> {
+pub(crate) fn plugin_directory() -> Option<OsString> {
     let here = plugin_directory as fn() -> Option<OsString> as usize;
     let (maps, _) =
         system::read_file_at(system::working_dir(), "/proc/self/maps", 16 << 20).ok()?;
@@ -123,7 +123,7 @@ const SYSTEM_DIRS: &[&str] = &[
 
 /// The places rootless mode tries, in order, for the program at `exe`
 /// with `path` the caller's PATH.
-pub fn rootless_candidates(exe: &OsStr, path: Option<&OsStr>) -> Vec<OsString> {
+pub(crate) fn rootless_candidates(exe: &OsStr, path: Option<&OsStr>) -> Vec<OsString> {
     let mut dirs: Vec<Vec<u8>> = Vec::new();
     let exe = exe.as_bytes();
     if let Some(at) = exe.iter().rposition(|&b| b == b'/') {
@@ -165,7 +165,7 @@ pub fn rootless_candidates(exe: &OsStr, path: Option<&OsStr>) -> Vec<OsString> {
 }
 
 /// The server for rootless mode, or every place looked at.
-pub fn find_for_rootless(path: Option<&OsStr>) -> Result<OsString, Vec<OsString>> {
+pub(crate) fn find_for_rootless(path: Option<&OsStr>) -> Result<OsString, Vec<OsString>> {
     let exe = system::own_executable().unwrap_or_default();
     let candidates = rootless_candidates(&exe, path);
     candidates
@@ -192,7 +192,7 @@ impl std::fmt::Display for NotFound {
 crate::error_kind!(NotFound);
 
 /// The message for a server that is nowhere: `looked` is every place tried.
-pub fn not_found(image: &str, looked: &[OsString]) -> String {
+pub(crate) fn not_found(image: &str, looked: &[OsString]) -> String {
     let places: Vec<String> = looked
         .iter()
         .map(|p| String::from_utf8_lossy(OsStr::as_bytes(p)).into_owned())

@@ -23,7 +23,7 @@ pub struct Fresh {
 /// the loop budget). This is where the kernel reads the image: no lock is
 /// held. The loop device fd closes on return; the superblock keeps the
 /// device busy and autoclear detaches it once the last mount of it is gone.
-pub fn on_device(
+pub(crate) fn on_device(
     root: &AsRoot,
     device: LoopDevice,
     image: &Image,
@@ -40,7 +40,7 @@ pub fn on_device(
 
 /// Another detached mount of the instance `tree` (for an image used twice
 /// in one call), made where `tree` was made.
-pub fn clone(
+pub(crate) fn clone(
     _root: &AsRoot,
     tree: &OwnedFd,
     image: &Image,

@@ -73,7 +73,7 @@ impl fmt::Display for LoopError {
 crate::error_kind!(LoopError);
 
 /// The `lo_file_name` of a device attached for `maker`.
-pub fn device_name(maker: Uid) -> Vec<u8> {
+pub(crate) fn device_name(maker: Uid) -> Vec<u8> {
     let mut name = MARKER.to_vec();
     name.push(0);
     name.extend_from_slice(maker.to_string().as_bytes());
@@ -104,7 +104,7 @@ fn backoff(attempt: u32) {
 /// a multiple of it (a loop device's size is rounded down to its block size,
 /// and the squashfs superblock would then lie beyond the end: mksquashfs pads
 /// to 4 KiB by default, other packers may pad less); else the kernel default.
-pub fn effective_block_size(wanted: u32, image_size: u64) -> u32 {
+pub(crate) fn effective_block_size(wanted: u32, image_size: u64) -> u32 {
     if wanted == 0 || !image_size.is_multiple_of(u64::from(wanted)) {
         0
     } else {
@@ -123,7 +123,7 @@ pub struct LoopDevice {
 }
 
 impl LoopDevice {
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         format!("/dev/loop{}", self.number)
     }
 
@@ -133,7 +133,7 @@ impl LoopDevice {
     /// where the state directory cannot be used); never opened: a device
     /// another launch claimed, or one bound already. Users see the backing
     /// file's path in sysfs, as with any loop device.
-    pub fn attach(
+    pub(crate) fn attach(
         root: &AsRoot,
         image: &Image,
         options: LoopOptions,
@@ -235,7 +235,7 @@ impl LoopDevice {
 
     /// Checks with LOOP_GET_STATUS64 that the device is backed by the file
     /// `image.fd` refers to (device and inode), read-only and autoclear.
-    pub fn verify_backed_by(&self, image: &Image) -> Result<(), LoopError> {
+    pub(crate) fn verify_backed_by(&self, image: &Image) -> Result<(), LoopError> {
         let info =
             system::loop_status(self.fd.as_fd()).map_err(|e| LoopError::Status(self.path(), e))?;
         if info.lo_device != image.id.dev || info.lo_inode != image.id.ino {

@@ -135,7 +135,6 @@ pub struct Devices {
 /// The claim of one device number: held until dropped.
 pub struct DeviceClaim {
     file: OwnedFd,
-    pub number: u32,
 }
 
 impl Drop for DeviceClaim {
@@ -146,7 +145,7 @@ impl Drop for DeviceClaim {
 
 impl DeviceClaim {
     /// Records the binding this claim's launch made.
-    pub fn record(&self, record: &Binding) -> Result<(), Error> {
+    pub(crate) fn record(&self, record: &Binding) -> Result<(), Error> {
         system::set_fd_attribute(
             self.file.as_fd(),
             RECORD_ATTRIBUTE,
@@ -157,7 +156,7 @@ impl DeviceClaim {
 
 impl Devices {
     /// Opens (or makes) the records' directory.
-    pub fn open(_root: &AsRoot) -> Result<Option<Devices>, state_dir::StateDirError> {
+    pub(crate) fn open(_root: &AsRoot) -> Result<Option<Devices>, state_dir::StateDirError> {
         Ok(state_dir::subdir(DEVICES_DIR)?.map(|dir| Devices { dir }))
     }
 
@@ -165,14 +164,14 @@ impl Devices {
     /// holds its claim. A file removed (`tidy`) between its open and its
     /// lock is opened again: a claim is always on the file the name
     /// names.
-    pub fn claim(&self, _root: &AsRoot, number: u32) -> Result<Option<DeviceClaim>, Error> {
+    pub(crate) fn claim(&self, _root: &AsRoot, number: u32) -> Result<Option<DeviceClaim>, Error> {
         loop {
             let file = system::open_lock_file(self.dir.as_fd(), &number.to_string(), 0o600)?;
             if !system::try_lock(file.as_fd(), LockKind::Exclusive)? {
                 return Ok(None);
             }
             if system::fstat(file.as_fd())?.nlink > 0 {
-                return Ok(Some(DeviceClaim { file, number }));
+                return Ok(Some(DeviceClaim { file }));
             }
         }
     }
@@ -219,7 +218,7 @@ impl Devices {
     /// after every record, `cached` (the devices whose instance the cache
     /// holds, by its own records) can only have moved a device of `uid`'s
     /// to the cache meanwhile, never hide one.
-    pub fn count(
+    pub(crate) fn count(
         &self,
         root: &AsRoot,
         uid: Uid,
@@ -248,7 +247,7 @@ impl Devices {
     }
 
     /// The devices left to the cache now, and their kernel memory.
-    pub fn left(&self, root: &AsRoot) -> (usize, u64) {
+    pub(crate) fn left(&self, root: &AsRoot) -> (usize, u64) {
         self.records(root)
             .iter()
             .filter_map(|(_, r)| r.left)
@@ -261,7 +260,13 @@ impl Devices {
     /// Done under the device's claim, and only to the binding the cache
     /// had (a device being configured anew is skipped: its instance is
     /// gone already).
-    pub fn leave_to_the_cache(&self, root: &AsRoot, number: u32, backing: (u64, u64), cost: u64) {
+    pub(crate) fn leave_to_the_cache(
+        &self,
+        root: &AsRoot,
+        number: u32,
+        backing: (u64, u64),
+        cost: u64,
+    ) {
         let Ok(Some(claim)) = self.claim(root, number) else {
             return;
         };

@@ -20,19 +20,22 @@
 //! | `shared_lock.rs`  | waiting for a lock another launch holds                      |
 //! | `state_dir.rs`    | the root-only directory in /run that launches share          |
 //! | `prefetch.rs`     | reading an image's hot files while the command starts        |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `server_for_plugin` (`installed::server_for_plugin`).
 
-pub mod budgets;
-pub mod fuse;
-pub mod fuse_log;
-pub mod fuse_report;
-pub mod image;
-pub mod installed;
-pub mod instance;
-pub mod loop_device;
-pub mod loop_records;
-pub mod mount_point;
-pub mod overlay;
-pub mod prefetch;
-pub mod shared_lock;
-pub mod squashfs;
-pub mod state_dir;
+pub(crate) mod budgets;
+pub(crate) mod fuse;
+pub(crate) mod fuse_log;
+pub(crate) mod fuse_report;
+pub(crate) mod image;
+pub(crate) mod installed;
+pub(crate) mod instance;
+pub(crate) mod loop_device;
+pub(crate) mod loop_records;
+pub(crate) mod mount_point;
+pub(crate) mod overlay;
+pub(crate) mod prefetch;
+pub(crate) mod shared_lock;
+pub(crate) mod squashfs;
+pub(crate) mod state_dir;

@@ -105,7 +105,7 @@ impl MountPoint {
     /// messages ("mount path", "bind destination"), `given` is how the
     /// caller wrote it; `create_hint` says how to have a missing one
     /// created.
-    pub fn resolve(
+    pub(crate) fn resolve(
         _as_caller: &impl ActingAsCaller,
         path: &OsStr,
         given: &OsStr,

@@ -82,7 +82,7 @@ pub struct WritableLimits {
 
 impl WritableLimits {
     /// Refuses sizes above the ceiling rather than silently clamping.
-    pub fn new(size: LayerSize, total_memory: u64) -> Result<WritableLimits, OverlayError> {
+    pub(crate) fn new(size: LayerSize, total_memory: u64) -> Result<WritableLimits, OverlayError> {
         let percent = |p: u64| (u128::from(total_memory) * u128::from(p) / 100) as u64;
         let ceiling = percent(WRITABLE_MAX_PERCENT_OF_RAM);
         let bytes = match size {
@@ -114,7 +114,7 @@ impl Owners {
     /// The caller's, for `creds`: root creates the directories; in
     /// rootless mode the caller does, and the user namespace maps only the
     /// caller's uid and primary gid.
-    pub fn of<C: Credentials>(creds: &C) -> Owners {
+    pub(crate) fn of<C: Credentials>(creds: &C) -> Owners {
         let caller = creds.caller();
         if C::MODE.has_root() {
             Owners {
@@ -152,7 +152,7 @@ impl RootAttributes {
     /// creator's (so root never hands a directory to an arbitrary id
     /// chosen by an image's author, and a user namespace is never asked
     /// for an id it does not map).
-    pub fn sanitized(model: &system::FileId, owners: &Owners) -> Self {
+    pub(crate) fn sanitized(model: &system::FileId, owners: &Owners) -> Self {
         let creator = owners.creator;
         RootAttributes {
             uid: if model.uid == owners.caller_uid {
@@ -207,20 +207,24 @@ impl OverlayOptions for FsContext {
 pub type OptionFailed = (String, system::Error);
 
 /// Sets `key=value` on `ctx`.
-pub fn set_option(ctx: &impl OverlayOptions, key: &str, value: &str) -> Result<(), OptionFailed> {
+pub(crate) fn set_option(
+    ctx: &impl OverlayOptions,
+    key: &str,
+    value: &str,
+) -> Result<(), OptionFailed> {
     ctx.set_option(key, value)
         .map_err(|e| (format!("overlay {key}={value}"), e))
 }
 
 /// Sets every option of [`SAFE_OPTIONS`] on `ctx`.
-pub fn set_safe_options(ctx: &impl OverlayOptions) -> Result<(), OptionFailed> {
+pub(crate) fn set_safe_options(ctx: &impl OverlayOptions) -> Result<(), OptionFailed> {
     SAFE_OPTIONS
         .iter()
         .try_for_each(|(key, value)| set_option(ctx, key, value))
 }
 
 /// The options of root's unions and writable layers: [`SAFE_OPTIONS`].
-pub fn union_options(ctx: &impl OverlayOptions) -> Result<(), OptionFailed> {
+pub(crate) fn union_options(ctx: &impl OverlayOptions) -> Result<(), OptionFailed> {
     set_safe_options(ctx)
 }
 
@@ -237,7 +241,7 @@ fn sys_err(subject: &str, what: &str, e: system::Error) -> Failure {
 
 impl WritableTmpfs {
     /// A fresh tmpfs, nosuid, nodev, size- and inode-limited.
-    pub fn create(_root: &AsRoot, limits: WritableLimits) -> Result<WritableTmpfs, Failure> {
+    pub(crate) fn create(_root: &AsRoot, limits: WritableLimits) -> Result<WritableTmpfs, Failure> {
         let subject = "--writable";
         let ctx = FsContext::open("tmpfs").map_err(|e| sys_err(subject, "fsopen(tmpfs)", e))?;
         for (key, value) in [
@@ -288,7 +292,7 @@ impl WritableTmpfs {
 /// with a writable tmpfs layer on top when `writable` is given. Returns the
 /// detached overlay mount (nosuid, nodev; read-only without a writable
 /// layer).
-pub fn stack(
+pub(crate) fn stack(
     _root: &AsRoot,
     layers: &[OwnedFd],
     writable: Option<&mut WritableTmpfs>,

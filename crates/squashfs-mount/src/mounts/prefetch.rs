@@ -33,7 +33,7 @@ const CHUNK: usize = 256 << 10;
 /// Starts the prefetcher for the mount points in `mount_list`
 /// (`UENV_MOUNT_LIST`: `<image>:<mountpoint>,...`, resolved paths without
 /// `:` or `,`). Returns at once in the launch.
-pub fn start(mount_list: &OsStr) {
+pub(crate) fn start(mount_list: &OsStr) {
     let mount_points: Vec<&[u8]> = mount_list
         .as_bytes()
         .split(|&b| b == b',')

@@ -111,7 +111,7 @@ impl fmt::Display for Busy {
 /// Takes `kind` on `fd`, waiting at most `timeout_ms` for the `holders` it
 /// waits for, and not at all for one that cannot release it. Returns how
 /// long it waited, in milliseconds, with the lock.
-pub fn take<F: AsFd>(
+pub(crate) fn take<F: AsFd>(
     _root: &AsRoot,
     fd: F,
     kind: LockKind,
@@ -148,7 +148,7 @@ pub fn take<F: AsFd>(
 }
 
 /// One attempt, without waiting or looking at holders: None when busy.
-pub fn try_take<F: AsFd>(
+pub(crate) fn try_take<F: AsFd>(
     _root: &AsRoot,
     fd: F,
     kind: LockKind,

@@ -76,7 +76,7 @@ crate::error_kind!(MountError);
 
 /// Creates a squashfs superblock on `device` and returns it as a detached
 /// mount (read-only, nosuid, nodev).
-pub fn squashfs_on(
+pub(crate) fn squashfs_on(
     _root: &AsRoot,
     device: &LoopDevice,
     image: &Image,
@@ -126,7 +126,7 @@ pub fn squashfs_on(
 /// pinned as the caller) and the mounts below it, each made nosuid and
 /// nodev (flags are only added) and a slave, so that nothing mounted on the
 /// copy propagates back to the host.
-pub fn bind_copy(
+pub(crate) fn bind_copy(
     _root: &AsRoot,
     source: BorrowedFd<'_>,
     subject: &str,
@@ -144,7 +144,7 @@ pub fn bind_copy(
 }
 
 /// Attaches a detached mount onto the pinned mount point.
-pub fn attach(
+pub(crate) fn attach(
     _root: &AsRoot,
     mount: &OwnedFd,
     target: &MountPoint,

@@ -43,7 +43,7 @@ impl std::error::Error for StateDirError {}
 /// Refuses a state directory that is not root's; gives root's own the
 /// exact mode [`STATE_DIR_MODE`] (one made under a caller's umask by an
 /// earlier version is repaired, not trusted nor given up on).
-pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), StateDirError> {
+pub(crate) fn root_only(fd: BorrowedFd<'_>) -> Result<(), StateDirError> {
     let id = system::fstat(fd).map_err(StateDirError::Stat)?;
     if !id.is_dir() || !id.uid.is_root() {
         return Err(StateDirError::NotRootOnly);
@@ -58,7 +58,7 @@ pub fn root_only(fd: BorrowedFd<'_>) -> Result<(), StateDirError> {
 /// at all (a read-only /run, or none): what is kept there protects against
 /// exhaustion, it is not a security boundary, so launches then go without
 /// it rather than fail.
-pub fn open() -> Result<Option<OwnedFd>, StateDirError> {
+pub(crate) fn open() -> Result<Option<OwnedFd>, StateDirError> {
     let dir = match system::open_dir_nofollow(system::working_dir(), STATE_DIR).or_else(|e| match e
     {
         system::Error::NOENT => system::open_or_create_dir(STATE_DIR, STATE_DIR_MODE),
@@ -79,7 +79,7 @@ pub fn open() -> Result<Option<OwnedFd>, StateDirError> {
 
 /// The root-only directory `name` of the state directory, made when
 /// missing (None as for [`open`]).
-pub fn subdir(name: &str) -> Result<Option<OwnedFd>, StateDirError> {
+pub(crate) fn subdir(name: &str) -> Result<Option<OwnedFd>, StateDirError> {
     let Some(state) = open()? else {
         return Ok(None);
     };

@@ -20,7 +20,7 @@ pub struct Fake<const ROOTLESS: bool> {
 }
 
 impl<const ROOTLESS: bool> Fake<ROOTLESS> {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let was_root = system::effective_uid().is_root();
         if was_root {
             // Per thread (the raw system call), as every test has its own.

@@ -27,6 +27,10 @@
 //! | `root_phase.rs`     | the capabilities a root phase keeps; a thread root already |
 //! | `verify.rs`         | dropping root for good, verified                           |
 //! | `fake_privilege.rs` | credentials for the engine's unit tests (tests only)       |
+//!
+//! Front (re-exported by `lib.rs`; other crates use only these):
+//! `Caller`, `Credentials`, `PrivilegeError`, `RootPhase`,
+//! `ThreadCredentials`, `Unprivileged`.
 
 mod root_phase;
 mod rootless;
@@ -41,12 +45,13 @@ use std::marker::PhantomData;
 use crate::system::error::Failure;
 use crate::system::{self, Gid, Uid};
 
-pub use root_phase::{on_root_thread, RootPhase};
-pub use rootless::Rootless;
-pub use setuid::{refuse_set_group_id, Privileges};
+pub(crate) use root_phase::on_root_thread;
+pub use root_phase::RootPhase;
+pub(crate) use rootless::Rootless;
+pub(crate) use setuid::{refuse_set_group_id, Privileges};
 pub use thread::ThreadCredentials;
 pub use unprivileged::Unprivileged;
-pub use verify::{drop_to, verify_dropped};
+pub(crate) use verify::drop_to;
 
 /// Who asked: real uid, real gid and supplementary groups (at exec for the
 /// setuid process; Slurm's job user for the plugin).
@@ -60,7 +65,7 @@ pub struct Caller {
 impl Caller {
     /// The user who started this process: its real uid and gid, and its
     /// supplementary groups.
-    pub fn of_this_process() -> Result<Caller, PrivilegeError> {
+    pub(crate) fn of_this_process() -> Result<Caller, PrivilegeError> {
         Ok(Caller {
             uid: system::real_uid(),
             gid: system::real_gid(),
@@ -83,7 +88,7 @@ impl Caller {
     }
 
     /// The caller's gid and supplementary groups.
-    pub fn all_gids(&self) -> Vec<Gid> {
+    pub(crate) fn all_gids(&self) -> Vec<Gid> {
         std::iter::once(self.gid)
             .chain(self.groups.iter().copied())
             .collect()
@@ -195,7 +200,7 @@ impl Mode {
     /// Whether root's steps exist: the site's admission, the kernel path,
     /// the image cache, FUSE servers that start as root and drop to the
     /// caller by themselves.
-    pub const fn has_root(self) -> bool {
+    pub(crate) const fn has_root(self) -> bool {
         !matches!(self, Mode::Rootless)
     }
 }
@@ -272,7 +277,7 @@ pub trait Credentials: ActingAsCaller {
 }
 
 #[cfg(test)]
-pub mod fake_privilege;
+pub(crate) mod fake_privilege;
 
 #[cfg(test)]
 mod tests {

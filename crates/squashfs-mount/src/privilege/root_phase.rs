@@ -76,20 +76,15 @@ impl RootPhase {
     }
 
     /// The setuid command also raises the caller's lowered hard limits.
-    pub fn with_limits(self) -> RootPhase {
+    pub(crate) fn with_limits(self) -> RootPhase {
         RootPhase(self.0 | Capabilities::SYS_RESOURCE)
-    }
-
-    /// The capabilities kept.
-    pub fn capabilities(self) -> Capabilities {
-        self.0
     }
 
     /// Leaves the calling thread only these capabilities (those it has of
     /// them), and verifies it: nothing beyond them is effective,
     /// permitted, inheritable or in the bounding set. Needs root's
     /// effective uid and CAP_SETPCAP; refuses otherwise.
-    pub fn enter(self) -> Result<(), PrivilegeError> {
+    pub(crate) fn enter(self) -> Result<(), PrivilegeError> {
         system::limit_capabilities(self.0)
             .map_err(|(what, e)| PrivilegeError::Capabilities(what, e))?;
         let now = super::sys("capget", system::capability_state())?;
@@ -105,7 +100,7 @@ impl RootPhase {
 /// epilog, in slurmd), made for this and ending after it: the thread keeps
 /// only the capabilities of `phase` (verified), then `f` gets the proof of
 /// being root. Refuses on a thread whose effective uid is not root's.
-pub fn on_root_thread<T>(
+pub(crate) fn on_root_thread<T>(
     phase: RootPhase,
     f: impl FnOnce(&AsRoot) -> T,
 ) -> Result<T, PrivilegeError> {

@@ -25,7 +25,7 @@ impl Rootless {
     /// The caller, before the namespaces are entered (the site's
     /// configuration is read first: inside the user namespace root's files
     /// would show as nobody's).
-    pub fn new() -> Result<Rootless, Failure> {
+    pub(crate) fn new() -> Result<Rootless, Failure> {
         Ok(Rootless {
             caller: Caller::of_this_process()?,
         })
@@ -33,7 +33,7 @@ impl Rootless {
 
     /// Drops every capability (the command runs as the caller, with
     /// no_new_privs), and verifies it.
-    pub fn finish(self) -> Result<Caller, PrivilegeError> {
+    pub(crate) fn finish(self) -> Result<Caller, PrivilegeError> {
         sys("capset", system::clear_capabilities())?;
         sys("prctl(PR_SET_NO_NEW_PRIVS)", system::set_no_new_privs())?;
         if !sys("capget", system::has_no_capabilities())? {

@@ -26,7 +26,7 @@ impl Privileges {
     /// non-dumpable, records the caller, gives up every capability `phase`
     /// does not keep (verified; unless the caller is root) and switches
     /// the effective ids to the caller's.
-    pub fn acquire(phase: RootPhase) -> Result<Self, PrivilegeError> {
+    pub(crate) fn acquire(phase: RootPhase) -> Result<Self, PrivilegeError> {
         if !system::effective_uid().is_root() {
             // Not setuid (or the kernel ignored the bit): nothing
             // privileged to protect; rootless mode needs the process to
@@ -82,7 +82,9 @@ impl Privileges {
     /// become the caller's, no_new_privs is set, and the result is verified.
     /// Returns the caller and the umask and scheduling it had, for the
     /// command (`CallerProcessState::restore`, as the caller).
-    pub fn drop_for_good(self) -> Result<(Caller, system::CallerProcessState), PrivilegeError> {
+    pub(crate) fn drop_for_good(
+        self,
+    ) -> Result<(Caller, system::CallerProcessState), PrivilegeError> {
         // Single-threaded since `acquire` (the tool starts no thread).
         super::drop_to(&self.caller)?;
         Ok((self.caller, self.process))
@@ -95,7 +97,7 @@ impl Privileges {
 /// thing the program does, before its arguments are acted on. Judged by
 /// the program file's mode (fstat of /proc/self/exe); where that cannot
 /// be read, by the effective gid differing from the real one.
-pub fn refuse_set_group_id() -> Result<(), PrivilegeError> {
+pub(crate) fn refuse_set_group_id() -> Result<(), PrivilegeError> {
     match system::own_program() {
         Ok((st, _)) if st.mode & 0o2000 == 0 => Ok(()),
         Ok((st, fd)) => {

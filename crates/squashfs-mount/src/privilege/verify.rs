@@ -6,7 +6,7 @@ use crate::system::{self, Gid, Uid};
 /// Sets all ids and the groups to `caller`'s, sets no_new_privs and
 /// verifies that root cannot be regained. Needs root (or to already be
 /// `caller`); the process must be single-threaded.
-pub fn drop_to(caller: &Caller) -> Result<(), PrivilegeError> {
+pub(crate) fn drop_to(caller: &Caller) -> Result<(), PrivilegeError> {
     // Regain root for the changes that need it (no-op when we already are).
     if !caller.uid.is_root() {
         let _ = system::set_effective_uid(Uid::ROOT);
@@ -20,7 +20,7 @@ pub fn drop_to(caller: &Caller) -> Result<(), PrivilegeError> {
 
 /// Checks that the process holds only the caller's credentials: real,
 /// effective and saved ids, groups, no capability, root not regainable.
-pub fn verify_dropped(caller: &Caller) -> Result<(), PrivilegeError> {
+pub(crate) fn verify_dropped(caller: &Caller) -> Result<(), PrivilegeError> {
     let (u, g) = (caller.uid, caller.gid);
     if sys("getresuid", system::res_uid())? != (u, u, u) {
         return Err(PrivilegeError::StillPrivileged("uid"));

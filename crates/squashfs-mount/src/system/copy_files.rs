@@ -16,7 +16,7 @@ use super::{FileId, SysResult};
 
 /// Opens the directory `name` in `dir` for listing (and fchmod), refusing
 /// a symlink.
-pub fn open_listable_dir<Fd: AsFd>(dir: Fd, name: &OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn open_listable_dir<Fd: AsFd>(dir: Fd, name: &OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         dir,
         name,
@@ -26,7 +26,7 @@ pub fn open_listable_dir<Fd: AsFd>(dir: Fd, name: &OsStr) -> SysResult<OwnedFd> 
 }
 
 /// Every name in the open directory `dir` (without `.` and `..`).
-pub fn names_in(dir: BorrowedFd<'_>) -> SysResult<Vec<OsString>> {
+pub(crate) fn names_in(dir: BorrowedFd<'_>) -> SysResult<Vec<OsString>> {
     let mut names = Vec::new();
     let mut d = rustix::fs::Dir::read_from(dir)?;
     while let Some(e) = d.read() {
@@ -41,18 +41,18 @@ pub fn names_in(dir: BorrowedFd<'_>) -> SysResult<Vec<OsString>> {
 
 /// mkdirat(2) of `name` in `dir` with `mode` (the umask applies: set the
 /// mode afterwards with [`set_mode`]).
-pub fn make_dir_named<Fd: AsFd>(dir: Fd, name: &OsStr, mode: u32) -> SysResult<()> {
+pub(crate) fn make_dir_named<Fd: AsFd>(dir: Fd, name: &OsStr, mode: u32) -> SysResult<()> {
     rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
 }
 
 /// fchmod(2).
-pub fn set_mode(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
+pub(crate) fn set_mode(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
     rustix::fs::fchmod(fd, Mode::from_raw_mode(mode))
 }
 
 /// Whether overlayfs marked the directory `dir` opaque (`userxattr`: a
 /// directory the layer made over a removed one hides the image's).
-pub fn is_opaque_dir(dir: BorrowedFd<'_>) -> bool {
+pub(crate) fn is_opaque_dir(dir: BorrowedFd<'_>) -> bool {
     let mut buf = [0u8; 4];
     matches!(
         rustix::fs::fgetxattr(dir, "user.overlay.opaque", &mut buf[..]),
@@ -64,7 +64,7 @@ pub fn is_opaque_dir(dir: BorrowedFd<'_>) -> bool {
 /// symlink, never blocking) to a new file `name` in `to` with `mode` and
 /// the modification time of `st`; EEXIST when `to` has that name.
 /// Returns the bytes copied. A partial copy is removed.
-pub fn copy_file_named(
+pub(crate) fn copy_file_named(
     from: BorrowedFd<'_>,
     to: BorrowedFd<'_>,
     name: &OsStr,
@@ -110,14 +110,23 @@ pub fn copy_file_named(
 
 /// Makes in `to` a symlink `name` with the target of the symlink `name`
 /// of `from`; EEXIST when `to` has that name.
-pub fn copy_symlink_named(from: BorrowedFd<'_>, to: BorrowedFd<'_>, name: &OsStr) -> SysResult<()> {
+pub(crate) fn copy_symlink_named(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    name: &OsStr,
+) -> SysResult<()> {
     let target = rustix::fs::readlinkat(from, name, Vec::new())?;
     rustix::fs::symlinkat(target.as_c_str(), to, name)
 }
 
 /// Makes in `to` a FIFO or socket `name` (`kind`: the file type bits)
 /// with `mode`; EEXIST when `to` has that name.
-pub fn make_special_named(to: BorrowedFd<'_>, name: &OsStr, kind: u32, mode: u32) -> SysResult<()> {
+pub(crate) fn make_special_named(
+    to: BorrowedFd<'_>,
+    name: &OsStr,
+    kind: u32,
+    mode: u32,
+) -> SysResult<()> {
     let file_type = rustix::fs::FileType::from_raw_mode(kind);
     rustix::fs::mknodat(to, name, file_type, Mode::from_raw_mode(0o600), 0)?;
     // In the caller's own DIR (0700), just made: nobody else can have

@@ -8,17 +8,17 @@ use super::SysResult;
 /// [`set_cpu_affinity`].
 pub struct CpuAffinity(rustix::thread::CpuSet);
 
-pub fn cpu_affinity() -> SysResult<CpuAffinity> {
+pub(crate) fn cpu_affinity() -> SysResult<CpuAffinity> {
     rustix::thread::sched_getaffinity(None).map(CpuAffinity)
 }
 
-pub fn set_cpu_affinity(a: &CpuAffinity) -> SysResult<()> {
+pub(crate) fn set_cpu_affinity(a: &CpuAffinity) -> SysResult<()> {
     rustix::thread::sched_setaffinity(None, &a.0)
 }
 
 /// Restricts this process to run on `cpu` only (fails for a CPU that is
 /// offline, beyond the kernel's limit or outside the process's cpuset).
-pub fn pin_to_cpu(cpu: usize) -> SysResult<()> {
+pub(crate) fn pin_to_cpu(cpu: usize) -> SysResult<()> {
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
         return Err(Errno::INVAL);
     }

@@ -7,16 +7,16 @@ use rustix::io::Errno;
 
 use super::{Gid, SysResult, Uid};
 
-pub fn real_uid() -> Uid {
+pub(crate) fn real_uid() -> Uid {
     Uid::from_sys(rustix::process::getuid())
 }
-pub fn real_gid() -> Gid {
+pub(crate) fn real_gid() -> Gid {
     Gid::from_sys(rustix::process::getgid())
 }
-pub fn effective_uid() -> Uid {
+pub(crate) fn effective_uid() -> Uid {
     Uid::from_sys(rustix::process::geteuid())
 }
-pub fn effective_gid() -> Gid {
+pub(crate) fn effective_gid() -> Gid {
     Gid::from_sys(rustix::process::getegid())
 }
 
@@ -25,7 +25,7 @@ pub fn effective_gid() -> Gid {
 /// and fstat'ed: its mode says how the program is installed. With the fd,
 /// whose path (`path_of_fd`) names it in a message; read only then, as a
 /// readlink in /proc costs every launch.
-pub fn own_program() -> SysResult<(super::FileId, std::os::fd::OwnedFd)> {
+pub(crate) fn own_program() -> SysResult<(super::FileId, std::os::fd::OwnedFd)> {
     use rustix::fs::{Mode, OFlags, CWD};
     let fd = rustix::fs::openat(
         CWD,
@@ -36,7 +36,7 @@ pub fn own_program() -> SysResult<(super::FileId, std::os::fd::OwnedFd)> {
     let st = super::fstat(std::os::fd::AsFd::as_fd(&fd))?;
     Ok((st, fd))
 }
-pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
+pub(crate) fn supplementary_groups() -> SysResult<Vec<Gid>> {
     Ok(rustix::process::getgroups()?
         .into_iter()
         .map(Gid::from_sys)
@@ -44,7 +44,7 @@ pub fn supplementary_groups() -> SysResult<Vec<Gid>> {
 }
 
 /// Returns (real, effective, saved) uids.
-pub fn res_uid() -> SysResult<(Uid, Uid, Uid)> {
+pub(crate) fn res_uid() -> SysResult<(Uid, Uid, Uid)> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: getresuid writes three uid_t through valid, exclusive pointers
     // to locals; it has no other effect.
@@ -60,7 +60,7 @@ pub fn res_uid() -> SysResult<(Uid, Uid, Uid)> {
 }
 
 /// Returns (real, effective, saved) gids.
-pub fn res_gid() -> SysResult<(Gid, Gid, Gid)> {
+pub(crate) fn res_gid() -> SysResult<(Gid, Gid, Gid)> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: as for getresuid above: three valid out-pointers to locals.
     let rc = unsafe { libc::getresgid(&mut r, &mut e, &mut s) };
@@ -79,34 +79,34 @@ pub fn res_gid() -> SysResult<(Gid, Gid, Gid)> {
 // credentials of the whole process.
 
 /// Sets only the effective uid (real and saved stay).
-pub fn set_effective_uid(uid: Uid) -> SysResult<()> {
+pub(crate) fn set_effective_uid(uid: Uid) -> SysResult<()> {
     rustix::thread::set_thread_res_uid(None, uid.sys(), None)
 }
 /// Sets only the effective gid (real and saved stay).
-pub fn set_effective_gid(gid: Gid) -> SysResult<()> {
+pub(crate) fn set_effective_gid(gid: Gid) -> SysResult<()> {
     rustix::thread::set_thread_res_gid(None, gid.sys(), None)
 }
 /// Sets real, effective and saved uid.
-pub fn set_all_uids(uid: Uid) -> SysResult<()> {
+pub(crate) fn set_all_uids(uid: Uid) -> SysResult<()> {
     rustix::thread::set_thread_res_uid(uid.sys(), uid.sys(), uid.sys())
 }
 /// Sets real, effective and saved gid.
-pub fn set_all_gids(gid: Gid) -> SysResult<()> {
+pub(crate) fn set_all_gids(gid: Gid) -> SysResult<()> {
     rustix::thread::set_thread_res_gid(gid.sys(), gid.sys(), gid.sys())
 }
-pub fn set_groups(groups: &[Gid]) -> SysResult<()> {
+pub(crate) fn set_groups(groups: &[Gid]) -> SysResult<()> {
     let groups: Vec<rustix::process::Gid> = groups.iter().map(|g| g.sys()).collect();
     rustix::thread::set_thread_groups(&groups)
 }
 
-pub fn set_not_dumpable() -> SysResult<()> {
+pub(crate) fn set_not_dumpable() -> SysResult<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
 }
 pub fn set_no_new_privs() -> SysResult<()> {
     rustix::thread::set_no_new_privs(true)
 }
 /// Whether no_new_privs is set (then the kernel ignored a setuid bit).
-pub fn no_new_privs() -> SysResult<bool> {
+pub(crate) fn no_new_privs() -> SysResult<bool> {
     rustix::thread::no_new_privs()
 }
 
@@ -122,7 +122,7 @@ pub fn has_no_capabilities() -> SysResult<bool> {
 }
 
 /// is after the effective uid changed from 0 to another uid).
-pub fn effective_capabilities_empty() -> SysResult<bool> {
+pub(crate) fn effective_capabilities_empty() -> SysResult<bool> {
     Ok(rustix::thread::capabilities(None)?.effective.is_empty())
 }
 
@@ -141,7 +141,7 @@ pub fn clear_capabilities() -> SysResult<()> {
 }
 
 /// A set of capabilities (one bit each, as the kernel numbers them).
-pub use rustix::thread::CapabilitySet as Capabilities;
+pub(crate) use rustix::thread::CapabilitySet as Capabilities;
 
 /// The calling thread's capability sets (the ambient set is empty
 /// whenever the inheritable one is).
@@ -165,7 +165,7 @@ fn bounding_set_members() -> impl Iterator<Item = SysResult<(Capabilities, bool)
 
 /// The calling thread's capability sets (capget, and PR_CAPBSET_READ for
 /// each capability the kernel knows).
-pub fn capability_state() -> SysResult<CapabilityState> {
+pub(crate) fn capability_state() -> SysResult<CapabilityState> {
     let sets = rustix::thread::capabilities(None)?;
     let mut bounding = Capabilities::empty();
     for member in bounding_set_members() {
@@ -187,7 +187,7 @@ pub fn capability_state() -> SysResult<CapabilityState> {
 /// rest), then the permitted and effective sets are what is left of
 /// `keep`, the inheritable set (and so the ambient set) empty. On failure,
 /// the system call that failed.
-pub fn limit_capabilities(keep: Capabilities) -> Result<(), (&'static str, Errno)> {
+pub(crate) fn limit_capabilities(keep: Capabilities) -> Result<(), (&'static str, Errno)> {
     let before = rustix::thread::capabilities(None).map_err(|e| ("capget", e))?;
     // One PR_CAPBSET_DROP per capability not kept (dropping one already
     // gone succeeds), until the first number the kernel does not know.
@@ -223,7 +223,7 @@ pub fn limit_capabilities(keep: Capabilities) -> Result<(), (&'static str, Errno
 
 /// Sets only the real uid (effective and saved stay). With the effective
 /// uid 0, any uid may be set.
-pub fn set_real_uid(uid: Uid) -> SysResult<()> {
+pub(crate) fn set_real_uid(uid: Uid) -> SysResult<()> {
     rustix::thread::set_thread_res_uid(uid.sys(), None, None)
 }
 
@@ -252,7 +252,7 @@ thread_local! {
 }
 
 impl OutOfReach {
-    pub fn enter() -> SysResult<OutOfReach> {
+    pub(crate) fn enter() -> SysResult<OutOfReach> {
         REACH.with_borrow_mut(|r| {
             if r.depth == 0 {
                 let mask = super::block_job_control()?;

@@ -8,8 +8,8 @@ use std::error::Error;
 use std::fmt;
 
 /// A typed error and, for most, the subject (`image:mountpoint`, the
-/// image, the bind) it is about. Tests and the plugin ask for the kind
-/// ([`Failure::kind`]); the words are for people.
+/// image, the bind) it is about. The unit tests ask for the kind
+/// (`Failure::kind`, in test builds only); the words are for people.
 #[derive(Debug)]
 pub struct Failure {
     subject: Option<String>,
@@ -25,7 +25,7 @@ impl Failure {
     }
 
     /// The `image:mountpoint` (or other subject) concerned, said first.
-    pub fn about<E: Error + Send + Sync + 'static>(subject: &str, error: E) -> Self {
+    pub(crate) fn about<E: Error + Send + Sync + 'static>(subject: &str, error: E) -> Self {
         Failure {
             subject: Some(subject.to_string()),
             error: Box::new(error),
@@ -33,12 +33,14 @@ impl Failure {
     }
 
     /// The error, if it is of the kind `E`.
-    pub fn kind<E: Error + 'static>(&self) -> Option<&E> {
+    #[cfg(test)]
+    pub(crate) fn kind<E: Error + 'static>(&self) -> Option<&E> {
         self.error.downcast_ref()
     }
 
     /// What it is about, if said.
-    pub fn subject(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn subject(&self) -> Option<&str> {
         self.subject.as_deref()
     }
 }
@@ -74,7 +76,7 @@ macro_rules! error_kind {
 
 /// `text` without the " (os error N)" that error values append: the
 /// messages say what the error means in words already.
-pub fn without_os_error(text: &str) -> String {
+pub(crate) fn without_os_error(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find(" (os error ") {
@@ -115,7 +117,7 @@ pub fn start_program() {
 
 /// Writes one line to stderr, ignoring errors: a closed or broken stderr
 /// must never abort the tool (`eprintln!` panics on EPIPE).
-pub fn report(line: impl fmt::Display) {
+pub(crate) fn report(line: impl fmt::Display) {
     use std::io::Write;
     let _ = writeln!(
         std::io::stderr().lock(),
@@ -125,12 +127,12 @@ pub fn report(line: impl fmt::Display) {
 }
 
 /// `report` for warnings.
-pub fn warn(line: impl fmt::Display) {
+pub(crate) fn warn(line: impl fmt::Display) {
     report(format_args!("warning: {line}"));
 }
 
 /// Writes to stdout, ignoring errors (help and version output).
-pub fn print_stdout(text: &str) {
+pub(crate) fn print_stdout(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
@@ -138,7 +140,7 @@ pub fn print_stdout(text: &str) {
 }
 
 /// Writes to stderr, ignoring errors (the usage after a mistake).
-pub fn print_stderr(text: &str) {
+pub(crate) fn print_stderr(text: &str) {
     use std::io::Write;
     let mut out = std::io::stderr().lock();
     let _ = out.write_all(text.as_bytes());
@@ -146,20 +148,20 @@ pub fn print_stderr(text: &str) {
 }
 
 /// An I/O error's message without Rust's " (os error N)" suffix.
-pub fn io_message(e: &std::io::Error) -> String {
+pub(crate) fn io_message(e: &std::io::Error) -> String {
     without_os_error(&e.to_string())
 }
 
 /// The C library's words for an errno, as glibc's strerror prints them
 /// ("Permission denied", "No such file or directory"): scripts and uenv's
 /// tests match them.
-pub fn errno_words(e: crate::system::Error) -> String {
+pub(crate) fn errno_words(e: crate::system::Error) -> String {
     io_message(&std::io::Error::from_raw_os_error(e.raw_os_error()))
 }
 
 /// What to do about an errno met on a path the caller gave ("" when the
 /// words say it all).
-pub fn errno_hint(e: crate::system::Error) -> &'static str {
+pub(crate) fn errno_hint(e: crate::system::Error) -> &'static str {
     use crate::system::Error as Errno;
     match e {
         Errno::ACCESS | Errno::PERM => "; you cannot reach it with your own rights",

@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use super::ids::{Gid, Uid};
 use super::SysResult;
 
-pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> SysResult<FileId> {
     file_id(&rustix::fs::fstat(fd)?)
 }
 
@@ -32,16 +32,16 @@ pub struct FileId {
 }
 
 impl FileId {
-    pub fn is_regular(&self) -> bool {
+    pub(crate) fn is_regular(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFREG
     }
-    pub fn is_dir(&self) -> bool {
+    pub(crate) fn is_dir(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFDIR
     }
-    pub fn is_symlink(&self) -> bool {
+    pub(crate) fn is_symlink(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFLNK
     }
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self.mode & libc::S_IFMT {
             libc::S_IFREG => "regular file",
             libc::S_IFDIR => "directory",
@@ -56,7 +56,7 @@ impl FileId {
 }
 
 /// Filesystem magic (statfs f_type) of the filesystem holding `fd`.
-pub fn filesystem_type(fd: BorrowedFd<'_>) -> SysResult<u64> {
+pub(crate) fn filesystem_type(fd: BorrowedFd<'_>) -> SysResult<u64> {
     Ok(rustix::fs::fstatfs(fd)?.f_type as u64)
 }
 
@@ -76,18 +76,18 @@ fn file_id(st: &rustix::fs::Stat) -> SysResult<FileId> {
 }
 
 /// fstatat without following a symlink in the last component.
-pub fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+pub(crate) fn stat_at<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     stat_name_at(dir, OsStr::new(path))
 }
 
 /// [`stat_at`] for a name that need not be UTF-8.
-pub fn stat_name_at<Fd: AsFd>(dir: Fd, path: &OsStr) -> SysResult<FileId> {
+pub(crate) fn stat_name_at<Fd: AsFd>(dir: Fd, path: &OsStr) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     file_id(&st)
 }
 
 /// fstatat following symlinks (e.g. the magic links in `/proc/<pid>/ns`).
-pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+pub(crate) fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
     file_id(&st)
 }
@@ -95,7 +95,7 @@ pub fn stat_following<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
 /// Whether the effective ids (the caller's, while acting as the caller)
 /// may write the file or directory `fd` refers to (faccessat2 with
 /// AT_EACCESS: mode bits, ACLs, read-only mounts all count).
-pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
+pub(crate) fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
     match access(fd, libc::W_OK) {
         Ok(()) => Ok(true),
         Err(Errno::ACCESS) | Err(Errno::ROFS) | Err(Errno::TXTBSY) => Ok(false),
@@ -111,14 +111,14 @@ pub fn may_write(fd: BorrowedFd<'_>) -> SysResult<bool> {
 /// Whether the effective ids may make an entry in the directory `fd`
 /// refers to (write and search permission, ACLs, read-only mounts): Ok,
 /// or the error a mkdir there would meet (EACCES, EROFS).
-pub fn may_create_in(fd: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn may_create_in(fd: BorrowedFd<'_>) -> SysResult<()> {
     access(fd, libc::W_OK | libc::X_OK)
 }
 
 /// Whether the effective ids may list and search the directory `fd`
 /// refers to (read and execute permission, ACLs included). Anything but a
 /// clear yes is a no.
-pub fn may_list(fd: BorrowedFd<'_>) -> SysResult<bool> {
+pub(crate) fn may_list(fd: BorrowedFd<'_>) -> SysResult<bool> {
     match access(fd, libc::R_OK | libc::X_OK) {
         Ok(()) => Ok(true),
         Err(Errno::ACCESS) | Err(Errno::PERM) => Ok(false),
@@ -164,7 +164,7 @@ fn access(fd: BorrowedFd<'_>, mode: libc::c_int) -> SysResult<()> {
 /// (the O_PATH fds of a path walk, which fgetxattr refuses), the lookup
 /// of "." in it comes first (getxattrat, Linux 6.13): one call instead of
 /// a refused one and then that.
-pub fn access_acl(fd: BorrowedFd<'_>, directory: bool) -> SysResult<Option<Vec<u8>>> {
+pub(crate) fn access_acl(fd: BorrowedFd<'_>, directory: bool) -> SysResult<Option<Vec<u8>>> {
     const NAME: &std::ffi::CStr = c"system.posix_acl_access";
     let mut buf = vec![0u8; 4096];
     let first = match directory {
@@ -240,7 +240,7 @@ fn xattr_at(
 
 /// The id of the mount `fd` is on (statx STATX_MNT_ID), as in mountinfo's
 /// first field.
-pub fn mount_id(fd: BorrowedFd<'_>) -> SysResult<u64> {
+pub(crate) fn mount_id(fd: BorrowedFd<'_>) -> SysResult<u64> {
     use rustix::fs::{AtFlags, StatxFlags};
     let st = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?;
     if st.stx_mask & StatxFlags::MNT_ID.bits() == 0 {
@@ -252,13 +252,13 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> SysResult<u64> {
 /// Sets the extended attribute `name` of `path` (relative to the current
 /// directory; no symlink followed) to `value`. Unlike a file's contents,
 /// an attribute is not limited by the caller's RLIMIT_FSIZE.
-pub fn set_attribute(path: &str, name: &str, value: &[u8]) -> SysResult<()> {
+pub(crate) fn set_attribute(path: &str, name: &str, value: &[u8]) -> SysResult<()> {
     rustix::fs::lsetxattr(path, name, value, rustix::fs::XattrFlags::empty())
 }
 
 /// The extended attribute `name` of `path` (no symlink followed), at most
 /// `limit` bytes; None when it is not set.
-pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u8>>> {
+pub(crate) fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u8>>> {
     // Records are a few hundred bytes: a small buffer first (a large one
     // is zeroed page by page in a process that has just started), the
     // whole limit only when the value does not fit (ERANGE).
@@ -280,13 +280,13 @@ pub fn attribute(path: &str, name: &str, limit: usize) -> SysResult<Option<Vec<u
 /// Sets the extended attribute `name` of the open file `fd` to `value`
 /// (not limited by the caller's RLIMIT_FSIZE; replaced as a whole: a
 /// reader sees the old value or the new one).
-pub fn set_fd_attribute(fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> SysResult<()> {
+pub(crate) fn set_fd_attribute(fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> SysResult<()> {
     rustix::fs::fsetxattr(fd, name, value, rustix::fs::XattrFlags::empty())
 }
 
 /// The extended attribute `name` of the open file `fd`, at most 256
 /// bytes; None when it is not set.
-pub fn fd_attribute(fd: BorrowedFd<'_>, name: &str) -> SysResult<Option<Vec<u8>>> {
+pub(crate) fn fd_attribute(fd: BorrowedFd<'_>, name: &str) -> SysResult<Option<Vec<u8>>> {
     let mut buf = vec![0u8; 256];
     match rustix::fs::fgetxattr(fd, name, &mut buf[..]) {
         Ok(n) => {
@@ -301,13 +301,13 @@ pub fn fd_attribute(fd: BorrowedFd<'_>, name: &str) -> SysResult<Option<Vec<u8>>
 /// `fstat` from what the kernel has cached (statx AT_STATX_DONT_SYNC):
 /// on a FUSE mount no request goes to its server, so a stopped or hostile
 /// server cannot stall the caller (a lock holder, say).
-pub fn fstat_cached(fd: BorrowedFd<'_>) -> SysResult<FileId> {
+pub(crate) fn fstat_cached(fd: BorrowedFd<'_>) -> SysResult<FileId> {
     stat_cached(fd, "", rustix::fs::AtFlags::EMPTY_PATH)
 }
 
 /// [`fstat_cached`] of `path` relative to `dir` (no symlink followed in
 /// the last component).
-pub fn stat_at_cached<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
+pub(crate) fn stat_at_cached<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<FileId> {
     stat_cached(dir.as_fd(), path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
 }
 
@@ -337,7 +337,7 @@ fn stat_cached(dir: BorrowedFd<'_>, path: &str, flags: rustix::fs::AtFlags) -> S
 /// Sets the POSIX access ACL of the file `fd` (`system.posix_acl_access`,
 /// bytes as `acl::read_only_for` makes them); the kernel sets the mode's
 /// group bits to the ACL's mask. Needs the file's owner.
-pub fn set_access_acl(fd: BorrowedFd<'_>, acl: &[u8]) -> SysResult<()> {
+pub(crate) fn set_access_acl(fd: BorrowedFd<'_>, acl: &[u8]) -> SysResult<()> {
     rustix::fs::fsetxattr(
         fd,
         "system.posix_acl_access",

@@ -5,7 +5,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
@@ -14,13 +14,13 @@ use super::{fstat, SysResult};
 
 /// A copy of `fd` (the same open file description: a lock on it stays
 /// held while either is open), close-on-exec.
-pub fn private_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+pub(crate) fn private_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     rustix::io::fcntl_dupfd_cloexec(fd, 3)
 }
 
 /// Opens an image for reading: never blocks on a FIFO, never becomes a
 /// controlling terminal, closed on exec.
-pub fn open_image(path: &OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn open_image(path: &OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         CWD,
         path,
@@ -31,7 +31,7 @@ pub fn open_image(path: &OsStr) -> SysResult<OwnedFd> {
 
 /// Resolves `path` (following symlinks, as any lookup by the caller would)
 /// to a directory and pins it as an O_PATH fd.
-pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         CWD,
         path,
@@ -44,7 +44,7 @@ pub fn open_directory_path(path: &OsStr) -> SysResult<OwnedFd> {
 /// (`/proc/self/fd/N`, `/dev/fd/N`, `/proc/<pid>/cwd`): those lead into
 /// what this process holds open, past the search permissions of the
 /// directories above it. ELOOP for such a path (as for a symlink loop).
-pub fn open_directory_path_no_magic(path: &OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn open_directory_path_no_magic(path: &OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat2(
         CWD,
         path,
@@ -57,7 +57,7 @@ pub fn open_directory_path_no_magic(path: &OsStr) -> SysResult<OwnedFd> {
 /// mkdir(2) of `path`'s last component with `mode`, in its parent
 /// resolved as [`open_directory_path_no_magic`] resolves; Ok(false) when
 /// it exists already (or names no new entry: `/`, `..`).
-pub fn make_directory_path_no_magic(path: &OsStr, mode: u32) -> SysResult<bool> {
+pub(crate) fn make_directory_path_no_magic(path: &OsStr, mode: u32) -> SysResult<bool> {
     let path = std::path::Path::new(path);
     let Some(name) = path.file_name() else {
         return Ok(false);
@@ -76,20 +76,20 @@ pub fn make_directory_path_no_magic(path: &OsStr, mode: u32) -> SysResult<bool> 
 
 /// Reads exactly `buf.len()` bytes at offset 0 unless the file is shorter;
 /// returns how many were read.
-pub fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+pub(crate) fn read_head(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
     read_at(fd, 0, buf)
 }
 
 /// Reads exactly `buf.len()` bytes at `offset` unless the file ends first;
 /// returns how many were read.
-pub fn read_at(fd: BorrowedFd<'_>, offset: u64, buf: &mut [u8]) -> SysResult<usize> {
+pub(crate) fn read_at(fd: BorrowedFd<'_>, offset: u64, buf: &mut [u8]) -> SysResult<usize> {
     super::fill(fd, buf, super::Position::At(offset), |_| false)
 }
 
 /// Where `fd` really is, as the kernel names it in this mount namespace
 /// (`/proc/self/fd/N`). This is the kernel's answer about an fd we hold, not
 /// a lookup of a user-supplied string.
-pub fn path_of_fd(fd: BorrowedFd<'_>) -> SysResult<OsString> {
+pub(crate) fn path_of_fd(fd: BorrowedFd<'_>) -> SysResult<OsString> {
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let target = rustix::fs::readlinkat(CWD, link.as_str(), Vec::new())?;
     Ok(OsString::from_vec(target.into_bytes()))
@@ -106,24 +106,16 @@ pub fn current_dir() -> SysResult<OsString> {
     Ok(OsString::from_vec(cwd.into_bytes()))
 }
 
-pub fn read_small_file(path: &str, limit: usize) -> SysResult<Vec<u8>> {
-    let fd = rustix::fs::openat(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-    let mut out = vec![0u8; limit];
-    let done = super::fill(fd.as_fd(), &mut out, super::Position::Current, |_| false)?;
-    out.truncate(done);
-    Ok(out)
-}
-
 /// The current working directory as a directory fd for the `*_at`
 /// functions below (AT_FDCWD).
-pub fn working_dir() -> BorrowedFd<'static> {
+pub(crate) fn working_dir() -> BorrowedFd<'static> {
     CWD
 }
 
 /// Creates the directory `path` (absolute, root's own path) with `mode`
 /// unless it exists, then opens it without following a symlink in its last
 /// component. The caller judges owner and mode from `fstat`.
-pub fn open_or_create_dir(path: &str, mode: u32) -> SysResult<OwnedFd> {
+pub(crate) fn open_or_create_dir(path: &str, mode: u32) -> SysResult<OwnedFd> {
     match rustix::fs::mkdirat(CWD, path, Mode::from_raw_mode(mode)) {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(e),
@@ -139,7 +131,7 @@ pub fn open_or_create_dir(path: &str, mode: u32) -> SysResult<OwnedFd> {
 /// is 077) or from an earlier version that created it under a caller's
 /// umask (repaired here). EPERM when it is another's, or the change did
 /// not take.
-pub fn ensure_mode(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
+pub(crate) fn ensure_mode(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
     let st = fstat(fd)?;
     if st.mode & 0o7777 == mode {
         return Ok(());
@@ -209,7 +201,7 @@ fn open_with_mode<Fd: AsFd>(dir: Fd, name: &str, flags: OFlags, mode: u32) -> Sy
 
 /// Opens an existing directory `path` relative to `dir` as an O_PATH fd,
 /// refusing a symlink in the last component.
-pub fn open_dir_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResult<OwnedFd> {
+pub(crate) fn open_dir_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         dir,
         path.as_ref(),
@@ -220,7 +212,10 @@ pub fn open_dir_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResu
 
 /// Opens `path` relative to `dir` as an O_PATH fd (any file type), refusing
 /// a symlink in the last component.
-pub fn open_path_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysResult<OwnedFd> {
+pub(crate) fn open_path_nofollow<Fd: AsFd, P: AsRef<OsStr>>(
+    dir: Fd,
+    path: P,
+) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         dir,
         path.as_ref(),
@@ -231,7 +226,7 @@ pub fn open_path_nofollow<Fd: AsFd, P: AsRef<OsStr>>(dir: Fd, path: P) -> SysRes
 
 /// Opens `path` relative to `dir` for reading: no symlink in the last
 /// component, never blocks on a FIFO.
-pub fn open_read_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
+pub(crate) fn open_read_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         dir,
         path,
@@ -242,7 +237,7 @@ pub fn open_read_nofollow<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<OwnedFd> {
 
 /// Opens (creating with `mode` if missing) the lock file `name` in `dir`.
 /// The file has exactly `mode` afterwards (see [`ensure_mode`]).
-pub fn open_lock_file<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
+pub(crate) fn open_lock_file<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
     open_with_mode(
         dir,
         name,
@@ -253,7 +248,7 @@ pub fn open_lock_file<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<Own
 
 /// Creates the empty file `name` in `dir` with `mode` unless it exists;
 /// it has exactly `mode` afterwards (see [`ensure_mode`]).
-pub fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<()> {
+pub(crate) fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<()> {
     open_with_mode(
         dir,
         name,
@@ -265,25 +260,30 @@ pub fn create_file_if_missing<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysRe
 
 /// Makes the directory `path` in `dir` with exactly `mode` (whatever the
 /// umask); EEXIST if it exists.
-pub fn make_dir<Fd: AsFd>(dir: Fd, path: &str, mode: u32) -> SysResult<()> {
+pub(crate) fn make_dir<Fd: AsFd>(dir: Fd, path: &str, mode: u32) -> SysResult<()> {
     rustix::fs::mkdirat(&dir, path, Mode::from_raw_mode(mode))?;
     ensure_mode(open_dir_nofollow(&dir, path)?.as_fd(), mode)
 }
 
-pub fn remove_dir<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+pub(crate) fn remove_dir<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
     rustix::fs::unlinkat(dir, path, rustix::fs::AtFlags::REMOVEDIR)
 }
 
-pub fn remove_file<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+pub(crate) fn remove_file<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
     rustix::fs::unlinkat(dir, path, rustix::fs::AtFlags::empty())
 }
 
-pub fn rename<Fd: AsFd>(dir: Fd, from: &str, to: &str) -> SysResult<()> {
+pub(crate) fn rename<Fd: AsFd>(dir: Fd, from: &str, to: &str) -> SysResult<()> {
     rustix::fs::renameat(&dir, from, &dir, to)
 }
 
 /// Writes `bytes` to the new file `path` (must not exist) with `mode`.
-pub fn write_new_file<Fd: AsFd>(dir: Fd, path: &str, bytes: &[u8], mode: u32) -> SysResult<()> {
+pub(crate) fn write_new_file<Fd: AsFd>(
+    dir: Fd,
+    path: &str,
+    bytes: &[u8],
+    mode: u32,
+) -> SysResult<()> {
     let fd = rustix::fs::openat(
         dir,
         path,
@@ -303,7 +303,11 @@ pub fn write_new_file<Fd: AsFd>(dir: Fd, path: &str, bytes: &[u8], mode: u32) ->
 
 /// Reads at most `limit` bytes of `path` relative to `dir` (no symlink in
 /// the last component); the flag tells whether the file was longer.
-pub fn read_file_at<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<u8>, bool)> {
+pub(crate) fn read_file_at<Fd: AsFd>(
+    dir: Fd,
+    path: &str,
+    limit: usize,
+) -> SysResult<(Vec<u8>, bool)> {
     let fd = rustix::fs::openat(
         dir,
         path,
@@ -318,7 +322,7 @@ pub fn read_file_at<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(V
 }
 
 /// Sets the modification time of `path` relative to `dir` to now.
-pub fn touch<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
+pub(crate) fn touch<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
     use rustix::fs::{Timespec, Timestamps, UTIME_NOW};
     let now = Timespec {
         tv_sec: 0,
@@ -337,7 +341,11 @@ pub fn touch<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<()> {
 
 /// Names in the directory `path` relative to `dir` (without `.` and `..`),
 /// at most `limit` of them; the flag tells whether there were more.
-pub fn list_dir<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<OsString>, bool)> {
+pub(crate) fn list_dir<Fd: AsFd>(
+    dir: Fd,
+    path: &str,
+    limit: usize,
+) -> SysResult<(Vec<OsString>, bool)> {
     let fd = rustix::fs::openat(
         dir,
         path,
@@ -360,13 +368,8 @@ pub fn list_dir<Fd: AsFd>(dir: Fd, path: &str, limit: usize) -> SysResult<(Vec<O
     Ok((names, false))
 }
 
-/// The bytes of a path.
-pub fn as_bytes(s: &OsStr) -> &[u8] {
-    s.as_bytes()
-}
-
 /// The target of the symbolic link `path` (e.g. a /proc fd link).
-pub fn read_link(path: &str) -> SysResult<Vec<u8>> {
+pub(crate) fn read_link(path: &str) -> SysResult<Vec<u8>> {
     Ok(rustix::fs::readlinkat(CWD, path, Vec::new())?.into_bytes())
 }
 
@@ -375,7 +378,7 @@ pub fn read_link(path: &str) -> SysResult<Vec<u8>> {
 /// symlink followed, made with `mode` when missing. Whatever is there
 /// that is not a regular file of root's with one link (a log an older
 /// version gave its user) is removed first. The caller checks the mode.
-pub fn open_root_log<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
+pub(crate) fn open_root_log<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<OwnedFd> {
     let dir = dir.as_fd();
     let flags = OFlags::RDWR | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let roots = |st: &super::FileId| st.is_regular() && st.uid.is_root() && st.nlink == 1;
@@ -401,12 +404,12 @@ pub fn open_root_log<Fd: AsFd>(dir: Fd, name: &str, mode: u32) -> SysResult<Owne
 }
 
 /// Empties the file `fd` (open for writing).
-pub fn truncate(fd: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn truncate(fd: BorrowedFd<'_>) -> SysResult<()> {
     rustix::fs::ftruncate(fd, 0)
 }
 
 /// Opens /dev/null for reading and writing.
-pub fn open_null() -> SysResult<OwnedFd> {
+pub(crate) fn open_null() -> SysResult<OwnedFd> {
     rustix::fs::openat(
         CWD,
         "/dev/null",
@@ -417,7 +420,7 @@ pub fn open_null() -> SysResult<OwnedFd> {
 
 /// Whether `path` (symlinks followed) is a regular file with an execute
 /// bit: a program that could be run.
-pub fn is_executable_file(path: &OsStr) -> bool {
+pub(crate) fn is_executable_file(path: &OsStr) -> bool {
     rustix::fs::statat(CWD, path, rustix::fs::AtFlags::empty()).is_ok_and(|st| {
         rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
             && st.st_mode & 0o111 != 0

@@ -39,11 +39,11 @@ impl Uid {
         }
     }
 
-    pub const fn as_raw(self) -> u32 {
+    pub(crate) const fn as_raw(self) -> u32 {
         self.0
     }
 
-    pub const fn is_root(self) -> bool {
+    pub(crate) const fn is_root(self) -> bool {
         self.0 == 0
     }
 
@@ -81,11 +81,11 @@ impl Gid {
         }
     }
 
-    pub const fn as_raw(self) -> u32 {
+    pub(crate) const fn as_raw(self) -> u32 {
         self.0
     }
 
-    pub const fn is_root(self) -> bool {
+    pub(crate) const fn is_root(self) -> bool {
         self.0 == 0
     }
 

@@ -14,7 +14,7 @@ pub enum LockKind {
 
 /// flock(LOCK_NB): Ok(true) when the lock was taken, Ok(false) when another
 /// process holds a conflicting one.
-pub fn try_lock(fd: BorrowedFd<'_>, kind: LockKind) -> SysResult<bool> {
+pub(crate) fn try_lock(fd: BorrowedFd<'_>, kind: LockKind) -> SysResult<bool> {
     use rustix::fs::FlockOperation as Op;
     let op = match kind {
         LockKind::Shared => Op::NonBlockingLockShared,
@@ -27,7 +27,7 @@ pub fn try_lock(fd: BorrowedFd<'_>, kind: LockKind) -> SysResult<bool> {
     }
 }
 
-pub fn unlock(fd: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn unlock(fd: BorrowedFd<'_>) -> SysResult<()> {
     rustix::fs::flock(fd, rustix::fs::FlockOperation::Unlock)
 }
 
@@ -35,7 +35,7 @@ pub fn unlock(fd: BorrowedFd<'_>) -> SysResult<()> {
 /// /proc/locks lists them (flock: the process that took it; waiters of a
 /// blocking lock, the `->` lines, are left out). Pids of processes outside
 /// this pid namespace are not listed (0).
-pub fn lock_holders(fd: BorrowedFd<'_>) -> SysResult<Vec<u32>> {
+pub(crate) fn lock_holders(fd: BorrowedFd<'_>) -> SysResult<Vec<u32>> {
     let st = super::fstat(fd)?;
     let id = format!(
         "{:02x}:{:02x}:{}",

@@ -67,7 +67,7 @@ impl LoopInfo64 {
     }
 }
 
-pub fn open_loop_control() -> SysResult<OwnedFd> {
+pub(crate) fn open_loop_control() -> SysResult<OwnedFd> {
     rustix::fs::openat(
         CWD,
         "/dev/loop-control",
@@ -77,7 +77,7 @@ pub fn open_loop_control() -> SysResult<OwnedFd> {
 }
 
 /// LOOP_CTL_GET_FREE: number of a free loop device (creating one if needed).
-pub fn loop_get_free(control: BorrowedFd<'_>) -> SysResult<u32> {
+pub(crate) fn loop_get_free(control: BorrowedFd<'_>) -> SysResult<u32> {
     // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns the device
     // number; `control` is a valid open fd for the duration of the call.
     let rc = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
@@ -89,7 +89,7 @@ pub fn loop_get_free(control: BorrowedFd<'_>) -> SysResult<u32> {
 
 /// LOOP_CTL_ADD with -1: a new loop device, with the lowest number no
 /// device has now. Nobody has been handed it before this call returns it.
-pub fn loop_add_fresh(control: BorrowedFd<'_>) -> SysResult<u32> {
+pub(crate) fn loop_add_fresh(control: BorrowedFd<'_>) -> SysResult<u32> {
     // SAFETY: LOOP_CTL_ADD takes the wanted number as its integer
     // argument (-1: any) and returns the new device's number; no memory
     // is passed; `control` is open for the call.
@@ -103,7 +103,7 @@ pub fn loop_add_fresh(control: BorrowedFd<'_>) -> SysResult<u32> {
 /// BLKGETDISKSEQ: the device's disk sequence number, which the kernel
 /// raises (machine-wide, never reused until reboot) each time a loop
 /// device is configured and each time it is cleared: it names one binding.
-pub fn disk_sequence(device: BorrowedFd<'_>) -> SysResult<u64> {
+pub(crate) fn disk_sequence(device: BorrowedFd<'_>) -> SysResult<u64> {
     let mut seq: u64 = 0;
     // SAFETY: BLKGETDISKSEQ writes one u64 through the pointer, which
     // points at `seq`, alive and exclusive for the call; `device` is open.
@@ -117,7 +117,7 @@ pub fn disk_sequence(device: BorrowedFd<'_>) -> SysResult<u64> {
 /// The disk sequence number of `/dev/loop<number>` now, from sysfs: read
 /// without opening the device (which would wait for its kernel locks);
 /// None when it cannot be read (no such device).
-pub fn loop_disk_sequence(number: u32) -> Option<u64> {
+pub(crate) fn loop_disk_sequence(number: u32) -> Option<u64> {
     let path = format!("/sys/block/loop{number}/diskseq");
     let (text, _) = super::read_file_at(super::working_dir(), &path, 32).ok()?;
     std::str::from_utf8(&text).ok()?.trim().parse().ok()
@@ -125,7 +125,7 @@ pub fn loop_disk_sequence(number: u32) -> Option<u64> {
 
 /// Whether `/dev/loop<number>` is bound to a file now (its sysfs `loop`
 /// directory exists), asked without opening the device.
-pub fn loop_bound(number: u32) -> bool {
+pub(crate) fn loop_bound(number: u32) -> bool {
     super::stat_at(
         super::working_dir(),
         &format!("/sys/block/loop{number}/loop"),
@@ -134,7 +134,7 @@ pub fn loop_bound(number: u32) -> bool {
 }
 
 /// LOOP_CONFIGURE: binds `backing` (an fd the caller opened) to `device`.
-pub fn loop_configure(
+pub(crate) fn loop_configure(
     device: BorrowedFd<'_>,
     backing: BorrowedFd<'_>,
     flags: u32,
@@ -168,7 +168,7 @@ pub fn loop_configure(
 }
 
 /// LOOP_GET_STATUS64: what the loop device is backed by.
-pub fn loop_status(device: BorrowedFd<'_>) -> SysResult<LoopInfo64> {
+pub(crate) fn loop_status(device: BorrowedFd<'_>) -> SysResult<LoopInfo64> {
     let mut info = LoopInfo64::zeroed();
     // SAFETY: LOOP_GET_STATUS64 writes one `struct loop_info64`, which
     // `LoopInfo64` mirrors with #[repr(C)]; the pointer is valid, exclusive
@@ -187,7 +187,7 @@ pub fn loop_status(device: BorrowedFd<'_>) -> SysResult<LoopInfo64> {
 }
 
 /// LOOP_CLR_FD: detaches a loop device we configured but could not use.
-pub fn loop_clear(device: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn loop_clear(device: BorrowedFd<'_>) -> SysResult<()> {
     // SAFETY: LOOP_CLR_FD takes no argument; `device` is open for the call.
     let rc = unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
     if rc < 0 {
@@ -198,7 +198,7 @@ pub fn loop_clear(device: BorrowedFd<'_>) -> SysResult<()> {
 
 /// Opens `/dev/loop<number>` relative to a directory fd of /dev (so that
 /// it works from inside the cache's namespace, which has no /dev).
-pub fn open_loop_device(dev_dir: BorrowedFd<'_>, number: u32) -> SysResult<OwnedFd> {
+pub(crate) fn open_loop_device(dev_dir: BorrowedFd<'_>, number: u32) -> SysResult<OwnedFd> {
     let name = format!("loop{number}");
     rustix::fs::openat(
         dev_dir,

@@ -23,12 +23,12 @@ pub struct Refused {
 
 impl Refused {
     /// "errno log-lines" (the log joined by "; ").
-    pub fn with_log(&self) -> String {
+    pub(crate) fn with_log(&self) -> String {
         format!("{} {}", self.errno, self.log.join("; "))
     }
 
     /// " (kernel: log-lines)", or nothing when the kernel said nothing.
-    pub fn kernel_said(&self) -> String {
+    pub(crate) fn kernel_said(&self) -> String {
         if self.log.is_empty() {
             String::new()
         } else {
@@ -43,36 +43,36 @@ pub struct FsContext {
 }
 
 /// Mount attributes every mount made by the tool gets.
-pub fn safe_mount_attributes() -> MountAttrFlags {
+pub(crate) fn safe_mount_attributes() -> MountAttrFlags {
     MountAttrFlags::MOUNT_ATTR_RDONLY
         | MountAttrFlags::MOUNT_ATTR_NOSUID
         | MountAttrFlags::MOUNT_ATTR_NODEV
 }
 
 impl FsContext {
-    pub fn open(fs_type: &str) -> SysResult<Self> {
+    pub(crate) fn open(fs_type: &str) -> SysResult<Self> {
         Ok(FsContext {
             fd: rustix::mount::fsopen(fs_type, FsOpenFlags::FSOPEN_CLOEXEC)?,
         })
     }
-    pub fn set_string(&self, key: &str, value: &OsStr) -> SysResult<()> {
+    pub(crate) fn set_string(&self, key: &str, value: &OsStr) -> SysResult<()> {
         rustix::mount::fsconfig_set_string(&self.fd, key, value)
     }
-    pub fn set_flag(&self, key: &str) -> SysResult<()> {
+    pub(crate) fn set_flag(&self, key: &str) -> SysResult<()> {
         rustix::mount::fsconfig_set_flag(&self.fd, key)
     }
-    pub fn set_fd(&self, key: &str, fd: BorrowedFd<'_>) -> SysResult<()> {
+    pub(crate) fn set_fd(&self, key: &str, fd: BorrowedFd<'_>) -> SysResult<()> {
         rustix::mount::fsconfig_set_fd(&self.fd, key, fd)
     }
     /// Creates the superblock; on failure with the kernel's explanation.
-    pub fn create(&self) -> Result<(), Refused> {
+    pub(crate) fn create(&self) -> Result<(), Refused> {
         rustix::mount::fsconfig_create(&self.fd).map_err(|errno| Refused {
             errno,
             log: self.messages(),
         })
     }
     /// Drains the kernel's message log of this context.
-    pub fn messages(&self) -> Vec<String> {
+    pub(crate) fn messages(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut buf = [0u8; 512];
         for _ in 0..16 {
@@ -86,7 +86,7 @@ impl FsContext {
         out
     }
     /// fsmount(2): a detached mount of the superblock with `attrs`.
-    pub fn mount(&self, attrs: MountAttrFlags) -> SysResult<OwnedFd> {
+    pub(crate) fn mount(&self, attrs: MountAttrFlags) -> SysResult<OwnedFd> {
         rustix::mount::fsmount(&self.fd, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
     }
 }
@@ -94,7 +94,7 @@ impl FsContext {
 /// Makes directory `name` (a fixed name chosen by the tool) inside the
 /// directory `dir`, with `mode`, owned by `uid`:`gid`, and returns it pinned
 /// as an O_PATH fd. Used only inside a fresh tmpfs the tool created.
-pub fn make_directory_in(
+pub(crate) fn make_directory_in(
     dir: BorrowedFd<'_>,
     name: &str,
     mode: u32,
@@ -119,7 +119,7 @@ pub fn make_directory_in(
 
 /// move_mount(2): attaches the detached mount `mount` onto the directory
 /// pinned by `target` (no path lookup).
-pub fn attach_mount(mount: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn attach_mount(mount: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
     rustix::mount::move_mount(
         mount,
         "",
@@ -130,7 +130,7 @@ pub fn attach_mount(mount: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<
 }
 
 /// open_tree(2) with OPEN_TREE_CLONE: a detached copy of the mount at `fd`.
-pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+pub(crate) fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     rustix::mount::open_tree(
         fd,
         "",
@@ -144,8 +144,6 @@ pub fn clone_mount(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
 pub const NSFS_MAGIC: u64 = 0x6e73_6673;
 /// statfs f_type of squashfs.
 pub const SQUASHFS_MAGIC: u64 = 0x7371_7368;
-/// statfs f_type of tmpfs.
-pub const TMPFS_MAGIC: u64 = 0x0102_1994;
 /// statfs f_type of FUSE.
 pub const FUSE_MAGIC: u64 = 0x6573_5546;
 /// The subtype of this tool's own FUSE mounts: mountinfo names their type
@@ -153,7 +151,7 @@ pub const FUSE_MAGIC: u64 = 0x6573_5546;
 pub const OUR_FUSE_SUBTYPE: &str = "squashfs-mount";
 
 /// STATX_ATTR_MOUNT_ROOT; symlinks not followed).
-pub fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {
+pub(crate) fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {
     use rustix::fs::{AtFlags, StatxAttributes, StatxFlags};
     let st = rustix::fs::statx(
         dir,
@@ -169,28 +167,28 @@ pub fn is_mount_root<Fd: AsFd>(dir: Fd, path: &str) -> SysResult<bool> {
 
 /// Bind-mounts the directory `dir` onto itself (open_tree clone +
 /// move_mount), so that it becomes a mount of its own.
-pub fn bind_onto_itself(dir: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn bind_onto_itself(dir: BorrowedFd<'_>) -> SysResult<()> {
     let copy = clone_mount(dir)?;
     attach_mount(copy.as_fd(), dir)
 }
 
 /// Makes the mount at `path` (root's own absolute path) private: nothing
 /// mounted under it propagates to or from other mounts.
-pub fn make_private(path: &str) -> SysResult<()> {
+pub(crate) fn make_private(path: &str) -> SysResult<()> {
     rustix::mount::mount_change(path, MountPropagationFlags::PRIVATE)
 }
 
 /// Bind-mounts the namespace `ns` (an nsfs fd) onto the file `target` (an
 /// O_PATH fd). ELOOP means the kernel refused it as a possible reference
 /// loop (see `cache::cache_namespace`).
-pub fn bind_namespace(ns: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn bind_namespace(ns: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<()> {
     let copy = clone_mount(ns)?;
     attach_mount(copy.as_fd(), target)
 }
 
 /// A detached clone of the mount whose root is `path` (relative to the
 /// current root; no symlink followed).
-pub fn clone_mount_at(path: &str) -> SysResult<OwnedFd> {
+pub(crate) fn clone_mount_at(path: &str) -> SysResult<OwnedFd> {
     rustix::mount::open_tree(
         CWD,
         path,
@@ -201,7 +199,7 @@ pub fn clone_mount_at(path: &str) -> SysResult<OwnedFd> {
 }
 
 /// umount2(path, MNT_DETACH).
-pub fn detach_mount(path: &str) -> SysResult<()> {
+pub(crate) fn detach_mount(path: &str) -> SysResult<()> {
     rustix::mount::unmount(
         path,
         rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW,
@@ -209,7 +207,7 @@ pub fn detach_mount(path: &str) -> SysResult<()> {
 }
 
 /// The per-mount flags of the mount holding `fd`: (read-only, nosuid, nodev).
-pub fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
+pub(crate) fn mount_flags(fd: BorrowedFd<'_>) -> SysResult<(bool, bool, bool)> {
     use rustix::fs::StatVfsMountFlags as F;
     let f = rustix::fs::fstatvfs(fd)?.f_flag;
     Ok((
@@ -224,7 +222,7 @@ pub const FUSECTL_MAGIC: u64 = 0x6573_5543;
 
 /// A detached mount of fusectl, the machine's one control file system of
 /// FUSE connections (nosuid, nodev, noexec, read-only).
-pub fn fuse_control_mount() -> SysResult<OwnedFd> {
+pub(crate) fn fuse_control_mount() -> SysResult<OwnedFd> {
     let ctx = FsContext::open("fusectl")?;
     ctx.create().map_err(|r| r.errno)?;
     ctx.mount(
@@ -241,7 +239,7 @@ pub fn fuse_control_mount() -> SysResult<OwnedFd> {
 /// file of the file system remains, whatever namespace it is in. The
 /// kernel's own answer to "is this FUSE instance used?", which no scan of
 /// /proc can give for sure.
-pub fn fuse_connection_in(control: BorrowedFd<'_>, dev: u64) -> SysResult<bool> {
+pub(crate) fn fuse_connection_in(control: BorrowedFd<'_>, dev: u64) -> SysResult<bool> {
     // The connection's name is the kernel's dev_t (major << 20 | minor).
     let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
     let name = ((u64::from(major) << 20) | u64::from(minor)).to_string();

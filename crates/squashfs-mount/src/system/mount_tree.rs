@@ -20,7 +20,7 @@ use super::{Gid, SysResult, Uid};
 /// --rbind` makes), each with the flags it has (a read-only mount stays
 /// read-only). The copy's propagation is its source's until
 /// [`set_tree_attributes`] makes it a slave.
-pub fn clone_tree(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+pub(crate) fn clone_tree(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     rustix::mount::open_tree(
         fd,
         "",
@@ -54,7 +54,7 @@ pub enum AttributeScope {
 /// never cleared) and, with `slave`, makes the mounts slaves of their peer
 /// groups, so that nothing mounted on them propagates back to the mounts
 /// they were cloned from, while mounts made there still propagate in.
-pub fn set_tree_attributes(
+pub(crate) fn set_tree_attributes(
     fd: BorrowedFd<'_>,
     set: MountAttrFlags,
     slave: bool,
@@ -93,21 +93,21 @@ pub fn set_tree_attributes(
 
 /// The target of the symlink `fd` (an O_PATH|O_NOFOLLOW fd of the link
 /// itself) points to.
-pub fn link_target(fd: BorrowedFd<'_>) -> SysResult<OsString> {
+pub(crate) fn link_target(fd: BorrowedFd<'_>) -> SysResult<OsString> {
     let target = rustix::fs::readlinkat(fd, "", Vec::new())?;
     Ok(OsString::from_vec(target.into_bytes()))
 }
 
 /// Makes the symlink `name` -> `target` in the directory `dir` (in a
 /// tmpfs the tool made).
-pub fn make_symlink_in(dir: BorrowedFd<'_>, name: &OsStr, target: &OsStr) -> SysResult<()> {
+pub(crate) fn make_symlink_in(dir: BorrowedFd<'_>, name: &OsStr, target: &OsStr) -> SysResult<()> {
     rustix::fs::symlinkat(target, dir, name)
 }
 
 /// Makes the empty file `name` (mode 0644) in the directory `dir` (in a
 /// tmpfs the tool made) and returns it as an O_PATH fd, to attach a
 /// mount onto.
-pub fn make_file_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn make_file_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<OwnedFd> {
     drop(rustix::fs::openat(
         dir,
         name,
@@ -121,7 +121,7 @@ pub fn make_file_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<OwnedFd> {
 
 /// Makes the directory `name` (mode `mode`) in `dir` (in a tmpfs the tool
 /// made) unless the tool made it already, and returns it as an O_PATH fd.
-pub fn make_dir_in(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> SysResult<OwnedFd> {
+pub(crate) fn make_dir_in(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> SysResult<OwnedFd> {
     let made = match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
         Ok(()) => true,
         Err(Errno::EXIST) => false,
@@ -147,7 +147,7 @@ fn open_entry(dir: BorrowedFd<'_>, name: &OsStr, kind: OFlags) -> SysResult<Owne
 /// A fresh tmpfs as a detached mount (nosuid, nodev), its root directory
 /// owned by `uid`:`gid` with `mode`, holding at most `inodes` inodes and
 /// 1 MiB of data (directories, empty files and symlinks only).
-pub fn small_tmpfs(uid: Uid, gid: Gid, mode: u32, inodes: usize) -> SysResult<OwnedFd> {
+pub(crate) fn small_tmpfs(uid: Uid, gid: Gid, mode: u32, inodes: usize) -> SysResult<OwnedFd> {
     let ctx = super::FsContext::open("tmpfs")?;
     for (key, value) in [
         ("size", "1m".to_string()),
@@ -163,16 +163,16 @@ pub fn small_tmpfs(uid: Uid, gid: Gid, mode: u32, inodes: usize) -> SysResult<Ow
 }
 
 /// No attribute added, for [`set_tree_attributes`] (propagation only).
-pub fn no_attributes() -> MountAttrFlags {
+pub(crate) fn no_attributes() -> MountAttrFlags {
     MountAttrFlags::empty()
 }
 
 /// Read-only, for [`set_tree_attributes`].
-pub fn read_only() -> MountAttrFlags {
+pub(crate) fn read_only() -> MountAttrFlags {
     MountAttrFlags::MOUNT_ATTR_RDONLY
 }
 
 /// nosuid, nodev for [`set_tree_attributes`].
-pub fn nosuid_nodev() -> MountAttrFlags {
+pub(crate) fn nosuid_nodev() -> MountAttrFlags {
     MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV
 }

@@ -54,7 +54,7 @@ impl fmt::Display for VisitError {
 /// process's namespace; in a multi-threaded one (slurmstepd) CLONE_NEWNS
 /// implies CLONE_FS, so the calling thread gets its own copy of cwd, root
 /// and umask and only it moves; the other threads keep theirs.
-pub fn enter_private_mount_namespace() -> SysResult<()> {
+pub(crate) fn enter_private_mount_namespace() -> SysResult<()> {
     // SAFETY: `unshare_unsafe` is unsafe because unsharing CLONE_FILES
     // under other threads' feet can invalidate fds they use. Only the mount
     // namespace (and, implied, the fs_struct: cwd, root, umask) is
@@ -145,7 +145,8 @@ pub struct AwayFromWorkingDir(Option<OwnedFd>);
 
 impl AwayFromWorkingDir {
     /// Nothing to return to: the process stayed where it was.
-    pub fn stayed() -> AwayFromWorkingDir {
+    #[cfg(test)]
+    pub(crate) fn stayed() -> AwayFromWorkingDir {
         AwayFromWorkingDir(None)
     }
 }
@@ -159,7 +160,7 @@ impl AwayFromWorkingDir {
 /// see for themselves that they could not come back. Come back with
 /// [`return_to_working_dir`] once the lock is released, in the same mount
 /// namespace (an fd taken before unshare names the old namespace's mounts).
-pub fn leave_working_dir() -> SysResult<AwayFromWorkingDir> {
+pub(crate) fn leave_working_dir() -> SysResult<AwayFromWorkingDir> {
     let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(CWD, ".", dir, Mode::empty()) {
         Ok(fd) => fd,
@@ -176,7 +177,7 @@ pub fn leave_working_dir() -> SysResult<AwayFromWorkingDir> {
 
 /// Back to the working directory [`leave_working_dir`] left (as root, or
 /// with the caller's file system ids where root is refused).
-pub fn return_to_working_dir(away: AwayFromWorkingDir) -> Result<(), Stranded> {
+pub(crate) fn return_to_working_dir(away: AwayFromWorkingDir) -> Result<(), Stranded> {
     let Some(fd) = away.0 else {
         return Ok(());
     };
@@ -262,7 +263,10 @@ impl NamespaceReturn {
 /// Runs `f` inside the mount namespace `ns` (an nsfs file), then returns to
 /// the current namespace, root and working directory. Needs root, and a
 /// single-threaded process or a thread with its own fs_struct.
-pub fn in_mount_namespace<T>(ns: BorrowedFd<'_>, f: impl FnOnce() -> T) -> Result<T, VisitError> {
+pub(crate) fn in_mount_namespace<T>(
+    ns: BorrowedFd<'_>,
+    f: impl FnOnce() -> T,
+) -> Result<T, VisitError> {
     let back = NamespaceReturn::capture()?;
     rustix::thread::move_into_link_name_space(ns, Some(rustix::thread::LinkNameSpaceType::Mount))
         .map_err(VisitError::Enter)?;
@@ -274,7 +278,7 @@ pub fn in_mount_namespace<T>(ns: BorrowedFd<'_>, f: impl FnOnce() -> T) -> Resul
 /// Creates a new mount namespace (a copy of the current one), runs `f`
 /// inside it, returns to the current namespace and hands back an nsfs fd
 /// of the new namespace (it lives as long as that fd or a bind mount of it).
-pub fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> Result<(OwnedFd, T), VisitError> {
+pub(crate) fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> Result<(OwnedFd, T), VisitError> {
     let back = NamespaceReturn::capture()?;
     // SAFETY: as in `enter_private_mount_namespace`: only the mount
     // namespace (and the fs_struct) is unshared, never the fd table.
@@ -296,7 +300,7 @@ pub fn in_new_mount_namespace<T>(f: impl FnOnce() -> T) -> Result<(OwnedFd, T), 
 /// small tmpfs (mode 0700, nosuid, nodev, noexec) on `onto` and makes it the
 /// namespace's root with pivot_root, detaching everything else, so that the
 /// namespace holds no reference to any other filesystem.
-pub fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
+pub(crate) fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
     rustix::mount::mount_change(
         "/",
         MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
@@ -324,7 +328,7 @@ pub fn become_tmpfs_rooted(onto: &str, size: &str) -> SysResult<()> {
 /// old root stacked on the new one, then detached, as the namespace's
 /// other mounts copied into the new root do not need it). The calling
 /// thread's root and working directory become the new root.
-pub fn pivot_onto(new_root: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn pivot_onto(new_root: BorrowedFd<'_>) -> SysResult<()> {
     rustix::process::fchdir(new_root)?;
     rustix::process::pivot_root(".", ".")?;
     rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)?;
@@ -335,7 +339,7 @@ pub fn pivot_onto(new_root: BorrowedFd<'_>) -> SysResult<()> {
 /// (uid and gid; setgroups denied, as an unprivileged user namespace
 /// requires), then every mount a slave of the host's. The calling process
 /// then has every capability over its new mount namespace, none outside.
-pub fn enter_user_and_mount_namespace(uid: Uid, gid: Gid) -> SysResult<()> {
+pub(crate) fn enter_user_and_mount_namespace(uid: Uid, gid: Gid) -> SysResult<()> {
     // SAFETY: as in `enter_private_mount_namespace`: the fd table is not
     // unshared and no memory is involved. CLONE_NEWUSER needs a
     // single-threaded process, which the kernel checks (EINVAL).

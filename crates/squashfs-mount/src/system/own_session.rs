@@ -94,7 +94,7 @@ pub type Setup = fn() -> Result<(), (&'static str, Errno)>;
 /// of its own, at nice 0), then the root phase's scheduling (SCHED_OTHER,
 /// nice 0, the default I/O priority, every CPU the process may use, the
 /// default timer slack). Needs an effective uid of 0 and CAP_SYS_NICE.
-pub fn leave_the_callers_reach() -> Result<(), (&'static str, Errno)> {
+pub(crate) fn leave_the_callers_reach() -> Result<(), (&'static str, Errno)> {
     super::set_real_uid(super::Uid::ROOT).map_err(|e| ("setresuid", e))?;
     rustix::process::setsid().map_err(|e| ("setsid", e))?;
     super::process_state::set_root_scheduling().map_err(|e| ("resetting the scheduling", e))?;
@@ -106,7 +106,7 @@ pub fn leave_the_callers_reach() -> Result<(), (&'static str, Errno)> {
 /// returned. The launch is suspended until the work is done. `work` must
 /// not end the process (it would end the work's process only, leaving the
 /// shared memory as it was then).
-pub fn in_own_session<T, F: FnOnce() -> T>(setup: Setup, work: F) -> Result<T, OwnSession> {
+pub(crate) fn in_own_session<T, F: FnOnce() -> T>(setup: Setup, work: F) -> Result<T, OwnSession> {
     let stack = Stack::map(STACK_BYTES).map_err(OwnSession::Start)?;
     let mut shared = Shared {
         work: Some(work),

@@ -8,7 +8,7 @@ use super::{working_dir, SysResult};
 
 /// Total RAM in bytes (sysinfo, asked once per process: the kernel counts
 /// every block device's pages for it).
-pub fn total_memory() -> u64 {
+pub(crate) fn total_memory() -> u64 {
     static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *TOTAL.get_or_init(|| {
         let info = rustix::system::sysinfo();
@@ -21,7 +21,7 @@ pub fn total_memory() -> u64 {
 /// closed one would otherwise be reused by the next open (an image, a
 /// lock) and receive what is written to stdout or stderr. For a setuid
 /// start the C library has done it already.
-pub fn ensure_standard_fds() -> SysResult<()> {
+pub(crate) fn ensure_standard_fds() -> SysResult<()> {
     let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
         fd,
         events: 0,
@@ -62,7 +62,7 @@ pub fn ensure_standard_fds() -> SysResult<()> {
 /// fails with EINVAL when the thread group has other threads and is a no-op
 /// otherwise (unshare(2)). One system call, where listing /proc/self/task
 /// took about 20 us at every launch (BENCHMARKS.md, "Launch cost").
-pub fn is_single_threaded() -> SysResult<bool> {
+pub(crate) fn is_single_threaded() -> SysResult<bool> {
     // SAFETY: with CLONE_THREAD alone, unshare only checks that no other
     // thread shares the thread group (EINVAL otherwise) and changes
     // nothing: no file table, fs_struct, namespace or memory is unshared.
@@ -90,7 +90,7 @@ pub(crate) fn reap(pid: libc::pid_t) {
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_time() -> i64 {
+pub(crate) fn unix_time() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -98,12 +98,12 @@ pub fn unix_time() -> i64 {
 }
 
 /// Sleeps for `ms` milliseconds.
-pub fn pause_millis(ms: u64) {
+pub(crate) fn pause_millis(ms: u64) {
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
 /// `n` random bytes from the kernel (getrandom).
-pub fn random_bytes<const N: usize>() -> SysResult<[u8; N]> {
+pub(crate) fn random_bytes<const N: usize>() -> SysResult<[u8; N]> {
     let mut out = [0u8; N];
     let mut done = 0;
     while done < N {
@@ -115,7 +115,7 @@ pub fn random_bytes<const N: usize>() -> SysResult<[u8; N]> {
 }
 
 /// The kernel's name of this process's executable (/proc/self/exe).
-pub fn own_executable() -> SysResult<std::ffi::OsString> {
+pub(crate) fn own_executable() -> SysResult<std::ffi::OsString> {
     use std::os::unix::ffi::OsStringExt;
     let target = rustix::fs::readlinkat(CWD, "/proc/self/exe", Vec::new())?;
     Ok(std::ffi::OsString::from_vec(target.into_bytes()))
@@ -125,7 +125,7 @@ pub fn own_executable() -> SysResult<std::ffi::OsString> {
 /// stopped (SIGSTOP, ^Z), stopped by its tracer, or frozen by a cgroup
 /// freezer (v2 `cgroup.freeze`/`cgroup.events`, v1 `freezer.state`).
 /// None when it runs, sleeps, waits for I/O, is gone, or cannot be seen.
-pub fn stalled(pid: u32) -> Option<&'static str> {
+pub(crate) fn stalled(pid: u32) -> Option<&'static str> {
     let here = working_dir();
     let (stat, _) = super::read_file_at(here, &format!("/proc/{pid}/stat"), 4096).ok()?;
     let stat = String::from_utf8_lossy(&stat);
@@ -182,19 +182,19 @@ fn frozen_cgroup(line: &str) -> bool {
 /// When the process `pid` started (clock ticks after boot: field 22 of
 /// /proc/PID/stat), if it exists and is not a zombie: with the pid, it
 /// names one process for good.
-pub fn process_started(pid: u32) -> Option<u64> {
+pub(crate) fn process_started(pid: u32) -> Option<u64> {
     process_started_in(working_dir(), &format!("/proc/{pid}/stat"))
 }
 
 /// [`process_started`] from the `stat` file at `path` relative to `dir` (a
 /// directory fd of /proc, where the current root has none).
-pub fn process_started_in(dir: std::os::fd::BorrowedFd<'_>, path: &str) -> Option<u64> {
+pub(crate) fn process_started_in(dir: std::os::fd::BorrowedFd<'_>, path: &str) -> Option<u64> {
     process_name_and_start_in(dir, path).map(|(_, started)| started)
 }
 
 /// The name (comm, field 2) and the start time of the process whose `stat`
 /// file is at `path` relative to `dir`, if it is not a zombie.
-pub fn process_name_and_start_in(
+pub(crate) fn process_name_and_start_in(
     dir: std::os::fd::BorrowedFd<'_>,
     path: &str,
 ) -> Option<(String, u64)> {
@@ -212,7 +212,7 @@ pub fn process_name_and_start_in(
 }
 
 /// The resident memory of the process `pid`, in bytes (/proc/PID/statm).
-pub fn process_resident_bytes(pid: u32) -> Option<u64> {
+pub(crate) fn process_resident_bytes(pid: u32) -> Option<u64> {
     let (statm, _) = super::read_file_at(working_dir(), &format!("/proc/{pid}/statm"), 256).ok()?;
     let pages: u64 = String::from_utf8_lossy(&statm)
         .split_whitespace()
@@ -225,7 +225,7 @@ pub fn process_resident_bytes(pid: u32) -> Option<u64> {
 }
 
 /// Waits up to `timeout_ms` for `fd` to be readable; false on timeout.
-pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
+pub(crate) fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> SysResult<bool> {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     let t = Timespec {
@@ -246,7 +246,7 @@ pub fn kill_by_pidfd(pidfd: std::os::fd::BorrowedFd<'_>) -> SysResult<()> {
 /// Kills (SIGKILL) the process `pid` if it is still the one that started
 /// at `started` (checked through a pidfd, so that a recycled pid is never
 /// hit). Ok when it is gone already.
-pub fn kill_process(pid: u32, started: u64) -> SysResult<()> {
+pub(crate) fn kill_process(pid: u32, started: u64) -> SysResult<()> {
     let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
         return Ok(());
     };
@@ -267,7 +267,7 @@ pub fn kill_process(pid: u32, started: u64) -> SysResult<()> {
 /// process alive after the read was alive during it, so its pid could not
 /// have been given to another process in between (a server that died and
 /// whose pid was reused meanwhile is not named: None).
-pub fn process_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u32, u64)> {
+pub(crate) fn process_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u32, u64)> {
     process_of_pidfd_with(fd, process_started)
 }
 
@@ -285,7 +285,7 @@ fn process_of_pidfd_with(
 }
 
 /// The pid a pidfd refers to (its `Pid:` line in /proc/self/fdinfo).
-pub fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
+pub(crate) fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
     use std::os::fd::AsRawFd;
     let (info, _) = super::read_file_at(
         working_dir(),
@@ -303,7 +303,7 @@ pub fn pid_of_pidfd(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<u32> {
 /// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID): the
 /// budget of scans of other processes' state, which wall time would let a
 /// caller who starves the launch of CPU exhaust without any work done.
-pub fn thread_cpu_time() -> std::time::Duration {
+pub(crate) fn thread_cpu_time() -> std::time::Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     std::time::Duration::new(
         t.tv_sec.max(0) as u64,
@@ -315,7 +315,7 @@ pub fn thread_cpu_time() -> std::time::Duration {
 /// its threads of /proc/PID/task/TID/schedstat's first field (a plugin's
 /// worker thread holds the lock in slurmstepd, whose main thread sleeps).
 /// None when it is gone.
-pub fn cpu_progress(pid: u32) -> Option<u64> {
+pub(crate) fn cpu_progress(pid: u32) -> Option<u64> {
     let here = working_dir();
     let (tids, _) = super::list_dir(here, &format!("/proc/{pid}/task"), 4096).ok()?;
     let ran = tids.iter().filter_map(|tid| {

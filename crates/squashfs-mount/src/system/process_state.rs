@@ -46,7 +46,7 @@ impl CallerProcessState {
     /// could set itself (RLIMIT_NICE, RLIMIT_RTPRIO), as if the command set
     /// it. The umask always comes back; the first scheduling call that
     /// fails is returned (name, errno).
-    pub fn restore(&self) -> Result<(), (&'static str, rustix::io::Errno)> {
+    pub(crate) fn restore(&self) -> Result<(), (&'static str, rustix::io::Errno)> {
         rustix::process::umask(Mode::from_raw_mode(self.umask));
         if let Some(cpus) = &self.affinity {
             rustix::thread::sched_setaffinity(None, cpus).map_err(|e| ("sched_setaffinity", e))?;
@@ -63,7 +63,7 @@ impl CallerProcessState {
 /// umask 077, SCHED_OTHER at nice 0, the default I/O priority, every CPU
 /// the process may use. Needs root (raising a priority needs
 /// CAP_SYS_NICE); run before the capabilities are reduced.
-pub fn neutralize() -> SysResult<CallerProcessState> {
+pub(crate) fn neutralize() -> SysResult<CallerProcessState> {
     let umask = rustix::process::umask(Mode::from_raw_mode(ROOT_UMASK)).bits();
     let mut state = CallerProcessState {
         umask: umask as u32,
@@ -111,7 +111,7 @@ pub fn neutralize() -> SysResult<CallerProcessState> {
 /// session, `own_session`), and whenever a lock other users wait on is
 /// taken (the caller may have changed them meanwhile, while the launch was
 /// within its reach). Raising a priority needs CAP_SYS_NICE.
-pub fn set_root_scheduling() -> SysResult<()> {
+pub(crate) fn set_root_scheduling() -> SysResult<()> {
     // I/O priority 0 is IOPRIO_CLASS_NONE: the class follows the CPU
     // scheduling (best effort).
     apply_scheduling(libc::SCHED_OTHER, 0, 0, 0).map_err(|(_, e)| e)?;
@@ -133,7 +133,7 @@ fn reset_affinity() -> SysResult<()> {
 /// The default timer slack (PR_SET_TIMERSLACK 0): a caller's slack, which
 /// crosses the setuid exec, would lengthen every pause of the work that
 /// other users' launches may wait for.
-pub fn set_default_timer_slack() -> SysResult<()> {
+pub(crate) fn set_default_timer_slack() -> SysResult<()> {
     rustix::thread::set_current_timer_slack(None)
 }
 

@@ -16,7 +16,7 @@ use super::SysResult;
 /// launch once the intermediate child is gone. Only for a process with a
 /// single thread (checked: `Err(EBUSY)` otherwise), so that the child may
 /// run ordinary code, and not a child subreaper (`Err(EBUSY)` too).
-pub fn fork_detached() -> SysResult<bool> {
+pub(crate) fn fork_detached() -> SysResult<bool> {
     if !super::is_single_threaded()? {
         return Err(Errno::BUSY);
     }
@@ -52,13 +52,13 @@ pub fn fork_detached() -> SysResult<bool> {
         }
         return Ok(true);
     }
-    super::reap(pid);
+    super::process::reap(pid);
     Ok(false)
 }
 
 /// Ends this process at once, without running destructors or flushing
 /// buffers copied from the parent.
-pub fn exit_now(code: i32) -> ! {
+pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and touches no memory of ours.
     unsafe { libc::_exit(code) }
 }
@@ -67,7 +67,7 @@ pub fn exit_now(code: i32) -> ! {
 /// other descriptor but `keep`, so the process holds no pipe or terminal
 /// of the command (a reader waiting for EOF is never delayed by it).
 /// Returns `keep` (under a number of 3 or more).
-pub fn detach_descriptors(keep: OwnedFd) -> SysResult<OwnedFd> {
+pub(crate) fn detach_descriptors(keep: OwnedFd) -> SysResult<OwnedFd> {
     let null = rustix::fs::openat(
         CWD,
         "/dev/null",
@@ -112,14 +112,14 @@ pub fn detach_descriptors(keep: OwnedFd) -> SysResult<OwnedFd> {
 }
 
 /// Names this process (what ps and /proc/PID/comm show).
-pub fn set_process_name(name: &std::ffi::CStr) -> SysResult<()> {
+pub(crate) fn set_process_name(name: &std::ffi::CStr) -> SysResult<()> {
     rustix::thread::set_name(name)
 }
 
 /// Opens `path` for reading beneath the directory `dir` (never outside it
 /// nor into another mount, no magic links, the last component not a symbolic link, no blocking on
 /// FIFOs), close-on-exec.
-pub fn open_beneath(dir: BorrowedFd<'_>, path: &OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn open_beneath(dir: BorrowedFd<'_>, path: &OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat2(
         dir,
         path,
@@ -132,6 +132,6 @@ pub fn open_beneath(dir: BorrowedFd<'_>, path: &OsStr) -> SysResult<OwnedFd> {
 }
 
 /// Reads from `fd` into `buf`: bytes read (0 at the end).
-pub fn read_into<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> SysResult<usize> {
+pub(crate) fn read_into<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> SysResult<usize> {
     super::retry(|| rustix::io::read(&fd, &mut *buf))
 }

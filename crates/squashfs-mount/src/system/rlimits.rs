@@ -29,7 +29,7 @@ pub struct CallerLimits(Vec<(Resource, Rlimit)>);
 /// container's bounding set): then the soft limit is raised to the hard
 /// one, and what a lowered hard limit still stops fails as an error the
 /// tool handles (SIGXFSZ is ignored), never as a signal half-way.
-pub fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
+pub(crate) fn raise_for_privileged_phase() -> SysResult<CallerLimits> {
     let mut changed = Vec::with_capacity(RESOURCES.len());
     for r in RESOURCES {
         let old = getrlimit(r);
@@ -88,7 +88,7 @@ impl CallerLimits {
 
     /// Sets the caller's limits again (after the drop of privileges,
     /// before exec: lowering a limit needs no privilege).
-    pub fn restore(&self) -> SysResult<()> {
+    pub(crate) fn restore(&self) -> SysResult<()> {
         for (r, lim) in &self.0 {
             setrlimit(*r, *lim)?;
         }

@@ -13,7 +13,7 @@ static CALLER_PIPE: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 /// Ignores SIGPIPE while the tool runs: a message to a closed pipe fails
 /// with EPIPE (ignored) instead of killing the process half-way.
 /// [`CallerSignals::restore`] gives the command the caller's disposition.
-pub fn ignore_broken_pipe_signal() {
+pub(crate) fn ignore_broken_pipe_signal() {
     // SAFETY: installing SIG_IGN needs no handler code; signal() returns
     // the previous disposition, a plain value.
     let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
@@ -32,7 +32,7 @@ pub struct CallerSignals {
 /// Ignores SIGXFSZ (which RLIMIT_FSIZE raises): the privileged phase must
 /// not be stopped half-way by a limit the caller set. Returns the caller's
 /// disposition, for [`CallerSignals::restore`].
-pub fn ignore_file_size_signal() -> CallerSignals {
+pub(crate) fn ignore_file_size_signal() -> CallerSignals {
     // SAFETY: installing SIG_IGN needs no handler code; signal() returns
     // the previous disposition, a plain value.
     let file_size = unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
@@ -47,14 +47,14 @@ pub fn ignore_file_size_signal() -> CallerSignals {
 
 impl CallerSignals {
     /// The dispositions of a launch that changed nothing.
-    pub fn unchanged() -> CallerSignals {
+    pub(crate) fn unchanged() -> CallerSignals {
         CallerSignals { file_size: None }
     }
 
     /// Before exec: SIGXFSZ and SIGPIPE as the caller had them (SIGPIPE
     /// was ignored since start, see [`ignore_broken_pipe_signal`]). Every
     /// other disposition and the signal mask were never changed.
-    pub fn restore(&self) {
+    pub(crate) fn restore(&self) {
         // SAFETY: installing SIG_DFL, SIG_IGN or the caller's previous
         // disposition (the tool installs no handler of its own, so that
         // is SIG_DFL or SIG_IGN) needs no handler code.
@@ -71,7 +71,7 @@ impl CallerSignals {
 /// `Command` sets SIGPIPE to the default in the child just before exec
 /// (it assumes its own runtime ignored it), after which the hooks given to
 /// `pre_exec` run; this hook sets the caller's disposition again.
-pub fn keep_callers_pipe_signal(command: &mut std::process::Command) {
+pub(crate) fn keep_callers_pipe_signal(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     let caller = CALLER_PIPE.load(Ordering::Relaxed);
     // SAFETY: the hook runs in the child between fork (or vfork) and exec;
@@ -96,7 +96,7 @@ pub struct SignalMask(libc::sigset_t);
 /// Blocks SIGTSTP, SIGTTIN and SIGTTOU for the calling thread (a stop that
 /// arrives meanwhile waits until [`SignalMask::restore`]). Returns the mask
 /// before.
-pub fn block_job_control() -> super::SysResult<SignalMask> {
+pub(crate) fn block_job_control() -> super::SysResult<SignalMask> {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before
     // sigaddset and pthread_sigmask read it; `old` is written by
     // pthread_sigmask before it is read. No handler is involved.
@@ -117,7 +117,7 @@ pub fn block_job_control() -> super::SysResult<SignalMask> {
 
 impl SignalMask {
     /// Gives the calling thread this mask again.
-    pub fn restore(&self) {
+    pub(crate) fn restore(&self) {
         // SAFETY: the set was filled by pthread_sigmask in
         // `block_job_control`; a null old-set pointer is allowed.
         unsafe {

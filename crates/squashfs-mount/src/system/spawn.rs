@@ -17,13 +17,13 @@ use super::rlimits::CallerLimits;
 use super::{Gid, SysResult, Uid};
 
 /// A pipe: (read end, write end), both close-on-exec.
-pub fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
 }
 
 /// A pidfd of this process (it stays valid across the exec of the
 /// command; it becomes readable when the process exits).
-pub fn own_pidfd() -> SysResult<OwnedFd> {
+pub(crate) fn own_pidfd() -> SysResult<OwnedFd> {
     rustix::process::pidfd_open(
         rustix::process::getpid(),
         rustix::process::PidfdFlags::empty(),
@@ -31,7 +31,7 @@ pub fn own_pidfd() -> SysResult<OwnedFd> {
 }
 
 /// Reads what is available from `fd` (at most `limit` bytes, until EOF).
-pub fn read_some(fd: BorrowedFd<'_>, limit: usize) -> SysResult<Vec<u8>> {
+pub(crate) fn read_some(fd: BorrowedFd<'_>, limit: usize) -> SysResult<Vec<u8>> {
     let mut out = vec![0u8; limit];
     let done = super::fill(fd, &mut out, super::Position::Current, |read| {
         read.contains(&b'\n')
@@ -103,7 +103,7 @@ impl Prepared {
 /// empty environment and no_new_privs. Returns a pidfd of the helper once
 /// the intermediate child has exited; the helper's own failure to start
 /// shows as EOF on a pipe it was given.
-pub fn spawn_detached(h: &Helper<'_>) -> SysResult<OwnedFd> {
+pub(crate) fn spawn_detached(h: &Helper<'_>) -> SysResult<OwnedFd> {
     let p = Prepared::new(h);
     // The intermediate child sends the helper's pid on `pid`, then waits
     // for EOF on `ack`: until then the helper is its child (alive or a
@@ -137,7 +137,7 @@ pub fn spawn_detached(h: &Helper<'_>) -> SysResult<OwnedFd> {
     // EOF, not a byte: a write to a pipe whose reader is gone would raise
     // SIGPIPE, which slurmstepd may not ignore.
     drop(ack_write);
-    super::reap(child);
+    super::process::reap(child);
     pidfd
 }
 
@@ -265,7 +265,7 @@ unsafe fn exec_helper(p: &Prepared) -> ! {
 /// Opens the program `path` for [`Helper::program`]: an O_PATH fd (it
 /// needs no read permission), the path followed as the current
 /// credentials' lookup would.
-pub fn open_program(path: &std::ffi::OsStr) -> SysResult<OwnedFd> {
+pub(crate) fn open_program(path: &std::ffi::OsStr) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         rustix::fs::CWD,
         path,
@@ -275,7 +275,7 @@ pub fn open_program(path: &std::ffi::OsStr) -> SysResult<OwnedFd> {
 }
 
 /// Opens /dev/fuse (a new FUSE connection).
-pub fn open_fuse_device() -> SysResult<OwnedFd> {
+pub(crate) fn open_fuse_device() -> SysResult<OwnedFd> {
     use rustix::fs::{Mode, OFlags, CWD};
     rustix::fs::openat(
         CWD,

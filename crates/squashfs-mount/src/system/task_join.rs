@@ -14,12 +14,12 @@ use rustix::io::Errno;
 use super::SysResult;
 
 /// The queued (real-time) signal a task that joined sends the keeper.
-pub fn join_signal() -> i32 {
+pub(crate) fn join_signal() -> i32 {
     libc::SIGRTMIN() + 7
 }
 
 /// The numeric entries of /proc: every process this process can see.
-pub fn process_ids() -> SysResult<Vec<u32>> {
+pub(crate) fn process_ids() -> SysResult<Vec<u32>> {
     let dir = rustix::fs::openat(
         CWD,
         "/proc",
@@ -38,7 +38,7 @@ pub fn process_ids() -> SysResult<Vec<u32>> {
 
 /// `/proc/<pid>` as a directory fd: what is read through it is about that
 /// process, or fails (ESRCH) once it has exited, even if its pid is reused.
-pub fn open_process(pid: u32) -> SysResult<OwnedFd> {
+pub(crate) fn open_process(pid: u32) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         CWD,
         format!("/proc/{pid}"),
@@ -50,7 +50,7 @@ pub fn open_process(pid: u32) -> SysResult<OwnedFd> {
 /// The namespace `kind` ("user", "mnt") of the process whose /proc
 /// directory is `proc_dir`: the kernel lets only those who may inspect the
 /// process (its own user, while it is dumpable) open it.
-pub fn open_namespace_of(proc_dir: BorrowedFd<'_>, kind: &str) -> SysResult<OwnedFd> {
+pub(crate) fn open_namespace_of(proc_dir: BorrowedFd<'_>, kind: &str) -> SysResult<OwnedFd> {
     rustix::fs::openat(
         proc_dir,
         format!("ns/{kind}"),
@@ -60,13 +60,13 @@ pub fn open_namespace_of(proc_dir: BorrowedFd<'_>, kind: &str) -> SysResult<Owne
 }
 
 /// A pidfd for `pid` (pidfd_open).
-pub fn open_pidfd(pid: u32) -> SysResult<OwnedFd> {
+pub(crate) fn open_pidfd(pid: u32) -> SysResult<OwnedFd> {
     let pid = rustix::process::Pid::from_raw(pid as i32).ok_or(Errno::SRCH)?;
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
 }
 
 /// Sends [`join_signal`] to the process of `pidfd`.
-pub fn send_join_signal(pidfd: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn send_join_signal(pidfd: BorrowedFd<'_>) -> SysResult<()> {
     // SAFETY: pidfd_send_signal with a null siginfo (the kernel fills in
     // the sender) and no flags; `pidfd` is an open fd for the call.
     let rc = unsafe {
@@ -85,7 +85,7 @@ pub fn send_join_signal(pidfd: BorrowedFd<'_>) -> SysResult<()> {
 }
 
 /// Blocks [`join_signal`] and returns a signalfd that reads it.
-pub fn join_signal_fd() -> SysResult<OwnedFd> {
+pub(crate) fn join_signal_fd() -> SysResult<OwnedFd> {
     // SAFETY: the sigset is a local value, initialised by sigemptyset
     // before use; sigprocmask and signalfd only read it. signalfd returns
     // a new fd that nothing else owns.
@@ -105,7 +105,7 @@ pub fn join_signal_fd() -> SysResult<OwnedFd> {
 }
 
 /// One signal read from a signalfd: the sender's pid and real uid.
-pub fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, super::Uid)> {
+pub(crate) fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, super::Uid)> {
     // SAFETY: signalfd_siginfo is plain data; zeroed is a valid value.
     let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::signalfd_siginfo>();
@@ -134,7 +134,7 @@ pub fn read_join_signal(fd: BorrowedFd<'_>) -> SysResult<(u32, super::Uid)> {
 
 /// Waits until at least one of `fds` is readable (a pidfd: its process
 /// has exited); which ones are.
-pub fn wait_any_readable(fds: &[BorrowedFd<'_>]) -> SysResult<Vec<bool>> {
+pub(crate) fn wait_any_readable(fds: &[BorrowedFd<'_>]) -> SysResult<Vec<bool>> {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut polled: Vec<PollFd<'_>> = fds
         .iter()
@@ -145,23 +145,23 @@ pub fn wait_any_readable(fds: &[BorrowedFd<'_>]) -> SysResult<Vec<bool>> {
 }
 
 /// Names this process `name` (its comm, as `ps` and `pgrep -x` show it).
-pub fn set_process_name(name: &CStr) -> SysResult<()> {
+pub(crate) fn set_process_name(name: &CStr) -> SysResult<()> {
     rustix::thread::set_name(name)
 }
 
 /// The inode of the nsfs file `ns`: the namespace's identity.
-pub fn namespace_id(ns: BorrowedFd<'_>) -> SysResult<u64> {
+pub(crate) fn namespace_id(ns: BorrowedFd<'_>) -> SysResult<u64> {
     Ok(super::fstat(ns)?.ino)
 }
 
 /// A pipe, both ends close-on-exec: (read, write).
-pub fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
 }
 
 /// A copy of `fd` that a program this process executes inherits (no
 /// close-on-exec); closed when the copy is dropped.
-pub fn inheritable_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+pub(crate) fn inheritable_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     let copy = rustix::io::fcntl_dupfd_cloexec(fd, 3)?;
     rustix::io::fcntl_setfd(&copy, rustix::io::FdFlags::empty())?;
     Ok(copy)
@@ -170,7 +170,7 @@ pub fn inheritable_copy(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
 /// Moves `keep` to fds 3, 4, ... (in order) and closes every fd above
 /// them: a process that outlives the task must hold none of what it
 /// inherited (its fds 0-2 are /dev/null already). Returns the moved fds.
-pub fn keep_only(keep: Vec<OwnedFd>) -> SysResult<Vec<OwnedFd>> {
+pub(crate) fn keep_only(keep: Vec<OwnedFd>) -> SysResult<Vec<OwnedFd>> {
     // First above every fd kept, then down to 3, 4, ...: no copy lands on
     // a kept fd not yet moved.
     let high = keep.iter().map(|f| f.as_raw_fd()).max().unwrap_or(3) + 1;
@@ -204,13 +204,13 @@ pub fn keep_only(keep: Vec<OwnedFd>) -> SysResult<Vec<OwnedFd>> {
 
 /// A pidfd for this process's parent, or None when the parent changed
 /// meanwhile (it exited).
-pub fn parent_pidfd() -> Option<OwnedFd> {
+pub(crate) fn parent_pidfd() -> Option<OwnedFd> {
     let parent = parent_pid();
     let fd = open_pidfd(parent).ok()?;
     (parent_pid() == parent).then_some(fd)
 }
 
 /// This process's parent's pid (0 when it has none in this pid namespace).
-pub fn parent_pid() -> u32 {
+pub(crate) fn parent_pid() -> u32 {
     rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)
 }

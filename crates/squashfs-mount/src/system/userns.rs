@@ -13,7 +13,7 @@ use super::SysResult;
 
 /// The numbers of the fds open in this process (from /proc/self/fd), in
 /// increasing order, without the one used to list them.
-pub fn open_fd_numbers() -> SysResult<Vec<RawFd>> {
+pub(crate) fn open_fd_numbers() -> SysResult<Vec<RawFd>> {
     let dir = rustix::fs::openat(
         CWD,
         "/proc/self/fd",
@@ -42,7 +42,7 @@ pub fn open_fd_numbers() -> SysResult<Vec<RawFd>> {
 /// (close_range(2) with CLOSE_RANGE_CLOEXEC on the gaps between them):
 /// an exec then drops all of them at once. Nothing is closed now, so no
 /// owner of an fd in this process is surprised.
-pub fn close_on_exec_all_but(keep: &[RawFd]) -> SysResult<()> {
+pub(crate) fn close_on_exec_all_but(keep: &[RawFd]) -> SysResult<()> {
     let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&fd| fd >= 3).collect();
     keep.sort_unstable();
     keep.dedup();
@@ -77,13 +77,13 @@ pub fn close_on_exec_all_but(keep: &[RawFd]) -> SysResult<()> {
 /// if that is not allowed), without close-on-exec: it stays open in the
 /// command. Returns its number; the fd is no longer owned by anything in
 /// this process.
-pub fn keep_across_exec(fd: OwnedFd, at_least: RawFd) -> SysResult<RawFd> {
+pub(crate) fn keep_across_exec(fd: OwnedFd, at_least: RawFd) -> SysResult<RawFd> {
     keep_copy_across_exec(fd.as_fd(), at_least)
 }
 
 /// [`keep_across_exec`] of a copy of `fd` (the same open file), which
 /// stays open here too.
-pub fn keep_copy_across_exec(fd: BorrowedFd<'_>, at_least: RawFd) -> SysResult<RawFd> {
+pub(crate) fn keep_copy_across_exec(fd: BorrowedFd<'_>, at_least: RawFd) -> SysResult<RawFd> {
     let moved = rustix::io::fcntl_dupfd_cloexec(fd, at_least)
         .or_else(|_| rustix::io::fcntl_dupfd_cloexec(fd, 3))?;
     rustix::io::fcntl_setfd(&moved, rustix::io::FdFlags::empty())?;
@@ -93,19 +93,19 @@ pub fn keep_copy_across_exec(fd: BorrowedFd<'_>, at_least: RawFd) -> SysResult<R
 }
 
 /// Whether the file system holding `fd` is mounted read-only (statvfs).
-pub fn on_read_only_filesystem(fd: BorrowedFd<'_>) -> SysResult<bool> {
+pub(crate) fn on_read_only_filesystem(fd: BorrowedFd<'_>) -> SysResult<bool> {
     Ok(rustix::fs::fstatvfs(fd)?
         .f_flag
         .contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
 /// fchdir(2) to the directory `dir`.
-pub fn change_dir_to(dir: BorrowedFd<'_>) -> SysResult<()> {
+pub(crate) fn change_dir_to(dir: BorrowedFd<'_>) -> SysResult<()> {
     rustix::process::fchdir(dir)
 }
 
 /// The calling process's user and mount namespaces, as nsfs fds.
-pub fn own_namespaces() -> SysResult<(OwnedFd, OwnedFd)> {
+pub(crate) fn own_namespaces() -> SysResult<(OwnedFd, OwnedFd)> {
     let open =
         |path: &str| rustix::fs::openat(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty());
     Ok((open("/proc/self/ns/user")?, open("/proc/self/ns/mnt")?))
@@ -113,7 +113,7 @@ pub fn own_namespaces() -> SysResult<(OwnedFd, OwnedFd)> {
 
 /// A copy of the fd `number` of the process `pidfd` (pidfd_getfd(2),
 /// close-on-exec): needs the right to trace it.
-pub fn fd_of_process(pidfd: BorrowedFd<'_>, number: RawFd) -> SysResult<OwnedFd> {
+pub(crate) fn fd_of_process(pidfd: BorrowedFd<'_>, number: RawFd) -> SysResult<OwnedFd> {
     rustix::process::pidfd_getfd(pidfd, number, rustix::process::PidfdGetfdFlags::empty())
 }
 
@@ -138,7 +138,7 @@ const NS_GET_OWNER_UID: libc::c_ulong = 0xb704;
 
 /// The kind of namespace the nsfs fd `ns` is (NS_GET_NSTYPE: a
 /// `CLONE_NEW*` value); an error for any other file.
-pub fn namespace_type(ns: BorrowedFd<'_>) -> SysResult<i32> {
+pub(crate) fn namespace_type(ns: BorrowedFd<'_>) -> SysResult<i32> {
     // SAFETY: NS_GET_NSTYPE takes no argument and returns the type; the
     // kernel refuses (ENOTTY) any fd that is not an nsfs file.
     let rc = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) };
@@ -150,7 +150,7 @@ pub fn namespace_type(ns: BorrowedFd<'_>) -> SysResult<i32> {
 
 /// The uid that owns the user namespace `ns` (NS_GET_OWNER_UID), as seen
 /// from this process's user namespace.
-pub fn user_namespace_owner(ns: BorrowedFd<'_>) -> SysResult<super::Uid> {
+pub(crate) fn user_namespace_owner(ns: BorrowedFd<'_>) -> SysResult<super::Uid> {
     let mut uid: libc::uid_t = 0;
     // SAFETY: NS_GET_OWNER_UID writes one uid_t through the pointer, which
     // is valid and exclusive for the call; EINVAL unless `ns` is a user
@@ -170,7 +170,7 @@ pub fn user_namespace_owner(ns: BorrowedFd<'_>) -> SysResult<super::Uid> {
 
 /// The user namespace that owns the namespace `ns` (NS_GET_USERNS), as a
 /// new nsfs fd.
-pub fn owning_user_namespace(ns: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+pub(crate) fn owning_user_namespace(ns: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     // SAFETY: NS_GET_USERNS takes no argument and returns a new fd (or
     // fails); the fd is owned by nothing else yet.
     let rc = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS) };
@@ -182,13 +182,13 @@ pub fn owning_user_namespace(ns: BorrowedFd<'_>) -> SysResult<OwnedFd> {
 }
 
 /// Whether `fd` is a regular file (for a lock handed over by a helper).
-pub fn is_regular_file<Fd: AsFd>(fd: Fd) -> bool {
+pub(crate) fn is_regular_file<Fd: AsFd>(fd: Fd) -> bool {
     super::fstat(fd.as_fd()).is_ok_and(|st| st.is_regular())
 }
 
 /// Takes ownership of the fd `n` this process inherited at that number
 /// (a helper's pipes); None when it is not open.
-pub fn take_fd(n: RawFd) -> Option<OwnedFd> {
+pub(crate) fn take_fd(n: RawFd) -> Option<OwnedFd> {
     if n < 3 {
         return None;
     }
@@ -204,7 +204,7 @@ pub fn take_fd(n: RawFd) -> Option<OwnedFd> {
 }
 
 /// Writes all of `bytes` to `fd`.
-pub fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> SysResult<()> {
+pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> SysResult<()> {
     while !bytes.is_empty() {
         match rustix::io::write(fd, bytes) {
             Ok(0) => return Err(Errno::IO),

@@ -16,8 +16,8 @@ use std::time::Duration;
 use sqfsmnt_test_support::cmd::wait_until;
 use sqfsmnt_test_support::{is_root, loud_skip, pair, site};
 
-use squashfs_mount::privilege::{Caller, Credentials, RootPhase, ThreadCredentials};
-use squashfs_mount::system::{Gid, Uid};
+use squashfs_mount::{Caller, Credentials, RootPhase, ThreadCredentials};
+use squashfs_mount::{Gid, Uid};
 
 use crate::case;
 

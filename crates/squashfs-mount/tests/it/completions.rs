@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sqfsmnt_test_support::{have, loud_skip};
-use squashfs_mount::cli::USAGE;
+use squashfs_mount::USAGE;
 
 fn completions_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/completions")

@@ -251,7 +251,7 @@ fn normal(line: &str) -> String {
 
 /// The synopsis of `--help`: the lines from `Usage:` to the first empty one.
 fn usage_synopsis() -> Vec<String> {
-    squashfs_mount::cli::USAGE
+    squashfs_mount::USAGE
         .lines()
         .take_while(|l| !l.trim().is_empty())
         .map(|l| normal(l.trim_start_matches("Usage:")))
