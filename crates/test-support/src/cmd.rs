@@ -14,13 +14,30 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(120);
 /// group and panics naming the command. The wait ends when the command
 /// does (its pidfd), not at the next tick of a poll.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
+    let child = start(cmd).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    finish(cmd, child, limit)
+}
+
+/// [`run`], or `None` when the command cannot be started (a tool that is
+/// not installed).
+pub fn try_run(cmd: &mut Command) -> Option<Run> {
+    let child = start(cmd).ok()?;
+    let out = finish(cmd, child, DEFAULT_LIMIT);
+    Some(Run::of(cmd, out))
+}
+
+/// `cmd` started with stdin from /dev/null, stdout and stderr piped, in a
+/// process group of its own.
+fn start(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+}
+
+/// The output of `child` (started from `cmd`), within `limit`.
+fn finish(cmd: &Command, mut child: std::process::Child, limit: Duration) -> Output {
     let (tx, rx) = mpsc::channel::<()>();
     let reader = |mut from: Box<dyn Read + Send>, tx: mpsc::Sender<()>| {
         std::thread::spawn(move || {
@@ -84,21 +101,28 @@ pub fn kill_group(pgid: u32) {
 
 /// [`run_with_timeout`] with [`DEFAULT_LIMIT`], as a [`Run`].
 pub fn run(cmd: &mut Command) -> Run {
-    Run(run_with_timeout(cmd, DEFAULT_LIMIT))
+    run_for(cmd, DEFAULT_LIMIT)
 }
 
-/// Runs `cmd` and panics (with its output) unless it succeeds.
+/// [`run_with_timeout`] with `limit`, as a [`Run`] that names the command.
+pub fn run_for(cmd: &mut Command, limit: Duration) -> Run {
+    let out = run_with_timeout(cmd, limit);
+    Run::of(cmd, out)
+}
+
+/// Runs `cmd` and panics (naming it, with its status and output) unless
+/// it succeeds.
 #[track_caller]
 pub fn ok(cmd: &mut Command) -> Output {
-    let o = run_with_timeout(cmd, DEFAULT_LIMIT);
-    assert!(
-        o.status.success(),
-        "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
+    let r = run(cmd);
+    r.ok();
+    r.0
+}
+
+/// The stdout of `cmd`, which must succeed (see [`Run::ok`]).
+#[track_caller]
+pub fn stdout_of(cmd: &mut Command) -> String {
+    run(cmd).ok().stdout()
 }
 
 /// A shell command line (as the current user).
@@ -109,19 +133,18 @@ pub fn sh(script: &str) -> Run {
 /// A setup step that must succeed.
 #[track_caller]
 pub fn must(script: &str) {
-    let r = sh(script);
-    assert!(
-        r.0.status.success(),
-        "setup command failed: {script}\n{}{}",
-        r.stdout(),
-        r.stderr()
-    );
+    sh(script).ok();
 }
 
-/// What a command did.
-pub struct Run(pub Output);
+/// What a command did (`.0`), and which command it was (`.1`, the
+/// command line as `{:?}` shows it; empty when it is not known).
+pub struct Run(pub Output, pub String);
 
 impl Run {
+    /// The output of `cmd`.
+    pub fn of(cmd: &Command, out: Output) -> Run {
+        Run(out, format!("{cmd:?}"))
+    }
     pub fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.0.stdout).into_owned()
     }
@@ -134,16 +157,33 @@ impl Run {
     pub fn success(&self) -> bool {
         self.0.status.success()
     }
-    /// Panics unless the command succeeded.
+    /// Panics unless the command succeeded, naming it, its status, its
+    /// stdout and its stderr.
     #[track_caller]
     pub fn ok(&self) -> &Self {
+        assert!(self.success(), "expected success: {self:?}");
+        self
+    }
+    /// [`Run::ok`], with `what` (the step, in the test's words) first in
+    /// the message.
+    #[track_caller]
+    pub fn ok_as(&self, what: &str) -> &Self {
+        assert!(self.success(), "{what}: expected success: {self:?}");
+        self
+    }
+    /// Panics unless the command succeeded with nothing on stderr.
+    #[track_caller]
+    pub fn quiet(&self) -> &Self {
         assert!(
-            self.0.status.success(),
-            "expected success, got {:?}\nstdout: {}\nstderr: {}",
-            self.0.status,
-            self.stdout(),
-            self.stderr()
+            self.success() && self.0.stderr.is_empty(),
+            "expected a quiet success: {self:?}"
         );
+        self
+    }
+    /// Panics if the command succeeded.
+    #[track_caller]
+    pub fn fails(&self) -> &Self {
+        assert!(!self.success(), "expected a failure: {self:?}");
         self
     }
     /// Refused by squashfs-mount itself: exit 1, one line on stderr that
@@ -151,21 +191,16 @@ impl Run {
     #[track_caller]
     pub fn refused(&self, needles: &[&str]) -> &Self {
         let err = self.stderr();
-        assert_eq!(
-            self.code(),
-            Some(1),
-            "expected exit 1\nstdout: {}\nstderr: {err}",
-            self.stdout()
-        );
-        assert!(!err.contains("internal error"), "panic: {err}");
-        assert!(err.starts_with("squashfs-mount: "), "stderr: {err}");
+        assert_eq!(self.code(), Some(1), "expected exit 1: {self:?}");
+        assert!(!err.contains("internal error"), "panic: {self:?}");
+        assert!(err.starts_with("squashfs-mount: "), "{self:?}");
         assert_eq!(
             err.trim_end().lines().count(),
             1,
-            "more than one line: {err}"
+            "more than one line: {self:?}"
         );
         for n in needles {
-            assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+            assert!(err.contains(n), "stderr lacks {n:?}: {self:?}");
         }
         self
     }
@@ -173,6 +208,9 @@ impl Run {
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.1.is_empty() {
+            writeln!(f, "{}", self.1)?;
+        }
         write!(
             f,
             "{:?}\nstdout: {}\nstderr: {}",

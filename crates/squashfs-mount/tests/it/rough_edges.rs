@@ -5,8 +5,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use sqfsmnt_test_support::cmd::run_with_timeout;
-use sqfsmnt_test_support::{s, site, Run};
+use sqfsmnt_test_support::cmd::run_for;
+use sqfsmnt_test_support::{s, site};
 
 use crate::case;
 
@@ -78,10 +78,7 @@ fn a_command_not_found_points_into_the_image() {
         let run = |cmd: &str| {
             let mut c = fx.user_cmd([pair.as_str(), "--", cmd]);
             c.env("PATH", "/usr/bin:/bin");
-            Run(run_with_timeout(
-                &mut c,
-                std::time::Duration::from_secs(120),
-            ))
+            run_for(&mut c, std::time::Duration::from_secs(120))
         };
         let r = run("hello");
         assert_eq!(r.code(), Some(127), "{}", r.stderr());

@@ -40,7 +40,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::cmd::{run_with_timeout, Run};
+use crate::cmd::Run;
 use crate::count::{loops_under, mounts_under_in};
 use crate::users::{pid_alive, User, Users};
 
@@ -616,12 +616,12 @@ PlugStackConfig={dd}/plugstack.conf
 
     /// A Slurm command as root, against this cluster (60 s limit).
     pub fn root(&self, args: &[&str]) -> Run {
-        Run(run_with_timeout(
+        crate::cmd::run_for(
             Command::new(args[0])
                 .args(&args[1..])
                 .env("SLURM_CONF", &self.conf),
             Duration::from_secs(60),
-        ))
+        )
     }
 
     /// `args` run as the cluster's user in the host (the login node), in
@@ -637,7 +637,7 @@ PlugStackConfig={dd}/plugstack.conf
             c.arg(format!("{k}={v}"));
         }
         c.args(args).current_dir(&self.dir);
-        Run(run_with_timeout(&mut c, Duration::from_secs(120)))
+        crate::cmd::run_for(&mut c, Duration::from_secs(120))
     }
 
     /// The state of job `id` (empty when Slurm no longer knows it).
