@@ -373,7 +373,11 @@ struct Served {
 impl Drop for Served {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = try_run(Command::new("fusermount3").args(["-u", "-z"]).arg(&self.mnt));
+            let _ = try_run(
+                Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(&self.mnt),
+            );
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -717,14 +721,8 @@ fn ready_line_for_bad_images() {
     // Usage errors.
     let r = run(Command::new(BIN).args(["--fuse-fd", "3"]));
     assert_eq!(r.code(), Some(2), "{r:?}");
-    let r = run(Command::new(BIN).args([
-        "--fuse-fd",
-        "900",
-        "--image-fd",
-        "901",
-        "--ready-fd",
-        "902",
-    ]));
+    let r =
+        run(Command::new(BIN).args(["--fuse-fd", "900", "--image-fd", "901", "--ready-fd", "902"]));
     assert_eq!(r.code(), Some(2), "{r:?}");
     assert!(r.stderr().contains("not open"), "{r:?}");
 }
@@ -1147,7 +1145,6 @@ fn wait_pid(pid: rustix::process::Pid, t: Duration) -> Option<rustix::process::W
         .unwrap()
         .map(|(_, s)| s)
 }
-
 
 fn kill_pid(pid: rustix::process::Pid, sig: rustix::process::Signal) {
     rustix::process::kill_process(pid, sig).unwrap();
