@@ -7,18 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run};
+use sqfsmnt_test_support::loud_skip;
 use sqfsmnt_test_support::tree::{set_mtime, sqfs_command, write, Rng, TempDir};
-use sqfsmnt_test_support::{loud_skip, Run};
 
 fn sqfs() -> Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
-}
-
-fn run(c: &mut Command) -> Run {
-    Run(run_with_timeout(c, Duration::from_secs(120)))
 }
 
 /// The same tree for every call: small files (in fragments), a file of

@@ -8,18 +8,12 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run};
 use sqfsmnt_test_support::tree::{image_files, sqfs_command, tree_files, write, Rng, TempDir};
-use sqfsmnt_test_support::Run;
 
 fn sqfs() -> Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
-}
-
-fn run(c: &mut Command) -> Run {
-    Run(run_with_timeout(c, Duration::from_secs(120)))
 }
 
 /// A dataset of `subjects` directories of 3 sessions with 2 files each:

@@ -16,11 +16,12 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
 use sqfsmnt_test_support::cleanup::run_dir;
+use sqfsmnt_test_support::cmd::{run, try_run, Run};
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
 use sqfsmnt_test_support::unmount::remove_tree;
 use sqfsmnt_test_support::{have, loud_skip, User, Users};
@@ -112,24 +113,21 @@ impl Scratch {
     }
 
     fn root_gc_all(&self) {
-        let out = Command::new(&self.bin)
-            .args(["--gc", "--all"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "root --gc --all: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.as_root(&["--gc", "--all"]).ok_as("root --gc --all");
+    }
+
+    /// Runs the installed tool as root with `args`.
+    fn as_root(&self, args: &[&str]) -> Run {
+        run(Command::new(&self.bin).args(args))
     }
 
     /// Runs the installed tool as `user` with `args`.
-    fn as_user(&self, user: &User, args: &[&str]) -> Output {
-        user_command(user, &self.bin, args).output().unwrap()
+    fn as_user(&self, user: &User, args: &[&str]) -> Run {
+        run(&mut user_command(user, &self.bin, args))
     }
 
     /// `squashfs-mount <img>:<mnt> -- cat <mnt>/hello` as `user`.
-    fn cat_hello(&self, user: &User, img: &Path, extra: &[&str]) -> Output {
+    fn cat_hello(&self, user: &User, img: &Path, extra: &[&str]) -> Run {
         let pair = format!("{}:{}", img.display(), self.mnt());
         let file = format!("{}/hello", self.mnt());
         let mut args: Vec<&str> = extra.to_vec();
@@ -151,7 +149,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = Command::new(&self.bin).args(["--gc", "--all"]).output();
+        let _ = try_run(Command::new(&self.bin).args(["--gc", "--all"]));
         remove_tree(&self.dir);
     }
 }
@@ -168,19 +166,14 @@ fn wait_until(cond: impl FnMut() -> bool, what: &str) {
     sqfsmnt_test_support::cmd::wait_until(sqfsmnt_test_support::ends::HANG, what, cond)
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed ({:?}): stdout {} stderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The stdout of a command that must succeed.
+#[track_caller]
+fn ok(out: &Run) -> String {
+    out.ok().stdout()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+fn stderr(out: &Run) -> String {
+    out.stderr()
 }
 
 #[test]
@@ -237,7 +230,7 @@ fn launches_share_one_loop_device() {
                 "{:?} {} {}",
                 out.status,
                 String::from_utf8_lossy(&out.stdout),
-                stderr(&out)
+                String::from_utf8_lossy(&out.stderr)
             ));
         }
     }
@@ -264,8 +257,8 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
     assert_eq!(s.loops().len(), 1);
 
     let out = s.cat_hello(&s.u2, &img, &[]);
-    assert!(!out.status.success(), "user2 must be refused");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
+    out.fails();
+    assert!(!out.stdout().contains("secret"), "{out:?}");
     assert!(
         stderr(&out).contains("Permission denied"),
         "{}",
@@ -287,14 +280,13 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
         "user2's --gc must not evict user1's instance"
     );
     assert!(ok(&s.as_user(&s.u1, &["--cache-status"])).contains(&name));
-    let root_status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let root_status = ok(&s.as_root(&["--cache-status"]));
     assert!(
         root_status.contains(&name) && root_status.contains("created by uid"),
         "{root_status}"
     );
     // --gc --all is root's.
-    let out = s.as_user(&s.u1, &["--gc", "--all"]);
-    assert!(!out.status.success());
+    s.as_user(&s.u1, &["--gc", "--all"]).fails();
     assert_eq!(s.loops().len(), 1);
     s.finish();
 }
@@ -380,7 +372,7 @@ fn no_cache_leaves_nothing_behind() {
         || s.loops().is_empty(),
         "the --no-cache loop device to detach",
     );
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(
         !status.contains(&img.display().to_string()),
         "--no-cache must not fill the cache: {status}"
@@ -416,10 +408,9 @@ fn instances_in_use_survive_gc_until_released() {
     let status = ok(&s.as_user(&s.u1, &["--cache-status"]));
     assert!(status.contains("in-use"), "{status}");
     ok(&s.as_user(&s.u1, &["--gc"]));
-    ok(&Command::new(&s.bin).arg("--gc").output().unwrap());
+    ok(&s.as_root(&["--gc"]));
     assert!(
-        ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap())
-            .contains(&img.display().to_string()),
+        ok(&s.as_root(&["--cache-status"])).contains(&img.display().to_string()),
         "in-use instance evicted"
     );
     fs::write(&done, "").unwrap();
@@ -433,6 +424,31 @@ fn instances_in_use_survive_gc_until_released() {
     );
     s.finish();
 }
+
+/// Every path to a cached instance a process could try: prints
+/// `REACHED <path>` for each that reaches one, then `probed, found=0|1`.
+const REACH_PROBE: &str = r#"
+        found=0
+        for p in /run/squashfs-mount /run/squashfs-mount/ns /run/squashfs-mount/lock; do
+            if ls "$p" >/dev/null 2>&1 || cat "$p" >/dev/null 2>&1; then echo "REACHED $p"; found=1; fi
+        done
+        if nsenter --mount=/run/squashfs-mount/ns true 2>/dev/null; then echo "REACHED nsenter"; found=1; fi
+        for d in /proc/[0-9]*; do
+            for r in root cwd; do
+                if [ -e "$d/$r/squashfs-mount-cache" ]; then echo "REACHED $d/$r (cache namespace)"; found=1; fi
+            done
+            [ -r "$d/mountinfo" ] || continue
+            while read -r id parent dev root mp rest; do
+                for base in "$d/root$mp" "$mp"; do
+                    if [ -e "$base/hello" ] && cat "$base/hello" 2>/dev/null | grep -q secret; then echo "REACHED $base"; found=1; fi
+                done
+            done < "$d/mountinfo" 2>/dev/null
+        done
+        for d in /proc/[0-9]*/root/*/mnt; do
+            if [ -e "$d/hello" ]; then echo "REACHED $d"; found=1; fi
+        done
+        echo "probed, found=$found"
+    "#;
 
 #[test]
 fn cached_instances_are_unreachable_outside_the_tool() {
@@ -457,32 +473,13 @@ fn cached_instances_are_unreachable_outside_the_tool() {
     wait_until(|| s.loops().len() == 1, "the launch to mount");
 
     // User 2 tries every path they have.
-    let probe = r#"
-        found=0
-        for p in /run/squashfs-mount /run/squashfs-mount/ns /run/squashfs-mount/lock; do
-            if ls "$p" >/dev/null 2>&1 || cat "$p" >/dev/null 2>&1; then echo "REACHED $p"; found=1; fi
-        done
-        if nsenter --mount=/run/squashfs-mount/ns true 2>/dev/null; then echo "REACHED nsenter"; found=1; fi
-        for d in /proc/[0-9]*; do
-            for r in root cwd; do
-                if [ -e "$d/$r/squashfs-mount-cache" ]; then echo "REACHED $d/$r (cache namespace)"; found=1; fi
-            done
-            [ -r "$d/mountinfo" ] || continue
-            while read -r id parent dev root mp rest; do
-                for base in "$d/root$mp" "$mp"; do
-                    if [ -e "$base/hello" ] && cat "$base/hello" 2>/dev/null | grep -q secret; then echo "REACHED $base"; found=1; fi
-                done
-            done < "$d/mountinfo" 2>/dev/null
-        done
-        for d in /proc/[0-9]*/root/*/mnt; do
-            if [ -e "$d/hello" ]; then echo "REACHED $d"; found=1; fi
-        done
-        echo "probed, found=$found"
-    "#;
-    let out = user_command(&s.u2, Path::new("/bin/sh"), &["-c", probe])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let probe = REACH_PROBE;
+    let text = run(&mut user_command(
+        &s.u2,
+        Path::new("/bin/sh"),
+        &["-c", probe],
+    ))
+    .stdout();
     assert!(
         text.contains("probed, found=0"),
         "user2 reached the cached instance:\n{text}"
@@ -490,10 +487,12 @@ fn cached_instances_are_unreachable_outside_the_tool() {
     // Controls, showing the probe finds what is there: the owner reaches
     // their own running launch's mount through /proc/<pid>/root, and root
     // reaches the state directory (but no process's root is the cache's).
-    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", probe])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run(&mut user_command(
+        &s.u1,
+        Path::new("/bin/sh"),
+        &["-c", probe],
+    ))
+    .stdout();
     assert!(
         text.lines()
             .any(|l| l.starts_with("REACHED /proc/") && l.contains("/root/")),
@@ -503,8 +502,7 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         !text.contains("cache namespace") && !text.contains("/run/squashfs-mount"),
         "{text}"
     );
-    let out = Command::new("sh").args(["-c", probe]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run(Command::new("sh").args(["-c", probe])).stdout();
     assert!(
         text.contains("REACHED /run/squashfs-mount\n"),
         "control failed:\n{text}"
@@ -589,7 +587,7 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
     assert_eq!(one.len(), 1, "{one:?}");
     assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "alive\n");
     assert_eq!(s.loops(), one);
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(!status.contains("broken"), "{status}");
     s.finish();
 }
@@ -601,7 +599,7 @@ fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
     let img = s.image("a.sqfs", "fallback\n", &s.u1, 0o644);
     let uid = s.u1.uid;
     let gid = s.u1.gid;
-    let run = format!(
+    let launch = format!(
         "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
         s.bin.display(),
         img.display(),
@@ -609,15 +607,12 @@ fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
         s.mnt()
     );
     // A read-only /run in a private mount namespace.
-    let out = Command::new("unshare")
-        .args([
-            "-m",
-            "sh",
-            "-c",
-            &format!("mount -t tmpfs -o ro tmpfs /run && {run}"),
-        ])
-        .output()
-        .unwrap();
+    let out = run(Command::new("unshare").args([
+        "-m",
+        "sh",
+        "-c",
+        &format!("mount -t tmpfs -o ro tmpfs /run && {launch}"),
+    ]));
     assert_eq!(ok(&out), "fallback\n");
     let warn = stderr(&out);
     assert_eq!(warn.lines().count(), 1, "exactly one warning line: {warn}");
@@ -635,7 +630,7 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
     let img = s.image("a.sqfs", "nested\n", &s.u1, 0o644);
     let uid = s.u1.uid;
     let gid = s.u1.gid;
-    let run = format!(
+    let launch = format!(
         "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
         s.bin.display(),
         img.display(),
@@ -659,12 +654,17 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
     for (a, b) in (0..cpus).flat_map(|a| (0..cpus).map(move |b| (a, b))) {
         let cpu = format!("{a}->{b}");
         let script = format!(
-            "mount -t tmpfs tmpfs /run && taskset -c {b} {run} && taskset -c {b} {run} && {run} && echo loops=$({count})"
+            "mount -t tmpfs tmpfs /run && taskset -c {b} {launch} && taskset -c {b} {launch} && {launch} && echo loops=$({count})"
         );
-        let out = Command::new("taskset")
-            .args(["-c", &a.to_string(), "unshare", "-m", "sh", "-c", &script])
-            .output()
-            .unwrap();
+        let out = run(Command::new("taskset").args([
+            "-c",
+            &a.to_string(),
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            &script,
+        ]));
         let text = ok(&out);
         assert_eq!(
             text,
@@ -696,7 +696,7 @@ fn a_burst_of_first_launches_makes_one_cache_namespace() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("firstburst", bin);
     let img = s.image("a.sqfs", "first\n", &s.u1, 0o644);
-    let run = format!(
+    let launch = format!(
         "setpriv --reuid={} --regid={} --clear-groups {} {}:{} -- cat {}/hello",
         s.u1.uid,
         s.u1.gid,
@@ -713,17 +713,14 @@ fn a_burst_of_first_launches_makes_one_cache_namespace() {
         let script = format!(
             "while grep -q ' /run/squashfs-mount ' /proc/self/mountinfo; do umount -l /run/squashfs-mount || exit 1; done; \
              mount -t tmpfs tmpfs /run && \
-             for i in $(seq 16); do {run} > /dev/null & done; wait; \
+             for i in $(seq 16); do {launch} > /dev/null & done; wait; \
              echo ns=$(awk '$5 == \"/run/squashfs-mount/ns\"' /proc/self/mountinfo | wc -l) \
              dirs=$(awk '$5 == \"/run/squashfs-mount\"' /proc/self/mountinfo | wc -l) && \
              {bin} --gc --all > /dev/null && echo loops=$(cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{dir}/' || true)",
             bin = s.bin.display(),
             dir = s.dir.display()
         );
-        let out = Command::new("unshare")
-            .args(["-m", "sh", "-c", &script])
-            .output()
-            .unwrap();
+        let out = run(Command::new("unshare").args(["-m", "sh", "-c", &script]));
         assert_eq!(
             ok(&out),
             "ns=1 dirs=1\nloops=0\n",
@@ -759,11 +756,11 @@ fn in_cache_namespace(work: impl Fn() -> bool + Send + Sync + 'static) {
             libc::_exit(if work() { 0 } else { 3 });
         });
     }
-    let st = cmd.status().unwrap();
+    let r = run(&mut cmd);
     assert_eq!(
-        st.code(),
+        r.code(),
         Some(0),
-        "could not plant the entries in the cache namespace"
+        "could not plant the entries in the cache namespace: {r:?}"
     );
 }
 
@@ -827,7 +824,7 @@ fn half_made_entries_are_cleaned_up() {
                 fd >= 0 && libc::close(fd) == 0
             }
     });
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert_eq!(
         status.matches("broken").count(),
         4,
@@ -837,7 +834,7 @@ fn half_made_entries_are_cleaned_up() {
     // The launches that make new entries collect the broken ones.
     assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");
     assert_eq!(ok(&s.cat_hello(&s.u1, &b, &[])), "b\n");
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(!status.contains("broken"), "{status}");
     assert_eq!(status.matches("idle").count(), 2, "{status}");
     assert_eq!(s.loops().len(), 2);
@@ -856,7 +853,7 @@ fn the_working_directory_survives_visits_to_the_cache() {
     // been in the cache namespace (creation, then reuse), and the command
     // starts in the caller's directory.
     for round in 0..2 {
-        let out = user_command(
+        let out = run(user_command(
             &s.u1,
             &s.bin,
             &[
@@ -867,9 +864,7 @@ fn the_working_directory_survives_visits_to_the_cache() {
                 "readlink /proc/self/cwd; cat m/hello",
             ],
         )
-        .current_dir(&s.dir)
-        .output()
-        .unwrap();
+        .current_dir(&s.dir));
         assert_eq!(
             ok(&out),
             format!("{}\ncwd\n", s.dir.display()),
@@ -878,47 +873,42 @@ fn the_working_directory_survives_visits_to_the_cache() {
         assert!(stderr(&out).is_empty(), "{}", stderr(&out));
         assert_eq!(s.loops().len(), 1);
     }
-    // A working directory that root cannot enter (a FUSE mount of the
-    // caller's, without allow_root): the launch must not lose it; it mounts
-    // a private instance with one warning.
+    cwd_that_root_cannot_enter(&s, &img);
+    s.finish();
+}
+
+/// A working directory that root cannot enter (a FUSE mount of the
+/// caller's, without allow_root): the launch must not lose it; it mounts
+/// a private instance with one warning.
+fn cwd_that_root_cannot_enter(s: &Scratch, img: &Path) {
     let _fuse = sqfsmnt_test_support::site::FuseForUsers::enable();
-    let fuse_usable = user_command(
+    let fuse_usable = run(&mut user_command(
         &s.u1,
         Path::new("/bin/sh"),
         &["-c", "test -r /dev/fuse -a -w /dev/fuse"],
-    )
-    .status()
-    .unwrap()
+    ))
     .success();
     if !have("squashfuse") || !have("fusermount3") || !fuse_usable {
         loud_skip(&format!("(FUSE part of the working-directory cache test): squashfuse or fusermount3 missing, or /dev/fuse not usable by {}", s.u1.name));
-        s.finish();
         return;
     }
     let fuse = s.path("fuse");
     fs::create_dir(&fuse).unwrap();
     s.u1.chown(&fuse);
-    let out = user_command(
+    run(&mut user_command(
         &s.u1,
         Path::new("squashfuse"),
         &[img.as_os_str(), fuse.as_os_str()],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "squashfuse as the test user: {}",
-        stderr(&out)
-    );
+    ))
+    .ok_as("squashfuse as the test user");
     struct Unmount(PathBuf, User);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = user_command(
+            let _ = try_run(&mut user_command(
                 &self.1,
                 Path::new("fusermount3"),
                 &["-u".as_ref(), self.0.as_os_str()],
-            )
-            .status();
+            ));
         }
     }
     let _unmount = Unmount(fuse.clone(), s.u1.clone());
@@ -930,9 +920,11 @@ fn the_working_directory_survives_visits_to_the_cache() {
         s.bin.display(),
         s.mnt()
     );
-    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", script.as_str()])
-        .output()
-        .unwrap();
+    let out = run(&mut user_command(
+        &s.u1,
+        Path::new("/bin/sh"),
+        &["-c", script.as_str()],
+    ));
     let text = ok(&out);
     assert!(
         text.starts_with(&format!("{}/dir\ncwd\nf0\n", fuse.display())),
@@ -941,8 +933,6 @@ fn the_working_directory_survives_visits_to_the_cache() {
     let warn = stderr(&out);
     assert_eq!(warn.lines().count(), 1, "{warn}");
     assert!(warn.contains("private instance"), "{warn}");
-    drop(_unmount);
-    s.finish();
 }
 
 #[test]
@@ -1008,7 +998,7 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
         sqfsmnt_test_support::cachens::rewrite_record_headers(b"squashfs-mount-cache 2"),
         1
     );
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert_eq!(
         status.matches("broken").count(),
         1,
@@ -1018,7 +1008,7 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
     let out = s.cat_hello(&s.u1, &a, &[]);
     assert_eq!(ok(&out), "a\n");
     assert_eq!(stderr(&out), "", "no warning expected");
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(!status.contains("broken"), "{status}");
     assert_eq!(status.matches("idle").count(), 1, "{status}");
     // The old instance's loop device is released; the new one is reused.

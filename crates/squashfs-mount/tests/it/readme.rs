@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::run_with_timeout;
-use sqfsmnt_test_support::{image, install, python, site, Fixture, Run};
+use sqfsmnt_test_support::cmd::run_for;
+use sqfsmnt_test_support::{image, install, python, site, Fixture};
 
 use crate::case;
 
@@ -520,7 +520,7 @@ fn examples_run_as_written() {
                     .env("TMPDIR", dir.join("tmp"))
                     .env("USER", &fx.user.name)
                     .env("LANG", "C.UTF-8");
-                let r = Run(run_with_timeout(&mut c, Duration::from_secs(900)));
+                let r = run_for(&mut c, Duration::from_secs(900));
                 ran += 1;
                 if !r.success() || !r.stderr().is_empty() {
                     failures.push(format!(
