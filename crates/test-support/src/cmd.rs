@@ -15,15 +15,44 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(120);
 /// does (its pidfd), not at the next tick of a poll.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
     let child = start(cmd).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    finish(cmd, child, limit)
+    finish(&format!("{cmd:?}"), child, limit)
 }
 
 /// [`run`], or `None` when the command cannot be started (a tool that is
 /// not installed).
 pub fn try_run(cmd: &mut Command) -> Option<Run> {
     let child = start(cmd).ok()?;
-    let out = finish(cmd, child, DEFAULT_LIMIT);
+    let out = finish(&format!("{cmd:?}"), child, DEFAULT_LIMIT);
     Some(Run::of(cmd, out))
+}
+
+/// Starts `cmd` as [`run`] does, without waiting: for commands that run
+/// side by side. [`Started::wait`] gives its [`Run`].
+pub fn spawn(cmd: &mut Command) -> Started {
+    let child = start(cmd).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    Started {
+        child,
+        what: format!("{cmd:?}"),
+    }
+}
+
+/// A command started by [`spawn`].
+pub struct Started {
+    child: std::process::Child,
+    what: String,
+}
+
+impl Started {
+    /// Its process id (and process group id).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+    /// What it did, once it ends (within [`DEFAULT_LIMIT`], or the
+    /// command is killed and this panics).
+    pub fn wait(self) -> Run {
+        let out = finish(&self.what, self.child, DEFAULT_LIMIT);
+        Run(out, self.what)
+    }
 }
 
 /// `cmd` started with stdin from /dev/null, stdout and stderr piped, in a
@@ -37,7 +66,7 @@ fn start(cmd: &mut Command) -> std::io::Result<std::process::Child> {
 }
 
 /// The output of `child` (started from `cmd`), within `limit`.
-fn finish(cmd: &Command, mut child: std::process::Child, limit: Duration) -> Output {
+fn finish(cmd: &str, mut child: std::process::Child, limit: Duration) -> Output {
     let (tx, rx) = mpsc::channel::<()>();
     let reader = |mut from: Box<dyn Read + Send>, tx: mpsc::Sender<()>| {
         std::thread::spawn(move || {
@@ -65,7 +94,7 @@ fn finish(cmd: &Command, mut child: std::process::Child, limit: Duration) -> Out
         };
         let (o, e) = (said(t_out), said(t_err));
         panic!(
-            "{cmd:?} did not finish within {limit:?}\nstdout: {}\nstderr: {}",
+            "{cmd} did not finish within {limit:?}\nstdout: {}\nstderr: {}",
             String::from_utf8_lossy(&o),
             String::from_utf8_lossy(&e)
         );

@@ -30,6 +30,16 @@ impl Drop for TempDir {
     }
 }
 
+/// Paths under `dir` not owned by `uid` (`find -xdev ! -user`).
+pub fn not_owned_by(dir: &Path, uid: u32) -> String {
+    crate::cmd::run(
+        Command::new("find")
+            .arg(dir)
+            .args(["-xdev", "!", "-user", &uid.to_string()]),
+    )
+    .stdout()
+}
+
 /// xorshift64*: deterministic pseudo-random bytes.
 pub struct Rng(pub u64);
 

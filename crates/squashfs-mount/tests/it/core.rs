@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{run, spawn, try_run, wait_until};
 use sqfsmnt_test_support::race::SymlinkFlip;
 use sqfsmnt_test_support::Fixture;
 use sqfsmnt_test_support::{ends, held, pair, s, site};
@@ -256,7 +256,7 @@ fn forwarded_environment() {
 #[test]
 fn preload_reaches_only_the_unprivileged_command() {
     case(|fx| {
-        if Command::new("cc").arg("--version").output().is_err() {
+        if try_run(Command::new("cc").arg("--version")).is_none() {
             eprintln!("*** SKIPPED preload test: no C compiler ***");
             return;
         }
@@ -267,17 +267,11 @@ fn preload_reaches_only_the_unprivileged_command() {
             "#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void f(void){fprintf(stderr,\"PRELOADED euid=%d\\n\",(int)geteuid());}\n",
         )
         .unwrap();
-        let out = Command::new("cc")
+        run(Command::new("cc")
             .args(["-shared", "-fPIC", "-o"])
             .arg(&so)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(&src))
+        .ok();
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).unwrap();
         let m = fx.mount_point("preload");
         let p = pair(&image_b(fx), &m);
@@ -396,11 +390,7 @@ fn non_regular_images_are_refused() {
         let m = fx.mount_point("nonreg");
         let fifo = fx.path("user/fifo");
         let _ = fs::remove_file(&fifo);
-        assert!(Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success());
+        run(Command::new("mkfifo").arg(&fifo)).ok();
         let sock = fx.path("user/sock");
         let _ = fs::remove_file(&sock);
         let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
@@ -859,8 +849,8 @@ fn argc_zero_is_refused() {
         let src = fx.path("user/argc0.c");
         let exe = fx.path("user/argc0");
         fs::write(&src, "#include <unistd.h>\nint main(int c,char**v){char*a[]={0};char*e[]={0};execve(v[1],a,e);return 99;}\n").unwrap();
-        match Command::new("cc").arg("-o").arg(&exe).arg(&src).output() {
-            Ok(o) if o.status.success() => {}
+        match try_run(Command::new("cc").arg("-o").arg(&exe).arg(&src)) {
+            Some(r) if r.success() => {}
             _ => {
                 eprintln!("*** SKIPPED argc == 0 test: no C compiler ***");
                 return;
@@ -874,12 +864,7 @@ fn argc_zero_is_refused() {
 #[test]
 fn ptrace_by_the_caller_gets_no_privileges() {
     case(|fx| {
-        if Command::new("strace")
-            .arg("-V")
-            .stdout(Stdio::null())
-            .status()
-            .is_err()
-        {
+        if try_run(Command::new("strace").arg("-V")).is_none() {
             eprintln!("*** SKIPPED ptrace test: strace not installed ***");
             return;
         }
@@ -970,27 +955,18 @@ fn parallel_launches_all_succeed() {
         let (a, b) = (image_a(fx), image_b(fx));
         let children: Vec<_> = (0..24)
             .map(|_| {
-                fx.user_cmd([
+                spawn(&mut fx.user_cmd([
                     pair(&a, &ma),
                     pair(&b, &mb),
                     "--".into(),
                     "cat".into(),
                     s(&mb.join("b.txt")),
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+                ]))
             })
             .collect();
         for c in children {
-            let out = c.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert_eq!(out.stdout, b"bee\n");
+            let out = c.wait();
+            assert_eq!(out.ok().stdout(), "bee\n", "{out:?}");
         }
     });
 }

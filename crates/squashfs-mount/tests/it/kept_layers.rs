@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 
 use sqfsmnt_test_support::cmd::{run, wait_until, Run};
 use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
+use sqfsmnt_test_support::tree::not_owned_by;
 use sqfsmnt_test_support::{pair, s, site, Fixture};
 
 use crate::case;
@@ -30,16 +31,6 @@ fn launch(fx: &Fixture, bin: &Path, args: &[String]) -> Run {
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|a| a.to_string()).collect()
-}
-
-/// Paths under `dir` not owned by `uid` (find -xdev ! -user).
-fn not_owned_by(dir: &Path, uid: u32) -> String {
-    let out = Command::new("find")
-        .arg(dir)
-        .args(["-xdev", "!", "-user", &uid.to_string()])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A venv (with pip) in an image whose files are the case's user's, in the

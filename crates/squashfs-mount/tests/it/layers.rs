@@ -5,14 +5,16 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::s;
 use sqfsmnt_test_support::Fixture;
 
 use crate::case;
 
 fn sha256(p: &Path) -> String {
-    let out = Command::new("sha256sum").arg(p).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
+    run(Command::new("sha256sum").arg(p))
+        .ok()
+        .stdout()
         .split(' ')
         .next()
         .unwrap()
@@ -33,12 +35,11 @@ fn sandbox_image(fx: &Fixture) -> std::path::PathBuf {
 }
 
 fn setuid_files_on_host(fx: &Fixture) -> Vec<String> {
-    let out = Command::new("find")
+    let found = run(Command::new("find")
         .args(["/tmp", "/var/tmp", "/dev/shm"])
         .arg(fx.user_dir())
-        .args(["-xdev", "-perm", "-4000", "-print"])
-        .output()
-        .unwrap();
+        .args(["-xdev", "-perm", "-4000", "-print"]))
+    .stdout();
     // The package builds that `make test` runs beside the tests stage
     // root's setuid binary in the repository's build/ (scripts/check-setuid
     // checks that tree on its own); a clone may sit under /tmp.
@@ -46,7 +47,7 @@ fn setuid_files_on_host(fx: &Fixture) -> Vec<String> {
     let builds = fs::canonicalize(builds)
         .map(|p| format!("{}/", p.display()))
         .unwrap_or_else(|_| builds.to_string());
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let mut v: Vec<String> = found
         .lines()
         .filter(|l| !l.contains("/trees/")) // the test's own image sources
         .filter(|l| !l.starts_with(&builds))
@@ -224,17 +225,11 @@ fn filling_the_layer_gives_enospc_and_the_next_launch_is_clean() {
         assert_eq!(r.stdout(), "0\n");
         // Nothing reached the host: the mount point and the image's source
         // tree hold no file called big.
-        let found = Command::new("find")
+        let found = run(Command::new("find")
             .arg(&m)
             .arg(fx.path("trees"))
-            .args(["-name", "big"])
-            .output()
-            .unwrap();
-        assert!(
-            found.stdout.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&found.stdout)
-        );
+            .args(["-name", "big"]));
+        assert!(found.0.stdout.is_empty(), "{found:?}");
     });
 }
 
@@ -317,7 +312,7 @@ fn overlapping_directories_merge_and_unions_mix_with_pairs() {
 #[test]
 fn crafted_overlay_xattrs_do_nothing() {
     case(|fx| {
-        if Command::new("setfattr").arg("--version").output().is_err() {
+        if try_run(Command::new("setfattr").arg("--version")).is_none() {
             eprintln!(
                 "*** SKIPPED crafted xattr test: setfattr (Debian package attr) not installed ***"
             );
