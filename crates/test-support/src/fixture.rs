@@ -259,6 +259,18 @@ impl Fixture {
         run(&mut self.user_cmd(args))
     }
 
+    /// The installed binary with `args` as `user` (another user than the
+    /// case's), in the prefix, stdin from /dev/null, run with a time limit.
+    pub fn run_as<I, S>(&self, user: &crate::users::User, args: I) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut c = user.command(&self.bin);
+        c.args(args).current_dir(&self.root).stdin(Stdio::null());
+        run(&mut c)
+    }
+
     /// A shell command line run as the case's user in the prefix, with
     /// `$SQM` the installed tool (for redirections etc).
     pub fn user_sh(&self, script: &str) -> Run {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{run, spawn, try_run, wait_until};
 use sqfsmnt_test_support::count::{processes_named, CORRUPT_FUSE_SERVER_NAME, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::ends;
 use sqfsmnt_test_support::users::{User, Users};
@@ -67,17 +67,8 @@ fn own_image(fx: &Fixture, user: &User, name: &str) -> PathBuf {
 }
 
 fn launch(user: &User, fx: &Fixture, args: &[String]) -> (bool, String, String) {
-    let out = user
-        .command(&fx.bin)
-        .args(args)
-        .current_dir(&fx.root)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = fx.run_as(user, args);
+    (out.success(), out.stdout(), out.stderr())
 }
 
 fn cat(img: &Path, m: &Path) -> Vec<String> {
@@ -204,15 +195,7 @@ fn a_modified_image_gets_a_new_instance_and_idle_ones_expire() {
         assert_ne!(new, old);
         drop(_conf);
         let _conf = site::config("cache-max-idle = 0\n");
-        let gc = Command::new(&fx.bin)
-            .args(["--gc", "--expired"])
-            .output()
-            .unwrap();
-        assert!(
-            gc.status.success(),
-            "{}",
-            String::from_utf8_lossy(&gc.stderr)
-        );
+        run(Command::new(&fx.bin).args(["--gc", "--expired"])).ok();
         assert!(
             wait_no_server(fx.uid).is_empty(),
             "--gc --expired left the idle server"
@@ -241,28 +224,22 @@ fn a_killed_server_is_replaced_by_the_next_launch() {
             go = s(&fx.user_dir().join("go")),
             m = s(&m)
         );
-        let child = fx
-            .user
-            .command("sh")
-            .args(["-c", &script])
-            .env("SQM", &fx.bin)
-            .current_dir(&fx.root)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn(
+            fx.user
+                .command("sh")
+                .args(["-c", &script])
+                .env("SQM", &fx.bin)
+                .current_dir(&fx.root),
+        );
         wait_until(ends::HANG, "the command to run", || running.exists());
-        Command::new("kill")
-            .args(["-KILL", &server[0].to_string()])
-            .status()
-            .unwrap();
+        run(Command::new("kill").args(["-KILL", &server[0].to_string()]));
         fx.user_sh(&format!("touch {}", s(&fx.user_dir().join("go"))))
             .ok();
         assert!(
             ends::wait_ended(&[child.id()], ends::HANG).is_empty(),
             "the command hung"
         );
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = child.wait().stdout();
         assert!(
             text.contains("Transport endpoint is not connected")
                 || text.contains("Input/output error"),
@@ -389,19 +366,13 @@ fn a_burst_of_launches_starts_one_server() {
             })
         };
         let children: Vec<_> = (0..128)
-            .map(|_| {
-                fx.user_cmd(cat(&img, &m))
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
+            .map(|_| spawn(&mut fx.user_cmd(cat(&img, &m))))
             .collect();
         let mut failed = Vec::new();
         for c in children {
-            let o = c.wait_with_output().unwrap();
-            if !o.status.success() || o.stdout != b"fuse-burst\n" {
-                failed.push(String::from_utf8_lossy(&o.stderr).into_owned());
+            let o = c.wait();
+            if !o.success() || o.stdout() != "fuse-burst\n" {
+                failed.push(o.stderr());
             }
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -484,7 +455,7 @@ fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
         let (ok, out, err) = launch(b, fx, &cat(&b_img, &mb));
         let gone = wait_no_server(fx.uid);
         // Whatever happened, leave no stopped process behind.
-        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        let _ = try_run(Command::new("kill").args(["-KILL", &pid]));
         assert!(ok, "{err}");
         assert_eq!(out, "stopped-b\n");
         assert!(
@@ -508,17 +479,9 @@ fn gc_expired_evicts_an_expired_kernel_instance() {
         let m = fx.mount_point("expire-kernel");
         fx.run(cat(&img, &m)).ok();
         let gc = || {
-            let out = Command::new(&fx.bin)
-                .args(["--gc", "--expired"])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(
-                out.status.success(),
-                "{text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            text
+            run(Command::new(&fx.bin).args(["--gc", "--expired"]))
+                .ok()
+                .stdout()
         };
         let evicted = format!("evicted {}", s(&img));
         let first = gc();
@@ -625,19 +588,13 @@ fn fuse_servers_respect_the_users_process_limit() {
             s(&m),
             s(&fx.user_dir()),
         );
-        let out = fx
+        run(fx
             .user
             .command("bash")
             .args(["-c", &script])
             .env("SQM", &fx.bin)
-            .current_dir(&fx.root)
-            .output()
-            .expect("bash");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .current_dir(&fx.root))
+        .ok();
         let tasks = tasks_of(fx.uid);
         let servers = servers_of(fx.uid).len();
         let errs = fs::read_to_string(fx.user_dir().join("errs")).unwrap_or_default();

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::users::Users;
 use sqfsmnt_test_support::{ends, have, loud_skip, site, Fixture};
@@ -141,17 +142,8 @@ fn launches_per_user_are_capped() {
         );
         // Another user is not affected.
         let other = Users::create(1, false);
-        let out = other
-            .first()
-            .command(&fx.bin)
-            .args([pair(&img, &m), "--".into(), "true".into()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        fx.run_as(other.first(), [pair(&img, &m), "--".into(), "true".into()])
+            .ok();
         drop(held);
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
     });
@@ -181,11 +173,7 @@ fn a_lowered_file_size_limit_changes_nothing() {
                 "round {round}: the instance is cached and reused"
             );
         }
-        let status = Command::new(&fx.bin)
-            .arg("--cache-status")
-            .output()
-            .unwrap();
-        let status = String::from_utf8_lossy(&status.stdout);
+        let status = run(Command::new(&fx.bin).arg("--cache-status")).stdout();
         assert!(
             status.contains("idle") && !status.contains("broken"),
             "{status}"
@@ -305,14 +293,9 @@ fn cache_commands_never_open_other_users_paths() {
                 &["--cache-status", "--json"],
                 &["--gc"],
             ] {
-                let out = b.command(&fx.bin).args(args).output().unwrap();
+                let out = run(b.command(&fx.bin).args(args));
                 assert!(
-                    out.status.success(),
-                    "{args:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                assert!(
-                    !String::from_utf8_lossy(&out.stdout).contains(&s(&img)),
+                    !out.ok().stdout().contains(&s(&img)),
                     "{args:?} shows another user's image"
                 );
             }
@@ -421,9 +404,9 @@ fn a_stalled_fuse_image_stalls_only_its_own_launch() {
             );
             // SAFETY: kill(2) on the server we started.
             unsafe { libc::kill(server.0.id() as i32, libc::SIGCONT) };
-            let _ = Command::new("fusermount3").arg("-u").arg(&fusemnt).status();
+            let _ = try_run(Command::new("fusermount3").arg("-u").arg(&fusemnt));
             drop(server);
-            let _ = Command::new("umount").arg("-l").arg(&fusemnt).status();
+            let _ = try_run(Command::new("umount").arg("-l").arg(&fusemnt));
         }
     });
 }

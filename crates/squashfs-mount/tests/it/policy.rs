@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use sqfsmnt_test_support::cmd::{run, Run};
 use sqfsmnt_test_support::{kernel, site, Fixture};
 use sqfsmnt_test_support::{pair, s};
 
-use crate::case;
+use crate::{case, fs_type_of};
 
 /// A root-owned image in the fixture's root-only images/ directory.
 fn rooted(fx: &Fixture) -> PathBuf {
@@ -397,21 +398,15 @@ fn verdicts(
     b: &sqfsmnt_test_support::users::User,
     image: &Path,
 ) -> ([bool; 3], String) {
-    let line_of = |out: std::process::Output| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line_of = |out: Run| {
+        let text = out.ok().stdout();
         text.lines()
             .find(|l| l.starts_with(&format!("{}:", image.display())))
             .unwrap_or_else(|| panic!("no line for {} in\n{text}", image.display()))
             .to_string()
     };
-    let policy = |mut c: std::process::Command| {
-        line_of(c.args(["--policy".to_string(), s(image)]).output().unwrap())
-    };
+    let policy =
+        |mut c: std::process::Command| line_of(run(c.args(["--policy".to_string(), s(image)])));
     let lines = [
         policy_line(fx, image),
         policy(b.command(&fx.bin)),
@@ -493,29 +488,8 @@ fn trust_is_the_same_for_every_caller() {
         );
         // Mounted by B: FUSE, read from inside the command.
         let m = fx.mount_point("every");
-        let out = b
-            .command(&fx.bin)
-            .args([
-                pair(&own, &m),
-                "--".into(),
-                "stat".into(),
-                "-f".into(),
-                "-c".into(),
-                "%T".into(),
-                s(&m),
-            ])
-            .current_dir(&fx.root)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).starts_with("fuse"),
-            "{out:?}"
-        );
+        let out = fx.run_as(b, fs_type_of(&own, &m));
+        assert!(out.ok().stdout().starts_with("fuse"), "{out:?}");
 
         // Root's image in a directory of root's that group gid2 (A's
         // supplementary group) can write.

@@ -312,11 +312,9 @@ fn the_demo_leaves_its_directory_and_nothing_else() {
         let mode = fs::metadata(&bin).unwrap().permissions().mode();
         assert_eq!(mode & 0o4000, 0, "{} is still setuid", bin.display());
         assert!(dir.join("stack.sqfs").exists());
-        let user = std::process::Command::new("id")
-            .arg("sqfsmnt-demo")
-            .output()
-            .unwrap();
-        assert!(!user.status.success(), "the demo user is left");
+        let user =
+            sqfsmnt_test_support::cmd::run(std::process::Command::new("id").arg("sqfsmnt-demo"));
+        assert!(!user.success(), "the demo user is left: {user:?}");
         let log = format!("/run/squashfs-mount-fuse/{demo_uid}.log");
         assert!(!Path::new(&log).exists(), "the demo left {log}");
         let orphans = sqfsmnt_test_support::cmd::run(
