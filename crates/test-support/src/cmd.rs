@@ -142,10 +142,10 @@ pub fn run_for(cmd: &mut Command, limit: Duration) -> Run {
 /// Runs `cmd` and panics (naming it, with its status and output) unless
 /// it succeeds.
 #[track_caller]
-pub fn ok(cmd: &mut Command) -> Output {
+pub fn ok(cmd: &mut Command) -> Run {
     let r = run(cmd);
     r.ok();
-    r.0
+    r
 }
 
 /// The stdout of `cmd`, which must succeed (see [`Run::ok`]).

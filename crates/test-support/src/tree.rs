@@ -189,7 +189,7 @@ pub fn sqfs_command(bin: &str) -> Command {
 /// (one per line; the test trees have no newlines in names).
 pub fn image_files(image: &Path) -> Vec<String> {
     let o = ok(Command::new("unsquashfs").arg("-lls").arg(image));
-    String::from_utf8_lossy(&o.stdout)
+    o.stdout()
         .lines()
         .filter(|l| {
             !l.starts_with('d')

@@ -2,7 +2,7 @@
 //! SVG chart. The timed part needs squashfs-mount able to mount (installed
 //! setuid root, or run as root); without it that part is skipped loudly.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for};
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::loud_skip;
 use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
@@ -164,7 +164,7 @@ fn bench_without_runs_gives_table_and_chart() {
         .arg("--work-dir")
         .arg(t.path())
         .arg(&tree));
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stdout = o.stdout();
     let rows = table_rows(&stdout);
     assert_eq!(
         rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
@@ -186,7 +186,7 @@ fn bench_without_runs_gives_table_and_chart() {
         .arg("--work-dir")
         .arg(t.path())
         .arg(&tree));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     let v = j["variants"].as_array().unwrap();
     assert_eq!(v.len(), 2);
     assert_eq!(v[1]["label"], "zstd:1");
@@ -216,7 +216,7 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         "cat {0}/pkg0/mod1.py {0}/pkg2/mod5.py > /dev/null && stat -f -c %T {0} | grep -qx squashfs",
         tree.display()
     );
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs()
             .args(["bench", "--runs", "2", "--run", &run, "--svg"])
             .arg(&svg)
@@ -225,9 +225,9 @@ fn bench_times_every_compressor_through_squashfs_mount() {
             .arg(&tree),
         Duration::from_secs(120),
     );
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let stdout = o.stdout();
+    let stderr = o.stderr();
+    o.ok();
     let rows = table_rows(&stdout);
     assert_eq!(
         rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
@@ -274,7 +274,7 @@ fn bench_times_every_compressor_through_squashfs_mount() {
     }
     assert_eq!(loops_before, loops_after, "loop devices leaked");
     // A failing command is reported as such.
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs()
             .args([
                 "bench", "--runs", "1", "--comp", "lz4", "--run", "exit 3", "--svg",
@@ -283,12 +283,8 @@ fn bench_times_every_compressor_through_squashfs_mount() {
             .arg(&tree),
         Duration::from_secs(60),
     );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("failed"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("failed"), "{}", o.stderr());
 }
 
 /// A stand-in for squashfs-mount that mounts nothing: it logs every call,
@@ -376,12 +372,12 @@ fn bench_warm_runs_go_through_the_image_cache() {
             if !gc_image {
                 cmd.env("FAKE_NO_GC_IMAGE", "1");
             }
-            run_with_timeout(&mut cmd, Duration::from_secs(120))
+            run_for(&mut cmd, Duration::from_secs(120))
         };
         let o = run(false);
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{stdout}\n{stderr}");
+        let stdout = o.stdout();
+        let stderr = o.stderr();
+        o.ok();
         assert!(stderr.is_empty(), "quiet success: {stderr}");
         assert_eq!(
             stdout.lines().filter(|l| l.starts_with("cold*:")).count(),
@@ -434,8 +430,8 @@ fn bench_warm_runs_go_through_the_image_cache() {
             assert_eq!(launches.len(), 8 * 2, "{log}");
         }
         let o = run(true);
-        assert!(o.status.success());
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        o.ok();
+        let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
         assert_eq!(j["warm_method"], want);
         assert_eq!(j["mount_path"]["path"], route);
         assert_eq!(j["mount_path"]["reason"], "fake reason");
@@ -497,12 +493,11 @@ fn bench_by_a_user_on_their_own_tree_says_it_measured_the_fuse_path() {
         if json {
             c.arg("--json");
         }
-        run_with_timeout(&mut c, Duration::from_secs(120))
+        run_for(&mut c, Duration::from_secs(120))
     };
     let o = run(false);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let stdout = o.stdout();
+    o.ok();
     let path: Vec<&str> = stdout.lines().filter(|l| l.starts_with("path: ")).collect();
     assert_eq!(path.len(), 1, "{stdout}");
     assert!(
@@ -516,8 +511,8 @@ fn bench_by_a_user_on_their_own_tree_says_it_measured_the_fuse_path() {
     assert_eq!(warm.len(), 1, "{stdout}");
     assert!(!warm[0].contains("cache off"), "{}", warm[0]);
     let o = run(true);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    o.ok();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(j["mount_path"]["path"], "FUSE");
     // The user's FUSE instances are cached: warm runs reuse them.
     assert_eq!(j["warm_method"], "image_cache");

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for, Run};
 use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};
 
@@ -32,7 +32,8 @@ fn tree(root: &Path) {
 }
 
 /// `cmd` with its standard output a pipe nobody reads any more.
-fn closed_stdout(cmd: &mut Command) -> Output {
+/// (Its stdout is what is under test: not [`run`]'s pipe.)
+fn closed_stdout(cmd: &mut Command) -> Run {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let mut child = cmd
@@ -48,22 +49,18 @@ fn closed_stdout(cmd: &mut Command) -> Output {
         v
     };
     let status = child.wait().unwrap();
-    Output {
+    let out = Output {
         status,
         stdout: Vec::new(),
         stderr,
-    }
+    };
+    Run::of(cmd, out)
 }
 
 #[track_caller]
-fn quiet_141(what: &str, o: &Output) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(141),
-        "{what}: {:?}, stderr: {err}",
-        o.status
-    );
+fn quiet_141(what: &str, o: &Run) {
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(141), "{what}: {o:?}");
     assert!(err.is_empty(), "{what}: stderr: {err}");
 }
 
@@ -153,16 +150,9 @@ fn every_printing_subcommand_ends_quietly_with_141() {
 fn errors_still_say_what_went_wrong() {
     let t = TempDir::new("closed-stdout-error");
     let o = closed_stdout(sqfs().arg("inspect").arg(t.path().join("missing.sqfs")));
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("missing.sqfs"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("missing.sqfs"), "{}", o.stderr());
     // And an open standard output still gets everything.
-    let o = run_with_timeout(sqfs().arg("--version"), Duration::from_secs(10));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        format!("{}\n", env!("CARGO_PKG_VERSION"))
-    );
+    let o = run_for(sqfs().arg("--version"), Duration::from_secs(10));
+    assert_eq!(o.stdout(), format!("{}\n", env!("CARGO_PKG_VERSION")));
 }

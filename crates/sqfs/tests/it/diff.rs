@@ -127,7 +127,7 @@ fn mksquashfs(tree: &Path, image: &Path, pseudo: &[&str], extra: &[&str]) {
 
 fn diff_json(a: &Path, b: &Path, extra: &[&str]) -> serde_json::Value {
     let o = ok(sqfs().args(["diff", "--json"]).args(extra).arg(a).arg(b));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
 /// path -> "added" / "removed" / "changed: what,what".
@@ -257,8 +257,8 @@ fn diff_names_exactly_the_entries_that_changed_and_how() {
 
     // As text: a line per change, then the totals.
     let o = ok(sqfs().arg("diff").arg(&a).arg(&b));
-    assert!(o.stderr.is_empty());
-    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(o.0.stderr.is_empty());
+    let text = String::from_utf8(o.0.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), expected(xattrs).len() + 1, "{text}");
     for (line, (path, change)) in lines.iter().zip(expected(xattrs)) {
@@ -328,7 +328,7 @@ fn compressor_and_block_size_do_not_count_and_alike_images_decompress_nothing() 
         "{d}"
     );
     let o = ok(sqfs().arg("diff").arg(&c).arg(&c3));
-    let text = String::from_utf8(o.stdout).unwrap();
+    let text = String::from_utf8(o.0.stdout).unwrap();
     assert!(
         text.starts_with(&format!(
             "{} and {} hold the same tree (",

@@ -1,7 +1,7 @@
 //! `sqfs inspect`: agrees with `unsquashfs -s` for images of every
 //! compressor, and fails clearly (never crashes or hangs) on bad input.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for};
 use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};
 
@@ -23,7 +23,7 @@ fn mksquashfs(dir: &Path, image: &Path, args: &[&str]) {
 
 fn inspect_json(image: &Path) -> serde_json::Value {
     let o = ok(sqfs().args(["inspect", "--json"]).arg(image));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
 /// `unsquashfs -s`, as key -> value lines ("Compression" -> "zstd", ...),
@@ -33,7 +33,7 @@ fn unsquashfs_s(image: &Path) -> BTreeMap<String, String> {
         .arg("-s")
         .arg(image)
         .env("TZ", "UTC"));
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let text = o.stdout();
     let mut m = BTreeMap::new();
     let mut options = Vec::new();
     for line in text.lines() {
@@ -187,7 +187,7 @@ fn compare(image: &Path, label: &str) {
     );
     // The text says what the JSON says.
     let o = ok(sqfs().arg("inspect").arg(image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     let line = text.lines().find(|l| l.starts_with("Xattrs:")).unwrap();
     let x = &j["xattrs"];
     let want = if x["left_out"] == true {
@@ -252,7 +252,7 @@ fn compare(image: &Path, label: &str) {
     }
     // File counts against the listing (every name once).
     let l = ok(Command::new("unsquashfs").arg("-lls").arg(image));
-    let listing = String::from_utf8_lossy(&l.stdout);
+    let listing = l.stdout();
     let mut kinds: BTreeMap<char, u64> = BTreeMap::new();
     for line in listing
         .lines()
@@ -394,7 +394,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     }
     // The human-readable form names the essentials.
     let o = ok(sqfs().arg("inspect").arg(t.path().join("xz-bcj.sqfs")));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     for needle in [
         "Compressor:       xz",
         "filters x86,arm",
@@ -412,7 +412,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     assert_eq!(j["files"]["regular_files"].as_u64().unwrap(), info.regular);
     assert_eq!(j["kernel"]["can_mount"], false);
     let o = ok(sqfs().arg("inspect").arg(&image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(
         text.contains("Mountable here:   NO, not mountable here: the image uses lzma"),
         "{text}"
@@ -439,7 +439,7 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
     );
     assert_eq!(j["kernel"]["can_mount"], false, "{}", j["kernel"]);
     let o = ok(sqfs().arg("inspect").arg(&image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(
         text.contains("NO, not mountable here") && text.contains("truncate -s %4096"),
         "{text}"
@@ -455,13 +455,13 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
     // Labelled time: a mksquashfs image is stamped when it was built, a
     // sqfs pack image with the newest file time.
     let o = ok(sqfs().arg("inspect").arg(&image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(text.contains("set when the image was built"), "{text}");
     assert_eq!(j["newest_file_time"], 1_600_000_100);
     let packed = t.path().join("packed.sqfs");
     ok(sqfs().arg("pack").arg(&dir).arg(&packed));
     let o = ok(sqfs().arg("inspect").arg(&packed));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(
         text.contains("Image time:       2020-09-13T12:28:20Z (1600000100): the newest file time in the image"),
         "{text}"
@@ -469,9 +469,9 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
 }
 
 fn expect_error(path: &Path, want: &str) {
-    let o = run_with_timeout(sqfs().arg("inspect").arg(path), Duration::from_secs(20));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{}: {err}", path.display());
+    let o = run_for(sqfs().arg("inspect").arg(path), Duration::from_secs(20));
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{}: {err}", path.display());
     assert!(
         err.starts_with(&format!("sqfs: {}: ", path.display())),
         "{err}"
@@ -482,7 +482,7 @@ fn expect_error(path: &Path, want: &str) {
         path.display()
     );
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert!(o.stdout.is_empty());
+    assert!(o.0.stdout.is_empty());
 }
 
 #[test]
@@ -519,11 +519,11 @@ fn inspect_fails_clearly_on_bad_files() {
     let mut fake = b"hsqs".to_vec();
     fake.extend(rng.bytes(10_000));
     std::fs::write(p("fake"), &fake).unwrap();
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs().arg("inspect").arg(p("fake")),
         Duration::from_secs(20),
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.code(), Some(1));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &bytes).unwrap();
     std::fs::write(p("image.gz"), gz.finish().unwrap()).unwrap();
@@ -625,7 +625,7 @@ fn mountable_here_follows_the_policy_path() {
             c.arg("--json");
         }
         let o = ok(c.arg(&image));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        o.stdout()
     };
     fake("FUSE", false);
     let text = mountable(false);

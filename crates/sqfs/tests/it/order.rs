@@ -84,12 +84,12 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
         .arg(&list)
         .arg(&tree)
         .arg(img("1.sqfs")));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert!(
         err.contains("1 of the 5 entries of the hot list") && err.contains("not/there"),
         "{err}"
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("4 listed files first"));
+    assert!(o.stdout().contains("4 listed files first"));
     ok(sqfs()
         .args(["pack", "-q", "--processors", "1", "--order"])
         .arg(&list)
@@ -174,14 +174,11 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
             .arg("-cat")
             .arg(img("1.sqfs"))
             .arg(".squashfs-mount/hot.list"));
-        assert_eq!(
-            String::from_utf8_lossy(&o.stdout),
-            "c/big2\nb/small1\na/small3\ntop file\n"
-        );
+        assert_eq!(o.stdout(), "c/big2\nb/small1\na/small3\ntop file\n");
         let o = ok(std::process::Command::new("unsquashfs")
             .arg("-lls")
             .arg(img("1.sqfs")));
-        let listing = String::from_utf8_lossy(&o.stdout);
+        let listing = o.stdout();
         let date = |suffix: &str| {
             let l = listing.lines().find(|l| l.ends_with(suffix)).unwrap();
             l.split_whitespace().nth(3).unwrap().to_string() + l.split_whitespace().nth(4).unwrap()
@@ -220,7 +217,7 @@ fn trace_lists_the_files_a_command_read() {
         .arg(&list)
         .arg(&tree)
         .args(["--", "sh", "-c", &reads]));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     if j["stayed_cached"].as_u64() != Some(0) {
         loud_skip(&format!("trace_lists_the_files_a_command_read: the file system of {} keeps files cached (tmpfs?): {j}", tree.display()));
         return;

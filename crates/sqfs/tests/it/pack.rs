@@ -1,6 +1,6 @@
 //! `sqfs pack`: deterministic output, options, refusals.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for};
 use sqfsmnt_test_support::tree::{
     image_files, make_tree, os, set_mtime, sqfs_command, tree_files, TempDir,
 };
@@ -16,7 +16,7 @@ fn pack(dir: &Path, image: &Path, extra: &[&str]) {
 
 fn inspect_json(image: &Path) -> serde_json::Value {
     let o = ok(sqfs().args(["inspect", "--json"]).arg(image));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn image_holds_the_tree() {
         ])
         .arg(&a)
         .arg(&image));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(j["compressor"], "gzip");
     assert_eq!(j["level"], 6);
     assert_eq!(j["block_size"], 65536);
@@ -167,10 +167,10 @@ fn pack_refuses_clearly() {
     let image = t.path().join("x.sqfs");
     pack(&a, &image, &["--comp", "lz4"]);
     let fail = |args: &[&std::ffi::OsStr], want: &str| {
-        let o = run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60));
-        let err = String::from_utf8_lossy(&o.stderr);
+        let o = run_for(sqfs().args(args), std::time::Duration::from_secs(60));
+        let err = o.stderr();
         // Usage errors exit 1, as squashfs-mount's do; so do failures.
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(o.code(), Some(1), "{args:?}: {err}");
         assert!(!err.contains("os error"), "{args:?}: {err}");
         assert!(
             err.contains(want.trim_start_matches("usage:")),
@@ -274,11 +274,11 @@ fn every_subcommand_has_help() {
         &["help", "pack"],
     ] {
         let o = ok(sqfs().args(sub));
-        let text = String::from_utf8_lossy(&o.stdout);
+        let text = o.stdout();
         assert!(text.contains("Usage:"), "{sub:?}: {text}");
     }
     let o = ok(sqfs().args(["pack", "--help"]));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     for needle in [
         "--reproducible",
         "--split",
@@ -294,8 +294,8 @@ fn every_subcommand_has_help() {
     }
 }
 
-fn run(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60))
+fn run(args: &[&std::ffi::OsStr]) -> sqfsmnt_test_support::cmd::Run {
+    run_for(sqfs().args(args), std::time::Duration::from_secs(60))
 }
 
 #[test]
@@ -310,8 +310,8 @@ fn version_and_usage_errors_follow_squashfs_mount() {
         &["-version"],
     ] {
         let o = ok(sqfs().args(args));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{args:?}");
-        assert!(o.stderr.is_empty(), "{args:?}");
+        assert_eq!(o.stdout(), want, "{args:?}");
+        assert!(o.0.stderr.is_empty(), "{args:?}");
     }
     // Usage errors: status 1, no clap "use '-- -x'" tip.
     for (args, want) in [
@@ -323,18 +323,18 @@ fn version_and_usage_errors_follow_squashfs_mount() {
     ] {
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| os(a)).collect();
         let o = run(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(
             !err.contains("-- -") && !err.contains("tip:"),
             "{args:?}: {err}"
         );
-        assert!(o.stdout.is_empty());
+        assert!(o.0.stdout.is_empty());
     }
     // No "(os error N)" in messages.
     let o = run(&[os("inspect"), os("/nonexistent/x.sqfs")]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert_eq!(
         err.trim_end(),
         "sqfs: /nonexistent/x.sqfs: cannot open it: No such file or directory"
@@ -365,9 +365,9 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
         os("top.txt"),
         os("dir0/sub1"),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.ok();
     assert!(
-        o.stdout.is_empty() && o.stderr.is_empty(),
+        o.0.stdout.is_empty() && o.0.stderr.is_empty(),
         "-quiet: nothing printed"
     );
     let j = inspect_json(&img("m.sqfs"));
@@ -417,8 +417,8 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
         ];
         args.extend(opt.iter().map(|o| os(o)));
         let o = run(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{opt:?}: {err}");
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{opt:?}: {err}");
         assert!(
             err.starts_with("sqfs: ") && err.contains(want),
             "{opt:?}: {err}"
@@ -449,12 +449,8 @@ fn exclude_patterns() {
         .arg(&from)
         .arg(&a)
         .arg(img("e.sqfs")));
-    assert!(
-        o.stderr.is_empty(),
-        "quiet success: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(o.0.stderr.is_empty(), "quiet success: {}", o.stderr());
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     let excluded = |f: &str| {
         f.ends_with("/file5.dat")
             || (f.starts_with("dir2/sub0/") && f.ends_with(".dat"))
@@ -482,7 +478,7 @@ fn exclude_patterns() {
         .args(["pack", "--exclude", "*.nothing"])
         .arg(&a)
         .arg(img("n.sqfs")));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert!(
         err.contains("warning: --exclude '*.nothing' matched nothing"),
         "{err}"
@@ -492,7 +488,7 @@ fn exclude_patterns() {
         .args(["pack", "--exclude", "/dir1/hardlink.dat"])
         .arg(&a)
         .arg(img("h.sqfs")));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert!(
         err.contains("hard link") && err.contains("dir1/sub0/file2.dat"),
         "{err}"
@@ -506,8 +502,8 @@ fn exclude_patterns() {
         a.as_os_str(),
         img("b.sqfs").as_os_str(),
     ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("'a[b'"));
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("'a[b'"));
 }
 
 /// Runs sqfs as an unprivileged user: as `nobody` when the tests run as
@@ -550,12 +546,12 @@ fn unreadable_files_are_named_with_what_to_do() {
         }
     }
     let out = t.path().join("x.sqfs");
-    let o = run_with_timeout(
+    let o = run_for(
         &mut unprivileged(sqfs().arg("pack").arg(&a).arg(&out)),
         std::time::Duration::from_secs(60),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("cannot read 2 entries"), "{err}");
     assert!(
@@ -569,7 +565,7 @@ fn unreadable_files_are_named_with_what_to_do() {
     );
     assert!(!out.exists());
     // Left out as the message says, the pack succeeds.
-    let o = run_with_timeout(
+    let o = run_for(
         &mut unprivileged(
             sqfs()
                 .args([
@@ -584,12 +580,8 @@ fn unreadable_files_are_named_with_what_to_do() {
         ),
         std::time::Duration::from_secs(60),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        o.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    o.ok();
+    assert!(o.0.stderr.is_empty(), "{}", o.stderr());
     // mksquashfs's own message, should it still fail, is turned into advice.
     let advice =
         sqfs::pack::unreadable_advice(&a, &format!("Failed to read file {}\n", secret.display()))
@@ -610,7 +602,7 @@ fn tiny_trees_get_a_sensible_summary() {
     std::fs::create_dir(&a).unwrap();
     std::fs::write(a.join("hello"), "hi\n").unwrap();
     let o = ok(sqfs().arg("pack").arg(&a).arg(t.path().join("t.sqfs")));
-    let line = String::from_utf8_lossy(&o.stdout);
+    let line = o.stdout();
     assert!(
         line.contains("(3 B of file data; metadata outweighs it), 1 entry,"),
         "{line}"
@@ -620,7 +612,7 @@ fn tiny_trees_get_a_sensible_summary() {
     let b = t.path().join("b");
     make_tree(&b, true);
     let o = ok(sqfs().arg("pack").arg(&b).arg(t.path().join("b.sqfs")));
-    let line = String::from_utf8_lossy(&o.stdout);
+    let line = o.stdout();
     let pct: f64 = line
         .split('(')
         .nth(1)

@@ -1,7 +1,7 @@
 //! `sqfs pack --split`: every file in exactly one image, every image within
 //! the limit, a manifest that says where each entry went.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for};
 use sqfsmnt_test_support::tree::{
     image_files, make_tree, sqfs_command, tree_files, write, Rng, TempDir,
 };
@@ -138,7 +138,7 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
             let o = ok(std::process::Command::new("unsquashfs")
                 .arg("-lls")
                 .arg(i["image"].as_str().unwrap()));
-            String::from_utf8_lossy(&o.stdout).into_owned()
+            o.stdout()
         })
         .collect();
     assert_eq!(
@@ -166,15 +166,15 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
         );
     }
     // Existing outputs are not replaced without --force.
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs()
             .args(["pack", "--split", "600000"])
             .arg(&dir)
             .arg(out.join("ds")),
         std::time::Duration::from_secs(60),
     );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("--force"));
 }
 
 #[test]
@@ -185,15 +185,15 @@ fn split_at_depth_two_and_too_large_entries() {
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
     // sub-00 alone is 310 kB: at depth 1 it cannot fit in 250 kB images.
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs()
             .args(["pack", "--split", "250000"])
             .arg(&dir)
             .arg(out.join("a")),
         std::time::Duration::from_secs(60),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{err}");
     assert!(err.contains("sub-00") && err.contains("--depth 2"), "{err}");
     // At depth 2 the sessions are the units and it works.
     let m = split(&dir, &out.join("b"), "250000", &["--depth", "2"]);
@@ -215,7 +215,7 @@ fn split_of_compressible_data_and_json_output() {
         ])
         .arg(&dir)
         .arg(out.join("t")));
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(m["format"], "sqfs-split-manifest/2");
     assert_eq!(m["level"], 3);
     check_partition(&dir, &m, 1 << 20, 1);
@@ -249,7 +249,7 @@ fn split_bounds_compressed_images_close_to_the_limit() {
         ])
         .arg(&dir)
         .arg(out.join("c")));
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     let n = check_partition(&dir, &m, max, 1);
     let sizes: Vec<u64> = m["images"]
         .as_array()

@@ -61,12 +61,8 @@ fn pack_of_a_link_packs_the_directory_it_points_to() {
         let o = ok(sqfs()
             .args(["pack", "--no-progress", src, img])
             .current_dir(t.path()));
-        assert!(
-            o.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        summaries.push(String::from_utf8_lossy(&o.stdout).into_owned());
+        assert!(o.0.stderr.is_empty(), "{}", o.stderr());
+        summaries.push(o.stdout());
     }
     let real = std::fs::read(image("real.sqfs")).unwrap();
     for other in ["link.sqfs", "slash.sqfs", "link2.sqfs"] {
@@ -83,7 +79,7 @@ fn pack_of_a_link_packs_the_directory_it_points_to() {
     let o = ok(sqfs()
         .args(["pack", "--json", "HCP", "j.sqfs"])
         .current_dir(t.path()));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(j["entries"], entries);
 }
 
@@ -98,7 +94,7 @@ fn split_of_a_link_splits_the_directory_it_points_to() {
             .args(["pack", "--no-progress", "--split", "40K", "--comp", "lz4"])
             .args(["--block-size", "16K", src, prefix])
             .current_dir(t.path()));
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = o.stdout();
         let m: serde_json::Value = serde_json::from_slice(
             &std::fs::read(t.path().join(format!("{prefix}.manifest.json"))).unwrap(),
         )
@@ -208,6 +204,6 @@ fn check_flags_an_image_that_holds_only_a_link() {
     let o = ok(sqfs()
         .args(["check", "--json", "new.sqfs"])
         .current_dir(t.path()));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert!(j["lone_symlink"].is_null(), "{j}");
 }
