@@ -24,11 +24,14 @@ use std::process::Command;
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use sqfsmnt_test_support::cmd::Run;
+use sqfsmnt_test_support::cmd::{run, run_for, try_run, Run};
 use sqfsmnt_test_support::count::fuse_servers_of;
 use sqfsmnt_test_support::ends;
 use sqfsmnt_test_support::slurm::{Cluster, Options, TOOLS};
 use sqfsmnt_test_support::{have, image};
+
+/// The time limit of a cargo build or a package installation a test runs.
+const BUILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(1800);
 
 const NODES: usize = 3;
 const UE: &str = "/user-environment";
@@ -677,16 +680,13 @@ fn kept_layer_other_owners(t: &T) {
     }
     let img = t.img("owners.sqfs");
     let _ = fs::remove_file(&img);
-    let built = Command::new("mksquashfs")
-        .args([
-            src.as_os_str(),
-            img.as_ref(),
-            "-quiet".as_ref(),
-            "-no-progress".as_ref(),
-        ])
-        .status()
-        .expect("mksquashfs");
-    assert!(built.success());
+    run(Command::new("mksquashfs").args([
+        src.as_os_str(),
+        img.as_ref(),
+        "-quiet".as_ref(),
+        "-no-progress".as_ref(),
+    ]))
+    .ok();
     let dir = t.c.dir.join("jobs").join("owners-layer");
     let _ = fs::remove_dir_all(&dir);
     let change = |layer: &str| {
@@ -727,16 +727,11 @@ fn kept_layer_other_owners(t: &T) {
 
 /// Every file in the kept layer's `dir` is the job user's.
 fn assert_all_the_job_users(t: &T, dir: &Path) {
-    let foreign = Command::new("find")
-        .arg(dir)
-        .args(["!", "-user", &t.c.user.uid.to_string()])
-        .output()
-        .expect("find");
-    assert!(
-        foreign.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&foreign.stdout)
-    );
+    let foreign =
+        run(Command::new("find")
+            .arg(dir)
+            .args(["!", "-user", &t.c.user.uid.to_string()]));
+    assert!(foreign.0.stdout.is_empty(), "{foreign:?}");
 }
 
 /// The kept-layer helper in place of the real one while alive.
@@ -760,20 +755,18 @@ fn tampered_layer_helper(t: &T) {
     // <target>/<profile>/deps/<test exe>
     let exe = std::env::current_exe().expect("current_exe");
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        // The whole workspace, as `make test` built it before the tests:
-        // up to date there (one package alone would unify other features
-        // and be built again).
-        .args(["build", "--locked", "--release", "--workspace"])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(
-        status.success(),
-        "cargo build --release --workspace (sqfsmnt-tampered-layer) failed"
-    );
+    run_for(
+        Command::new(env!("CARGO"))
+            // The whole workspace, as `make test` built it before the
+            // tests: up to date there (one package alone would unify
+            // other features and be built again).
+            .args(["build", "--locked", "--release", "--workspace"])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(workspace()),
+        BUILD_LIMIT,
+    )
+    .ok_as("cargo build --release --workspace (sqfsmnt-tampered-layer)");
     let at = t.c.dir.join(sqfsmnt_test_support::install::LAYER_HELPER);
     let real = t.c.dir.join("real-layer-helper");
     fs::rename(&at, &real).expect("move the real helper aside");
@@ -933,10 +926,10 @@ fn run_one(t: &T, f: Test) -> Result<(), Failed> {
     // The plugin keeps image instances cached on each node (by design):
     // evict them before looking for leftovers.
     for n in &t.c.nodes {
-        let _ = n.command(&t.cli).args(["--gc", "--all"]).output();
+        let _ = try_run(n.command(&t.cli).args(["--gc", "--all"]));
     }
     // And on the login node (the sessions' launches).
-    let _ = Command::new(&t.cli).args(["--gc", "--all"]).output();
+    let _ = try_run(Command::new(&t.cli).args(["--gc", "--all"]));
     let left = t.c.leftovers(&[Path::new(UE), Path::new(UT)]);
     match outcome {
         Err(panic) => {
@@ -966,21 +959,22 @@ fn build_cli() -> PathBuf {
         .and_then(Path::parent)
         .expect("target dir")
         .to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        // The whole workspace, as `make test` built it before the tests
-        // (see tampered_layer_helper).
-        .args([
-            "build",
-            "--locked",
-            "--release",
-            "--workspace",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build --release --workspace failed");
+    run_for(
+        Command::new(env!("CARGO"))
+            // The whole workspace, as `make test` built it before the
+            // tests (see tampered_layer_helper).
+            .args([
+                "build",
+                "--locked",
+                "--release",
+                "--workspace",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(workspace()),
+        BUILD_LIMIT,
+    )
+    .ok_as("cargo build --release --workspace");
     target.join("release/squashfs-mount")
 }
 
@@ -995,10 +989,11 @@ fn build_plugin(profile: &str, panic: &str) -> PathBuf {
         .and_then(Path::parent)
         .expect("target dir")
         .to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        // As `make test` built it before the tests: the plugin alone in
-        // its spank profile, the whole workspace in release (see
-        // tampered_layer_helper).
+    let mut build = Command::new(env!("CARGO"));
+    // As `make test` built it before the tests: the plugin alone in its
+    // spank profile, the whole workspace in release (see
+    // tampered_layer_helper).
+    build
         .args(["build", "--locked", "--profile", profile])
         .args(if profile == "spank" {
             ["-p", "spank-squashfs-mount"].as_slice()
@@ -1007,13 +1002,9 @@ fn build_plugin(profile: &str, panic: &str) -> PathBuf {
         })
         .arg("--target-dir")
         .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(
-        status.success(),
-        "cargo build --profile {profile} (the plugin) failed"
-    );
+        .current_dir(workspace());
+    run_for(&mut build, BUILD_LIMIT)
+        .ok_as(&format!("cargo build --profile {profile} (the plugin)"));
     let so = target.join(profile).join("libspank_squashfs_mount.so");
     let bytes = fs::read(&so).expect("plugin .so");
     let marker = format!("squashfs-mount-spank panic={panic}");
@@ -1032,9 +1023,10 @@ fn setup() -> Option<T> {
     tools.push("mksquashfs");
     if sqfsmnt_test_support::is_root() && !tools.iter().all(|c| have(c)) {
         eprintln!("slurm test: installing Slurm (scripts/deps test)");
-        let _ = Command::new(workspace().join("scripts/deps"))
-            .arg("test")
-            .status();
+        let _ = run_for(
+            Command::new(workspace().join("scripts/deps")).arg("test"),
+            BUILD_LIMIT,
+        );
     }
     if !sqfsmnt_test_support::privileged("Slurm plugin tests (crates/spank/tests/slurm.rs)", &tools)
     {
@@ -1158,9 +1150,7 @@ fn stopped_server_does_not_outlive_the_job(t: &T) {
     let left = ends::wait_ended(&fuse_servers_of(t.c.user.uid), ends::HANG);
     if !left.is_empty() {
         for pid in &left {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
+            let _ = try_run(Command::new("kill").args(["-KILL", &pid.to_string()]));
         }
         panic!("a stopped FUSE server outlived its job: {left:?}");
     }

@@ -461,21 +461,22 @@ fn workspace() -> PathBuf {
 fn plugin() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--locked",
-            "--profile",
-            "spank",
-            "-p",
-            "spank-squashfs-mount",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "building the plugin failed");
+    sqfsmnt_test_support::cmd::run_for(
+        Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--locked",
+                "--profile",
+                "spank",
+                "-p",
+                "spank-squashfs-mount",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(workspace()),
+        std::time::Duration::from_secs(1800),
+    )
+    .ok_as("building the plugin");
     target.join("spank/libspank_squashfs_mount.so")
 }
 
@@ -607,9 +608,13 @@ fn join_bats_on_the_slurm_cluster() {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
         for n in &j.c.nodes {
-            said.push(n.command(&j.bin).args(["--gc", "--all"]).output());
+            said.push(sqfsmnt_test_support::cmd::try_run(
+                n.command(&j.bin).args(["--gc", "--all"]),
+            ));
         }
-        said.push(Command::new(&j.bin).args(["--gc", "--all"]).output());
+        said.push(sqfsmnt_test_support::cmd::try_run(
+            Command::new(&j.bin).args(["--gc", "--all"]),
+        ));
         left = j.c.leftovers(&[&mnt]);
         if left.is_empty() {
             break;

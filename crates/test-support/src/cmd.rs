@@ -15,14 +15,14 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(120);
 /// does (its pidfd), not at the next tick of a poll.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
     let child = start(cmd).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    finish(&format!("{cmd:?}"), child, limit)
+    finish(&format!("{cmd:?}"), child, limit, false)
 }
 
 /// [`run`], or `None` when the command cannot be started (a tool that is
 /// not installed).
 pub fn try_run(cmd: &mut Command) -> Option<Run> {
     let child = start(cmd).ok()?;
-    let out = finish(&format!("{cmd:?}"), child, DEFAULT_LIMIT);
+    let out = finish(&format!("{cmd:?}"), child, DEFAULT_LIMIT, false);
     Some(Run::of(cmd, out))
 }
 
@@ -48,9 +48,11 @@ impl Started {
         self.child.id()
     }
     /// What it did, once it ends (within [`DEFAULT_LIMIT`], or the
-    /// command is killed and this panics).
+    /// command is killed and this panics). Its stdout and stderr must
+    /// close with it: a process it left holding them fails this (as a
+    /// wait for the pipes' end would have hung).
     pub fn wait(self) -> Run {
-        let out = finish(&self.what, self.child, DEFAULT_LIMIT);
+        let out = finish(&self.what, self.child, DEFAULT_LIMIT, true);
         Run(out, self.what)
     }
 }
@@ -66,7 +68,11 @@ fn start(cmd: &mut Command) -> std::io::Result<std::process::Child> {
 }
 
 /// The output of `child` (started from `cmd`), within `limit`.
-fn finish(cmd: &str, mut child: std::process::Child, limit: Duration) -> Output {
+/// With `strict`, a process the command left behind that still holds its
+/// stdout or stderr 5 s after it ended is a failure (killed, then this
+/// panics naming the command); else it is killed and the output so far
+/// returned.
+fn finish(cmd: &str, mut child: std::process::Child, limit: Duration, strict: bool) -> Output {
     let (tx, rx) = mpsc::channel::<()>();
     let reader = |mut from: Box<dyn Read + Send>, tx: mpsc::Sender<()>| {
         std::thread::spawn(move || {
@@ -110,6 +116,10 @@ fn finish(cmd: &str, mut child: std::process::Child, limit: Duration) -> Output 
             Ok(()) => closed += 1,
             Err(_) => {
                 kill_group(child.id());
+                assert!(
+                    !strict,
+                    "{cmd} ended ({status}), but a process it left behind still held its stdout or stderr 5 s later"
+                );
                 break;
             }
         }

@@ -16,12 +16,12 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
 use sqfsmnt_test_support::cleanup::run_dir;
-use sqfsmnt_test_support::cmd::{run, try_run, Run};
+use sqfsmnt_test_support::cmd::{run, spawn, try_run, Run};
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
 use sqfsmnt_test_support::unmount::remove_tree;
 use sqfsmnt_test_support::{have, loud_skip, User, Users};
@@ -212,26 +212,21 @@ fn launches_share_one_loop_device() {
     wait_until(|| s.loops().is_empty(), "eviction");
     let pair = format!("{}:{}", img.display(), s.mnt());
     let file = format!("{}/hello", s.mnt());
-    let children: Vec<Child> = (0..40)
+    let children: Vec<_> = (0..40)
         .map(|i| {
             let user = if i % 2 == 0 { &s.u1 } else { &s.u2 };
-            user_command(user, &s.bin, &[pair.as_str(), "--", "cat", file.as_str()])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn(&mut user_command(
+                user,
+                &s.bin,
+                &[pair.as_str(), "--", "cat", file.as_str()],
+            ))
         })
         .collect();
     let mut failures = Vec::new();
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        if !out.status.success() || out.stdout != b"one\n" || !out.stderr.is_empty() {
-            failures.push(format!(
-                "{:?} {} {}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
+        let out = c.wait();
+        if !out.success() || out.stdout() != "one\n" || !out.0.stderr.is_empty() {
+            failures.push(format!("{out:?}"));
         }
     }
     assert!(

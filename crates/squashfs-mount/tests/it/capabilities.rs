@@ -10,10 +10,9 @@
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{spawn, wait_until};
 use sqfsmnt_test_support::{is_root, loud_skip, pair, site};
 
 use squashfs_mount::privilege::{Caller, Credentials, RootPhase, ThreadCredentials};
@@ -88,8 +87,7 @@ fn root_phase(caps: u64) -> Sets {
 /// process of its own session that does root's work on shared state (a
 /// child of the launch, with the launch's credentials), whichever sleeps
 /// between attempts at the held lock or slot.
-fn in_root_phase(child: &Child, what: &str) -> Sets {
-    let launch = child.id();
+fn in_root_phase(launch: u32, what: &str) -> Sets {
     let mut seen = None;
     // Sampled only while it sleeps between attempts at the held lock or
     // slot: right after exec a set-user-ID program still has every
@@ -169,20 +167,21 @@ fn a_launch_keeps_only_what_its_root_phase_needs() {
             ("-r", pair(&img, &missing), mounts | DAC_OVERRIDE),
         ] {
             let held = hold(&slot);
-            let child = fx
-                .user_cmd([option, &target, "--", "grep", "^Cap", "/proc/self/status"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn");
-            let seen = in_root_phase(&child, &format!("the root phase of {option}"));
+            let child = spawn(&mut fx.user_cmd([
+                option,
+                &target,
+                "--",
+                "grep",
+                "^Cap",
+                "/proc/self/status",
+            ]));
+            let seen = in_root_phase(child.id(), &format!("the root phase of {option}"));
             drop(held);
-            let out = child.wait_with_output().expect("wait");
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{option}: {stderr}");
+            let out = child.wait();
+            out.ok_as(option);
             assert_eq!(seen, root_phase(caps), "{option}: the root phase");
             // The command: no capability, the root phase's bounding set.
-            let command = sets(&String::from_utf8_lossy(&out.stdout));
+            let command = sets(&out.stdout());
             assert_eq!(
                 command,
                 Sets {
@@ -214,20 +213,10 @@ fn gc_keeps_only_what_the_cache_needs() {
         let m = fx.mount_point("gc-caps");
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
         let held = hold("/run/squashfs-mount/lock");
-        let child = fx
-            .user_cmd(["--gc"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let seen = in_root_phase(&child, "the root phase of --gc");
+        let child = spawn(&mut fx.user_cmd(["--gc"]));
+        let seen = in_root_phase(child.id(), "the root phase of --gc");
         drop(held);
-        let out = child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        child.wait().ok();
         assert_eq!(seen, root_phase(CACHE));
     });
 }

@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sqfsmnt_test_support::cmd::{run, wait_until, Run};
+use sqfsmnt_test_support::cmd::{run, try_run, wait_until, Run};
 use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
 use sqfsmnt_test_support::tree::not_owned_by;
 use sqfsmnt_test_support::{pair, s, site, Fixture};
@@ -481,7 +481,7 @@ impl HostMount {
             fs::create_dir_all(base.join(d)).unwrap();
         }
         fs::create_dir_all(at).unwrap();
-        let st = Command::new("mount")
+        let st = run(Command::new("mount")
             .args(["-t", "overlay", "overlay", "-o"])
             .arg(format!(
                 "lowerdir={},upperdir={},workdir={}",
@@ -489,10 +489,8 @@ impl HostMount {
                 s(&base.join("upper")),
                 s(&base.join("work"))
             ))
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount overlay");
+            .arg(at));
+        st.ok_as("mount overlay");
         HostMount(at.to_path_buf())
     }
 
@@ -506,20 +504,18 @@ impl HostMount {
             &format!("chown {}:{} mine && chmod 700 mine", fx.uid, fx.gid),
         );
         fs::create_dir_all(at).unwrap();
-        let st = Command::new("squashfuse")
+        run(Command::new("squashfuse")
             .args(["-o", "allow_other"])
             .arg(&img)
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(st.success(), "squashfuse");
+            .arg(at))
+        .ok_as("squashfuse");
         Some(HostMount(at.to_path_buf()))
     }
 }
 
 impl Drop for HostMount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = try_run(Command::new("umount").arg("-l").arg(&self.0));
     }
 }
 

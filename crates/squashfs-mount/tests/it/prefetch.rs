@@ -4,7 +4,7 @@
 //! delays the command and ends with it. As the unprivileged test user
 //! against the installed setuid binary; needs root (skips loudly).
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{spawn, wait_until};
 use sqfsmnt_test_support::{ends, Fixture};
 
 use crate::case;
@@ -112,18 +112,13 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
         let mp = fx.mount_point("prefetch");
         let pid_file = fx.user_dir().join("prefetcher");
         let go = fx.user_dir().join("go");
-        let child = fx
-            .user_cmd([
-                format!("{}:{}", img.display(), mp.display()),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                wait_for_prefetcher(&pid_file, &go),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn(&mut fx.user_cmd([
+            format!("{}:{}", img.display(), mp.display()),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            wait_for_prefetcher(&pid_file, &go),
+        ]));
         // While the command waits: the prefetcher, stopped, and its
         // descriptors (it is not dumpable, so only root may look).
         let prefetcher = prefetcher_of(&pid_file);
@@ -150,13 +145,8 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
             signal(prefetcher, rustix::process::Signal::CONT);
             panic!("the launch waits for its stopped prefetcher");
         }
-        let o = child.wait_with_output().unwrap();
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(
-            o.status.success(),
-            "{out} {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = child.wait();
+        let out = o.ok().stdout();
         assert_eq!(
             state(prefetcher),
             Some('T'),
@@ -228,8 +218,8 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
             wait_for_prefetcher(&pid_file, &go),
             mp.display()
         );
-        let child = fx
-            .user
+        let child = spawn(
+            fx.user
             .command("sh")
             .arg("-c")
             .arg(format!(
@@ -239,11 +229,8 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
             ))
             .env("SQM", &fx.bin)
             .env("SCRIPT", &script)
-            .current_dir(&fx.root)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .current_dir(&fx.root),
+        );
         let prefetcher = prefetcher_of(&pid_file);
         stop(prefetcher);
         std::fs::write(&go, "").unwrap();
@@ -252,9 +239,8 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
             signal(prefetcher, rustix::process::Signal::CONT);
             panic!("the pipe's reader waits for the stopped prefetcher");
         }
-        let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "hello\n");
+        let o = child.wait();
+        assert_eq!(o.ok().stdout(), "hello\n", "{o:?}");
         ends_once_resumed(prefetcher);
         // --no-prefetch: nothing runs besides the command.
         let r = fx.run([

@@ -415,13 +415,14 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
         // A clone of the repository: its examples/ (what the README's
         // first example uses), nothing made for the test.
         "clone" => {
-            let r = Command::new("cp")
-                .arg("-a")
-                .arg(top().join("examples"))
-                .arg(dir)
-                .status()
-                .unwrap();
-            assert!(r.success());
+            run_for(
+                Command::new("cp")
+                    .arg("-a")
+                    .arg(top().join("examples"))
+                    .arg(dir),
+                Duration::from_secs(120),
+            )
+            .ok();
         }
         "pip" => {
             host.push(HostDir::ensure("/user-environment"));
@@ -441,13 +442,14 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
         }
         other => panic!("unknown setup {other}"),
     }
-    let r = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{}:{}", fx.uid, fx.gid))
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(r.success());
+    run_for(
+        Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", fx.uid, fx.gid))
+            .arg(dir),
+        Duration::from_secs(120),
+    )
+    .ok();
     host
 }
 
