@@ -2,7 +2,7 @@
 //! SVG chart. The timed part needs squashfs-mount able to mount (installed
 //! setuid root, or run as root); without it that part is skipped loudly.
 
-use sqfsmnt_test_support::cmd::{ok, run_for};
+use sqfsmnt_test_support::cmd::{ok, run_for, Run};
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::loud_skip;
 use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
@@ -225,38 +225,8 @@ fn bench_times_every_compressor_through_squashfs_mount() {
             .arg(&tree),
         Duration::from_secs(120),
     );
-    let stdout = o.stdout();
-    let stderr = o.stderr();
     o.ok();
-    let rows = table_rows(&stdout);
-    assert_eq!(
-        rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
-        LABELS,
-        "{stdout}"
-    );
-    for r in &rows {
-        // label, size (2 words), %, build (2 words), then four timing cells.
-        assert!(!stdout.contains(" - "), "a timing is missing:\n{stdout}");
-        assert!(r.len() >= 10, "{r:?}");
-    }
-    let cold_kind = if rustix_uid() == 0 {
-        "drop_caches"
-    } else {
-        "posix_fadvise"
-    };
-    assert!(stdout.contains(cold_kind), "{stdout}");
-    // Each kind of run explained once, on standard output.
-    assert_eq!(
-        stdout.lines().filter(|l| l.starts_with("cold")).count(),
-        1,
-        "{stdout}"
-    );
-    assert_eq!(
-        stdout.lines().filter(|l| l.starts_with("warm:")).count(),
-        1,
-        "{stdout}"
-    );
-    assert!(!stderr.contains("cold"), "{stderr}");
+    bench_table_says_it_all(&o.stdout(), &o.stderr());
     check_svg(&svg, true);
     // Mounts lived only in squashfs-mount's private namespaces.
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -285,6 +255,40 @@ fn bench_times_every_compressor_through_squashfs_mount() {
     );
     assert_eq!(o.code(), Some(1));
     assert!(o.stderr().contains("failed"), "{}", o.stderr());
+}
+
+/// A bench's table: a row of timings for every compressor, the kind of
+/// cold run, each kind of run explained once on stdout.
+fn bench_table_says_it_all(stdout: &str, stderr: &str) {
+    let rows = table_rows(stdout);
+    assert_eq!(
+        rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        LABELS,
+        "{stdout}"
+    );
+    for r in &rows {
+        // label, size (2 words), %, build (2 words), then four timing cells.
+        assert!(!stdout.contains(" - "), "a timing is missing:\n{stdout}");
+        assert!(r.len() >= 10, "{r:?}");
+    }
+    let cold_kind = if rustix_uid() == 0 {
+        "drop_caches"
+    } else {
+        "posix_fadvise"
+    };
+    assert!(stdout.contains(cold_kind), "{stdout}");
+    // Each kind of run explained once, on standard output.
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("cold")).count(),
+        1,
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("warm:")).count(),
+        1,
+        "{stdout}"
+    );
+    assert!(!stderr.contains("cold"), "{stderr}");
 }
 
 /// A stand-in for squashfs-mount that mounts nothing: it logs every call,
@@ -348,32 +352,7 @@ fn bench_warm_runs_go_through_the_image_cache() {
         let state = t.path().join(format!("state-{gc_image}-{route}"));
         std::fs::create_dir(&state).unwrap();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let run = |json: bool| {
-            // As nobody when root: cold runs then evict the image instead of
-            // dropping the whole machine's caches.
-            let mut inner = std::process::Command::new(bin.join("sqfs"));
-            inner.args(["bench", "--runs", "2", "--comp", "lz4,zstd:1", "--svg"]);
-            inner.arg(t.path().join(format!("c-{gc_image}.svg")));
-            inner.arg("--work-dir").arg(t.path()).arg(&tree);
-            if json {
-                inner.arg("--json");
-            }
-            let mut cmd = if rustix_uid() == 0 {
-                let mut c = std::process::Command::new("setpriv");
-                c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
-                c.arg(inner.get_program()).args(inner.get_args());
-                c
-            } else {
-                inner
-            };
-            cmd.env("FAKE_DIR", &state)
-                .env("FAKE_ROUTE", route)
-                .env_remove("SOURCE_DATE_EPOCH");
-            if !gc_image {
-                cmd.env("FAKE_NO_GC_IMAGE", "1");
-            }
-            run_for(&mut cmd, Duration::from_secs(120))
-        };
+        let run = |json: bool| fake_bench(&bin, t.path(), &tree, &state, gc_image, route, json);
         let o = run(false);
         let stdout = o.stdout();
         let stderr = o.stderr();
@@ -393,42 +372,7 @@ fn bench_warm_runs_go_through_the_image_cache() {
             "{}",
             path[0]
         );
-        let log = std::fs::read_to_string(state.join("log")).unwrap();
-        let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
-        let cached = launches
-            .iter()
-            .filter(|l| !l.starts_with("--no-cache"))
-            .count();
-        // 2 compressors x 2 rounds x (command, walk).
-        if gc_image {
-            assert!(
-                warm[0].contains("second launch") && warm[0].contains("image cache"),
-                "{}",
-                warm[0]
-            );
-            // Per pair: a fresh cold run, a first and a second cached launch;
-            // plus the probe.
-            assert_eq!(launches.len(), 8 * 3 + 1, "{log}");
-            assert_eq!(cached, 8 * 2 + 1, "{log}");
-            // Both images evicted at the end: nothing left cached.
-            assert_eq!(
-                log.lines().filter(|l| l.starts_with("--gc ")).count(),
-                1 + 2,
-                "{log}"
-            );
-            assert_eq!(
-                std::fs::read_to_string(state.join("instances")).unwrap(),
-                ""
-            );
-        } else {
-            assert!(
-                warm[0].contains("fresh mount") && warm[0].contains("--gc IMAGE"),
-                "{}",
-                warm[0]
-            );
-            assert_eq!(cached, 0, "{log}");
-            assert_eq!(launches.len(), 8 * 2, "{log}");
-        }
+        fake_launches_as_said(&state, gc_image, warm[0]);
         let o = run(true);
         o.ok();
         let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
@@ -516,4 +460,83 @@ fn bench_by_a_user_on_their_own_tree_says_it_measured_the_fuse_path() {
     assert_eq!(j["mount_path"]["path"], "FUSE");
     // The user's FUSE instances are cached: warm runs reuse them.
     assert_eq!(j["warm_method"], "image_cache");
+}
+
+/// `sqfs bench --runs 2 --comp lz4,zstd:1` of `tree` with the fake
+/// squashfs-mount in `bin` (as nobody when root: cold runs then evict the
+/// image instead of dropping the whole machine's caches), logging into
+/// `state`.
+fn fake_bench(
+    bin: &Path,
+    work: &Path,
+    tree: &Path,
+    state: &Path,
+    gc_image: bool,
+    route: &str,
+    json: bool,
+) -> Run {
+    let mut inner = std::process::Command::new(bin.join("sqfs"));
+    inner.args(["bench", "--runs", "2", "--comp", "lz4,zstd:1", "--svg"]);
+    inner.arg(work.join(format!("c-{gc_image}.svg")));
+    inner.arg("--work-dir").arg(work).arg(tree);
+    if json {
+        inner.arg("--json");
+    }
+    let mut cmd = if rustix_uid() == 0 {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
+        c.arg(inner.get_program()).args(inner.get_args());
+        c
+    } else {
+        inner
+    };
+    cmd.env("FAKE_DIR", state)
+        .env("FAKE_ROUTE", route)
+        .env_remove("SOURCE_DATE_EPOCH");
+    if !gc_image {
+        cmd.env("FAKE_NO_GC_IMAGE", "1");
+    }
+    run_for(&mut cmd, Duration::from_secs(120))
+}
+
+/// The fake's log: with `--gc IMAGE` (`gc_image`) warm runs are second
+/// launches through the cache and every image is evicted at the end;
+/// without, warm runs are fresh mounts.
+fn fake_launches_as_said(state: &Path, gc_image: bool, warm: &str) {
+    let log = std::fs::read_to_string(state.join("log")).unwrap();
+    let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
+    let cached = launches
+        .iter()
+        .filter(|l| !l.starts_with("--no-cache"))
+        .count();
+    // 2 compressors x 2 rounds x (command, walk).
+    if gc_image {
+        assert!(
+            warm.contains("second launch") && warm.contains("image cache"),
+            "{}",
+            warm
+        );
+        // Per pair: a fresh cold run, a first and a second cached launch;
+        // plus the probe.
+        assert_eq!(launches.len(), 8 * 3 + 1, "{log}");
+        assert_eq!(cached, 8 * 2 + 1, "{log}");
+        // Both images evicted at the end: nothing left cached.
+        assert_eq!(
+            log.lines().filter(|l| l.starts_with("--gc ")).count(),
+            1 + 2,
+            "{log}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(state.join("instances")).unwrap(),
+            ""
+        );
+    } else {
+        assert!(
+            warm.contains("fresh mount") && warm.contains("--gc IMAGE"),
+            "{}",
+            warm
+        );
+        assert_eq!(cached, 0, "{log}");
+        assert_eq!(launches.len(), 8 * 2, "{log}");
+    }
 }

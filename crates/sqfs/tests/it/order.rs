@@ -90,40 +90,59 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
         "{err}"
     );
     assert!(o.stdout().contains("4 listed files first"));
-    ok(sqfs()
-        .args(["pack", "-q", "--processors", "1", "--order"])
+    // (image, its options, what it says if it is not as the first one)
+    for (name, extra, differs) in [
+        (
+            "2.sqfs",
+            &["--processors", "1", "--order"][..],
+            "same tree and list, different images",
+        ),
+        (
+            "3.sqfs",
+            &["--processors", "4", "--order"],
+            "the image depends on the processors",
+        ),
+        ("plain.sqfs", &[], "--order changed nothing"),
+    ] {
+        let order = !extra.is_empty();
+        let mut c = sqfs();
+        c.args(["pack", "-q"]).args(extra);
+        if order {
+            c.arg(&list);
+        }
+        ok(c.arg(&tree).arg(img(name)));
+        let first = std::fs::read(img("1.sqfs")).unwrap();
+        assert!(
+            (first == std::fs::read(img(name)).unwrap()) == order,
+            "{differs}"
+        );
+    }
+    listed_files_lead(&img("1.sqfs"), &img("plain.sqfs"));
+    // The image carries the list of the files found, for squashfs-mount's
+    // prefetch, with the image's time stamp.
+    if have("unsquashfs") {
+        the_image_carries_its_hot_list(&img("1.sqfs"));
+    }
+    // A list leaving the tree is refused.
+    std::fs::write(&list, "../etc/passwd\n").unwrap();
+    let r = run(sqfs()
+        .args(["pack", "--order"])
         .arg(&list)
         .arg(&tree)
-        .arg(img("2.sqfs")));
-    ok(sqfs()
-        .args(["pack", "-q", "--processors", "4", "--order"])
-        .arg(&list)
-        .arg(&tree)
-        .arg(img("3.sqfs")));
-    ok(sqfs()
-        .args(["pack", "-q"])
-        .arg(&tree)
-        .arg(img("plain.sqfs")));
-    let first = std::fs::read(img("1.sqfs")).unwrap();
-    assert!(
-        first == std::fs::read(img("2.sqfs")).unwrap(),
-        "same tree and list, different images"
-    );
-    assert!(
-        first == std::fs::read(img("3.sqfs")).unwrap(),
-        "the image depends on the processors"
-    );
-    assert!(
-        first != std::fs::read(img("plain.sqfs")).unwrap(),
-        "--order changed nothing"
-    );
+        .arg(img("4.sqfs")));
+    assert_eq!(r.code(), Some(1));
+    assert!(r.stderr().contains("leaves the tree"), "{r:?}");
+}
 
-    // The listed big file's blocks come before every other file's.
-    let hot_big = position(&img("1.sqfs"), "c/big2");
+/// In `ordered` (packed with the hot list c/big2, b/small1, a/small3,
+/// "top file"), the listed big file's blocks and the listed small files'
+/// tails come first; the rest keep the order of `plain` (no list).
+fn listed_files_lead(ordered: &Path, plain_img: &Path) {
+    let hot_big = position(ordered, "c/big2");
     let bigs: Vec<&str> = vec![
         "a/big1", "a/big2", "a/big3", "b/big1", "b/big2", "b/big3", "c/big1", "c/big3",
     ];
-    let starts: Vec<u64> = bigs.iter().map(|b| position(&img("1.sqfs"), b).0).collect();
+    let starts: Vec<u64> = bigs.iter().map(|b| position(ordered, b).0).collect();
     assert!(
         starts.iter().all(|&s| s > hot_big.0),
         "c/big2 at {} not first: {starts:?}",
@@ -134,20 +153,17 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
         starts.windows(2).all(|w| w[0] < w[1]),
         "unlisted files out of order: {starts:?}"
     );
-    let plain: Vec<u64> = bigs
-        .iter()
-        .map(|b| position(&img("plain.sqfs"), b).0)
-        .collect();
+    let plain: Vec<u64> = bigs.iter().map(|b| position(plain_img, b).0).collect();
     assert!(plain.windows(2).all(|w| w[0] < w[1]));
     assert!(
-        position(&img("plain.sqfs"), "c/big2").0 > plain[0],
+        position(plain_img, "c/big2").0 > plain[0],
         "without a list c/big2 is not first"
     );
     // The listed small files' tails lead the first fragment, in list order.
     let hot: Vec<(u32, u32)> = ["b/small1", "a/small3", "top file"]
         .iter()
         .map(|f| {
-            let p = position(&img("1.sqfs"), f);
+            let p = position(ordered, f);
             (p.1, p.2)
         })
         .collect();
@@ -160,41 +176,32 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
     for f in [
         "a/small1", "a/small2", "b/small2", "b/small3", "c/small1", "c/small2", "c/small3",
     ] {
-        let p = position(&img("1.sqfs"), f);
+        let p = position(ordered, f);
         assert!(
             (p.1, p.2) > hot[2],
             "{f} at {:?} before the listed files {hot:?}",
             (p.1, p.2)
         );
     }
-    // The image carries the list of the files found, for squashfs-mount's
-    // prefetch, with the image's time stamp.
-    if have("unsquashfs") {
-        let o = ok(std::process::Command::new("unsquashfs")
-            .arg("-cat")
-            .arg(img("1.sqfs"))
-            .arg(".squashfs-mount/hot.list"));
-        assert_eq!(o.stdout(), "c/big2\nb/small1\na/small3\ntop file\n");
-        let o = ok(std::process::Command::new("unsquashfs")
-            .arg("-lls")
-            .arg(img("1.sqfs")));
-        let listing = o.stdout();
-        let date = |suffix: &str| {
-            let l = listing.lines().find(|l| l.ends_with(suffix)).unwrap();
-            l.split_whitespace().nth(3).unwrap().to_string() + l.split_whitespace().nth(4).unwrap()
-        };
-        // Both made from the image's time stamp (not the time of the build).
-        assert_eq!(date("/.squashfs-mount/hot.list"), date("/.squashfs-mount"));
-    }
-    // A list leaving the tree is refused.
-    std::fs::write(&list, "../etc/passwd\n").unwrap();
-    let r = run(sqfs()
-        .args(["pack", "--order"])
-        .arg(&list)
-        .arg(&tree)
-        .arg(img("4.sqfs")));
-    assert_eq!(r.code(), Some(1));
-    assert!(r.stderr().contains("leaves the tree"), "{r:?}");
+}
+
+/// The list of the files found is in the image, made with the image's
+/// time stamp (not the time of the build).
+fn the_image_carries_its_hot_list(image: &Path) {
+    let o = ok(std::process::Command::new("unsquashfs")
+        .arg("-cat")
+        .arg(image)
+        .arg(".squashfs-mount/hot.list"));
+    assert_eq!(o.stdout(), "c/big2\nb/small1\na/small3\ntop file\n");
+    let o = ok(std::process::Command::new("unsquashfs")
+        .arg("-lls")
+        .arg(image));
+    let listing = o.stdout();
+    let date = |suffix: &str| {
+        let l = listing.lines().find(|l| l.ends_with(suffix)).unwrap();
+        l.split_whitespace().nth(3).unwrap().to_string() + l.split_whitespace().nth(4).unwrap()
+    };
+    assert_eq!(date("/.squashfs-mount/hot.list"), date("/.squashfs-mount"));
 }
 
 #[test]
