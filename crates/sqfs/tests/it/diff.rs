@@ -212,34 +212,28 @@ fn diff_names_exactly_the_entries_that_changed_and_how() {
     assert_eq!(d["removed"], 5);
     assert_eq!(d["changed"], if xattrs { 10 } else { 9 });
     // Both sides of a change, as each image has them.
-    let tool = d["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == "/bin/tool")
-        .unwrap();
+    let change = |path: &str| {
+        d["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap()
+            .clone()
+    };
+    let tool = change("/bin/tool");
     assert_eq!(
         (&tool["b"]["uid"], &tool["b"]["gid"]),
         (&1234.into(), &4321.into())
     );
     assert_eq!(tool["a"]["mode"], "0755");
-    let link = d["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == "/link")
-        .unwrap();
+    let link = change("/link");
     assert_eq!(
         (&link["a"]["target"], &link["b"]["target"]),
         (&"small/001.txt".into(), &"small/002.txt".into())
     );
     if xattrs {
-        let x = d["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["path"] == "/xattr.txt")
-            .unwrap();
+        let x = change("/xattr.txt");
         assert_eq!(x["xattrs"]["added"][0], "user.new");
         assert_eq!(x["xattrs"]["changed"][0], "user.mime");
     }
@@ -255,8 +249,12 @@ fn diff_names_exactly_the_entries_that_changed_and_how() {
     }
     assert_eq!(back.len(), expected(xattrs).len());
 
-    // As text: a line per change, then the totals.
-    let o = ok(sqfs().arg("diff").arg(&a).arg(&b));
+    diff_text_says_the_same(&a, &b, xattrs);
+}
+
+/// As text: a line per change, then the totals.
+fn diff_text_says_the_same(a: &Path, b: &Path, xattrs: bool) {
+    let o = ok(sqfs().arg("diff").arg(a).arg(b));
     assert!(o.0.stderr.is_empty());
     let text = String::from_utf8(o.0.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();

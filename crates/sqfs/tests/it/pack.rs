@@ -202,59 +202,27 @@ fn pack_refuses_clearly() {
         ],
         "nope",
     );
-    // Levels that do not exist.
-    fail(
-        &[
-            os("pack"),
-            os("--level"),
-            os("30"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "zstd levels are 1..22",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--comp"),
-            os("xz"),
-            os("--level"),
-            os("3"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "xz has no compression levels",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--comp"),
-            os("lzma"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "usage:lzma is refused: no Linux kernel can mount lzma images",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--comp"),
-            os("brotli"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "usage:unknown compressor 'brotli'",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--block-size"),
-            os("3M"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "usage:power of two",
-    );
+    // Options refused, before `TREE y.sqfs`: (options, what the
+    // message says; "usage:" marks a usage error).
+    for (options, want) in [
+        (&["--level", "30"][..], "zstd levels are 1..22"),
+        (
+            &["--comp", "xz", "--level", "3"],
+            "xz has no compression levels",
+        ),
+        (
+            &["--comp", "lzma"],
+            "usage:lzma is refused: no Linux kernel can mount lzma images",
+        ),
+        (&["--comp", "brotli"], "usage:unknown compressor 'brotli'"),
+        (&["--block-size", "3M"], "usage:power of two"),
+    ] {
+        let mut args = vec![os("pack").to_owned()];
+        args.extend(options.iter().map(|o| os(o).to_owned()));
+        args.extend([p(&a), p(&t.path().join("y.sqfs"))]);
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        fail(&args, want);
+    }
     // No partial files are left behind.
     let leftovers: Vec<_> = std::fs::read_dir(t.path())
         .unwrap()
@@ -400,31 +368,7 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
         .filter(|f| !f.ends_with(".dat") && !f.starts_with("dir1/"))
         .collect();
     assert_eq!(got, want);
-    // Options sqfs does not take are answered, not met with clap's tip.
-    for (opt, want) in [
-        (&["-nopad"][..], "loop device"),
-        (&["-mkfs-time", "0"], "SOURCE_DATE_EPOCH"),
-        (&["-force-uid", "0"], "--all-root"),
-        (&["-regex", "-e", "x"], "glob"),
-        (&["-no-fragments"], "does not offer"),
-        (&["-comp"], "needs a compressor"),
-        (&["-Xbogus"], "mksquashfs option"),
-    ] {
-        let mut args = vec![
-            os("pack"),
-            a.as_os_str(),
-            img("x.sqfs").into_os_string().leak(),
-        ];
-        args.extend(opt.iter().map(|o| os(o)));
-        let o = run(&args);
-        let err = o.stderr();
-        assert_eq!(o.code(), Some(1), "{opt:?}: {err}");
-        assert!(
-            err.starts_with("sqfs: ") && err.contains(want),
-            "{opt:?}: {err}"
-        );
-        assert!(!err.contains("-- -"), "{opt:?}: {err}");
-    }
+    mksquashfs_options_are_answered(&a, &img("x.sqfs"));
     assert!(!img("x.sqfs").exists());
 }
 
@@ -623,4 +567,28 @@ fn tiny_trees_get_a_sensible_summary() {
         .parse()
         .unwrap();
     assert!(pct > 1.0 && pct < 100.0, "{line}");
+}
+
+/// Options sqfs does not take are answered, not met with clap's tip.
+fn mksquashfs_options_are_answered(a: &Path, image: &Path) {
+    for (opt, want) in [
+        (&["-nopad"][..], "loop device"),
+        (&["-mkfs-time", "0"], "SOURCE_DATE_EPOCH"),
+        (&["-force-uid", "0"], "--all-root"),
+        (&["-regex", "-e", "x"], "glob"),
+        (&["-no-fragments"], "does not offer"),
+        (&["-comp"], "needs a compressor"),
+        (&["-Xbogus"], "mksquashfs option"),
+    ] {
+        let mut args = vec![os("pack"), a.as_os_str(), image.as_os_str()];
+        args.extend(opt.iter().map(|o| os(o)));
+        let o = run(&args);
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{opt:?}: {err}");
+        assert!(
+            err.starts_with("sqfs: ") && err.contains(want),
+            "{opt:?}: {err}"
+        );
+        assert!(!err.contains("-- -"), "{opt:?}: {err}");
+    }
 }
