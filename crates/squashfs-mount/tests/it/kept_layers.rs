@@ -248,29 +248,18 @@ fn a_union_of_three_images_and_the_stamp() {
         let dir = fx.user_dir().join("layer");
         let union = format!("--union={},{},{}:{}", s(&a), s(&b), s(&c), s(&m));
         let w = format!("--writable={}", s(&dir));
+        let sh = |mounts: &[String], script: String| {
+            let mut a = vec![w.clone()];
+            a.extend_from_slice(mounts);
+            a.extend(["--".into(), "sh".into(), "-c".into(), script]);
+            let r = launch(fx, &fx.bin, &a);
+            r.ok().stdout()
+        };
         // New files at the top; a file of the middle image deleted.
-        let r = launch(fx, &fx.bin, &[w.clone(), union.clone(), "--".into(), "sh".into(), "-c".into(),
-            format!("cd {}; cat which; ls common | tr '\\n' ' '; rm only2 && echo mine > mine; ls | tr '\\n' ' '", s(&m))]);
-        r.ok();
-        assert_eq!(
-            r.stdout(),
-            "top1\nc1 c2 c3 common mine only1 only3 which ",
-            "{r:?}"
-        );
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                w.clone(),
-                union.clone(),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                format!("ls {} | tr '\\n' ' '", s(&m)),
-            ],
-        );
-        r.ok();
-        assert_eq!(r.stdout(), "common mine only1 only3 which ");
+        let out = sh(&[union.clone()], format!("cd {}; cat which; ls common | tr '\\n' ' '; rm only2 && echo mine > mine; ls | tr '\\n' ' '", s(&m)));
+        assert_eq!(out, "top1\nc1 c2 c3 common mine only1 only3 which ");
+        let out = sh(&[union.clone()], format!("ls {} | tr '\\n' ' '", s(&m)));
+        assert_eq!(out, "common mine only1 only3 which ");
         // The stamp names the three images, top first.
         let stamp = fs::read_to_string(dir.join("stamp")).unwrap();
         let images: Vec<&str> = stamp
@@ -281,39 +270,26 @@ fn a_union_of_three_images_and_the_stamp() {
         assert_eq!(images, [s(&a), s(&b), s(&c)], "{stamp}");
         // Another order, another image: refused, naming them.
         let swapped = format!("--union={},{},{}:{}", s(&b), s(&a), s(&c), s(&m));
-        launch(
-            fx,
-            &fx.bin,
-            &[w.clone(), swapped, "--".into(), "true".into()],
-        )
-        .refused(&["does not belong to the images on", "not on", "delete"]);
-        launch(
-            fx,
-            &fx.bin,
-            &[w.clone(), pair(&a, &m), "--".into(), "true".into()],
-        )
-        .refused(&["does not belong to the images on"]);
+        for (mount, needles) in [
+            (
+                swapped,
+                &["does not belong to the images on", "not on", "delete"][..],
+            ),
+            (pair(&a, &m), &["does not belong to the images on"]),
+        ] {
+            launch(fx, &fx.bin, &[w.clone(), mount, "--".into(), "true".into()]).refused(needles);
+        }
         // A second mount point side by side gets a sub-layer of its own.
         let m2 = fx.mount_point("u3-side");
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                w.clone(),
-                union.clone(),
-                pair(&c, &m2),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "touch {0}/side; ls {1} | wc -l; ls {0} | wc -l",
-                    s(&m2),
-                    s(&m)
-                ),
-            ],
+        let out = sh(
+            &[union.clone(), pair(&c, &m2)],
+            format!(
+                "touch {0}/side; ls {1} | wc -l; ls {0} | wc -l",
+                s(&m2),
+                s(&m)
+            ),
         );
-        r.ok();
-        assert_eq!(r.stdout(), "5\n4\n");
+        assert_eq!(out, "5\n4\n");
         assert!(dir.join("1/upper/side").exists());
         // A rebuilt image (same path, other bytes) is told apart.
         let rebuilt = fx.path("images/u3.sqfs");
@@ -398,39 +374,11 @@ fn dirs_the_caller_cannot_own_or_use_are_refused() {
                 ],
             )
         };
-        // Another user's directory (root's, nobody's).
-        let roots = fx.path("mnt/roots-layer");
-        fs::create_dir_all(&roots).unwrap();
-        try_dir(&roots).refused(&["roots-layer belongs to uid 0 (root), not to you"]);
-        let nobodys = fx.user_dir().join("nobodys");
-        fs::create_dir_all(&nobodys).unwrap();
-        std::os::unix::fs::chown(&nobodys, Some(65534), Some(65534)).unwrap();
-        try_dir(&nobodys).refused(&["belongs to uid 65534"]);
-        // A place the caller cannot write.
-        try_dir(&fx.path("mnt/new-layer"))
-            .refused(&["cannot create the writable layer", "Permission denied"]);
-        // Writable by the group; not a layer; not a directory.
-        let group = fx.user_dir().join("group-writable");
-        fs::create_dir_all(&group).unwrap();
-        fx.user.chown(&group);
-        fs::set_permissions(&group, fs::Permissions::from_mode(0o770)).unwrap();
-        try_dir(&group).refused(&["writable by its group or others (mode 0770)"]);
-        let full = fx.user_dir().join("full");
-        fs::create_dir_all(&full).unwrap();
-        fs::write(full.join("precious"), "x").unwrap();
-        fx.user.chown(&full);
-        fx.user.chown(&full.join("precious"));
-        try_dir(&full).refused(&[
-            "is not a writable layer made by squashfs-mount",
-            "precious",
-            "no stamp",
-        ]);
-        let file = fx.user_dir().join("a-file");
-        fs::write(&file, "x").unwrap();
-        fx.user.chown(&file);
-        try_dir(&file).refused(&["a-file"]);
-        // Inside the mount point; without an image; with a size too.
-        try_dir(&m.join("layer")).refused(&["are inside one another"]);
+        let (refused, magic_new, magic_old, full) = layer_dirs_refused(fx, &m);
+        for (dir, needles) in &refused {
+            try_dir(dir).refused(needles);
+        }
+        // Without an image; with a size too.
         launch(fx, &fx.bin, &args(&["--writable=/tmp/x", "--", "true"]))
             .refused(&["give at least one image"]);
         launch(
@@ -445,29 +393,90 @@ fn dirs_the_caller_cannot_own_or_use_are_refused() {
             ],
         )
         .refused(&["not both"]);
-        // Through /proc's magic links (/proc/self/root, /proc/self/fd/N,
-        // /dev/fd/N), which lead into what the launch holds open: refused,
-        // for a new DIR and an existing one.
-        let via_proc = |dir: &Path| PathBuf::from(format!("/proc/self/root{}", s(dir)));
-        let magic_new = fx.user_dir().join("magic-new");
-        try_dir(&via_proc(&magic_new)).refused(&[
-            "cannot create the writable layer /proc/self/root",
-            "a path through /proc/self/fd or /dev/fd",
-        ]);
-        let magic_old = fx.user_dir().join("magic-old");
-        fs::create_dir_all(&magic_old).unwrap();
-        fx.user.chown(&magic_old);
-        fs::set_permissions(&magic_old, fs::Permissions::from_mode(0o700)).unwrap();
-        try_dir(&via_proc(&magic_old)).refused(&[
-            "cannot open the writable layer /proc/self/root",
-            "a path through /proc/self/fd or /dev/fd",
-        ]);
         // Nothing was made in the places refused.
         assert!(!fx.path("mnt/new-layer").exists());
         assert!(!magic_new.exists());
         assert_eq!(fs::read_dir(&magic_old).unwrap().count(), 0);
         assert_eq!(fs::read_dir(&full).unwrap().count(), 1);
     });
+}
+
+/// A directory `--writable` refuses, and what the refusal says.
+type Refusal = (PathBuf, &'static [&'static str]);
+
+/// The directories `--writable` refuses (another user's, one the caller
+/// cannot write, writable by the group, not a layer, not a directory,
+/// inside the mount point `m`, reached through /proc's magic links, which
+/// lead into what the launch holds open: for a new DIR and an existing
+/// one), each with what the refusal says; and the new and the existing
+/// magic one and the full one (nothing may be made in them).
+#[allow(clippy::type_complexity)]
+fn layer_dirs_refused(
+    fx: &Fixture,
+    m: &Path,
+) -> (
+    Vec<(PathBuf, &'static [&'static str])>,
+    PathBuf,
+    PathBuf,
+    PathBuf,
+) {
+    let roots = fx.path("mnt/roots-layer");
+    fs::create_dir_all(&roots).unwrap();
+    let nobodys = fx.user_dir().join("nobodys");
+    fs::create_dir_all(&nobodys).unwrap();
+    std::os::unix::fs::chown(&nobodys, Some(65534), Some(65534)).unwrap();
+    let group = fx.user_dir().join("group-writable");
+    fs::create_dir_all(&group).unwrap();
+    fx.user.chown(&group);
+    fs::set_permissions(&group, fs::Permissions::from_mode(0o770)).unwrap();
+    let full = fx.user_dir().join("full");
+    fs::create_dir_all(&full).unwrap();
+    fs::write(full.join("precious"), "x").unwrap();
+    fx.user.chown(&full);
+    fx.user.chown(&full.join("precious"));
+    let file = fx.user_dir().join("a-file");
+    fs::write(&file, "x").unwrap();
+    fx.user.chown(&file);
+    let via_proc = |dir: &Path| PathBuf::from(format!("/proc/self/root{}", s(dir)));
+    let magic_new = fx.user_dir().join("magic-new");
+    let magic_old = fx.user_dir().join("magic-old");
+    fs::create_dir_all(&magic_old).unwrap();
+    fx.user.chown(&magic_old);
+    fs::set_permissions(&magic_old, fs::Permissions::from_mode(0o700)).unwrap();
+    let refused: Vec<Refusal> = vec![
+        (roots, &["roots-layer belongs to uid 0 (root), not to you"]),
+        (nobodys, &["belongs to uid 65534"]),
+        (
+            fx.path("mnt/new-layer"),
+            &["cannot create the writable layer", "Permission denied"],
+        ),
+        (group, &["writable by its group or others (mode 0770)"]),
+        (
+            full.clone(),
+            &[
+                "is not a writable layer made by squashfs-mount",
+                "precious",
+                "no stamp",
+            ],
+        ),
+        (file, &["a-file"]),
+        (m.join("layer"), &["are inside one another"]),
+        (
+            via_proc(&magic_new),
+            &[
+                "cannot create the writable layer /proc/self/root",
+                "a path through /proc/self/fd or /dev/fd",
+            ],
+        ),
+        (
+            via_proc(&magic_old),
+            &[
+                "cannot open the writable layer /proc/self/root",
+                "a path through /proc/self/fd or /dev/fd",
+            ],
+        ),
+    ];
+    (refused, magic_new, magic_old, full)
 }
 
 /// Mounts (as root) a file system of `kind` on `at` with a directory of
