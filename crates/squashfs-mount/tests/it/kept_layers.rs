@@ -787,23 +787,15 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
         let w = format!("--writable={}", s(&dir));
         // A deleted file, a directory deleted and made again (opaque), new
         // directories, a changed file.
-        launch(fx, &fx.bin, &[w.clone(), pair(&own, &m), "--".into(), "sh".into(), "-c".into(),
-            format!("cd {}; rm data/gone; rm -r dir; mkdir dir; echo new > dir/new; mkdir -p add/x; echo f > add/x/f; echo kept > data/keep", s(&m))]).ok();
+        let sh = |mounts: Vec<String>, script: String| {
+            let mut a = mounts;
+            a.extend(["--".into(), "sh".into(), "-c".into(), script]);
+            let r = launch(fx, &fx.bin, &a);
+            r.ok().stdout()
+        };
+        sh(vec![w.clone(), pair(&own, &m)], format!("cd {}; rm data/gone; rm -r dir; mkdir dir; echo new > dir/new; mkdir -p add/x; echo f > add/x/f; echo kept > data/keep", s(&m)));
         let listing = format!("cd {}; find . | sort; cat data/keep dir/new add/x/f", s(&m));
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                w,
-                pair(&own, &m),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                listing.clone(),
-            ],
-        );
-        r.ok();
-        let merged = r.stdout();
+        let merged = sh(vec![w.clone(), pair(&own, &m)], listing.clone());
         assert!(
             !merged.contains("./dir/old") && !merged.contains("./data/gone"),
             "{merged}"
@@ -813,26 +805,23 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
             fx.user_dir().join("layer-a.sqfs"),
             fx.user_dir().join("layer-b.sqfs"),
         );
-        for out in [&a, &b] {
-            let r = run(fx
+        let pack_layer = |option: &str, out: &Path| {
+            run(fx
                 .user
                 .command(&sqfs)
-                .args(["pack", "--layer", "-q"])
+                .args(["pack", "--layer", option])
                 .arg(&dir)
-                .arg(out));
-            r.ok();
+                .arg(out))
+        };
+        for out in [&a, &b] {
+            pack_layer("-q", out).ok();
         }
         assert_eq!(
             fs::read(&a).unwrap(),
             fs::read(&b).unwrap(),
             "not deterministic"
         );
-        let r = run(fx
-            .user
-            .command(&sqfs)
-            .args(["pack", "--layer", "-f"])
-            .arg(&dir)
-            .arg(&a));
+        let r = pack_layer("-f", &a);
         r.ok();
         assert!(
             r.stdout()
@@ -840,29 +829,16 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
             "{}",
             r.stdout()
         );
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                format!("--union={},{}:{}", s(&a), s(&own), s(&m)),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                listing,
-            ],
+        let stacked = sh(
+            vec![format!("--union={},{}:{}", s(&a), s(&own), s(&m))],
+            listing,
         );
-        r.ok();
-        assert_eq!(r.stdout(), merged);
+        assert_eq!(stacked, merged);
         // The image below changed: which names the opaque directory hides
         // can no longer be known.
         let other = fx.image("fold-other", &[("x", "x\n")], "");
         fs::copy(&other, &own).unwrap();
-        let r = run(fx
-            .user
-            .command(&sqfs)
-            .args(["pack", "--layer", "-f"])
-            .arg(&dir)
-            .arg(&a));
+        let r = pack_layer("-f", &a);
         assert!(
             !r.success() && r.stderr().contains("changed since the layer was made"),
             "{r:?}"
@@ -933,28 +909,32 @@ fn a_kept_layer_is_removed_with_the_documented_command() {
         // A fresh layer in its place.
         use_layer().ok();
         fx.user_sh(&remove).ok();
-        // A directory of the user's data with numbered directories is no
-        // layer to remove: the message never offers to delete it.
-        let data = fx.user_dir().join("results");
-        fx.user_sh(&format!(
-            "mkdir -p {d}/1 {d}/2 && echo r > {d}/1/out",
-            d = s(&data)
-        ))
-        .ok();
-        launch(
-            fx,
-            &fx.bin,
-            &[
-                format!("--writable={}", s(&data)),
-                pair(&img, &m),
-                "--".into(),
-                "true".into(),
-            ],
-        )
-        .refused(&[
-            "is not a writable layer made by squashfs-mount",
-            "give an empty or new directory",
-        ]);
-        assert!(data.join("1/out").exists());
+        data_is_no_layer_to_remove(fx, &img, &m);
     });
+}
+
+/// A directory of the user's data with numbered directories is no layer to
+/// remove: the message never offers to delete it.
+fn data_is_no_layer_to_remove(fx: &Fixture, img: &Path, m: &Path) {
+    let data = fx.user_dir().join("results");
+    fx.user_sh(&format!(
+        "mkdir -p {d}/1 {d}/2 && echo r > {d}/1/out",
+        d = s(&data)
+    ))
+    .ok();
+    launch(
+        fx,
+        &fx.bin,
+        &[
+            format!("--writable={}", s(&data)),
+            pair(img, m),
+            "--".into(),
+            "true".into(),
+        ],
+    )
+    .refused(&[
+        "is not a writable layer made by squashfs-mount",
+        "give an empty or new directory",
+    ]);
+    assert!(data.join("1/out").exists());
 }
