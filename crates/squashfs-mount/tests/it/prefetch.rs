@@ -101,6 +101,57 @@ fn prefetcher_of(pid_file: &std::path::Path) -> u32 {
         .expect("the prefetcher's pid")
 }
 
+/// The descriptors of `pid`: (number, target), sorted.
+fn descriptors_of(pid: u32) -> Vec<(String, String)> {
+    let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    let t = std::fs::read_link(e.path()).map(|t| t.display().to_string());
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        t.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    fds.sort();
+    fds
+}
+
+/// In `out` (the lines `prefetcher ...` and `command ...` of the
+/// launch), the prefetcher has the same ids and groups as the command
+/// (`uid`), no capability, and no_new_privs.
+fn same_credentials_as_the_command(out: &str, uid: u32) {
+    let of = |who: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix(who))
+            .map(str::to_string)
+            .collect()
+    };
+    let (p, c) = (of("prefetcher "), of("command "));
+    assert_eq!(p.len(), 8, "{out}");
+    assert_eq!(
+        p, c,
+        "the prefetcher's credentials differ from the command's"
+    );
+    let uid = uid.to_string();
+    assert!(
+        p.iter()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == uid)),
+        "{out}"
+    );
+    for cap in ["CapPrm:", "CapEff:", "CapAmb:", "CapInh:"] {
+        assert!(
+            p.iter()
+                .any(|l| l.starts_with(cap) && l.ends_with("0000000000000000")),
+            "{cap} {out}"
+        );
+    }
+    assert!(p.iter().any(|l| l == "NoNewPrivs:\t1"), "{out}");
+}
+
 /// Its credentials are the command's, it holds none of the command's
 /// descriptors, the launch does not wait for it (it ends while the
 /// prefetcher is stopped, its work far from done) and it ends with the
@@ -123,20 +174,7 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
         // descriptors (it is not dumpable, so only root may look).
         let prefetcher = prefetcher_of(&pid_file);
         stop(prefetcher);
-        let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{prefetcher}/fd"))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| {
-                        let t = std::fs::read_link(e.path()).map(|t| t.display().to_string());
-                        (
-                            e.file_name().to_string_lossy().into_owned(),
-                            t.unwrap_or_default(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        fds.sort();
+        let fds = descriptors_of(prefetcher);
         std::fs::write(&go, "").unwrap();
         // The launch ends with its command, the prefetcher stopped: it did
         // not wait for it (had it, the hang limit would end this).
@@ -160,33 +198,7 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
             .trim()
             .to_string();
         assert_eq!(pid, prefetcher.to_string(), "{out}");
-        // Same ids and groups as the command, no capability, no_new_privs.
-        let of = |who: &str| -> Vec<String> {
-            out.lines()
-                .filter_map(|l| l.strip_prefix(who))
-                .map(str::to_string)
-                .collect()
-        };
-        let (p, c) = (of("prefetcher "), of("command "));
-        assert_eq!(p.len(), 8, "{out}");
-        assert_eq!(
-            p, c,
-            "the prefetcher's credentials differ from the command's"
-        );
-        let uid = fx.uid.to_string();
-        assert!(
-            p.iter()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == uid)),
-            "{out}"
-        );
-        for cap in ["CapPrm:", "CapEff:", "CapAmb:", "CapInh:"] {
-            assert!(
-                p.iter()
-                    .any(|l| l.starts_with(cap) && l.ends_with("0000000000000000")),
-                "{cap} {out}"
-            );
-        }
-        assert!(p.iter().any(|l| l == "NoNewPrivs:\t1"), "{out}");
+        same_credentials_as_the_command(&out, fx.uid);
         // Only /dev/null on 0-2, its own pidfd and the file it reads:
         // nothing of the command's (no pipe, no terminal).
         assert!(fds.len() >= 4, "{fds:?}");
