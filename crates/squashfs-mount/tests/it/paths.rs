@@ -528,6 +528,18 @@ fn installed_server(fx: &Fixture) -> PathBuf {
         .join(install::FUSE_SERVER)
 }
 
+/// The FUSE server installed in a system place, if there is one.
+fn system_fuse_server() -> Option<PathBuf> {
+    ["/usr/local/lib", "/usr/lib", "/usr/libexec"]
+        .iter()
+        .map(|d| {
+            PathBuf::from(d)
+                .join("squashfs-mount")
+                .join(install::FUSE_SERVER)
+        })
+        .find(|p| p.exists())
+}
+
 /// A rootless copy of squashfs-mount alone (no server beside it) finds its
 /// server next to itself, in `../libexec/squashfs-mount/` or on PATH, and
 /// when there is none it says where it looked. The setuid binary never
@@ -556,14 +568,7 @@ fn rootless_mode_finds_its_fuse_server_and_says_where_it_looked() {
                 .env("PATH", path)
                 .current_dir(&fx.root))
         };
-        let system_server = ["/usr/local/lib", "/usr/lib", "/usr/libexec"]
-            .iter()
-            .map(|d| {
-                PathBuf::from(d)
-                    .join("squashfs-mount")
-                    .join(install::FUSE_SERVER)
-            })
-            .find(|p| p.exists());
+        let system_server = system_fuse_server();
         let tools = base.join("tools");
         let path = format!("{}:/usr/bin:/bin", tools.display());
         match &system_server {
