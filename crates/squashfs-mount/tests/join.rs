@@ -334,38 +334,7 @@ fn a_second_user_cannot_break_or_join_a_step(j: &J, other: &Users) -> Result<(),
     }
     // The job's first step is step 0 of the allocation: known in advance.
     let victim = j.c.dir.join("jobs/join-victim.out");
-    let script = format!(
-        r#"{setup}
-echo "JOB $SLURM_JOBID"
-while [ ! -e {planted} ]; do sleep 0.05; done
-$SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
-    bash -c 'touch {running}.$SLURM_PROCID; while [ ! -e {done} ]; do sleep 0.2; done; echo "TASK $(readlink /proc/self/ns/mnt) $(ls $MNT | wc -l)"'
-"#,
-        setup = j.setup,
-        planted = planted.display(),
-        running = running.display(),
-        done = done.display()
-    );
-    let path = j.c.dir.join("jobs/join-victim.sh");
-    fs::write(&path, format!("#!/bin/bash\n{script}")).map_err(|e| e.to_string())?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
-    let r = j.c.user(
-        &[],
-        &[
-            "sbatch",
-            "--parsable",
-            "-N1",
-            "-n2",
-            "--overcommit",
-            "-o",
-            &victim.display().to_string(),
-            &path.display().to_string(),
-        ],
-    );
-    let job = r.stdout().trim().to_string();
-    if !r.success() || job.is_empty() {
-        return Err(format!("sbatch: {r:?}"));
-    }
+    let job = submit_victim(j, &victim, &planted, &running, &done)?;
     let env_for = |local: &str| {
         vec![
             ("SLURM_STEP_TASKS_PER_NODE".to_string(), "2".to_string()),
@@ -377,40 +346,12 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     };
     let img = j.c.dir.join("images/tool.squashfs");
     let pair = format!("{}:{}", img.display(), j.c.dir.join("mnt").display());
-    // The plant: a keeper of the second user's, for the job's step 0. It
-    // says "ready" (fd 3: its stdout here) once it can be found.
-    let mut plant = user2.command("bash");
-    plant
-        .arg("-c")
-        .arg(format!(
-            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>&1 4<&0",
-            j.bin.display()
-        ))
-        // Its "step" (fd 4): a pipe the test holds open.
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut planted_keeper = plant.spawn().map_err(|e| e.to_string())?;
-    let mut said = String::new();
-    let _ = std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(planted_keeper.stdout.take().expect("stdout")),
-        &mut said,
-    );
+    let (mut planted_keeper, said) = plant_keeper(j, user2, &job, &pair)?;
     fs::write(&planted, "").map_err(|e| e.to_string())?;
     // Both tasks run the command: the step's own keeper holds their
     // namespace (waited for up to the hang limit).
-    let both = || (0..2).all(|rank| Path::new(&format!("{}.{rank}", running.display())).exists());
-    let deadline = std::time::Instant::now() + sqfsmnt_test_support::ends::HANG;
-    let active = || {
-        matches!(
-            j.c.job_state(&job).as_str(),
-            "PENDING" | "RUNNING" | "CONFIGURING"
-        )
-    };
-    while !both() && std::time::Instant::now() < deadline && active() {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let tasks_up = both();
+    let tasks_up = both_tasks_run(j, &job, &running);
+
     // The plant has had its chance; the second user now tries to join the
     // running step (its own plant, were it left, would be refused too).
     let _ = planted_keeper.kill();
@@ -443,6 +384,97 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
             "plant said {said:?}; both tasks seen running: {tasks_up}; job {job}: {state}: {out}\nsecond user's --join: {joined:?}"
         ))
     }
+}
+
+/// The victim's job, submitted: once `planted` exists, a step of two tasks
+/// that join one mount, touch `running.RANK` and wait for `done`; its
+/// output in `victim`. Its id.
+fn submit_victim(
+    j: &J,
+    victim: &Path,
+    planted: &Path,
+    running: &Path,
+    done: &Path,
+) -> Result<String, String> {
+    let script = format!(
+        r#"{setup}
+echo "JOB $SLURM_JOBID"
+while [ ! -e {planted} ]; do sleep 0.05; done
+$SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
+    bash -c 'touch {running}.$SLURM_PROCID; while [ ! -e {done} ]; do sleep 0.2; done; echo "TASK $(readlink /proc/self/ns/mnt) $(ls $MNT | wc -l)"'
+"#,
+        setup = j.setup,
+        planted = planted.display(),
+        running = running.display(),
+        done = done.display()
+    );
+    let path = j.c.dir.join("jobs/join-victim.sh");
+    fs::write(&path, format!("#!/bin/bash\n{script}")).map_err(|e| e.to_string())?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+    let r = j.c.user(
+        &[],
+        &[
+            "sbatch",
+            "--parsable",
+            "-N1",
+            "-n2",
+            "--overcommit",
+            "-o",
+            &victim.display().to_string(),
+            &path.display().to_string(),
+        ],
+    );
+    let job = r.stdout().trim().to_string();
+    if !r.success() || job.is_empty() {
+        return Err(format!("sbatch: {r:?}"));
+    }
+    Ok(job)
+}
+
+/// The plant: a keeper of `user2`'s, for the job's step 0; it says
+/// "ready" (fd 3: its stdout here) once it can be found. The keeper (its
+/// "step", fd 4, is a pipe the test holds open) and what it said.
+fn plant_keeper(
+    j: &J,
+    user2: &sqfsmnt_test_support::users::User,
+    job: &str,
+    pair: &str,
+) -> Result<(std::process::Child, String), String> {
+    let mut plant = user2.command("bash");
+    plant
+        .arg("-c")
+        .arg(format!(
+            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>&1 4<&0",
+            j.bin.display()
+        ))
+        // Its "step" (fd 4): a pipe the test holds open.
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut planted_keeper = plant.spawn().map_err(|e| e.to_string())?;
+    let mut said = String::new();
+    let _ = std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(planted_keeper.stdout.take().expect("stdout")),
+        &mut said,
+    );
+    Ok((planted_keeper, said))
+}
+
+/// Whether both tasks of `job` ran their command (`running.RANK`), waited
+/// for while the job is active, up to the hang limit.
+fn both_tasks_run(j: &J, job: &str, running: &Path) -> bool {
+    let both = || (0..2).all(|rank| Path::new(&format!("{}.{rank}", running.display())).exists());
+    let deadline = std::time::Instant::now() + sqfsmnt_test_support::ends::HANG;
+    let active = || {
+        matches!(
+            j.c.job_state(job).as_str(),
+            "PENDING" | "RUNNING" | "CONFIGURING"
+        )
+    };
+    while !both() && std::time::Instant::now() < deadline && active() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    both()
 }
 
 fn check(ok: bool, r: &Run) -> Result<(), String> {
