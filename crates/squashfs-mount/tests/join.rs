@@ -549,25 +549,10 @@ const CASES: &[(&str, Case)] = &[
     ),
 ];
 
-#[test]
-fn join_bats_on_the_slurm_cluster() {
-    let mut tools = TOOLS.to_vec();
-    tools.extend(["mksquashfs", "pgrep", "perl"]);
-    if !sqfsmnt_test_support::privileged(
-        "--join tests (crates/squashfs-mount/tests/join.rs)",
-        &tools,
-    ) {
-        return;
-    }
-    let plugin = plugin();
-    let c = Cluster::start(&Options {
-        nodes: 1,
-        plugin,
-        fuse_server: None,
-        plugin_args: String::new(),
-        mount_points: Vec::new(),
-    });
-    // The setuid program, first on the user's PATH.
+/// The setuid program, first on the user's PATH, the images, the mount
+/// point and a scratch directory on the cluster `c`: the shell lines that
+/// set a job up to use them, and the program.
+fn set_the_cluster_up(c: &Cluster) -> (String, PathBuf) {
     let bin = c.dir.join("bin/squashfs-mount");
     fs::create_dir_all(bin.parent().unwrap()).expect("mkdir");
     fs::copy(env!("CARGO_BIN_EXE_squashfs-mount"), &bin).expect("copy");
@@ -606,22 +591,12 @@ fn join_bats_on_the_slurm_cluster() {
         mnt = mnt.display(),
         tmp = tmp.display()
     );
-    let j = J { c, setup, bin };
-    let other = Users::create(1, false);
-    let mut failed = Vec::new();
-    for (name, case) in CASES {
-        let outcome = case(&j);
-        j.c.quiesce();
-        report(name, outcome, &mut failed);
-    }
-    let outcome = a_second_user_cannot_break_or_join_a_step(&j, &other);
-    j.c.quiesce();
-    report(
-        "a second user can neither make a step's --join fail nor join it",
-        outcome,
-        &mut failed,
-    );
-    drop(other);
+    (setup, bin)
+}
+
+/// What the cluster of `j` still holds of `mnt` once every cached
+/// instance was evicted, with the processes and namespaces that hold it.
+fn leftovers_after_eviction(j: &J, mnt: &Path) -> Vec<String> {
     // The image cache keeps instances on the node and the login node (by
     // design): evict them before looking for leftovers.
     // An instance a namespace still used at the first eviction (a keeper
@@ -647,7 +622,7 @@ fn join_bats_on_the_slurm_cluster() {
         said.push(sqfsmnt_test_support::cmd::try_run(
             Command::new(&j.bin).args(["--gc", "--all"]),
         ));
-        left = j.c.leftovers(&[&mnt]);
+        left = j.c.leftovers(&[mnt]);
         if left.is_empty() {
             break;
         }
@@ -669,8 +644,46 @@ fn join_bats_on_the_slurm_cluster() {
             "processes: {ours:#?}; mount namespaces with a squashfs on a loop device: {}",
             holders.stdout()
         ));
-        let _ = &said;
     }
+    left
+}
+
+#[test]
+fn join_bats_on_the_slurm_cluster() {
+    let mut tools = TOOLS.to_vec();
+    tools.extend(["mksquashfs", "pgrep", "perl"]);
+    if !sqfsmnt_test_support::privileged(
+        "--join tests (crates/squashfs-mount/tests/join.rs)",
+        &tools,
+    ) {
+        return;
+    }
+    let plugin = plugin();
+    let c = Cluster::start(&Options {
+        nodes: 1,
+        plugin,
+        fuse_server: None,
+        plugin_args: String::new(),
+        mount_points: Vec::new(),
+    });
+    let (setup, bin) = set_the_cluster_up(&c);
+    let j = J { c, setup, bin };
+    let other = Users::create(1, false);
+    let mut failed = Vec::new();
+    for (name, case) in CASES {
+        let outcome = case(&j);
+        j.c.quiesce();
+        report(name, outcome, &mut failed);
+    }
+    let outcome = a_second_user_cannot_break_or_join_a_step(&j, &other);
+    j.c.quiesce();
+    report(
+        "a second user can neither make a step's --join fail nor join it",
+        outcome,
+        &mut failed,
+    );
+    drop(other);
+    let left = leftovers_after_eviction(&j, &j.c.dir.join("mnt"));
     assert!(failed.is_empty(), "failed:\n{}", failed.join("\n\n"));
     assert!(left.is_empty(), "left behind: {left:?}");
 }

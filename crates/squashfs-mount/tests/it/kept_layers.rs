@@ -256,9 +256,12 @@ fn a_union_of_three_images_and_the_stamp() {
             r.ok().stdout()
         };
         // New files at the top; a file of the middle image deleted.
-        let out = sh(&[union.clone()], format!("cd {}; cat which; ls common | tr '\\n' ' '; rm only2 && echo mine > mine; ls | tr '\\n' ' '", s(&m)));
+        let out = sh(std::slice::from_ref(&union), format!("cd {}; cat which; ls common | tr '\\n' ' '; rm only2 && echo mine > mine; ls | tr '\\n' ' '", s(&m)));
         assert_eq!(out, "top1\nc1 c2 c3 common mine only1 only3 which ");
-        let out = sh(&[union.clone()], format!("ls {} | tr '\\n' ' '", s(&m)));
+        let out = sh(
+            std::slice::from_ref(&union),
+            format!("ls {} | tr '\\n' ' '", s(&m)),
+        );
         assert_eq!(out, "common mine only1 only3 which ");
         // The stamp names the three images, top first.
         let stamp = fs::read_to_string(dir.join("stamp")).unwrap();
