@@ -1260,7 +1260,7 @@ fn detached_server() {
     assert!(r.stderr().contains("exclude each other"), "{r:?}");
 }
 
-/// 1. Outlives its starter, holds only its own descriptors, serves, and
+/// First: outlives its starter, holds only its own descriptors, serves, and
 /// exits 0 when the mount is gone; here started as squashfs-mount starts
 /// it, as root becoming the caller (nobody).
 fn detached_outlives_its_starter(rig: &DetachedRig) {
@@ -1354,7 +1354,7 @@ fn detached_workers_on_demand(proc_dir: &Path, mnt: &Path) {
     assert!((3..=4).contains(&n), "{n} threads after parallel reads");
 }
 
-/// 2. SIGTERM: exits 0 at once, says so; the dead mount fails with
+/// Second: SIGTERM; exits 0 at once, says so; the dead mount fails with
 /// ENOTCONN until it is unmounted.
 fn detached_exits_on_sigterm(rig: &DetachedRig) {
     let pid = rig.start(&[]);
@@ -1371,7 +1371,7 @@ fn detached_exits_on_sigterm(rig: &DetachedRig) {
     rig.unmount();
 }
 
-/// 3. SIGKILL while a reader waits for it: the reader gets an error at
+/// Third: SIGKILL while a reader waits for it: the reader gets an error at
 /// once (ECONNABORTED for the request in flight), not a hang, and so does
 /// every later access but to what the kernel still has cached.
 fn detached_killed_fails_its_reader(rig: &DetachedRig) {
