@@ -55,6 +55,32 @@ impl T {
     fn user(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
         self.c.user(env, args)
     }
+    /// A copy of images/a.sqfs in jobs/`name`, the job user's (their own
+    /// image: the FUSE path).
+    fn own_image(&self, name: &str) -> PathBuf {
+        let own = self.c.dir.join("jobs").join(name);
+        fs::copy(self.img("a.sqfs"), &own).expect("copy");
+        self.c.user.chown(&own);
+        own
+    }
+    /// `srun -N<nodes> --squashfs=<own copy of a.sqfs>:UE sh -c script`,
+    /// which must succeed (the copy removed after): its stdout.
+    fn srun_own(&self, name: &str, nodes: &str, script: &str) -> String {
+        let own = self.own_image(name);
+        let r = self.user(
+            &[],
+            &[
+                "srun",
+                nodes,
+                &format!("--squashfs={}:{UE}", own.display()),
+                "sh",
+                "-c",
+                script,
+            ],
+        );
+        let _ = fs::remove_file(&own);
+        r.ok().stdout()
+    }
     /// `--squashfs=<images/name>:<mnt>`.
     fn opt(&self, name: &str, mnt: &str) -> String {
         format!("--squashfs={}:{mnt}", self.img(name))
@@ -1099,26 +1125,15 @@ fn no_server_outlives_the_job(t: &T) {
 }
 
 fn users_own_image_through_fuse(t: &T) {
-    let own = t.c.dir.join("jobs/own-a.sqfs");
-    fs::copy(t.img("a.sqfs"), &own).expect("copy");
-    t.c.user.chown(&own);
-    let r = t.user(
-        &[],
-        &[
-            "srun",
-            "-N3",
-            &format!("--squashfs={}:{UE}", own.display()),
-            "sh",
-            "-c",
-            "echo $(stat -f -c %T /user-environment) $(cat /user-environment/file)",
-        ],
+    let out = t.srun_own(
+        "own-a.sqfs",
+        "-N3",
+        "echo $(stat -f -c %T /user-environment) $(cat /user-environment/file)",
     );
-    let _ = fs::remove_file(&own);
-    assert!(r.success(), "{r:?}");
     assert_eq!(
-        r.stdout().lines().collect::<Vec<_>>(),
+        out.lines().collect::<Vec<_>>(),
         ["fuseblk hello from A"; 3],
-        "{r:?}"
+        "{out}"
     );
     // "squashfs-mount-fuse" as the kernel names it (15 characters).
     no_server_outlives_the_job(t);
@@ -1130,23 +1145,12 @@ fn users_own_image_through_fuse(t: &T) {
 /// plugin's job epilog evicts the user's unused instances, and their
 /// servers, stopped or not, end with them).
 fn stopped_server_does_not_outlive_the_job(t: &T) {
-    let own = t.c.dir.join("jobs/own-stop.sqfs");
-    fs::copy(t.img("a.sqfs"), &own).expect("copy");
-    t.c.user.chown(&own);
-    let r = t.user(
-        &[],
-        &[
-            "srun",
-            "-N1",
-            &format!("--squashfs={}:{UE}", own.display()),
-            "sh",
-            "-c",
-            "cat /user-environment/file; p=$(pgrep -r R,S,D -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
-        ],
+    let out = t.srun_own(
+        "own-stop.sqfs",
+        "-N1",
+        "cat /user-environment/file; p=$(pgrep -r R,S,D -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
     );
-    let _ = fs::remove_file(&own);
-    assert!(r.success(), "{r:?}");
-    assert!(r.stdout().contains("hello from A\nstopped "), "{r:?}");
+    assert!(out.contains("hello from A\nstopped "), "{out}");
     let left = ends::wait_ended(&fuse_servers_of(t.c.user.uid), ends::HANG);
     if !left.is_empty() {
         for pid in &left {
@@ -1160,9 +1164,7 @@ fn stopped_server_does_not_outlive_the_job(t: &T) {
 /// FUSE instance per node, the job's next step reuses it (the same
 /// servers), and after the job none is left.
 fn fuse_instance_shared_by_tasks_and_steps(t: &T) {
-    let own = t.c.dir.join("jobs/own-steps.sqfs");
-    fs::copy(t.img("a.sqfs"), &own).expect("copy");
-    t.c.user.chown(&own);
+    let own = t.own_image("own-steps.sqfs");
     let step = format!(
         "srun -N3 -n6 --squashfs={}:{UE} sh -c 'cat {UE}/file' | sort | uniq -c",
         own.display()

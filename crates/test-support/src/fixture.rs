@@ -259,6 +259,14 @@ impl Fixture {
         run(&mut self.user_cmd(args))
     }
 
+    /// `squashfs-mount MOUNTS... -- sh -c SCRIPT` as the case's user (see
+    /// [`Fixture::run`]).
+    pub fn launch_sh<S: AsRef<OsStr>>(&self, mounts: &[S], script: &str) -> Run {
+        let mut c = self.user_cmd(mounts);
+        c.args(["--", "sh", "-c", script]);
+        run(&mut c)
+    }
+
     /// The installed binary with `args` as `user` (another user than the
     /// case's), in the prefix, stdin from /dev/null, run with a time limit.
     pub fn run_as<I, S>(&self, user: &crate::users::User, args: I) -> Run

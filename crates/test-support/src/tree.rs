@@ -30,6 +30,33 @@ impl Drop for TempDir {
     }
 }
 
+/// The names of `dir`'s entries for which `keep` holds.
+pub fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| keep(n))
+        .collect()
+}
+
+/// A temporary directory `name`, with its `sub` made by `make`: the
+/// directory, the path of `sub`, and what `make` returned.
+pub fn temp_with<R>(name: &str, sub: &str, make: impl FnOnce(&Path) -> R) -> (TempDir, PathBuf, R) {
+    let t = TempDir::new(name);
+    let path = t.0.join(sub);
+    let made = make(&path);
+    (t, path, made)
+}
+
+/// A temporary directory `name` with [`make_tree`]'s tree (forwards) in
+/// its `sub`: the directory and the tree's path.
+pub fn tree_in(name: &str, sub: &str) -> (TempDir, PathBuf) {
+    let t = TempDir::new(name);
+    let tree = t.0.join(sub);
+    make_tree(&tree, true);
+    (t, tree)
+}
+
 /// Paths under `dir` not owned by `uid` (`find -xdev ! -user`).
 pub fn not_owned_by(dir: &Path, uid: u32) -> String {
     crate::cmd::run(

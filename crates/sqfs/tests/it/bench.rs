@@ -5,7 +5,7 @@
 use sqfsmnt_test_support::cmd::{ok, run_for, Run};
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::loud_skip;
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{names_in, sqfs_command, temp_with, write, Rng, TempDir};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
@@ -154,9 +154,7 @@ fn rustix_uid() -> u32 {
 
 #[test]
 fn bench_without_runs_gives_table_and_chart() {
-    let t = TempDir::new("bench-norun");
-    let tree = t.path().join("tree");
-    small_tree(&tree);
+    let (t, tree, ()) = temp_with("bench-norun", "tree", small_tree);
     let svg = t.path().join("chart.svg");
     let o = ok(sqfs()
         .args(["bench", "--no-run", "--svg"])
@@ -195,20 +193,14 @@ fn bench_without_runs_gives_table_and_chart() {
         v[0]["bytes"].as_u64().unwrap() > v[1]["bytes"].as_u64().unwrap(),
         "lz4 compresses less than zstd"
     );
-    let leftovers: Vec<_> = std::fs::read_dir(t.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("sqfs-bench"))
-        .collect();
+    let leftovers = names_in(t.path(), |n| n.starts_with("sqfs-bench"));
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
 fn bench_times_every_compressor_through_squashfs_mount() {
     let Some(_mount) = mount_usable() else { return };
-    let t = TempDir::new("bench-run");
-    let tree = t.path().join("tree");
-    small_tree(&tree);
+    let (t, tree, ()) = temp_with("bench-run", "tree", small_tree);
     let svg = t.path().join("chart.svg");
     let loops_before = loops_under(t.path()).len();
     // The command must see the image: it checks that it runs on squashfs.

@@ -3,7 +3,7 @@
 //! (Damaged images reach only this userspace reader, never the kernel.)
 
 use sqfsmnt_test_support::cmd::{ok, run_for};
-use sqfsmnt_test_support::tree::{make_tree, sqfs_command, TempDir};
+use sqfsmnt_test_support::tree::{sqfs_command, tree_in};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
@@ -11,9 +11,7 @@ fn sqfs() -> std::process::Command {
 
 #[test]
 fn check_reads_every_block_and_names_the_first_bad_one() {
-    let t = TempDir::new("check");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("check", "a");
     // A large compressible file first in the image: its first data block
     // starts right after the superblock.
     std::fs::write(

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::{ok, run_for, Run};
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{sqfs_command, temp_with, write, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};
 
 fn sqfs() -> Command {
@@ -70,9 +70,7 @@ fn every_printing_subcommand_ends_quietly_with_141() {
         loud_skip("closed standard output of sqfs: mksquashfs (squashfs-tools) missing");
         return;
     }
-    let t = TempDir::new("closed-stdout");
-    let dir = t.path().join("tree");
-    tree(&dir);
+    let (t, dir, ()) = temp_with("closed-stdout", "tree", tree);
     let image = t.path().join("a.sqfs");
     ok(sqfs().args(["pack", "--quiet"]).arg(&dir).arg(&image));
 

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use sqfsmnt_test_support::cmd::{ok, run};
 use sqfsmnt_test_support::loud_skip;
-use sqfsmnt_test_support::tree::{set_mtime, sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{set_mtime, sqfs_command, temp_with, write, Rng, TempDir};
 
 fn sqfs() -> Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
@@ -339,9 +339,7 @@ fn compressor_and_block_size_do_not_count_and_alike_images_decompress_nothing() 
 
 #[test]
 fn times_are_compared_on_request_and_exit_code_says_whether_they_differ() {
-    let t = TempDir::new("diff-times");
-    let tree_dir = t.path().join("tree");
-    tree(&tree_dir);
+    let (t, tree_dir, _) = temp_with("diff-times", "tree", tree);
     let (a, b) = (t.path().join("a.sqfs"), t.path().join("b.sqfs"));
     ok(sqfs().args(["pack", "-q"]).arg(&tree_dir).arg(&a));
     // A file's time changes, nothing else (its directory keeps its own).

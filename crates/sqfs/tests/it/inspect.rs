@@ -2,7 +2,7 @@
 //! compressor, and fails clearly (never crashes or hangs) on bad input.
 
 use sqfsmnt_test_support::cmd::{ok, run_for};
-use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
+use sqfsmnt_test_support::tree::{make_tree, sqfs_command, temp_with, tree_in, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};
 
 fn sqfs() -> std::process::Command {
@@ -362,11 +362,16 @@ const INSPECT_VARIANTS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The line `Mountable here: ...` of `sqfs inspect`'s text.
+fn mountable_line(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("Mountable here:"))
+        .unwrap()
+}
+
 #[test]
 fn inspect_matches_unsquashfs_for_every_compressor() {
-    let t = TempDir::new("inspect-match");
-    let dir = t.path().join("tree");
-    let info = make_tree(&dir, true);
+    let (t, dir, info) = temp_with("inspect-match", "tree", |p| make_tree(p, true));
     if have("setfattr") {
         for (f, v) in [
             ("top.txt", "a"),
@@ -426,9 +431,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
 
 #[test]
 fn inspect_refuses_what_the_kernel_path_refuses() {
-    let t = TempDir::new("inspect-verdict");
-    let dir = t.path().join("tree");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("inspect-verdict", "tree");
     // -nopad: squashfs-mount refuses the image (a loop device cannot hold
     // its last block), so inspect says it is not mountable here, with the
     // same verdict code (squashfs_format::kernel::image_verdict).
@@ -492,9 +495,7 @@ fn expect_error(path: &Path, want: &str) {
 
 #[test]
 fn inspect_fails_clearly_on_bad_files() {
-    let t = TempDir::new("inspect-bad");
-    let dir = t.path().join("tree");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("inspect-bad", "tree");
     let good = t.path().join("good.sqfs");
     mksquashfs(&dir, &good, &["-comp", "zstd"]);
     let bytes = std::fs::read(&good).unwrap();
@@ -549,9 +550,7 @@ fn inspect_fails_clearly_on_bad_files() {
 /// or a report, never panics, hangs or allocates wildly.
 #[test]
 fn inspect_survives_corrupted_metadata() {
-    let t = TempDir::new("inspect-corrupt");
-    let dir = t.path().join("tree");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("inspect-corrupt", "tree");
     let mut rng = Rng(99);
     for comp in ["gzip", "lzo", "lz4", "xz", "zstd"] {
         let image = t.path().join(format!("{comp}.sqfs"));
@@ -634,10 +633,7 @@ fn mountable_here_follows_the_policy_path() {
     };
     fake("FUSE", false);
     let text = mountable(false);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("Mountable here:"))
-        .unwrap();
+    let line = mountable_line(&text);
     assert!(
         line.starts_with("Mountable here:   NO")
             && line.contains("FUSE")
@@ -650,10 +646,7 @@ fn mountable_here_follows_the_policy_path() {
     assert_eq!(j["mount_path"]["fuse_usable"], false);
     fake("FUSE", true);
     let text = mountable(false);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("Mountable here:"))
-        .unwrap();
+    let line = mountable_line(&text);
     assert!(
         line.starts_with("Mountable here:   yes") && line.contains("FUSE server, as you"),
         "{line}"

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use sqfsmnt_test_support::cmd::{ok, run};
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{sqfs_command, temp_with, write, Rng};
 use sqfsmnt_test_support::{have, loud_skip};
 use squashfs_reader::{Archive, FileSource, InodeData};
 
@@ -69,9 +69,7 @@ fn lines(list: &Path) -> Vec<String> {
 
 #[test]
 fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
-    let t = TempDir::new("order-pack");
-    let tree = t.path().join("tree");
-    make(&tree);
+    let (t, tree, ()) = temp_with("order-pack", "tree", make);
     let list = t.path().join("hot.list");
     std::fs::write(
         &list,
@@ -210,9 +208,7 @@ fn trace_lists_the_files_a_command_read() {
         loud_skip("trace_lists_the_files_a_command_read: fincore (util-linux) is not installed");
         return;
     }
-    let t = TempDir::new("order-trace");
-    let tree = t.path().join("tree");
-    make(&tree);
+    let (t, tree, ()) = temp_with("order-trace", "tree", make);
     // Everything cached first: trace must evict it to see what is read.
     ok(std::process::Command::new("sh")
         .arg("-c")

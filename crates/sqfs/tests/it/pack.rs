@@ -2,7 +2,8 @@
 
 use sqfsmnt_test_support::cmd::{ok, run_for};
 use sqfsmnt_test_support::tree::{
-    image_files, make_tree, os, set_mtime, sqfs_command, tree_files, TempDir,
+    image_files, make_tree, names_in, os, set_mtime, sqfs_command, temp_with, tree_files, tree_in,
+    TempDir,
 };
 
 fn sqfs() -> std::process::Command {
@@ -100,9 +101,7 @@ fn reproducible_ignores_timestamps_and_owners() {
 
 #[test]
 fn image_holds_the_tree() {
-    let t = TempDir::new("pack-contents");
-    let a = t.path().join("a");
-    let info = make_tree(&a, true);
+    let (t, a, info) = temp_with("pack-contents", "a", |p| make_tree(p, true));
     let image = t.path().join("x.sqfs");
     let o = ok(sqfs()
         .args([
@@ -161,9 +160,7 @@ fn image_holds_the_tree() {
 
 #[test]
 fn pack_refuses_clearly() {
-    let t = TempDir::new("pack-refuses");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-refuses", "a");
     let image = t.path().join("x.sqfs");
     pack(&a, &image, &["--comp", "lz4"]);
     let fail = |args: &[&std::ffi::OsStr], want: &str| {
@@ -224,11 +221,7 @@ fn pack_refuses_clearly() {
         fail(&args, want);
     }
     // No partial files are left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(t.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("partial"))
-        .collect();
+    let leftovers = names_in(t.path(), |n| n.contains("partial"));
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
@@ -311,9 +304,7 @@ fn version_and_usage_errors_follow_squashfs_mount() {
 
 #[test]
 fn mksquashfs_spellings_are_accepted_or_answered() {
-    let t = TempDir::new("pack-mksquashfs");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-mksquashfs", "a");
     let img = |n: &str| t.path().join(n);
     let p = |s: &Path| s.as_os_str().to_owned();
     // What a mksquashfs user types, in mksquashfs's order.
@@ -374,9 +365,7 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
 
 #[test]
 fn exclude_patterns() {
-    let t = TempDir::new("pack-exclude");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-exclude", "a");
     let img = |n: &str| t.path().join(n);
     let from = t.path().join("patterns");
     std::fs::write(&from, "# comment\n\n/dir3/\nlink-*\n").unwrap();
@@ -470,9 +459,7 @@ fn unprivileged(cmd: &mut std::process::Command) -> std::process::Command {
 
 #[test]
 fn unreadable_files_are_named_with_what_to_do() {
-    let t = TempDir::new("pack-unreadable");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-unreadable", "a");
     let secret = a.join("dir0/sub1/file1.dat");
     let closed = a.join("dir3");
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();

@@ -2,7 +2,7 @@
 //! code before the fix.
 
 use sqfsmnt_test_support::cmd::{ok, run};
-use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
+use sqfsmnt_test_support::tree::{sqfs_command, tree_in, Rng, TempDir};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
@@ -19,9 +19,7 @@ fn is_root() -> bool {
 /// --force (it used to say "pass --force", then fail after the build).
 #[test]
 fn pack_onto_a_directory_is_refused_before_building() {
-    let t = TempDir::new("edge-pack-dir");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("edge-pack-dir", "a");
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
     for force in [false, true] {
@@ -53,9 +51,7 @@ fn pack_onto_a_directory_is_refused_before_building() {
 /// directory (it used to be mksquashfs's two lines, without the path).
 #[test]
 fn pack_into_an_unwritable_directory_names_it() {
-    let t = TempDir::new("edge-pack-unwritable");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("edge-pack-unwritable", "a");
     let closed = t.path().join("closed");
     std::fs::create_dir(&closed).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -117,9 +113,7 @@ fn trace_json_is_only_json() {
         );
         return;
     }
-    let t = TempDir::new("edge-trace-json");
-    let tree = t.path().join("tree");
-    make_tree(&tree, true);
+    let (t, tree) = tree_in("edge-trace-json", "tree");
     let o = run(sqfs()
         .args(["trace", "--json", "--output"])
         .arg(t.path().join("hot.list"))

@@ -10,7 +10,9 @@ use std::path::Path;
 use std::process::Command;
 
 use sqfsmnt_test_support::cmd::{ok, run};
-use sqfsmnt_test_support::tree::{image_files, sqfs_command, tree_files, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{
+    image_files, sqfs_command, temp_with, tree_files, write, Rng, TempDir,
+};
 
 fn sqfs() -> Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
@@ -44,9 +46,7 @@ fn entries_in(summary: &str) -> u64 {
 
 #[test]
 fn pack_of_a_link_packs_the_directory_it_points_to() {
-    let t = TempDir::new("symlinked-pack");
-    let data = t.path().join("dataset");
-    let entries = dataset(&data, 5);
+    let (t, data, entries) = temp_with("symlinked-pack", "dataset", |p| dataset(p, 5));
     std::os::unix::fs::symlink(&data, t.path().join("HCP")).unwrap();
     // Relative, through a second link, and with a trailing '/'.
     std::os::unix::fs::symlink("HCP", t.path().join("HCP2")).unwrap();
@@ -85,9 +85,7 @@ fn pack_of_a_link_packs_the_directory_it_points_to() {
 
 #[test]
 fn split_of_a_link_splits_the_directory_it_points_to() {
-    let t = TempDir::new("symlinked-split");
-    let data = t.path().join("dataset");
-    let entries = dataset(&data, 12);
+    let (t, data, entries) = temp_with("symlinked-split", "dataset", |p| dataset(p, 12));
     std::os::unix::fs::symlink(&data, t.path().join("HCP")).unwrap();
     for (src, prefix) in [("HCP", "hcp"), ("HCP/", "slash")] {
         let o = ok(sqfs()
@@ -173,9 +171,7 @@ fn a_tree_of_one_link_is_packed_with_a_warning() {
 
 #[test]
 fn check_flags_an_image_that_holds_only_a_link() {
-    let t = TempDir::new("symlinked-check");
-    let data = t.path().join("dataset");
-    dataset(&data, 2);
+    let (t, data, _) = temp_with("symlinked-check", "dataset", |p| dataset(p, 2));
     std::os::unix::fs::symlink(&data, t.path().join("HCP")).unwrap();
     // What mksquashfs (and sqfs pack before it followed links) makes of it.
     ok(Command::new("mksquashfs")

@@ -64,13 +64,7 @@ fn single_image() {
 fn exit_status_is_the_commands() {
     case(|fx| {
         let m = fx.mount_point("status");
-        let r = fx.run([
-            pair(&image_b(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "exit 7".into(),
-        ]);
+        let r = fx.launch_sh(&[pair(&image_b(fx), &m)], "exit 7");
         assert_eq!(r.code(), Some(7));
         let r = fx.run(["--", "/nonexistent/cmd"]);
         assert_eq!(r.code(), Some(127));
@@ -83,18 +77,14 @@ fn several_images_and_mount_list() {
     case(|fx| {
         let (ma, mb) = (fx.mount_point("sev-a"), fx.mount_point("sev-b"));
         let (a, b) = (image_a(fx), image_b(fx));
-        let r = fx.run([
-            pair(&a, &ma),
-            pair(&b, &mb),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[pair(&a, &ma), pair(&b, &mb)],
+            &format!(
                 "cat {}/hello.txt {}/b.txt; echo \"$UENV_MOUNT_LIST\"",
                 s(&ma),
                 s(&mb)
             ),
-        ]);
+        );
         r.ok();
         assert_eq!(
             r.stdout(),
@@ -124,18 +114,14 @@ fn nested_mount_points_in_path_order() {
         let outer = fx.mount_point("nest");
         let inner = outer.join("sub");
         // Given inner first: still mounted after the outer one.
-        let r = fx.run([
-            pair(&image_c(fx), &inner),
-            pair(&image_a(fx), &outer),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[pair(&image_c(fx), &inner), pair(&image_a(fx), &outer)],
+            &format!(
                 "cat {}/hello.txt {}/c.txt; echo \"$UENV_MOUNT_LIST\"",
                 s(&outer),
                 s(&inner)
             ),
-        ]);
+        );
         r.ok();
         let out = r.stdout();
         assert!(out.starts_with("hello from a\nsea\n"), "{out}");
@@ -150,13 +136,10 @@ fn nested_mount_points_in_path_order() {
 fn relative_paths_are_made_absolute() {
     case(|fx| {
         let m = fx.mount_point("rel");
-        let r = fx.run([
-            "images/b.sqfs:mnt/rel".to_string(),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "cat mnt/rel/b.txt; echo $UENV_MOUNT_LIST".into(),
-        ]);
+        let r = fx.launch_sh(
+            &["images/b.sqfs:mnt/rel".to_string()],
+            "cat mnt/rel/b.txt; echo $UENV_MOUNT_LIST",
+        );
         let _ = image_b(fx);
         r.ok();
         assert_eq!(
@@ -539,13 +522,10 @@ fn symlinked_mount_point_mounts_on_its_target() {
     case(|fx| {
         let target = fx.mount_point("real-target");
         let link = fx.symlink(&target, "link-to-target");
-        let r = fx.run([
-            pair(&image_b(fx), &link),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cat {}/b.txt; echo $UENV_MOUNT_LIST", s(&target)),
-        ]);
+        let r = fx.launch_sh(
+            &[pair(&image_b(fx), &link)],
+            &format!("cat {}/b.txt; echo $UENV_MOUNT_LIST", s(&target)),
+        );
         r.ok();
         assert_eq!(
             r.stdout(),
@@ -658,14 +638,10 @@ impl FromBytesCompat for std::ffi::OsStr {
 fn the_command_runs_as_the_caller_without_privileges() {
     case(|fx| {
         let m = fx.mount_point("creds");
-        let r = fx.run([
-            pair(&image_a(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status"
-                .into(),
-        ]);
+        let r = fx.launch_sh(
+            &[pair(&image_a(fx), &m)],
+            "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status",
+        );
         r.ok();
         let out = r.stdout();
         let lines: Vec<&str> = out.lines().collect();
@@ -699,17 +675,11 @@ fn the_command_runs_as_the_caller_without_privileges() {
 fn setuid_files_capabilities_and_devices_in_images_give_nothing() {
     case(|fx| {
         let m = fx.mount_point("nosuid");
-        let r = fx.run([
-            pair(&image_a(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&[pair(&image_a(fx), &m)], &format!(
                 "ls -l {m}/suid-id; {m}/suid-id -u; {m}/capcat /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ; \
                  echo x > {m}/null 2>/dev/null && echo DEV-WRITE; cat {m}/null 2>&1 || echo DEV-DENIED",
                 m = s(&m)
-            ),
-        ]);
+            ));
         let out = r.stdout();
         assert!(
             out.contains("rwsr-xr-x"),
@@ -733,17 +703,11 @@ fn setuid_files_capabilities_and_devices_in_images_give_nothing() {
 fn the_command_cannot_unmount_or_remount() {
     case(|fx| {
         let m = fx.mount_point("umount");
-        let r = fx.run([
-            pair(&image_b(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&[pair(&image_b(fx), &m)], &format!(
                 "umount {m} 2>/dev/null && echo UNMOUNTED; mount -o remount,rw {m} 2>/dev/null && echo REMOUNTED; \
                  touch {m}/new 2>/dev/null && echo WROTE; cat {m}/b.txt",
                 m = s(&m)
-            ),
-        ]);
+            ));
         assert_eq!(r.stdout(), "bee\n");
     });
 }
@@ -1004,13 +968,10 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
         let link = fx.path("user/swap-mnt");
         let flip = SymlinkFlip::start(&link, &dir, Path::new("/proc/sys"));
         flip.launches(Duration::from_secs(3), 200, || {
-            let r = fx.run([
-                pair(&b, &link),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5".into(),
-            ]);
+            let r = fx.launch_sh(
+                &[pair(&b, &link)],
+                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5",
+            );
             match r.code() {
                 Some(0) => {
                     assert_eq!(r.stdout().trim(), s(&dir), "mounted elsewhere");
@@ -1107,15 +1068,7 @@ fn a_repeated_image_uses_one_loop_device() {
             fx.mount_point("once3"),
         );
         let b = image_b(fx);
-        let r = fx.run([
-            pair(&b, &m1),
-            pair(&b, &m2),
-            format!("--union={},{}:{}", s(&b), s(&image_c(fx)), s(&m3)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cat {}/b.txt {}/b.txt {}/b.txt; grep -lF {} /sys/block/loop*/loop/backing_file | wc -l", s(&m1), s(&m2), s(&m3), s(&b)),
-        ]);
+        let r = fx.launch_sh(&[pair(&b, &m1), pair(&b, &m2), format!("--union={},{}:{}", s(&b), s(&image_c(fx)), s(&m3))], &format!("cat {}/b.txt {}/b.txt {}/b.txt; grep -lF {} /sys/block/loop*/loop/backing_file | wc -l", s(&m1), s(&m2), s(&m3), s(&b)));
         r.ok();
         assert_eq!(r.stdout(), "bee\nbee\nbee\n1\n");
     });

@@ -107,16 +107,10 @@ fn the_crash_image_is_served_by_fuse_and_the_kernel_stays_intact() {
         );
         let before = kernel::problems();
         let m = fx.mount_point("crash");
-        let r = fx.run([
-            pair(&img, &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&[pair(&img, &m)], &format!(
                 "stat -f -c %T {0}; ls -laR {0} >/dev/null 2>&1; find {0} -type f -exec cat {{}} + >/dev/null 2>/tmp/.crash-$$; echo cat=$?; grep -c 'Input/output error' /tmp/.crash-$$; rm -f /tmp/.crash-$$",
                 s(&m)
-            ),
-        ]);
+            ));
         assert!(r.success(), "{}", r.stderr());
         let out = r.stdout();
         let lines: Vec<&str> = out.lines().collect();
@@ -360,13 +354,10 @@ fn swapping_the_image_or_a_directory_while_launching_never_fools_the_decision() 
             let t = flipper(link.clone(), a, b, stop.clone());
             let mut seen = std::collections::BTreeMap::new();
             for _ in 0..60 {
-                let r = fx.run([
-                    pair(&image, &m),
-                    "--".into(),
-                    "sh".into(),
-                    "-c".into(),
-                    format!("echo $(stat -f -c %T {0}) $(cat {0}/which)", s(&m)),
-                ]);
+                let r = fx.launch_sh(
+                    &[pair(&image, &m)],
+                    &format!("echo $(stat -f -c %T {0}) $(cat {0}/which)", s(&m)),
+                );
                 if !r.success() {
                     // The path may dangle for an instant; a refusal is fine.
                     continue;

@@ -255,14 +255,13 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
         assert_eq!(o.ok().stdout(), "hello\n", "{o:?}");
         ends_once_resumed(prefetcher);
         // --no-prefetch: nothing runs besides the command.
-        let r = fx.run([
-            "--no-prefetch".to_string(),
-            format!("{}:{}", img.display(), mp.display()),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "sleep 0.3; pgrep -x -r R,S,D -u $(id -u) sqfs-prefetch || echo none".into(),
-        ]);
+        let r = fx.launch_sh(
+            &[
+                "--no-prefetch".to_string(),
+                format!("{}:{}", img.display(), mp.display()),
+            ],
+            "sleep 0.3; pgrep -x -r R,S,D -u $(id -u) sqfs-prefetch || echo none",
+        );
         r.ok();
         assert_eq!(r.stdout().trim(), "none");
     });

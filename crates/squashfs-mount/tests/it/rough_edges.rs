@@ -222,18 +222,17 @@ fn writable_dir_as_the_next_word_and_help_lists_verbose_n() {
         let img = fx.image("rough-layer", &[("x.txt", "ex\n")], "");
         let m = fx.mount_point("rough-layer");
         let layer = fx.user_dir().join("next-word-layer");
-        let r = fx.run([
-            "--writable".to_string(),
-            s(&layer),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[
+                "--writable".to_string(),
+                s(&layer),
+                format!("{}:{}", s(&img), s(&m)),
+            ],
+            &format!(
                 "cat {0}/x.txt; grep -q ' {0} .* - overlay ' /proc/self/mountinfo && echo overlay",
                 s(&m)
             ),
-        ]);
+        );
         r.ok();
         assert_eq!(r.stdout(), "ex\noverlay\n");
         assert!(r.stderr().is_empty(), "{}", r.stderr());

@@ -51,22 +51,21 @@ fn mutable_root_leaves_the_host_alone_and_the_view_read_only() {
     case(|fx| {
         let (one, two) = (fresh_top_level("r-one"), fresh_top_level("r-two"));
         let img = image(fx);
-        let r = fx.run([
-            "-v".into(),
-            "-r".into(),
-            pair(&img, &one),
-            pair(&img, &two.join("deeper")),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[
+                "-v".into(),
+                "-r".into(),
+                pair(&img, &one),
+                pair(&img, &two.join("deeper")),
+            ],
+            &format!(
                 "cat {0}/x.txt {1}/deeper/x.txt; touch /new 2>&1; mkdir {1}/more 2>&1; \
                  echo w > /tmp/sqfsmnt-views-$$ && rm /tmp/sqfsmnt-views-$$ && echo tmp-writable; \
                  cat /proc/self/comm; stat -c '%U %a' / {1}; pwd",
                 s(&one),
                 s(&two)
             ),
-        ]);
+        );
         r.ok();
         let out = r.stdout();
         assert!(out.starts_with("ex\nex\n"), "{out}");
@@ -187,21 +186,11 @@ fn mutable_root_in_an_own_directory_and_inside_an_image() {
         // In the user's own 0700 directory: the copy keeps owner and mode,
         // and says that new files cannot be made directly in it. Inside
         // the image (read-only): a directory the image lacks.
-        let r = fx.run([
-            "-v".into(),
-            "-r".into(),
-            pair(&img, &home.join("mnt")),
-            pair(&img, &m),
-            pair(&img, &m.join("not-in-image")),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&["-v".into(), "-r".into(), pair(&img, &home.join("mnt")), pair(&img, &m), pair(&img, &m.join("not-in-image"))], &format!(
                 "stat -c '%u %a' {0}; cat {0}/file {0}/mnt/x.txt; ls {1}; cat {1}/not-in-image/x.txt; echo $UENV_MOUNT_LIST",
                 s(&home),
                 s(&m)
-            ),
-        ]);
+            ));
         r.ok();
         assert_eq!(
             r.stdout(),
