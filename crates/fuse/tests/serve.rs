@@ -1479,6 +1479,33 @@ fn mount_and_run(img: &Path, mnt: &Path, extra: &[&str], script: &str) -> String
     .stdout()
 }
 
+/// A temporary directory `name` with an image (mksquashfs `extra`) of
+/// `dirs` directories of `files` files each, each file named and filled by
+/// `entry` (directory number, file number: path, contents), and an empty
+/// mount point: the directory, the image, the mount point.
+fn image_of_files(
+    name: &str,
+    (dirs, files): (u32, u32),
+    extra: &[&str],
+    entry: impl Fn(u32, u32) -> (String, Vec<u8>),
+) -> (TempDir, PathBuf, PathBuf) {
+    let t = TempDir::new(name);
+    let src = t.0.join("src");
+    for d in 0..dirs {
+        for f in 0..files {
+            let (rel, body) = entry(d, f);
+            let path = src.join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, body).unwrap();
+        }
+    }
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, extra));
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    (t, img, mnt)
+}
+
 /// The server's anonymous memory (RssAnon, KiB) after it served a
 /// full scan and a read of every file of `mnt`, read by the command it
 /// runs (`--mount ... -- COMMAND`: the server is the command's parent).
@@ -1502,23 +1529,13 @@ fn caches_hold_to_their_budget() {
     if !can_fuse("caches_hold_to_their_budget") {
         return;
     }
-    let t = TempDir::new("budget");
-    let src = t.0.join("src");
-    for d in 0..100 {
-        let dir = src.join(format!("d{d:03}"));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..200u32 {
-            let n = d * 200 + f;
-            let body: Vec<u8> = (0..1500u32)
-                .map(|i| b'a' + ((i.wrapping_mul(n + 7) ^ (i >> 3)) % 26) as u8)
-                .collect();
-            fs::write(dir.join(format!("f{f:03}")), body).unwrap();
-        }
-    }
-    let img = t.0.join("img.sqfs");
-    assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
+    let (_t, img, mnt) = image_of_files("budget", (100, 200), &["-comp", "zstd"], |d, f| {
+        let n = d * 200 + f;
+        let body: Vec<u8> = (0..1500u32)
+            .map(|i| b'a' + ((i.wrapping_mul(n + 7) ^ (i >> 3)) % 26) as u8)
+            .collect();
+        (format!("d{d:03}/f{f:03}"), body)
+    });
     let small = memory_after_reading_all(&img, &mnt, "524288");
     let default = memory_after_reading_all(&img, &mnt, "0");
     eprintln!("RssAnon after a scan and a full read: {small} KiB (--cache-mem 512K), {default} KiB (default)");
@@ -1541,24 +1558,17 @@ fn the_server_reads_the_metadata_ahead() {
     if !can_fuse("the_server_reads_the_metadata_ahead") {
         return;
     }
-    let t = TempDir::new("readahead");
-    let src = t.0.join("src");
-    for d in 0..100 {
-        let dir = src.join(format!("dir-{d:03}"));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..100 {
-            fs::write(dir.join(format!("file-{f:03}")), format!("{d} {f}\n")).unwrap();
-        }
-    }
-    let img = t.0.join("img.sqfs");
     // Uncompressed inodes: about half a MiB of tables.
-    assert!(mksquashfs(&src, &img, &["-noI"]));
+    let (_t, img, mnt) = image_of_files("readahead", (100, 100), &["-noI"], |d, f| {
+        (
+            format!("dir-{d:03}/file-{f:03}"),
+            format!("{d} {f}\n").into_bytes(),
+        )
+    });
     let head = fs::read(&img).unwrap();
     let le64 = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap());
     let region = le64(40) - le64(64);
     assert!(region > 256 << 10, "a region of {region} bytes");
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
     let script = format!(
         "io() {{ awk -v k=$1 '$1 == k\":\" {{print $2}}' /proc/$PPID/io; }}; i=0; \
          while [ \"$(io rchar)\" -lt {region} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; \
@@ -1603,19 +1613,12 @@ fn a_walk_that_stats_gets_attributes_for_files() {
     if !can_fuse("a_walk_that_stats_gets_attributes_for_files") {
         return;
     }
-    let t = TempDir::new("plus");
-    let src = t.0.join("src");
-    for d in 0..400 {
-        let dir = src.join(format!("dir-{d:03}"));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..25 {
-            fs::write(dir.join(format!("file-{f:02}")), format!("{d} {f}\n")).unwrap();
-        }
-    }
-    let img = t.0.join("img.sqfs");
-    assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
+    let (_t, img, mnt) = image_of_files("plus", (400, 25), &["-comp", "zstd"], |d, f| {
+        (
+            format!("dir-{d:03}/file-{f:02}"),
+            format!("{d} {f}\n").into_bytes(),
+        )
+    });
     let plain = requests_of_a_walk(&img, &mnt, "-print");
     let stat = requests_of_a_walk(&img, &mnt, "-printf '%s\\n'");
     eprintln!(

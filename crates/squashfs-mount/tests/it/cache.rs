@@ -135,6 +135,26 @@ impl Scratch {
         self.as_user(user, &args)
     }
 
+    /// `u1`'s launch of `img` on the mount point that runs `first` (`{}`
+    /// is the mount point), then waits for `done` (in this test's
+    /// directory), once its loop device is attached.
+    fn held_launch(&self, img: &Path, first: &str) -> Held {
+        let pair = format!("{}:{}", img.display(), self.mnt());
+        let done = self.path("done");
+        let script = format!(
+            "{}; while [ ! -e {} ]; do sleep 0.05; done",
+            first.replace("{}", &self.mnt()),
+            done.display()
+        );
+        let launch = spawn(&mut user_command(
+            &self.u1,
+            &self.bin,
+            &[pair.as_str(), "--", "sh", "-c", script.as_str()],
+        ));
+        wait_until(|| self.loops().len() == 1, "the launch to mount");
+        Held { launch, done }
+    }
+
     /// Evicts everything as root and checks that no loop device of this
     /// test is left.
     fn finish(&self) {
@@ -144,6 +164,20 @@ impl Scratch {
             "the test's loop devices to detach after root --gc --all",
         );
         eprintln!("attached loop devices in total: {}", attached_loops().len());
+    }
+}
+
+/// A launch that runs until [`Held::release`].
+struct Held {
+    launch: sqfsmnt_test_support::cmd::Started,
+    done: PathBuf,
+}
+
+impl Held {
+    /// Lets the launch end; it must succeed.
+    fn release(self) {
+        fs::write(&self.done, "").unwrap();
+        self.launch.wait().ok();
     }
 }
 
@@ -383,23 +417,8 @@ fn instances_in_use_survive_gc_until_released() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("inuse", bin);
     let img = s.image("a.sqfs", "busy\n", &s.u1, 0o644);
-    let pair = format!("{}:{}", img.display(), s.mnt());
-    let done = s.path("done");
-    // A launch that keeps its clone mounted until `done` exists.
-    let script = format!(
-        "cat {}/hello; while [ ! -e {} ]; do sleep 0.05; done",
-        s.mnt(),
-        done.display()
-    );
-    let mut child = user_command(
-        &s.u1,
-        &s.bin,
-        &[pair.as_str(), "--", "sh", "-c", script.as_str()],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_until(|| s.loops().len() == 1, "the launch to mount");
+    // A launch that keeps its clone mounted until it is released.
+    let held = s.held_launch(&img, "cat {}/hello");
     let status = ok(&s.as_user(&s.u1, &["--cache-status"]));
     assert!(status.contains("in-use"), "{status}");
     ok(&s.as_user(&s.u1, &["--gc"]));
@@ -408,8 +427,7 @@ fn instances_in_use_survive_gc_until_released() {
         ok(&s.as_root(&["--cache-status"])).contains(&img.display().to_string()),
         "in-use instance evicted"
     );
-    fs::write(&done, "").unwrap();
-    assert!(child.wait().unwrap().success());
+    held.release();
     // Released: the user's own --gc evicts it.
     let out = ok(&s.as_user(&s.u1, &["--gc"]));
     assert!(out.contains("evicted"), "{out}");
@@ -450,22 +468,8 @@ fn cached_instances_are_unreachable_outside_the_tool() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("reach", bin);
     let img = s.image("private.sqfs", "secret\n", &s.u1, 0o600);
-    let pair = format!("{}:{}", img.display(), s.mnt());
-    let done = s.path("done");
     // User 1 has it cached and a launch of it running.
-    let script = format!(
-        "cat {}/hello >/dev/null; while [ ! -e {} ]; do sleep 0.05; done",
-        s.mnt(),
-        done.display()
-    );
-    let mut child = user_command(
-        &s.u1,
-        &s.bin,
-        &[pair.as_str(), "--", "sh", "-c", script.as_str()],
-    )
-    .spawn()
-    .unwrap();
-    wait_until(|| s.loops().len() == 1, "the launch to mount");
+    let held = s.held_launch(&img, "cat {}/hello >/dev/null");
 
     // User 2 tries every path they have.
     let probe = REACH_PROBE;
@@ -514,8 +518,7 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         "{mi}"
     );
 
-    fs::write(&done, "").unwrap();
-    assert!(child.wait().unwrap().success());
+    held.release();
     s.finish();
 }
 
