@@ -8,11 +8,10 @@
 //! threads of the process keep theirs.
 
 use std::fs;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use sqfsmnt_test_support::cmd::{spawn, wait_until};
+use sqfsmnt_test_support::held::hold;
 use sqfsmnt_test_support::{is_root, loud_skip, pair, site};
 
 use squashfs_mount::privilege::{Caller, Credentials, RootPhase, ThreadCredentials};
@@ -127,23 +126,6 @@ fn in_root_phase(launch: u32, what: &str) -> Sets {
         })
     });
     seen.expect("status")
-}
-
-/// An exclusive flock on `path` (created root-only if missing), held until
-/// the file is dropped.
-fn hold(path: &str) -> fs::File {
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .expect(path);
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).expect("chmod");
-    // SAFETY: flock on an fd we own, open for the whole call.
-    let locked = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    assert_eq!(locked, 0, "{path} is held by someone else");
-    f
 }
 
 #[test]

@@ -359,22 +359,13 @@ fn each_user_has_a_share_of_the_loop_devices() {
         let img = fx.image("share", &[("x", "x\n")], "");
         let m = fx.mount_point("share");
         let hold = |u: &User| {
-            let c = u
-                .command(&fx.bin)
-                .args([
-                    "--no-cache".into(),
-                    pair(&img, &m),
-                    "--".into(),
-                    "sleep".into(),
-                    "60".into(),
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .expect("launch");
-            Kill(c)
+            Kill::quiet(u.command(&fx.bin).args([
+                "--no-cache".into(),
+                pair(&img, &m),
+                "--".into(),
+                "sleep".into(),
+                "60".into(),
+            ]))
         };
         // Cached before: reusing it later takes no loop device.
         fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
@@ -414,15 +405,12 @@ fn a_cached_device_counts_for_the_cache_and_once_evicted_in_use_for_its_maker() 
         let img = fx.image("maker", &[("x", "x\n")], "");
         let m = fx.mount_point("maker");
         // A cached launch that keeps using its instance.
-        let _hold = Kill(
-            fx.user_cmd([pair(&img, &m), "--".into(), "sleep".into(), "60".into()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .expect("launch"),
-        );
+        let _hold = Kill::quiet(&mut fx.user_cmd([
+            pair(&img, &m),
+            "--".into(),
+            "sleep".into(),
+            "60".into(),
+        ]));
         // Once its launch offered it, the cache lists it.
         wait_until(ends::HANG, "the instance in --cache-status", || {
             let status = fx.run(["--cache-status"]);

@@ -129,43 +129,27 @@ fn policy_tells_the_caller_what_applies_to_them() {
             let r = fx.run(["--policy", "--json", s(&own).as_str()]);
             r.ok();
             assert!(is_json(&r.stdout()), "{}", r.stdout());
-            assert!(
-                r.stdout().contains("\"fuse_usable\":false"),
-                "{}",
-                r.stdout()
-            );
-            assert!(
-                r.stdout().contains("\"config_file_exists\":false"),
-                "{}",
-                r.stdout()
-            );
-            assert!(
-                r.stdout().contains("\"mountable_here\":false"),
-                "{}",
-                r.stdout()
-            );
+            for n in [
+                "\"fuse_usable\":false",
+                "\"config_file_exists\":false",
+                "\"mountable_here\":false",
+            ] {
+                assert!(r.stdout().contains(n), "{n}: {r:?}");
+            }
         }
         {
             let _conf = site::config("kernel-images = trusted\n");
             let _fuse = site::FuseDevice::open_to_all();
             let r = fx.run(["--policy", "--json", s(&own).as_str()]);
             r.ok();
-            assert!(
-                r.stdout().contains("\"fuse_usable\":true"),
-                "{}",
-                r.stdout()
-            );
-            assert!(
-                r.stdout().contains("\"config_file_exists\":true"),
-                "{}",
-                r.stdout()
-            );
-            assert!(r.stdout().contains("\"path\":\"FUSE\""), "{}", r.stdout());
-            assert!(
-                r.stdout().contains("\"mountable_here\":true"),
-                "{}",
-                r.stdout()
-            );
+            for n in [
+                "\"fuse_usable\":true",
+                "\"config_file_exists\":true",
+                "\"path\":\"FUSE\"",
+                "\"mountable_here\":true",
+            ] {
+                assert!(r.stdout().contains(n), "{n}: {r:?}");
+            }
             let r = fx.run(["--policy", s(&own).as_str()]);
             assert!(r.stdout().contains("usable by you") && !r.stdout().contains("NOT usable"));
             assert!(r

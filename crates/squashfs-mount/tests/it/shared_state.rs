@@ -8,9 +8,8 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sqfsmnt_test_support::cmd::{spawn, try_run};
@@ -35,18 +34,12 @@ fn exclusive_holders(paths: &[&str]) -> Vec<u32> {
 
 /// `script` as `user` in a process group of its own (`$SQM` the tool).
 fn spawn_as(fx: &Fixture, user: &User, script: &str) -> Group {
-    let child = user
-        .command("sh")
-        .args(["-c", script])
-        .env("SQM", &fx.bin)
-        .current_dir(&fx.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("spawn");
-    Group(child)
+    Group::quiet(
+        user.command("sh")
+            .args(["-c", script])
+            .env("SQM", &fx.bin)
+            .current_dir(&fx.root),
+    )
 }
 
 /// User `a` launching in a loop: cached launches of fresh images (the
