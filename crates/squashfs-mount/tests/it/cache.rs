@@ -135,6 +135,20 @@ impl Scratch {
         self.as_user(user, &args)
     }
 
+    /// [`Scratch::cat_hello`] as `u1`, as a shell command line for root
+    /// (setpriv).
+    fn cat_hello_line(&self, img: &Path) -> String {
+        format!(
+            "setpriv --reuid={} --regid={} --clear-groups {} {}:{} -- cat {}/hello",
+            self.u1.uid,
+            self.u1.gid,
+            self.bin.display(),
+            img.display(),
+            self.mnt(),
+            self.mnt()
+        )
+    }
+
     /// `u1`'s launch of `img` on the mount point that runs `first` (`{}`
     /// is the mount point), then waits for `done` (in this test's
     /// directory), once its loop device is attached.
@@ -595,15 +609,7 @@ fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("fallback", bin);
     let img = s.image("a.sqfs", "fallback\n", &s.u1, 0o644);
-    let uid = s.u1.uid;
-    let gid = s.u1.gid;
-    let launch = format!(
-        "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
-        s.bin.display(),
-        img.display(),
-        s.mnt(),
-        s.mnt()
-    );
+    let launch = s.cat_hello_line(&img);
     // A read-only /run in a private mount namespace.
     let out = run(Command::new("unshare").args([
         "-m",
@@ -626,15 +632,7 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("nested", bin);
     let img = s.image("a.sqfs", "nested\n", &s.u1, 0o644);
-    let uid = s.u1.uid;
-    let gid = s.u1.gid;
-    let launch = format!(
-        "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
-        s.bin.display(),
-        img.display(),
-        s.mnt(),
-        s.mnt()
-    );
+    let launch = s.cat_hello_line(&img);
     let count = format!(
         "cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{}/' || true",
         s.dir.display()
@@ -694,15 +692,7 @@ fn a_burst_of_first_launches_makes_one_cache_namespace() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("firstburst", bin);
     let img = s.image("a.sqfs", "first\n", &s.u1, 0o644);
-    let launch = format!(
-        "setpriv --reuid={} --regid={} --clear-groups {} {}:{} -- cat {}/hello",
-        s.u1.uid,
-        s.u1.gid,
-        s.bin.display(),
-        img.display(),
-        s.mnt(),
-        s.mnt()
-    );
+    let launch = s.cat_hello_line(&img);
     // Several rounds, each on a fresh /run in a namespace of its own (the
     // host's state directory, copied into it, is unmounted there first, so
     // that only the round's own mounts are counted): the stale-descriptor
