@@ -14,22 +14,25 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(120);
 /// group and panics naming the command. The wait ends when the command
 /// does (its pidfd), not at the next tick of a poll.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
-    let child = start(cmd).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let child = start(cmd, true).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     finish(&format!("{cmd:?}"), child, limit, false)
 }
 
 /// [`run`], or `None` when the command cannot be started (a tool that is
 /// not installed).
 pub fn try_run(cmd: &mut Command) -> Option<Run> {
-    let child = start(cmd).ok()?;
+    let child = start(cmd, true).ok()?;
     let out = finish(&format!("{cmd:?}"), child, DEFAULT_LIMIT, false);
     Some(Run::of(cmd, out))
 }
 
 /// Starts `cmd` as [`run`] does, without waiting: for commands that run
-/// side by side. [`Started::wait`] gives its [`Run`].
+/// side by side. [`Started::wait`] gives its [`Run`]. It stays in the
+/// test's process group: a group of its own would be orphaned when it
+/// ends, and the kernel would then wake (SIGHUP, SIGCONT) any member a
+/// test stopped.
 pub fn spawn(cmd: &mut Command) -> Started {
-    let child = start(cmd).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let child = start(cmd, false).unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     Started {
         child,
         what: format!("{cmd:?}"),
@@ -58,13 +61,15 @@ impl Started {
 }
 
 /// `cmd` started with stdin from /dev/null, stdout and stderr piped, in a
-/// process group of its own.
-fn start(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+/// process group of its own when `own_group`.
+fn start(cmd: &mut Command, own_group: bool) -> std::io::Result<std::process::Child> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
+        .stderr(Stdio::piped());
+    if own_group {
+        cmd.process_group(0);
+    }
+    cmd.spawn()
 }
 
 /// The output of `child` (started from `cmd`), within `limit`.
@@ -86,6 +91,8 @@ fn finish(cmd: &str, mut child: std::process::Child, limit: Duration, strict: bo
     let t_err = reader(Box::new(child.stderr.take().expect("stderr")), tx);
     if !crate::ends::wait_ended(&[child.id()], limit).is_empty() {
         kill_group(child.id());
+        // (Not a group leader when started by `spawn`.)
+        let _ = child.kill();
         let _ = child.wait();
         // What it said so far; a process outside its group (one that made
         // a group of its own) may hold the pipes: not waited for.
