@@ -73,7 +73,8 @@ fn start(cmd: &mut Command, own_group: bool) -> std::io::Result<std::process::Ch
 }
 
 /// The output of `child` (started from `cmd`), within `limit`.
-/// With `strict`, a process the command left behind that still holds its
+/// `strict` is for a command [`spawn`] started (in the test's process
+/// group, so no group is killed). With `strict`, a process the command left behind that still holds its
 /// stdout or stderr 5 s after it ended is a failure (killed, then this
 /// panics naming the command); else it is killed and the output so far
 /// returned.
@@ -90,8 +91,10 @@ fn finish(cmd: &str, mut child: std::process::Child, limit: Duration, strict: bo
     let t_out = reader(Box::new(child.stdout.take().expect("stdout")), tx.clone());
     let t_err = reader(Box::new(child.stderr.take().expect("stderr")), tx);
     if !crate::ends::wait_ended(&[child.id()], limit).is_empty() {
-        kill_group(child.id());
-        // (Not a group leader when started by `spawn`.)
+        if !strict {
+            kill_group(child.id());
+        }
+        // (Not a group leader when started by `spawn`: `strict`.)
         let _ = child.kill();
         let _ = child.wait();
         // What it said so far; a process outside its group (one that made
@@ -122,7 +125,9 @@ fn finish(cmd: &str, mut child: std::process::Child, limit: Duration, strict: bo
         match rx.recv_timeout(left) {
             Ok(()) => closed += 1,
             Err(_) => {
-                kill_group(child.id());
+                if !strict {
+                    kill_group(child.id());
+                }
                 assert!(
                     !strict,
                     "{cmd} ended ({status}), but a process it left behind still held its stdout or stderr 5 s later"
