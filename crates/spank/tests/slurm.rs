@@ -844,39 +844,15 @@ fn shared_refusal_table(t: &T) {
             ));
         }
         if !r.pairs.is_empty() {
-            let pairs: Vec<String> = r
-                .pairs
-                .iter()
-                .map(|(img, sub)| {
-                    format!(
-                        "{}:{}",
-                        dir.join(img).display(),
-                        refusals::mount_point(Path::new(UE), sub).display()
-                    )
-                })
-                .collect();
+            let pairs = refusals::pairs(r, &dir, Path::new(UE));
             args.push(format!("--squashfs={}", pairs.join(",")));
         }
         if !r.union.is_empty() {
-            let list: Vec<String> = r
-                .union
-                .iter()
-                .map(|i| dir.join(i).display().to_string())
-                .collect();
-            args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
+            let list = refusals::union(r, &dir);
+            args.push(format!("--squashfs-union={list}:{UE}"));
         }
         if !r.binds.is_empty() {
-            let binds: Vec<String> = r
-                .binds
-                .iter()
-                .map(|(src, sub)| {
-                    format!(
-                        "{}:{}",
-                        dir.join(src).display(),
-                        refusals::mount_point(Path::new(UE), sub).display()
-                    )
-                })
-                .collect();
+            let binds = refusals::binds(r, &dir, Path::new(UE));
             args.push(format!("--squashfs-bind={}", binds.join(",")));
         }
         args.extend(["echo".into(), "RAN".into()]);

@@ -406,6 +406,39 @@ impl Drop for HelperMustNotRun {
     }
 }
 
+/// The row's images, as `IMAGE:MOUNT POINT` with the images in `dir` and
+/// the mount points below `root` (each front end joins them its way).
+pub fn pairs(r: &Refusal, dir: &Path, root: &Path) -> Vec<String> {
+    specs(r.pairs, dir, root)
+}
+
+/// The row's bind mounts, as `SOURCE:DESTINATION` (see [`pairs`]).
+pub fn binds(r: &Refusal, dir: &Path, root: &Path) -> Vec<String> {
+    specs(r.binds, dir, root)
+}
+
+/// The row's union's images, in `dir`, joined by commas.
+pub fn union(r: &Refusal, dir: &Path) -> String {
+    let list: Vec<String> = r
+        .union
+        .iter()
+        .map(|i| dir.join(i).display().to_string())
+        .collect();
+    list.join(",")
+}
+
+fn specs(list: &[(&str, &str)], dir: &Path, root: &Path) -> Vec<String> {
+    list.iter()
+        .map(|(from, sub)| {
+            format!(
+                "{}:{}",
+                dir.join(from).display(),
+                mount_point(root, sub).display()
+            )
+        })
+        .collect()
+}
+
 /// The mount point of `sub` below `root` (`.` and "" are the root).
 pub fn mount_point(root: &Path, sub: &str) -> PathBuf {
     match sub {
