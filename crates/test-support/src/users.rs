@@ -207,13 +207,7 @@ fn remove_user(name: &str) {
 /// zombie waiting for its parent) left out.
 fn pids_of_uid(uid: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
+    for (pid, status) in crate::count::statuses() {
         let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k));
         if field("State:").is_some_and(|s| matches!(s.trim().chars().next(), Some('Z' | 'X'))) {
             continue;

@@ -6,9 +6,18 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use sqfsmnt_test_support::cmd::run_for;
-use sqfsmnt_test_support::{s, site};
+use sqfsmnt_test_support::{s, site, Fixture};
 
 use crate::case;
+
+/// An image with a program, bin/hello.
+fn edges_image(fx: &Fixture) -> std::path::PathBuf {
+    fx.image(
+        "edges",
+        &[("bin/hello", "#!/bin/sh\necho hi\n")],
+        "chmod 755 bin/hello",
+    )
+}
 
 /// Whether `text` is one JSON value (python3's parser; the crate has none).
 fn is_json(text: &str) -> bool {
@@ -31,11 +40,7 @@ fn is_json(text: &str) -> bool {
 fn mutable_root_in_your_own_directory_warns() {
     case(|fx| {
         let _conf = site::no_config();
-        let img = fx.image(
-            "edges",
-            &[("bin/hello", "#!/bin/sh\necho hi\n")],
-            "chmod 755 bin/hello",
-        );
+        let img = edges_image(fx);
         let home = fx.user_dir();
         let m = home.join("stack");
         let pair = format!("{}:{}", s(&img), s(&m));
@@ -68,11 +73,7 @@ fn mutable_root_in_your_own_directory_warns() {
 fn a_command_not_found_points_into_the_image() {
     case(|fx| {
         let _conf = site::no_config();
-        let img = fx.image(
-            "edges",
-            &[("bin/hello", "#!/bin/sh\necho hi\n")],
-            "chmod 755 bin/hello",
-        );
+        let img = edges_image(fx);
         let m = fx.mount_point("edges-cmd");
         let pair = format!("{}:{}", s(&img), s(&m));
         let run = |cmd: &str| {
