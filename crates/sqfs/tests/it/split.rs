@@ -128,6 +128,16 @@ fn split_zstd3(dir: &Path, to: &Path, limit: &str) -> serde_json::Value {
     serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
+/// The size of each image a split's manifest `m` lists.
+fn image_sizes(m: &serde_json::Value) -> Vec<u64> {
+    m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["file_size"].as_u64().unwrap())
+        .collect()
+}
+
 /// `sqfs pack --split LIMIT dir to` (60 s limit).
 fn split_run(dir: &Path, to: &Path, limit: &str) -> Run {
     run_for(
@@ -179,12 +189,7 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
         .any(|l| l.contains("squashfs-root/sub-05/empty\n")));
     // Images are filled in turn: all but the last close to the limit
     // (entries here are up to half the limit, so at least 80% of it).
-    let sizes: Vec<u64> = m["images"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["file_size"].as_u64().unwrap())
-        .collect();
+    let sizes = image_sizes(&m);
     for s in &sizes[..sizes.len() - 1] {
         assert!(
             *s as f64 >= 0.8 * max as f64,
@@ -247,12 +252,7 @@ fn split_bounds_compressed_images_close_to_the_limit() {
     let max = 200_000u64;
     let m = split_zstd3(&dir, &out.join("c"), "200000");
     let n = check_partition(&dir, &m, max, 1);
-    let sizes: Vec<u64> = m["images"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["file_size"].as_u64().unwrap())
-        .collect();
+    let sizes = image_sizes(&m);
     // Far more data than the limit, and far less once compressed.
     assert!(total as u64 > 8 * max, "{total}");
     assert!(
