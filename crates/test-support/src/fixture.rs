@@ -259,6 +259,11 @@ impl Fixture {
         run(&mut self.user_cmd(args))
     }
 
+    /// `squashfs-mount IMAGE:MOUNT_POINT -- true` as the case's user.
+    pub fn launch_true(&self, image: &Path, mount_point: &Path) -> Run {
+        self.run([crate::pair(image, mount_point), "--".into(), "true".into()])
+    }
+
     /// `squashfs-mount MOUNTS... -- sh -c SCRIPT` as the case's user (see
     /// [`Fixture::run`]).
     pub fn launch_sh<S: AsRef<OsStr>>(&self, mounts: &[S], script: &str) -> Run {

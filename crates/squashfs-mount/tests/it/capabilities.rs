@@ -135,7 +135,7 @@ fn a_launch_keeps_only_what_its_root_phase_needs() {
         let img = fx.image("caps", &[("x", "x\n")], "");
         let m = fx.mount_point("caps");
         // A first launch makes the user's launch slot.
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
         let missing = fx.mount_point("caps-r").join("new");
         let mounts = MOUNTS | SYS_RESOURCE;
@@ -193,7 +193,7 @@ fn gc_keeps_only_what_the_cache_needs() {
         let _conf = site::config("cache-lock-timeout = 60s\n");
         let img = fx.image("gc-caps", &[("x", "x\n")], "");
         let m = fx.mount_point("gc-caps");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let held = hold("/run/squashfs-mount/lock");
         let child = spawn(&mut fx.user_cmd(["--gc"]));
         let seen = in_root_phase(child.id(), "the root phase of --gc");

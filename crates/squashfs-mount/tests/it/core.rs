@@ -326,12 +326,11 @@ fn unreadable_image_is_refused() {
         // In a directory the user cannot traverse.
         let hidden = fx.path("private/b.sqfs");
         fs::copy(image_b(fx), &hidden).unwrap();
-        fx.run([pair(&hidden, &m), "--".into(), "true".into()])
+        fx.launch_true(&hidden, &m)
             .refused(&["private/b.sqfs", "Permission denied"]);
         // Through a symlink the user may follow.
         let link = fx.symlink(image_secret(fx), "secret-link.sqfs");
-        fx.run([pair(&link, &m), "--".into(), "true".into()])
-            .refused(&["Permission denied"]);
+        fx.launch_true(&link, &m).refused(&["Permission denied"]);
     });
 }
 
@@ -385,7 +384,7 @@ fn non_regular_images_are_refused() {
             (sock.clone(), "socket"),
         ] {
             // A launch that hangs on it fails at the run's time limit.
-            let r = fx.run([pair(&path, &m), "--".into(), "true".into()]);
+            let r = fx.launch_true(&path, &m);
             if what == "regular" {
                 // /proc files are regular but empty: refused by the superblock check.
                 r.refused(&["status", "empty"]);
@@ -447,8 +446,7 @@ fn corrupt_truncated_and_empty_images() {
             let mut n = needles.clone();
             let name = img.file_name().unwrap().to_string_lossy().into_owned();
             n.push(&name);
-            fx.run([pair(&img, &m), "--".into(), "true".into()])
-                .refused(&n);
+            fx.launch_true(&img, &m).refused(&n);
         }
     });
 }
@@ -895,7 +893,7 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
         // machine).
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 60s\n");
         // A first launch makes the user's launch slot.
-        fx.run([pair(&a, &ma), "--".into(), "true".into()]).ok();
+        fx.launch_true(&a, &ma).ok();
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
         for round in 0..3 {
             let held = held::hold(&slot);
@@ -1099,8 +1097,7 @@ fn resolved_paths_with_list_separators_are_refused() {
         let _ = fs::remove_file(&link);
         std::os::unix::fs::symlink(odd.join("i.sqfs"), &link).unwrap();
         let m = fx.mount_point("odd");
-        fx.run([pair(&link, &m), "--".into(), "true".into()])
-            .refused(&["UENV_MOUNT_LIST"]);
+        fx.launch_true(&link, &m).refused(&["UENV_MOUNT_LIST"]);
     });
 }
 

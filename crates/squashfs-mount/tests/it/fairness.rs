@@ -115,7 +115,7 @@ fn a_stopped_launch_holds_nothing_others_wait_on() {
         let img_b = fx.image("stop-b", &[("b", "b\n")], "");
         let (ma, mb) = (fx.mount_point("stop-a"), fx.mount_point("stop-b"));
         // The state directory and its locks exist before we watch them.
-        fx.run([pair(&img_b, &mb), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img_b, &mb).ok();
         assert!(
             !held::shared_lock_ids().is_empty(),
             "the cache's lock was not made"
@@ -235,7 +235,7 @@ fn a_frozen_launch_stalls_nobody() {
             .collect();
         let img_b = fx.image("frz-b", &[("b", "b\n")], "");
         let (ma, mb) = (fx.mount_point("frz-a"), fx.mount_point("frz-b"));
-        fx.run([pair(&img_b, &mb), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img_b, &mb).ok();
         let mut a = adversary(fx, &fx.user, &imgs, &ma);
         freezer.enter(a.0.id());
         drop(a.0.stdin.take());
@@ -368,7 +368,7 @@ fn each_user_has_a_share_of_the_loop_devices() {
             ]))
         };
         // Cached before: reusing it later takes no loop device.
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let held = [hold(&fx.user), hold(&fx.user)];
         wait_until(ends::HANG, "three loop devices", || {
             loops_under(&img).len() >= 3
@@ -387,7 +387,7 @@ fn each_user_has_a_share_of_the_loop_devices() {
         .refused(&["max-loop-devices-per-user", "2"]);
         // The cache is not the user's share: a launch that reuses the
         // cached instance works.
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let others = Users::create(1, false);
         private_launch(fx, others.first(), &img, &m).ok();
         drop(held);

@@ -80,7 +80,7 @@ fn a_huge_mountinfo_does_not_stop_eviction() {
         );
         let m = fx.mount_point("huge");
         for img in images(fx, "evict", 4) {
-            fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+            fx.launch_true(&img, &m).ok();
         }
         let kept = loops_under(&fx.root);
         assert!(
@@ -124,7 +124,7 @@ fn launches_per_user_are_capped() {
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 1s\n");
         let img = fx.image("slot", &[("x", "x\n")], "");
         let m = fx.mount_point("slot");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         // A launch of the user's stuck in its setup, holding the one slot
         // (the test takes the slot's lock as that launch would).
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
@@ -134,7 +134,7 @@ fn launches_per_user_are_capped() {
         let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
         assert_eq!(locked, 0);
         let started = Instant::now();
-        fx.run([pair(&img, &m), "--".into(), "true".into()])
+        fx.launch_true(&img, &m)
             .refused(&["max-launches-per-user", "max-launches-wait"]);
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -145,7 +145,7 @@ fn launches_per_user_are_capped() {
         fx.run_as(other.first(), [pair(&img, &m), "--".into(), "true".into()])
             .ok();
         drop(held);
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
     });
 }
 
@@ -216,7 +216,7 @@ fn what_other_users_can_learn() {
         );
         // A public one is cached, under an opaque name.
         let public = fx.image("learn-public", &[("x", "x\n")], "");
-        fx.run([pair(&public, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&public, &m).ok();
         assert_eq!(loops_under(&public).len(), 1);
         let names = sqfsmnt_test_support::cachens::names();
         let meta = fs::metadata(&public).unwrap();
@@ -251,7 +251,7 @@ fn cache_commands_never_open_other_users_paths() {
         }
         let img = fx.image("watched", &[("x", "x\n")], "");
         let m = fx.mount_point("watched");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         // The events `f` caused: those before the test's own open of a
         // file watched too, which the watch reports after them (one inotify
         // queue keeps its events in order): no delay guessed.

@@ -497,8 +497,7 @@ fn damaged_own_images_give_a_clear_error_and_never_hang() {
             );
             // (A launch that hangs fails at the run's time limit.)
             let name = img.file_name().unwrap().to_string_lossy().into_owned();
-            fx.run([pair(&img, &m), "--".into(), "true".into()])
-                .refused(&[needle, &name]);
+            fx.launch_true(&img, &m).refused(&[needle, &name]);
         }
     });
 }

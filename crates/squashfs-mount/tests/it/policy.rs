@@ -259,7 +259,7 @@ fn writable_union_and_image_count_can_be_forbidden() {
             .collect();
         fx.run(three.iter().cloned().chain(["--".into(), "true".into()]))
             .refused(&["max-images-per-call"]);
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
     });
 }
 

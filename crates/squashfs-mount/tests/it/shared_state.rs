@@ -172,7 +172,7 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
     case(|fx| {
         let img = fx.image("repair", &[("f", "repair\n")], "");
         let m = fx.mount_point("repair");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         for p in ["launches", "lock", "making", "users", "devices"] {
             let _ =
                 fs::set_permissions(Path::new(STATE).join(p), fs::Permissions::from_mode(0o000));
