@@ -64,11 +64,7 @@ pub fn installed(built: &str) -> Option<(MutexGuard<'static, ()>, &'static Insta
             let bin = crate::install::install_setuid(Path::new(built), &root);
             let (r, b) = (root.clone(), bin.clone());
             at_exit(move || {
-                let _ = Command::new(&b)
-                    .args(["--gc", "--all"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
+                let _ = crate::cmd::try_run(Command::new(&b).args(["--gc", "--all"]));
                 remove_tree(&r);
             });
             Some(Installed { root, bin })

@@ -88,10 +88,11 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.0.id())])
-            .stderr(Stdio::null())
-            .status();
+        let _ = crate::cmd::try_run(Command::new("kill").args([
+            "-KILL",
+            "--",
+            &format!("-{}", self.0.id()),
+        ]));
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -103,10 +103,8 @@ fn incompressible_data_is_not_called_metadata() {
 /// command prints (its output goes to standard error).
 #[test]
 fn trace_json_is_only_json() {
-    if std::process::Command::new("fincore")
-        .arg("--version")
-        .output()
-        .is_err()
+    if sqfsmnt_test_support::cmd::try_run(std::process::Command::new("fincore").arg("--version"))
+        .is_none()
     {
         eprintln!(
             "\n*** SKIPPED trace_json_is_only_json: fincore (util-linux) is not installed ***\n"
