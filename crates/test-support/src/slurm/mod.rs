@@ -763,10 +763,7 @@ PlugStackConfig={dd}/plugstack.conf
             let _ = n.holder.wait();
         }
         for v in self.veths.iter().chain(std::iter::once(&self.bridge)) {
-            let _ = Command::new("ip")
-                .args(["link", "del", v])
-                .stderr(Stdio::null())
-                .status();
+            let _ = crate::cmd::try_run(Command::new("ip").args(["link", "del", v]));
         }
         for m in self.created_dirs.iter().rev() {
             let _ = fs::remove_dir(m);
@@ -876,20 +873,15 @@ pub fn remove_stale() {
             }
         }
         for l in by_kind.get("link").into_iter().flatten() {
-            let _ = Command::new("ip")
-                .args(["link", "del", l])
-                .stderr(Stdio::null())
-                .status();
+            let _ = crate::cmd::try_run(Command::new("ip").args(["link", "del", l]));
         }
         for d in by_kind.get("dir").into_iter().flatten() {
             let _ = fs::remove_dir(d);
         }
         crate::unmount::remove_tree(&e.path());
     }
-    let links = Command::new("ip")
-        .args(["-o", "link"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    let links = crate::cmd::try_run(Command::new("ip").args(["-o", "link"]))
+        .map(|r| r.stdout())
         .unwrap_or_default();
     for l in links.lines() {
         let Some(name) = l
@@ -905,10 +897,7 @@ pub fn remove_stale() {
             .and_then(|r| r.split('c').next()?.parse::<u32>().ok());
         if let Some(pid) = pid {
             if pid != std::process::id() && !pid_alive(pid) {
-                let _ = Command::new("ip")
-                    .args(["link", "del", name])
-                    .stderr(Stdio::null())
-                    .status();
+                let _ = crate::cmd::try_run(Command::new("ip").args(["link", "del", name]));
             }
         }
     }
