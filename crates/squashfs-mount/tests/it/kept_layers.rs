@@ -226,24 +226,24 @@ fn setuid_files_stay_without_effect_and_whiteouts_persist() {
     });
 }
 
+/// Root's image `u<n>` of a union, with a root directory open to all
+/// (0777): the layer lets the caller write there, as --writable would.
+fn union_image(fx: &Fixture, n: u32) -> PathBuf {
+    fx.image(
+        &format!("u{n}"),
+        &[
+            (&format!("only{n}"), &format!("{n}\n")),
+            ("which", &format!("top{n}\n")),
+            (&format!("common/c{n}"), ""),
+        ],
+        "chmod 0777 .",
+    )
+}
+
 #[test]
 fn a_union_of_three_images_and_the_stamp() {
     case(|fx| {
-        let img = |n: u32, extra: &str| {
-            fx.image(
-                &format!("u{n}"),
-                &[
-                    (&format!("only{n}"), &format!("{n}\n")),
-                    ("which", &format!("top{n}\n")),
-                    (&format!("common/c{n}"), ""),
-                ],
-                extra,
-            )
-        };
-        // Root's images with a root directory open to all (0777): the
-        // layer lets the caller write there, as --writable would.
-        let open = "chmod 0777 .";
-        let (a, b, c) = (img(1, open), img(2, open), img(3, open));
+        let (a, b, c) = (union_image(fx, 1), union_image(fx, 2), union_image(fx, 3));
         let m = fx.mount_point("u3");
         let dir = fx.user_dir().join("layer");
         let union = format!("--union={},{},{}:{}", s(&a), s(&b), s(&c), s(&m));
