@@ -255,6 +255,12 @@ impl Fixture {
         run(&mut self.user_cmd(args))
     }
 
+    /// Root's image `name` of `files` ([`Fixture::image`]) and a mount
+    /// point of the same name.
+    pub fn image_at(&self, name: &str, files: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+        (self.image(name, files, ""), self.mount_point(name))
+    }
+
     /// `squashfs-mount IMAGE:MOUNT_POINT -- true` as the case's user.
     pub fn launch_true(&self, image: &Path, mount_point: &Path) -> Run {
         self.run([crate::pair(image, mount_point), "--".into(), "true".into()])

@@ -132,8 +132,7 @@ fn in_root_phase(launch: u32, what: &str) -> Sets {
 fn a_launch_keeps_only_what_its_root_phase_needs() {
     case(|fx| {
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 60s\n");
-        let img = fx.image("caps", &[("x", "x\n")], "");
-        let m = fx.mount_point("caps");
+        let (img, m) = fx.image_at("caps", &[("x", "x\n")]);
         // A first launch makes the user's launch slot.
         fx.launch_true(&img, &m).ok();
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
@@ -191,8 +190,7 @@ fn sets_of_bounding(line: &str) -> u64 {
 fn gc_keeps_only_what_the_cache_needs() {
     case(|fx| {
         let _conf = site::config("cache-lock-timeout = 60s\n");
-        let img = fx.image("gc-caps", &[("x", "x\n")], "");
-        let m = fx.mount_point("gc-caps");
+        let (img, m) = fx.image_at("gc-caps", &[("x", "x\n")]);
         fx.launch_true(&img, &m).ok();
         let held = hold("/run/squashfs-mount/lock");
         let child = spawn(&mut fx.user_cmd(["--gc"]));

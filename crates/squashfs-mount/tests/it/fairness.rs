@@ -299,8 +299,7 @@ fn a_burst_of_cold_launches_attaches_one_loop_device() {
         // launches: out of reach here, so the outcome does not depend on
         // the machine's speed.)
         let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 10m\n");
-        let img = fx.image("burst", &[("x", "x\n")], "");
-        let m = fx.mount_point("burst");
+        let (img, m) = fx.image_at("burst", &[("x", "x\n")]);
         let path = s(&img);
         let done = Arc::new(AtomicBool::new(false));
         let most = Arc::new(AtomicUsize::new(0));
@@ -356,8 +355,7 @@ fn a_burst_of_cold_launches_attaches_one_loop_device() {
 fn each_user_has_a_share_of_the_loop_devices() {
     case(|fx| {
         let _conf = site::config("max-loop-devices-per-user = 2\n");
-        let img = fx.image("share", &[("x", "x\n")], "");
-        let m = fx.mount_point("share");
+        let (img, m) = fx.image_at("share", &[("x", "x\n")]);
         let hold = |u: &User| {
             Kill::quiet(u.command(&fx.bin).args([
                 "--no-cache".into(),
@@ -402,8 +400,7 @@ fn each_user_has_a_share_of_the_loop_devices() {
 fn a_cached_device_counts_for_the_cache_and_once_evicted_in_use_for_its_maker() {
     case(|fx| {
         let _conf = site::config("max-loop-devices-per-user = 1\n");
-        let img = fx.image("maker", &[("x", "x\n")], "");
-        let m = fx.mount_point("maker");
+        let (img, m) = fx.image_at("maker", &[("x", "x\n")]);
         // A cached launch that keeps using its instance.
         let _hold = Kill::quiet(&mut fx.user_cmd([
             pair(&img, &m),

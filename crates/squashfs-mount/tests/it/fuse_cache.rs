@@ -79,6 +79,13 @@ fn cat(img: &Path, m: &Path) -> Vec<String> {
 /// and `--verbose` says so; the server holds none of the launch's
 /// descriptors (a command substitution returns at once); `--cache-status`
 /// lists it with the server's pid; `--gc` evicts it and the server is gone.
+/// The user's `--gc` evicts their instances: no server of theirs is
+/// left.
+fn gc_ends_every_server(fx: &Fixture) {
+    fx.run(["--gc"]).ok();
+    assert!(wait_no_server(fx.uid).is_empty());
+}
+
 #[test]
 fn a_second_launch_reuses_the_users_fuse_instance() {
     case(|fx| {
@@ -162,8 +169,7 @@ fn another_user_never_gets_the_first_users_server() {
             mine,
             "user b's --gc leaves user a's instance"
         );
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -255,8 +261,7 @@ fn a_killed_server_is_replaced_by_the_next_launch() {
             "{err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -327,8 +332,7 @@ fn the_crash_image_through_a_cached_instance() {
             marked = now;
         }
         assert_eq!(kernel::problems(), before, "the kernel log changed");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -389,8 +393,7 @@ fn a_burst_of_launches_starts_one_server() {
         );
         let servers = servers_of(fx.uid);
         assert_eq!(servers.len(), 1, "{servers:?}");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -428,8 +431,7 @@ fn the_users_fuse_log_is_roots_and_only_readable_by_them() {
         let again = fx.run(cat(&img, &m));
         again.ok();
         assert_eq!(again.stderr(), "");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
         let _ = fs::remove_file(&log);
     });
 }
@@ -475,8 +477,7 @@ fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
 fn gc_expired_evicts_an_expired_kernel_instance() {
     case(|fx| {
         let _conf = site::config("cache-max-idle = 1h\n");
-        let img = fx.image("expire-kernel", &[("f", "expire-kernel\n")], "");
-        let m = fx.mount_point("expire-kernel");
+        let (img, m) = fx.image_at("expire-kernel", &[("f", "expire-kernel\n")]);
         fx.run(cat(&img, &m)).ok();
         let gc = || {
             run(Command::new(&fx.bin).args(["--gc", "--expired"]))
@@ -560,8 +561,7 @@ fn a_users_cached_fuse_servers_are_bounded_by_their_share() {
         let b_kept = servers_of(b.uid).len();
         let (ok, _, err) = launch(b, fx, &["--gc".to_string()]);
         assert!(ok, "{err}");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
         assert!(wait_no_server(b.uid).is_empty());
         assert_eq!(kept.len(), 2, "user a's cached servers: {kept:?}");
         assert_eq!(said, "", "no warning");
@@ -598,8 +598,7 @@ fn fuse_servers_respect_the_users_process_limit() {
         let tasks = tasks_of(fx.uid);
         let servers = servers_of(fx.uid).len();
         let errs = fs::read_to_string(fx.user_dir().join("errs")).unwrap_or_default();
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
         assert!(
             tasks <= 12,
             "user a has {tasks} tasks ({servers} FUSE servers) with ulimit -u 12: {errs}"

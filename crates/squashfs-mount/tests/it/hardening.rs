@@ -122,8 +122,7 @@ fn loop_devices_are_capped() {
 fn launches_per_user_are_capped() {
     case(|fx| {
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 1s\n");
-        let img = fx.image("slot", &[("x", "x\n")], "");
-        let m = fx.mount_point("slot");
+        let (img, m) = fx.image_at("slot", &[("x", "x\n")]);
         fx.launch_true(&img, &m).ok();
         // A launch of the user's stuck in its setup, holding the one slot
         // (the test takes the slot's lock as that launch would).
@@ -155,8 +154,7 @@ fn launches_per_user_are_capped() {
 #[test]
 fn a_lowered_file_size_limit_changes_nothing() {
     case(|fx| {
-        let img = fx.image("fsize", &[("x", "x\n")], "");
-        let m = fx.mount_point("fsize");
+        let (img, m) = fx.image_at("fsize", &[("x", "x\n")]);
         let script = format!(
             "ulimit -f 0; \"$SQM\" {} -- sh -c 'ulimit -f; cat {}/x'",
             pair(&img, &m),
@@ -249,8 +247,7 @@ fn cache_commands_never_open_other_users_paths() {
             );
             return;
         }
-        let img = fx.image("watched", &[("x", "x\n")], "");
-        let m = fx.mount_point("watched");
+        let (img, m) = fx.image_at("watched", &[("x", "x\n")]);
         fx.launch_true(&img, &m).ok();
         // The events `f` caused: those before the test's own open of a
         // file watched too, which the watch reports after them (one inotify

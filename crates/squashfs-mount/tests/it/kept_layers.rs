@@ -362,8 +362,7 @@ fn a_second_launch_on_the_same_dir_is_refused() {
 #[test]
 fn dirs_the_caller_cannot_own_or_use_are_refused() {
     case(|fx| {
-        let img = fx.image("refuse", &[("f", "f\n")], "");
-        let m = fx.mount_point("refuse");
+        let (img, m) = fx.image_at("refuse", &[("f", "f\n")]);
         let try_dir = |dir: &Path| {
             launch(
                 fx,
@@ -677,8 +676,7 @@ fn nested_mount_points_are_refused_and_side_by_side_work() {
 #[test]
 fn the_command_gets_the_callers_fds_and_the_lock_only() {
     case(|fx| {
-        let img = fx.image("fds", &[("f", "f\n")], "");
-        let m = fx.mount_point("fds");
+        let (img, m) = fx.image_at("fds", &[("f", "f\n")]);
         let dir = fx.user_dir().join("layer");
         let script = format!(
             "exec 5</etc/hostname; ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; \

@@ -62,8 +62,7 @@ fn a_set_group_id_installation_is_refused() {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), |fx| {
         let prefix = fx.path("setgid-install");
         let _gone = RemoveTree(prefix.clone());
-        let img = fx.image("setgid", &[("hello", "hi\n")], "");
-        let m = fx.mount_point("setgid");
+        let (img, m) = fx.image_at("setgid", &[("hello", "hi\n")]);
         let launch = |bin: &std::path::Path| {
             run(fx
                 .user

@@ -204,8 +204,7 @@ fn writable_dir_as_the_next_word_and_help_lists_verbose_n() {
             assert!(help.stdout().contains(want), "--help lacks {want}");
         }
         let _conf = site::no_config();
-        let img = fx.image("rough-layer", &[("x.txt", "ex\n")], "");
-        let m = fx.mount_point("rough-layer");
+        let (img, m) = fx.image_at("rough-layer", &[("x.txt", "ex\n")]);
         let layer = fx.user_dir().join("next-word-layer");
         let r = fx.launch_sh(
             &[

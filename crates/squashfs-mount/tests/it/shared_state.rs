@@ -170,8 +170,7 @@ fn root_never_creates_shared_state_with_the_callers_umask() {
 #[test]
 fn roots_state_with_a_wrong_mode_is_repaired() {
     case(|fx| {
-        let img = fx.image("repair", &[("f", "repair\n")], "");
-        let m = fx.mount_point("repair");
+        let (img, m) = fx.image_at("repair", &[("f", "repair\n")]);
         fx.launch_true(&img, &m).ok();
         for p in ["launches", "lock", "making", "users", "devices"] {
             let _ =
@@ -197,8 +196,7 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
         // making of an instance (`making`). (The --no-cache launch above
         // already read the cache's records, which gives entries their mode
         // back, to count loop devices.)
-        let fresh = fx.image("repair-fresh", &[("f", "fresh\n")], "");
-        let m2 = fx.mount_point("repair-fresh");
+        let (fresh, m2) = fx.image_at("repair-fresh", &[("f", "fresh\n")]);
         let warm = fx.run([
             pair(&img, &m),
             pair(&fresh, &m2),
@@ -310,8 +308,7 @@ fn the_root_phase_does_not_run_with_the_callers_umask_or_scheduling() {
 #[test]
 fn the_command_gets_the_callers_umask_and_scheduling_back() {
     case(|fx| {
-        let img = fx.image("back", &[("f", "back\n")], "");
-        let m = fx.mount_point("back");
+        let (img, m) = fx.image_at("back", &[("f", "back\n")]);
         // (This thread's: nice values are per thread.)
         let ours: i32 = fs::read_to_string("/proc/thread-self/stat")
             .ok()

@@ -362,8 +362,7 @@ fn an_evicted_instance_another_user_holds_never_counts_for_its_maker() {
         let evicted = imgs.len() - cached_for(fx, &imgs).len();
         let still: usize = imgs.iter().map(|i| loops_under(i).len()).sum();
         // The victim's private launch, within their share of 1.
-        let img_v = fx.image("starve4-own", &[("v", "v\n")], "");
-        let mv = fx.mount_point("starve4-own");
+        let (img_v, mv) = fx.image_at("starve4-own", &[("v", "v\n")]);
         let own = fx.run([
             "--no-cache".into(),
             pair(&img_v, &mv),
