@@ -805,22 +805,6 @@ fn crash_image() -> Option<PathBuf> {
         .filter(|p| p.exists())
 }
 
-fn dmesg_problems() -> Vec<String> {
-    let out = try_run(&mut Command::new("dmesg"))
-        .map(|r| r.stdout())
-        .unwrap_or_default();
-    out.lines()
-        .filter(|l| {
-            (l.contains("Oops")
-                || l.contains("BUG:")
-                || l.contains("WARNING:")
-                || l.contains("general protection"))
-                && !l.contains("Speculative Return Stack Overflow")
-        })
-        .map(String::from)
-        .collect()
-}
-
 #[test]
 fn crash_image_is_served_safely() {
     if !can_fuse("crash_image_is_served_safely") {
@@ -830,7 +814,7 @@ fn crash_image_is_served_safely() {
         skip("crash_image_is_served_safely: testdata/crash-squashfs_copy_data.sqfs not found (set SQFS_CRASH_IMAGE)");
         return;
     };
-    let before = dmesg_problems();
+    let before = sqfsmnt_test_support::kernel::problems();
     let t = TempDir::new("crash");
     let mnt = t.0.join("mnt");
     fs::create_dir(&mnt).unwrap();
@@ -881,7 +865,11 @@ fn crash_image_is_served_safely() {
             "{e}"
         );
     }
-    assert_eq!(dmesg_problems(), before, "new kernel problems in dmesg");
+    assert_eq!(
+        sqfsmnt_test_support::kernel::problems(),
+        before,
+        "new kernel problems in dmesg"
+    );
 }
 
 #[test]
