@@ -170,12 +170,6 @@ pub fn ok(cmd: &mut Command) -> Run {
     r
 }
 
-/// The stdout of `cmd`, which must succeed (see [`Run::ok`]).
-#[track_caller]
-pub fn stdout_of(cmd: &mut Command) -> String {
-    run(cmd).ok().stdout()
-}
-
 /// A shell command line (as the current user).
 pub fn sh(script: &str) -> Run {
     run(Command::new("sh").args(["-c", script]))
