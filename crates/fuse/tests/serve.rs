@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::ends;
 
 use sqfsmnt_test_support::tree::TempDir;
@@ -66,7 +67,7 @@ fn can_fuse(test: &str) -> bool {
         skip(&format!("{test}: no /dev/fuse"));
         return false;
     }
-    if Command::new("fusermount3").arg("-V").output().is_err() {
+    if try_run(Command::new("fusermount3").arg("-V")).is_none() {
         skip(&format!(
             "{test}: fusermount3 missing (apt-get install fuse3)"
         ));
@@ -76,20 +77,15 @@ fn can_fuse(test: &str) -> bool {
 }
 
 fn mksquashfs(src: &Path, img: &Path, extra: &[&str]) -> bool {
-    let out = Command::new("mksquashfs")
+    let r = run(Command::new("mksquashfs")
         .arg(src)
         .arg(img)
         .args(["-noappend", "-quiet", "-no-progress", "-processors", "2"])
-        .args(extra)
-        .output()
-        .expect("mksquashfs (apt-get install squashfs-tools)");
-    if !out.status.success() {
-        eprintln!(
-            "mksquashfs {extra:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .args(extra));
+    if !r.success() {
+        eprintln!("mksquashfs {extra:?}: {r:?}");
     }
-    out.status.success()
+    r.success()
 }
 
 fn setxattr(p: &Path, name: &str, value: &[u8]) {
@@ -117,16 +113,34 @@ fn set_mtime(p: &Path, secs: i64) {
     .unwrap();
 }
 
+/// `n` bytes of a pattern that starts at `seed`.
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i * 31 + i / 7) as u8).wrapping_add(seed))
+        .collect()
+}
+
 /// A tree with every kind of entry the format has.
 fn build_tree(root: &Path) {
+    build_files(root);
+    build_names(root);
+    build_modes_and_specials(root);
+    build_xattrs(root);
+    // Distinct mtimes everywhere (last, so nothing above changes them).
+    let mut all = Vec::new();
+    walk(root, &mut all);
+    for (i, p) in all.iter().enumerate() {
+        set_mtime(p, 1_600_000_000 + i as i64 * 3601);
+    }
+    set_mtime(root, 1_500_000_000);
+}
+
+/// Files of every size class: empty, one byte, block edges, random,
+/// sparse.
+fn build_files(root: &Path) {
     let w = |p: &str, data: &[u8]| fs::write(root.join(p), data).unwrap();
     fs::create_dir_all(root.join("dir/empty")).unwrap();
     let bs = 131072usize;
-    let pattern = |n: usize, seed: u8| -> Vec<u8> {
-        (0..n)
-            .map(|i| ((i * 31 + i / 7) as u8).wrapping_add(seed))
-            .collect()
-    };
     w("empty-file", b"");
     w("one-byte", b"x");
     w("exactly-block", &pattern(bs, 1));
@@ -150,6 +164,11 @@ fn build_tree(root: &Path) {
         f.set_len(10 * bs as u64 + 777).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&f, b"in the middle", 5 * bs as u64 + 3).unwrap();
     }
+}
+
+/// Hard links, symlinks, long names, a large directory, deep nesting.
+fn build_names(root: &Path) {
+    let w = |p: &str, data: &[u8]| fs::write(root.join(p), data).unwrap();
     // Hard links.
     w("dir/linked", b"one inode, three names\n");
     fs::hard_link(root.join("dir/linked"), root.join("linked-2")).unwrap();
@@ -178,6 +197,11 @@ fn build_tree(root: &Path) {
     }
     fs::create_dir_all(&deep).unwrap();
     fs::write(deep.join("bottom"), b"bottom\n").unwrap();
+}
+
+/// Modes, owners and special files.
+fn build_modes_and_specials(root: &Path) {
+    let w = |p: &str, data: &[u8]| fs::write(root.join(p), data).unwrap();
     // Modes and owners.
     w("setuid", b"#!/bin/sh\n");
     fs::set_permissions(root.join("setuid"), fs::Permissions::from_mode(0o4755)).unwrap();
@@ -221,8 +245,11 @@ fn build_tree(root: &Path) {
         let s = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
         drop(s);
     }
-    // Xattrs: several prefixes, a large value, the same value on several
-    // files (mksquashfs stores repeated values out of line).
+}
+
+/// Xattrs: several prefixes, a large value, the same value on several
+/// files (mksquashfs stores repeated values out of line).
+fn build_xattrs(root: &Path) {
     setxattr(&root.join("small-text"), "user.mime", b"text/plain");
     setxattr(&root.join("small-text"), "trusted.note", b"trusted value");
     setxattr(&root.join("small-text"), "security.label", b"sec\0bytes");
@@ -233,13 +260,6 @@ fn build_tree(root: &Path) {
     setxattr(&root.join("dir"), "user.on-a-dir", b"d");
     setxattr(&root.join("link-rel"), "trusted.on-a-symlink", b"s");
     setxattr(&root.join("fifo"), "trusted.on-a-fifo", b"f");
-    // Distinct mtimes everywhere (last, so nothing above changes them).
-    let mut all = Vec::new();
-    walk(root, &mut all);
-    for (i, p) in all.iter().enumerate() {
-        set_mtime(p, 1_600_000_000 + i as i64 * 3601);
-    }
-    set_mtime(root, 1_500_000_000);
 }
 
 /// Every path below `root` (not `root`), children before parents.
@@ -321,21 +341,11 @@ fn compare(src: &Path, mnt: &Path, rel: &Path, errors: &mut Vec<String>) {
     }
     let (xa, xb) = (xattrs(&s), xattrs(&m));
     if xa != xb {
-        check(
-            "xattrs",
-            format!(
-                "{:?}",
-                xa.keys()
-                    .map(|k| String::from_utf8_lossy(k).into_owned())
-                    .collect::<Vec<_>>()
-            ),
-            format!(
-                "{:?}",
-                xb.keys()
-                    .map(|k| String::from_utf8_lossy(k).into_owned())
-                    .collect::<Vec<_>>()
-            ),
-        );
+        let keys = |x: &BTreeMap<Vec<u8>, Vec<u8>>| {
+            let names: Vec<_> = x.keys().map(|k| String::from_utf8_lossy(k)).collect();
+            format!("{names:?}")
+        };
+        check("xattrs", keys(&xa), keys(&xb));
     }
     if ft.is_dir() {
         let names = |d: &Path| -> Vec<OsString> {
@@ -363,11 +373,11 @@ struct Served {
 impl Drop for Served {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&self.mnt)
-                .stderr(Stdio::null())
-                .status();
+            let _ = try_run(
+                Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(&self.mnt),
+            );
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -413,12 +423,7 @@ fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> T) -> T {
     };
     wait_for_mount(&mut served, dev);
     let r = f();
-    let st = Command::new("fusermount3")
-        .arg("-u")
-        .arg(mnt)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    run(Command::new("fusermount3").arg("-u").arg(mnt)).ok();
     let status =
         wait_timeout(&mut served.child, ends::HANG).expect("the server did not exit after unmount");
     let mut e = String::new();
@@ -449,12 +454,8 @@ fn wait_timeout(c: &mut std::process::Child, t: Duration) -> Option<std::process
 }
 
 fn compressors() -> Vec<&'static str> {
-    let help = Command::new("mksquashfs")
-        .arg("-help")
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
-        })
+    let help = try_run(Command::new("mksquashfs").arg("-help"))
+        .map(|r| r.stdout() + &r.stderr())
         .unwrap_or_default();
     ["gzip", "lzo", "lz4", "xz", "zstd", "lzma"]
         .into_iter()
@@ -481,6 +482,32 @@ fn serves_like_the_source() {
         .iter()
         .map(|p| p.strip_prefix(&src).unwrap().to_path_buf())
         .collect();
+    let mut built = 0;
+    for (name, args) in &image_variants() {
+        let img = t.0.join("img.sqfs");
+        if !mksquashfs(&src, &img, args) {
+            assert_eq!(name, "lzma", "mksquashfs failed for {name}");
+            skip(&format!(
+                "compressor {name}: this mksquashfs cannot write it"
+            ));
+            continue;
+        }
+        built += 1;
+        let mnt = t.0.join("mnt");
+        let errors = with_mount(&img, &mnt, || served_like(&src, &mnt, &rels));
+        assert!(
+            errors.is_empty(),
+            "{name}: {} differences:\n{}",
+            errors.len(),
+            errors.join("\n")
+        );
+        eprintln!("{name}: {} entries identical", rels.len() + 1);
+    }
+    assert!(built >= 5);
+}
+
+/// Every compressor mksquashfs offers here, and four layouts.
+fn image_variants() -> Vec<(String, Vec<&'static str>)> {
     let comps = compressors();
     assert!(
         comps.contains(&"gzip") && comps.contains(&"zstd"),
@@ -503,117 +530,105 @@ fn serves_like_the_source() {
         "exportable, no duplicates".into(),
         vec!["-exports", "-no-duplicates"],
     ));
-    let mut built = 0;
-    for (name, args) in &variants {
-        let img = t.0.join("img.sqfs");
-        if !mksquashfs(&src, &img, args) {
-            assert_eq!(name, "lzma", "mksquashfs failed for {name}");
-            skip(&format!(
-                "compressor {name}: this mksquashfs cannot write it"
-            ));
-            continue;
-        }
-        built += 1;
-        let mnt = t.0.join("mnt");
-        let errors = with_mount(&img, &mnt, || {
-            // Several readers at once (the workers answer in parallel),
-            // each in its own order, on a fresh mount's caches.
-            let files: Vec<&PathBuf> = rels
-                .iter()
-                .filter(|r| fs::symlink_metadata(src.join(r)).unwrap().is_file())
-                .collect();
-            std::thread::scope(|s| {
-                for t in 0..4usize {
-                    let (files, src, mnt) = (&files, &src, &mnt);
-                    s.spawn(move || {
-                        for k in 0..files.len() {
-                            let r = files[(k * 7 + t * 131) % files.len()];
-                            assert_eq!(
-                                fs::read(mnt.join(r)).unwrap(),
-                                fs::read(src.join(r)).unwrap(),
-                                "{}",
-                                r.display()
-                            );
-                        }
-                    });
+    variants
+}
+
+/// `mnt` serves what `src` holds (every entry of `rels`): the
+/// differences found; panics on a wrong read, link, lookup or statfs.
+fn served_like(src: &Path, mnt: &Path, rels: &[PathBuf]) -> Vec<String> {
+    // Several readers at once (the workers answer in parallel), each in
+    // its own order, on a fresh mount's caches.
+    let files: Vec<&PathBuf> = rels
+        .iter()
+        .filter(|r| fs::symlink_metadata(src.join(r)).unwrap().is_file())
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..4usize {
+            let files = &files;
+            s.spawn(move || {
+                for k in 0..files.len() {
+                    let r = files[(k * 7 + t * 131) % files.len()];
+                    assert_eq!(
+                        fs::read(mnt.join(r)).unwrap(),
+                        fs::read(src.join(r)).unwrap(),
+                        "{}",
+                        r.display()
+                    );
                 }
             });
-            let mut errors = Vec::new();
-            compare(&src, &mnt, Path::new(""), &mut errors);
-            for r in &rels {
-                compare(&src, &mnt, r, &mut errors);
-            }
-            // Hard links share one inode (st_ino is the SquashFS inode
-            // number), and getfattr shows what the source has.
-            let ino = |p: &str| fs::symlink_metadata(mnt.join(p)).unwrap().ino();
-            assert_eq!(ino("dir/linked"), ino("linked-2"));
-            assert_eq!(ino("dir/linked"), ino("dir/linked-3"));
-            assert_ne!(ino("dir/linked"), ino("small-text"));
-            let getfattr = |root: &Path| {
-                let out = Command::new("getfattr")
-                    .args(["-d", "-m", "-", "-e", "hex"])
-                    .arg("small-text")
-                    .arg("dir")
-                    .arg("one-byte")
-                    .current_dir(root)
-                    .output()
-                    .expect("getfattr (apt-get install attr)");
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            };
-            let (a, b) = (getfattr(&src), getfattr(&mnt));
-            assert!(
-                a.contains("user.mime") && a.contains("security.label"),
-                "{a}"
-            );
-            assert_eq!(a, b, "getfattr");
-            // Lookups of missing names, in the big (indexed) directory too.
-            for missing in [
-                "big/entry-99999",
-                "big/a",
-                "big/zzz",
-                "nothing",
-                "dir/nothing",
-            ] {
-                assert!(
-                    fs::symlink_metadata(mnt.join(missing)).is_err(),
-                    "{missing} exists"
-                );
-            }
-            // Reads at odd offsets and sizes.
-            let f = fs::File::open(mnt.join("three-and-a-bit")).unwrap();
-            let whole = fs::read(src.join("three-and-a-bit")).unwrap();
-            for (off, len) in [
-                (0u64, 1usize),
-                (131071, 2),
-                (131072 * 3, 5000),
-                (131072 * 3 + 4320, 10),
-                (1, 400_000),
-            ] {
-                let mut b = vec![0u8; len];
-                let n = std::os::unix::fs::FileExt::read_at(&f, &mut b, off).unwrap();
-                let end = (off as usize + len).min(whole.len());
-                assert_eq!(&b[..n], &whole[off as usize..end], "read_at({off}, {len})");
-            }
-            // statfs
-            let st = rustix::fs::statfs(&mnt).unwrap();
-            assert!(
-                st.f_bsize >= 4096 && st.f_namelen == 256,
-                "statfs: bsize {} namelen {}",
-                st.f_bsize,
-                st.f_namelen
-            );
-            assert!(st.f_files > 1500);
-            errors
-        });
-        assert!(
-            errors.is_empty(),
-            "{name}: {} differences:\n{}",
-            errors.len(),
-            errors.join("\n")
-        );
-        eprintln!("{name}: {} entries identical", rels.len() + 1);
+        }
+    });
+    let mut errors = Vec::new();
+    compare(src, mnt, Path::new(""), &mut errors);
+    for r in rels {
+        compare(src, mnt, r, &mut errors);
     }
-    assert!(built >= 5);
+    served_links_and_xattrs(src, mnt);
+    served_lookups_reads_and_statfs(src, mnt);
+    errors
+}
+
+/// Hard links share one inode (st_ino is the SquashFS inode number), and
+/// getfattr shows what the source has.
+fn served_links_and_xattrs(src: &Path, mnt: &Path) {
+    let ino = |p: &str| fs::symlink_metadata(mnt.join(p)).unwrap().ino();
+    assert_eq!(ino("dir/linked"), ino("linked-2"));
+    assert_eq!(ino("dir/linked"), ino("dir/linked-3"));
+    assert_ne!(ino("dir/linked"), ino("small-text"));
+    let getfattr = |root: &Path| {
+        run(Command::new("getfattr")
+            .args(["-d", "-m", "-", "-e", "hex"])
+            .arg("small-text")
+            .arg("dir")
+            .arg("one-byte")
+            .current_dir(root))
+        .stdout()
+    };
+    let (a, b) = (getfattr(src), getfattr(mnt));
+    assert!(
+        a.contains("user.mime") && a.contains("security.label"),
+        "{a}"
+    );
+    assert_eq!(a, b, "getfattr");
+}
+
+/// Lookups of missing names (in the big, indexed, directory too), reads
+/// at odd offsets and sizes, statfs.
+fn served_lookups_reads_and_statfs(src: &Path, mnt: &Path) {
+    for missing in [
+        "big/entry-99999",
+        "big/a",
+        "big/zzz",
+        "nothing",
+        "dir/nothing",
+    ] {
+        assert!(
+            fs::symlink_metadata(mnt.join(missing)).is_err(),
+            "{missing} exists"
+        );
+    }
+    let f = fs::File::open(mnt.join("three-and-a-bit")).unwrap();
+    let whole = fs::read(src.join("three-and-a-bit")).unwrap();
+    for (off, len) in [
+        (0u64, 1usize),
+        (131071, 2),
+        (131072 * 3, 5000),
+        (131072 * 3 + 4320, 10),
+        (1, 400_000),
+    ] {
+        let mut b = vec![0u8; len];
+        let n = std::os::unix::fs::FileExt::read_at(&f, &mut b, off).unwrap();
+        let end = (off as usize + len).min(whole.len());
+        assert_eq!(&b[..n], &whole[off as usize..end], "read_at({off}, {len})");
+    }
+    let st = rustix::fs::statfs(mnt).unwrap();
+    assert!(
+        st.f_bsize >= 4096 && st.f_namelen == 256,
+        "statfs: bsize {} namelen {}",
+        st.f_bsize,
+        st.f_namelen
+    );
+    assert!(st.f_files > 1500);
 }
 
 /// The server's descriptors as squashfs-mount passes them (and the
@@ -704,14 +719,12 @@ fn ready_line_for_bad_images() {
         assert_eq!(line.matches('\n').count(), 1);
     }
     // Usage errors.
-    let out = Command::new(BIN).args(["--fuse-fd", "3"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(BIN)
-        .args(["--fuse-fd", "900", "--image-fd", "901", "--ready-fd", "902"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not open"));
+    let r = run(Command::new(BIN).args(["--fuse-fd", "3"]));
+    assert_eq!(r.code(), Some(2), "{r:?}");
+    let r =
+        run(Command::new(BIN).args(["--fuse-fd", "900", "--image-fd", "901", "--ready-fd", "902"]));
+    assert_eq!(r.code(), Some(2), "{r:?}");
+    assert!(r.stderr().contains("not open"), "{r:?}");
 }
 
 /// A FUSE mount made as squashfs-mount makes it, on `dir`; returns the
@@ -792,23 +805,6 @@ fn crash_image() -> Option<PathBuf> {
         .filter(|p| p.exists())
 }
 
-fn dmesg_problems() -> Vec<String> {
-    let out = Command::new("dmesg")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    out.lines()
-        .filter(|l| {
-            (l.contains("Oops")
-                || l.contains("BUG:")
-                || l.contains("WARNING:")
-                || l.contains("general protection"))
-                && !l.contains("Speculative Return Stack Overflow")
-        })
-        .map(String::from)
-        .collect()
-}
-
 #[test]
 fn crash_image_is_served_safely() {
     if !can_fuse("crash_image_is_served_safely") {
@@ -818,7 +814,7 @@ fn crash_image_is_served_safely() {
         skip("crash_image_is_served_safely: testdata/crash-squashfs_copy_data.sqfs not found (set SQFS_CRASH_IMAGE)");
         return;
     };
-    let before = dmesg_problems();
+    let before = sqfsmnt_test_support::kernel::problems();
     let t = TempDir::new("crash");
     let mnt = t.0.join("mnt");
     fs::create_dir(&mnt).unwrap();
@@ -869,7 +865,11 @@ fn crash_image_is_served_safely() {
             "{e}"
         );
     }
-    assert_eq!(dmesg_problems(), before, "new kernel problems in dmesg");
+    assert_eq!(
+        sqfsmnt_test_support::kernel::problems(),
+        before,
+        "new kernel problems in dmesg"
+    );
 }
 
 #[test]
@@ -885,21 +885,15 @@ fn mount_runs_a_command() {
     assert!(mksquashfs(&src, &img, &[]));
     let mnt = t.0.join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let out = Command::new(BIN)
-        .arg("--mount")
-        .arg(&img)
-        .arg(&mnt)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            &format!("cat {}/f; exit 7", mnt.display()),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(7));
-    assert_eq!(out.stdout, b"from the image\n");
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let r = run(Command::new(BIN).arg("--mount").arg(&img).arg(&mnt).args([
+        "--",
+        "sh",
+        "-c",
+        &format!("cat {}/f; exit 7", mnt.display()),
+    ]));
+    assert_eq!(r.code(), Some(7), "{r:?}");
+    assert_eq!(r.stdout(), "from the image\n", "{r:?}");
+    assert_eq!(r.stderr(), "", "{r:?}");
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
     assert!(!mounts.contains(&*mnt.to_string_lossy()), "still mounted");
     // In the foreground, SIGTERM unmounts and exits 0.
@@ -926,14 +920,12 @@ fn mount_runs_a_command() {
             .contains(&*mnt.to_string_lossy()),
         "SIGTERM left the mount"
     );
-    let out = Command::new(BIN)
+    let r = run(Command::new(BIN)
         .arg("--mount")
         .arg(&img)
         .arg(&mnt)
-        .args(["--", "/nonexistent/cmd"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(127));
+        .args(["--", "/nonexistent/cmd"]));
+    assert_eq!(r.code(), Some(127), "{r:?}");
     assert!(!fs::read_to_string("/proc/self/mounts")
         .unwrap()
         .contains(&*mnt.to_string_lossy()));
@@ -943,7 +935,7 @@ fn mount_runs_a_command() {
 struct Unmount(PathBuf);
 impl Drop for Unmount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = try_run(Command::new("umount").arg(&self.0));
     }
 }
 
@@ -999,13 +991,11 @@ fn matches_the_kernel_driver() {
     assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
     let (k, f) = (t.0.join("kernel"), t.0.join("fuse"));
     fs::create_dir(&k).unwrap();
-    let st = Command::new("mount")
+    let mounted = run(Command::new("mount")
         .args(["-t", "squashfs", "-o", "loop,ro"])
         .arg(&img)
-        .arg(&k)
-        .status()
-        .unwrap();
-    if !st.success() {
+        .arg(&k));
+    if !mounted.success() {
         skip("matches_the_kernel_driver: the kernel could not mount the image (no squashfs or loop support?)");
         return;
     }
@@ -1144,50 +1134,82 @@ fn wait_pid(pid: rustix::process::Pid, t: Duration) -> Option<rustix::process::W
         .map(|(_, s)| s)
 }
 
-/// Runs its closure when dropped (also when a test panics).
-struct Cleanup<F: FnMut()>(F);
-impl<F: FnMut()> Drop for Cleanup<F> {
-    fn drop(&mut self) {
-        (self.0)()
-    }
-}
-
 fn kill_pid(pid: rustix::process::Pid, sig: rustix::process::Signal) {
     rustix::process::kill_process(pid, sig).unwrap();
 }
 
-#[test]
-fn detached_server() {
-    if !can_fuse("detached_server") {
-        return;
+/// The image, mount point and log of `detached_server`, and every server
+/// it started (killed and reaped at the end, also on a failure).
+struct DetachedRig {
+    img: PathBuf,
+    mnt: PathBuf,
+    log_path: PathBuf,
+    servers: std::cell::RefCell<Vec<rustix::process::Pid>>,
+}
+
+impl DetachedRig {
+    /// Four files of text and four of 4 MiB of noise, packed; an empty
+    /// mount point.
+    fn new(t: &TempDir) -> DetachedRig {
+        let src = t.0.join("src");
+        fs::create_dir_all(src.join("a")).unwrap();
+        for f in ["f", "g", "h"] {
+            fs::write(src.join("a").join(f), format!("served {f}\n")).unwrap();
+        }
+        let mut x = 0x2545f4914f6cdd1du64;
+        for i in 0..4 {
+            let big: Vec<u8> = (0..4 << 20)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            fs::write(src.join(format!("big{i}")), big).unwrap();
+        }
+        let img = t.0.join("img.sqfs");
+        assert!(mksquashfs(&src, &img, &[]));
+        let mnt = t.0.join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        DetachedRig {
+            img,
+            mnt,
+            log_path: t.0.join("log"),
+            servers: std::cell::RefCell::new(Vec::new()),
+        }
     }
-    use rustix::process::Signal;
-    let t = TempDir::new("detached");
-    let src = t.0.join("src");
-    fs::create_dir_all(src.join("a")).unwrap();
-    for f in ["f", "g", "h"] {
-        fs::write(src.join("a").join(f), format!("served {f}\n")).unwrap();
+
+    /// A detached server on a fresh FUSE mount that said `ready` and
+    /// serves a/f.
+    fn start(&self, first: &[&str]) -> rustix::process::Pid {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .unwrap();
+        let image = fs::File::open(&self.img).unwrap();
+        let fuse = kernel_fuse_mount(&self.mnt);
+        let (pid, line) = start_detached(fuse, &image, &log, &self.servers, first);
+        assert_eq!(line, "ready\n");
+        assert_eq!(fs::read(self.mnt.join("a/f")).unwrap(), b"served f\n");
+        pid
     }
-    let mut x = 0x2545f4914f6cdd1du64;
-    for i in 0..4 {
-        let big: Vec<u8> = (0..4 << 20)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        fs::write(src.join(format!("big{i}")), big).unwrap();
+
+    fn log_lines(&self) -> String {
+        fs::read_to_string(&self.log_path).unwrap_or_default()
     }
-    let img = t.0.join("img.sqfs");
-    assert!(mksquashfs(&src, &img, &[]));
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    // On failure: no mount and no server left behind.
-    let servers = std::cell::RefCell::new(Vec::new());
-    let _cleanup = Cleanup(|| {
-        for &pid in servers.borrow().iter() {
+
+    fn unmount(&self) {
+        rustix::mount::unmount(&self.mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    }
+}
+
+impl Drop for DetachedRig {
+    /// No mount and no server left behind.
+    fn drop(&mut self) {
+        use rustix::process::Signal;
+        for &pid in self.servers.borrow().iter() {
             // Only a child not reaped yet (never a recycled pid).
             let running = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
             if matches!(running, Ok(None)) {
@@ -1195,32 +1217,80 @@ fn detached_server() {
                 let _ = wait_pid(pid, ends::HANG);
             }
         }
-        let _ = rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH);
-    });
-    let log_path = t.0.join("log");
-    let log = || {
-        fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap()
-    };
-    let image = || fs::File::open(&img).unwrap();
-    let log_lines = || fs::read_to_string(&log_path).unwrap_or_default();
+        let _ = rustix::mount::unmount(&self.mnt, rustix::mount::UnmountFlags::DETACH);
+    }
+}
 
-    // 1. Outlives its starter, holds only its own descriptors, serves,
-    // and exits 0 when the mount is gone; here started as squashfs-mount
-    // starts it, as root becoming the caller (nobody).
-    let (pid, line) = start_detached(
-        kernel_fuse_mount(&mnt),
-        &image(),
-        &log(),
-        &servers,
-        &["--run-as", "65534:65534:"],
+#[test]
+fn detached_server() {
+    if !can_fuse("detached_server") {
+        return;
+    }
+    let t = TempDir::new("detached");
+    let rig = DetachedRig::new(&t);
+    detached_outlives_its_starter(&rig);
+    fs::write(&rig.log_path, b"").unwrap();
+    detached_exits_on_sigterm(&rig);
+    detached_killed_fails_its_reader(&rig);
+    // Usage: --detached excludes --watch-pidfd.
+    let r = run(Command::new(BIN).args([
+        "--fuse-fd",
+        "0",
+        "--image-fd",
+        "1",
+        "--ready-fd",
+        "2",
+        "--watch-pidfd",
+        "5",
+        "--detached",
+    ]));
+    assert_eq!(r.code(), Some(2), "{r:?}");
+    assert!(r.stderr().contains("exclude each other"), "{r:?}");
+}
+
+/// First: outlives its starter, holds only its own descriptors, serves, and
+/// exits 0 when the mount is gone; here started as squashfs-mount starts
+/// it, as root becoming the caller (nobody).
+fn detached_outlives_its_starter(rig: &DetachedRig) {
+    let pid = rig.start(&["--run-as", "65534:65534:"]);
+    let proc_dir = proc_dir_of(pid);
+    detached_holds_only_its_own(&proc_dir, rig);
+    detached_workers_on_demand(&proc_dir, &rig.mnt);
+    let stat = fs::read_to_string(proc_dir.join("stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        fields[3],
+        pid.as_raw_nonzero().to_string(),
+        "a session of its own: {stat}"
     );
-    assert_eq!(line, "ready\n");
-    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
-    let proc_dir = PathBuf::from(format!("/proc/{}", pid.as_raw_nonzero()));
+    let status = fs::read_to_string(proc_dir.join("status")).unwrap();
+    assert!(status.lines().any(|l| l.starts_with("VmRSS:")), "{status}");
+    assert!(
+        status.lines().any(|l| l
+            .split_whitespace()
+            .eq(["Uid:", "65534", "65534", "65534", "65534"])),
+        "{status}"
+    );
+    rig.unmount();
+    let s = wait_pid(pid, ends::HANG).expect("still running after unmount");
+    assert_eq!(s.exit_status(), Some(0), "{s:?}");
+    let l = rig.log_lines();
+    assert!(
+        l.contains("squashfs-mount-fuse[") && l.contains("test.sqfs: serving"),
+        "{l}"
+    );
+    assert!(l.contains("test.sqfs: the mount is gone; exiting"), "{l}");
+    assert_eq!(l.lines().count(), 2, "{l}");
+}
+
+/// The server's descriptors: /dev/null as 0-2, and else only /dev/fuse,
+/// the image and the log.
+fn detached_holds_only_its_own(proc_dir: &Path, rig: &DetachedRig) {
     let mut fds = BTreeMap::new();
     for e in fs::read_dir(proc_dir.join("fd")).unwrap() {
         let e = e.unwrap();
@@ -1237,16 +1307,18 @@ fn detached_server() {
         assert!(
             *n < 3
                 || target == "/dev/fuse"
-                || Path::new(target) == img
-                || Path::new(target) == log_path,
+                || Path::new(target) == rig.img
+                || Path::new(target) == rig.log_path,
             "the server holds descriptor {n} = {target}: {fds:?}"
         );
     }
-    // Workers on demand: one for a sequential walk, more (at most 3,
-    // `--threads 3`) once requests queue up.
+}
+
+/// Workers on demand: one for a sequential walk, more (at most 3,
+/// `--threads 3`) once requests queue up.
+fn detached_workers_on_demand(proc_dir: &Path, mnt: &Path) {
     let tasks = || fs::read_dir(proc_dir.join("task")).unwrap().count();
-    let walk = Command::new("find").arg(&mnt).output().unwrap();
-    assert!(walk.status.success());
+    run(Command::new("find").arg(mnt)).ok();
     assert_eq!(
         tasks(),
         2,
@@ -1268,61 +1340,31 @@ fn detached_server() {
     }
     let n = tasks();
     assert!((3..=4).contains(&n), "{n} threads after parallel reads");
-    let stat = fs::read_to_string(proc_dir.join("stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        fields[3],
-        pid.as_raw_nonzero().to_string(),
-        "a session of its own: {stat}"
-    );
-    let status = fs::read_to_string(proc_dir.join("status")).unwrap();
-    assert!(status.lines().any(|l| l.starts_with("VmRSS:")), "{status}");
-    assert!(
-        status.lines().any(|l| l
-            .split_whitespace()
-            .eq(["Uid:", "65534", "65534", "65534", "65534"])),
-        "{status}"
-    );
-    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
-    let s = wait_pid(pid, ends::HANG).expect("still running after unmount");
-    assert_eq!(s.exit_status(), Some(0), "{s:?}");
-    let l = log_lines();
-    assert!(
-        l.contains("squashfs-mount-fuse[") && l.contains("test.sqfs: serving"),
-        "{l}"
-    );
-    assert!(l.contains("test.sqfs: the mount is gone; exiting"), "{l}");
-    assert_eq!(l.lines().count(), 2, "{l}");
+}
 
-    // 2. SIGTERM: exits 0 at once, says so; the dead mount fails with
-    // ENOTCONN until it is unmounted.
-    fs::write(&log_path, b"").unwrap();
-    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers, &[]);
-    assert_eq!(line, "ready\n");
-    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
-    kill_pid(pid, Signal::TERM);
+/// Second: SIGTERM; exits 0 at once, says so; the dead mount fails with
+/// ENOTCONN until it is unmounted.
+fn detached_exits_on_sigterm(rig: &DetachedRig) {
+    let pid = rig.start(&[]);
+    kill_pid(pid, rustix::process::Signal::TERM);
     let s = wait_pid(pid, ends::HANG).expect("still running after SIGTERM");
     assert_eq!(s.exit_status(), Some(0), "{s:?}");
     assert!(
-        log_lines().contains("test.sqfs: SIGTERM; exiting"),
+        rig.log_lines().contains("test.sqfs: SIGTERM; exiting"),
         "{}",
-        log_lines()
+        rig.log_lines()
     );
-    let e = fs::read(mnt.join("a/g")).unwrap_err();
+    let e = fs::read(rig.mnt.join("a/g")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");
-    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    rig.unmount();
+}
 
-    // 3. SIGKILL while a reader waits for it: the reader gets an error at
-    // once (ECONNABORTED for the request in flight), not a hang, and so
-    // does every later access but to what the kernel still has cached.
-    let (pid, line) = start_detached(kernel_fuse_mount(&mnt), &image(), &log(), &servers, &[]);
-    assert_eq!(line, "ready\n");
-    assert_eq!(fs::read(mnt.join("a/f")).unwrap(), b"served f\n");
+/// Third: SIGKILL while a reader waits for it: the reader gets an error at
+/// once (ECONNABORTED for the request in flight), not a hang, and so does
+/// every later access but to what the kernel still has cached.
+fn detached_killed_fails_its_reader(rig: &DetachedRig) {
+    use rustix::process::Signal;
+    let pid = rig.start(&[]);
     kill_pid(pid, Signal::STOP);
     // Every thread of the server stopped before the reader starts (a
     // thread on the other CPU stops only once it is scheduled).
@@ -1339,34 +1381,7 @@ fn detached_server() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut reader = Command::new("cat")
-        .arg(mnt.join("a/g"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The reader waits in a FUSE request (its kernel stack says so; g was
-    // never looked up), or it ended without waiting: no delay guessed.
-    let reader_pid = reader.id();
-    let in_fuse = || {
-        fs::read_to_string(format!("/proc/{reader_pid}/stack")).is_ok_and(|s| s.contains("fuse"))
-    };
-    let started = Instant::now();
-    loop {
-        if let Some(status) = reader.try_wait().unwrap() {
-            let mut e = String::new();
-            let _ = reader.stderr.take().unwrap().read_to_string(&mut e);
-            panic!("the reader did not wait for the stopped server: {status:?}, {e:?}");
-        }
-        if in_fuse() {
-            break;
-        }
-        assert!(
-            started.elapsed() < ends::HANG,
-            "the reader never reached the server"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut reader = reader_waiting_in_fuse(&rig.mnt.join("a/g"));
     kill_pid(pid, Signal::KILL);
     let status = wait_timeout(&mut reader, ends::HANG)
         .expect("the reader hangs after SIGKILL of the server");
@@ -1386,27 +1401,41 @@ fn detached_server() {
     );
     let s = wait_pid(pid, ends::HANG).expect("SIGKILL did not end the server");
     assert!(s.terminating_signal().is_some(), "{s:?}");
-    let e = fs::read(mnt.join("a/h")).unwrap_err();
+    let e = fs::read(rig.mnt.join("a/h")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");
-    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
+    rig.unmount();
+}
 
-    // Usage: --detached excludes --watch-pidfd.
-    let out = Command::new(BIN)
-        .args([
-            "--fuse-fd",
-            "0",
-            "--image-fd",
-            "1",
-            "--ready-fd",
-            "2",
-            "--watch-pidfd",
-            "5",
-            "--detached",
-        ])
-        .output()
+/// `cat file`, once it waits in a FUSE request (its kernel stack says so;
+/// the file was never looked up): no delay guessed. Panics if it ended
+/// without waiting.
+fn reader_waiting_in_fuse(file: &Path) -> std::process::Child {
+    let mut reader = Command::new("cat")
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("exclude each other"));
+    let reader_pid = reader.id();
+    let in_fuse = || {
+        fs::read_to_string(format!("/proc/{reader_pid}/stack")).is_ok_and(|s| s.contains("fuse"))
+    };
+    let started = Instant::now();
+    loop {
+        if let Some(status) = reader.try_wait().unwrap() {
+            let mut e = String::new();
+            let _ = reader.stderr.take().unwrap().read_to_string(&mut e);
+            panic!("the reader did not wait for the stopped server: {status:?}, {e:?}");
+        }
+        if in_fuse() {
+            return reader;
+        }
+        assert!(
+            started.elapsed() < ends::HANG,
+            "the reader never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// /proc/<pid> of a child.
@@ -1425,6 +1454,46 @@ fn task_state(task: &Path) -> Option<char> {
         .next()
 }
 
+/// The stdout of `sh -c script` run by `--mount img mnt [extra] --`,
+/// which must succeed.
+fn mount_and_run(img: &Path, mnt: &Path, extra: &[&str], script: &str) -> String {
+    run(Command::new(BIN)
+        .arg("--mount")
+        .arg(img)
+        .arg(mnt)
+        .args(extra)
+        .args(["--", "sh", "-c", script]))
+    .ok()
+    .stdout()
+}
+
+/// A temporary directory `name` with an image (mksquashfs `extra`) of
+/// `dirs` directories of `files` files each, each file named and filled by
+/// `entry` (directory number, file number: path, contents), and an empty
+/// mount point: the directory, the image, the mount point.
+fn image_of_files(
+    name: &str,
+    (dirs, files): (u32, u32),
+    extra: &[&str],
+    entry: impl Fn(u32, u32) -> (String, Vec<u8>),
+) -> (TempDir, PathBuf, PathBuf) {
+    let t = TempDir::new(name);
+    let src = t.0.join("src");
+    for d in 0..dirs {
+        for f in 0..files {
+            let (rel, body) = entry(d, f);
+            let path = src.join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, body).unwrap();
+        }
+    }
+    let img = t.0.join("img.sqfs");
+    assert!(mksquashfs(&src, &img, extra));
+    let mnt = t.0.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    (t, img, mnt)
+}
+
 /// The server's anonymous memory (RssAnon, KiB) after it served a
 /// full scan and a read of every file of `mnt`, read by the command it
 /// runs (`--mount ... -- COMMAND`: the server is the command's parent).
@@ -1433,19 +1502,8 @@ fn memory_after_reading_all(img: &Path, mnt: &Path, cache_mem: &str) -> u64 {
         "find {m} -print | wc -l >/dev/null && find {m} -type f -exec cat {{}} + | wc -c >/dev/null && awk '/^RssAnon/ {{print $2}}' /proc/$PPID/status",
         m = mnt.display()
     );
-    let out = Command::new(BIN)
-        .arg("--mount")
-        .arg(img)
-        .arg(mnt)
-        .args(["--cache-mem", cache_mem, "--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    let out = mount_and_run(img, mnt, &["--cache-mem", cache_mem], &script);
+    out.trim().parse().unwrap()
 }
 
 /// Issue 30: a launch of 56 images starts 56 servers, so each one's caches
@@ -1459,23 +1517,13 @@ fn caches_hold_to_their_budget() {
     if !can_fuse("caches_hold_to_their_budget") {
         return;
     }
-    let t = TempDir::new("budget");
-    let src = t.0.join("src");
-    for d in 0..100 {
-        let dir = src.join(format!("d{d:03}"));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..200u32 {
-            let n = d * 200 + f;
-            let body: Vec<u8> = (0..1500u32)
-                .map(|i| b'a' + ((i.wrapping_mul(n + 7) ^ (i >> 3)) % 26) as u8)
-                .collect();
-            fs::write(dir.join(format!("f{f:03}")), body).unwrap();
-        }
-    }
-    let img = t.0.join("img.sqfs");
-    assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
+    let (_t, img, mnt) = image_of_files("budget", (100, 200), &["-comp", "zstd"], |d, f| {
+        let n = d * 200 + f;
+        let body: Vec<u8> = (0..1500u32)
+            .map(|i| b'a' + ((i.wrapping_mul(n + 7) ^ (i >> 3)) % 26) as u8)
+            .collect();
+        (format!("d{d:03}/f{f:03}"), body)
+    });
     let small = memory_after_reading_all(&img, &mnt, "524288");
     let default = memory_after_reading_all(&img, &mnt, "0");
     eprintln!("RssAnon after a scan and a full read: {small} KiB (--cache-mem 512K), {default} KiB (default)");
@@ -1498,42 +1546,23 @@ fn the_server_reads_the_metadata_ahead() {
     if !can_fuse("the_server_reads_the_metadata_ahead") {
         return;
     }
-    let t = TempDir::new("readahead");
-    let src = t.0.join("src");
-    for d in 0..100 {
-        let dir = src.join(format!("dir-{d:03}"));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..100 {
-            fs::write(dir.join(format!("file-{f:03}")), format!("{d} {f}\n")).unwrap();
-        }
-    }
-    let img = t.0.join("img.sqfs");
     // Uncompressed inodes: about half a MiB of tables.
-    assert!(mksquashfs(&src, &img, &["-noI"]));
+    let (_t, img, mnt) = image_of_files("readahead", (100, 100), &["-noI"], |d, f| {
+        (
+            format!("dir-{d:03}/file-{f:03}"),
+            format!("{d} {f}\n").into_bytes(),
+        )
+    });
     let head = fs::read(&img).unwrap();
     let le64 = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap());
     let region = le64(40) - le64(64);
     assert!(region > 256 << 10, "a region of {region} bytes");
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
     let script = format!(
         "io() {{ awk -v k=$1 '$1 == k\":\" {{print $2}}' /proc/$PPID/io; }}; i=0; \
          while [ \"$(io rchar)\" -lt {region} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; \
          echo $(io rchar) $(io syscr)"
     );
-    let out = Command::new(BIN)
-        .arg("--mount")
-        .arg(&img)
-        .arg(&mnt)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = mount_and_run(&img, &mnt, &[], &script);
     let v: Vec<u64> = text
         .split_whitespace()
         .map(|n| n.parse().unwrap())
@@ -1556,19 +1585,8 @@ fn requests_of_a_walk(img: &Path, mnt: &Path, find_args: &str) -> u64 {
         "find {} {find_args} | wc -l >/dev/null && awk '$1 == \"syscr:\" {{print $2}}' /proc/$PPID/io",
         mnt.display()
     );
-    let out = Command::new(BIN)
-        .arg("--mount")
-        .arg(img)
-        .arg(mnt)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    let out = mount_and_run(img, mnt, &[], &script);
+    out.trim().parse().unwrap()
 }
 
 /// Issue 36: a walk that stats every entry (`find -printf %s`, 10,000
@@ -1583,19 +1601,12 @@ fn a_walk_that_stats_gets_attributes_for_files() {
     if !can_fuse("a_walk_that_stats_gets_attributes_for_files") {
         return;
     }
-    let t = TempDir::new("plus");
-    let src = t.0.join("src");
-    for d in 0..400 {
-        let dir = src.join(format!("dir-{d:03}"));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..25 {
-            fs::write(dir.join(format!("file-{f:02}")), format!("{d} {f}\n")).unwrap();
-        }
-    }
-    let img = t.0.join("img.sqfs");
-    assert!(mksquashfs(&src, &img, &["-comp", "zstd"]));
-    let mnt = t.0.join("mnt");
-    fs::create_dir(&mnt).unwrap();
+    let (_t, img, mnt) = image_of_files("plus", (400, 25), &["-comp", "zstd"], |d, f| {
+        (
+            format!("dir-{d:03}/file-{f:02}"),
+            format!("{d} {f}\n").into_bytes(),
+        )
+    });
     let plain = requests_of_a_walk(&img, &mnt, "-print");
     let stat = requests_of_a_walk(&img, &mnt, "-printf '%s\\n'");
     eprintln!(

@@ -12,14 +12,14 @@ use squashfs_reader::table::Source;
 use squashfs_reader::{Archive, FileSource, InodeData, Kind, ReadAhead};
 
 fn mksquashfs(src: &Path, img: &Path, extra: &[&str]) {
-    let st = Command::new("mksquashfs")
-        .arg(src)
-        .arg(img)
-        .args(["-noappend", "-quiet", "-no-progress"])
-        .args(extra)
-        .status()
-        .expect("mksquashfs (apt-get install squashfs-tools)");
-    assert!(st.success());
+    sqfsmnt_test_support::cmd::run(
+        Command::new("mksquashfs")
+            .arg(src)
+            .arg(img)
+            .args(["-noappend", "-quiet", "-no-progress"])
+            .args(extra),
+    )
+    .ok_as("mksquashfs (apt-get install squashfs-tools)");
 }
 
 fn name(i: usize) -> String {

@@ -54,13 +54,13 @@ fn image(t: &TempDir) -> std::path::PathBuf {
         }
     }
     let img = t.0.join("img.sqfs");
-    let st = Command::new("mksquashfs")
-        .arg(&src)
-        .arg(&img)
-        .args(["-noappend", "-quiet", "-no-progress", "-noI"])
-        .status()
-        .expect("mksquashfs (apt-get install squashfs-tools)");
-    assert!(st.success());
+    sqfsmnt_test_support::cmd::run(Command::new("mksquashfs").arg(&src).arg(&img).args([
+        "-noappend",
+        "-quiet",
+        "-no-progress",
+        "-noI",
+    ]))
+    .ok_as("mksquashfs (apt-get install squashfs-tools)");
     img
 }
 

@@ -24,11 +24,14 @@ use std::process::Command;
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use sqfsmnt_test_support::cmd::Run;
+use sqfsmnt_test_support::cmd::{run, run_for, try_run, Run};
 use sqfsmnt_test_support::count::fuse_servers_of;
 use sqfsmnt_test_support::ends;
 use sqfsmnt_test_support::slurm::{Cluster, Options, TOOLS};
 use sqfsmnt_test_support::{have, image};
+
+/// The time limit of a cargo build or a package installation a test runs.
+const BUILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(1800);
 
 const NODES: usize = 3;
 const UE: &str = "/user-environment";
@@ -51,6 +54,32 @@ impl T {
     }
     fn user(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
         self.c.user(env, args)
+    }
+    /// A copy of images/a.sqfs in jobs/`name`, the job user's (their own
+    /// image: the FUSE path).
+    fn own_image(&self, name: &str) -> PathBuf {
+        let own = self.c.dir.join("jobs").join(name);
+        fs::copy(self.img("a.sqfs"), &own).expect("copy");
+        self.c.user.chown(&own);
+        own
+    }
+    /// `srun -N<nodes> --squashfs=<own copy of a.sqfs>:UE sh -c script`,
+    /// which must succeed (the copy removed after): its stdout.
+    fn srun_own(&self, name: &str, nodes: &str, script: &str) -> String {
+        let own = self.own_image(name);
+        let r = self.user(
+            &[],
+            &[
+                "srun",
+                nodes,
+                &format!("--squashfs={}:{UE}", own.display()),
+                "sh",
+                "-c",
+                script,
+            ],
+        );
+        let _ = fs::remove_file(&own);
+        r.ok().stdout()
     }
     /// `--squashfs=<images/name>:<mnt>`.
     fn opt(&self, name: &str, mnt: &str) -> String {
@@ -677,16 +706,13 @@ fn kept_layer_other_owners(t: &T) {
     }
     let img = t.img("owners.sqfs");
     let _ = fs::remove_file(&img);
-    let built = Command::new("mksquashfs")
-        .args([
-            src.as_os_str(),
-            img.as_ref(),
-            "-quiet".as_ref(),
-            "-no-progress".as_ref(),
-        ])
-        .status()
-        .expect("mksquashfs");
-    assert!(built.success());
+    run(Command::new("mksquashfs").args([
+        src.as_os_str(),
+        img.as_ref(),
+        "-quiet".as_ref(),
+        "-no-progress".as_ref(),
+    ]))
+    .ok();
     let dir = t.c.dir.join("jobs").join("owners-layer");
     let _ = fs::remove_dir_all(&dir);
     let change = |layer: &str| {
@@ -727,16 +753,11 @@ fn kept_layer_other_owners(t: &T) {
 
 /// Every file in the kept layer's `dir` is the job user's.
 fn assert_all_the_job_users(t: &T, dir: &Path) {
-    let foreign = Command::new("find")
-        .arg(dir)
-        .args(["!", "-user", &t.c.user.uid.to_string()])
-        .output()
-        .expect("find");
-    assert!(
-        foreign.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&foreign.stdout)
-    );
+    let foreign =
+        run(Command::new("find")
+            .arg(dir)
+            .args(["!", "-user", &t.c.user.uid.to_string()]));
+    assert!(foreign.0.stdout.is_empty(), "{foreign:?}");
 }
 
 /// The kept-layer helper in place of the real one while alive.
@@ -760,20 +781,18 @@ fn tampered_layer_helper(t: &T) {
     // <target>/<profile>/deps/<test exe>
     let exe = std::env::current_exe().expect("current_exe");
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        // The whole workspace, as `make test` built it before the tests:
-        // up to date there (one package alone would unify other features
-        // and be built again).
-        .args(["build", "--locked", "--release", "--workspace"])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(
-        status.success(),
-        "cargo build --release --workspace (sqfsmnt-tampered-layer) failed"
-    );
+    run_for(
+        Command::new(env!("CARGO"))
+            // The whole workspace, as `make test` built it before the
+            // tests: up to date there (one package alone would unify
+            // other features and be built again).
+            .args(["build", "--locked", "--release", "--workspace"])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(workspace()),
+        BUILD_LIMIT,
+    )
+    .ok_as("cargo build --release --workspace (sqfsmnt-tampered-layer)");
     let at = t.c.dir.join(sqfsmnt_test_support::install::LAYER_HELPER);
     let real = t.c.dir.join("real-layer-helper");
     fs::rename(&at, &real).expect("move the real helper aside");
@@ -825,39 +844,15 @@ fn shared_refusal_table(t: &T) {
             ));
         }
         if !r.pairs.is_empty() {
-            let pairs: Vec<String> = r
-                .pairs
-                .iter()
-                .map(|(img, sub)| {
-                    format!(
-                        "{}:{}",
-                        dir.join(img).display(),
-                        refusals::mount_point(Path::new(UE), sub).display()
-                    )
-                })
-                .collect();
+            let pairs = refusals::pairs(r, &dir, Path::new(UE));
             args.push(format!("--squashfs={}", pairs.join(",")));
         }
         if !r.union.is_empty() {
-            let list: Vec<String> = r
-                .union
-                .iter()
-                .map(|i| dir.join(i).display().to_string())
-                .collect();
-            args.push(format!("--squashfs-union={}:{UE}", list.join(",")));
+            let list = refusals::union(r, &dir);
+            args.push(format!("--squashfs-union={list}:{UE}"));
         }
         if !r.binds.is_empty() {
-            let binds: Vec<String> = r
-                .binds
-                .iter()
-                .map(|(src, sub)| {
-                    format!(
-                        "{}:{}",
-                        dir.join(src).display(),
-                        refusals::mount_point(Path::new(UE), sub).display()
-                    )
-                })
-                .collect();
+            let binds = refusals::binds(r, &dir, Path::new(UE));
             args.push(format!("--squashfs-bind={}", binds.join(",")));
         }
         args.extend(["echo".into(), "RAN".into()]);
@@ -933,10 +928,10 @@ fn run_one(t: &T, f: Test) -> Result<(), Failed> {
     // The plugin keeps image instances cached on each node (by design):
     // evict them before looking for leftovers.
     for n in &t.c.nodes {
-        let _ = n.command(&t.cli).args(["--gc", "--all"]).output();
+        let _ = try_run(n.command(&t.cli).args(["--gc", "--all"]));
     }
     // And on the login node (the sessions' launches).
-    let _ = Command::new(&t.cli).args(["--gc", "--all"]).output();
+    let _ = try_run(Command::new(&t.cli).args(["--gc", "--all"]));
     let left = t.c.leftovers(&[Path::new(UE), Path::new(UT)]);
     match outcome {
         Err(panic) => {
@@ -966,21 +961,22 @@ fn build_cli() -> PathBuf {
         .and_then(Path::parent)
         .expect("target dir")
         .to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        // The whole workspace, as `make test` built it before the tests
-        // (see tampered_layer_helper).
-        .args([
-            "build",
-            "--locked",
-            "--release",
-            "--workspace",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build --release --workspace failed");
+    run_for(
+        Command::new(env!("CARGO"))
+            // The whole workspace, as `make test` built it before the
+            // tests (see tampered_layer_helper).
+            .args([
+                "build",
+                "--locked",
+                "--release",
+                "--workspace",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(workspace()),
+        BUILD_LIMIT,
+    )
+    .ok_as("cargo build --release --workspace");
     target.join("release/squashfs-mount")
 }
 
@@ -995,10 +991,11 @@ fn build_plugin(profile: &str, panic: &str) -> PathBuf {
         .and_then(Path::parent)
         .expect("target dir")
         .to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        // As `make test` built it before the tests: the plugin alone in
-        // its spank profile, the whole workspace in release (see
-        // tampered_layer_helper).
+    let mut build = Command::new(env!("CARGO"));
+    // As `make test` built it before the tests: the plugin alone in its
+    // spank profile, the whole workspace in release (see
+    // tampered_layer_helper).
+    build
         .args(["build", "--locked", "--profile", profile])
         .args(if profile == "spank" {
             ["-p", "spank-squashfs-mount"].as_slice()
@@ -1007,13 +1004,9 @@ fn build_plugin(profile: &str, panic: &str) -> PathBuf {
         })
         .arg("--target-dir")
         .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(
-        status.success(),
-        "cargo build --profile {profile} (the plugin) failed"
-    );
+        .current_dir(workspace());
+    run_for(&mut build, BUILD_LIMIT)
+        .ok_as(&format!("cargo build --profile {profile} (the plugin)"));
     let so = target.join(profile).join("libspank_squashfs_mount.so");
     let bytes = fs::read(&so).expect("plugin .so");
     let marker = format!("squashfs-mount-spank panic={panic}");
@@ -1032,9 +1025,10 @@ fn setup() -> Option<T> {
     tools.push("mksquashfs");
     if sqfsmnt_test_support::is_root() && !tools.iter().all(|c| have(c)) {
         eprintln!("slurm test: installing Slurm (scripts/deps test)");
-        let _ = Command::new(workspace().join("scripts/deps"))
-            .arg("test")
-            .status();
+        let _ = run_for(
+            Command::new(workspace().join("scripts/deps")).arg("test"),
+            BUILD_LIMIT,
+        );
     }
     if !sqfsmnt_test_support::privileged("Slurm plugin tests (crates/spank/tests/slurm.rs)", &tools)
     {
@@ -1107,26 +1101,15 @@ fn no_server_outlives_the_job(t: &T) {
 }
 
 fn users_own_image_through_fuse(t: &T) {
-    let own = t.c.dir.join("jobs/own-a.sqfs");
-    fs::copy(t.img("a.sqfs"), &own).expect("copy");
-    t.c.user.chown(&own);
-    let r = t.user(
-        &[],
-        &[
-            "srun",
-            "-N3",
-            &format!("--squashfs={}:{UE}", own.display()),
-            "sh",
-            "-c",
-            "echo $(stat -f -c %T /user-environment) $(cat /user-environment/file)",
-        ],
+    let out = t.srun_own(
+        "own-a.sqfs",
+        "-N3",
+        "echo $(stat -f -c %T /user-environment) $(cat /user-environment/file)",
     );
-    let _ = fs::remove_file(&own);
-    assert!(r.success(), "{r:?}");
     assert_eq!(
-        r.stdout().lines().collect::<Vec<_>>(),
+        out.lines().collect::<Vec<_>>(),
         ["fuseblk hello from A"; 3],
-        "{r:?}"
+        "{out}"
     );
     // "squashfs-mount-fuse" as the kernel names it (15 characters).
     no_server_outlives_the_job(t);
@@ -1138,29 +1121,16 @@ fn users_own_image_through_fuse(t: &T) {
 /// plugin's job epilog evicts the user's unused instances, and their
 /// servers, stopped or not, end with them).
 fn stopped_server_does_not_outlive_the_job(t: &T) {
-    let own = t.c.dir.join("jobs/own-stop.sqfs");
-    fs::copy(t.img("a.sqfs"), &own).expect("copy");
-    t.c.user.chown(&own);
-    let r = t.user(
-        &[],
-        &[
-            "srun",
-            "-N1",
-            &format!("--squashfs={}:{UE}", own.display()),
-            "sh",
-            "-c",
-            "cat /user-environment/file; p=$(pgrep -r R,S,D -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
-        ],
+    let out = t.srun_own(
+        "own-stop.sqfs",
+        "-N1",
+        "cat /user-environment/file; p=$(pgrep -r R,S,D -u $(id -u) -x squashfs-mount-); kill -STOP $p && echo stopped $p",
     );
-    let _ = fs::remove_file(&own);
-    assert!(r.success(), "{r:?}");
-    assert!(r.stdout().contains("hello from A\nstopped "), "{r:?}");
+    assert!(out.contains("hello from A\nstopped "), "{out}");
     let left = ends::wait_ended(&fuse_servers_of(t.c.user.uid), ends::HANG);
     if !left.is_empty() {
         for pid in &left {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
+            let _ = try_run(Command::new("kill").args(["-KILL", &pid.to_string()]));
         }
         panic!("a stopped FUSE server outlived its job: {left:?}");
     }
@@ -1170,9 +1140,7 @@ fn stopped_server_does_not_outlive_the_job(t: &T) {
 /// FUSE instance per node, the job's next step reuses it (the same
 /// servers), and after the job none is left.
 fn fuse_instance_shared_by_tasks_and_steps(t: &T) {
-    let own = t.c.dir.join("jobs/own-steps.sqfs");
-    fs::copy(t.img("a.sqfs"), &own).expect("copy");
-    t.c.user.chown(&own);
+    let own = t.own_image("own-steps.sqfs");
     let step = format!(
         "srun -N3 -n6 --squashfs={}:{UE} sh -c 'cat {UE}/file' | sort | uniq -c",
         own.display()

@@ -334,38 +334,7 @@ fn a_second_user_cannot_break_or_join_a_step(j: &J, other: &Users) -> Result<(),
     }
     // The job's first step is step 0 of the allocation: known in advance.
     let victim = j.c.dir.join("jobs/join-victim.out");
-    let script = format!(
-        r#"{setup}
-echo "JOB $SLURM_JOBID"
-while [ ! -e {planted} ]; do sleep 0.05; done
-$SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
-    bash -c 'touch {running}.$SLURM_PROCID; while [ ! -e {done} ]; do sleep 0.2; done; echo "TASK $(readlink /proc/self/ns/mnt) $(ls $MNT | wc -l)"'
-"#,
-        setup = j.setup,
-        planted = planted.display(),
-        running = running.display(),
-        done = done.display()
-    );
-    let path = j.c.dir.join("jobs/join-victim.sh");
-    fs::write(&path, format!("#!/bin/bash\n{script}")).map_err(|e| e.to_string())?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
-    let r = j.c.user(
-        &[],
-        &[
-            "sbatch",
-            "--parsable",
-            "-N1",
-            "-n2",
-            "--overcommit",
-            "-o",
-            &victim.display().to_string(),
-            &path.display().to_string(),
-        ],
-    );
-    let job = r.stdout().trim().to_string();
-    if !r.success() || job.is_empty() {
-        return Err(format!("sbatch: {r:?}"));
-    }
+    let job = submit_victim(j, &victim, &planted, &running, &done)?;
     let env_for = |local: &str| {
         vec![
             ("SLURM_STEP_TASKS_PER_NODE".to_string(), "2".to_string()),
@@ -377,40 +346,12 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     };
     let img = j.c.dir.join("images/tool.squashfs");
     let pair = format!("{}:{}", img.display(), j.c.dir.join("mnt").display());
-    // The plant: a keeper of the second user's, for the job's step 0. It
-    // says "ready" (fd 3: its stdout here) once it can be found.
-    let mut plant = user2.command("bash");
-    plant
-        .arg("-c")
-        .arg(format!(
-            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>&1 4<&0",
-            j.bin.display()
-        ))
-        // Its "step" (fd 4): a pipe the test holds open.
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut planted_keeper = plant.spawn().map_err(|e| e.to_string())?;
-    let mut said = String::new();
-    let _ = std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(planted_keeper.stdout.take().expect("stdout")),
-        &mut said,
-    );
+    let (mut planted_keeper, said) = plant_keeper(j, user2, &job, &pair)?;
     fs::write(&planted, "").map_err(|e| e.to_string())?;
     // Both tasks run the command: the step's own keeper holds their
     // namespace (waited for up to the hang limit).
-    let both = || (0..2).all(|rank| Path::new(&format!("{}.{rank}", running.display())).exists());
-    let deadline = std::time::Instant::now() + sqfsmnt_test_support::ends::HANG;
-    let active = || {
-        matches!(
-            j.c.job_state(&job).as_str(),
-            "PENDING" | "RUNNING" | "CONFIGURING"
-        )
-    };
-    while !both() && std::time::Instant::now() < deadline && active() {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let tasks_up = both();
+    let tasks_up = both_tasks_run(j, &job, &running);
+
     // The plant has had its chance; the second user now tries to join the
     // running step (its own plant, were it left, would be refused too).
     let _ = planted_keeper.kill();
@@ -445,6 +386,97 @@ $SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
     }
 }
 
+/// The victim's job, submitted: once `planted` exists, a step of two tasks
+/// that join one mount, touch `running.RANK` and wait for `done`; its
+/// output in `victim`. Its id.
+fn submit_victim(
+    j: &J,
+    victim: &Path,
+    planted: &Path,
+    running: &Path,
+    done: &Path,
+) -> Result<String, String> {
+    let script = format!(
+        r#"{setup}
+echo "JOB $SLURM_JOBID"
+while [ ! -e {planted} ]; do sleep 0.05; done
+$SRUN -n2 squashfs-mount --join $IMG:$MNT -- \
+    bash -c 'touch {running}.$SLURM_PROCID; while [ ! -e {done} ]; do sleep 0.2; done; echo "TASK $(readlink /proc/self/ns/mnt) $(ls $MNT | wc -l)"'
+"#,
+        setup = j.setup,
+        planted = planted.display(),
+        running = running.display(),
+        done = done.display()
+    );
+    let path = j.c.dir.join("jobs/join-victim.sh");
+    fs::write(&path, format!("#!/bin/bash\n{script}")).map_err(|e| e.to_string())?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+    let r = j.c.user(
+        &[],
+        &[
+            "sbatch",
+            "--parsable",
+            "-N1",
+            "-n2",
+            "--overcommit",
+            "-o",
+            &victim.display().to_string(),
+            &path.display().to_string(),
+        ],
+    );
+    let job = r.stdout().trim().to_string();
+    if !r.success() || job.is_empty() {
+        return Err(format!("sbatch: {r:?}"));
+    }
+    Ok(job)
+}
+
+/// The plant: a keeper of `user2`'s, for the job's step 0; it says
+/// "ready" (fd 3: its stdout here) once it can be found. The keeper (its
+/// "step", fd 4, is a pipe the test holds open) and what it said.
+fn plant_keeper(
+    j: &J,
+    user2: &sqfsmnt_test_support::users::User,
+    job: &str,
+    pair: &str,
+) -> Result<(std::process::Child, String), String> {
+    let mut plant = user2.command("bash");
+    plant
+        .arg("-c")
+        .arg(format!(
+            "exec setpriv --no-new-privs {} --join-keeper {job}.0.0 2 3 4 - {pair} 3>&1 4<&0",
+            j.bin.display()
+        ))
+        // Its "step" (fd 4): a pipe the test holds open.
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut planted_keeper = plant.spawn().map_err(|e| e.to_string())?;
+    let mut said = String::new();
+    let _ = std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(planted_keeper.stdout.take().expect("stdout")),
+        &mut said,
+    );
+    Ok((planted_keeper, said))
+}
+
+/// Whether both tasks of `job` ran their command (`running.RANK`), waited
+/// for while the job is active, up to the hang limit.
+fn both_tasks_run(j: &J, job: &str, running: &Path) -> bool {
+    let both = || (0..2).all(|rank| Path::new(&format!("{}.{rank}", running.display())).exists());
+    let deadline = std::time::Instant::now() + sqfsmnt_test_support::ends::HANG;
+    let active = || {
+        matches!(
+            j.c.job_state(job).as_str(),
+            "PENDING" | "RUNNING" | "CONFIGURING"
+        )
+    };
+    while !both() && std::time::Instant::now() < deadline && active() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    both()
+}
+
 fn check(ok: bool, r: &Run) -> Result<(), String> {
     if ok {
         Ok(())
@@ -461,21 +493,22 @@ fn workspace() -> PathBuf {
 fn plugin() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--locked",
-            "--profile",
-            "spank",
-            "-p",
-            "spank-squashfs-mount",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "building the plugin failed");
+    sqfsmnt_test_support::cmd::run_for(
+        Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--locked",
+                "--profile",
+                "spank",
+                "-p",
+                "spank-squashfs-mount",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(workspace()),
+        std::time::Duration::from_secs(1800),
+    )
+    .ok_as("building the plugin");
     target.join("spank/libspank_squashfs_mount.so")
 }
 
@@ -516,25 +549,10 @@ const CASES: &[(&str, Case)] = &[
     ),
 ];
 
-#[test]
-fn join_bats_on_the_slurm_cluster() {
-    let mut tools = TOOLS.to_vec();
-    tools.extend(["mksquashfs", "pgrep", "perl"]);
-    if !sqfsmnt_test_support::privileged(
-        "--join tests (crates/squashfs-mount/tests/join.rs)",
-        &tools,
-    ) {
-        return;
-    }
-    let plugin = plugin();
-    let c = Cluster::start(&Options {
-        nodes: 1,
-        plugin,
-        fuse_server: None,
-        plugin_args: String::new(),
-        mount_points: Vec::new(),
-    });
-    // The setuid program, first on the user's PATH.
+/// The setuid program, first on the user's PATH, the images, the mount
+/// point and a scratch directory on the cluster `c`: the shell lines that
+/// set a job up to use them, and the program.
+fn set_the_cluster_up(c: &Cluster) -> (String, PathBuf) {
     let bin = c.dir.join("bin/squashfs-mount");
     fs::create_dir_all(bin.parent().unwrap()).expect("mkdir");
     fs::copy(env!("CARGO_BIN_EXE_squashfs-mount"), &bin).expect("copy");
@@ -573,22 +591,12 @@ fn join_bats_on_the_slurm_cluster() {
         mnt = mnt.display(),
         tmp = tmp.display()
     );
-    let j = J { c, setup, bin };
-    let other = Users::create(1, false);
-    let mut failed = Vec::new();
-    for (name, case) in CASES {
-        let outcome = case(&j);
-        j.c.quiesce();
-        report(name, outcome, &mut failed);
-    }
-    let outcome = a_second_user_cannot_break_or_join_a_step(&j, &other);
-    j.c.quiesce();
-    report(
-        "a second user can neither make a step's --join fail nor join it",
-        outcome,
-        &mut failed,
-    );
-    drop(other);
+    (setup, bin)
+}
+
+/// What the cluster of `j` still holds of `mnt` once every cached
+/// instance was evicted, with the processes and namespaces that hold it.
+fn leftovers_after_eviction(j: &J, mnt: &Path) -> Vec<String> {
     // The image cache keeps instances on the node and the login node (by
     // design): evict them before looking for leftovers.
     // An instance a namespace still used at the first eviction (a keeper
@@ -607,10 +615,14 @@ fn join_bats_on_the_slurm_cluster() {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
         for n in &j.c.nodes {
-            said.push(n.command(&j.bin).args(["--gc", "--all"]).output());
+            said.push(sqfsmnt_test_support::cmd::try_run(
+                n.command(&j.bin).args(["--gc", "--all"]),
+            ));
         }
-        said.push(Command::new(&j.bin).args(["--gc", "--all"]).output());
-        left = j.c.leftovers(&[&mnt]);
+        said.push(sqfsmnt_test_support::cmd::try_run(
+            Command::new(&j.bin).args(["--gc", "--all"]),
+        ));
+        left = j.c.leftovers(&[mnt]);
         if left.is_empty() {
             break;
         }
@@ -632,8 +644,46 @@ fn join_bats_on_the_slurm_cluster() {
             "processes: {ours:#?}; mount namespaces with a squashfs on a loop device: {}",
             holders.stdout()
         ));
-        let _ = &said;
     }
+    left
+}
+
+#[test]
+fn join_bats_on_the_slurm_cluster() {
+    let mut tools = TOOLS.to_vec();
+    tools.extend(["mksquashfs", "pgrep", "perl"]);
+    if !sqfsmnt_test_support::privileged(
+        "--join tests (crates/squashfs-mount/tests/join.rs)",
+        &tools,
+    ) {
+        return;
+    }
+    let plugin = plugin();
+    let c = Cluster::start(&Options {
+        nodes: 1,
+        plugin,
+        fuse_server: None,
+        plugin_args: String::new(),
+        mount_points: Vec::new(),
+    });
+    let (setup, bin) = set_the_cluster_up(&c);
+    let j = J { c, setup, bin };
+    let other = Users::create(1, false);
+    let mut failed = Vec::new();
+    for (name, case) in CASES {
+        let outcome = case(&j);
+        j.c.quiesce();
+        report(name, outcome, &mut failed);
+    }
+    let outcome = a_second_user_cannot_break_or_join_a_step(&j, &other);
+    j.c.quiesce();
+    report(
+        "a second user can neither make a step's --join fail nor join it",
+        outcome,
+        &mut failed,
+    );
+    drop(other);
+    let left = leftovers_after_eviction(&j, &j.c.dir.join("mnt"));
     assert!(failed.is_empty(), "failed:\n{}", failed.join("\n\n"));
     assert!(left.is_empty(), "left behind: {left:?}");
 }

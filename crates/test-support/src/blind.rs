@@ -3,9 +3,7 @@
 //! then sees nothing (issue 26, finding 2; issue 37, finding 4).
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::args::s;
@@ -34,16 +32,7 @@ pub fn namespaces_with_large_mountinfo(root: &Path, a: &User, count: usize) -> V
             d = s(&deep),
             r = s(&ready)
         );
-        let child = a
-            .command("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn");
-        out.push(Group(child));
+        out.push(Group::quiet(a.command("sh").args(["-c", &script])));
         let t = Instant::now();
         while !ready.exists() && t.elapsed() < Duration::from_secs(30) {
             std::thread::sleep(Duration::from_millis(20));

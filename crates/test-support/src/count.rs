@@ -65,16 +65,24 @@ pub const FUSE_SERVER_NAME: &str = "squashfs-mount-";
 /// corrupt (squashfs-mount then does not reuse it).
 pub const CORRUPT_FUSE_SERVER_NAME: &str = "sqfsmnt-corrupt";
 
+/// Every process's pid and its /proc/PID/status (those that ended while
+/// read left out).
+pub fn statuses() -> impl Iterator<Item = (u32, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            Some((pid, status))
+        })
+}
+
 /// (pid, real uid, state) of each process whose name starts with `prefix`.
 fn processes(prefix: &str) -> Vec<(u32, Option<u32>, char)> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
+    for (pid, status) in statuses() {
         let field = |k: &str| {
             status
                 .lines()

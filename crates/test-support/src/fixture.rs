@@ -64,11 +64,7 @@ pub fn installed(built: &str) -> Option<(MutexGuard<'static, ()>, &'static Insta
             let bin = crate::install::install_setuid(Path::new(built), &root);
             let (r, b) = (root.clone(), bin.clone());
             at_exit(move || {
-                let _ = Command::new(&b)
-                    .args(["--gc", "--all"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
+                let _ = crate::cmd::try_run(Command::new(&b).args(["--gc", "--all"]));
                 remove_tree(&r);
             });
             Some(Installed { root, bin })
@@ -257,6 +253,37 @@ impl Fixture {
         S: AsRef<OsStr>,
     {
         run(&mut self.user_cmd(args))
+    }
+
+    /// Root's image `name` of `files` ([`Fixture::image`]) and a mount
+    /// point of the same name.
+    pub fn image_at(&self, name: &str, files: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+        (self.image(name, files, ""), self.mount_point(name))
+    }
+
+    /// `squashfs-mount IMAGE:MOUNT_POINT -- true` as the case's user.
+    pub fn launch_true(&self, image: &Path, mount_point: &Path) -> Run {
+        self.run([crate::pair(image, mount_point), "--".into(), "true".into()])
+    }
+
+    /// `squashfs-mount MOUNTS... -- sh -c SCRIPT` as the case's user (see
+    /// [`Fixture::run`]).
+    pub fn launch_sh<S: AsRef<OsStr>>(&self, mounts: &[S], script: &str) -> Run {
+        let mut c = self.user_cmd(mounts);
+        c.args(["--", "sh", "-c", script]);
+        run(&mut c)
+    }
+
+    /// The installed binary with `args` as `user` (another user than the
+    /// case's), in the prefix, stdin from /dev/null, run with a time limit.
+    pub fn run_as<I, S>(&self, user: &crate::users::User, args: I) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut c = user.command(&self.bin);
+        c.args(args).current_dir(&self.root).stdin(Stdio::null());
+        run(&mut c)
     }
 
     /// A shell command line run as the case's user in the prefix, with

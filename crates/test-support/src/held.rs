@@ -69,12 +69,30 @@ pub fn holders(ids: &[String], kind: &str) -> Vec<u32> {
 /// killed when this is dropped.
 pub struct Group(pub Child);
 
+impl Group {
+    /// `cmd` started in the background in a process group of its own,
+    /// with stdin, stdout and stderr on /dev/null (a holder whose output
+    /// nobody reads).
+    pub fn quiet(cmd: &mut Command) -> Group {
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        Group(child)
+    }
+}
+
 impl Drop for Group {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.0.id())])
-            .stderr(Stdio::null())
-            .status();
+        let _ = crate::cmd::try_run(Command::new("kill").args([
+            "-KILL",
+            "--",
+            &format!("-{}", self.0.id()),
+        ]));
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

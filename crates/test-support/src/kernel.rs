@@ -17,9 +17,8 @@ pub fn crash_image() -> PathBuf {
 /// CPU vulnerability note "Speculative Return Stack Overflow: WARNING" is
 /// not one).
 pub fn problems() -> Vec<String> {
-    let out = Command::new("dmesg")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    let out = crate::cmd::try_run(&mut Command::new("dmesg"))
+        .map(|r| r.stdout())
         .unwrap_or_default();
     out.lines()
         .filter(|l| {

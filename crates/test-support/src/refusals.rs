@@ -37,315 +37,236 @@ pub struct Refusal {
     pub expect: &'static [&'static str],
 }
 
+/// What a row leaves out: no pair, no union, no bind mount, no kept
+/// layer, no `-r`, the site's configuration as it is.
+const ROW: Refusal = Refusal {
+    name: "",
+    pairs: &[],
+    union: &[],
+    binds: &[],
+    writable: None,
+    mutable_root: false,
+    site: None,
+    expect: &[],
+};
+
 pub const TABLE: &[Refusal] = &[
     Refusal {
         name: "duplicate mount point",
         pairs: &[("a.sqfs", ""), ("b.sqfs", ".")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["is used to mount more than one squashfs"],
+        ..ROW
     },
     Refusal {
         name: "image the user cannot read",
         pairs: &[("secret.sqfs", "")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &[
             "unable to read squashfs",
             "secret.sqfs",
             "(Permission denied)",
         ],
+        ..ROW
     },
     Refusal {
         name: "missing image",
         pairs: &[("missing.sqfs", "")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &[
             "unable to read squashfs",
             "missing.sqfs",
             "(No such file or directory)",
         ],
+        ..ROW
     },
     Refusal {
         name: "image that is a directory",
         pairs: &[("dir.sqfs", "")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["invalid squashfs", "dir.sqfs", "is not a regular file"],
+        ..ROW
     },
     Refusal {
         name: "random bytes",
         pairs: &[("random.sqfs", "")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &[
             "random.sqfs",
             "not a valid squashfs file",
             "not a SquashFS image",
         ],
+        ..ROW
     },
     Refusal {
         name: "truncated image",
         pairs: &[("truncated.sqfs", "")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["truncated.sqfs", "truncated"],
+        ..ROW
     },
     Refusal {
         name: "image whose real path has a comma",
         pairs: &[("comma-link.sqfs", "")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["UENV_MOUNT_LIST cannot carry"],
+        ..ROW
     },
     Refusal {
         name: "the same image twice in a union",
-        pairs: &[],
         union: &["a.sqfs", "a.sqfs"],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["named twice in one union"],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer on a file system that cannot hold one",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("/proc/sqfsmnt-layer"),
-        mutable_root: false,
-        site: None,
         expect: &["the writable layer /proc/sqfsmnt-layer is on", "node-local"],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer that is another user's directory",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/layer-roots"),
-        mutable_root: false,
-        site: None,
         expect: &["layer-roots belongs to uid 0 (root), not to you"],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer that is a file",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/a.sqfs"),
-        mutable_root: false,
-        site: None,
         expect: &["cannot open the writable layer", "a.sqfs: Not a directory"],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer writable by others",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/layer-open"),
-        mutable_root: false,
-        site: None,
         expect: &["layer-open is writable by its group or others (mode 0770)"],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer that is not a layer",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/layer-foreign"),
-        mutable_root: false,
-        site: None,
         expect: &[
             "layer-foreign is not a writable layer made by squashfs-mount",
             "it holds precious but no stamp",
         ],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer the user cannot create",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/layer-new"),
-        mutable_root: false,
-        site: None,
         expect: &[
             "cannot create the writable layer",
             "layer-new",
             "Permission denied",
         ],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer behind a directory the user cannot enter",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/private/layer"),
-        mutable_root: false,
-        site: None,
         expect: &[
             "cannot create the writable layer",
             "private/layer",
             "Permission denied",
         ],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer whose parent does not exist",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/no-such-dir/layer"),
-        mutable_root: false,
-        site: None,
         expect: &["no-such-dir/layer", "its parent directory does not exist"],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer in use by another launch",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/layer-busy"),
-        mutable_root: false,
-        site: None,
         expect: &[
             "the writable layer",
             "layer-busy is in use by another launch",
             "wait for that one to end, or give another directory",
         ],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer made on other images",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("table/layer-other"),
-        mutable_root: false,
-        site: None,
         expect: &[
             "layer-other does not belong to the images on",
             "the layer was made on /elsewhere/b.sqfs there",
             "Use another directory for these images",
         ],
+        ..ROW
     },
     Refusal {
         name: "kept writable layer with a mount inside an image's mount point",
         pairs: &[("a.sqfs", "")],
-        union: &[],
         binds: &[("bindsrc", "sub")],
         writable: Some("table/layer-nest"),
-        mutable_root: false,
-        site: None,
         expect: &[
             "nothing can be mounted inside an image's mount point",
             "the bind mount on",
             "mount them side by side",
         ],
+        ..ROW
     },
     Refusal {
         name: "writable layer beyond the RAM ceiling",
         pairs: &[("a.sqfs", "")],
-        union: &[],
-        binds: &[],
         writable: Some("90%"),
-        mutable_root: false,
-        site: None,
         expect: &["--writable", "at most 50% of RAM"],
+        ..ROW
     },
     Refusal {
         name: "mount point that does not exist (without -r)",
         pairs: &[("a.sqfs", "missing")],
-        union: &[],
-        binds: &[],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["the mount path", "/missing does not exist"],
+        ..ROW
     },
     Refusal {
         name: "missing bind source",
-        pairs: &[],
-        union: &[],
         binds: &[("no-such-dir", "")],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &[
             "the bind source",
             "no-such-dir",
             "(No such file or directory)",
         ],
+        ..ROW
     },
     Refusal {
         name: "bind source that is a file",
-        pairs: &[],
-        union: &[],
         binds: &[("a.sqfs", "")],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["the bind source", "a.sqfs is not a directory"],
+        ..ROW
     },
     Refusal {
         name: "bind source the user cannot reach",
-        pairs: &[],
-        union: &[],
         binds: &[("private/inner", "")],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["the bind source", "private/inner", "(Permission denied)"],
+        ..ROW
     },
     Refusal {
         name: "bind destination that does not exist (without -r)",
-        pairs: &[],
-        union: &[],
         binds: &[("bindsrc", "missing")],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["the bind destination", "/missing does not exist"],
+        ..ROW
     },
     Refusal {
         name: "bind destination that is an image's mount point",
         pairs: &[("a.sqfs", "")],
-        union: &[],
         binds: &[("bindsrc", ".")],
-        writable: None,
-        mutable_root: false,
-        site: None,
         expect: &["is used more than once"],
+        ..ROW
     },
     Refusal {
         name: "-r where the site policy does not allow it",
         pairs: &[("a.sqfs", "missing")],
-        union: &[],
-        binds: &[],
-        writable: None,
         mutable_root: true,
         site: Some("allow-mutable-root = no\n"),
         expect: &["is not allowed by the site policy", "allow-mutable-root"],
+        ..ROW
     },
 ];
 
@@ -483,6 +404,39 @@ impl Drop for HelperMustNotRun {
     fn drop(&mut self) {
         let _ = fs::rename(&self.real, &self.at);
     }
+}
+
+/// The row's images, as `IMAGE:MOUNT POINT` with the images in `dir` and
+/// the mount points below `root` (each front end joins them its way).
+pub fn pairs(r: &Refusal, dir: &Path, root: &Path) -> Vec<String> {
+    specs(r.pairs, dir, root)
+}
+
+/// The row's bind mounts, as `SOURCE:DESTINATION` (see [`pairs`]).
+pub fn binds(r: &Refusal, dir: &Path, root: &Path) -> Vec<String> {
+    specs(r.binds, dir, root)
+}
+
+/// The row's union's images, in `dir`, joined by commas.
+pub fn union(r: &Refusal, dir: &Path) -> String {
+    let list: Vec<String> = r
+        .union
+        .iter()
+        .map(|i| dir.join(i).display().to_string())
+        .collect();
+    list.join(",")
+}
+
+fn specs(list: &[(&str, &str)], dir: &Path, root: &Path) -> Vec<String> {
+    list.iter()
+        .map(|(from, sub)| {
+            format!(
+                "{}:{}",
+                dir.join(from).display(),
+                mount_point(root, sub).display()
+            )
+        })
+        .collect()
 }
 
 /// The mount point of `sub` below `root` (`.` and "" are the root).

@@ -1,7 +1,7 @@
 //! Loud skips, and the questions that decide them.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Says that a test (or part of one) was skipped, on the real standard
 /// error: the test harness captures `eprintln!` of passing tests, a write
@@ -17,11 +17,6 @@ pub fn is_root() -> bool {
 
 /// Whether `program` is found in `PATH`.
 pub fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    crate::cmd::try_run(Command::new("sh").args(["-c", &format!("command -v {program}")]))
+        .is_some_and(|r| r.success())
 }

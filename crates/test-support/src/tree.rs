@@ -30,6 +30,43 @@ impl Drop for TempDir {
     }
 }
 
+/// The names of `dir`'s entries for which `keep` holds.
+pub fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| keep(n))
+        .collect()
+}
+
+/// A temporary directory `name`, with its `sub` made by `make`: the
+/// directory, the path of `sub`, and what `make` returned.
+pub fn temp_with<R>(name: &str, sub: &str, make: impl FnOnce(&Path) -> R) -> (TempDir, PathBuf, R) {
+    let t = TempDir::new(name);
+    let path = t.0.join(sub);
+    let made = make(&path);
+    (t, path, made)
+}
+
+/// A temporary directory `name` with [`make_tree`]'s tree (forwards) in
+/// its `sub`: the directory and the tree's path.
+pub fn tree_in(name: &str, sub: &str) -> (TempDir, PathBuf) {
+    let t = TempDir::new(name);
+    let tree = t.0.join(sub);
+    make_tree(&tree, true);
+    (t, tree)
+}
+
+/// Paths under `dir` not owned by `uid` (`find -xdev ! -user`).
+pub fn not_owned_by(dir: &Path, uid: u32) -> String {
+    crate::cmd::run(
+        Command::new("find")
+            .arg(dir)
+            .args(["-xdev", "!", "-user", &uid.to_string()]),
+    )
+    .stdout()
+}
+
 /// xorshift64*: deterministic pseudo-random bytes.
 pub struct Rng(pub u64);
 
@@ -134,18 +171,17 @@ pub fn make_tree(root: &Path, forwards: bool) -> TreeInfo {
     .unwrap();
     info.extra_links += 1;
     let fifo = root.join("dir2/fifo");
-    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(st.success());
+    crate::cmd::run(Command::new("mkfifo").arg(&fifo)).ok();
     info.fifos += 1;
     // Symbolic links and the FIFO: set their own times without following
     // or opening them.
     for p in [root.join("link-to-top"), root.join("dir0/dangling"), fifo] {
-        let st = Command::new("touch")
-            .args(["-h", "-d", "@1600000050"])
-            .arg(&p)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        crate::cmd::run(
+            Command::new("touch")
+                .args(["-h", "-d", "@1600000050"])
+                .arg(&p),
+        )
+        .ok();
     }
     // Fix every directory's mtime last (creating entries changes it).
     let mut dirs = vec![root.to_path_buf()];
@@ -179,7 +215,7 @@ pub fn sqfs_command(bin: &str) -> Command {
 /// (one per line; the test trees have no newlines in names).
 pub fn image_files(image: &Path) -> Vec<String> {
     let o = ok(Command::new("unsquashfs").arg("-lls").arg(image));
-    String::from_utf8_lossy(&o.stdout)
+    o.stdout()
         .lines()
         .filter(|l| {
             !l.starts_with('d')

@@ -55,7 +55,7 @@ pub fn run_without_user_namespaces(uid: u32, gid: u32, argv: &[&str]) -> Run {
         stderr: std::fs::read(dir.join("err")).unwrap_or_default(),
     };
     let _ = std::fs::remove_dir_all(&dir);
-    Run(out)
+    Run(out, String::new())
 }
 
 /// A pipe (read end, write end), both close-on-exec.

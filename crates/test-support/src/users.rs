@@ -8,11 +8,11 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::cmd::{run, Run};
+use crate::cmd::{run, try_run, Run};
 
 const PREFIX: &str = "sqfsmnt-";
 
@@ -160,10 +160,7 @@ impl Drop for Users {
             let _ = std::fs::remove_file(format!("/run/squashfs-mount-fuse/{}.log", u.uid));
         }
         if let Some((g, _)) = &self.group {
-            let _ = Command::new("groupdel")
-                .arg(g)
-                .stderr(Stdio::null())
-                .status();
+            let _ = try_run(Command::new("groupdel").arg(g));
         }
     }
 }
@@ -183,23 +180,13 @@ fn remove_user(name: &str) {
             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
-    let st = Command::new("userdel")
-        .arg(name)
-        .stderr(Stdio::null())
-        .status();
-    if !st.is_ok_and(|s| s.success()) {
-        let _ = Command::new("userdel")
-            .args(["--force", name])
-            .stderr(Stdio::null())
-            .status();
+    let st = try_run(Command::new("userdel").arg(name));
+    if !st.is_some_and(|r| r.success()) {
+        let _ = try_run(Command::new("userdel").args(["--force", name]));
     }
     // The user's private group goes with it (USERGROUPS_ENAB); if not:
     if group_id(name).is_some() {
-        let _ = Command::new("groupdel")
-            .arg(name)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = try_run(Command::new("groupdel").arg(name));
     }
 }
 
@@ -207,13 +194,7 @@ fn remove_user(name: &str) {
 /// zombie waiting for its parent) left out.
 fn pids_of_uid(uid: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
+    for (pid, status) in crate::count::statuses() {
         let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k));
         if field("State:").is_some_and(|s| matches!(s.trim().chars().next(), Some('Z' | 'X'))) {
             continue;
@@ -283,10 +264,7 @@ pub fn remove_stale() {
     }
     for g in names("/etc/group") {
         if stale(&g) || LEGACY_GROUPS.contains(&g.as_str()) {
-            let _ = Command::new("groupdel")
-                .arg(&g)
-                .stderr(Stdio::null())
-                .status();
+            let _ = try_run(Command::new("groupdel").arg(&g));
         }
     }
 }

@@ -2,10 +2,10 @@
 //! SVG chart. The timed part needs squashfs-mount able to mount (installed
 //! setuid root, or run as root); without it that part is skipped loudly.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for, Run};
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::loud_skip;
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{names_in, sqfs_command, temp_with, write, Rng, TempDir};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
@@ -154,9 +154,7 @@ fn rustix_uid() -> u32 {
 
 #[test]
 fn bench_without_runs_gives_table_and_chart() {
-    let t = TempDir::new("bench-norun");
-    let tree = t.path().join("tree");
-    small_tree(&tree);
+    let (t, tree, ()) = temp_with("bench-norun", "tree", small_tree);
     let svg = t.path().join("chart.svg");
     let o = ok(sqfs()
         .args(["bench", "--no-run", "--svg"])
@@ -164,7 +162,7 @@ fn bench_without_runs_gives_table_and_chart() {
         .arg("--work-dir")
         .arg(t.path())
         .arg(&tree));
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stdout = o.stdout();
     let rows = table_rows(&stdout);
     assert_eq!(
         rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
@@ -186,7 +184,7 @@ fn bench_without_runs_gives_table_and_chart() {
         .arg("--work-dir")
         .arg(t.path())
         .arg(&tree));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     let v = j["variants"].as_array().unwrap();
     assert_eq!(v.len(), 2);
     assert_eq!(v[1]["label"], "zstd:1");
@@ -195,20 +193,14 @@ fn bench_without_runs_gives_table_and_chart() {
         v[0]["bytes"].as_u64().unwrap() > v[1]["bytes"].as_u64().unwrap(),
         "lz4 compresses less than zstd"
     );
-    let leftovers: Vec<_> = std::fs::read_dir(t.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("sqfs-bench"))
-        .collect();
+    let leftovers = names_in(t.path(), |n| n.starts_with("sqfs-bench"));
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
 fn bench_times_every_compressor_through_squashfs_mount() {
     let Some(_mount) = mount_usable() else { return };
-    let t = TempDir::new("bench-run");
-    let tree = t.path().join("tree");
-    small_tree(&tree);
+    let (t, tree, ()) = temp_with("bench-run", "tree", small_tree);
     let svg = t.path().join("chart.svg");
     let loops_before = loops_under(t.path()).len();
     // The command must see the image: it checks that it runs on squashfs.
@@ -216,7 +208,7 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         "cat {0}/pkg0/mod1.py {0}/pkg2/mod5.py > /dev/null && stat -f -c %T {0} | grep -qx squashfs",
         tree.display()
     );
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs()
             .args(["bench", "--runs", "2", "--run", &run, "--svg"])
             .arg(&svg)
@@ -225,10 +217,42 @@ fn bench_times_every_compressor_through_squashfs_mount() {
             .arg(&tree),
         Duration::from_secs(120),
     );
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
-    let rows = table_rows(&stdout);
+    o.ok();
+    bench_table_says_it_all(&o.stdout(), &o.stderr());
+    check_svg(&svg, true);
+    // Mounts lived only in squashfs-mount's private namespaces.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(&tree.display().to_string()),
+        "a mount was left on the host"
+    );
+    // Autoclear detaches them once their namespaces are gone (waited
+    // for; the hang limit only catches a leak).
+    let mut loops_after = loops_under(t.path()).len();
+    let started = std::time::Instant::now();
+    while loops_after != loops_before && started.elapsed() < sqfsmnt_test_support::ends::HANG {
+        std::thread::sleep(Duration::from_millis(100));
+        loops_after = loops_under(t.path()).len();
+    }
+    assert_eq!(loops_before, loops_after, "loop devices leaked");
+    // A failing command is reported as such.
+    let o = run_for(
+        sqfs()
+            .args([
+                "bench", "--runs", "1", "--comp", "lz4", "--run", "exit 3", "--svg",
+            ])
+            .arg(&svg)
+            .arg(&tree),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("failed"), "{}", o.stderr());
+}
+
+/// A bench's table: a row of timings for every compressor, the kind of
+/// cold run, each kind of run explained once on stdout.
+fn bench_table_says_it_all(stdout: &str, stderr: &str) {
+    let rows = table_rows(stdout);
     assert_eq!(
         rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
         LABELS,
@@ -257,38 +281,6 @@ fn bench_times_every_compressor_through_squashfs_mount() {
         "{stdout}"
     );
     assert!(!stderr.contains("cold"), "{stderr}");
-    check_svg(&svg, true);
-    // Mounts lived only in squashfs-mount's private namespaces.
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(
-        !mountinfo.contains(&tree.display().to_string()),
-        "a mount was left on the host"
-    );
-    // Autoclear detaches them once their namespaces are gone (waited
-    // for; the hang limit only catches a leak).
-    let mut loops_after = loops_under(t.path()).len();
-    let started = std::time::Instant::now();
-    while loops_after != loops_before && started.elapsed() < sqfsmnt_test_support::ends::HANG {
-        std::thread::sleep(Duration::from_millis(100));
-        loops_after = loops_under(t.path()).len();
-    }
-    assert_eq!(loops_before, loops_after, "loop devices leaked");
-    // A failing command is reported as such.
-    let o = run_with_timeout(
-        sqfs()
-            .args([
-                "bench", "--runs", "1", "--comp", "lz4", "--run", "exit 3", "--svg",
-            ])
-            .arg(&svg)
-            .arg(&tree),
-        Duration::from_secs(60),
-    );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("failed"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 /// A stand-in for squashfs-mount that mounts nothing: it logs every call,
@@ -352,36 +344,11 @@ fn bench_warm_runs_go_through_the_image_cache() {
         let state = t.path().join(format!("state-{gc_image}-{route}"));
         std::fs::create_dir(&state).unwrap();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let run = |json: bool| {
-            // As nobody when root: cold runs then evict the image instead of
-            // dropping the whole machine's caches.
-            let mut inner = std::process::Command::new(bin.join("sqfs"));
-            inner.args(["bench", "--runs", "2", "--comp", "lz4,zstd:1", "--svg"]);
-            inner.arg(t.path().join(format!("c-{gc_image}.svg")));
-            inner.arg("--work-dir").arg(t.path()).arg(&tree);
-            if json {
-                inner.arg("--json");
-            }
-            let mut cmd = if rustix_uid() == 0 {
-                let mut c = std::process::Command::new("setpriv");
-                c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
-                c.arg(inner.get_program()).args(inner.get_args());
-                c
-            } else {
-                inner
-            };
-            cmd.env("FAKE_DIR", &state)
-                .env("FAKE_ROUTE", route)
-                .env_remove("SOURCE_DATE_EPOCH");
-            if !gc_image {
-                cmd.env("FAKE_NO_GC_IMAGE", "1");
-            }
-            run_with_timeout(&mut cmd, Duration::from_secs(120))
-        };
+        let run = |json: bool| fake_bench(&bin, t.path(), &tree, &state, gc_image, route, json);
         let o = run(false);
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{stdout}\n{stderr}");
+        let stdout = o.stdout();
+        let stderr = o.stderr();
+        o.ok();
         assert!(stderr.is_empty(), "quiet success: {stderr}");
         assert_eq!(
             stdout.lines().filter(|l| l.starts_with("cold*:")).count(),
@@ -397,45 +364,10 @@ fn bench_warm_runs_go_through_the_image_cache() {
             "{}",
             path[0]
         );
-        let log = std::fs::read_to_string(state.join("log")).unwrap();
-        let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
-        let cached = launches
-            .iter()
-            .filter(|l| !l.starts_with("--no-cache"))
-            .count();
-        // 2 compressors x 2 rounds x (command, walk).
-        if gc_image {
-            assert!(
-                warm[0].contains("second launch") && warm[0].contains("image cache"),
-                "{}",
-                warm[0]
-            );
-            // Per pair: a fresh cold run, a first and a second cached launch;
-            // plus the probe.
-            assert_eq!(launches.len(), 8 * 3 + 1, "{log}");
-            assert_eq!(cached, 8 * 2 + 1, "{log}");
-            // Both images evicted at the end: nothing left cached.
-            assert_eq!(
-                log.lines().filter(|l| l.starts_with("--gc ")).count(),
-                1 + 2,
-                "{log}"
-            );
-            assert_eq!(
-                std::fs::read_to_string(state.join("instances")).unwrap(),
-                ""
-            );
-        } else {
-            assert!(
-                warm[0].contains("fresh mount") && warm[0].contains("--gc IMAGE"),
-                "{}",
-                warm[0]
-            );
-            assert_eq!(cached, 0, "{log}");
-            assert_eq!(launches.len(), 8 * 2, "{log}");
-        }
+        fake_launches_as_said(&state, gc_image, warm[0]);
         let o = run(true);
-        assert!(o.status.success());
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        o.ok();
+        let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
         assert_eq!(j["warm_method"], want);
         assert_eq!(j["mount_path"]["path"], route);
         assert_eq!(j["mount_path"]["reason"], "fake reason");
@@ -497,12 +429,11 @@ fn bench_by_a_user_on_their_own_tree_says_it_measured_the_fuse_path() {
         if json {
             c.arg("--json");
         }
-        run_with_timeout(&mut c, Duration::from_secs(120))
+        run_for(&mut c, Duration::from_secs(120))
     };
     let o = run(false);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let stdout = o.stdout();
+    o.ok();
     let path: Vec<&str> = stdout.lines().filter(|l| l.starts_with("path: ")).collect();
     assert_eq!(path.len(), 1, "{stdout}");
     assert!(
@@ -516,9 +447,88 @@ fn bench_by_a_user_on_their_own_tree_says_it_measured_the_fuse_path() {
     assert_eq!(warm.len(), 1, "{stdout}");
     assert!(!warm[0].contains("cache off"), "{}", warm[0]);
     let o = run(true);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    o.ok();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(j["mount_path"]["path"], "FUSE");
     // The user's FUSE instances are cached: warm runs reuse them.
     assert_eq!(j["warm_method"], "image_cache");
+}
+
+/// `sqfs bench --runs 2 --comp lz4,zstd:1` of `tree` with the fake
+/// squashfs-mount in `bin` (as nobody when root: cold runs then evict the
+/// image instead of dropping the whole machine's caches), logging into
+/// `state`.
+fn fake_bench(
+    bin: &Path,
+    work: &Path,
+    tree: &Path,
+    state: &Path,
+    gc_image: bool,
+    route: &str,
+    json: bool,
+) -> Run {
+    let mut inner = std::process::Command::new(bin.join("sqfs"));
+    inner.args(["bench", "--runs", "2", "--comp", "lz4,zstd:1", "--svg"]);
+    inner.arg(work.join(format!("c-{gc_image}.svg")));
+    inner.arg("--work-dir").arg(work).arg(tree);
+    if json {
+        inner.arg("--json");
+    }
+    let mut cmd = if rustix_uid() == 0 {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
+        c.arg(inner.get_program()).args(inner.get_args());
+        c
+    } else {
+        inner
+    };
+    cmd.env("FAKE_DIR", state)
+        .env("FAKE_ROUTE", route)
+        .env_remove("SOURCE_DATE_EPOCH");
+    if !gc_image {
+        cmd.env("FAKE_NO_GC_IMAGE", "1");
+    }
+    run_for(&mut cmd, Duration::from_secs(120))
+}
+
+/// The fake's log: with `--gc IMAGE` (`gc_image`) warm runs are second
+/// launches through the cache and every image is evicted at the end;
+/// without, warm runs are fresh mounts.
+fn fake_launches_as_said(state: &Path, gc_image: bool, warm: &str) {
+    let log = std::fs::read_to_string(state.join("log")).unwrap();
+    let launches: Vec<&str> = log.lines().filter(|l| l.contains(" -- ")).collect();
+    let cached = launches
+        .iter()
+        .filter(|l| !l.starts_with("--no-cache"))
+        .count();
+    // 2 compressors x 2 rounds x (command, walk).
+    if gc_image {
+        assert!(
+            warm.contains("second launch") && warm.contains("image cache"),
+            "{}",
+            warm
+        );
+        // Per pair: a fresh cold run, a first and a second cached launch;
+        // plus the probe.
+        assert_eq!(launches.len(), 8 * 3 + 1, "{log}");
+        assert_eq!(cached, 8 * 2 + 1, "{log}");
+        // Both images evicted at the end: nothing left cached.
+        assert_eq!(
+            log.lines().filter(|l| l.starts_with("--gc ")).count(),
+            1 + 2,
+            "{log}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(state.join("instances")).unwrap(),
+            ""
+        );
+    } else {
+        assert!(
+            warm.contains("fresh mount") && warm.contains("--gc IMAGE"),
+            "{}",
+            warm
+        );
+        assert_eq!(cached, 0, "{log}");
+        assert_eq!(launches.len(), 8 * 2, "{log}");
+    }
 }

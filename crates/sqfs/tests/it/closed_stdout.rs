@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::cmd::{ok, run_for, Run};
+use sqfsmnt_test_support::tree::{sqfs_command, temp_with, write, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};
 
 fn sqfs() -> Command {
@@ -32,7 +32,8 @@ fn tree(root: &Path) {
 }
 
 /// `cmd` with its standard output a pipe nobody reads any more.
-fn closed_stdout(cmd: &mut Command) -> Output {
+/// (Its stdout is what is under test: not [`run`]'s pipe.)
+fn closed_stdout(cmd: &mut Command) -> Run {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let mut child = cmd
@@ -48,22 +49,18 @@ fn closed_stdout(cmd: &mut Command) -> Output {
         v
     };
     let status = child.wait().unwrap();
-    Output {
+    let out = Output {
         status,
         stdout: Vec::new(),
         stderr,
-    }
+    };
+    Run::of(cmd, out)
 }
 
 #[track_caller]
-fn quiet_141(what: &str, o: &Output) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(141),
-        "{what}: {:?}, stderr: {err}",
-        o.status
-    );
+fn quiet_141(what: &str, o: &Run) {
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(141), "{what}: {o:?}");
     assert!(err.is_empty(), "{what}: stderr: {err}");
 }
 
@@ -73,9 +70,7 @@ fn every_printing_subcommand_ends_quietly_with_141() {
         loud_skip("closed standard output of sqfs: mksquashfs (squashfs-tools) missing");
         return;
     }
-    let t = TempDir::new("closed-stdout");
-    let dir = t.path().join("tree");
-    tree(&dir);
+    let (t, dir, ()) = temp_with("closed-stdout", "tree", tree);
     let image = t.path().join("a.sqfs");
     ok(sqfs().args(["pack", "--quiet"]).arg(&dir).arg(&image));
 
@@ -153,16 +148,9 @@ fn every_printing_subcommand_ends_quietly_with_141() {
 fn errors_still_say_what_went_wrong() {
     let t = TempDir::new("closed-stdout-error");
     let o = closed_stdout(sqfs().arg("inspect").arg(t.path().join("missing.sqfs")));
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("missing.sqfs"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("missing.sqfs"), "{}", o.stderr());
     // And an open standard output still gets everything.
-    let o = run_with_timeout(sqfs().arg("--version"), Duration::from_secs(10));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        format!("{}\n", env!("CARGO_PKG_VERSION"))
-    );
+    let o = run_for(sqfs().arg("--version"), Duration::from_secs(10));
+    assert_eq!(o.stdout(), format!("{}\n", env!("CARGO_PKG_VERSION")));
 }

@@ -4,25 +4,14 @@
 
 use std::collections::BTreeSet;
 
+use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::{have, loud_skip};
 use std::process::Command;
 
 fn sqfs(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sqfs"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sqfs {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "sqfs {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    run(Command::new(env!("CARGO_BIN_EXE_sqfs")).args(args))
+        .quiet()
+        .stdout()
 }
 
 /// The long options `sqfs <sub> --help` lists (the lines of its Options:
@@ -76,27 +65,13 @@ fn scripts_for_each_shell_are_valid_and_leave_out_hidden_commands() {
             ));
             continue;
         }
-        let out = Command::new(shell)
-            .arg("-n")
-            .arg("-c")
-            .arg(&script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{shell} -n: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run(Command::new(shell).arg("-n").arg("-c").arg(&script)).ok();
     }
-    assert!(
-        Command::new(env!("CARGO_BIN_EXE_sqfs"))
-            .args(["completions", "tcsh"])
-            .output()
-            .unwrap()
-            .status
-            .code()
-            == Some(1),
-        "an unknown shell is a wrong command line: exit 1 (sqfs(1), EXIT STATUS)"
+    let r = run(Command::new(env!("CARGO_BIN_EXE_sqfs")).args(["completions", "tcsh"]));
+    assert_eq!(
+        r.code(),
+        Some(1),
+        "an unknown shell is a wrong command line: exit 1 (sqfs(1), EXIT STATUS): {r:?}"
     );
 }
 
@@ -109,21 +84,14 @@ fn fish_offers_the_subcommands_and_their_options() {
     }
     let script = sqfs(&["completions", "fish"]);
     let query = |line: &str| -> BTreeSet<String> {
-        let out = Command::new("fish")
+        run(Command::new("fish")
             .arg("-c")
-            .arg(format!("{script}\ncomplete -C '{line}'"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "fish: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| l.split('\t').next().unwrap().to_string())
-            .collect()
+            .arg(format!("{script}\ncomplete -C '{line}'")))
+        .ok()
+        .stdout()
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect()
     };
     let subs = query("sqfs ");
     assert_eq!(
@@ -150,19 +118,17 @@ fn fish_offers_the_subcommands_and_their_options() {
 #[test]
 fn make_install_installs_the_completions() {
     let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let have_make = Command::new("make").arg("--version").output().is_ok();
+    let have_make = try_run(Command::new("make").arg("--version")).is_some();
     if !have_make {
         loud_skip("make_install_installs_the_completions: make is not installed");
         return;
     }
-    let dry = Command::new("make")
+    let dry = run(Command::new("make")
         .arg("-C")
         .arg(&top)
-        .args(["-n", "install"])
-        .output()
-        .unwrap();
+        .args(["-n", "install"]));
     assert!(
-        String::from_utf8_lossy(&dry.stdout).contains("install-completions"),
+        dry.stdout().contains("install-completions"),
         "make install does not install the completions"
     );
     let target = std::path::Path::new(env!("CARGO_BIN_EXE_sqfs"))
@@ -171,17 +137,15 @@ fn make_install_installs_the_completions() {
         .unwrap()
         .to_path_buf();
     let dest = std::env::temp_dir().join(format!("sqfs-completions-{}", std::process::id()));
-    let o = Command::new("make")
+    let o = run(Command::new("make")
         .arg("-C")
         .arg(&top)
         .arg("--no-print-directory")
         .arg("install-completions")
         .arg(format!("DESTDIR={}", dest.display()))
         .arg("PREFIX=/usr/local")
-        .arg(format!("CARGO_TARGET_DIR={}", target.display()))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        .arg(format!("CARGO_TARGET_DIR={}", target.display())));
+    o.ok();
     let share = dest.join("usr/local/share");
     for f in [
         "bash-completion/completions/squashfs-mount",

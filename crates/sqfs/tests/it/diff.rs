@@ -7,18 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{set_mtime, sqfs_command, write, Rng, TempDir};
-use sqfsmnt_test_support::{loud_skip, Run};
+use sqfsmnt_test_support::cmd::{ok, run};
+use sqfsmnt_test_support::loud_skip;
+use sqfsmnt_test_support::tree::{set_mtime, sqfs_command, temp_with, write, Rng, TempDir};
 
 fn sqfs() -> Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
-}
-
-fn run(c: &mut Command) -> Run {
-    Run(run_with_timeout(c, Duration::from_secs(120)))
 }
 
 /// The same tree for every call: small files (in fragments), a file of
@@ -132,7 +127,7 @@ fn mksquashfs(tree: &Path, image: &Path, pseudo: &[&str], extra: &[&str]) {
 
 fn diff_json(a: &Path, b: &Path, extra: &[&str]) -> serde_json::Value {
     let o = ok(sqfs().args(["diff", "--json"]).args(extra).arg(a).arg(b));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
 /// path -> "added" / "removed" / "changed: what,what".
@@ -217,34 +212,28 @@ fn diff_names_exactly_the_entries_that_changed_and_how() {
     assert_eq!(d["removed"], 5);
     assert_eq!(d["changed"], if xattrs { 10 } else { 9 });
     // Both sides of a change, as each image has them.
-    let tool = d["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == "/bin/tool")
-        .unwrap();
+    let change = |path: &str| {
+        d["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap()
+            .clone()
+    };
+    let tool = change("/bin/tool");
     assert_eq!(
         (&tool["b"]["uid"], &tool["b"]["gid"]),
         (&1234.into(), &4321.into())
     );
     assert_eq!(tool["a"]["mode"], "0755");
-    let link = d["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["path"] == "/link")
-        .unwrap();
+    let link = change("/link");
     assert_eq!(
         (&link["a"]["target"], &link["b"]["target"]),
         (&"small/001.txt".into(), &"small/002.txt".into())
     );
     if xattrs {
-        let x = d["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["path"] == "/xattr.txt")
-            .unwrap();
+        let x = change("/xattr.txt");
         assert_eq!(x["xattrs"]["added"][0], "user.new");
         assert_eq!(x["xattrs"]["changed"][0], "user.mime");
     }
@@ -260,10 +249,14 @@ fn diff_names_exactly_the_entries_that_changed_and_how() {
     }
     assert_eq!(back.len(), expected(xattrs).len());
 
-    // As text: a line per change, then the totals.
-    let o = ok(sqfs().arg("diff").arg(&a).arg(&b));
-    assert!(o.stderr.is_empty());
-    let text = String::from_utf8(o.stdout).unwrap();
+    diff_text_says_the_same(&a, &b, xattrs);
+}
+
+/// As text: a line per change, then the totals.
+fn diff_text_says_the_same(a: &Path, b: &Path, xattrs: bool) {
+    let o = ok(sqfs().arg("diff").arg(a).arg(b));
+    assert!(o.0.stderr.is_empty());
+    let text = String::from_utf8(o.0.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), expected(xattrs).len() + 1, "{text}");
     for (line, (path, change)) in lines.iter().zip(expected(xattrs)) {
@@ -333,7 +326,7 @@ fn compressor_and_block_size_do_not_count_and_alike_images_decompress_nothing() 
         "{d}"
     );
     let o = ok(sqfs().arg("diff").arg(&c).arg(&c3));
-    let text = String::from_utf8(o.stdout).unwrap();
+    let text = String::from_utf8(o.0.stdout).unwrap();
     assert!(
         text.starts_with(&format!(
             "{} and {} hold the same tree (",
@@ -346,9 +339,7 @@ fn compressor_and_block_size_do_not_count_and_alike_images_decompress_nothing() 
 
 #[test]
 fn times_are_compared_on_request_and_exit_code_says_whether_they_differ() {
-    let t = TempDir::new("diff-times");
-    let tree_dir = t.path().join("tree");
-    tree(&tree_dir);
+    let (t, tree_dir, _) = temp_with("diff-times", "tree", tree);
     let (a, b) = (t.path().join("a.sqfs"), t.path().join("b.sqfs"));
     ok(sqfs().args(["pack", "-q"]).arg(&tree_dir).arg(&a));
     // A file's time changes, nothing else (its directory keeps its own).

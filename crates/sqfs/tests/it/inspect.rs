@@ -1,8 +1,8 @@
 //! `sqfs inspect`: agrees with `unsquashfs -s` for images of every
 //! compressor, and fails clearly (never crashes or hangs) on bad input.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
+use sqfsmnt_test_support::cmd::{ok, run_for};
+use sqfsmnt_test_support::tree::{make_tree, sqfs_command, temp_with, tree_in, Rng, TempDir};
 use sqfsmnt_test_support::{have, loud_skip};
 
 fn sqfs() -> std::process::Command {
@@ -23,7 +23,7 @@ fn mksquashfs(dir: &Path, image: &Path, args: &[&str]) {
 
 fn inspect_json(image: &Path) -> serde_json::Value {
     let o = ok(sqfs().args(["inspect", "--json"]).arg(image));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
 /// `unsquashfs -s`, as key -> value lines ("Compression" -> "zstd", ...),
@@ -33,7 +33,7 @@ fn unsquashfs_s(image: &Path) -> BTreeMap<String, String> {
         .arg("-s")
         .arg(image)
         .env("TZ", "UTC"));
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let text = o.stdout();
     let mut m = BTreeMap::new();
     let mut options = Vec::new();
     for line in text.lines() {
@@ -95,9 +95,27 @@ fn ctime(t: i64) -> String {
     )
 }
 
+/// `sqfs inspect` of `image` says what `unsquashfs -s` and `-lls` say.
 fn compare(image: &Path, label: &str) {
     let j = inspect_json(image);
     let u = unsquashfs_s(image);
+    compare_numbers(&j, &u, label);
+    compare_flags(&j, &u, label);
+    compare_text(&j, image, label);
+    let opts = &u["options"];
+    if j["compressor_options"]["stored"].as_bool().unwrap() {
+        assert_eq!(*opts, stored_options(&j), "{label}: compressor options");
+    } else {
+        assert_eq!(
+            opts, "",
+            "{label}: unsquashfs shows options the image does not store"
+        );
+    }
+    compare_counts(&j, image, label);
+}
+
+/// The superblock's numbers and time, against `unsquashfs -s`.
+fn compare_numbers(j: &serde_json::Value, u: &BTreeMap<String, String>, label: &str) {
     let n = |k: &str| match u.get(k) {
         Some(v) => v.split_whitespace().next().unwrap().parse::<u64>().unwrap(),
         None if k == "Number of xattr ids" => 0, // not printed when -no-xattrs
@@ -108,86 +126,88 @@ fn compare(image: &Path, label: &str) {
         u["Compression"],
         "{label}: compressor"
     );
-    assert_eq!(
-        j["bytes_used"].as_u64().unwrap(),
-        n("Filesystem size"),
-        "{label}: size"
-    );
-    assert_eq!(
-        j["block_size"].as_u64().unwrap(),
-        n("Block size"),
-        "{label}: block size"
-    );
-    assert_eq!(
-        j["fragments"].as_u64().unwrap(),
-        n("Number of fragments"),
-        "{label}: fragments"
-    );
-    assert_eq!(
-        j["inodes"].as_u64().unwrap(),
-        n("Number of inodes"),
-        "{label}: inodes"
-    );
-    assert_eq!(
-        j["ids"].as_array().unwrap().len() as u64,
-        n("Number of ids"),
-        "{label}: ids"
-    );
-    assert_eq!(
-        j["xattrs"]["sets"].as_u64().unwrap(),
-        n("Number of xattr ids"),
-        "{label}: xattr ids"
-    );
+    // (the JSON's number, unsquashfs's line, what it is)
+    for (ours, theirs, what) in [
+        (j["bytes_used"].as_u64(), "Filesystem size", "size"),
+        (j["block_size"].as_u64(), "Block size", "block size"),
+        (j["fragments"].as_u64(), "Number of fragments", "fragments"),
+        (j["inodes"].as_u64(), "Number of inodes", "inodes"),
+        (
+            j["ids"].as_array().map(|a| a.len() as u64),
+            "Number of ids",
+            "ids",
+        ),
+        (
+            j["xattrs"]["sets"].as_u64(),
+            "Number of xattr ids",
+            "xattr ids",
+        ),
+    ] {
+        assert_eq!(ours.unwrap(), n(theirs), "{label}: {what}");
+    }
     assert_eq!(
         ctime(j["mkfs_time"].as_i64().unwrap()),
         u["Creation or last append time"],
         "{label}: time"
     );
+}
+
+/// The superblock's flags, against `unsquashfs -s`'s sentences.
+fn compare_flags(j: &serde_json::Value, u: &BTreeMap<String, String>, label: &str) {
     let f = &j["flags"];
     let says = |key: &str, yes: &str| u.get(key).is_some_and(|l| l.contains(yes));
-    assert_eq!(
-        f["exportable"].as_bool().unwrap(),
-        says("Filesystem", "is exportable"),
-        "{label}: exportable"
-    );
-    assert_eq!(
-        f["fragments"].as_bool().unwrap(),
-        !says("Fragments", "not stored"),
-        "{label}: fragments"
-    );
-    assert_eq!(
-        f["compressed_fragments"].as_bool().unwrap() || !f["fragments"].as_bool().unwrap(),
-        !says("Fragments", "uncompressed"),
-        "{label}"
-    );
-    assert_eq!(
-        f["always_use_fragments"].as_bool().unwrap(),
-        says("Always-use-fragments", "is specified"),
-        "{label}"
-    );
-    assert_eq!(
-        f["duplicates_removed"].as_bool().unwrap(),
-        says("Duplicates", "are removed"),
-        "{label}"
-    );
-    assert_eq!(
-        f["compressed_inodes"].as_bool().unwrap(),
-        says("Inodes", "are compressed"),
-        "{label}"
-    );
-    assert_eq!(
-        f["compressed_data"].as_bool().unwrap(),
-        says("Data", "is compressed"),
-        "{label}"
-    );
-    assert_eq!(
-        !j["xattrs"]["left_out"].as_bool().unwrap(),
-        !says("Xattrs", "not stored"),
-        "{label}"
-    );
-    // The text says what the JSON says.
+    let flag = |k: &str| f[k].as_bool().unwrap();
+    // (what the JSON says, what unsquashfs says, what it is)
+    for (ours, theirs, what) in [
+        (
+            flag("exportable"),
+            says("Filesystem", "is exportable"),
+            "exportable",
+        ),
+        (
+            flag("fragments"),
+            !says("Fragments", "not stored"),
+            "fragments",
+        ),
+        (
+            flag("compressed_fragments") || !flag("fragments"),
+            !says("Fragments", "uncompressed"),
+            "compressed fragments",
+        ),
+        (
+            flag("always_use_fragments"),
+            says("Always-use-fragments", "is specified"),
+            "always-use-fragments",
+        ),
+        (
+            flag("duplicates_removed"),
+            says("Duplicates", "are removed"),
+            "duplicates",
+        ),
+        (
+            flag("compressed_inodes"),
+            says("Inodes", "are compressed"),
+            "inodes",
+        ),
+        (
+            flag("compressed_data"),
+            says("Data", "is compressed"),
+            "data",
+        ),
+        (
+            !j["xattrs"]["left_out"].as_bool().unwrap(),
+            !says("Xattrs", "not stored"),
+            "xattrs",
+        ),
+    ] {
+        assert_eq!(ours, theirs, "{label}: {what}");
+    }
+}
+
+/// The text says what the JSON says.
+fn compare_text(j: &serde_json::Value, image: &Path, label: &str) {
     let o = ok(sqfs().arg("inspect").arg(image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     let line = text.lines().find(|l| l.starts_with("Xattrs:")).unwrap();
     let x = &j["xattrs"];
     let want = if x["left_out"] == true {
@@ -204,55 +224,53 @@ fn compare(image: &Path, label: &str) {
         time.contains(j["mkfs_time_utc"].as_str().unwrap()),
         "{label}: {time}"
     );
-    // Compressor options, where the image stores them.
+}
+
+/// The compressor options the image stores, as `unsquashfs -s` words
+/// them.
+fn stored_options(j: &serde_json::Value) -> String {
     let o = &j["compressor_options"];
-    let opts = &u["options"];
-    if o["stored"].as_bool().unwrap() {
-        let expect = match j["compressor"].as_str().unwrap() {
-            "zstd" => format!("compression-level {}", o["level"]),
-            "gzip" => format!(
-                "compression-level {}; window-size {}",
-                o["level"], o["window_size"]
-            ),
-            "xz" => {
-                let mut s = format!("Dictionary size {}", o["dictionary_size"]);
-                if let Some(f) = o["filters"].as_array() {
-                    let names: Vec<&str> = f.iter().map(|x| x.as_str().unwrap()).collect();
-                    s += &format!("; Filters selected: {}", names.join(", "));
-                }
-                s
+    let mut expect = match j["compressor"].as_str().unwrap() {
+        "zstd" => format!("compression-level {}", o["level"]),
+        "gzip" => format!(
+            "compression-level {}; window-size {}",
+            o["level"], o["window_size"]
+        ),
+        "xz" => {
+            let mut s = format!("Dictionary size {}", o["dictionary_size"]);
+            if let Some(f) = o["filters"].as_array() {
+                let names: Vec<&str> = f.iter().map(|x| x.as_str().unwrap()).collect();
+                s += &format!("; Filters selected: {}", names.join(", "));
             }
-            "lz4" => {
-                if o["high_compression"] == true {
-                    "High Compression option specified (-Xhc)".into()
-                } else {
-                    String::new()
-                }
-            }
-            "lzo" => match o["level"].as_u64() {
-                Some(l) => format!(
-                    "algorithm {}; compression level {l}",
-                    o["algorithm"].as_str().unwrap()
-                ),
-                None => format!("algorithm {}", o["algorithm"].as_str().unwrap()),
-            },
-            other => panic!("{other}"),
-        };
-        let mut expect = expect;
-        if let Some(s) = o["strategies"].as_array() {
-            let names: Vec<&str> = s.iter().map(|x| x.as_str().unwrap()).collect();
-            expect += &format!("; Strategies selected: {}", names.join(", "));
+            s
         }
-        assert_eq!(*opts, expect, "{label}: compressor options");
-    } else {
-        assert_eq!(
-            opts, "",
-            "{label}: unsquashfs shows options the image does not store"
-        );
+        "lz4" => {
+            if o["high_compression"] == true {
+                "High Compression option specified (-Xhc)".into()
+            } else {
+                String::new()
+            }
+        }
+        "lzo" => match o["level"].as_u64() {
+            Some(l) => format!(
+                "algorithm {}; compression level {l}",
+                o["algorithm"].as_str().unwrap()
+            ),
+            None => format!("algorithm {}", o["algorithm"].as_str().unwrap()),
+        },
+        other => panic!("{other}"),
+    };
+    if let Some(s) = o["strategies"].as_array() {
+        let names: Vec<&str> = s.iter().map(|x| x.as_str().unwrap()).collect();
+        expect += &format!("; Strategies selected: {}", names.join(", "));
     }
-    // File counts against the listing (every name once).
+    expect
+}
+
+/// File counts against the listing (every name once).
+fn compare_counts(j: &serde_json::Value, image: &Path, label: &str) {
     let l = ok(Command::new("unsquashfs").arg("-lls").arg(image));
-    let listing = String::from_utf8_lossy(&l.stdout);
+    let listing = l.stdout();
     let mut kinds: BTreeMap<char, u64> = BTreeMap::new();
     for line in listing
         .lines()
@@ -284,11 +302,76 @@ fn compare(image: &Path, label: &str) {
     );
 }
 
+/// The images `inspect_matches_unsquashfs_for_every_compressor` builds:
+/// (label, mksquashfs options).
+const INSPECT_VARIANTS: &[(&str, &[&str])] = &[
+    ("gzip", &["-comp", "gzip"]),
+    (
+        "gzip-options",
+        &[
+            "-comp",
+            "gzip",
+            "-Xcompression-level",
+            "3",
+            "-Xwindow-size",
+            "10",
+            "-Xstrategy",
+            "default,filtered",
+        ],
+    ),
+    ("lzo", &["-comp", "lzo"]),
+    ("lzo1x_1", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1"]),
+    ("lzo1x_1_15", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1_15"]),
+    ("lzo-level", &["-comp", "lzo", "-Xcompression-level", "2"]),
+    ("lz4", &["-comp", "lz4"]),
+    ("lz4-hc", &["-comp", "lz4", "-Xhc"]),
+    ("xz", &["-comp", "xz"]),
+    (
+        "xz-bcj",
+        &["-comp", "xz", "-Xbcj", "x86,arm", "-Xdict-size", "50%"],
+    ),
+    ("zstd", &["-comp", "zstd"]),
+    (
+        "zstd-19-1M",
+        &["-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"],
+    ),
+    ("zstd-4K", &["-comp", "zstd", "-b", "4K"]),
+    (
+        "flags",
+        &[
+            "-comp",
+            "gzip",
+            "-no-fragments",
+            "-no-duplicates",
+            "-noI",
+            "-noD",
+            "-no-xattrs",
+            "-no-exports",
+        ],
+    ),
+    (
+        "always-fragments",
+        &[
+            "-comp",
+            "zstd",
+            "-always-use-fragments",
+            "-noF",
+            "-noX",
+            "-all-root",
+        ],
+    ),
+];
+
+/// The line `Mountable here: ...` of `sqfs inspect`'s text.
+fn mountable_line(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("Mountable here:"))
+        .unwrap()
+}
+
 #[test]
 fn inspect_matches_unsquashfs_for_every_compressor() {
-    let t = TempDir::new("inspect-match");
-    let dir = t.path().join("tree");
-    let info = make_tree(&dir, true);
+    let (t, dir, info) = temp_with("inspect-match", "tree", |p| make_tree(p, true));
     if have("setfattr") {
         for (f, v) in [
             ("top.txt", "a"),
@@ -302,99 +385,26 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     } else {
         loud_skip("setfattr (Debian package attr) is missing, so images without xattrs only");
     }
-    let variants: &[(&str, &[&str])] = &[
-        ("gzip", &["-comp", "gzip"]),
-        (
-            "gzip-options",
-            &[
-                "-comp",
-                "gzip",
-                "-Xcompression-level",
-                "3",
-                "-Xwindow-size",
-                "10",
-                "-Xstrategy",
-                "default,filtered",
-            ],
-        ),
-        ("lzo", &["-comp", "lzo"]),
-        ("lzo1x_1", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1"]),
-        ("lzo1x_1_15", &["-comp", "lzo", "-Xalgorithm", "lzo1x_1_15"]),
-        ("lzo-level", &["-comp", "lzo", "-Xcompression-level", "2"]),
-        ("lz4", &["-comp", "lz4"]),
-        ("lz4-hc", &["-comp", "lz4", "-Xhc"]),
-        ("xz", &["-comp", "xz"]),
-        (
-            "xz-bcj",
-            &["-comp", "xz", "-Xbcj", "x86,arm", "-Xdict-size", "50%"],
-        ),
-        ("zstd", &["-comp", "zstd"]),
-        (
-            "zstd-19-1M",
-            &["-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"],
-        ),
-        ("zstd-4K", &["-comp", "zstd", "-b", "4K"]),
-        (
-            "flags",
-            &[
-                "-comp",
-                "gzip",
-                "-no-fragments",
-                "-no-duplicates",
-                "-noI",
-                "-noD",
-                "-no-xattrs",
-                "-no-exports",
-            ],
-        ),
-        (
-            "always-fragments",
-            &[
-                "-comp",
-                "zstd",
-                "-always-use-fragments",
-                "-noF",
-                "-noX",
-                "-all-root",
-            ],
-        ),
-    ];
-    for (label, args) in variants {
+    for (label, args) in INSPECT_VARIANTS {
         let image = t.path().join(format!("{label}.sqfs"));
         mksquashfs(&dir, &image, args);
         compare(&image, label);
         let j = inspect_json(&image);
-        assert_eq!(
-            j["files"]["regular_files"].as_u64().unwrap(),
-            info.regular,
-            "{label}"
-        );
-        assert_eq!(j["files"]["fifos"].as_u64().unwrap(), info.fifos, "{label}");
-        assert_eq!(
-            j["files"]["symlinks"].as_u64().unwrap(),
-            info.symlinks,
-            "{label}"
-        );
-        assert_eq!(
-            j["files"]["directories"].as_u64().unwrap(),
-            info.dirs,
-            "{label}"
-        );
-        assert_eq!(
-            j["files"]["extra_links"].as_u64().unwrap(),
-            info.extra_links,
-            "{label}"
-        );
-        assert_eq!(
-            j["files"]["file_bytes"].as_u64().unwrap(),
-            info.bytes,
-            "{label}"
-        );
+        for (key, want) in [
+            ("regular_files", info.regular),
+            ("fifos", info.fifos),
+            ("symlinks", info.symlinks),
+            ("directories", info.dirs),
+            ("extra_links", info.extra_links),
+            ("file_bytes", info.bytes),
+        ] {
+            assert_eq!(j["files"][key].as_u64().unwrap(), want, "{label}: {key}");
+        }
         assert_eq!(j["kernel"]["can_mount"], true, "{label}: {}", j["kernel"]);
     }
     // The human-readable form names the essentials.
     let o = ok(sqfs().arg("inspect").arg(t.path().join("xz-bcj.sqfs")));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     for needle in [
         "Compressor:       xz",
         "filters x86,arm",
@@ -412,7 +422,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
     assert_eq!(j["files"]["regular_files"].as_u64().unwrap(), info.regular);
     assert_eq!(j["kernel"]["can_mount"], false);
     let o = ok(sqfs().arg("inspect").arg(&image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(
         text.contains("Mountable here:   NO, not mountable here: the image uses lzma"),
         "{text}"
@@ -421,9 +431,7 @@ fn inspect_matches_unsquashfs_for_every_compressor() {
 
 #[test]
 fn inspect_refuses_what_the_kernel_path_refuses() {
-    let t = TempDir::new("inspect-verdict");
-    let dir = t.path().join("tree");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("inspect-verdict", "tree");
     // -nopad: squashfs-mount refuses the image (a loop device cannot hold
     // its last block), so inspect says it is not mountable here, with the
     // same verdict code (squashfs_format::kernel::image_verdict).
@@ -439,7 +447,7 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
     );
     assert_eq!(j["kernel"]["can_mount"], false, "{}", j["kernel"]);
     let o = ok(sqfs().arg("inspect").arg(&image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(
         text.contains("NO, not mountable here") && text.contains("truncate -s %4096"),
         "{text}"
@@ -455,13 +463,13 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
     // Labelled time: a mksquashfs image is stamped when it was built, a
     // sqfs pack image with the newest file time.
     let o = ok(sqfs().arg("inspect").arg(&image));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(text.contains("set when the image was built"), "{text}");
     assert_eq!(j["newest_file_time"], 1_600_000_100);
     let packed = t.path().join("packed.sqfs");
     ok(sqfs().arg("pack").arg(&dir).arg(&packed));
     let o = ok(sqfs().arg("inspect").arg(&packed));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     assert!(
         text.contains("Image time:       2020-09-13T12:28:20Z (1600000100): the newest file time in the image"),
         "{text}"
@@ -469,9 +477,9 @@ fn inspect_refuses_what_the_kernel_path_refuses() {
 }
 
 fn expect_error(path: &Path, want: &str) {
-    let o = run_with_timeout(sqfs().arg("inspect").arg(path), Duration::from_secs(20));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{}: {err}", path.display());
+    let o = run_for(sqfs().arg("inspect").arg(path), Duration::from_secs(20));
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{}: {err}", path.display());
     assert!(
         err.starts_with(&format!("sqfs: {}: ", path.display())),
         "{err}"
@@ -482,14 +490,12 @@ fn expect_error(path: &Path, want: &str) {
         path.display()
     );
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert!(o.stdout.is_empty());
+    assert!(o.0.stdout.is_empty());
 }
 
 #[test]
 fn inspect_fails_clearly_on_bad_files() {
-    let t = TempDir::new("inspect-bad");
-    let dir = t.path().join("tree");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("inspect-bad", "tree");
     let good = t.path().join("good.sqfs");
     mksquashfs(&dir, &good, &["-comp", "zstd"]);
     let bytes = std::fs::read(&good).unwrap();
@@ -519,11 +525,11 @@ fn inspect_fails_clearly_on_bad_files() {
     let mut fake = b"hsqs".to_vec();
     fake.extend(rng.bytes(10_000));
     std::fs::write(p("fake"), &fake).unwrap();
-    let o = run_with_timeout(
+    let o = run_for(
         sqfs().arg("inspect").arg(p("fake")),
         Duration::from_secs(20),
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.code(), Some(1));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &bytes).unwrap();
     std::fs::write(p("image.gz"), gz.finish().unwrap()).unwrap();
@@ -544,9 +550,7 @@ fn inspect_fails_clearly_on_bad_files() {
 /// or a report, never panics, hangs or allocates wildly.
 #[test]
 fn inspect_survives_corrupted_metadata() {
-    let t = TempDir::new("inspect-corrupt");
-    let dir = t.path().join("tree");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("inspect-corrupt", "tree");
     let mut rng = Rng(99);
     for comp in ["gzip", "lzo", "lz4", "xz", "zstd"] {
         let image = t.path().join(format!("{comp}.sqfs"));
@@ -625,14 +629,11 @@ fn mountable_here_follows_the_policy_path() {
             c.arg("--json");
         }
         let o = ok(c.arg(&image));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        o.stdout()
     };
     fake("FUSE", false);
     let text = mountable(false);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("Mountable here:"))
-        .unwrap();
+    let line = mountable_line(&text);
     assert!(
         line.starts_with("Mountable here:   NO")
             && line.contains("FUSE")
@@ -645,10 +646,7 @@ fn mountable_here_follows_the_policy_path() {
     assert_eq!(j["mount_path"]["fuse_usable"], false);
     fake("FUSE", true);
     let text = mountable(false);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("Mountable here:"))
-        .unwrap();
+    let line = mountable_line(&text);
     assert!(
         line.starts_with("Mountable here:   yes") && line.contains("FUSE server, as you"),
         "{line}"

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use sqfsmnt_test_support::cmd::{ok, run};
-use sqfsmnt_test_support::tree::{sqfs_command, write, Rng, TempDir};
+use sqfsmnt_test_support::tree::{sqfs_command, temp_with, write, Rng};
 use sqfsmnt_test_support::{have, loud_skip};
 use squashfs_reader::{Archive, FileSource, InodeData};
 
@@ -69,9 +69,7 @@ fn lines(list: &Path) -> Vec<String> {
 
 #[test]
 fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
-    let t = TempDir::new("order-pack");
-    let tree = t.path().join("tree");
-    make(&tree);
+    let (t, tree, ()) = temp_with("order-pack", "tree", make);
     let list = t.path().join("hot.list");
     std::fs::write(
         &list,
@@ -84,110 +82,44 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
         .arg(&list)
         .arg(&tree)
         .arg(img("1.sqfs")));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert!(
         err.contains("1 of the 5 entries of the hot list") && err.contains("not/there"),
         "{err}"
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("4 listed files first"));
-    ok(sqfs()
-        .args(["pack", "-q", "--processors", "1", "--order"])
-        .arg(&list)
-        .arg(&tree)
-        .arg(img("2.sqfs")));
-    ok(sqfs()
-        .args(["pack", "-q", "--processors", "4", "--order"])
-        .arg(&list)
-        .arg(&tree)
-        .arg(img("3.sqfs")));
-    ok(sqfs()
-        .args(["pack", "-q"])
-        .arg(&tree)
-        .arg(img("plain.sqfs")));
-    let first = std::fs::read(img("1.sqfs")).unwrap();
-    assert!(
-        first == std::fs::read(img("2.sqfs")).unwrap(),
-        "same tree and list, different images"
-    );
-    assert!(
-        first == std::fs::read(img("3.sqfs")).unwrap(),
-        "the image depends on the processors"
-    );
-    assert!(
-        first != std::fs::read(img("plain.sqfs")).unwrap(),
-        "--order changed nothing"
-    );
-
-    // The listed big file's blocks come before every other file's.
-    let hot_big = position(&img("1.sqfs"), "c/big2");
-    let bigs: Vec<&str> = vec![
-        "a/big1", "a/big2", "a/big3", "b/big1", "b/big2", "b/big3", "c/big1", "c/big3",
-    ];
-    let starts: Vec<u64> = bigs.iter().map(|b| position(&img("1.sqfs"), b).0).collect();
-    assert!(
-        starts.iter().all(|&s| s > hot_big.0),
-        "c/big2 at {} not first: {starts:?}",
-        hot_big.0
-    );
-    // The others keep the order mksquashfs gives them without a list.
-    assert!(
-        starts.windows(2).all(|w| w[0] < w[1]),
-        "unlisted files out of order: {starts:?}"
-    );
-    let plain: Vec<u64> = bigs
-        .iter()
-        .map(|b| position(&img("plain.sqfs"), b).0)
-        .collect();
-    assert!(plain.windows(2).all(|w| w[0] < w[1]));
-    assert!(
-        position(&img("plain.sqfs"), "c/big2").0 > plain[0],
-        "without a list c/big2 is not first"
-    );
-    // The listed small files' tails lead the first fragment, in list order.
-    let hot: Vec<(u32, u32)> = ["b/small1", "a/small3", "top file"]
-        .iter()
-        .map(|f| {
-            let p = position(&img("1.sqfs"), f);
-            (p.1, p.2)
-        })
-        .collect();
-    assert_eq!(
-        hot[0],
-        (0, 0),
-        "b/small1 is not at the start of the first fragment"
-    );
-    assert!(hot.windows(2).all(|w| w[0] < w[1]), "{hot:?}");
-    for f in [
-        "a/small1", "a/small2", "b/small2", "b/small3", "c/small1", "c/small2", "c/small3",
+    assert!(o.stdout().contains("4 listed files first"));
+    // (image, its options, what it says if it is not as the first one)
+    for (name, extra, differs) in [
+        (
+            "2.sqfs",
+            &["--processors", "1", "--order"][..],
+            "same tree and list, different images",
+        ),
+        (
+            "3.sqfs",
+            &["--processors", "4", "--order"],
+            "the image depends on the processors",
+        ),
+        ("plain.sqfs", &[], "--order changed nothing"),
     ] {
-        let p = position(&img("1.sqfs"), f);
+        let order = !extra.is_empty();
+        let mut c = sqfs();
+        c.args(["pack", "-q"]).args(extra);
+        if order {
+            c.arg(&list);
+        }
+        ok(c.arg(&tree).arg(img(name)));
+        let first = std::fs::read(img("1.sqfs")).unwrap();
         assert!(
-            (p.1, p.2) > hot[2],
-            "{f} at {:?} before the listed files {hot:?}",
-            (p.1, p.2)
+            (first == std::fs::read(img(name)).unwrap()) == order,
+            "{differs}"
         );
     }
+    listed_files_lead(&img("1.sqfs"), &img("plain.sqfs"));
     // The image carries the list of the files found, for squashfs-mount's
     // prefetch, with the image's time stamp.
     if have("unsquashfs") {
-        let o = ok(std::process::Command::new("unsquashfs")
-            .arg("-cat")
-            .arg(img("1.sqfs"))
-            .arg(".squashfs-mount/hot.list"));
-        assert_eq!(
-            String::from_utf8_lossy(&o.stdout),
-            "c/big2\nb/small1\na/small3\ntop file\n"
-        );
-        let o = ok(std::process::Command::new("unsquashfs")
-            .arg("-lls")
-            .arg(img("1.sqfs")));
-        let listing = String::from_utf8_lossy(&o.stdout);
-        let date = |suffix: &str| {
-            let l = listing.lines().find(|l| l.ends_with(suffix)).unwrap();
-            l.split_whitespace().nth(3).unwrap().to_string() + l.split_whitespace().nth(4).unwrap()
-        };
-        // Both made from the image's time stamp (not the time of the build).
-        assert_eq!(date("/.squashfs-mount/hot.list"), date("/.squashfs-mount"));
+        the_image_carries_its_hot_list(&img("1.sqfs"));
     }
     // A list leaving the tree is refused.
     std::fs::write(&list, "../etc/passwd\n").unwrap();
@@ -200,15 +132,83 @@ fn pack_order_stores_the_listed_files_first_and_is_deterministic() {
     assert!(r.stderr().contains("leaves the tree"), "{r:?}");
 }
 
+/// In `ordered` (packed with the hot list c/big2, b/small1, a/small3,
+/// "top file"), the listed big file's blocks and the listed small files'
+/// tails come first; the rest keep the order of `plain` (no list).
+fn listed_files_lead(ordered: &Path, plain_img: &Path) {
+    let hot_big = position(ordered, "c/big2");
+    let bigs: Vec<&str> = vec![
+        "a/big1", "a/big2", "a/big3", "b/big1", "b/big2", "b/big3", "c/big1", "c/big3",
+    ];
+    let starts: Vec<u64> = bigs.iter().map(|b| position(ordered, b).0).collect();
+    assert!(
+        starts.iter().all(|&s| s > hot_big.0),
+        "c/big2 at {} not first: {starts:?}",
+        hot_big.0
+    );
+    // The others keep the order mksquashfs gives them without a list.
+    assert!(
+        starts.windows(2).all(|w| w[0] < w[1]),
+        "unlisted files out of order: {starts:?}"
+    );
+    let plain: Vec<u64> = bigs.iter().map(|b| position(plain_img, b).0).collect();
+    assert!(plain.windows(2).all(|w| w[0] < w[1]));
+    assert!(
+        position(plain_img, "c/big2").0 > plain[0],
+        "without a list c/big2 is not first"
+    );
+    // The listed small files' tails lead the first fragment, in list order.
+    let hot: Vec<(u32, u32)> = ["b/small1", "a/small3", "top file"]
+        .iter()
+        .map(|f| {
+            let p = position(ordered, f);
+            (p.1, p.2)
+        })
+        .collect();
+    assert_eq!(
+        hot[0],
+        (0, 0),
+        "b/small1 is not at the start of the first fragment"
+    );
+    assert!(hot.windows(2).all(|w| w[0] < w[1]), "{hot:?}");
+    for f in [
+        "a/small1", "a/small2", "b/small2", "b/small3", "c/small1", "c/small2", "c/small3",
+    ] {
+        let p = position(ordered, f);
+        assert!(
+            (p.1, p.2) > hot[2],
+            "{f} at {:?} before the listed files {hot:?}",
+            (p.1, p.2)
+        );
+    }
+}
+
+/// The list of the files found is in the image, made with the image's
+/// time stamp (not the time of the build).
+fn the_image_carries_its_hot_list(image: &Path) {
+    let o = ok(std::process::Command::new("unsquashfs")
+        .arg("-cat")
+        .arg(image)
+        .arg(".squashfs-mount/hot.list"));
+    assert_eq!(o.stdout(), "c/big2\nb/small1\na/small3\ntop file\n");
+    let o = ok(std::process::Command::new("unsquashfs")
+        .arg("-lls")
+        .arg(image));
+    let listing = o.stdout();
+    let date = |suffix: &str| {
+        let l = listing.lines().find(|l| l.ends_with(suffix)).unwrap();
+        l.split_whitespace().nth(3).unwrap().to_string() + l.split_whitespace().nth(4).unwrap()
+    };
+    assert_eq!(date("/.squashfs-mount/hot.list"), date("/.squashfs-mount"));
+}
+
 #[test]
 fn trace_lists_the_files_a_command_read() {
     if !have("fincore") {
         loud_skip("trace_lists_the_files_a_command_read: fincore (util-linux) is not installed");
         return;
     }
-    let t = TempDir::new("order-trace");
-    let tree = t.path().join("tree");
-    make(&tree);
+    let (t, tree, ()) = temp_with("order-trace", "tree", make);
     // Everything cached first: trace must evict it to see what is read.
     ok(std::process::Command::new("sh")
         .arg("-c")
@@ -220,7 +220,7 @@ fn trace_lists_the_files_a_command_read() {
         .arg(&list)
         .arg(&tree)
         .args(["--", "sh", "-c", &reads]));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     if j["stayed_cached"].as_u64() != Some(0) {
         loud_skip(&format!("trace_lists_the_files_a_command_read: the file system of {} keeps files cached (tmpfs?): {j}", tree.display()));
         return;

@@ -1,8 +1,9 @@
 //! `sqfs pack`: deterministic output, options, refusals.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for};
 use sqfsmnt_test_support::tree::{
-    image_files, make_tree, os, set_mtime, sqfs_command, tree_files, TempDir,
+    image_files, make_tree, names_in, os, set_mtime, sqfs_command, temp_with, tree_files, tree_in,
+    TempDir,
 };
 
 fn sqfs() -> std::process::Command {
@@ -16,7 +17,7 @@ fn pack(dir: &Path, image: &Path, extra: &[&str]) {
 
 fn inspect_json(image: &Path) -> serde_json::Value {
     let o = ok(sqfs().args(["inspect", "--json"]).arg(image));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.0.stdout).unwrap()
 }
 
 #[test]
@@ -100,9 +101,7 @@ fn reproducible_ignores_timestamps_and_owners() {
 
 #[test]
 fn image_holds_the_tree() {
-    let t = TempDir::new("pack-contents");
-    let a = t.path().join("a");
-    let info = make_tree(&a, true);
+    let (t, a, info) = temp_with("pack-contents", "a", |p| make_tree(p, true));
     let image = t.path().join("x.sqfs");
     let o = ok(sqfs()
         .args([
@@ -117,7 +116,7 @@ fn image_holds_the_tree() {
         ])
         .arg(&a)
         .arg(&image));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(j["compressor"], "gzip");
     assert_eq!(j["level"], 6);
     assert_eq!(j["block_size"], 65536);
@@ -161,16 +160,14 @@ fn image_holds_the_tree() {
 
 #[test]
 fn pack_refuses_clearly() {
-    let t = TempDir::new("pack-refuses");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-refuses", "a");
     let image = t.path().join("x.sqfs");
     pack(&a, &image, &["--comp", "lz4"]);
     let fail = |args: &[&std::ffi::OsStr], want: &str| {
-        let o = run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60));
-        let err = String::from_utf8_lossy(&o.stderr);
+        let o = run_for(sqfs().args(args), std::time::Duration::from_secs(60));
+        let err = o.stderr();
         // Usage errors exit 1, as squashfs-mount's do; so do failures.
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(o.code(), Some(1), "{args:?}: {err}");
         assert!(!err.contains("os error"), "{args:?}: {err}");
         assert!(
             err.contains(want.trim_start_matches("usage:")),
@@ -202,65 +199,29 @@ fn pack_refuses_clearly() {
         ],
         "nope",
     );
-    // Levels that do not exist.
-    fail(
-        &[
-            os("pack"),
-            os("--level"),
-            os("30"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "zstd levels are 1..22",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--comp"),
-            os("xz"),
-            os("--level"),
-            os("3"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "xz has no compression levels",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--comp"),
-            os("lzma"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "usage:lzma is refused: no Linux kernel can mount lzma images",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--comp"),
-            os("brotli"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "usage:unknown compressor 'brotli'",
-    );
-    fail(
-        &[
-            os("pack"),
-            os("--block-size"),
-            os("3M"),
-            &p(&a),
-            &p(&t.path().join("y.sqfs")),
-        ],
-        "usage:power of two",
-    );
+    // Options refused, before `TREE y.sqfs`: (options, what the
+    // message says; "usage:" marks a usage error).
+    for (options, want) in [
+        (&["--level", "30"][..], "zstd levels are 1..22"),
+        (
+            &["--comp", "xz", "--level", "3"],
+            "xz has no compression levels",
+        ),
+        (
+            &["--comp", "lzma"],
+            "usage:lzma is refused: no Linux kernel can mount lzma images",
+        ),
+        (&["--comp", "brotli"], "usage:unknown compressor 'brotli'"),
+        (&["--block-size", "3M"], "usage:power of two"),
+    ] {
+        let mut args = vec![os("pack").to_owned()];
+        args.extend(options.iter().map(|o| os(o).to_owned()));
+        args.extend([p(&a), p(&t.path().join("y.sqfs"))]);
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        fail(&args, want);
+    }
     // No partial files are left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(t.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("partial"))
-        .collect();
+    let leftovers = names_in(t.path(), |n| n.contains("partial"));
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
@@ -274,11 +235,11 @@ fn every_subcommand_has_help() {
         &["help", "pack"],
     ] {
         let o = ok(sqfs().args(sub));
-        let text = String::from_utf8_lossy(&o.stdout);
+        let text = o.stdout();
         assert!(text.contains("Usage:"), "{sub:?}: {text}");
     }
     let o = ok(sqfs().args(["pack", "--help"]));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = o.stdout();
     for needle in [
         "--reproducible",
         "--split",
@@ -294,8 +255,8 @@ fn every_subcommand_has_help() {
     }
 }
 
-fn run(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    run_with_timeout(sqfs().args(args), std::time::Duration::from_secs(60))
+fn run(args: &[&std::ffi::OsStr]) -> sqfsmnt_test_support::cmd::Run {
+    run_for(sqfs().args(args), std::time::Duration::from_secs(60))
 }
 
 #[test]
@@ -310,8 +271,8 @@ fn version_and_usage_errors_follow_squashfs_mount() {
         &["-version"],
     ] {
         let o = ok(sqfs().args(args));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{args:?}");
-        assert!(o.stderr.is_empty(), "{args:?}");
+        assert_eq!(o.stdout(), want, "{args:?}");
+        assert!(o.0.stderr.is_empty(), "{args:?}");
     }
     // Usage errors: status 1, no clap "use '-- -x'" tip.
     for (args, want) in [
@@ -323,18 +284,18 @@ fn version_and_usage_errors_follow_squashfs_mount() {
     ] {
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| os(a)).collect();
         let o = run(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(
             !err.contains("-- -") && !err.contains("tip:"),
             "{args:?}: {err}"
         );
-        assert!(o.stdout.is_empty());
+        assert!(o.0.stdout.is_empty());
     }
     // No "(os error N)" in messages.
     let o = run(&[os("inspect"), os("/nonexistent/x.sqfs")]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert_eq!(
         err.trim_end(),
         "sqfs: /nonexistent/x.sqfs: cannot open it: No such file or directory"
@@ -343,9 +304,7 @@ fn version_and_usage_errors_follow_squashfs_mount() {
 
 #[test]
 fn mksquashfs_spellings_are_accepted_or_answered() {
-    let t = TempDir::new("pack-mksquashfs");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-mksquashfs", "a");
     let img = |n: &str| t.path().join(n);
     let p = |s: &Path| s.as_os_str().to_owned();
     // What a mksquashfs user types, in mksquashfs's order.
@@ -365,9 +324,9 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
         os("top.txt"),
         os("dir0/sub1"),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.ok();
     assert!(
-        o.stdout.is_empty() && o.stderr.is_empty(),
+        o.0.stdout.is_empty() && o.0.stderr.is_empty(),
         "-quiet: nothing printed"
     );
     let j = inspect_json(&img("m.sqfs"));
@@ -400,39 +359,13 @@ fn mksquashfs_spellings_are_accepted_or_answered() {
         .filter(|f| !f.ends_with(".dat") && !f.starts_with("dir1/"))
         .collect();
     assert_eq!(got, want);
-    // Options sqfs does not take are answered, not met with clap's tip.
-    for (opt, want) in [
-        (&["-nopad"][..], "loop device"),
-        (&["-mkfs-time", "0"], "SOURCE_DATE_EPOCH"),
-        (&["-force-uid", "0"], "--all-root"),
-        (&["-regex", "-e", "x"], "glob"),
-        (&["-no-fragments"], "does not offer"),
-        (&["-comp"], "needs a compressor"),
-        (&["-Xbogus"], "mksquashfs option"),
-    ] {
-        let mut args = vec![
-            os("pack"),
-            a.as_os_str(),
-            img("x.sqfs").into_os_string().leak(),
-        ];
-        args.extend(opt.iter().map(|o| os(o)));
-        let o = run(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{opt:?}: {err}");
-        assert!(
-            err.starts_with("sqfs: ") && err.contains(want),
-            "{opt:?}: {err}"
-        );
-        assert!(!err.contains("-- -"), "{opt:?}: {err}");
-    }
+    mksquashfs_options_are_answered(&a, &img("x.sqfs"));
     assert!(!img("x.sqfs").exists());
 }
 
 #[test]
 fn exclude_patterns() {
-    let t = TempDir::new("pack-exclude");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-exclude", "a");
     let img = |n: &str| t.path().join(n);
     let from = t.path().join("patterns");
     std::fs::write(&from, "# comment\n\n/dir3/\nlink-*\n").unwrap();
@@ -449,12 +382,8 @@ fn exclude_patterns() {
         .arg(&from)
         .arg(&a)
         .arg(img("e.sqfs")));
-    assert!(
-        o.stderr.is_empty(),
-        "quiet success: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(o.0.stderr.is_empty(), "quiet success: {}", o.stderr());
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     let excluded = |f: &str| {
         f.ends_with("/file5.dat")
             || (f.starts_with("dir2/sub0/") && f.ends_with(".dat"))
@@ -482,7 +411,7 @@ fn exclude_patterns() {
         .args(["pack", "--exclude", "*.nothing"])
         .arg(&a)
         .arg(img("n.sqfs")));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert!(
         err.contains("warning: --exclude '*.nothing' matched nothing"),
         "{err}"
@@ -492,7 +421,7 @@ fn exclude_patterns() {
         .args(["pack", "--exclude", "/dir1/hardlink.dat"])
         .arg(&a)
         .arg(img("h.sqfs")));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = o.stderr();
     assert!(
         err.contains("hard link") && err.contains("dir1/sub0/file2.dat"),
         "{err}"
@@ -506,8 +435,8 @@ fn exclude_patterns() {
         a.as_os_str(),
         img("b.sqfs").as_os_str(),
     ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("'a[b'"));
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("'a[b'"));
 }
 
 /// Runs sqfs as an unprivileged user: as `nobody` when the tests run as
@@ -530,9 +459,7 @@ fn unprivileged(cmd: &mut std::process::Command) -> std::process::Command {
 
 #[test]
 fn unreadable_files_are_named_with_what_to_do() {
-    let t = TempDir::new("pack-unreadable");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("pack-unreadable", "a");
     let secret = a.join("dir0/sub1/file1.dat");
     let closed = a.join("dir3");
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
@@ -550,12 +477,12 @@ fn unreadable_files_are_named_with_what_to_do() {
         }
     }
     let out = t.path().join("x.sqfs");
-    let o = run_with_timeout(
+    let o = run_for(
         &mut unprivileged(sqfs().arg("pack").arg(&a).arg(&out)),
         std::time::Duration::from_secs(60),
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("cannot read 2 entries"), "{err}");
     assert!(
@@ -569,7 +496,7 @@ fn unreadable_files_are_named_with_what_to_do() {
     );
     assert!(!out.exists());
     // Left out as the message says, the pack succeeds.
-    let o = run_with_timeout(
+    let o = run_for(
         &mut unprivileged(
             sqfs()
                 .args([
@@ -584,12 +511,8 @@ fn unreadable_files_are_named_with_what_to_do() {
         ),
         std::time::Duration::from_secs(60),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        o.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    o.ok();
+    assert!(o.0.stderr.is_empty(), "{}", o.stderr());
     // mksquashfs's own message, should it still fail, is turned into advice.
     let advice =
         sqfs::pack::unreadable_advice(&a, &format!("Failed to read file {}\n", secret.display()))
@@ -610,7 +533,7 @@ fn tiny_trees_get_a_sensible_summary() {
     std::fs::create_dir(&a).unwrap();
     std::fs::write(a.join("hello"), "hi\n").unwrap();
     let o = ok(sqfs().arg("pack").arg(&a).arg(t.path().join("t.sqfs")));
-    let line = String::from_utf8_lossy(&o.stdout);
+    let line = o.stdout();
     assert!(
         line.contains("(3 B of file data; metadata outweighs it), 1 entry,"),
         "{line}"
@@ -620,7 +543,7 @@ fn tiny_trees_get_a_sensible_summary() {
     let b = t.path().join("b");
     make_tree(&b, true);
     let o = ok(sqfs().arg("pack").arg(&b).arg(t.path().join("b.sqfs")));
-    let line = String::from_utf8_lossy(&o.stdout);
+    let line = o.stdout();
     let pct: f64 = line
         .split('(')
         .nth(1)
@@ -631,4 +554,28 @@ fn tiny_trees_get_a_sensible_summary() {
         .parse()
         .unwrap();
     assert!(pct > 1.0 && pct < 100.0, "{line}");
+}
+
+/// Options sqfs does not take are answered, not met with clap's tip.
+fn mksquashfs_options_are_answered(a: &Path, image: &Path) {
+    for (opt, want) in [
+        (&["-nopad"][..], "loop device"),
+        (&["-mkfs-time", "0"], "SOURCE_DATE_EPOCH"),
+        (&["-force-uid", "0"], "--all-root"),
+        (&["-regex", "-e", "x"], "glob"),
+        (&["-no-fragments"], "does not offer"),
+        (&["-comp"], "needs a compressor"),
+        (&["-Xbogus"], "mksquashfs option"),
+    ] {
+        let mut args = vec![os("pack"), a.as_os_str(), image.as_os_str()];
+        args.extend(opt.iter().map(|o| os(o)));
+        let o = run(&args);
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{opt:?}: {err}");
+        assert!(
+            err.starts_with("sqfs: ") && err.contains(want),
+            "{opt:?}: {err}"
+        );
+        assert!(!err.contains("-- -"), "{opt:?}: {err}");
+    }
 }

@@ -1,22 +1,11 @@
 //! The rough edges of `sqfs` a new user met (issue 28): each fails on the
 //! code before the fix.
 
-use std::process::Output;
-use std::time::Duration;
-
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{make_tree, sqfs_command, Rng, TempDir};
+use sqfsmnt_test_support::cmd::{ok, run};
+use sqfsmnt_test_support::tree::{sqfs_command, tree_in, Rng, TempDir};
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
-}
-
-fn run(cmd: &mut std::process::Command) -> Output {
-    run_with_timeout(cmd, Duration::from_secs(120))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn is_root() -> bool {
@@ -30,9 +19,7 @@ fn is_root() -> bool {
 /// --force (it used to say "pass --force", then fail after the build).
 #[test]
 fn pack_onto_a_directory_is_refused_before_building() {
-    let t = TempDir::new("edge-pack-dir");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("edge-pack-dir", "a");
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
     for force in [false, true] {
@@ -42,15 +29,15 @@ fn pack_onto_a_directory_is_refused_before_building() {
             c.arg("--force");
         }
         let o = run(c.arg(&a).arg(&out));
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{err}");
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(
             err.contains(&format!("{} is a directory", out.display()))
                 && err.contains("out/image.sqfs"),
             "force={force}: {err}"
         );
-        assert!(o.stdout.is_empty());
+        assert!(o.0.stdout.is_empty());
     }
     // Nothing was built next to it.
     let names: Vec<String> = std::fs::read_dir(t.path())
@@ -64,9 +51,7 @@ fn pack_onto_a_directory_is_refused_before_building() {
 /// directory (it used to be mksquashfs's two lines, without the path).
 #[test]
 fn pack_into_an_unwritable_directory_names_it() {
-    let t = TempDir::new("edge-pack-unwritable");
-    let a = t.path().join("a");
-    make_tree(&a, true);
+    let (t, a) = tree_in("edge-pack-unwritable", "a");
     let closed = t.path().join("closed");
     std::fs::create_dir(&closed).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -87,8 +72,8 @@ fn pack_into_an_unwritable_directory_names_it() {
         inner
     };
     let o = run(&mut cmd);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.contains(&closed.display().to_string()) && err.contains("Permission denied"),
@@ -106,7 +91,7 @@ fn incompressible_data_is_not_called_metadata() {
     std::fs::create_dir(&a).unwrap();
     std::fs::write(a.join("scan.nii.gz"), Rng(7).bytes(3 << 20)).unwrap();
     let o = ok(sqfs().arg("pack").arg(&a).arg(t.path().join("r.sqfs")));
-    let line = String::from_utf8_lossy(&o.stdout);
+    let line = o.stdout();
     assert!(!line.contains("metadata outweighs"), "{line}");
     assert!(
         line.contains("does not compress") && line.contains('%'),
@@ -118,32 +103,24 @@ fn incompressible_data_is_not_called_metadata() {
 /// command prints (its output goes to standard error).
 #[test]
 fn trace_json_is_only_json() {
-    if std::process::Command::new("fincore")
-        .arg("--version")
-        .output()
-        .is_err()
+    if sqfsmnt_test_support::cmd::try_run(std::process::Command::new("fincore").arg("--version"))
+        .is_none()
     {
         eprintln!(
             "\n*** SKIPPED trace_json_is_only_json: fincore (util-linux) is not installed ***\n"
         );
         return;
     }
-    let t = TempDir::new("edge-trace-json");
-    let tree = t.path().join("tree");
-    make_tree(&tree, true);
+    let (t, tree) = tree_in("edge-trace-json", "tree");
     let o = run(sqfs()
         .args(["trace", "--json", "--output"])
         .arg(t.path().join("hot.list"))
         .arg(&tree)
         .args(["--", "echo", "hello from the command"]));
-    assert!(o.status.success(), "{}", stderr(&o));
-    let j: Result<serde_json::Value, _> = serde_json::from_slice(&o.stdout);
-    assert!(
-        j.is_ok(),
-        "not JSON: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(stderr(&o).contains("hello from the command"));
+    o.ok();
+    let j: Result<serde_json::Value, _> = serde_json::from_slice(&o.0.stdout);
+    assert!(j.is_ok(), "not JSON: {}", o.stdout());
+    assert!(o.stderr().contains("hello from the command"));
 }
 
 /// `--mount-point` is the spelling of both `pack --layer` and `bench`;
@@ -152,7 +129,7 @@ fn trace_json_is_only_json() {
 fn mount_point_is_spelt_one_way_with_an_alias() {
     for sub in ["pack", "bench"] {
         let o = ok(sqfs().args([sub, "--help"]));
-        let help = String::from_utf8_lossy(&o.stdout);
+        let help = o.stdout();
         assert!(help.contains("--mount-point <"), "{sub}: {help}");
         assert!(help.contains("--mountpoint"), "{sub}: {help}");
     }
@@ -162,7 +139,7 @@ fn mount_point_is_spelt_one_way_with_an_alias() {
         .args(["pack", "--layer", "--mountpoint", "/m"])
         .arg(t.path().join("nolayer"))
         .arg(t.path().join("x.sqfs")));
-    assert!(!stderr(&o).contains("unknown option"), "{}", stderr(&o));
+    assert!(!o.stderr().contains("unknown option"), "{}", o.stderr());
 }
 
 /// `sqfs completions` is listed in --help; misspelt options and commands
@@ -170,7 +147,7 @@ fn mount_point_is_spelt_one_way_with_an_alias() {
 #[test]
 fn completions_are_listed_and_mistakes_get_suggestions() {
     let o = ok(sqfs().arg("--help"));
-    let help = String::from_utf8_lossy(&o.stdout);
+    let help = o.stdout();
     assert!(help.contains("\n  completions "), "{help}");
     for (args, want) in [
         (
@@ -181,8 +158,8 @@ fn completions_are_listed_and_mistakes_get_suggestions() {
         (&["pack"], "see 'sqfs pack --help'"),
     ] {
         let o = run(sqfs().args(args));
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let err = o.stderr();
+        assert_eq!(o.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("sqfs: "), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
@@ -195,7 +172,7 @@ fn completions_are_listed_and_mistakes_get_suggestions() {
 fn trace_help_examples_paste() {
     for width in ["80", "100"] {
         let o = ok(sqfs().args(["trace", "--help"]).env("COLUMNS", width));
-        let help = String::from_utf8_lossy(&o.stdout).into_owned();
+        let help = o.stdout();
         let examples = help.split("Examples:\n").nth(1).expect("Examples");
         let mut n = 0;
         for line in examples.lines().take_while(|l| l.starts_with("  ")) {

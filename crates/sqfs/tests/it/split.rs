@@ -1,16 +1,16 @@
 //! `sqfs pack --split`: every file in exactly one image, every image within
 //! the limit, a manifest that says where each entry went.
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
+use sqfsmnt_test_support::cmd::{ok, run_for, Run};
 use sqfsmnt_test_support::tree::{
-    image_files, make_tree, sqfs_command, tree_files, write, Rng, TempDir,
+    image_files, sqfs_command, tree_files, tree_in, write, Rng, TempDir,
 };
 
 fn sqfs() -> std::process::Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
 }
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A dataset-like tree: top-level "subjects" of different sizes with
 /// incompressible data (so images come close to what the plan assumes),
@@ -106,13 +106,49 @@ fn check_partition(dir: &Path, manifest: &serde_json::Value, max: u64, depth: us
     images.len()
 }
 
-#[test]
-fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
-    let t = TempDir::new("split");
+/// A temporary directory `name` with the dataset in its `data` and an
+/// empty `out`.
+fn dataset_in(name: &str) -> (TempDir, PathBuf, PathBuf) {
+    let t = TempDir::new(name);
     let dir = t.path().join("data");
     dataset(&dir);
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
+    (t, dir, out)
+}
+
+/// The manifest of `sqfs pack --json --split LIMIT --comp zstd --level 3
+/// dir to`, which must succeed.
+fn split_zstd3(dir: &Path, to: &Path, limit: &str) -> serde_json::Value {
+    let o = ok(sqfs()
+        .args(["pack", "--json", "--split", limit])
+        .args(["--comp", "zstd", "--level", "3"])
+        .arg(dir)
+        .arg(to));
+    serde_json::from_slice(&o.0.stdout).unwrap()
+}
+
+/// The size of each image a split's manifest `m` lists.
+fn image_sizes(m: &serde_json::Value) -> Vec<u64> {
+    m["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["file_size"].as_u64().unwrap())
+        .collect()
+}
+
+/// `sqfs pack --split LIMIT dir to` (60 s limit).
+fn split_run(dir: &Path, to: &Path, limit: &str) -> Run {
+    run_for(
+        sqfs().args(["pack", "--split", limit]).arg(dir).arg(to),
+        std::time::Duration::from_secs(60),
+    )
+}
+
+#[test]
+fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
+    let (_t, dir, out) = dataset_in("split");
     let max = 600_000u64;
     let m = split(&dir, &out.join("ds"), "600000", &[]);
     let n = check_partition(&dir, &m, max, 1);
@@ -138,7 +174,7 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
             let o = ok(std::process::Command::new("unsquashfs")
                 .arg("-lls")
                 .arg(i["image"].as_str().unwrap()));
-            String::from_utf8_lossy(&o.stdout).into_owned()
+            o.stdout()
         })
         .collect();
     assert_eq!(
@@ -153,12 +189,7 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
         .any(|l| l.contains("squashfs-root/sub-05/empty\n")));
     // Images are filled in turn: all but the last close to the limit
     // (entries here are up to half the limit, so at least 80% of it).
-    let sizes: Vec<u64> = m["images"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["file_size"].as_u64().unwrap())
-        .collect();
+    let sizes = image_sizes(&m);
     for s in &sizes[..sizes.len() - 1] {
         assert!(
             *s as f64 >= 0.8 * max as f64,
@@ -166,34 +197,18 @@ fn split_puts_every_file_in_exactly_one_image_within_the_limit() {
         );
     }
     // Existing outputs are not replaced without --force.
-    let o = run_with_timeout(
-        sqfs()
-            .args(["pack", "--split", "600000"])
-            .arg(&dir)
-            .arg(out.join("ds")),
-        std::time::Duration::from_secs(60),
-    );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    let o = split_run(&dir, &out.join("ds"), "600000");
+    assert_eq!(o.code(), Some(1));
+    assert!(o.stderr().contains("--force"));
 }
 
 #[test]
 fn split_at_depth_two_and_too_large_entries() {
-    let t = TempDir::new("split-depth");
-    let dir = t.path().join("data");
-    dataset(&dir);
-    let out = t.path().join("out");
-    std::fs::create_dir(&out).unwrap();
+    let (_t, dir, out) = dataset_in("split-depth");
     // sub-00 alone is 310 kB: at depth 1 it cannot fit in 250 kB images.
-    let o = run_with_timeout(
-        sqfs()
-            .args(["pack", "--split", "250000"])
-            .arg(&dir)
-            .arg(out.join("a")),
-        std::time::Duration::from_secs(60),
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let o = split_run(&dir, &out.join("a"), "250000");
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(1), "{err}");
     assert!(err.contains("sub-00") && err.contains("--depth 2"), "{err}");
     // At depth 2 the sessions are the units and it works.
     let m = split(&dir, &out.join("b"), "250000", &["--depth", "2"]);
@@ -204,18 +219,10 @@ fn split_at_depth_two_and_too_large_entries() {
 
 #[test]
 fn split_of_compressible_data_and_json_output() {
-    let t = TempDir::new("split-text");
-    let dir = t.path().join("data");
-    make_tree(&dir, true);
+    let (t, dir) = tree_in("split-text", "data");
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    let o = ok(sqfs()
-        .args([
-            "pack", "--json", "--split", "1M", "--comp", "zstd", "--level", "3",
-        ])
-        .arg(&dir)
-        .arg(out.join("t")));
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = split_zstd3(&dir, &out.join("t"), "1M");
     assert_eq!(m["format"], "sqfs-split-manifest/2");
     assert_eq!(m["level"], 3);
     check_partition(&dir, &m, 1 << 20, 1);
@@ -243,20 +250,9 @@ fn split_bounds_compressed_images_close_to_the_limit() {
     let out = t.path().join("out");
     std::fs::create_dir(&out).unwrap();
     let max = 200_000u64;
-    let o = ok(sqfs()
-        .args([
-            "pack", "--json", "--split", "200000", "--comp", "zstd", "--level", "3",
-        ])
-        .arg(&dir)
-        .arg(out.join("c")));
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = split_zstd3(&dir, &out.join("c"), "200000");
     let n = check_partition(&dir, &m, max, 1);
-    let sizes: Vec<u64> = m["images"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["file_size"].as_u64().unwrap())
-        .collect();
+    let sizes = image_sizes(&m);
     // Far more data than the limit, and far less once compressed.
     assert!(total as u64 > 8 * max, "{total}");
     assert!(
@@ -278,11 +274,7 @@ fn split_bounds_compressed_images_close_to_the_limit() {
 
 #[test]
 fn split_leaves_out_excluded_entries() {
-    let t = TempDir::new("split-exclude");
-    let dir = t.path().join("data");
-    dataset(&dir);
-    let out = t.path().join("out");
-    std::fs::create_dir(&out).unwrap();
+    let (_t, dir, out) = dataset_in("split-exclude");
     let m = split(
         &dir,
         &out.join("e"),

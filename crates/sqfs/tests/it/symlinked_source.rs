@@ -8,18 +8,14 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{ok, run_with_timeout};
-use sqfsmnt_test_support::tree::{image_files, sqfs_command, tree_files, write, Rng, TempDir};
-use sqfsmnt_test_support::Run;
+use sqfsmnt_test_support::cmd::{ok, run};
+use sqfsmnt_test_support::tree::{
+    image_files, sqfs_command, temp_with, tree_files, write, Rng, TempDir,
+};
 
 fn sqfs() -> Command {
     sqfs_command(env!("CARGO_BIN_EXE_sqfs"))
-}
-
-fn run(c: &mut Command) -> Run {
-    Run(run_with_timeout(c, Duration::from_secs(120)))
 }
 
 /// A dataset of `subjects` directories of 3 sessions with 2 files each:
@@ -50,9 +46,7 @@ fn entries_in(summary: &str) -> u64 {
 
 #[test]
 fn pack_of_a_link_packs_the_directory_it_points_to() {
-    let t = TempDir::new("symlinked-pack");
-    let data = t.path().join("dataset");
-    let entries = dataset(&data, 5);
+    let (t, data, entries) = temp_with("symlinked-pack", "dataset", |p| dataset(p, 5));
     std::os::unix::fs::symlink(&data, t.path().join("HCP")).unwrap();
     // Relative, through a second link, and with a trailing '/'.
     std::os::unix::fs::symlink("HCP", t.path().join("HCP2")).unwrap();
@@ -67,12 +61,8 @@ fn pack_of_a_link_packs_the_directory_it_points_to() {
         let o = ok(sqfs()
             .args(["pack", "--no-progress", src, img])
             .current_dir(t.path()));
-        assert!(
-            o.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        summaries.push(String::from_utf8_lossy(&o.stdout).into_owned());
+        assert!(o.0.stderr.is_empty(), "{}", o.stderr());
+        summaries.push(o.stdout());
     }
     let real = std::fs::read(image("real.sqfs")).unwrap();
     for other in ["link.sqfs", "slash.sqfs", "link2.sqfs"] {
@@ -89,22 +79,20 @@ fn pack_of_a_link_packs_the_directory_it_points_to() {
     let o = ok(sqfs()
         .args(["pack", "--json", "HCP", "j.sqfs"])
         .current_dir(t.path()));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert_eq!(j["entries"], entries);
 }
 
 #[test]
 fn split_of_a_link_splits_the_directory_it_points_to() {
-    let t = TempDir::new("symlinked-split");
-    let data = t.path().join("dataset");
-    let entries = dataset(&data, 12);
+    let (t, data, entries) = temp_with("symlinked-split", "dataset", |p| dataset(p, 12));
     std::os::unix::fs::symlink(&data, t.path().join("HCP")).unwrap();
     for (src, prefix) in [("HCP", "hcp"), ("HCP/", "slash")] {
         let o = ok(sqfs()
             .args(["pack", "--no-progress", "--split", "40K", "--comp", "lz4"])
             .args(["--block-size", "16K", src, prefix])
             .current_dir(t.path()));
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = o.stdout();
         let m: serde_json::Value = serde_json::from_slice(
             &std::fs::read(t.path().join(format!("{prefix}.manifest.json"))).unwrap(),
         )
@@ -183,9 +171,7 @@ fn a_tree_of_one_link_is_packed_with_a_warning() {
 
 #[test]
 fn check_flags_an_image_that_holds_only_a_link() {
-    let t = TempDir::new("symlinked-check");
-    let data = t.path().join("dataset");
-    dataset(&data, 2);
+    let (t, data, _) = temp_with("symlinked-check", "dataset", |p| dataset(p, 2));
     std::os::unix::fs::symlink(&data, t.path().join("HCP")).unwrap();
     // What mksquashfs (and sqfs pack before it followed links) makes of it.
     ok(Command::new("mksquashfs")
@@ -214,6 +200,6 @@ fn check_flags_an_image_that_holds_only_a_link() {
     let o = ok(sqfs()
         .args(["check", "--json", "new.sqfs"])
         .current_dir(t.path()));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.0.stdout).unwrap();
     assert!(j["lone_symlink"].is_null(), "{j}");
 }

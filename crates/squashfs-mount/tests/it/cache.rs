@@ -16,11 +16,12 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
 use sqfsmnt_test_support::cleanup::run_dir;
+use sqfsmnt_test_support::cmd::{run, spawn, try_run, Run};
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
 use sqfsmnt_test_support::unmount::remove_tree;
 use sqfsmnt_test_support::{have, loud_skip, User, Users};
@@ -112,29 +113,69 @@ impl Scratch {
     }
 
     fn root_gc_all(&self) {
-        let out = Command::new(&self.bin)
-            .args(["--gc", "--all"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "root --gc --all: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.as_root(&["--gc", "--all"]).ok_as("root --gc --all");
+    }
+
+    /// Runs the installed tool as root with `args`.
+    fn as_root(&self, args: &[&str]) -> Run {
+        run(Command::new(&self.bin).args(args))
     }
 
     /// Runs the installed tool as `user` with `args`.
-    fn as_user(&self, user: &User, args: &[&str]) -> Output {
-        user_command(user, &self.bin, args).output().unwrap()
+    fn as_user(&self, user: &User, args: &[&str]) -> Run {
+        run(&mut user_command(user, &self.bin, args))
     }
 
     /// `squashfs-mount <img>:<mnt> -- cat <mnt>/hello` as `user`.
-    fn cat_hello(&self, user: &User, img: &Path, extra: &[&str]) -> Output {
+    fn cat_hello(&self, user: &User, img: &Path, extra: &[&str]) -> Run {
         let pair = format!("{}:{}", img.display(), self.mnt());
         let file = format!("{}/hello", self.mnt());
         let mut args: Vec<&str> = extra.to_vec();
         args.extend([pair.as_str(), "--", "cat", file.as_str()]);
         self.as_user(user, &args)
+    }
+
+    /// [`Scratch::cat_hello`] as `u1`, as a shell command line for root
+    /// (setpriv).
+    fn cat_hello_line(&self, img: &Path) -> String {
+        format!(
+            "setpriv --reuid={} --regid={} --clear-groups {} {}:{} -- cat {}/hello",
+            self.u1.uid,
+            self.u1.gid,
+            self.bin.display(),
+            img.display(),
+            self.mnt(),
+            self.mnt()
+        )
+    }
+
+    /// `u1`'s launch of `img` on the mount point that runs `first` (`{}`
+    /// is the mount point), then waits for `done` (in this test's
+    /// directory), once its loop device is attached.
+    fn held_launch(&self, img: &Path, first: &str) -> Held {
+        let pair = format!("{}:{}", img.display(), self.mnt());
+        let done = self.path("done");
+        // The command says it started (its clone is mounted and the
+        // instance in the cache) in a directory of the user's: an attached
+        // loop device comes before both.
+        let ready = self.path("ready");
+        let _ = fs::remove_dir_all(&ready);
+        fs::create_dir(&ready).unwrap();
+        std::os::unix::fs::chown(&ready, Some(self.u1.uid), Some(self.u1.gid)).unwrap();
+        let started = ready.join("started");
+        let script = format!(
+            "{}; : > {}; while [ ! -e {} ]; do sleep 0.05; done",
+            first.replace("{}", &self.mnt()),
+            started.display(),
+            done.display()
+        );
+        let launch = spawn(&mut user_command(
+            &self.u1,
+            &self.bin,
+            &[pair.as_str(), "--", "sh", "-c", script.as_str()],
+        ));
+        wait_until(|| started.exists(), "the launch's command to start");
+        Held { launch, done }
     }
 
     /// Evicts everything as root and checks that no loop device of this
@@ -149,9 +190,23 @@ impl Scratch {
     }
 }
 
+/// A launch that runs until [`Held::release`].
+struct Held {
+    launch: sqfsmnt_test_support::cmd::Started,
+    done: PathBuf,
+}
+
+impl Held {
+    /// Lets the launch end; it must succeed.
+    fn release(self) {
+        fs::write(&self.done, "").unwrap();
+        self.launch.wait().ok();
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = Command::new(&self.bin).args(["--gc", "--all"]).output();
+        let _ = try_run(Command::new(&self.bin).args(["--gc", "--all"]));
         remove_tree(&self.dir);
     }
 }
@@ -168,19 +223,14 @@ fn wait_until(cond: impl FnMut() -> bool, what: &str) {
     sqfsmnt_test_support::cmd::wait_until(sqfsmnt_test_support::ends::HANG, what, cond)
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed ({:?}): stdout {} stderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The stdout of a command that must succeed.
+#[track_caller]
+fn ok(out: &Run) -> String {
+    out.ok().stdout()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+fn stderr(out: &Run) -> String {
+    out.stderr()
 }
 
 #[test]
@@ -219,26 +269,21 @@ fn launches_share_one_loop_device() {
     wait_until(|| s.loops().is_empty(), "eviction");
     let pair = format!("{}:{}", img.display(), s.mnt());
     let file = format!("{}/hello", s.mnt());
-    let children: Vec<Child> = (0..40)
+    let children: Vec<_> = (0..40)
         .map(|i| {
             let user = if i % 2 == 0 { &s.u1 } else { &s.u2 };
-            user_command(user, &s.bin, &[pair.as_str(), "--", "cat", file.as_str()])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn(&mut user_command(
+                user,
+                &s.bin,
+                &[pair.as_str(), "--", "cat", file.as_str()],
+            ))
         })
         .collect();
     let mut failures = Vec::new();
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        if !out.status.success() || out.stdout != b"one\n" || !out.stderr.is_empty() {
-            failures.push(format!(
-                "{:?} {} {}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                stderr(&out)
-            ));
+        let out = c.wait();
+        if !out.success() || out.stdout() != "one\n" || !out.0.stderr.is_empty() {
+            failures.push(format!("{out:?}"));
         }
     }
     assert!(
@@ -264,8 +309,8 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
     assert_eq!(s.loops().len(), 1);
 
     let out = s.cat_hello(&s.u2, &img, &[]);
-    assert!(!out.status.success(), "user2 must be refused");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
+    out.fails();
+    assert!(!out.stdout().contains("secret"), "{out:?}");
     assert!(
         stderr(&out).contains("Permission denied"),
         "{}",
@@ -287,14 +332,13 @@ fn a_user_who_cannot_read_the_image_is_refused_although_it_is_cached() {
         "user2's --gc must not evict user1's instance"
     );
     assert!(ok(&s.as_user(&s.u1, &["--cache-status"])).contains(&name));
-    let root_status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let root_status = ok(&s.as_root(&["--cache-status"]));
     assert!(
         root_status.contains(&name) && root_status.contains("created by uid"),
         "{root_status}"
     );
     // --gc --all is root's.
-    let out = s.as_user(&s.u1, &["--gc", "--all"]);
-    assert!(!out.status.success());
+    s.as_user(&s.u1, &["--gc", "--all"]).fails();
     assert_eq!(s.loops().len(), 1);
     s.finish();
 }
@@ -380,7 +424,7 @@ fn no_cache_leaves_nothing_behind() {
         || s.loops().is_empty(),
         "the --no-cache loop device to detach",
     );
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(
         !status.contains(&img.display().to_string()),
         "--no-cache must not fill the cache: {status}"
@@ -396,42 +440,17 @@ fn instances_in_use_survive_gc_until_released() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("inuse", bin);
     let img = s.image("a.sqfs", "busy\n", &s.u1, 0o644);
-    let pair = format!("{}:{}", img.display(), s.mnt());
-    let done = s.path("done");
-    // A launch that keeps its clone mounted until `done` exists.
-    let script = format!(
-        "cat {}/hello; while [ ! -e {} ]; do sleep 0.05; done",
-        s.mnt(),
-        done.display()
-    );
-    let mut child = user_command(
-        &s.u1,
-        &s.bin,
-        &[pair.as_str(), "--", "sh", "-c", script.as_str()],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
-    // The command's first line: the launch is done, its clone mounted and
-    // the instance in the cache (an attached loop device came earlier).
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    assert_eq!(first, "busy\n", "the launch's command did not start");
+    // A launch that keeps its clone mounted until it is released.
+    let held = s.held_launch(&img, "cat {}/hello");
     let status = ok(&s.as_user(&s.u1, &["--cache-status"]));
     assert!(status.contains("in-use"), "{status}");
     ok(&s.as_user(&s.u1, &["--gc"]));
-    ok(&Command::new(&s.bin).arg("--gc").output().unwrap());
+    ok(&s.as_root(&["--gc"]));
     assert!(
-        ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap())
-            .contains(&img.display().to_string()),
+        ok(&s.as_root(&["--cache-status"])).contains(&img.display().to_string()),
         "in-use instance evicted"
     );
-    fs::write(&done, "").unwrap();
-    assert!(child.wait().unwrap().success());
+    held.release();
     // Released: the user's own --gc evicts it.
     let out = ok(&s.as_user(&s.u1, &["--gc"]));
     assert!(out.contains("evicted"), "{out}");
@@ -442,30 +461,9 @@ fn instances_in_use_survive_gc_until_released() {
     s.finish();
 }
 
-#[test]
-fn cached_instances_are_unreachable_outside_the_tool() {
-    let Some((_g, bin)) = setup() else { return };
-    let s = Scratch::new("reach", bin);
-    let img = s.image("private.sqfs", "secret\n", &s.u1, 0o600);
-    let pair = format!("{}:{}", img.display(), s.mnt());
-    let done = s.path("done");
-    // User 1 has it cached and a launch of it running.
-    let script = format!(
-        "cat {}/hello >/dev/null; while [ ! -e {} ]; do sleep 0.05; done",
-        s.mnt(),
-        done.display()
-    );
-    let mut child = user_command(
-        &s.u1,
-        &s.bin,
-        &[pair.as_str(), "--", "sh", "-c", script.as_str()],
-    )
-    .spawn()
-    .unwrap();
-    wait_until(|| s.loops().len() == 1, "the launch to mount");
-
-    // User 2 tries every path they have.
-    let probe = r#"
+/// Every path to a cached instance a process could try: prints
+/// `REACHED <path>` for each that reaches one, then `probed, found=0|1`.
+const REACH_PROBE: &str = r#"
         found=0
         for p in /run/squashfs-mount /run/squashfs-mount/ns /run/squashfs-mount/lock; do
             if ls "$p" >/dev/null 2>&1 || cat "$p" >/dev/null 2>&1; then echo "REACHED $p"; found=1; fi
@@ -487,10 +485,23 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         done
         echo "probed, found=$found"
     "#;
-    let out = user_command(&s.u2, Path::new("/bin/sh"), &["-c", probe])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+
+#[test]
+fn cached_instances_are_unreachable_outside_the_tool() {
+    let Some((_g, bin)) = setup() else { return };
+    let s = Scratch::new("reach", bin);
+    let img = s.image("private.sqfs", "secret\n", &s.u1, 0o600);
+    // User 1 has it cached and a launch of it running.
+    let held = s.held_launch(&img, "cat {}/hello >/dev/null");
+
+    // User 2 tries every path they have.
+    let probe = REACH_PROBE;
+    let text = run(&mut user_command(
+        &s.u2,
+        Path::new("/bin/sh"),
+        &["-c", probe],
+    ))
+    .stdout();
     assert!(
         text.contains("probed, found=0"),
         "user2 reached the cached instance:\n{text}"
@@ -498,10 +509,12 @@ fn cached_instances_are_unreachable_outside_the_tool() {
     // Controls, showing the probe finds what is there: the owner reaches
     // their own running launch's mount through /proc/<pid>/root, and root
     // reaches the state directory (but no process's root is the cache's).
-    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", probe])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run(&mut user_command(
+        &s.u1,
+        Path::new("/bin/sh"),
+        &["-c", probe],
+    ))
+    .stdout();
     assert!(
         text.lines()
             .any(|l| l.starts_with("REACHED /proc/") && l.contains("/root/")),
@@ -511,8 +524,7 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         !text.contains("cache namespace") && !text.contains("/run/squashfs-mount"),
         "{text}"
     );
-    let out = Command::new("sh").args(["-c", probe]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run(Command::new("sh").args(["-c", probe])).stdout();
     assert!(
         text.contains("REACHED /run/squashfs-mount\n"),
         "control failed:\n{text}"
@@ -529,8 +541,7 @@ fn cached_instances_are_unreachable_outside_the_tool() {
         "{mi}"
     );
 
-    fs::write(&done, "").unwrap();
-    assert!(child.wait().unwrap().success());
+    held.release();
     s.finish();
 }
 
@@ -597,7 +608,7 @@ fn sigkill_at_any_point_leaves_a_working_cache() {
     assert_eq!(one.len(), 1, "{one:?}");
     assert_eq!(ok(&s.cat_hello(&s.u2, &img, &[])), "alive\n");
     assert_eq!(s.loops(), one);
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(!status.contains("broken"), "{status}");
     s.finish();
 }
@@ -607,25 +618,14 @@ fn without_a_usable_cache_directory_launches_fall_back_with_one_warning() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("fallback", bin);
     let img = s.image("a.sqfs", "fallback\n", &s.u1, 0o644);
-    let uid = s.u1.uid;
-    let gid = s.u1.gid;
-    let run = format!(
-        "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
-        s.bin.display(),
-        img.display(),
-        s.mnt(),
-        s.mnt()
-    );
+    let launch = s.cat_hello_line(&img);
     // A read-only /run in a private mount namespace.
-    let out = Command::new("unshare")
-        .args([
-            "-m",
-            "sh",
-            "-c",
-            &format!("mount -t tmpfs -o ro tmpfs /run && {run}"),
-        ])
-        .output()
-        .unwrap();
+    let out = run(Command::new("unshare").args([
+        "-m",
+        "sh",
+        "-c",
+        &format!("mount -t tmpfs -o ro tmpfs /run && {launch}"),
+    ]));
     assert_eq!(ok(&out), "fallback\n");
     let warn = stderr(&out);
     assert_eq!(warn.lines().count(), 1, "exactly one warning line: {warn}");
@@ -641,15 +641,7 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("nested", bin);
     let img = s.image("a.sqfs", "nested\n", &s.u1, 0o644);
-    let uid = s.u1.uid;
-    let gid = s.u1.gid;
-    let run = format!(
-        "setpriv --reuid={uid} --regid={gid} --clear-groups {} {}:{} -- cat {}/hello",
-        s.bin.display(),
-        img.display(),
-        s.mnt(),
-        s.mnt()
-    );
+    let launch = s.cat_hello_line(&img);
     let count = format!(
         "cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{}/' || true",
         s.dir.display()
@@ -667,12 +659,17 @@ fn a_cache_in_a_non_initial_mount_namespace_works_and_dies_with_it() {
     for (a, b) in (0..cpus).flat_map(|a| (0..cpus).map(move |b| (a, b))) {
         let cpu = format!("{a}->{b}");
         let script = format!(
-            "mount -t tmpfs tmpfs /run && taskset -c {b} {run} && taskset -c {b} {run} && {run} && echo loops=$({count})"
+            "mount -t tmpfs tmpfs /run && taskset -c {b} {launch} && taskset -c {b} {launch} && {launch} && echo loops=$({count})"
         );
-        let out = Command::new("taskset")
-            .args(["-c", &a.to_string(), "unshare", "-m", "sh", "-c", &script])
-            .output()
-            .unwrap();
+        let out = run(Command::new("taskset").args([
+            "-c",
+            &a.to_string(),
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            &script,
+        ]));
         let text = ok(&out);
         assert_eq!(
             text,
@@ -704,15 +701,7 @@ fn a_burst_of_first_launches_makes_one_cache_namespace() {
     let Some((_g, bin)) = setup() else { return };
     let s = Scratch::new("firstburst", bin);
     let img = s.image("a.sqfs", "first\n", &s.u1, 0o644);
-    let run = format!(
-        "setpriv --reuid={} --regid={} --clear-groups {} {}:{} -- cat {}/hello",
-        s.u1.uid,
-        s.u1.gid,
-        s.bin.display(),
-        img.display(),
-        s.mnt(),
-        s.mnt()
-    );
+    let launch = s.cat_hello_line(&img);
     // Several rounds, each on a fresh /run in a namespace of its own (the
     // host's state directory, copied into it, is unmounted there first, so
     // that only the round's own mounts are counted): the stale-descriptor
@@ -721,17 +710,14 @@ fn a_burst_of_first_launches_makes_one_cache_namespace() {
         let script = format!(
             "while grep -q ' /run/squashfs-mount ' /proc/self/mountinfo; do umount -l /run/squashfs-mount || exit 1; done; \
              mount -t tmpfs tmpfs /run && \
-             for i in $(seq 16); do {run} > /dev/null & done; wait; \
+             for i in $(seq 16); do {launch} > /dev/null & done; wait; \
              echo ns=$(awk '$5 == \"/run/squashfs-mount/ns\"' /proc/self/mountinfo | wc -l) \
              dirs=$(awk '$5 == \"/run/squashfs-mount\"' /proc/self/mountinfo | wc -l) && \
              {bin} --gc --all > /dev/null && echo loops=$(cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c '^{dir}/' || true)",
             bin = s.bin.display(),
             dir = s.dir.display()
         );
-        let out = Command::new("unshare")
-            .args(["-m", "sh", "-c", &script])
-            .output()
-            .unwrap();
+        let out = run(Command::new("unshare").args(["-m", "sh", "-c", &script]));
         assert_eq!(
             ok(&out),
             "ns=1 dirs=1\nloops=0\n",
@@ -767,11 +753,11 @@ fn in_cache_namespace(work: impl Fn() -> bool + Send + Sync + 'static) {
             libc::_exit(if work() { 0 } else { 3 });
         });
     }
-    let st = cmd.status().unwrap();
+    let r = run(&mut cmd);
     assert_eq!(
-        st.code(),
+        r.code(),
         Some(0),
-        "could not plant the entries in the cache namespace"
+        "could not plant the entries in the cache namespace: {r:?}"
     );
 }
 
@@ -835,7 +821,7 @@ fn half_made_entries_are_cleaned_up() {
                 fd >= 0 && libc::close(fd) == 0
             }
     });
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert_eq!(
         status.matches("broken").count(),
         4,
@@ -845,7 +831,7 @@ fn half_made_entries_are_cleaned_up() {
     // The launches that make new entries collect the broken ones.
     assert_eq!(ok(&s.cat_hello(&s.u1, &a, &[])), "a\n");
     assert_eq!(ok(&s.cat_hello(&s.u1, &b, &[])), "b\n");
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(!status.contains("broken"), "{status}");
     assert_eq!(status.matches("idle").count(), 2, "{status}");
     assert_eq!(s.loops().len(), 2);
@@ -864,7 +850,7 @@ fn the_working_directory_survives_visits_to_the_cache() {
     // been in the cache namespace (creation, then reuse), and the command
     // starts in the caller's directory.
     for round in 0..2 {
-        let out = user_command(
+        let out = run(user_command(
             &s.u1,
             &s.bin,
             &[
@@ -875,9 +861,7 @@ fn the_working_directory_survives_visits_to_the_cache() {
                 "readlink /proc/self/cwd; cat m/hello",
             ],
         )
-        .current_dir(&s.dir)
-        .output()
-        .unwrap();
+        .current_dir(&s.dir));
         assert_eq!(
             ok(&out),
             format!("{}\ncwd\n", s.dir.display()),
@@ -886,47 +870,42 @@ fn the_working_directory_survives_visits_to_the_cache() {
         assert!(stderr(&out).is_empty(), "{}", stderr(&out));
         assert_eq!(s.loops().len(), 1);
     }
-    // A working directory that root cannot enter (a FUSE mount of the
-    // caller's, without allow_root): the launch must not lose it; it mounts
-    // a private instance with one warning.
+    cwd_that_root_cannot_enter(&s, &img);
+    s.finish();
+}
+
+/// A working directory that root cannot enter (a FUSE mount of the
+/// caller's, without allow_root): the launch must not lose it; it mounts
+/// a private instance with one warning.
+fn cwd_that_root_cannot_enter(s: &Scratch, img: &Path) {
     let _fuse = sqfsmnt_test_support::site::FuseForUsers::enable();
-    let fuse_usable = user_command(
+    let fuse_usable = run(&mut user_command(
         &s.u1,
         Path::new("/bin/sh"),
         &["-c", "test -r /dev/fuse -a -w /dev/fuse"],
-    )
-    .status()
-    .unwrap()
+    ))
     .success();
     if !have("squashfuse") || !have("fusermount3") || !fuse_usable {
         loud_skip(&format!("(FUSE part of the working-directory cache test): squashfuse or fusermount3 missing, or /dev/fuse not usable by {}", s.u1.name));
-        s.finish();
         return;
     }
     let fuse = s.path("fuse");
     fs::create_dir(&fuse).unwrap();
     s.u1.chown(&fuse);
-    let out = user_command(
+    run(&mut user_command(
         &s.u1,
         Path::new("squashfuse"),
         &[img.as_os_str(), fuse.as_os_str()],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "squashfuse as the test user: {}",
-        stderr(&out)
-    );
+    ))
+    .ok_as("squashfuse as the test user");
     struct Unmount(PathBuf, User);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = user_command(
+            let _ = try_run(&mut user_command(
                 &self.1,
                 Path::new("fusermount3"),
                 &["-u".as_ref(), self.0.as_os_str()],
-            )
-            .status();
+            ));
         }
     }
     let _unmount = Unmount(fuse.clone(), s.u1.clone());
@@ -938,9 +917,11 @@ fn the_working_directory_survives_visits_to_the_cache() {
         s.bin.display(),
         s.mnt()
     );
-    let out = user_command(&s.u1, Path::new("/bin/sh"), &["-c", script.as_str()])
-        .output()
-        .unwrap();
+    let out = run(&mut user_command(
+        &s.u1,
+        Path::new("/bin/sh"),
+        &["-c", script.as_str()],
+    ));
     let text = ok(&out);
     assert!(
         text.starts_with(&format!("{}/dir\ncwd\nf0\n", fuse.display())),
@@ -949,8 +930,6 @@ fn the_working_directory_survives_visits_to_the_cache() {
     let warn = stderr(&out);
     assert_eq!(warn.lines().count(), 1, "{warn}");
     assert!(warn.contains("private instance"), "{warn}");
-    drop(_unmount);
-    s.finish();
 }
 
 #[test]
@@ -1016,7 +995,7 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
         sqfsmnt_test_support::cachens::rewrite_record_headers(b"squashfs-mount-cache 2"),
         1
     );
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert_eq!(
         status.matches("broken").count(),
         1,
@@ -1026,7 +1005,7 @@ fn entries_of_another_format_version_are_evicted_and_recreated() {
     let out = s.cat_hello(&s.u1, &a, &[]);
     assert_eq!(ok(&out), "a\n");
     assert_eq!(stderr(&out), "", "no warning expected");
-    let status = ok(&Command::new(&s.bin).arg("--cache-status").output().unwrap());
+    let status = ok(&s.as_root(&["--cache-status"]));
     assert!(!status.contains("broken"), "{status}");
     assert_eq!(status.matches("idle").count(), 1, "{status}");
     // The old instance's loop device is released; the new one is reused.

@@ -8,12 +8,10 @@
 //! threads of the process keep theirs.
 
 use std::fs;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{spawn, wait_until};
+use sqfsmnt_test_support::held::hold;
 use sqfsmnt_test_support::{is_root, loud_skip, pair, site};
 
 use squashfs_mount::{Caller, Credentials, RootPhase, ThreadCredentials};
@@ -88,8 +86,7 @@ fn root_phase(caps: u64) -> Sets {
 /// process of its own session that does root's work on shared state (a
 /// child of the launch, with the launch's credentials), whichever sleeps
 /// between attempts at the held lock or slot.
-fn in_root_phase(child: &Child, what: &str) -> Sets {
-    let launch = child.id();
+fn in_root_phase(launch: u32, what: &str) -> Sets {
     let mut seen = None;
     // Sampled only while it sleeps between attempts at the held lock or
     // slot: right after exec a set-user-ID program still has every
@@ -131,31 +128,13 @@ fn in_root_phase(child: &Child, what: &str) -> Sets {
     seen.expect("status")
 }
 
-/// An exclusive flock on `path` (created root-only if missing), held until
-/// the file is dropped.
-fn hold(path: &str) -> fs::File {
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .expect(path);
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).expect("chmod");
-    // SAFETY: flock on an fd we own, open for the whole call.
-    let locked = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    assert_eq!(locked, 0, "{path} is held by someone else");
-    f
-}
-
 #[test]
 fn a_launch_keeps_only_what_its_root_phase_needs() {
     case(|fx| {
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 60s\n");
-        let img = fx.image("caps", &[("x", "x\n")], "");
-        let m = fx.mount_point("caps");
+        let (img, m) = fx.image_at("caps", &[("x", "x\n")]);
         // A first launch makes the user's launch slot.
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
         let missing = fx.mount_point("caps-r").join("new");
         let mounts = MOUNTS | SYS_RESOURCE;
@@ -169,20 +148,21 @@ fn a_launch_keeps_only_what_its_root_phase_needs() {
             ("-r", pair(&img, &missing), mounts | DAC_OVERRIDE),
         ] {
             let held = hold(&slot);
-            let child = fx
-                .user_cmd([option, &target, "--", "grep", "^Cap", "/proc/self/status"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn");
-            let seen = in_root_phase(&child, &format!("the root phase of {option}"));
+            let child = spawn(&mut fx.user_cmd([
+                option,
+                &target,
+                "--",
+                "grep",
+                "^Cap",
+                "/proc/self/status",
+            ]));
+            let seen = in_root_phase(child.id(), &format!("the root phase of {option}"));
             drop(held);
-            let out = child.wait_with_output().expect("wait");
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{option}: {stderr}");
+            let out = child.wait();
+            out.ok_as(option);
             assert_eq!(seen, root_phase(caps), "{option}: the root phase");
             // The command: no capability, the root phase's bounding set.
-            let command = sets(&String::from_utf8_lossy(&out.stdout));
+            let command = sets(&out.stdout());
             assert_eq!(
                 command,
                 Sets {
@@ -210,24 +190,13 @@ fn sets_of_bounding(line: &str) -> u64 {
 fn gc_keeps_only_what_the_cache_needs() {
     case(|fx| {
         let _conf = site::config("cache-lock-timeout = 60s\n");
-        let img = fx.image("gc-caps", &[("x", "x\n")], "");
-        let m = fx.mount_point("gc-caps");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let (img, m) = fx.image_at("gc-caps", &[("x", "x\n")]);
+        fx.launch_true(&img, &m).ok();
         let held = hold("/run/squashfs-mount/lock");
-        let child = fx
-            .user_cmd(["--gc"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let seen = in_root_phase(&child, "the root phase of --gc");
+        let child = spawn(&mut fx.user_cmd(["--gc"]));
+        let seen = in_root_phase(child.id(), "the root phase of --gc");
         drop(held);
-        let out = child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        child.wait().ok();
         assert_eq!(seen, root_phase(CACHE));
     });
 }

@@ -9,6 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sqfsmnt_test_support::cmd::run;
 use sqfsmnt_test_support::{have, loud_skip};
 use squashfs_mount::USAGE;
 
@@ -169,22 +170,15 @@ fn bash_offers_exactly_the_options() {
         "squashfs-mount --bind-mount dir1:d",
         "squashfs-mount --bind-mount=dir1:dir2,d",
     ];
-    let out = Command::new("bash")
+    let out = run(Command::new("bash")
         .arg("-c")
         .arg(BASH_HARNESS)
         .arg("harness")
         .arg(completions_dir().join("squashfs-mount.bash"))
         .args(lines)
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+        .current_dir(&dir));
     let _ = fs::remove_dir_all(&dir);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = out.ok().stdout();
     let got: Vec<&str> = text.lines().collect();
     assert_eq!(got.len(), lines.len(), "{text}");
     let mut want = usage_options();
@@ -220,22 +214,15 @@ fn fish_offers_exactly_the_options() {
     let dir = scratch("fish");
     let file = completions_dir().join("squashfs-mount.fish");
     let query = |line: &str| -> BTreeSet<String> {
-        let out = Command::new("fish")
+        run(Command::new("fish")
             .arg("-c")
             .arg(format!("source {}; complete -C '{line}'", file.display()))
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && out.stderr.is_empty(),
-            "fish: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| l.split('\t').next().unwrap().to_string())
-            .collect()
+            .current_dir(&dir))
+        .quiet()
+        .stdout()
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect()
     };
     let mut want = usage_options();
     // --all and --expired go with --gc only, --json with --cache-status.
@@ -314,7 +301,7 @@ fn zsh_offers_exactly_the_options() {
         "squashfs-mount --bind-mount=dir1:d",
         "squashfs-mount -s img.sqfs:d",
     ];
-    let st = Command::new("zsh")
+    run(Command::new("zsh")
         .arg("-f")
         .arg("-c")
         .arg(ZSH_HARNESS)
@@ -322,14 +309,8 @@ fn zsh_offers_exactly_the_options() {
         .arg(completions_dir())
         .arg(&dir)
         .arg(&out)
-        .args(lines)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+        .args(lines))
+    .ok();
     let got: Vec<BTreeSet<String>> = (1..=lines.len())
         .map(|n| {
             let text = fs::read_to_string(format!("{}.{n}", out.display())).unwrap_or_default();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{run, spawn, try_run, wait_until};
 use sqfsmnt_test_support::race::SymlinkFlip;
 use sqfsmnt_test_support::Fixture;
 use sqfsmnt_test_support::{ends, held, pair, s, site};
@@ -64,13 +64,7 @@ fn single_image() {
 fn exit_status_is_the_commands() {
     case(|fx| {
         let m = fx.mount_point("status");
-        let r = fx.run([
-            pair(&image_b(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "exit 7".into(),
-        ]);
+        let r = fx.launch_sh(&[pair(&image_b(fx), &m)], "exit 7");
         assert_eq!(r.code(), Some(7));
         let r = fx.run(["--", "/nonexistent/cmd"]);
         assert_eq!(r.code(), Some(127));
@@ -83,18 +77,14 @@ fn several_images_and_mount_list() {
     case(|fx| {
         let (ma, mb) = (fx.mount_point("sev-a"), fx.mount_point("sev-b"));
         let (a, b) = (image_a(fx), image_b(fx));
-        let r = fx.run([
-            pair(&a, &ma),
-            pair(&b, &mb),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[pair(&a, &ma), pair(&b, &mb)],
+            &format!(
                 "cat {}/hello.txt {}/b.txt; echo \"$UENV_MOUNT_LIST\"",
                 s(&ma),
                 s(&mb)
             ),
-        ]);
+        );
         r.ok();
         assert_eq!(
             r.stdout(),
@@ -124,18 +114,14 @@ fn nested_mount_points_in_path_order() {
         let outer = fx.mount_point("nest");
         let inner = outer.join("sub");
         // Given inner first: still mounted after the outer one.
-        let r = fx.run([
-            pair(&image_c(fx), &inner),
-            pair(&image_a(fx), &outer),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[pair(&image_c(fx), &inner), pair(&image_a(fx), &outer)],
+            &format!(
                 "cat {}/hello.txt {}/c.txt; echo \"$UENV_MOUNT_LIST\"",
                 s(&outer),
                 s(&inner)
             ),
-        ]);
+        );
         r.ok();
         let out = r.stdout();
         assert!(out.starts_with("hello from a\nsea\n"), "{out}");
@@ -150,13 +136,10 @@ fn nested_mount_points_in_path_order() {
 fn relative_paths_are_made_absolute() {
     case(|fx| {
         let m = fx.mount_point("rel");
-        let r = fx.run([
-            "images/b.sqfs:mnt/rel".to_string(),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "cat mnt/rel/b.txt; echo $UENV_MOUNT_LIST".into(),
-        ]);
+        let r = fx.launch_sh(
+            &["images/b.sqfs:mnt/rel".to_string()],
+            "cat mnt/rel/b.txt; echo $UENV_MOUNT_LIST",
+        );
         let _ = image_b(fx);
         r.ok();
         assert_eq!(
@@ -256,7 +239,7 @@ fn forwarded_environment() {
 #[test]
 fn preload_reaches_only_the_unprivileged_command() {
     case(|fx| {
-        if Command::new("cc").arg("--version").output().is_err() {
+        if try_run(Command::new("cc").arg("--version")).is_none() {
             eprintln!("*** SKIPPED preload test: no C compiler ***");
             return;
         }
@@ -267,17 +250,11 @@ fn preload_reaches_only_the_unprivileged_command() {
             "#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void f(void){fprintf(stderr,\"PRELOADED euid=%d\\n\",(int)geteuid());}\n",
         )
         .unwrap();
-        let out = Command::new("cc")
+        run(Command::new("cc")
             .args(["-shared", "-fPIC", "-o"])
             .arg(&so)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(&src))
+        .ok();
         fs::set_permissions(&so, fs::Permissions::from_mode(0o755)).unwrap();
         let m = fx.mount_point("preload");
         let p = pair(&image_b(fx), &m);
@@ -349,12 +326,11 @@ fn unreadable_image_is_refused() {
         // In a directory the user cannot traverse.
         let hidden = fx.path("private/b.sqfs");
         fs::copy(image_b(fx), &hidden).unwrap();
-        fx.run([pair(&hidden, &m), "--".into(), "true".into()])
+        fx.launch_true(&hidden, &m)
             .refused(&["private/b.sqfs", "Permission denied"]);
         // Through a symlink the user may follow.
         let link = fx.symlink(image_secret(fx), "secret-link.sqfs");
-        fx.run([pair(&link, &m), "--".into(), "true".into()])
-            .refused(&["Permission denied"]);
+        fx.launch_true(&link, &m).refused(&["Permission denied"]);
     });
 }
 
@@ -396,11 +372,7 @@ fn non_regular_images_are_refused() {
         let m = fx.mount_point("nonreg");
         let fifo = fx.path("user/fifo");
         let _ = fs::remove_file(&fifo);
-        assert!(Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success());
+        run(Command::new("mkfifo").arg(&fifo)).ok();
         let sock = fx.path("user/sock");
         let _ = fs::remove_file(&sock);
         let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
@@ -412,7 +384,7 @@ fn non_regular_images_are_refused() {
             (sock.clone(), "socket"),
         ] {
             // A launch that hangs on it fails at the run's time limit.
-            let r = fx.run([pair(&path, &m), "--".into(), "true".into()]);
+            let r = fx.launch_true(&path, &m);
             if what == "regular" {
                 // /proc files are regular but empty: refused by the superblock check.
                 r.refused(&["status", "empty"]);
@@ -474,8 +446,7 @@ fn corrupt_truncated_and_empty_images() {
             let mut n = needles.clone();
             let name = img.file_name().unwrap().to_string_lossy().into_owned();
             n.push(&name);
-            fx.run([pair(&img, &m), "--".into(), "true".into()])
-                .refused(&n);
+            fx.launch_true(&img, &m).refused(&n);
         }
     });
 }
@@ -549,13 +520,10 @@ fn symlinked_mount_point_mounts_on_its_target() {
     case(|fx| {
         let target = fx.mount_point("real-target");
         let link = fx.symlink(&target, "link-to-target");
-        let r = fx.run([
-            pair(&image_b(fx), &link),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cat {}/b.txt; echo $UENV_MOUNT_LIST", s(&target)),
-        ]);
+        let r = fx.launch_sh(
+            &[pair(&image_b(fx), &link)],
+            &format!("cat {}/b.txt; echo $UENV_MOUNT_LIST", s(&target)),
+        );
         r.ok();
         assert_eq!(
             r.stdout(),
@@ -668,14 +636,10 @@ impl FromBytesCompat for std::ffi::OsStr {
 fn the_command_runs_as_the_caller_without_privileges() {
     case(|fx| {
         let m = fx.mount_point("creds");
-        let r = fx.run([
-            pair(&image_a(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status"
-                .into(),
-        ]);
+        let r = fx.launch_sh(
+            &[pair(&image_a(fx), &m)],
+            "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status",
+        );
         r.ok();
         let out = r.stdout();
         let lines: Vec<&str> = out.lines().collect();
@@ -709,17 +673,11 @@ fn the_command_runs_as_the_caller_without_privileges() {
 fn setuid_files_capabilities_and_devices_in_images_give_nothing() {
     case(|fx| {
         let m = fx.mount_point("nosuid");
-        let r = fx.run([
-            pair(&image_a(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&[pair(&image_a(fx), &m)], &format!(
                 "ls -l {m}/suid-id; {m}/suid-id -u; {m}/capcat /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ; \
                  echo x > {m}/null 2>/dev/null && echo DEV-WRITE; cat {m}/null 2>&1 || echo DEV-DENIED",
                 m = s(&m)
-            ),
-        ]);
+            ));
         let out = r.stdout();
         assert!(
             out.contains("rwsr-xr-x"),
@@ -743,17 +701,11 @@ fn setuid_files_capabilities_and_devices_in_images_give_nothing() {
 fn the_command_cannot_unmount_or_remount() {
     case(|fx| {
         let m = fx.mount_point("umount");
-        let r = fx.run([
-            pair(&image_b(fx), &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&[pair(&image_b(fx), &m)], &format!(
                 "umount {m} 2>/dev/null && echo UNMOUNTED; mount -o remount,rw {m} 2>/dev/null && echo REMOUNTED; \
                  touch {m}/new 2>/dev/null && echo WROTE; cat {m}/b.txt",
                 m = s(&m)
-            ),
-        ]);
+            ));
         assert_eq!(r.stdout(), "bee\n");
     });
 }
@@ -859,8 +811,8 @@ fn argc_zero_is_refused() {
         let src = fx.path("user/argc0.c");
         let exe = fx.path("user/argc0");
         fs::write(&src, "#include <unistd.h>\nint main(int c,char**v){char*a[]={0};char*e[]={0};execve(v[1],a,e);return 99;}\n").unwrap();
-        match Command::new("cc").arg("-o").arg(&exe).arg(&src).output() {
-            Ok(o) if o.status.success() => {}
+        match try_run(Command::new("cc").arg("-o").arg(&exe).arg(&src)) {
+            Some(r) if r.success() => {}
             _ => {
                 eprintln!("*** SKIPPED argc == 0 test: no C compiler ***");
                 return;
@@ -874,12 +826,7 @@ fn argc_zero_is_refused() {
 #[test]
 fn ptrace_by_the_caller_gets_no_privileges() {
     case(|fx| {
-        if Command::new("strace")
-            .arg("-V")
-            .stdout(Stdio::null())
-            .status()
-            .is_err()
-        {
+        if try_run(Command::new("strace").arg("-V")).is_none() {
             eprintln!("*** SKIPPED ptrace test: strace not installed ***");
             return;
         }
@@ -946,7 +893,7 @@ fn sigkill_at_any_point_leaves_nothing_behind() {
         // machine).
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 60s\n");
         // A first launch makes the user's launch slot.
-        fx.run([pair(&a, &ma), "--".into(), "true".into()]).ok();
+        fx.launch_true(&a, &ma).ok();
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
         for round in 0..3 {
             let held = held::hold(&slot);
@@ -970,27 +917,18 @@ fn parallel_launches_all_succeed() {
         let (a, b) = (image_a(fx), image_b(fx));
         let children: Vec<_> = (0..24)
             .map(|_| {
-                fx.user_cmd([
+                spawn(&mut fx.user_cmd([
                     pair(&a, &ma),
                     pair(&b, &mb),
                     "--".into(),
                     "cat".into(),
                     s(&mb.join("b.txt")),
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+                ]))
             })
             .collect();
         for c in children {
-            let out = c.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert_eq!(out.stdout, b"bee\n");
+            let out = c.wait();
+            assert_eq!(out.ok().stdout(), "bee\n", "{out:?}");
         }
     });
 }
@@ -1028,13 +966,10 @@ fn mount_point_swapped_for_a_symlink_never_mounts_in_proc() {
         let link = fx.path("user/swap-mnt");
         let flip = SymlinkFlip::start(&link, &dir, Path::new("/proc/sys"));
         flip.launches(Duration::from_secs(3), 200, || {
-            let r = fx.run([
-                pair(&b, &link),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5".into(),
-            ]);
+            let r = fx.launch_sh(
+                &[pair(&b, &link)],
+                "grep ' squashfs ' /proc/self/mountinfo | cut -d' ' -f5",
+            );
             match r.code() {
                 Some(0) => {
                     assert_eq!(r.stdout().trim(), s(&dir), "mounted elsewhere");
@@ -1131,15 +1066,7 @@ fn a_repeated_image_uses_one_loop_device() {
             fx.mount_point("once3"),
         );
         let b = image_b(fx);
-        let r = fx.run([
-            pair(&b, &m1),
-            pair(&b, &m2),
-            format!("--union={},{}:{}", s(&b), s(&image_c(fx)), s(&m3)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cat {}/b.txt {}/b.txt {}/b.txt; grep -lF {} /sys/block/loop*/loop/backing_file | wc -l", s(&m1), s(&m2), s(&m3), s(&b)),
-        ]);
+        let r = fx.launch_sh(&[pair(&b, &m1), pair(&b, &m2), format!("--union={},{}:{}", s(&b), s(&image_c(fx)), s(&m3))], &format!("cat {}/b.txt {}/b.txt {}/b.txt; grep -lF {} /sys/block/loop*/loop/backing_file | wc -l", s(&m1), s(&m2), s(&m3), s(&b)));
         r.ok();
         assert_eq!(r.stdout(), "bee\nbee\nbee\n1\n");
     });
@@ -1170,8 +1097,7 @@ fn resolved_paths_with_list_separators_are_refused() {
         let _ = fs::remove_file(&link);
         std::os::unix::fs::symlink(odd.join("i.sqfs"), &link).unwrap();
         let m = fx.mount_point("odd");
-        fx.run([pair(&link, &m), "--".into(), "true".into()])
-            .refused(&["UENV_MOUNT_LIST"]);
+        fx.launch_true(&link, &m).refused(&["UENV_MOUNT_LIST"]);
     });
 }
 

@@ -6,16 +6,16 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{run, run_for, spawn, try_run, wait_until, Run};
 use sqfsmnt_test_support::count::{attached_loops, loops_under};
 use sqfsmnt_test_support::held;
 use sqfsmnt_test_support::users::{User, Users};
-use sqfsmnt_test_support::{ends, loud_skip, pair, run_with_timeout, s, site, Fixture};
+use sqfsmnt_test_support::{ends, loud_skip, pair, s, site, Fixture};
 
 use crate::case;
 
@@ -85,15 +85,12 @@ fn others_are_served(fx: &Fixture, b: &User, img: &Path, m: &Path) -> Vec<String
             args.push("--no-cache".to_string());
         }
         args.extend([pair(img, m), "--".into(), "true".into()]);
-        let out = run_with_timeout(
+        let out = run_for(
             b.command(&fx.bin).args(&args).current_dir(&fx.root),
             ends::HANG,
         );
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(
-            out.status.success(),
-            "user b's launch {args:?} failed: {err}"
-        );
+        out.ok_as("user b's launch");
+        let err = out.stderr();
         assert!(
             !err.contains("was busy for"),
             "user b's launch {args:?} waited for a lock: {err}"
@@ -118,7 +115,7 @@ fn a_stopped_launch_holds_nothing_others_wait_on() {
         let img_b = fx.image("stop-b", &[("b", "b\n")], "");
         let (ma, mb) = (fx.mount_point("stop-a"), fx.mount_point("stop-b"));
         // The state directory and its locks exist before we watch them.
-        fx.run([pair(&img_b, &mb), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img_b, &mb).ok();
         assert!(
             !held::shared_lock_ids().is_empty(),
             "the cache's lock was not made"
@@ -138,13 +135,7 @@ fn a_stopped_launch_holds_nothing_others_wait_on() {
                 continue;
             };
             tried += 1;
-            let kill = fx
-                .user
-                .command("kill")
-                .args(["-STOP", &pid.to_string()])
-                .stderr(Stdio::null())
-                .status()
-                .expect("kill");
+            let kill = run(fx.user.command("kill").args(["-STOP", &pid.to_string()]));
             if !kill.success() {
                 continue;
             }
@@ -160,9 +151,7 @@ fn a_stopped_launch_holds_nothing_others_wait_on() {
                 if !still {
                     others_are_served(fx, b, &img_b, &mb);
                 }
-                let _ = Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status();
+                let _ = try_run(Command::new("kill").args(["-KILL", &pid.to_string()]));
                 assert!(
                     !still,
                     "user a stopped its launch {pid} while it held a shared lock"
@@ -246,7 +235,7 @@ fn a_frozen_launch_stalls_nobody() {
             .collect();
         let img_b = fx.image("frz-b", &[("b", "b\n")], "");
         let (ma, mb) = (fx.mount_point("frz-a"), fx.mount_point("frz-b"));
-        fx.run([pair(&img_b, &mb), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img_b, &mb).ok();
         let mut a = adversary(fx, &fx.user, &imgs, &ma);
         freezer.enter(a.0.id());
         drop(a.0.stdin.take());
@@ -310,8 +299,7 @@ fn a_burst_of_cold_launches_attaches_one_loop_device() {
         // launches: out of reach here, so the outcome does not depend on
         // the machine's speed.)
         let _conf = site::config("max-launches-per-user = 128\ncache-lock-timeout = 10m\n");
-        let img = fx.image("burst", &[("x", "x\n")], "");
-        let m = fx.mount_point("burst");
+        let (img, m) = fx.image_at("burst", &[("x", "x\n")]);
         let path = s(&img);
         let done = Arc::new(AtomicBool::new(false));
         let most = Arc::new(AtomicUsize::new(0));
@@ -325,20 +313,21 @@ fn a_burst_of_cold_launches_attaches_one_loop_device() {
                 }
             })
         };
-        let launches: Vec<Child> = (0..128)
+        let launches: Vec<_> = (0..128)
             .map(|_| {
-                fx.user_cmd([pair(&img, &m), "--".into(), "cat".into(), s(&m.join("x"))])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("launch")
+                spawn(&mut fx.user_cmd([
+                    pair(&img, &m),
+                    "--".into(),
+                    "cat".into(),
+                    s(&m.join("x")),
+                ]))
             })
             .collect();
         let mut failed = Vec::new();
         for c in launches {
-            let out = c.wait_with_output().expect("wait");
-            if !out.status.success() || out.stdout != b"x\n" || !out.stderr.is_empty() {
-                failed.push(String::from_utf8_lossy(&out.stderr).into_owned());
+            let out = c.wait();
+            if !out.success() || out.stdout() != "x\n" || !out.0.stderr.is_empty() {
+                failed.push(out.stderr());
             }
         }
         done.store(true, Ordering::Relaxed);
@@ -366,28 +355,18 @@ fn a_burst_of_cold_launches_attaches_one_loop_device() {
 fn each_user_has_a_share_of_the_loop_devices() {
     case(|fx| {
         let _conf = site::config("max-loop-devices-per-user = 2\n");
-        let img = fx.image("share", &[("x", "x\n")], "");
-        let m = fx.mount_point("share");
+        let (img, m) = fx.image_at("share", &[("x", "x\n")]);
         let hold = |u: &User| {
-            let c = u
-                .command(&fx.bin)
-                .args([
-                    "--no-cache".into(),
-                    pair(&img, &m),
-                    "--".into(),
-                    "sleep".into(),
-                    "60".into(),
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .expect("launch");
-            Kill(c)
+            Kill::quiet(u.command(&fx.bin).args([
+                "--no-cache".into(),
+                pair(&img, &m),
+                "--".into(),
+                "sleep".into(),
+                "60".into(),
+            ]))
         };
         // Cached before: reusing it later takes no loop device.
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let held = [hold(&fx.user), hold(&fx.user)];
         wait_until(ends::HANG, "three loop devices", || {
             loops_under(&img).len() >= 3
@@ -406,25 +385,9 @@ fn each_user_has_a_share_of_the_loop_devices() {
         .refused(&["max-loop-devices-per-user", "2"]);
         // The cache is not the user's share: a launch that reuses the
         // cached instance works.
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
         let others = Users::create(1, false);
-        let out = others
-            .first()
-            .command(&fx.bin)
-            .args([
-                "--no-cache".into(),
-                pair(&img, &m),
-                "--".into(),
-                "true".into(),
-            ])
-            .current_dir(&fx.root)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        private_launch(fx, others.first(), &img, &m).ok();
         drop(held);
     });
 }
@@ -437,18 +400,14 @@ fn each_user_has_a_share_of_the_loop_devices() {
 fn a_cached_device_counts_for_the_cache_and_once_evicted_in_use_for_its_maker() {
     case(|fx| {
         let _conf = site::config("max-loop-devices-per-user = 1\n");
-        let img = fx.image("maker", &[("x", "x\n")], "");
-        let m = fx.mount_point("maker");
+        let (img, m) = fx.image_at("maker", &[("x", "x\n")]);
         // A cached launch that keeps using its instance.
-        let _hold = Kill(
-            fx.user_cmd([pair(&img, &m), "--".into(), "sleep".into(), "60".into()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .expect("launch"),
-        );
+        let _hold = Kill::quiet(&mut fx.user_cmd([
+            pair(&img, &m),
+            "--".into(),
+            "sleep".into(),
+            "60".into(),
+        ]));
         // Once its launch offered it, the cache lists it.
         wait_until(ends::HANG, "the instance in --cache-status", || {
             let status = fx.run(["--cache-status"]);
@@ -549,61 +508,19 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
             loops_under(&fx.root).is_empty()
         });
         let mut signaller = Signaller::start(&fx.user);
-        let (mut launches, mut refused, mut window) = (Vec::new(), None, 0);
-        for img in &imgs {
-            let mut c = fx
-                .user_cmd([pair(img, &ma), "--".into(), "sleep".into(), "60".into()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .spawn()
-                .expect("launch");
-            let pid = c.id();
-            let t = Instant::now();
-            // Its device is configured under the loop-device lock, while
-            // the launch is out of reach: the stop lands once it is back.
-            let attached = loop {
-                if !loops_under(img).is_empty() {
-                    break true;
-                }
-                if matches!(c.try_wait(), Ok(Some(_))) || t.elapsed() > ends::HANG {
-                    break false;
-                }
-            };
-            if !attached {
-                let _ = c.kill();
-                let out = c.wait_with_output().expect("wait");
-                refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
-                break;
-            }
-            signaller.stop(pid);
-            let cached = fx.run(["--cache-status"]).stdout().contains(&s(img));
-            if state(pid) == Some('T') && !cached && !loops_under(img).is_empty() {
-                window += 1;
-            }
-            launches.push(Kill(c));
-        }
+        let (launches, refused) = stop_launches_as_they_attach(fx, &mut signaller, &imgs, &ma);
         let held_by_a = loops_under(&dir_a).len();
-        eprintln!("share: {} launches stopped, {window} between attach and cache; a holds {held_by_a} loop devices; refused: {refused:?}", launches.len());
-        let out = Users::create(1, false)
-            .first()
-            .command(&fx.bin)
-            .args([
-                "--no-cache".into(),
-                pair(&img_b, &mb),
-                "--".into(),
-                "true".into(),
-            ])
-            .current_dir(&fx.root)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprintln!(
+            "share: {} launches stopped; a holds {held_by_a} loop devices; refused: {refused:?}",
+            launches.len()
+        );
+        let out = private_launch(fx, Users::create(1, false).first(), &img_b, &mb);
         let loops = attached_loops();
         drop(launches);
         drop(signaller);
         assert!(
-            out.status.success(),
-            "user b was refused a loop device: {err} (attached: {loops:?})"
+            out.success(),
+            "user b was refused a loop device: {out:?} (attached: {loops:?})"
         );
         assert!(
             held_by_a <= 3,
@@ -615,4 +532,67 @@ fn a_user_stopping_their_launches_keeps_within_their_share() {
             "{refused}"
         );
     });
+}
+
+/// User a's launches of `imgs` (`sleep 60`), each stopped (SIGSTOP, by
+/// `signaller`) as soon as its loop device is attached, until one is
+/// refused: the stopped launches (killed on drop) and the refusal's stderr.
+fn stop_launches_as_they_attach(
+    fx: &Fixture,
+    signaller: &mut Signaller,
+    imgs: &[PathBuf],
+    ma: &Path,
+) -> (Vec<Kill>, Option<String>) {
+    let (mut launches, mut refused, mut window) = (Vec::new(), None, 0);
+    for img in imgs {
+        let mut c = fx
+            .user_cmd([pair(img, ma), "--".into(), "sleep".into(), "60".into()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("launch");
+        let pid = c.id();
+        let t = Instant::now();
+        // Its device is configured under the loop-device lock, while
+        // the launch is out of reach: the stop lands once it is back.
+        let attached = loop {
+            if !loops_under(img).is_empty() {
+                break true;
+            }
+            if matches!(c.try_wait(), Ok(Some(_))) || t.elapsed() > ends::HANG {
+                break false;
+            }
+        };
+        if !attached {
+            let _ = c.kill();
+            let out = c.wait_with_output().expect("wait");
+            refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            break;
+        }
+        signaller.stop(pid);
+        let cached = fx.run(["--cache-status"]).stdout().contains(&s(img));
+        if state(pid) == Some('T') && !cached && !loops_under(img).is_empty() {
+            window += 1;
+        }
+        launches.push(Kill(c));
+    }
+    eprintln!(
+        "share: {} launches stopped, {window} between attach and cache",
+        launches.len()
+    );
+    (launches, refused)
+}
+
+/// `squashfs-mount --no-cache img:m -- true` as `user`.
+fn private_launch(fx: &Fixture, user: &User, img: &Path, m: &Path) -> Run {
+    run(user
+        .command(&fx.bin)
+        .args([
+            "--no-cache".into(),
+            pair(img, m),
+            "--".into(),
+            "true".into(),
+        ])
+        .current_dir(&fx.root))
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{run, spawn, try_run, wait_until};
 use sqfsmnt_test_support::count::{processes_named, CORRUPT_FUSE_SERVER_NAME, FUSE_SERVER_NAME};
 use sqfsmnt_test_support::ends;
 use sqfsmnt_test_support::users::{User, Users};
@@ -67,17 +67,8 @@ fn own_image(fx: &Fixture, user: &User, name: &str) -> PathBuf {
 }
 
 fn launch(user: &User, fx: &Fixture, args: &[String]) -> (bool, String, String) {
-    let out = user
-        .command(&fx.bin)
-        .args(args)
-        .current_dir(&fx.root)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = fx.run_as(user, args);
+    (out.success(), out.stdout(), out.stderr())
 }
 
 fn cat(img: &Path, m: &Path) -> Vec<String> {
@@ -88,6 +79,13 @@ fn cat(img: &Path, m: &Path) -> Vec<String> {
 /// and `--verbose` says so; the server holds none of the launch's
 /// descriptors (a command substitution returns at once); `--cache-status`
 /// lists it with the server's pid; `--gc` evicts it and the server is gone.
+/// The user's `--gc` evicts their instances: no server of theirs is
+/// left.
+fn gc_ends_every_server(fx: &Fixture) {
+    fx.run(["--gc"]).ok();
+    assert!(wait_no_server(fx.uid).is_empty());
+}
+
 #[test]
 fn a_second_launch_reuses_the_users_fuse_instance() {
     case(|fx| {
@@ -171,8 +169,7 @@ fn another_user_never_gets_the_first_users_server() {
             mine,
             "user b's --gc leaves user a's instance"
         );
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -204,15 +201,7 @@ fn a_modified_image_gets_a_new_instance_and_idle_ones_expire() {
         assert_ne!(new, old);
         drop(_conf);
         let _conf = site::config("cache-max-idle = 0\n");
-        let gc = Command::new(&fx.bin)
-            .args(["--gc", "--expired"])
-            .output()
-            .unwrap();
-        assert!(
-            gc.status.success(),
-            "{}",
-            String::from_utf8_lossy(&gc.stderr)
-        );
+        run(Command::new(&fx.bin).args(["--gc", "--expired"])).ok();
         assert!(
             wait_no_server(fx.uid).is_empty(),
             "--gc --expired left the idle server"
@@ -241,28 +230,22 @@ fn a_killed_server_is_replaced_by_the_next_launch() {
             go = s(&fx.user_dir().join("go")),
             m = s(&m)
         );
-        let child = fx
-            .user
-            .command("sh")
-            .args(["-c", &script])
-            .env("SQM", &fx.bin)
-            .current_dir(&fx.root)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn(
+            fx.user
+                .command("sh")
+                .args(["-c", &script])
+                .env("SQM", &fx.bin)
+                .current_dir(&fx.root),
+        );
         wait_until(ends::HANG, "the command to run", || running.exists());
-        Command::new("kill")
-            .args(["-KILL", &server[0].to_string()])
-            .status()
-            .unwrap();
+        run(Command::new("kill").args(["-KILL", &server[0].to_string()]));
         fx.user_sh(&format!("touch {}", s(&fx.user_dir().join("go"))))
             .ok();
         assert!(
             ends::wait_ended(&[child.id()], ends::HANG).is_empty(),
             "the command hung"
         );
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = child.wait().stdout();
         assert!(
             text.contains("Transport endpoint is not connected")
                 || text.contains("Input/output error"),
@@ -278,8 +261,7 @@ fn a_killed_server_is_replaced_by_the_next_launch() {
             "{err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -350,8 +332,7 @@ fn the_crash_image_through_a_cached_instance() {
             marked = now;
         }
         assert_eq!(kernel::problems(), before, "the kernel log changed");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -389,19 +370,13 @@ fn a_burst_of_launches_starts_one_server() {
             })
         };
         let children: Vec<_> = (0..128)
-            .map(|_| {
-                fx.user_cmd(cat(&img, &m))
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
+            .map(|_| spawn(&mut fx.user_cmd(cat(&img, &m))))
             .collect();
         let mut failed = Vec::new();
         for c in children {
-            let o = c.wait_with_output().unwrap();
-            if !o.status.success() || o.stdout != b"fuse-burst\n" {
-                failed.push(String::from_utf8_lossy(&o.stderr).into_owned());
+            let o = c.wait();
+            if !o.success() || o.stdout() != "fuse-burst\n" {
+                failed.push(o.stderr());
             }
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -418,8 +393,7 @@ fn a_burst_of_launches_starts_one_server() {
         );
         let servers = servers_of(fx.uid);
         assert_eq!(servers.len(), 1, "{servers:?}");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
     });
 }
 
@@ -457,8 +431,7 @@ fn the_users_fuse_log_is_roots_and_only_readable_by_them() {
         let again = fx.run(cat(&img, &m));
         again.ok();
         assert_eq!(again.stderr(), "");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
         let _ = fs::remove_file(&log);
     });
 }
@@ -484,7 +457,7 @@ fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
         let (ok, out, err) = launch(b, fx, &cat(&b_img, &mb));
         let gone = wait_no_server(fx.uid);
         // Whatever happened, leave no stopped process behind.
-        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        let _ = try_run(Command::new("kill").args(["-KILL", &pid]));
         assert!(ok, "{err}");
         assert_eq!(out, "stopped-b\n");
         assert!(
@@ -504,21 +477,12 @@ fn a_stopped_server_ends_when_another_users_launch_evicts_it() {
 fn gc_expired_evicts_an_expired_kernel_instance() {
     case(|fx| {
         let _conf = site::config("cache-max-idle = 1h\n");
-        let img = fx.image("expire-kernel", &[("f", "expire-kernel\n")], "");
-        let m = fx.mount_point("expire-kernel");
+        let (img, m) = fx.image_at("expire-kernel", &[("f", "expire-kernel\n")]);
         fx.run(cat(&img, &m)).ok();
         let gc = || {
-            let out = Command::new(&fx.bin)
-                .args(["--gc", "--expired"])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(
-                out.status.success(),
-                "{text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            text
+            run(Command::new(&fx.bin).args(["--gc", "--expired"]))
+                .ok()
+                .stdout()
         };
         let evicted = format!("evicted {}", s(&img));
         let first = gc();
@@ -597,8 +561,7 @@ fn a_users_cached_fuse_servers_are_bounded_by_their_share() {
         let b_kept = servers_of(b.uid).len();
         let (ok, _, err) = launch(b, fx, &["--gc".to_string()]);
         assert!(ok, "{err}");
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
         assert!(wait_no_server(b.uid).is_empty());
         assert_eq!(kept.len(), 2, "user a's cached servers: {kept:?}");
         assert_eq!(said, "", "no warning");
@@ -625,24 +588,17 @@ fn fuse_servers_respect_the_users_process_limit() {
             s(&m),
             s(&fx.user_dir()),
         );
-        let out = fx
+        run(fx
             .user
             .command("bash")
             .args(["-c", &script])
             .env("SQM", &fx.bin)
-            .current_dir(&fx.root)
-            .output()
-            .expect("bash");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .current_dir(&fx.root))
+        .ok();
         let tasks = tasks_of(fx.uid);
         let servers = servers_of(fx.uid).len();
         let errs = fs::read_to_string(fx.user_dir().join("errs")).unwrap_or_default();
-        fx.run(["--gc"]).ok();
-        assert!(wait_no_server(fx.uid).is_empty());
+        gc_ends_every_server(fx);
         assert!(
             tasks <= 12,
             "user a has {tasks} tasks ({servers} FUSE servers) with ulimit -u 12: {errs}"

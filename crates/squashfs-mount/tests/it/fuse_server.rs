@@ -19,7 +19,7 @@ use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{pair, s};
 use sqfsmnt_test_support::{site, Fixture};
 
-use crate::case;
+use crate::{case, fs_type_of};
 
 struct Kill(Child);
 impl Drop for Kill {
@@ -209,24 +209,11 @@ fn other_users_see_no_image_path() {
 /// error.
 fn launch_as(fx: &Fixture, user: &User, img: &Path) -> Result<String, String> {
     let m = fx.mount_point("device");
-    let out = user
-        .command(&fx.bin)
-        .args([
-            pair(img, &m),
-            "--".into(),
-            "stat".into(),
-            "-f".into(),
-            "-c".into(),
-            "%T".into(),
-            s(&m),
-        ])
-        .current_dir(&fx.root)
-        .output()
-        .unwrap();
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = fx.run_as(user, fs_type_of(img, &m));
+    if out.success() {
+        Ok(out.stdout())
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        Err(out.stderr())
     }
 }
 
@@ -289,24 +276,15 @@ fn the_fuse_superblock_is_read_only() {
         let _conf = site::no_config();
         let img = own_image(fx, "superblock");
         let m = fx.mount_point("server");
-        let out = fx
-            .user
-            .command(&fx.bin)
-            .args([
+        let info = fx
+            .run([
                 pair(&img, &m),
                 "--".into(),
                 "cat".into(),
                 "/proc/self/mountinfo".into(),
             ])
-            .current_dir(&fx.root)
-            .output()
-            .unwrap();
-        let info = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .ok()
+            .stdout();
         let line = info
             .lines()
             .find(|l| l.split(' ').nth(4) == Some(s(&m).as_str()))

@@ -6,10 +6,11 @@
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::count::loops_under;
 use sqfsmnt_test_support::users::Users;
 use sqfsmnt_test_support::{ends, have, loud_skip, site, Fixture};
@@ -79,7 +80,7 @@ fn a_huge_mountinfo_does_not_stop_eviction() {
         );
         let m = fx.mount_point("huge");
         for img in images(fx, "evict", 4) {
-            fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+            fx.launch_true(&img, &m).ok();
         }
         let kept = loops_under(&fx.root);
         assert!(
@@ -121,9 +122,8 @@ fn loop_devices_are_capped() {
 fn launches_per_user_are_capped() {
     case(|fx| {
         let _conf = site::config("max-launches-per-user = 1\nmax-launches-wait = 1s\n");
-        let img = fx.image("slot", &[("x", "x\n")], "");
-        let m = fx.mount_point("slot");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let (img, m) = fx.image_at("slot", &[("x", "x\n")]);
+        fx.launch_true(&img, &m).ok();
         // A launch of the user's stuck in its setup, holding the one slot
         // (the test takes the slot's lock as that launch would).
         let slot = format!("/run/squashfs-mount/launches/{}.0", fx.uid);
@@ -133,7 +133,7 @@ fn launches_per_user_are_capped() {
         let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
         assert_eq!(locked, 0);
         let started = Instant::now();
-        fx.run([pair(&img, &m), "--".into(), "true".into()])
+        fx.launch_true(&img, &m)
             .refused(&["max-launches-per-user", "max-launches-wait"]);
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -141,19 +141,10 @@ fn launches_per_user_are_capped() {
         );
         // Another user is not affected.
         let other = Users::create(1, false);
-        let out = other
-            .first()
-            .command(&fx.bin)
-            .args([pair(&img, &m), "--".into(), "true".into()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        fx.run_as(other.first(), [pair(&img, &m), "--".into(), "true".into()])
+            .ok();
         drop(held);
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
     });
 }
 
@@ -163,8 +154,7 @@ fn launches_per_user_are_capped() {
 #[test]
 fn a_lowered_file_size_limit_changes_nothing() {
     case(|fx| {
-        let img = fx.image("fsize", &[("x", "x\n")], "");
-        let m = fx.mount_point("fsize");
+        let (img, m) = fx.image_at("fsize", &[("x", "x\n")]);
         let script = format!(
             "ulimit -f 0; \"$SQM\" {} -- sh -c 'ulimit -f; cat {}/x'",
             pair(&img, &m),
@@ -181,11 +171,7 @@ fn a_lowered_file_size_limit_changes_nothing() {
                 "round {round}: the instance is cached and reused"
             );
         }
-        let status = Command::new(&fx.bin)
-            .arg("--cache-status")
-            .output()
-            .unwrap();
-        let status = String::from_utf8_lossy(&status.stdout);
+        let status = run(Command::new(&fx.bin).arg("--cache-status")).stdout();
         assert!(
             status.contains("idle") && !status.contains("broken"),
             "{status}"
@@ -228,7 +214,7 @@ fn what_other_users_can_learn() {
         );
         // A public one is cached, under an opaque name.
         let public = fx.image("learn-public", &[("x", "x\n")], "");
-        fx.run([pair(&public, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&public, &m).ok();
         assert_eq!(loops_under(&public).len(), 1);
         let names = sqfsmnt_test_support::cachens::names();
         let meta = fs::metadata(&public).unwrap();
@@ -261,9 +247,8 @@ fn cache_commands_never_open_other_users_paths() {
             );
             return;
         }
-        let img = fx.image("watched", &[("x", "x\n")], "");
-        let m = fx.mount_point("watched");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let (img, m) = fx.image_at("watched", &[("x", "x\n")]);
+        fx.launch_true(&img, &m).ok();
         // The events `f` caused: those before the test's own open of a
         // file watched too, which the watch reports after them (one inotify
         // queue keeps its events in order): no delay guessed.
@@ -305,14 +290,9 @@ fn cache_commands_never_open_other_users_paths() {
                 &["--cache-status", "--json"],
                 &["--gc"],
             ] {
-                let out = b.command(&fx.bin).args(args).output().unwrap();
+                let out = run(b.command(&fx.bin).args(args));
                 assert!(
-                    out.status.success(),
-                    "{args:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                assert!(
-                    !String::from_utf8_lossy(&out.stdout).contains(&s(&img)),
+                    !out.ok().stdout().contains(&s(&img)),
                     "{args:?} shows another user's image"
                 );
             }
@@ -327,6 +307,32 @@ fn cache_commands_never_open_other_users_paths() {
         });
         assert!(seen.contains("OPEN"), "the watch saw nothing: {seen:?}");
     });
+}
+
+/// The case user's own squashfuse server of `outer` on `fusemnt`, in the
+/// foreground, once it serves `inner.sqfs`: stopped (SIGSTOP).
+fn stopped_fuse_server(fx: &Fixture, outer: &Path, fusemnt: &Path) -> Kill {
+    let server = Kill(
+        fx.user
+            .command("squashfuse")
+            .args(["-f", "-o", "allow_other"])
+            .arg(outer)
+            .arg(fusemnt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let image = fusemnt.join("inner.sqfs");
+    let deadline = Instant::now() + ends::HANG;
+    while !image.exists() {
+        assert!(Instant::now() < deadline, "squashfuse did not mount");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the server we started.
+    let stopped = unsafe { libc::kill(server.0.id() as i32, libc::SIGSTOP) };
+    assert_eq!(stopped, 0);
+    server
 }
 
 /// An image on a FUSE file system its user controls (squashfuse with
@@ -353,27 +359,8 @@ fn a_stalled_fuse_image_stalls_only_its_own_launch() {
             let fusemnt = fx.path("user/fusemnt");
             fs::create_dir_all(&fusemnt).unwrap();
             fx.user.chown(&fusemnt);
-            // The user's own FUSE server, in the foreground.
-            let server = Kill(
-                fx.user
-                    .command("squashfuse")
-                    .args(["-f", "-o", "allow_other"])
-                    .arg(&outer)
-                    .arg(&fusemnt)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap(),
-            );
+            let server = stopped_fuse_server(fx, &outer, &fusemnt);
             let image = fusemnt.join("inner.sqfs");
-            let deadline = Instant::now() + ends::HANG;
-            while !image.exists() {
-                assert!(Instant::now() < deadline, "squashfuse did not mount");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            // SAFETY: kill(2) on the server we started.
-            let stopped = unsafe { libc::kill(server.0.id() as i32, libc::SIGSTOP) };
-            assert_eq!(stopped, 0);
             // Dropped from the page cache, so that a read must ask the server.
             let drop_caches = fs::write("/proc/sys/vm/drop_caches", "3");
             let mut launch = Kill(
@@ -389,14 +376,13 @@ fn a_stalled_fuse_image_stalls_only_its_own_launch() {
             // A launch that waited for a lock the stalled one holds would
             // carry on after cache-lock-timeout with a line on stderr
             // saying why (doc/cache.md), or not at all (the run's limit).
-            let r = sqfsmnt_test_support::cmd::run(other.command(&fx.bin).args([
+            let r = run(other.command(&fx.bin).args([
                 pair(&root_img, &m),
                 "--".into(),
                 "cat".into(),
                 s(&m.join("y")),
             ]));
-            assert!(r.success(), "{}", r.stderr());
-            assert_eq!(r.stdout(), "y\n");
+            assert_eq!(r.ok().stdout(), "y\n");
             assert_eq!(
                 r.stderr(),
                 "",
@@ -410,20 +396,20 @@ fn a_stalled_fuse_image_stalls_only_its_own_launch() {
                     "conf {conf:?}: a stalled launch survives SIGKILL"
                 );
             }
+            let how = if still_waiting {
+                "waited, was killed"
+            } else {
+                "had finished"
+            };
             eprintln!(
-                "conf {conf:?}: stalled launch {} (drop_caches {:?})",
-                if still_waiting {
-                    "waited, was killed"
-                } else {
-                    "had finished"
-                },
+                "conf {conf:?}: stalled launch {how} (drop_caches {:?})",
                 drop_caches.is_ok()
             );
             // SAFETY: kill(2) on the server we started.
             unsafe { libc::kill(server.0.id() as i32, libc::SIGCONT) };
-            let _ = Command::new("fusermount3").arg("-u").arg(&fusemnt).status();
+            let _ = try_run(Command::new("fusermount3").arg("-u").arg(&fusemnt));
             drop(server);
-            let _ = Command::new("umount").arg("-l").arg(&fusemnt).status();
+            let _ = try_run(Command::new("umount").arg("-l").arg(&fusemnt));
         }
     });
 }

@@ -7,9 +7,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use sqfsmnt_test_support::cmd::{run, Run};
+use sqfsmnt_test_support::tree::not_owned_by;
 use sqfsmnt_test_support::{pair, s, Fixture};
 
 use crate::case;
@@ -60,16 +61,6 @@ fn sh(fx: &Fixture, layer: &str, image: &Path, m: &Path, script: &str, verbose: 
         .args([layer, &pair(image, m), "--", "sh", "-c", script])
         .current_dir(&fx.root)
         .stdin(Stdio::null()))
-}
-
-/// Paths under `dir` not owned by `uid` (find -xdev ! -user).
-fn not_owned_by(dir: &Path, uid: u32) -> String {
-    let out = Command::new("find")
-        .arg(dir)
-        .args(["-xdev", "!", "-user", &uid.to_string()])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The lines of squashfs-mount's stderr but the image cache's warning

@@ -9,8 +9,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sqfsmnt_test_support::cmd::{run, wait_until, Run};
+use sqfsmnt_test_support::cmd::{run, try_run, wait_until, Run};
 use sqfsmnt_test_support::python::{self, DEMO_MODULE, DEMO_VALUE};
+use sqfsmnt_test_support::tree::not_owned_by;
 use sqfsmnt_test_support::{pair, s, site, Fixture};
 
 use crate::case;
@@ -30,16 +31,6 @@ fn launch(fx: &Fixture, bin: &Path, args: &[String]) -> Run {
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|a| a.to_string()).collect()
-}
-
-/// Paths under `dir` not owned by `uid` (find -xdev ! -user).
-fn not_owned_by(dir: &Path, uid: u32) -> String {
-    let out = Command::new("find")
-        .arg(dir)
-        .args(["-xdev", "!", "-user", &uid.to_string()])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A venv (with pip) in an image whose files are the case's user's, in the
@@ -235,51 +226,43 @@ fn setuid_files_stay_without_effect_and_whiteouts_persist() {
     });
 }
 
+/// Root's image `u<n>` of a union, with a root directory open to all
+/// (0777): the layer lets the caller write there, as --writable would.
+fn union_image(fx: &Fixture, n: u32) -> PathBuf {
+    fx.image(
+        &format!("u{n}"),
+        &[
+            (&format!("only{n}"), &format!("{n}\n")),
+            ("which", &format!("top{n}\n")),
+            (&format!("common/c{n}"), ""),
+        ],
+        "chmod 0777 .",
+    )
+}
+
 #[test]
 fn a_union_of_three_images_and_the_stamp() {
     case(|fx| {
-        let img = |n: u32, extra: &str| {
-            fx.image(
-                &format!("u{n}"),
-                &[
-                    (&format!("only{n}"), &format!("{n}\n")),
-                    ("which", &format!("top{n}\n")),
-                    (&format!("common/c{n}"), ""),
-                ],
-                extra,
-            )
-        };
-        // Root's images with a root directory open to all (0777): the
-        // layer lets the caller write there, as --writable would.
-        let open = "chmod 0777 .";
-        let (a, b, c) = (img(1, open), img(2, open), img(3, open));
+        let (a, b, c) = (union_image(fx, 1), union_image(fx, 2), union_image(fx, 3));
         let m = fx.mount_point("u3");
         let dir = fx.user_dir().join("layer");
         let union = format!("--union={},{},{}:{}", s(&a), s(&b), s(&c), s(&m));
         let w = format!("--writable={}", s(&dir));
+        let sh = |mounts: &[String], script: String| {
+            let mut a = vec![w.clone()];
+            a.extend_from_slice(mounts);
+            a.extend(["--".into(), "sh".into(), "-c".into(), script]);
+            let r = launch(fx, &fx.bin, &a);
+            r.ok().stdout()
+        };
         // New files at the top; a file of the middle image deleted.
-        let r = launch(fx, &fx.bin, &[w.clone(), union.clone(), "--".into(), "sh".into(), "-c".into(),
-            format!("cd {}; cat which; ls common | tr '\\n' ' '; rm only2 && echo mine > mine; ls | tr '\\n' ' '", s(&m))]);
-        r.ok();
-        assert_eq!(
-            r.stdout(),
-            "top1\nc1 c2 c3 common mine only1 only3 which ",
-            "{r:?}"
+        let out = sh(std::slice::from_ref(&union), format!("cd {}; cat which; ls common | tr '\\n' ' '; rm only2 && echo mine > mine; ls | tr '\\n' ' '", s(&m)));
+        assert_eq!(out, "top1\nc1 c2 c3 common mine only1 only3 which ");
+        let out = sh(
+            std::slice::from_ref(&union),
+            format!("ls {} | tr '\\n' ' '", s(&m)),
         );
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                w.clone(),
-                union.clone(),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                format!("ls {} | tr '\\n' ' '", s(&m)),
-            ],
-        );
-        r.ok();
-        assert_eq!(r.stdout(), "common mine only1 only3 which ");
+        assert_eq!(out, "common mine only1 only3 which ");
         // The stamp names the three images, top first.
         let stamp = fs::read_to_string(dir.join("stamp")).unwrap();
         let images: Vec<&str> = stamp
@@ -290,39 +273,26 @@ fn a_union_of_three_images_and_the_stamp() {
         assert_eq!(images, [s(&a), s(&b), s(&c)], "{stamp}");
         // Another order, another image: refused, naming them.
         let swapped = format!("--union={},{},{}:{}", s(&b), s(&a), s(&c), s(&m));
-        launch(
-            fx,
-            &fx.bin,
-            &[w.clone(), swapped, "--".into(), "true".into()],
-        )
-        .refused(&["does not belong to the images on", "not on", "delete"]);
-        launch(
-            fx,
-            &fx.bin,
-            &[w.clone(), pair(&a, &m), "--".into(), "true".into()],
-        )
-        .refused(&["does not belong to the images on"]);
+        for (mount, needles) in [
+            (
+                swapped,
+                &["does not belong to the images on", "not on", "delete"][..],
+            ),
+            (pair(&a, &m), &["does not belong to the images on"]),
+        ] {
+            launch(fx, &fx.bin, &[w.clone(), mount, "--".into(), "true".into()]).refused(needles);
+        }
         // A second mount point side by side gets a sub-layer of its own.
         let m2 = fx.mount_point("u3-side");
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                w.clone(),
-                union.clone(),
-                pair(&c, &m2),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "touch {0}/side; ls {1} | wc -l; ls {0} | wc -l",
-                    s(&m2),
-                    s(&m)
-                ),
-            ],
+        let out = sh(
+            &[union.clone(), pair(&c, &m2)],
+            format!(
+                "touch {0}/side; ls {1} | wc -l; ls {0} | wc -l",
+                s(&m2),
+                s(&m)
+            ),
         );
-        r.ok();
-        assert_eq!(r.stdout(), "5\n4\n");
+        assert_eq!(out, "5\n4\n");
         assert!(dir.join("1/upper/side").exists());
         // A rebuilt image (same path, other bytes) is told apart.
         let rebuilt = fx.path("images/u3.sqfs");
@@ -392,8 +362,7 @@ fn a_second_launch_on_the_same_dir_is_refused() {
 #[test]
 fn dirs_the_caller_cannot_own_or_use_are_refused() {
     case(|fx| {
-        let img = fx.image("refuse", &[("f", "f\n")], "");
-        let m = fx.mount_point("refuse");
+        let (img, m) = fx.image_at("refuse", &[("f", "f\n")]);
         let try_dir = |dir: &Path| {
             launch(
                 fx,
@@ -407,39 +376,11 @@ fn dirs_the_caller_cannot_own_or_use_are_refused() {
                 ],
             )
         };
-        // Another user's directory (root's, nobody's).
-        let roots = fx.path("mnt/roots-layer");
-        fs::create_dir_all(&roots).unwrap();
-        try_dir(&roots).refused(&["roots-layer belongs to uid 0 (root), not to you"]);
-        let nobodys = fx.user_dir().join("nobodys");
-        fs::create_dir_all(&nobodys).unwrap();
-        std::os::unix::fs::chown(&nobodys, Some(65534), Some(65534)).unwrap();
-        try_dir(&nobodys).refused(&["belongs to uid 65534"]);
-        // A place the caller cannot write.
-        try_dir(&fx.path("mnt/new-layer"))
-            .refused(&["cannot create the writable layer", "Permission denied"]);
-        // Writable by the group; not a layer; not a directory.
-        let group = fx.user_dir().join("group-writable");
-        fs::create_dir_all(&group).unwrap();
-        fx.user.chown(&group);
-        fs::set_permissions(&group, fs::Permissions::from_mode(0o770)).unwrap();
-        try_dir(&group).refused(&["writable by its group or others (mode 0770)"]);
-        let full = fx.user_dir().join("full");
-        fs::create_dir_all(&full).unwrap();
-        fs::write(full.join("precious"), "x").unwrap();
-        fx.user.chown(&full);
-        fx.user.chown(&full.join("precious"));
-        try_dir(&full).refused(&[
-            "is not a writable layer made by squashfs-mount",
-            "precious",
-            "no stamp",
-        ]);
-        let file = fx.user_dir().join("a-file");
-        fs::write(&file, "x").unwrap();
-        fx.user.chown(&file);
-        try_dir(&file).refused(&["a-file"]);
-        // Inside the mount point; without an image; with a size too.
-        try_dir(&m.join("layer")).refused(&["are inside one another"]);
+        let (refused, magic_new, magic_old, full) = layer_dirs_refused(fx, &m);
+        for (dir, needles) in &refused {
+            try_dir(dir).refused(needles);
+        }
+        // Without an image; with a size too.
         launch(fx, &fx.bin, &args(&["--writable=/tmp/x", "--", "true"]))
             .refused(&["give at least one image"]);
         launch(
@@ -454,29 +395,90 @@ fn dirs_the_caller_cannot_own_or_use_are_refused() {
             ],
         )
         .refused(&["not both"]);
-        // Through /proc's magic links (/proc/self/root, /proc/self/fd/N,
-        // /dev/fd/N), which lead into what the launch holds open: refused,
-        // for a new DIR and an existing one.
-        let via_proc = |dir: &Path| PathBuf::from(format!("/proc/self/root{}", s(dir)));
-        let magic_new = fx.user_dir().join("magic-new");
-        try_dir(&via_proc(&magic_new)).refused(&[
-            "cannot create the writable layer /proc/self/root",
-            "a path through /proc/self/fd or /dev/fd",
-        ]);
-        let magic_old = fx.user_dir().join("magic-old");
-        fs::create_dir_all(&magic_old).unwrap();
-        fx.user.chown(&magic_old);
-        fs::set_permissions(&magic_old, fs::Permissions::from_mode(0o700)).unwrap();
-        try_dir(&via_proc(&magic_old)).refused(&[
-            "cannot open the writable layer /proc/self/root",
-            "a path through /proc/self/fd or /dev/fd",
-        ]);
         // Nothing was made in the places refused.
         assert!(!fx.path("mnt/new-layer").exists());
         assert!(!magic_new.exists());
         assert_eq!(fs::read_dir(&magic_old).unwrap().count(), 0);
         assert_eq!(fs::read_dir(&full).unwrap().count(), 1);
     });
+}
+
+/// A directory `--writable` refuses, and what the refusal says.
+type Refusal = (PathBuf, &'static [&'static str]);
+
+/// The directories `--writable` refuses (another user's, one the caller
+/// cannot write, writable by the group, not a layer, not a directory,
+/// inside the mount point `m`, reached through /proc's magic links, which
+/// lead into what the launch holds open: for a new DIR and an existing
+/// one), each with what the refusal says; and the new and the existing
+/// magic one and the full one (nothing may be made in them).
+#[allow(clippy::type_complexity)]
+fn layer_dirs_refused(
+    fx: &Fixture,
+    m: &Path,
+) -> (
+    Vec<(PathBuf, &'static [&'static str])>,
+    PathBuf,
+    PathBuf,
+    PathBuf,
+) {
+    let roots = fx.path("mnt/roots-layer");
+    fs::create_dir_all(&roots).unwrap();
+    let nobodys = fx.user_dir().join("nobodys");
+    fs::create_dir_all(&nobodys).unwrap();
+    std::os::unix::fs::chown(&nobodys, Some(65534), Some(65534)).unwrap();
+    let group = fx.user_dir().join("group-writable");
+    fs::create_dir_all(&group).unwrap();
+    fx.user.chown(&group);
+    fs::set_permissions(&group, fs::Permissions::from_mode(0o770)).unwrap();
+    let full = fx.user_dir().join("full");
+    fs::create_dir_all(&full).unwrap();
+    fs::write(full.join("precious"), "x").unwrap();
+    fx.user.chown(&full);
+    fx.user.chown(&full.join("precious"));
+    let file = fx.user_dir().join("a-file");
+    fs::write(&file, "x").unwrap();
+    fx.user.chown(&file);
+    let via_proc = |dir: &Path| PathBuf::from(format!("/proc/self/root{}", s(dir)));
+    let magic_new = fx.user_dir().join("magic-new");
+    let magic_old = fx.user_dir().join("magic-old");
+    fs::create_dir_all(&magic_old).unwrap();
+    fx.user.chown(&magic_old);
+    fs::set_permissions(&magic_old, fs::Permissions::from_mode(0o700)).unwrap();
+    let refused: Vec<Refusal> = vec![
+        (roots, &["roots-layer belongs to uid 0 (root), not to you"]),
+        (nobodys, &["belongs to uid 65534"]),
+        (
+            fx.path("mnt/new-layer"),
+            &["cannot create the writable layer", "Permission denied"],
+        ),
+        (group, &["writable by its group or others (mode 0770)"]),
+        (
+            full.clone(),
+            &[
+                "is not a writable layer made by squashfs-mount",
+                "precious",
+                "no stamp",
+            ],
+        ),
+        (file, &["a-file"]),
+        (m.join("layer"), &["are inside one another"]),
+        (
+            via_proc(&magic_new),
+            &[
+                "cannot create the writable layer /proc/self/root",
+                "a path through /proc/self/fd or /dev/fd",
+            ],
+        ),
+        (
+            via_proc(&magic_old),
+            &[
+                "cannot open the writable layer /proc/self/root",
+                "a path through /proc/self/fd or /dev/fd",
+            ],
+        ),
+    ];
+    (refused, magic_new, magic_old, full)
 }
 
 /// Mounts (as root) a file system of `kind` on `at` with a directory of
@@ -490,7 +492,7 @@ impl HostMount {
             fs::create_dir_all(base.join(d)).unwrap();
         }
         fs::create_dir_all(at).unwrap();
-        let st = Command::new("mount")
+        let st = run(Command::new("mount")
             .args(["-t", "overlay", "overlay", "-o"])
             .arg(format!(
                 "lowerdir={},upperdir={},workdir={}",
@@ -498,10 +500,8 @@ impl HostMount {
                 s(&base.join("upper")),
                 s(&base.join("work"))
             ))
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount overlay");
+            .arg(at));
+        st.ok_as("mount overlay");
         HostMount(at.to_path_buf())
     }
 
@@ -515,20 +515,18 @@ impl HostMount {
             &format!("chown {}:{} mine && chmod 700 mine", fx.uid, fx.gid),
         );
         fs::create_dir_all(at).unwrap();
-        let st = Command::new("squashfuse")
+        run(Command::new("squashfuse")
             .args(["-o", "allow_other"])
             .arg(&img)
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(st.success(), "squashfuse");
+            .arg(at))
+        .ok_as("squashfuse");
         Some(HostMount(at.to_path_buf()))
     }
 }
 
 impl Drop for HostMount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = try_run(Command::new("umount").arg("-l").arg(&self.0));
     }
 }
 
@@ -678,8 +676,7 @@ fn nested_mount_points_are_refused_and_side_by_side_work() {
 #[test]
 fn the_command_gets_the_callers_fds_and_the_lock_only() {
     case(|fx| {
-        let img = fx.image("fds", &[("f", "f\n")], "");
-        let m = fx.mount_point("fds");
+        let (img, m) = fx.image_at("fds", &[("f", "f\n")]);
         let dir = fx.user_dir().join("layer");
         let script = format!(
             "exec 5</etc/hostname; ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; \
@@ -791,23 +788,15 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
         let w = format!("--writable={}", s(&dir));
         // A deleted file, a directory deleted and made again (opaque), new
         // directories, a changed file.
-        launch(fx, &fx.bin, &[w.clone(), pair(&own, &m), "--".into(), "sh".into(), "-c".into(),
-            format!("cd {}; rm data/gone; rm -r dir; mkdir dir; echo new > dir/new; mkdir -p add/x; echo f > add/x/f; echo kept > data/keep", s(&m))]).ok();
+        let sh = |mounts: Vec<String>, script: String| {
+            let mut a = mounts;
+            a.extend(["--".into(), "sh".into(), "-c".into(), script]);
+            let r = launch(fx, &fx.bin, &a);
+            r.ok().stdout()
+        };
+        sh(vec![w.clone(), pair(&own, &m)], format!("cd {}; rm data/gone; rm -r dir; mkdir dir; echo new > dir/new; mkdir -p add/x; echo f > add/x/f; echo kept > data/keep", s(&m)));
         let listing = format!("cd {}; find . | sort; cat data/keep dir/new add/x/f", s(&m));
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                w,
-                pair(&own, &m),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                listing.clone(),
-            ],
-        );
-        r.ok();
-        let merged = r.stdout();
+        let merged = sh(vec![w.clone(), pair(&own, &m)], listing.clone());
         assert!(
             !merged.contains("./dir/old") && !merged.contains("./data/gone"),
             "{merged}"
@@ -817,26 +806,23 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
             fx.user_dir().join("layer-a.sqfs"),
             fx.user_dir().join("layer-b.sqfs"),
         );
-        for out in [&a, &b] {
-            let r = run(fx
+        let pack_layer = |option: &str, out: &Path| {
+            run(fx
                 .user
                 .command(&sqfs)
-                .args(["pack", "--layer", "-q"])
+                .args(["pack", "--layer", option])
                 .arg(&dir)
-                .arg(out));
-            r.ok();
+                .arg(out))
+        };
+        for out in [&a, &b] {
+            pack_layer("-q", out).ok();
         }
         assert_eq!(
             fs::read(&a).unwrap(),
             fs::read(&b).unwrap(),
             "not deterministic"
         );
-        let r = run(fx
-            .user
-            .command(&sqfs)
-            .args(["pack", "--layer", "-f"])
-            .arg(&dir)
-            .arg(&a));
+        let r = pack_layer("-f", &a);
         r.ok();
         assert!(
             r.stdout()
@@ -844,29 +830,16 @@ fn sqfs_folds_a_layer_into_an_image_to_stack_on_top() {
             "{}",
             r.stdout()
         );
-        let r = launch(
-            fx,
-            &fx.bin,
-            &[
-                format!("--union={},{}:{}", s(&a), s(&own), s(&m)),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                listing,
-            ],
+        let stacked = sh(
+            vec![format!("--union={},{}:{}", s(&a), s(&own), s(&m))],
+            listing,
         );
-        r.ok();
-        assert_eq!(r.stdout(), merged);
+        assert_eq!(stacked, merged);
         // The image below changed: which names the opaque directory hides
         // can no longer be known.
         let other = fx.image("fold-other", &[("x", "x\n")], "");
         fs::copy(&other, &own).unwrap();
-        let r = run(fx
-            .user
-            .command(&sqfs)
-            .args(["pack", "--layer", "-f"])
-            .arg(&dir)
-            .arg(&a));
+        let r = pack_layer("-f", &a);
         assert!(
             !r.success() && r.stderr().contains("changed since the layer was made"),
             "{r:?}"
@@ -937,28 +910,32 @@ fn a_kept_layer_is_removed_with_the_documented_command() {
         // A fresh layer in its place.
         use_layer().ok();
         fx.user_sh(&remove).ok();
-        // A directory of the user's data with numbered directories is no
-        // layer to remove: the message never offers to delete it.
-        let data = fx.user_dir().join("results");
-        fx.user_sh(&format!(
-            "mkdir -p {d}/1 {d}/2 && echo r > {d}/1/out",
-            d = s(&data)
-        ))
-        .ok();
-        launch(
-            fx,
-            &fx.bin,
-            &[
-                format!("--writable={}", s(&data)),
-                pair(&img, &m),
-                "--".into(),
-                "true".into(),
-            ],
-        )
-        .refused(&[
-            "is not a writable layer made by squashfs-mount",
-            "give an empty or new directory",
-        ]);
-        assert!(data.join("1/out").exists());
+        data_is_no_layer_to_remove(fx, &img, &m);
     });
+}
+
+/// A directory of the user's data with numbered directories is no layer to
+/// remove: the message never offers to delete it.
+fn data_is_no_layer_to_remove(fx: &Fixture, img: &Path, m: &Path) {
+    let data = fx.user_dir().join("results");
+    fx.user_sh(&format!(
+        "mkdir -p {d}/1 {d}/2 && echo r > {d}/1/out",
+        d = s(&data)
+    ))
+    .ok();
+    launch(
+        fx,
+        &fx.bin,
+        &[
+            format!("--writable={}", s(&data)),
+            pair(img, m),
+            "--".into(),
+            "true".into(),
+        ],
+    )
+    .refused(&[
+        "is not a writable layer made by squashfs-mount",
+        "give an empty or new directory",
+    ]);
+    assert!(data.join("1/out").exists());
 }

@@ -5,14 +5,16 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::s;
 use sqfsmnt_test_support::Fixture;
 
 use crate::case;
 
 fn sha256(p: &Path) -> String {
-    let out = Command::new("sha256sum").arg(p).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
+    run(Command::new("sha256sum").arg(p))
+        .ok()
+        .stdout()
         .split(' ')
         .next()
         .unwrap()
@@ -33,12 +35,11 @@ fn sandbox_image(fx: &Fixture) -> std::path::PathBuf {
 }
 
 fn setuid_files_on_host(fx: &Fixture) -> Vec<String> {
-    let out = Command::new("find")
+    let found = run(Command::new("find")
         .args(["/tmp", "/var/tmp", "/dev/shm"])
         .arg(fx.user_dir())
-        .args(["-xdev", "-perm", "-4000", "-print"])
-        .output()
-        .unwrap();
+        .args(["-xdev", "-perm", "-4000", "-print"]))
+    .stdout();
     // The package builds that `make test` runs beside the tests stage
     // root's setuid binary in the repository's build/ (scripts/check-setuid
     // checks that tree on its own); a clone may sit under /tmp.
@@ -46,7 +47,7 @@ fn setuid_files_on_host(fx: &Fixture) -> Vec<String> {
     let builds = fs::canonicalize(builds)
         .map(|p| format!("{}/", p.display()))
         .unwrap_or_else(|_| builds.to_string());
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let mut v: Vec<String> = found
         .lines()
         .filter(|l| !l.contains("/trees/")) // the test's own image sources
         .filter(|l| !l.starts_with(&builds))
@@ -62,30 +63,19 @@ fn writes_succeed_and_vanish() {
         let img = sandbox_image(fx);
         let before = sha256(&img);
         let m = fx.mount_point("w-vanish");
-        let r = fx.run([
-            "--writable".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&["--writable".to_string(), format!("{}:{}", s(&img), s(&m))], &format!(
                 "set -e; cd {m}; echo new > tmp/new.txt; rm data/keep.txt; echo changed > data/keep.txt; \
                  mkdir data/sub; echo deep > data/sub/f; cat tmp/new.txt data/sub/f data/keep.txt; \
                  ! touch etc/forbidden 2>/dev/null; ! touch newtop 2>/dev/null; echo ok",
                 m = s(&m)
-            ),
-        ]);
+            ));
         r.ok();
         assert_eq!(r.stdout(), "new\ndeep\nchanged\nok\n");
         // Next launch: pristine again.
-        let r = fx.run([
-            "--writable".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cat {m}/data/keep.txt; ls {m}/tmp | wc -l", m = s(&m)),
-        ]);
+        let r = fx.launch_sh(
+            &["--writable".to_string(), format!("{}:{}", s(&img), s(&m))],
+            &format!("cat {m}/data/keep.txt; ls {m}/tmp | wc -l", m = s(&m)),
+        );
         r.ok();
         assert_eq!(r.stdout(), "keep\n0\n");
         assert_eq!(sha256(&img), before, "the image changed");
@@ -102,16 +92,13 @@ fn without_writable_a_union_is_read_only() {
         let a = fx.image("ro-a", &[("a.txt", "a\n")], "chmod 777 .");
         let b = fx.image("ro-b", &[("b.txt", "b\n")], "");
         let m = fx.mount_point("ro-union");
-        let r = fx.run([
-            format!("--union={},{}:{}", s(&a), s(&b), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[format!("--union={},{}:{}", s(&a), s(&b), s(&m))],
+            &format!(
                 "cat {m}/a.txt {m}/b.txt; touch {m}/x 2>&1 | grep -c 'Read-only'",
                 m = s(&m)
             ),
-        ]);
+        );
         r.ok();
         assert_eq!(r.stdout(), "a\nb\n1\n");
     });
@@ -126,14 +113,13 @@ fn user_owned_image_root_stays_writable_by_its_owner() {
             &format!("chown -R {}:{} . && chmod 755 .", fx.uid, fx.gid),
         );
         let m = fx.mount_point("w-userroot");
-        let r = fx.run([
-            "--writable=16M".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("touch {m}/top && stat -c '%u %a' {m}", m = s(&m)),
-        ]);
+        let r = fx.launch_sh(
+            &[
+                "--writable=16M".to_string(),
+                format!("{}:{}", s(&img), s(&m)),
+            ],
+            &format!("touch {m}/top && stat -c '%u %a' {m}", m = s(&m)),
+        );
         r.ok();
         assert_eq!(r.stdout(), format!("{} 755\n", fx.uid));
     });
@@ -145,20 +131,13 @@ fn setuid_files_give_no_privilege_and_nothing_setuid_reaches_the_host() {
         let img = sandbox_image(fx);
         let before = setuid_files_on_host(fx);
         let m = fx.mount_point("w-suid");
-        let r = fx.run([
-            "--writable".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&["--writable".to_string(), format!("{}:{}", s(&img), s(&m))], &format!(
                 "cd {m}; ./suid-id -u; cat /usr/bin/id > suid-writable; ls -l suid-writable | cut -c1-10; ./suid-writable -u; \
                  chmod 4755 suid-writable 2>/dev/null; ./suid-writable -u; \
                  cp -p suid-id {u}/copied-suid 2>/dev/null; cp suid-id tmp/c && chmod 4755 tmp/c && ./tmp/c -u",
                 m = s(&m),
                 u = s(&fx.user_dir())
-            ),
-        ]);
+            ));
         let out = r.stdout();
         let uid = fx.uid.to_string();
         let ids: Vec<&str> = out
@@ -188,53 +167,29 @@ fn filling_the_layer_gives_enospc_and_the_next_launch_is_clean() {
     case(|fx| {
         let img = sandbox_image(fx);
         let m = fx.mount_point("w-full");
-        let r = fx.run([
-            "--writable=4M".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("dd if=/dev/zero of={m}/tmp/big bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1", m = s(&m)),
-        ]);
+        let r = fx.launch_sh(&["--writable=4M".to_string(), format!("{}:{}", s(&img), s(&m))], &format!("dd if=/dev/zero of={m}/tmp/big bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1", m = s(&m)));
         r.ok();
         assert_eq!(r.stdout(), "No space left on device\n");
         // The inode limit: 16M gives 4096 inodes; 5000 empty files do not fit.
-        let r = fx.run([
-            "--writable=16M".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cd {m}/tmp && i=0; while [ $i -lt 5000 ]; do touch f$i 2>/dev/null || break; i=$((i+1)); done; echo $i; touch last 2>&1 | grep -o 'No space left on device'", m = s(&m)),
-        ]);
+        let r = fx.launch_sh(&["--writable=16M".to_string(), format!("{}:{}", s(&img), s(&m))], &format!("cd {m}/tmp && i=0; while [ $i -lt 5000 ]; do touch f$i 2>/dev/null || break; i=$((i+1)); done; echo $i; touch last 2>&1 | grep -o 'No space left on device'", m = s(&m)));
         r.ok();
         let out = r.stdout();
         let created: u32 = out.lines().next().unwrap().parse().unwrap();
         assert!(created > 3000 && created < 4096, "{out}");
         assert!(out.contains("No space left on device"), "{out}");
         // And the next launch is clean.
-        let r = fx.run([
-            "--writable".to_string(),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("ls {m}/tmp | wc -l", m = s(&m)),
-        ]);
+        let r = fx.launch_sh(
+            &["--writable".to_string(), format!("{}:{}", s(&img), s(&m))],
+            &format!("ls {m}/tmp | wc -l", m = s(&m)),
+        );
         assert_eq!(r.stdout(), "0\n");
         // Nothing reached the host: the mount point and the image's source
         // tree hold no file called big.
-        let found = Command::new("find")
+        let found = run(Command::new("find")
             .arg(&m)
             .arg(fx.path("trees"))
-            .args(["-name", "big"])
-            .output()
-            .unwrap();
-        assert!(
-            found.stdout.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&found.stdout)
-        );
+            .args(["-name", "big"]));
+        assert!(found.0.stdout.is_empty(), "{found:?}");
     });
 }
 
@@ -297,18 +252,17 @@ fn overlapping_directories_merge_and_unions_mix_with_pairs() {
         );
         let c = fx.image("merge-c", &[("c.txt", "c\n")], "");
         let (mu, mc) = (fx.mount_point("merge-u"), fx.mount_point("merge-c"));
-        let r = fx.run([
-            format!("--union={},{}:{}", s(&a), s(&b), s(&mu)),
-            format!("{}:{}", s(&c), s(&mc)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[
+                format!("--union={},{}:{}", s(&a), s(&b), s(&mu)),
+                format!("{}:{}", s(&c), s(&mc)),
+            ],
+            &format!(
                 "ls {u}/common | tr '\\n' ' '; cat {u}/common/both {u}/only-b/x {c}/c.txt",
                 u = s(&mu),
                 c = s(&mc)
             ),
-        ]);
+        );
         r.ok();
         assert_eq!(r.stdout(), "both from-a from-b top\nx\nc\n");
     });
@@ -317,7 +271,7 @@ fn overlapping_directories_merge_and_unions_mix_with_pairs() {
 #[test]
 fn crafted_overlay_xattrs_do_nothing() {
     case(|fx| {
-        if Command::new("setfattr").arg("--version").output().is_err() {
+        if try_run(Command::new("setfattr").arg("--version")).is_none() {
             eprintln!(
                 "*** SKIPPED crafted xattr test: setfattr (Debian package attr) not installed ***"
             );

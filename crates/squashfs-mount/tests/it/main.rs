@@ -41,10 +41,25 @@ mod uenv;
 mod ux;
 mod views;
 
-use sqfsmnt_test_support::Fixture;
+use std::path::Path;
+
+use sqfsmnt_test_support::{pair, s, Fixture};
 
 /// One case against the installed setuid binary, as a fresh test user
 /// (see `sqfsmnt_test_support::fixture::case`).
 pub fn case(f: impl FnOnce(&Fixture)) {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), f)
+}
+
+/// `img:m -- stat -f -c %T m`: the file system type the launch sees.
+pub fn fs_type_of(img: &Path, m: &Path) -> Vec<String> {
+    vec![
+        pair(img, m),
+        "--".into(),
+        "stat".into(),
+        "-f".into(),
+        "-c".into(),
+        "%T".into(),
+        s(m),
+    ]
 }

@@ -74,7 +74,25 @@ impl Way<'_> {
     }
 }
 
-/// The behaviour table every path passes.
+/// The images and mount points of the behaviour table.
+struct TableImages {
+    a: PathBuf,
+    b: PathBuf,
+    m: PathBuf,
+    m2: PathBuf,
+}
+
+/// The behaviour table every path passes: a row a behaviour.
+const BEHAVIOUR_TABLE: &[fn(&Way, &TableImages)] = &[
+    row_contents_type_and_status,
+    row_nested_images,
+    row_union,
+    row_writable_layer,
+    row_uenv_bind_mount,
+    row_forwarded_environment,
+    row_caller_without_capabilities,
+];
+
 fn behaviour_table(w: &Way) {
     let fx = w.fx;
     let a = w.image(
@@ -86,16 +104,26 @@ fn behaviour_table(w: &Way) {
         ],
     );
     let b = w.image("tb", &[("b.txt", "bee\n"), ("which", "b\n")]);
-    let m = fx.mount_point("table");
-    let m2 = fx.mount_point("table2");
+    let t = TableImages {
+        a,
+        b,
+        m: fx.mount_point("table"),
+        m2: fx.mount_point("table2"),
+    };
+    for row in BEHAVIOUR_TABLE {
+        row(w, &t);
+    }
+}
 
-    // Contents, the file system type, and the command's exit status.
+/// Contents, the file system type, and the command's exit status.
+fn row_contents_type_and_status(w: &Way, t: &TableImages) {
+    let (a, m) = (&t.a, &t.m);
     let r = w.run([
-        pair(&a, &m),
+        pair(a, m),
         "--".into(),
         "sh".into(),
         "-c".into(),
-        format!("cat {0}/hello.txt; stat -f -c %T {0}; exit 7", s(&m)),
+        format!("cat {0}/hello.txt; stat -f -c %T {0}; exit 7", s(m)),
     ]);
     assert_eq!(r.code(), Some(7), "{}", r.stderr());
     assert!(r.stderr().is_empty(), "{}", r.stderr());
@@ -103,18 +131,21 @@ fn behaviour_table(w: &Way) {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "hello from a");
     assert!(w.is_our_fs(lines[1]), "{out}");
+}
 
-    // Several images, one nested in the other, and UENV_MOUNT_LIST.
+/// Several images, one nested in the other, and UENV_MOUNT_LIST.
+fn row_nested_images(w: &Way, t: &TableImages) {
+    let (a, b, m) = (&t.a, &t.b, &t.m);
     let nested = m.join("sub");
     let out = w.ok([
-        pair(&a, &m),
-        pair(&b, &nested),
+        pair(a, m),
+        pair(b, &nested),
         "--".into(),
         "sh".into(),
         "-c".into(),
         format!(
             "cat {}/hello.txt {}/b.txt; echo \"$UENV_MOUNT_LIST\"",
-            s(&m),
+            s(m),
             s(&nested)
         ),
     ]);
@@ -122,36 +153,42 @@ fn behaviour_table(w: &Way) {
         out,
         format!(
             "hello from a\nbee\n{}:{},{}:{}\n",
-            s(&a),
-            s(&m),
-            s(&b),
+            s(a),
+            s(m),
+            s(b),
             s(&nested)
         )
     );
+}
 
-    // A union: the first image on top; both images' files.
+/// A union: the first image on top; both images' files.
+fn row_union(w: &Way, t: &TableImages) {
+    let (a, b, m2) = (&t.a, &t.b, &t.m2);
     let out = w.ok([
-        format!("--union={},{}:{}", s(&b), s(&a), s(&m2)),
+        format!("--union={},{}:{}", s(b), s(a), s(m2)),
         "--".into(),
         "sh".into(),
         "-c".into(),
         format!(
             "cat {0}/which {0}/hello.txt {0}/b.txt; touch {0}/x 2>/dev/null || echo read-only",
-            s(&m2)
+            s(m2)
         ),
     ]);
     assert_eq!(out, "b\nhello from a\nbee\nread-only\n");
+}
 
-    // A writable layer: writes succeed, the image is unchanged, and the
-    // next launch starts clean.
+/// A writable layer: writes succeed, the image is unchanged, and the
+/// next launch starts clean.
+fn row_writable_layer(w: &Way, t: &TableImages) {
+    let (a, m) = (&t.a, &t.m);
     let script = format!(
         "test -e {0}/scratch/new && echo stale; echo written > {0}/scratch/new && cat {0}/scratch/new {0}/hello.txt",
-        s(&m)
+        s(m)
     );
     for _ in 0..2 {
         let out = w.ok([
             "--writable=16M".into(),
-            pair(&a, &m),
+            pair(a, m),
             "--".into(),
             "sh".into(),
             "-c".into(),
@@ -159,11 +196,15 @@ fn behaviour_table(w: &Way) {
         ]);
         assert_eq!(out, "written\nhello from a\n");
     }
+}
 
-    // -r and --bind-mount (uenv's squashfs-mount): a mount point that
-    // does not exist, and a bind destination missing inside the image,
-    // are created in the command's view only; the bind is written through
-    // as the caller; UENV_MOUNT_LIST lists the image only.
+/// -r and --bind-mount (uenv's squashfs-mount): a mount point that does
+/// not exist, and a bind destination missing inside the image, are
+/// created in the command's view only; the bind is written through as
+/// the caller; UENV_MOUNT_LIST lists the image only.
+fn row_uenv_bind_mount(w: &Way, t: &TableImages) {
+    let fx = w.fx;
+    let a = &t.a;
     static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let top = PathBuf::from(format!("/sqfsmnt-{}-table-{n}", std::process::id()));
@@ -173,7 +214,7 @@ fn behaviour_table(w: &Way) {
     fx.user.chown(&src);
     let out = w.ok([
         "-r".into(),
-        pair(&a, &top),
+        pair(a, &top),
         format!("--bind-mount={}:{}/bound", s(&src), s(&top)),
         "--".into(),
         "sh".into(),
@@ -185,7 +226,7 @@ fn behaviour_table(w: &Way) {
     ]);
     assert_eq!(
         out,
-        format!("hello from a\nbound\n{}:{}\nread-only\n", s(&a), s(&top))
+        format!("hello from a\nbound\n{}:{}\nread-only\n", s(a), s(&top))
     );
     assert!(
         fs::symlink_metadata(&top).is_err(),
@@ -196,21 +237,28 @@ fn behaviour_table(w: &Way) {
     let st = fs::metadata(src.join("w")).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!((st.uid(), st.gid()), (fx.uid, fx.gid));
+}
 
-    // The environment: SQFSMNT_FWD_ names reach the command.
+/// The environment: SQFSMNT_FWD_ names reach the command.
+fn row_forwarded_environment(w: &Way, t: &TableImages) {
+    let (a, m) = (&t.a, &t.m);
     let out = run(w
         .command()
         .env("SQFSMNT_FWD_LD_LIBRARY_PATH", "fwd")
         .env("SQFSMNT_FWD_MY_VAR", "mine")
-        .args([pair(&a, &m), "--".into(), "env".into()]));
+        .args([pair(a, m), "--".into(), "env".into()]));
     assert!(out.success(), "{}", out.stderr());
     let env = out.stdout();
     assert!(env.lines().any(|l| l == "LD_LIBRARY_PATH=fwd"), "{env}");
     assert!(env.lines().any(|l| l == "MY_VAR=mine"), "{env}");
+}
 
-    // The command runs as the caller with no capabilities.
+/// The command runs as the caller with no capabilities.
+fn row_caller_without_capabilities(w: &Way, t: &TableImages) {
+    let fx = w.fx;
+    let (a, m) = (&t.a, &t.m);
     let out = w.ok([
-        pair(&a, &m),
+        pair(a, m),
         "--".into(),
         "sh".into(),
         "-c".into(),
@@ -449,8 +497,7 @@ fn damaged_own_images_give_a_clear_error_and_never_hang() {
             );
             // (A launch that hangs fails at the run's time limit.)
             let name = img.file_name().unwrap().to_string_lossy().into_owned();
-            fx.run([pair(&img, &m), "--".into(), "true".into()])
-                .refused(&[needle, &name]);
+            fx.launch_true(&img, &m).refused(&[needle, &name]);
         }
     });
 }
@@ -478,6 +525,18 @@ fn installed_server(fx: &Fixture) -> PathBuf {
     fx.root
         .join("lib/squashfs-mount")
         .join(install::FUSE_SERVER)
+}
+
+/// The FUSE server installed in a system place, if there is one.
+fn system_fuse_server() -> Option<PathBuf> {
+    ["/usr/local/lib", "/usr/lib", "/usr/libexec"]
+        .iter()
+        .map(|d| {
+            PathBuf::from(d)
+                .join("squashfs-mount")
+                .join(install::FUSE_SERVER)
+        })
+        .find(|p| p.exists())
 }
 
 /// A rootless copy of squashfs-mount alone (no server beside it) finds its
@@ -508,14 +567,7 @@ fn rootless_mode_finds_its_fuse_server_and_says_where_it_looked() {
                 .env("PATH", path)
                 .current_dir(&fx.root))
         };
-        let system_server = ["/usr/local/lib", "/usr/lib", "/usr/libexec"]
-            .iter()
-            .map(|d| {
-                PathBuf::from(d)
-                    .join("squashfs-mount")
-                    .join(install::FUSE_SERVER)
-            })
-            .find(|p| p.exists());
+        let system_server = system_fuse_server();
         let tools = base.join("tools");
         let path = format!("{}:/usr/bin:/bin", tools.display());
         match &system_server {

@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use sqfsmnt_test_support::cmd::{run, Run};
 use sqfsmnt_test_support::{kernel, site, Fixture};
 use sqfsmnt_test_support::{pair, s};
 
-use crate::case;
+use crate::{case, fs_type_of};
 
 /// A root-owned image in the fixture's root-only images/ directory.
 fn rooted(fx: &Fixture) -> PathBuf {
@@ -106,16 +107,10 @@ fn the_crash_image_is_served_by_fuse_and_the_kernel_stays_intact() {
         );
         let before = kernel::problems();
         let m = fx.mount_point("crash");
-        let r = fx.run([
-            pair(&img, &m),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&[pair(&img, &m)], &format!(
                 "stat -f -c %T {0}; ls -laR {0} >/dev/null 2>&1; find {0} -type f -exec cat {{}} + >/dev/null 2>/tmp/.crash-$$; echo cat=$?; grep -c 'Input/output error' /tmp/.crash-$$; rm -f /tmp/.crash-$$",
                 s(&m)
-            ),
-        ]);
+            ));
         assert!(r.success(), "{}", r.stderr());
         let out = r.stdout();
         let lines: Vec<&str> = out.lines().collect();
@@ -264,7 +259,7 @@ fn writable_union_and_image_count_can_be_forbidden() {
             .collect();
         fx.run(three.iter().cloned().chain(["--".into(), "true".into()]))
             .refused(&["max-images-per-call"]);
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        fx.launch_true(&img, &m).ok();
     });
 }
 
@@ -359,13 +354,10 @@ fn swapping_the_image_or_a_directory_while_launching_never_fools_the_decision() 
             let t = flipper(link.clone(), a, b, stop.clone());
             let mut seen = std::collections::BTreeMap::new();
             for _ in 0..60 {
-                let r = fx.run([
-                    pair(&image, &m),
-                    "--".into(),
-                    "sh".into(),
-                    "-c".into(),
-                    format!("echo $(stat -f -c %T {0}) $(cat {0}/which)", s(&m)),
-                ]);
+                let r = fx.launch_sh(
+                    &[pair(&image, &m)],
+                    &format!("echo $(stat -f -c %T {0}) $(cat {0}/which)", s(&m)),
+                );
                 if !r.success() {
                     // The path may dangle for an instant; a refusal is fine.
                     continue;
@@ -397,21 +389,15 @@ fn verdicts(
     b: &sqfsmnt_test_support::users::User,
     image: &Path,
 ) -> ([bool; 3], String) {
-    let line_of = |out: std::process::Output| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line_of = |out: Run| {
+        let text = out.ok().stdout();
         text.lines()
             .find(|l| l.starts_with(&format!("{}:", image.display())))
             .unwrap_or_else(|| panic!("no line for {} in\n{text}", image.display()))
             .to_string()
     };
-    let policy = |mut c: std::process::Command| {
-        line_of(c.args(["--policy".to_string(), s(image)]).output().unwrap())
-    };
+    let policy =
+        |mut c: std::process::Command| line_of(run(c.args(["--policy".to_string(), s(image)])));
     let lines = [
         policy_line(fx, image),
         policy(b.command(&fx.bin)),
@@ -493,29 +479,8 @@ fn trust_is_the_same_for_every_caller() {
         );
         // Mounted by B: FUSE, read from inside the command.
         let m = fx.mount_point("every");
-        let out = b
-            .command(&fx.bin)
-            .args([
-                pair(&own, &m),
-                "--".into(),
-                "stat".into(),
-                "-f".into(),
-                "-c".into(),
-                "%T".into(),
-                s(&m),
-            ])
-            .current_dir(&fx.root)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).starts_with("fuse"),
-            "{out:?}"
-        );
+        let out = fx.run_as(b, fs_type_of(&own, &m));
+        assert!(out.ok().stdout().starts_with("fuse"), "{out:?}");
 
         // Root's image in a directory of root's that group gid2 (A's
         // supplementary group) can write.

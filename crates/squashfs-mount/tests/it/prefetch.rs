@@ -4,7 +4,7 @@
 //! delays the command and ends with it. As the unprivileged test user
 //! against the installed setuid binary; needs root (skips loudly).
 
-use sqfsmnt_test_support::cmd::wait_until;
+use sqfsmnt_test_support::cmd::{spawn, wait_until};
 use sqfsmnt_test_support::{ends, Fixture};
 
 use crate::case;
@@ -101,6 +101,57 @@ fn prefetcher_of(pid_file: &std::path::Path) -> u32 {
         .expect("the prefetcher's pid")
 }
 
+/// The descriptors of `pid`: (number, target), sorted.
+fn descriptors_of(pid: u32) -> Vec<(String, String)> {
+    let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    let t = std::fs::read_link(e.path()).map(|t| t.display().to_string());
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        t.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    fds.sort();
+    fds
+}
+
+/// In `out` (the lines `prefetcher ...` and `command ...` of the
+/// launch), the prefetcher has the same ids and groups as the command
+/// (`uid`), no capability, and no_new_privs.
+fn same_credentials_as_the_command(out: &str, uid: u32) {
+    let of = |who: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix(who))
+            .map(str::to_string)
+            .collect()
+    };
+    let (p, c) = (of("prefetcher "), of("command "));
+    assert_eq!(p.len(), 8, "{out}");
+    assert_eq!(
+        p, c,
+        "the prefetcher's credentials differ from the command's"
+    );
+    let uid = uid.to_string();
+    assert!(
+        p.iter()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == uid)),
+        "{out}"
+    );
+    for cap in ["CapPrm:", "CapEff:", "CapAmb:", "CapInh:"] {
+        assert!(
+            p.iter()
+                .any(|l| l.starts_with(cap) && l.ends_with("0000000000000000")),
+            "{cap} {out}"
+        );
+    }
+    assert!(p.iter().any(|l| l == "NoNewPrivs:\t1"), "{out}");
+}
+
 /// Its credentials are the command's, it holds none of the command's
 /// descriptors, the launch does not wait for it (it ends while the
 /// prefetcher is stopped, its work far from done) and it ends with the
@@ -112,36 +163,18 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
         let mp = fx.mount_point("prefetch");
         let pid_file = fx.user_dir().join("prefetcher");
         let go = fx.user_dir().join("go");
-        let child = fx
-            .user_cmd([
-                format!("{}:{}", img.display(), mp.display()),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                wait_for_prefetcher(&pid_file, &go),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn(&mut fx.user_cmd([
+            format!("{}:{}", img.display(), mp.display()),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            wait_for_prefetcher(&pid_file, &go),
+        ]));
         // While the command waits: the prefetcher, stopped, and its
         // descriptors (it is not dumpable, so only root may look).
         let prefetcher = prefetcher_of(&pid_file);
         stop(prefetcher);
-        let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{prefetcher}/fd"))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| {
-                        let t = std::fs::read_link(e.path()).map(|t| t.display().to_string());
-                        (
-                            e.file_name().to_string_lossy().into_owned(),
-                            t.unwrap_or_default(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        fds.sort();
+        let fds = descriptors_of(prefetcher);
         std::fs::write(&go, "").unwrap();
         // The launch ends with its command, the prefetcher stopped: it did
         // not wait for it (had it, the hang limit would end this).
@@ -150,13 +183,8 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
             signal(prefetcher, rustix::process::Signal::CONT);
             panic!("the launch waits for its stopped prefetcher");
         }
-        let o = child.wait_with_output().unwrap();
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(
-            o.status.success(),
-            "{out} {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = child.wait();
+        let out = o.ok().stdout();
         assert_eq!(
             state(prefetcher),
             Some('T'),
@@ -170,33 +198,7 @@ fn the_prefetcher_runs_as_the_caller_and_ends_with_the_command() {
             .trim()
             .to_string();
         assert_eq!(pid, prefetcher.to_string(), "{out}");
-        // Same ids and groups as the command, no capability, no_new_privs.
-        let of = |who: &str| -> Vec<String> {
-            out.lines()
-                .filter_map(|l| l.strip_prefix(who))
-                .map(str::to_string)
-                .collect()
-        };
-        let (p, c) = (of("prefetcher "), of("command "));
-        assert_eq!(p.len(), 8, "{out}");
-        assert_eq!(
-            p, c,
-            "the prefetcher's credentials differ from the command's"
-        );
-        let uid = fx.uid.to_string();
-        assert!(
-            p.iter()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().skip(1).all(|u| u == uid)),
-            "{out}"
-        );
-        for cap in ["CapPrm:", "CapEff:", "CapAmb:", "CapInh:"] {
-            assert!(
-                p.iter()
-                    .any(|l| l.starts_with(cap) && l.ends_with("0000000000000000")),
-                "{cap} {out}"
-            );
-        }
-        assert!(p.iter().any(|l| l == "NoNewPrivs:\t1"), "{out}");
+        same_credentials_as_the_command(&out, fx.uid);
         // Only /dev/null on 0-2, its own pidfd and the file it reads:
         // nothing of the command's (no pipe, no terminal).
         assert!(fds.len() >= 4, "{fds:?}");
@@ -228,8 +230,8 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
             wait_for_prefetcher(&pid_file, &go),
             mp.display()
         );
-        let child = fx
-            .user
+        let child = spawn(
+            fx.user
             .command("sh")
             .arg("-c")
             .arg(format!(
@@ -239,11 +241,8 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
             ))
             .env("SQM", &fx.bin)
             .env("SCRIPT", &script)
-            .current_dir(&fx.root)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .current_dir(&fx.root),
+        );
         let prefetcher = prefetcher_of(&pid_file);
         stop(prefetcher);
         std::fs::write(&go, "").unwrap();
@@ -252,19 +251,17 @@ fn a_pipe_reader_is_not_delayed_and_no_prefetch_means_none() {
             signal(prefetcher, rustix::process::Signal::CONT);
             panic!("the pipe's reader waits for the stopped prefetcher");
         }
-        let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "hello\n");
+        let o = child.wait();
+        assert_eq!(o.ok().stdout(), "hello\n", "{o:?}");
         ends_once_resumed(prefetcher);
         // --no-prefetch: nothing runs besides the command.
-        let r = fx.run([
-            "--no-prefetch".to_string(),
-            format!("{}:{}", img.display(), mp.display()),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "sleep 0.3; pgrep -x -r R,S,D -u $(id -u) sqfs-prefetch || echo none".into(),
-        ]);
+        let r = fx.launch_sh(
+            &[
+                "--no-prefetch".to_string(),
+                format!("{}:{}", img.display(), mp.display()),
+            ],
+            "sleep 0.3; pgrep -x -r R,S,D -u $(id -u) sqfs-prefetch || echo none",
+        );
         r.ok();
         assert_eq!(r.stdout().trim(), "none");
     });

@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::run_with_timeout;
-use sqfsmnt_test_support::{image, install, python, site, Fixture, Run};
+use sqfsmnt_test_support::cmd::{run_for, Run};
+use sqfsmnt_test_support::{image, install, python, site, Fixture};
 
 use crate::case;
 
@@ -350,50 +350,60 @@ const STACK: &[(&str, &str)] = &[
     ("app.py", "print('hello from the image')\n"),
 ];
 
+/// Two images on two host directories, a Makefile and an app that use
+/// them (the setup `images`).
+fn setup_images(fx: &Fixture, dir: &Path, host: &mut Vec<HostDir>) {
+    host.push(HostDir::ensure("/user-environment"));
+    host.push(HostDir::ensure("/user-tools"));
+    user_image(fx, dir, "stack.sqfs", STACK);
+    user_image(fx, dir, "tools.sqfs", &[("tool.txt", "a tool\n")]);
+    fs::copy(dir.join("stack.sqfs"), dir.join("scratch/stack.sqfs")).unwrap();
+    put(
+        dir,
+        "Makefile",
+        "all:\n\t@test -x /user-environment/bin/hello && test -f /user-tools/tool.txt\n",
+        0o644,
+    );
+    put(
+        dir,
+        "app",
+        "#!/bin/sh\ntest \"$LD_LIBRARY_PATH\" = /user-environment/lib && test -f /user-environment/lib/libhello.so\n",
+        0o755,
+    );
+}
+
+/// Three subjects' images and a root file system (the setup `unions`).
+fn setup_unions(fx: &Fixture, dir: &Path) {
+    for i in 1..=3 {
+        user_image(
+            fx,
+            dir,
+            &format!("hcp-{i:02}.sqfs"),
+            &[(&format!("subject-{i:02}/anat.nii"), "voxels\n")],
+        );
+    }
+    user_image(
+        fx,
+        dir,
+        "rootfs.sqfs",
+        &[
+            ("etc/os-release", "ID=test\n"),
+            // Writes into the image's top directory (the user's own:
+            // writable through the layer), then checks.
+            (
+                "build.sh",
+                "#!/bin/sh\nset -e\necho built > build.out\ngrep -qx built build.out\n",
+            ),
+        ],
+    );
+}
+
 /// Prepares `dir` for the blocks marked `run in=<setup>`.
 fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
     let mut host = Vec::new();
     match name {
-        "images" => {
-            host.push(HostDir::ensure("/user-environment"));
-            host.push(HostDir::ensure("/user-tools"));
-            user_image(fx, dir, "stack.sqfs", STACK);
-            user_image(fx, dir, "tools.sqfs", &[("tool.txt", "a tool\n")]);
-            fs::copy(dir.join("stack.sqfs"), dir.join("scratch/stack.sqfs")).unwrap();
-            put(
-                dir,
-                "Makefile",
-                "all:\n\t@test -x /user-environment/bin/hello && test -f /user-tools/tool.txt\n",
-                0o644,
-            );
-            put(
-                dir,
-                "app",
-                "#!/bin/sh\ntest \"$LD_LIBRARY_PATH\" = /user-environment/lib && test -f /user-environment/lib/libhello.so\n",
-                0o755,
-            );
-        }
-        "unions" => {
-            for i in 1..=3 {
-                user_image(
-                    fx,
-                    dir,
-                    &format!("hcp-{i:02}.sqfs"),
-                    &[(&format!("subject-{i:02}/anat.nii"), "voxels\n")],
-                );
-            }
-            user_image(
-                fx,
-                dir,
-                "rootfs.sqfs",
-                &[
-                    ("etc/os-release", "ID=test\n"),
-                    // Writes into the image's top directory (the user's own:
-                    // writable through the layer), then checks.
-                    ("build.sh", "#!/bin/sh\nset -e\necho built > build.out\ngrep -qx built build.out\n"),
-                ],
-            );
-        }
+        "images" => setup_images(fx, dir, &mut host),
+        "unions" => setup_unions(fx, dir),
         "trees" => {
             for (rel, content, mode) in [
                 (
@@ -415,13 +425,14 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
         // A clone of the repository: its examples/ (what the README's
         // first example uses), nothing made for the test.
         "clone" => {
-            let r = Command::new("cp")
-                .arg("-a")
-                .arg(top().join("examples"))
-                .arg(dir)
-                .status()
-                .unwrap();
-            assert!(r.success());
+            run_for(
+                Command::new("cp")
+                    .arg("-a")
+                    .arg(top().join("examples"))
+                    .arg(dir),
+                Duration::from_secs(120),
+            )
+            .ok();
         }
         "pip" => {
             host.push(HostDir::ensure("/user-environment"));
@@ -441,13 +452,14 @@ fn setup(fx: &Fixture, name: &str, dir: &Path) -> Vec<HostDir> {
         }
         other => panic!("unknown setup {other}"),
     }
-    let r = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{}:{}", fx.uid, fx.gid))
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(r.success());
+    run_for(
+        Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", fx.uid, fx.gid))
+            .arg(dir),
+        Duration::from_secs(120),
+    )
+    .ok();
     host
 }
 
@@ -459,6 +471,26 @@ fn script(b: &Block) -> String {
         text.push('\n');
     }
     text
+}
+
+/// The block `b` run as the case's user in `dir` (its home, scratch and
+/// tmp inside), with the installed tools first on PATH.
+fn run_example(fx: &Fixture, b: &Block, dir: &Path, lib: &Path, prefix_bin: &Path) -> Run {
+    let body = script(b).replace("/usr/lib/squashfs-mount/", &lib.display().to_string());
+    let mut c = fx.user.command("sh");
+    c.args(["-c", &body])
+        .current_dir(dir)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/local/bin:/usr/bin:/bin", prefix_bin.display()),
+        )
+        .env("HOME", dir.join("home"))
+        .env("SCRATCH", dir.join("scratch"))
+        .env("TMPDIR", dir.join("tmp"))
+        .env("USER", &fx.user.name)
+        .env("LANG", "C.UTF-8");
+    run_for(&mut c, Duration::from_secs(900))
 }
 
 #[test]
@@ -505,22 +537,7 @@ fn examples_run_as_written() {
                     fs::create_dir_all(dir.join(sub)).unwrap();
                 }
                 let _host = setup(fx, setup_name, &dir);
-                let body =
-                    script(&b).replace("/usr/lib/squashfs-mount/", &lib.display().to_string());
-                let mut c = fx.user.command("sh");
-                c.args(["-c", &body])
-                    .current_dir(&dir)
-                    .env_clear()
-                    .env(
-                        "PATH",
-                        format!("{}:/usr/local/bin:/usr/bin:/bin", prefix_bin.display()),
-                    )
-                    .env("HOME", dir.join("home"))
-                    .env("SCRATCH", dir.join("scratch"))
-                    .env("TMPDIR", dir.join("tmp"))
-                    .env("USER", &fx.user.name)
-                    .env("LANG", "C.UTF-8");
-                let r = Run(run_with_timeout(&mut c, Duration::from_secs(900)));
+                let r = run_example(fx, &b, &dir, &lib, &prefix_bin);
                 ran += 1;
                 if !r.success() || !r.stderr().is_empty() {
                     failures.push(format!(

@@ -23,27 +23,13 @@ fn the_shared_refusal_table() {
             if let Some(w) = r.writable {
                 args.push(format!("--writable={}", refusals::writable(&dir, w)));
             }
-            for (img, sub) in r.pairs {
-                args.push(format!(
-                    "{}:{}",
-                    dir.join(img).display(),
-                    refusals::mount_point(&root, sub).display()
-                ));
-            }
-            for (src, sub) in r.binds {
-                args.push(format!(
-                    "--bind-mount={}:{}",
-                    dir.join(src).display(),
-                    refusals::mount_point(&root, sub).display()
-                ));
+            args.extend(refusals::pairs(r, &dir, &root));
+            for bind in refusals::binds(r, &dir, &root) {
+                args.push(format!("--bind-mount={bind}"));
             }
             if !r.union.is_empty() {
-                let list: Vec<String> = r
-                    .union
-                    .iter()
-                    .map(|i| dir.join(i).display().to_string())
-                    .collect();
-                args.push(format!("--union={}:{}", list.join(","), root.display()));
+                let list = refusals::union(r, &dir);
+                args.push(format!("--union={list}:{}", root.display()));
             }
             args.extend(["--".into(), "true".into()]);
             let run = fx.run(&args);
@@ -76,8 +62,7 @@ fn a_set_group_id_installation_is_refused() {
     sqfsmnt_test_support::case(env!("CARGO_BIN_EXE_squashfs-mount"), |fx| {
         let prefix = fx.path("setgid-install");
         let _gone = RemoveTree(prefix.clone());
-        let img = fx.image("setgid", &[("hello", "hi\n")], "");
-        let m = fx.mount_point("setgid");
+        let (img, m) = fx.image_at("setgid", &[("hello", "hi\n")]);
         let launch = |bin: &std::path::Path| {
             run(fx
                 .user

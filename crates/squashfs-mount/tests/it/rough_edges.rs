@@ -5,10 +5,19 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use sqfsmnt_test_support::cmd::run_with_timeout;
-use sqfsmnt_test_support::{s, site, Run};
+use sqfsmnt_test_support::cmd::run_for;
+use sqfsmnt_test_support::{s, site, Fixture};
 
 use crate::case;
+
+/// An image with a program, bin/hello.
+fn edges_image(fx: &Fixture) -> std::path::PathBuf {
+    fx.image(
+        "edges",
+        &[("bin/hello", "#!/bin/sh\necho hi\n")],
+        "chmod 755 bin/hello",
+    )
+}
 
 /// Whether `text` is one JSON value (python3's parser; the crate has none).
 fn is_json(text: &str) -> bool {
@@ -31,11 +40,7 @@ fn is_json(text: &str) -> bool {
 fn mutable_root_in_your_own_directory_warns() {
     case(|fx| {
         let _conf = site::no_config();
-        let img = fx.image(
-            "edges",
-            &[("bin/hello", "#!/bin/sh\necho hi\n")],
-            "chmod 755 bin/hello",
-        );
+        let img = edges_image(fx);
         let home = fx.user_dir();
         let m = home.join("stack");
         let pair = format!("{}:{}", s(&img), s(&m));
@@ -68,20 +73,13 @@ fn mutable_root_in_your_own_directory_warns() {
 fn a_command_not_found_points_into_the_image() {
     case(|fx| {
         let _conf = site::no_config();
-        let img = fx.image(
-            "edges",
-            &[("bin/hello", "#!/bin/sh\necho hi\n")],
-            "chmod 755 bin/hello",
-        );
+        let img = edges_image(fx);
         let m = fx.mount_point("edges-cmd");
         let pair = format!("{}:{}", s(&img), s(&m));
         let run = |cmd: &str| {
             let mut c = fx.user_cmd([pair.as_str(), "--", cmd]);
             c.env("PATH", "/usr/bin:/bin");
-            Run(run_with_timeout(
-                &mut c,
-                std::time::Duration::from_secs(120),
-            ))
+            run_for(&mut c, std::time::Duration::from_secs(120))
         };
         let r = run("hello");
         assert_eq!(r.code(), Some(127), "{}", r.stderr());
@@ -132,43 +130,27 @@ fn policy_tells_the_caller_what_applies_to_them() {
             let r = fx.run(["--policy", "--json", s(&own).as_str()]);
             r.ok();
             assert!(is_json(&r.stdout()), "{}", r.stdout());
-            assert!(
-                r.stdout().contains("\"fuse_usable\":false"),
-                "{}",
-                r.stdout()
-            );
-            assert!(
-                r.stdout().contains("\"config_file_exists\":false"),
-                "{}",
-                r.stdout()
-            );
-            assert!(
-                r.stdout().contains("\"mountable_here\":false"),
-                "{}",
-                r.stdout()
-            );
+            for n in [
+                "\"fuse_usable\":false",
+                "\"config_file_exists\":false",
+                "\"mountable_here\":false",
+            ] {
+                assert!(r.stdout().contains(n), "{n}: {r:?}");
+            }
         }
         {
             let _conf = site::config("kernel-images = trusted\n");
             let _fuse = site::FuseDevice::open_to_all();
             let r = fx.run(["--policy", "--json", s(&own).as_str()]);
             r.ok();
-            assert!(
-                r.stdout().contains("\"fuse_usable\":true"),
-                "{}",
-                r.stdout()
-            );
-            assert!(
-                r.stdout().contains("\"config_file_exists\":true"),
-                "{}",
-                r.stdout()
-            );
-            assert!(r.stdout().contains("\"path\":\"FUSE\""), "{}", r.stdout());
-            assert!(
-                r.stdout().contains("\"mountable_here\":true"),
-                "{}",
-                r.stdout()
-            );
+            for n in [
+                "\"fuse_usable\":true",
+                "\"config_file_exists\":true",
+                "\"path\":\"FUSE\"",
+                "\"mountable_here\":true",
+            ] {
+                assert!(r.stdout().contains(n), "{n}: {r:?}");
+            }
             let r = fx.run(["--policy", s(&own).as_str()]);
             assert!(r.stdout().contains("usable by you") && !r.stdout().contains("NOT usable"));
             assert!(r
@@ -222,21 +204,19 @@ fn writable_dir_as_the_next_word_and_help_lists_verbose_n() {
             assert!(help.stdout().contains(want), "--help lacks {want}");
         }
         let _conf = site::no_config();
-        let img = fx.image("rough-layer", &[("x.txt", "ex\n")], "");
-        let m = fx.mount_point("rough-layer");
+        let (img, m) = fx.image_at("rough-layer", &[("x.txt", "ex\n")]);
         let layer = fx.user_dir().join("next-word-layer");
-        let r = fx.run([
-            "--writable".to_string(),
-            s(&layer),
-            format!("{}:{}", s(&img), s(&m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[
+                "--writable".to_string(),
+                s(&layer),
+                format!("{}:{}", s(&img), s(&m)),
+            ],
+            &format!(
                 "cat {0}/x.txt; grep -q ' {0} .* - overlay ' /proc/self/mountinfo && echo overlay",
                 s(&m)
             ),
-        ]);
+        );
         r.ok();
         assert_eq!(r.stdout(), "ex\noverlay\n");
         assert!(r.stderr().is_empty(), "{}", r.stderr());

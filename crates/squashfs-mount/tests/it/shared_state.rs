@@ -8,11 +8,11 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sqfsmnt_test_support::cmd::{spawn, try_run};
 use sqfsmnt_test_support::held::{self, lock_ids, Group};
 use sqfsmnt_test_support::users::{User, Users};
 use sqfsmnt_test_support::{ends, loud_skip, pair, s, site, Fixture};
@@ -34,18 +34,12 @@ fn exclusive_holders(paths: &[&str]) -> Vec<u32> {
 
 /// `script` as `user` in a process group of its own (`$SQM` the tool).
 fn spawn_as(fx: &Fixture, user: &User, script: &str) -> Group {
-    let child = user
-        .command("sh")
-        .args(["-c", script])
-        .env("SQM", &fx.bin)
-        .current_dir(&fx.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("spawn");
-    Group(child)
+    Group::quiet(
+        user.command("sh")
+            .args(["-c", script])
+            .env("SQM", &fx.bin)
+            .current_dir(&fx.root),
+    )
 }
 
 /// User `a` launching in a loop: cached launches of fresh images (the
@@ -158,16 +152,12 @@ fn root_never_creates_shared_state_with_the_callers_umask() {
             (&img_r, Some("-r")),
             (&img, Some("--no-cache")),
         ] {
-            let mut c = b.command(&fx.bin);
-            c.args(extra)
-                .args([pair(image, &m), "--".into(), "true".into()])
-                .current_dir(&fx.root)
-                .stdin(Stdio::null());
-            let out = c.output().expect("b's launch");
-            let err = String::from_utf8_lossy(&out.stderr);
+            let mut args: Vec<String> = extra.into_iter().map(String::from).collect();
+            args.extend([pair(image, &m), "--".into(), "true".into()]);
+            let out = fx.run_as(b, &args);
             assert!(
-                out.status.success() && err.is_empty(),
-                "user b's launch ({extra:?}) after user a's umask 0777: {err}"
+                out.success() && out.0.stderr.is_empty(),
+                "user b's launch ({extra:?}) after user a's umask 0777: {out:?}"
             );
         }
     });
@@ -180,9 +170,8 @@ fn root_never_creates_shared_state_with_the_callers_umask() {
 #[test]
 fn roots_state_with_a_wrong_mode_is_repaired() {
     case(|fx| {
-        let img = fx.image("repair", &[("f", "repair\n")], "");
-        let m = fx.mount_point("repair");
-        fx.run([pair(&img, &m), "--".into(), "true".into()]).ok();
+        let (img, m) = fx.image_at("repair", &[("f", "repair\n")]);
+        fx.launch_true(&img, &m).ok();
         for p in ["launches", "lock", "making", "users", "devices"] {
             let _ =
                 fs::set_permissions(Path::new(STATE).join(p), fs::Permissions::from_mode(0o000));
@@ -207,8 +196,7 @@ fn roots_state_with_a_wrong_mode_is_repaired() {
         // making of an instance (`making`). (The --no-cache launch above
         // already read the cache's records, which gives entries their mode
         // back, to count loop devices.)
-        let fresh = fx.image("repair-fresh", &[("f", "fresh\n")], "");
-        let m2 = fx.mount_point("repair-fresh");
+        let (fresh, m2) = fx.image_at("repair-fresh", &[("f", "fresh\n")]);
         let warm = fx.run([
             pair(&img, &m),
             pair(&fresh, &m2),
@@ -320,8 +308,7 @@ fn the_root_phase_does_not_run_with_the_callers_umask_or_scheduling() {
 #[test]
 fn the_command_gets_the_callers_umask_and_scheduling_back() {
     case(|fx| {
-        let img = fx.image("back", &[("f", "back\n")], "");
-        let m = fx.mount_point("back");
+        let (img, m) = fx.image_at("back", &[("f", "back\n")]);
         // (This thread's: nice values are per thread.)
         let ours: i32 = fs::read_to_string("/proc/thread-self/stat")
             .ok()
@@ -365,26 +352,17 @@ fn a_fuse_server_whose_mount_is_in_use_is_never_killed() {
         // The job reads its image once user a's launch has evicted the
         // instance (a file says so), not after a guessed delay.
         let go = fx.user_dir().join("go");
-        let job = fx
-            .user
-            .command(&fx.bin)
-            .args([
-                pair(&own, &mv),
-                "--".into(),
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "while [ ! -e {go} ]; do sleep 0.05; done; cat {}/data",
-                    s(&mv),
-                    go = s(&go)
-                ),
-            ])
-            .current_dir(&fx.root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("victim's job");
+        let job = spawn(&mut fx.user_cmd([
+            pair(&own, &mv),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "while [ ! -e {go} ]; do sleep 0.05; done; cat {}/data",
+                s(&mv),
+                go = s(&go)
+            ),
+        ]));
         // The victim's instance is idle by the rules after 1 s; user a's
         // cold cached launch then evicts it.
         std::thread::sleep(Duration::from_millis(2500));
@@ -393,15 +371,11 @@ fn a_fuse_server_whose_mount_is_in_use_is_never_killed() {
         let evict = a.sh(&format!("\"{}\" {} -- true", s(&fx.bin), pair(&fresh, &ma)));
         assert!(evict.success(), "user a's launch: {}", evict.stderr());
         fs::write(&go, "").expect("go");
-        let out = job.wait_with_output().expect("victim's job");
+        let out = job.wait();
         drop(blind);
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
         assert!(
-            out.status.success() && stdout == "still here\n",
-            "the victim's job lost its image (stdout {stdout:?}): {stderr}"
+            out.success() && out.stdout() == "still here\n",
+            "the victim's job lost its image: {out:?}"
         );
     });
 }
@@ -446,10 +420,7 @@ impl Drop for CpuQuota {
     fn drop(&mut self) {
         let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
         for pid in procs.lines() {
-            let _ = Command::new("kill")
-                .args(["-KILL", pid])
-                .stderr(Stdio::null())
-                .status();
+            let _ = try_run(Command::new("kill").args(["-KILL", pid]));
         }
         let t = Instant::now();
         while fs::remove_dir(&self.dir).is_err() && t.elapsed() < Duration::from_secs(10) {
@@ -464,15 +435,9 @@ impl Drop for CpuQuota {
 /// carries on, saying the holder makes no progress, or says nothing).
 fn b_is_served(fx: &Fixture, b: &User, warm: &Path, cold: &Path, m: &Path) {
     for (img, warm) in [(warm, true), (cold, false)] {
-        let out = b
-            .command(&fx.bin)
-            .args([pair(img, m), "--".into(), "true".into()])
-            .current_dir(&fx.root)
-            .stdin(Stdio::null())
-            .output()
-            .expect("b's launch");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "user b's launch failed: {err}");
+        let out = fx.run_as(b, [pair(img, m), "--".into(), "true".into()]);
+        out.ok_as("user b's launch");
+        let err = out.stderr();
         if warm {
             assert!(
                 err.is_empty(),
@@ -503,12 +468,8 @@ fn a_launch_starved_of_cpu_stalls_nobody() {
             .collect();
         let warm = fx.image("starve-warm", &[("w", "w\n")], "");
         let (ma, mb) = (fx.mount_point("starve-a"), fx.mount_point("starve-b"));
-        let warmed = b
-            .command(&fx.bin)
-            .args([pair(&warm, &mb), "--".into(), "true".into()])
-            .current_dir(&fx.root)
-            .status();
-        assert!(warmed.is_ok_and(|s| s.success()));
+        fx.run_as(b, [pair(&warm, &mb), "--".into(), "true".into()])
+            .ok();
         let cache_lock = ["/run/squashfs-mount/lock"];
         let mut round = 0;
         // Round 0: SCHED_IDLE and two busy loops; round 1: a CPU quota.

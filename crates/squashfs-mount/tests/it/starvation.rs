@@ -7,7 +7,6 @@
 //! installed setuid binary; every process made is ended.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -353,17 +352,7 @@ fn an_evicted_instance_another_user_holds_never_counts_for_its_maker() {
             "-c".into(),
             format!("touch {}; exec sleep 120", s(&up)),
         ]);
-        let holding = Group(
-            a.command(&fx.bin)
-                .args(&args)
-                .current_dir(&fx.root)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .expect("user a's launch"),
-        );
+        let holding = Group::quiet(a.command(&fx.bin).args(&args).current_dir(&fx.root));
         cmd::wait_until(Duration::from_secs(20), "user a's clones", || up.exists());
         // Idle by the rules (1 s); a's cold launch then evicts them.
         std::thread::sleep(Duration::from_millis(2500));
@@ -373,8 +362,7 @@ fn an_evicted_instance_another_user_holds_never_counts_for_its_maker() {
         let evicted = imgs.len() - cached_for(fx, &imgs).len();
         let still: usize = imgs.iter().map(|i| loops_under(i).len()).sum();
         // The victim's private launch, within their share of 1.
-        let img_v = fx.image("starve4-own", &[("v", "v\n")], "");
-        let mv = fx.mount_point("starve4-own");
+        let (img_v, mv) = fx.image_at("starve4-own", &[("v", "v\n")]);
         let own = fx.run([
             "--no-cache".into(),
             pair(&img_v, &mv),

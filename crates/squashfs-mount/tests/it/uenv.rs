@@ -95,13 +95,10 @@ fn noop_unshares_nothing_and_drops_to_the_caller() {
 fn after_mounting_the_caller_keeps_uid_gid_and_no_new_privs() {
     case(|fx| {
         let m = fx.mount_point("uenv-ids");
-        let r = fx.run([
-            format!("--sqfs={}", pair(&app(fx), &m)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "id -u; id -ru; id -g; id -rg; grep NoNewPrivs /proc/self/status".into(),
-        ]);
+        let r = fx.launch_sh(
+            &[format!("--sqfs={}", pair(&app(fx), &m))],
+            "id -u; id -ru; id -g; id -rg; grep NoNewPrivs /proc/self/status",
+        );
         r.ok();
         let (u, g) = (fx.uid.to_string(), fx.gid.to_string());
         let out = r.stdout();
@@ -401,16 +398,15 @@ fn mutable_root_sqfs_bind_and_a_command_with_its_own_flags() {
         );
         // --bind-mount never takes the "--" that starts the command, so
         // `sh -c` stays the command's.
-        let r = fx.run([
-            "-r".into(),
-            format!("--sqfs={}", pair(&app(fx), &mnt)),
-            "--bind-mount".into(),
-            format!("{}:{}", s(&tmp.join("bindsrc")), s(&bind)),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!("cat {}/file.txt && {}/env/app/bin/app", s(&bind), s(&mnt)),
-        ]);
+        let r = fx.launch_sh(
+            &[
+                "-r".into(),
+                format!("--sqfs={}", pair(&app(fx), &mnt)),
+                "--bind-mount".into(),
+                format!("{}:{}", s(&tmp.join("bindsrc")), s(&bind)),
+            ],
+            &format!("cat {}/file.txt && {}/env/app/bin/app", s(&bind), s(&mnt)),
+        );
         r.ok();
         assert_eq!(r.stdout(), "bind-mount-content\nhello app\n");
         assert_absent_on_host(&mnt);

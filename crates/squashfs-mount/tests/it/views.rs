@@ -51,22 +51,21 @@ fn mutable_root_leaves_the_host_alone_and_the_view_read_only() {
     case(|fx| {
         let (one, two) = (fresh_top_level("r-one"), fresh_top_level("r-two"));
         let img = image(fx);
-        let r = fx.run([
-            "-v".into(),
-            "-r".into(),
-            pair(&img, &one),
-            pair(&img, &two.join("deeper")),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(
+            &[
+                "-v".into(),
+                "-r".into(),
+                pair(&img, &one),
+                pair(&img, &two.join("deeper")),
+            ],
+            &format!(
                 "cat {0}/x.txt {1}/deeper/x.txt; touch /new 2>&1; mkdir {1}/more 2>&1; \
                  echo w > /tmp/sqfsmnt-views-$$ && rm /tmp/sqfsmnt-views-$$ && echo tmp-writable; \
                  cat /proc/self/comm; stat -c '%U %a' / {1}; pwd",
                 s(&one),
                 s(&two)
             ),
-        ]);
+        );
         r.ok();
         let out = r.stdout();
         assert!(out.starts_with("ex\nex\n"), "{out}");
@@ -124,30 +123,22 @@ fn mutable_root_creates_nothing_where_something_exists() {
             "true".into(),
         ])
         .refused(&["a-file/m is not a directory"]);
-        // '..' is never created.
+        // '..' is never created; nor anything in /proc, /sys or /dev:
+        // (mount point, what the refusal says).
         let m = fx.mount_point("views-dotdot");
-        fx.run([
-            "-r".into(),
-            format!("{}:{}/missing/../x", s(&img), s(&m)),
-            "--".into(),
-            "true".into(),
-        ])
-        .refused(&["without '..'"]);
-        // Nor anything in /proc, /sys or /dev.
-        fx.run([
-            "-r".into(),
-            format!("{}:/dev/sqfsmnt-new", s(&img)),
-            "--".into(),
-            "true".into(),
-        ])
-        .refused(&["/dev"]);
-        fx.run([
-            "-r".into(),
-            format!("{}:/proc/sqfsmnt-new", s(&img)),
-            "--".into(),
-            "true".into(),
-        ])
-        .refused(&["/proc"]);
+        for (target, needle) in [
+            (format!("{}/missing/../x", s(&m)), "without '..'"),
+            ("/dev/sqfsmnt-new".to_string(), "/dev"),
+            ("/proc/sqfsmnt-new".to_string(), "/proc"),
+        ] {
+            fx.run([
+                "-r".into(),
+                format!("{}:{target}", s(&img)),
+                "--".into(),
+                "true".into(),
+            ])
+            .refused(&[needle]);
+        }
     });
 }
 
@@ -187,21 +178,11 @@ fn mutable_root_in_an_own_directory_and_inside_an_image() {
         // In the user's own 0700 directory: the copy keeps owner and mode,
         // and says that new files cannot be made directly in it. Inside
         // the image (read-only): a directory the image lacks.
-        let r = fx.run([
-            "-v".into(),
-            "-r".into(),
-            pair(&img, &home.join("mnt")),
-            pair(&img, &m),
-            pair(&img, &m.join("not-in-image")),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            format!(
+        let r = fx.launch_sh(&["-v".into(), "-r".into(), pair(&img, &home.join("mnt")), pair(&img, &m), pair(&img, &m.join("not-in-image"))], &format!(
                 "stat -c '%u %a' {0}; cat {0}/file {0}/mnt/x.txt; ls {1}; cat {1}/not-in-image/x.txt; echo $UENV_MOUNT_LIST",
                 s(&home),
                 s(&m)
-            ),
-        ]);
+            ));
         r.ok();
         assert_eq!(
             r.stdout(),
@@ -387,91 +368,77 @@ fn bind_refusals() {
     });
 }
 
+/// `squashfs-mount OPTIONS img:m -- true`, which must succeed: its stderr,
+/// checked to hold every one of `needles`.
+fn verbose_says(fx: &Fixture, options: &[&str], img: &Path, m: &Path, needles: &[&str]) -> String {
+    let mut a: Vec<String> = options.iter().map(|x| x.to_string()).collect();
+    a.extend([pair(img, m), "--".into(), "true".into()]);
+    let r = fx.run(a);
+    let err = r.ok().stderr();
+    for n in needles {
+        assert!(err.contains(n), "{options:?}: no {n:?} in {r:?}");
+    }
+    err
+}
+
 #[test]
 fn verbose_says_which_path_and_which_instance() {
     case(|fx| {
         let img = image(fx);
         let m = fx.mount_point("views-verbose");
-        let p = pair(&img, &m);
-        let run = |args: &[&str]| {
-            let mut a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
-            a.extend([p.clone(), "--".into(), "true".into()]);
-            let r = fx.run(a);
-            r.ok();
-            r.stderr()
-        };
         // Quiet without -v.
-        assert_eq!(run(&[]), "");
+        assert_eq!(verbose_says(fx, &[], &img, &m, &[]), "");
         fx.run(["--gc"]).ok();
-        let first = run(&["-v"]);
-        assert!(
-            first.contains(&format!("{}: kernel (trusted", s(&img))),
-            "{first}"
-        );
-        assert!(
-            first.contains("new instance, kept in the image cache"),
-            "{first}"
-        );
-        let warm = run(&["--verbose"]);
-        assert!(warm.contains("cached instance reused"), "{warm}");
-        let off = run(&["-v", "--no-cache"]);
-        assert!(
-            off.contains("new private instance, not cached: --no-cache"),
-            "{off}"
-        );
+        let kernel = format!("{}: kernel (trusted", s(&img));
+        // In order (each launch finds the cache as the one before left
+        // it): (options, what -v says).
+        for (options, needles) in [
+            (
+                &["-v"][..],
+                &[kernel.as_str(), "new instance, kept in the image cache"][..],
+            ),
+            (&["--verbose"], &["cached instance reused"]),
+            (
+                &["-v", "--no-cache"],
+                &["new private instance, not cached: --no-cache"],
+            ),
+        ] {
+            verbose_says(fx, options, &img, &m, needles);
+        }
         {
             let _conf = sqfsmnt_test_support::site::config("cache = no\n");
-            let off = run(&["-v"]);
-            assert!(
-                off.contains("not cached: the image cache is off for this launch (cache = no)"),
-                "{off}"
+            verbose_says(
+                fx,
+                &["-v"],
+                &img,
+                &m,
+                &["not cached: the image cache is off for this launch (cache = no)"],
             );
         }
         // -vv: where the mount point resolved; -vvv: the time of each step.
-        let vv = run(&["-vv"]);
-        assert!(
-            vv.contains(&format!("mount path resolved to {}", s(&m))),
-            "{vv}"
-        );
+        let resolved = format!("mount path resolved to {}", s(&m));
+        let vv = verbose_says(fx, &["-vv"], &img, &m, &[&resolved]);
         assert!(!vv.contains(" us: "), "{vv}");
-        let vvv = run(&["-vvv"]);
-        assert!(vvv.contains(" us: plan"), "{vvv}");
+        verbose_says(fx, &["-vvv"], &img, &m, &[" us: plan"]);
         // The user's own image: FUSE, and why; never cached.
         let own = fx.user_image("views-own", &[("y", "y\n")]);
-        let r = fx.run(["-v".into(), pair(&own, &m), "--".into(), "true".into()]);
-        r.ok();
-        let err = r.stderr();
-        assert!(
-            err.contains("FUSE (not trusted: the file is owned by uid")
-                && err.contains("not a trusted owner"),
-            "{err}"
-        );
-        assert!(
-            err.contains("its instance kept in the image cache for your next launches"),
-            "{err}"
-        );
-        let again = fx.run(["-v".into(), pair(&own, &m), "--".into(), "true".into()]);
-        again.ok();
-        assert!(
-            again.stderr().contains("your cached FUSE instance reused"),
-            "{}",
-            again.stderr()
-        );
-        let no_cache = fx.run([
-            "-v".into(),
-            "--no-cache".into(),
-            pair(&own, &m),
-            "--".into(),
-            "true".into(),
-        ]);
-        no_cache.ok();
-        assert!(
-            no_cache.stderr().contains(
-                "a FUSE server of yours started for this launch only, not cached: --no-cache"
+        for (options, needles) in [
+            (
+                &["-v"][..],
+                &[
+                    "FUSE (not trusted: the file is owned by uid",
+                    "not a trusted owner",
+                    "its instance kept in the image cache for your next launches",
+                ][..],
             ),
-            "{}",
-            no_cache.stderr()
-        );
+            (&["-v"], &["your cached FUSE instance reused"]),
+            (
+                &["-v", "--no-cache"],
+                &["a FUSE server of yours started for this launch only, not cached: --no-cache"],
+            ),
+        ] {
+            verbose_says(fx, options, &own, &m, needles);
+        }
         fx.run(["--gc"]).ok();
         // An image whose path is not open to everyone is not shared.
         let dir = fx.path("views-group-only");

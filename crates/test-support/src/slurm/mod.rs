@@ -40,7 +40,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::cmd::{run_with_timeout, Run};
+use crate::cmd::Run;
 use crate::count::{loops_under, mounts_under_in};
 use crate::users::{pid_alive, User, Users};
 
@@ -616,12 +616,12 @@ PlugStackConfig={dd}/plugstack.conf
 
     /// A Slurm command as root, against this cluster (60 s limit).
     pub fn root(&self, args: &[&str]) -> Run {
-        Run(run_with_timeout(
+        crate::cmd::run_for(
             Command::new(args[0])
                 .args(&args[1..])
                 .env("SLURM_CONF", &self.conf),
             Duration::from_secs(60),
-        ))
+        )
     }
 
     /// `args` run as the cluster's user in the host (the login node), in
@@ -637,7 +637,7 @@ PlugStackConfig={dd}/plugstack.conf
             c.arg(format!("{k}={v}"));
         }
         c.args(args).current_dir(&self.dir);
-        Run(run_with_timeout(&mut c, Duration::from_secs(120)))
+        crate::cmd::run_for(&mut c, Duration::from_secs(120))
     }
 
     /// The state of job `id` (empty when Slurm no longer knows it).
@@ -763,10 +763,7 @@ PlugStackConfig={dd}/plugstack.conf
             let _ = n.holder.wait();
         }
         for v in self.veths.iter().chain(std::iter::once(&self.bridge)) {
-            let _ = Command::new("ip")
-                .args(["link", "del", v])
-                .stderr(Stdio::null())
-                .status();
+            let _ = crate::cmd::try_run(Command::new("ip").args(["link", "del", v]));
         }
         for m in self.created_dirs.iter().rev() {
             let _ = fs::remove_dir(m);
@@ -876,20 +873,15 @@ pub fn remove_stale() {
             }
         }
         for l in by_kind.get("link").into_iter().flatten() {
-            let _ = Command::new("ip")
-                .args(["link", "del", l])
-                .stderr(Stdio::null())
-                .status();
+            let _ = crate::cmd::try_run(Command::new("ip").args(["link", "del", l]));
         }
         for d in by_kind.get("dir").into_iter().flatten() {
             let _ = fs::remove_dir(d);
         }
         crate::unmount::remove_tree(&e.path());
     }
-    let links = Command::new("ip")
-        .args(["-o", "link"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    let links = crate::cmd::try_run(Command::new("ip").args(["-o", "link"]))
+        .map(|r| r.stdout())
         .unwrap_or_default();
     for l in links.lines() {
         let Some(name) = l
@@ -905,10 +897,7 @@ pub fn remove_stale() {
             .and_then(|r| r.split('c').next()?.parse::<u32>().ok());
         if let Some(pid) = pid {
             if pid != std::process::id() && !pid_alive(pid) {
-                let _ = Command::new("ip")
-                    .args(["link", "del", name])
-                    .stderr(Stdio::null())
-                    .status();
+                let _ = crate::cmd::try_run(Command::new("ip").args(["link", "del", name]));
             }
         }
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use sqfsmnt_test_support::cmd::{run_with_timeout, Run};
+use sqfsmnt_test_support::cmd::{run_for, Run};
 use sqfsmnt_test_support::is_root;
 use sqfsmnt_test_support::tree::TempDir;
 
@@ -80,7 +80,7 @@ impl Sandbox {
             self.dir.path().join("fake").display(),
             self.dir.path().join("tools").display()
         );
-        let out = run_with_timeout(
+        run_for(
             Command::new("/bin/sh")
                 .arg(top().join("scripts/deps"))
                 .arg(target)
@@ -88,8 +88,7 @@ impl Sandbox {
                 .env("PATH", path)
                 .env("SLURM_INCLUDE_DIR", self.dir.path()),
             Duration::from_secs(30),
-        );
-        Run(out)
+        )
     }
 
     fn apt_get_calls(&self) -> String {
