@@ -1,14 +1,11 @@
-//! Removing what tests made: at the end of the process ([`at_exit`]), and
-//! what killed earlier runs left ([`stale_once`]).
+//! Removing what tests made at the end of the process ([`at_exit`]); what
+//! killed earlier runs left is `stale.rs`'s.
 //!
 //! Everything a suite makes in /tmp is named `sqfsmnt-it-<pid>...` (or
 //! `sqfsmnt-slurm-<pid>-...` for clusters), so a later run recognises it by a
 //! pid that no longer runs.
 
 use std::sync::{Mutex, Once};
-
-use crate::unmount::remove_tree;
-use crate::users::pid_alive;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -24,7 +21,7 @@ extern "C" fn run_at_exit() {
 
 /// Runs `job` when the process exits normally (the test harness returns
 /// from `main` or calls `exit`, also after failed tests), last registered
-/// first. A process killed by a signal leaves its things to [`stale_once`]
+/// first. A process killed by a signal leaves its things to `stale_once`
 /// of the next run.
 pub fn at_exit(job: impl FnOnce() + Send + 'static) {
     REGISTER.call_once(|| {
@@ -43,42 +40,4 @@ pub fn at_exit(job: impl FnOnce() + Send + 'static) {
 /// The directory of this process named `sqfsmnt-it-<pid>-<what>` in /tmp.
 pub fn run_dir(what: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("/tmp/sqfsmnt-it-{}-{what}", std::process::id()))
-}
-
-static STALE: Once = Once::new();
-
-/// Once per process, with the machine-wide lock held: removes the test users,
-/// temporary directories and Slurm test clusters of test processes that are
-/// gone.
-pub fn stale_once() {
-    STALE.call_once(|| {
-        crate::slurm::remove_stale();
-        crate::users::remove_stale();
-        for e in std::fs::read_dir("/tmp").into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            // This crate's, and those of the fixtures before it.
-            let pid = [
-                "sqfsmnt-it-",
-                "sqfsmnt-cache-prefix-",
-                "sqfsmnt-cache-",
-                "sqfs-test-",
-            ]
-            .iter()
-            .find_map(|p| name.strip_prefix(p))
-            .and_then(|rest| {
-                // sqfs-test-<name>-<pid>: the pid comes last there.
-                let field = if name.starts_with("sqfs-test-") {
-                    rest.rsplit('-').next()
-                } else {
-                    rest.split('-').next()
-                };
-                field?.parse::<u32>().ok()
-            });
-            if let Some(pid) = pid {
-                if pid != std::process::id() && !pid_alive(pid) {
-                    remove_tree(&e.path());
-                }
-            }
-        }
-    });
 }

@@ -48,6 +48,7 @@ pub mod refusals;
 pub mod site;
 pub mod skip;
 pub mod slurm;
+pub mod stale;
 pub mod starve;
 pub mod times;
 pub mod tree;
@@ -81,6 +82,6 @@ pub fn privileged(suite: &str, tools: &[&str]) -> bool {
         return false;
     }
     lock::machine_lock();
-    cleanup::stale_once();
+    stale::stale_once();
     true
 }

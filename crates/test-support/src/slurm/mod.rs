@@ -34,7 +34,6 @@ use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -198,22 +197,6 @@ pub struct Cluster {
     /// snaps, copied into the node's namespace): not the tests'.
     squashfs_baseline: Vec<Vec<String>>,
     teardown: PathBuf,
-}
-
-/// Sets a parent-death signal (SIGKILL) on the child: the daemons and
-/// holders die with the test process even if it is killed outright. The
-/// signal comes when the *thread* that spawned them ends: start a cluster
-/// on a thread that outlives it (the main thread of a `harness = false`
-/// test or of a binary).
-fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: the closure runs in the forked child before exec and only
-    // makes the prctl system call, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
 }
 
 fn free_port() -> u16 {
@@ -516,7 +499,7 @@ PlugStackConfig={dd}/plugstack.conf
         cmd.stdin(Stdio::null())
             .stdout(fs::File::create(own.join("munged.out")).expect("log"))
             .stderr(fs::File::create(own.join("munged.err")).expect("log"));
-        die_with_parent(&mut cmd);
+        net::die_with_parent(&mut cmd);
         let child = cmd.spawn().unwrap_or_else(|e| panic!("{name}: {e}"));
         self.munged.push(Daemon {
             name: name.to_string(),
@@ -526,7 +509,7 @@ PlugStackConfig={dd}/plugstack.conf
 
     fn spawn_slurm(&mut self, name: &str, mut cmd: Command) {
         cmd.stdin(Stdio::null());
-        die_with_parent(&mut cmd);
+        net::die_with_parent(&mut cmd);
         let child = cmd.spawn().unwrap_or_else(|e| panic!("{name}: {e}"));
         self.slurm.push(Daemon {
             name: name.to_string(),

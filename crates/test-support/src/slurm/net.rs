@@ -3,6 +3,7 @@
 //! bridge by a veth pair.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -67,7 +68,7 @@ pub(super) fn holder(hostname: &str, own: &Path, shared: &Path) -> Child {
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    super::die_with_parent(&mut cmd);
+    die_with_parent(&mut cmd);
     let mut child = cmd.spawn().expect("unshare");
     let mut line = String::new();
     let _ = BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line);
@@ -124,4 +125,20 @@ pub(super) fn nsenter(pid: u32, kinds: &[&str]) -> Command {
 /// Runs `args` in the namespaces `kinds` of `pid`, as root.
 pub(super) fn in_node(pid: u32, kinds: &[&str], args: &[&str]) -> Run {
     run(nsenter(pid, kinds).args(args))
+}
+
+/// Sets a parent-death signal (SIGKILL) on the child: the daemons and
+/// holders die with the test process even if it is killed outright. The
+/// signal comes when the *thread* that spawned them ends: start a cluster
+/// on a thread that outlives it (the main thread of a `harness = false`
+/// test or of a binary).
+pub(super) fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // makes the prctl system call, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
 }
