@@ -368,6 +368,13 @@ fn a_fuse_server_whose_mount_is_in_use_is_never_killed() {
         std::thread::sleep(Duration::from_millis(2500));
         let fresh = fx.image("attacker-fresh", &[("x", "x\n")], "");
         let ma = fx.mount_point("attacker");
+        // A launch collects at most every 10 s (the gc-stamp), and the
+        // victim's launch just made it recent: set back, a's launch collects.
+        sqfsmnt_test_support::cmd::ok(std::process::Command::new("touch").args([
+            "-d",
+            "@0",
+            "/run/squashfs-mount/gc-stamp",
+        ]));
         let evict = a.sh(&format!("\"{}\" {} -- true", s(&fx.bin), pair(&fresh, &ma)));
         assert!(evict.success(), "user a's launch: {}", evict.stderr());
         fs::write(&go, "").expect("go");
