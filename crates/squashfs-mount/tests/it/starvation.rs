@@ -336,17 +336,19 @@ fn cached_for(fx: &Fixture, imgs: &[PathBuf]) -> Vec<String> {
 #[test]
 fn an_evicted_instance_another_user_holds_never_counts_for_its_maker() {
     case(|fx| {
-        let _conf = site::config("max-loop-devices-per-user = 1\ncache-max-idle = 1s\n");
+        // Instances stay cached (the default cache-max-idle) until the
+        // attack is set up; then the site makes them idle after 1 s.
+        let _conf = site::config("max-loop-devices-per-user = 1\n");
         let others = Users::create(1, false);
         let a = others.first();
         let (_, imgs) = images_in(fx, "images/starve4", "starve4-v", 3);
         let mounts: Vec<PathBuf> = (0..3)
             .map(|i| fx.mount_point(&format!("starve4-{i}")))
             .collect();
-        // The victim's cached instances, made by their launches.
-        for (img, m) in imgs.iter().zip(&mounts) {
-            fx.run([pair(img, m), "--".into(), "true".into()]).ok();
-        }
+        // The victim's cached instances, made by their launch.
+        let mut victim: Vec<String> = imgs.iter().zip(&mounts).map(|(i, m)| pair(i, m)).collect();
+        victim.extend(["--".into(), "true".into()]);
+        fx.run(victim).ok();
         assert_eq!(
             cached_for(fx, &imgs).len(),
             3,
@@ -369,6 +371,7 @@ fn an_evicted_instance_another_user_holds_never_counts_for_its_maker() {
         let holding = Group::quiet(a.command(&fx.bin).args(&args).current_dir(&fx.root));
         cmd::wait_until(Duration::from_secs(20), "user a's clones", || up.exists());
         // Idle by the rules (1 s); a's cold launch then evicts them.
+        let _idle = site::config("max-loop-devices-per-user = 1\ncache-max-idle = 1s\n");
         std::thread::sleep(Duration::from_millis(2500));
         let fresh = fx.image("starve4-fresh", &[("x", "x\n")], "");
         let ma = fx.mount_point("starve4-a");
