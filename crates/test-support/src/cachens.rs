@@ -191,3 +191,14 @@ pub fn entry_modes(chmod: Option<u32>) -> Vec<(String, u32)> {
         .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
     names.into_iter().zip(modes).collect()
 }
+
+/// The next launch collects the cache (its periodic collection, at most
+/// every 10 s, counts from the mtime of the state directory's
+/// `gc-stamp`): the stamp is set back to the epoch.
+pub fn collect_at_next_launch() {
+    crate::cmd::ok(std::process::Command::new("touch").args([
+        "-d",
+        "@0",
+        "/run/squashfs-mount/gc-stamp",
+    ]));
+}

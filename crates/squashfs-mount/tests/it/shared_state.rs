@@ -370,11 +370,7 @@ fn a_fuse_server_whose_mount_is_in_use_is_never_killed() {
         let ma = fx.mount_point("attacker");
         // A launch collects at most every 10 s (the gc-stamp), and the
         // victim's launch just made it recent: set back, a's launch collects.
-        sqfsmnt_test_support::cmd::ok(std::process::Command::new("touch").args([
-            "-d",
-            "@0",
-            "/run/squashfs-mount/gc-stamp",
-        ]));
+        sqfsmnt_test_support::cachens::collect_at_next_launch();
         let evict = a.sh(&format!("\"{}\" {} -- true", s(&fx.bin), pair(&fresh, &ma)));
         assert!(evict.success(), "user a's launch: {}", evict.stderr());
         fs::write(&go, "").expect("go");

@@ -408,11 +408,7 @@ fn evict_by_cold_launches(fx: &Fixture, a: &User, imgs: &[PathBuf]) -> usize {
     for round in 0..5 {
         std::thread::sleep(Duration::from_millis(2500));
         let fresh = fx.image(&format!("starve4-fresh{round}"), &[("x", "x\n")], "");
-        cmd::ok(std::process::Command::new("touch").args([
-            "-d",
-            "@0",
-            "/run/squashfs-mount/gc-stamp",
-        ]));
+        sqfsmnt_test_support::cachens::collect_at_next_launch();
         launch(fx, a, &[pair(&fresh, &ma), "--".into(), "true".into()]).ok();
         let evicted = imgs.len() - cached_for(fx, imgs).len();
         if evicted >= 1 {
