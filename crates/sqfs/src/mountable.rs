@@ -1,7 +1,10 @@
 //! Whether the caller can mount an image here, the way squashfs-mount
 //! would: its site policy picks the kernel's squashfs or its FUSE server
 //! (`squashfs-mount --policy --json IMAGE`, asked as the caller), and the
-//! FUSE path needs /dev/fuse to open for the caller.
+//! FUSE path needs /dev/fuse to open for the caller; and whether this
+//! kernel wakes a FUSE server on the CPU of the process that asked
+//! (`fuse.wake_here`, doc/admin-guide.md), which decides how fast a first
+//! scan through the FUSE path is.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,6 +22,31 @@ pub struct PolicyPath {
     pub fuse_usable: bool,
     /// Why not, when not.
     pub fuse_unusable_because: Option<String>,
+    /// What an administrator could change for this kernel's FUSE servers
+    /// (see [`server_wakeup_hint`]).
+    pub fuse_wakeup_hint: Option<String>,
+}
+
+/// The kernel's setting of where it wakes a FUSE server: on the CPU of
+/// the process that sent the request (Y) or wherever the scheduler puts
+/// it (N, the default). Only some kernels have it.
+pub const WAKE_HERE_PARAMETER: &str = "/sys/module/fuse/parameters/wake_here";
+
+/// A hint when this kernel could wake FUSE servers on the requester's
+/// CPU but does not (`setting` is the parameter's content, None when the
+/// kernel has no such parameter): a first scan through the FUSE path then
+/// takes several times as long on a machine with idle CPUs
+/// (BENCHMARKS.md, doc/fuse.md "Where the server runs").
+pub fn server_wakeup_hint(setting: Option<&str>) -> Option<String> {
+    match setting.map(str::trim) {
+        Some("N") => Some(
+            "this kernel wakes FUSE servers across CPUs (fuse.wake_here=N): first scans \
+             through FUSE run several times faster with Y, an administrator's setting \
+             (doc/admin-guide.md)"
+                .into(),
+        ),
+        _ => None,
+    }
 }
 
 /// Finds squashfs-mount: next to this executable, else on PATH.
@@ -53,7 +81,10 @@ pub fn ask(image: &Path) -> Option<PolicyPath> {
     if !out.status.success() {
         return None;
     }
-    parse(&out.stdout)
+    let mut p = parse(&out.stdout)?;
+    p.fuse_wakeup_hint =
+        server_wakeup_hint(std::fs::read_to_string(WAKE_HERE_PARAMETER).ok().as_deref());
+    Some(p)
 }
 
 /// The answer of `--policy --json IMAGE` (one image).
@@ -68,6 +99,7 @@ pub fn parse(json: &[u8]) -> Option<PolicyPath> {
             .get("fuse_unusable_because")
             .and_then(|w| w.as_str())
             .map(str::to_string),
+        fuse_wakeup_hint: None,
     })
 }
 
@@ -129,8 +161,11 @@ pub fn verdict(p: &PolicyPath, kernel: (Option<bool>, &str)) -> (Option<bool>, S
         (
             Some(true),
             format!(
-                "squashfs-mount would serve it through its FUSE server, as you ({}); squashfs-mount --policy IMAGE says why",
-                first_clause(&p.reason, usize::MAX)
+                "squashfs-mount would serve it through its FUSE server, as you ({}); squashfs-mount --policy IMAGE says why{}",
+                first_clause(&p.reason, usize::MAX),
+                p.fuse_wakeup_hint
+                    .as_deref()
+                    .map_or(String::new(), |h| format!("; {h}"))
             ),
         )
     } else {
@@ -150,6 +185,34 @@ pub fn verdict(p: &PolicyPath, kernel: (Option<bool>, &str)) -> (Option<bool>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_that_wakes_fuse_servers_across_cpus_gets_a_hint() {
+        for (setting, hint) in [
+            (None, false),
+            (Some("Y\n"), false),
+            (Some("N\n"), true),
+            (Some("N"), true),
+            (Some(""), false),
+        ] {
+            assert_eq!(server_wakeup_hint(setting).is_some(), hint, "{setting:?}");
+        }
+        let p = PolicyPath {
+            path: "FUSE".into(),
+            reason: "not trusted".into(),
+            fuse_usable: true,
+            fuse_unusable_because: None,
+            fuse_wakeup_hint: server_wakeup_hint(Some("N")),
+        };
+        assert!(verdict(&p, (Some(true), "k"))
+            .1
+            .contains("fuse.wake_here=N"));
+        let kernel = PolicyPath {
+            path: "kernel".into(),
+            ..p
+        };
+        assert!(!verdict(&kernel, (Some(true), "k")).1.contains("wake_here"));
+    }
 
     #[test]
     fn the_policy_answer_is_read() {

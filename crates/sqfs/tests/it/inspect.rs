@@ -651,4 +651,18 @@ fn mountable_here_follows_the_policy_path() {
         line.starts_with("Mountable here:   yes") && line.contains("FUSE server, as you"),
         "{line}"
     );
+    // The kernel's fuse.wake_here, as this machine has it: a hint for the
+    // administrator's setting exactly when the kernel has it and it is N.
+    let wake_here = std::fs::read_to_string(sqfs::mountable::WAKE_HERE_PARAMETER).ok();
+    assert_eq!(
+        line.contains("fuse.wake_here=N"),
+        wake_here.as_deref().map(str::trim) == Some("N"),
+        "{line} (wake_here: {wake_here:?})"
+    );
+    let j: serde_json::Value = serde_json::from_str(&mountable(true)).unwrap();
+    assert_eq!(
+        j["mount_path"]["fuse_wakeup_hint"].is_string(),
+        line.contains("fuse.wake_here=N"),
+        "--json carries the same hint"
+    );
 }
