@@ -46,12 +46,34 @@ pub(crate) fn mount_list<'a>(pairs: impl IntoIterator<Item = (&'a OsStr, &'a OsS
     OsStr::from_bytes(&out).to_owned()
 }
 
+/// Says why the command `program` did not run (`err`, from exec), with
+/// [`not_found_hint`] when it was not found or not executable, and returns
+/// the shell's status for it: 127 when it was not found, 126 otherwise.
+pub(crate) fn exec_failed(program: &OsStr, err: &std::io::Error, mount_list: Option<&OsStr>) -> u8 {
+    use std::io::ErrorKind::{NotFound, PermissionDenied};
+    let hint = if matches!(err.kind(), NotFound | PermissionDenied) {
+        not_found_hint(program, mount_list)
+    } else {
+        String::new()
+    };
+    crate::system::error::report(format_args!(
+        "cannot run {}: {}{hint}",
+        program.to_string_lossy(),
+        crate::system::error::io_message(err)
+    ));
+    if err.kind() == NotFound {
+        127
+    } else {
+        126
+    }
+}
+
 /// For a command that was not found, or only in directories of PATH the
 /// caller cannot search (`program`, no '/' in it): where the
 /// mounted images have it, or that their programs are under their mount
 /// points (`mount_list`: UENV_MOUNT_LIST, `image:mountpoint,...`), which
 /// the caller's PATH does not name. Empty when there is nothing to add.
-pub(crate) fn not_found_hint(program: &OsStr, mount_list: Option<&OsStr>) -> String {
+fn not_found_hint(program: &OsStr, mount_list: Option<&OsStr>) -> String {
     if program.as_bytes().contains(&b'/') {
         return String::new();
     }

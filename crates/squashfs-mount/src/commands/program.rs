@@ -105,26 +105,7 @@ pub fn run() -> u8 {
     command.args(&ready.command[1..]).env_clear().envs(env);
     crate::system::keep_callers_pipe_signal(&mut command);
     let err = command.exec();
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    };
-    let searched = matches!(
-        err.kind(),
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-    );
-    let hint = if searched {
-        environment::not_found_hint(program, ready.mount_list.as_deref())
-    } else {
-        String::new()
-    };
-    report(format_args!(
-        "cannot run {}: {}{hint}",
-        program.to_string_lossy(),
-        crate::system::error::io_message(&err)
-    ));
-    code
+    environment::exec_failed(program, &err, ready.mount_list.as_deref())
 }
 
 /// `--writable=DIR`: the process becomes `squashfs-mount-layer`, which

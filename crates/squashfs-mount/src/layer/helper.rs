@@ -129,29 +129,11 @@ pub(crate) fn exec(command: &[OsString]) -> u8 {
     c.args(&command[1..]).env_clear().envs(std::env::vars_os());
     system::keep_callers_pipe_signal(&mut c);
     let err = c.exec();
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    };
-    let searched = matches!(
-        err.kind(),
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-    );
-    let hint = if searched {
-        crate::cli::environment::not_found_hint(
-            program,
-            std::env::var_os("UENV_MOUNT_LIST").as_deref(),
-        )
-    } else {
-        String::new()
-    };
-    error::report(format_args!(
-        "cannot run {}: {}{hint}",
-        program.to_string_lossy(),
-        error::io_message(&err)
-    ));
-    code
+    crate::cli::environment::exec_failed(
+        program,
+        &err,
+        std::env::var_os("UENV_MOUNT_LIST").as_deref(),
+    )
 }
 
 /// The Slurm plugin's way: see the module documentation.
