@@ -6,7 +6,7 @@ use std::sync::Arc;
 use squashfs_format::superblock::{METADATA_SIZE, NO_TABLE, SUPERBLOCK_SIZE};
 use squashfs_format::{FormatError, Superblock};
 
-use super::inode::{Inode, InodeData, InodeRef, NO_FRAGMENT};
+use super::inode::{Inode, InodeRef};
 use super::stream::{corrupt, read_index, Position, Tables};
 use crate::cache::Cache;
 use crate::table::Source;
@@ -93,28 +93,13 @@ impl FileData {
             return Ok(l);
         }
         const WHAT: &str = "inode table";
-        let InodeData::File {
-            blocks_start,
-            fragment,
-            frag_offset,
-            list_at,
-            ..
-        } = file.data
-        else {
-            return Err(FormatError::Io("not a regular file".into()));
-        };
-        let bs = u64::from(tables.sb.block_size);
+        let shape = file.file_shape(tables.sb.block_size)?;
         let size = file.size;
-        let (count, fragment) = if fragment == NO_FRAGMENT || size.is_multiple_of(bs) {
-            (size.div_ceil(bs), None)
-        } else {
-            (size / bs, Some((fragment, frag_offset)))
-        };
-        let mut c = tables.resume(list_at, tables.sb.directory_table_start, WHAT)?;
+        let mut c = tables.resume(shape.list_at, tables.sb.directory_table_start, WHAT)?;
         // Grows as entries are read: never sized from the untrusted count.
-        let mut blocks = Vec::with_capacity(count.min(4096) as usize);
-        let mut at = blocks_start;
-        for _ in 0..count {
+        let mut blocks = Vec::with_capacity(shape.count.min(4096) as usize);
+        let mut at = shape.blocks_start;
+        for _ in 0..shape.count {
             let word = c.u32()?;
             let stored = word & !BLOCK_UNCOMPRESSED;
             if stored > tables.sb.block_size {
@@ -140,7 +125,7 @@ impl FileData {
             FileLayout {
                 size,
                 blocks,
-                fragment,
+                fragment: shape.tail,
             },
             cost,
         ))

@@ -1,6 +1,8 @@
 //! Inodes: their kinds and what each type holds (read by
 //! `inode_table.rs`).
 
+use squashfs_format::FormatError;
+
 use super::stream::Position;
 
 /// A reference to an inode: the offset of its metadata block from the start
@@ -117,7 +119,45 @@ pub struct Inode {
     pub data: InodeData,
 }
 
+/// What a regular file's inode says of its data: where its full blocks
+/// start, where the list of their size words is, how many there are, and
+/// the fragment block and offset of its tail, when a fragment holds one.
+pub(super) struct FileShape {
+    pub blocks_start: u64,
+    pub list_at: Position,
+    pub count: u64,
+    pub tail: Option<(u32, u32)>,
+}
+
 impl Inode {
+    /// The shape of this regular file's data with blocks of `block_size`
+    /// bytes (a file whose size is a whole number of blocks has no tail,
+    /// whatever its fragment field says).
+    pub(super) fn file_shape(&self, block_size: u32) -> Result<FileShape, FormatError> {
+        let InodeData::File {
+            blocks_start,
+            fragment,
+            frag_offset,
+            list_at,
+            ..
+        } = self.data
+        else {
+            return Err(FormatError::Io("not a regular file".into()));
+        };
+        let bs = u64::from(block_size);
+        let (count, tail) = if fragment == NO_FRAGMENT || self.size.is_multiple_of(bs) {
+            (self.size.div_ceil(bs), None)
+        } else {
+            (self.size / bs, Some((fragment, frag_offset)))
+        };
+        Ok(FileShape {
+            blocks_start,
+            list_at,
+            count,
+            tail,
+        })
+    }
+
     /// The full st_mode.
     pub fn mode(&self) -> u32 {
         self.kind.mode_bits() | u32::from(self.perm & 0o7777)

@@ -12,7 +12,7 @@
 use squashfs_format::superblock::METADATA_SIZE;
 use squashfs_format::FormatError;
 
-use super::inode::{Inode, InodeData, NO_FRAGMENT};
+use super::inode::Inode;
 use super::stream::{corrupt, Position, Tables};
 use crate::table::Source;
 
@@ -44,29 +44,13 @@ pub(super) fn stored_data<S: Source>(
     file: &Inode,
 ) -> Result<StoredData, FormatError> {
     const WHAT: &str = "inode table";
-    let InodeData::File {
-        blocks_start,
-        fragment,
-        frag_offset,
-        list_at,
-        ..
-    } = file.data
-    else {
-        return Err(FormatError::Io("not a regular file".into()));
-    };
-    let bs = u64::from(tables.sb.block_size);
-    let in_fragment = fragment != NO_FRAGMENT && !file.size.is_multiple_of(bs);
-    let count = if in_fragment {
-        file.size / bs
-    } else {
-        file.size.div_ceil(bs)
-    };
-    let mut blocks = Vec::with_capacity(count.min(4096) as usize);
+    let shape = file.file_shape(tables.sb.block_size)?;
+    let mut blocks = Vec::with_capacity(shape.count.min(4096) as usize);
     // A file held in a fragment alone has no block list to read.
-    if count > 0 {
-        let mut c = tables.resume(list_at, tables.sb.directory_table_start, WHAT)?;
-        let mut at = blocks_start;
-        for _ in 0..count {
+    if shape.count > 0 {
+        let mut c = tables.resume(shape.list_at, tables.sb.directory_table_start, WHAT)?;
+        let mut at = shape.blocks_start;
+        for _ in 0..shape.count {
             let word = c.u32()?;
             let stored = word & !STORED_UNCOMPRESSED;
             let end = at
@@ -86,11 +70,20 @@ pub(super) fn stored_data<S: Source>(
         }
     }
     // The fragment index was checked when the inode was read.
-    let tail = in_fragment.then_some(StoredTail {
-        fragment,
-        offset: frag_offset,
-    });
+    let tail = shape
+        .tail
+        .map(|(fragment, offset)| StoredTail { fragment, offset });
     Ok(StoredData { blocks, tail })
+}
+
+/// Whether a block stored at `start` with size word `word` is larger
+/// than a block or ends past the image's bytes.
+fn lies_outside<S: Source>(tables: &Tables<S>, start: u64, word: u32) -> bool {
+    let stored = word & !STORED_UNCOMPRESSED;
+    stored > tables.sb.block_size
+        || start
+            .checked_add(u64::from(stored))
+            .is_none_or(|e| e > tables.sb.bytes_used)
 }
 
 /// Where fragment block `index` is stored, and its size word, checked
@@ -115,12 +108,7 @@ pub(super) fn fragment_block<S: Source>(
     )?;
     let start = c.u64()?;
     let word = c.u32()?;
-    let stored = word & !STORED_UNCOMPRESSED;
-    if stored > tables.sb.block_size
-        || start
-            .checked_add(u64::from(stored))
-            .is_none_or(|e| e > tables.sb.bytes_used)
-    {
+    if lies_outside(tables, start, word) {
         return Err(corrupt(
             WHAT,
             format!("fragment {index} lies outside the image"),
@@ -141,11 +129,7 @@ pub(super) fn stored_bytes<'b, S: Source>(
     buf: &'b mut Vec<u8>,
 ) -> Result<&'b [u8], FormatError> {
     let stored = word & !STORED_UNCOMPRESSED;
-    if stored > tables.sb.block_size
-        || start
-            .checked_add(u64::from(stored))
-            .is_none_or(|e| e > tables.sb.bytes_used)
-    {
+    if lies_outside(tables, start, word) {
         return Err(corrupt(
             "data block",
             format!("a block of {stored} bytes at byte {start} lies outside the image"),
