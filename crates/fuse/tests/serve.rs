@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use sqfsmnt_test_support::cmd::{run, try_run};
 use sqfsmnt_test_support::ends;
 
-use sqfsmnt_test_support::tree::TempDir;
+use sqfsmnt_test_support::tree::{Rng, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_squashfs-mount-fuse");
 
@@ -148,16 +148,7 @@ fn build_files(root: &Path) {
     w("three-and-a-bit", &pattern(3 * bs + 4321, 3));
     w("small-text", b"hello, fuse\n");
     // Incompressible data (stored uncompressed by mksquashfs).
-    let mut x = 0x9e3779b97f4a7c15u64;
-    let random: Vec<u8> = (0..300_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    w("random", &random);
+    w("random", &Rng(0x9e37_79b9_7f4a_7c15).bytes(300_000));
     // Sparse: holes of whole blocks around some data.
     {
         let f = fs::File::create(root.join("sparse")).unwrap();
@@ -1156,17 +1147,9 @@ impl DetachedRig {
         for f in ["f", "g", "h"] {
             fs::write(src.join("a").join(f), format!("served {f}\n")).unwrap();
         }
-        let mut x = 0x2545f4914f6cdd1du64;
+        let mut noise = Rng(0x2545_f491_4f6c_dd1d);
         for i in 0..4 {
-            let big: Vec<u8> = (0..4 << 20)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
-            fs::write(src.join(format!("big{i}")), big).unwrap();
+            fs::write(src.join(format!("big{i}")), noise.bytes(4 << 20)).unwrap();
         }
         let img = t.0.join("img.sqfs");
         assert!(mksquashfs(&src, &img, &[]));
